@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The GPU lane: GPU-marked tests plus every kernel test run natively, then the benchmark.
+# Usage (on a CUDA machine, from the repository root):
+#   bash benchmarks/gpu_lane.sh LABEL [wavemla bench arguments...]
+# Writes tests.log, bench.json and bench.log under $OUT (default ./gpu-lane-out) and prints a short table last.
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-lane-out}
+mkdir -p "$OUT"
+LABEL=${1:-unlabelled}
+shift || true
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONUNBUFFERED=1
+PY=${PYTHON:-python3}
+
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader | tee "$OUT/gpu.txt"
+$PY -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$OUT/gpu.txt"
+
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  XDIST=""
+  $PY -c "import xdist" 2>/dev/null && XDIST="-n 8"
+  $PY -m pytest ${TEST_PATHS:-tests} -q $XDIST -p no:cacheprovider ${TEST_ARGS:-} 2>&1 | tee "$OUT/tests.log" | tail -25
+  echo "tests exit: ${PIPESTATUS[0]}" | tee -a "$OUT/tests.log"
+fi
+
+if [ "${SKIP_BENCH:-0}" != 1 ]; then
+  $PY -m wavemla.cli bench --json "$OUT/bench.json" --label "$LABEL" "$@" 2>&1 | tee "$OUT/bench.log"
+fi
+echo "== summary =="
+grep -E "passed|failed|error" "$OUT/tests.log" 2>/dev/null | tail -3
+grep -E "ceilings" "$OUT/bench.log" 2>/dev/null

@@ -1,0 +1,339 @@
+"""Public calls: validate, plan, launch.
+
+Two entry points compute the same thing:
+
+- :func:`flash_mla_with_kvcache` / :func:`get_mla_metadata` take FlashMLA's names, argument order and returns, so an
+  engine swaps one import;
+- :func:`sparse_mla_decode` is the native call with keyword arguments.
+
+Shapes (``T = b·s_q`` query tokens)::
+
+    q                 [b, s_q, h_q, 512]        bf16 or fp16
+    kv cache          [num_blocks, page, 1, 512] bf16/fp16 rows, or
+                      [num_blocks, page, 1, 584] uint8 / float8_e4m3fn FP8 MODEL1 (see wavemla.reference.fp8)
+    indices           [b, s_q, topk]            int32 global slots block·page + offset; < 0 or >= slots: invalid
+    topk_length       [b]                       int32, entries used per request (optional)
+    extra_*           the same for a second cache attended jointly (CSA/HCA compressed rows)
+    attn_sink         [h_q]                     fp32 (optional)
+    out               [b, s_q, h_q, 512]        q.dtype
+    lse               [b, h_q, s_q]             fp32, natural log, sink excluded, +inf where no valid row
+
+A launch depends only on static shapes: no host-device sync, no data-dependent host branching, so calls can be
+captured in CUDA graphs. The metadata object returned by :func:`get_mla_metadata` freezes the plan on first use
+and owns the split workspace; reuse it across layers with identical shapes, and give each CUDA stream its own.
+
+Example::
+
+    import wavemla
+    sched, _ = wavemla.get_mla_metadata()
+    out, lse = wavemla.flash_mla_with_kvcache(
+        q, swa_cache, None, None, 512, sched, is_fp8_kvcache=True, indices=swa_idx, attn_sink=sink,
+        extra_k_cache=csa_cache, extra_indices_in_kvcache=csa_idx, topk_length=swa_len, extra_topk_length=csa_len)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from wavemla import config
+from wavemla.plan import Plan, Workload, plan
+from wavemla.reference.fp8 import BYTES_DATA, BYTES_PER_TOKEN, D_QK
+
+_Q_DTYPES = (torch.bfloat16, torch.float16)
+_FP8_DTYPES = (torch.uint8, torch.float8_e4m3fn)
+
+
+@dataclass
+class MLAMetadata:
+    """Plan and workspace of one decode shape; frozen on first use (FlashMLA's ``FlashMLASchedMeta``)."""
+
+    plan: Plan | None = None
+    key: tuple[Any, ...] | None = None
+    o_ws: torch.Tensor | None = field(default=None, repr=False)
+    lse_ws: torch.Tensor | None = field(default=None, repr=False)
+
+
+def get_mla_metadata(*args: Any, **kwargs: Any) -> tuple[MLAMetadata, None]:
+    """An empty metadata object, planned on the first decode call (arguments are accepted and ignored, as in
+    FlashMLA, whose signature no longer takes real ones)."""
+    return MLAMetadata(), None
+
+
+def _interpreting() -> bool:
+    import triton
+
+    knobs = getattr(triton, "knobs", None)
+    return bool(knobs is not None and knobs.runtime.interpret)
+
+
+def _check_tensor(name: str, t: Any, dtypes: tuple[torch.dtype, ...], ndim: int, device: torch.device) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.dtype not in dtypes:
+        raise ValueError(f"{name}: expected dtype in {[str(d) for d in dtypes]}, got {t.dtype}")
+    if t.dim() != ndim:
+        raise ValueError(f"{name}: expected {ndim} dimensions, got shape {list(t.shape)}")
+    if t.device != device:
+        raise ValueError(f"{name}: expected device {device} (the device of q), got {t.device}")
+
+
+def _check_cache(name: str, cache: Any, device: torch.device) -> bool:
+    """Validate a KV cache; returns True for FP8 MODEL1."""
+    if not isinstance(cache, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch.Tensor, got {type(cache).__name__}")
+    if cache.dim() != 4 or cache.shape[2] != 1:
+        raise ValueError(f"{name}: expected [num_blocks, page, 1, 512 or 584], got shape {list(cache.shape)}")
+    if cache.device != device:
+        raise ValueError(f"{name}: expected device {device} (the device of q), got {cache.device}")
+    page = cache.shape[1]
+    if not 1 <= page <= 1024:
+        raise ValueError(f"{name}: page size (dim 1) must be in 1..1024, got {page}")
+    if cache.dtype in _FP8_DTYPES:
+        if cache.shape[3] != BYTES_PER_TOKEN:
+            raise ValueError(f"{name}: an FP8 MODEL1 cache has {BYTES_PER_TOKEN} bytes per token, got {cache.shape[3]}")
+        if cache.stride(3) != 1 or cache.stride(1) != BYTES_PER_TOKEN:
+            raise ValueError(f"{name}: FP8 MODEL1 pages must be contiguous (stride(1) == 584, stride(3) == 1)")
+        if cache.shape[0] > 1 and cache.stride(0) < page * BYTES_PER_TOKEN:
+            raise ValueError(f"{name}: stride(0) {cache.stride(0)} is smaller than a page ({page * BYTES_PER_TOKEN} B)")
+        if cache.stride(0) % 16 or cache.data_ptr() % 16:
+            raise ValueError(f"{name}: FP8 pages must start 16-byte aligned (stride(0) % 16 == 0)")
+        assert BYTES_DATA == 576
+        return True
+    if cache.dtype in _Q_DTYPES:
+        if cache.shape[3] != D_QK:
+            raise ValueError(f"{name}: expected head_dim {D_QK} for bf16/fp16 rows, got {cache.shape[3]}")
+        if cache.stride(3) != 1:
+            raise ValueError(f"{name}: the last dimension must be contiguous (stride 1), got stride {cache.stride(3)}")
+        return False
+    raise ValueError(f"{name}: expected bf16/fp16 rows or a uint8/float8_e4m3fn MODEL1 cache, got {cache.dtype}")
+
+
+def _check_indices(name: str, idx: Any, b: int, s_q: int, device: torch.device) -> None:
+    _check_tensor(name, idx, (torch.int32,), 3, device)
+    if idx.shape[0] != b or idx.shape[1] != s_q:
+        raise ValueError(f"{name}: expected [b={b}, s_q={s_q}, topk], got {list(idx.shape)}")
+    if idx.shape[2] > 0 and idx.stride(2) != 1:
+        raise ValueError(f"{name}: the last dimension must be contiguous (stride 1)")
+
+
+def _check_length(name: str, t: Any, b: int, device: torch.device) -> None:
+    _check_tensor(name, t, (torch.int32,), 1, device)
+    if t.shape[0] != b:
+        raise ValueError(f"{name}: expected shape [b={b}], got {list(t.shape)}")
+    if b > 1 and t.stride(0) != 1:
+        raise ValueError(f"{name}: must be contiguous")
+
+
+_SPECS: dict[str, Any] = {}
+
+
+def _device_spec(device: torch.device) -> Any:
+    """The planner's view of the GPU behind ``device`` (queried once per device). CPU tensors run through Triton's
+    interpreter; they are planned for the ``WAVEMLA_GPU`` preset, or an H200 when none is set."""
+    from wavemla.device import current_spec, get_spec
+
+    key = f"{device}|{config.get('WAVEMLA_GPU')}"
+    if key not in _SPECS:
+        if device.type == "cuda":
+            _SPECS[key] = current_spec()
+        else:
+            _SPECS[key] = get_spec(config.get("WAVEMLA_GPU") or "h200")
+    return _SPECS[key]
+
+
+def sparse_mla_decode(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    indices: torch.Tensor,
+    *,
+    topk_length: torch.Tensor | None = None,
+    extra_kv_cache: torch.Tensor | None = None,
+    extra_indices: torch.Tensor | None = None,
+    extra_topk_length: torch.Tensor | None = None,
+    attn_sink: torch.Tensor | None = None,
+    softmax_scale: float | None = None,
+    metadata: MLAMetadata | None = None,
+    batch_invariant: bool | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """DeepSeek-V4 sparse MLA decode over a main cache and an optional extra cache (shapes in the module doc).
+
+    ``batch_invariant=True`` (or the ``WAVEMLA_BATCH_INVARIANT`` knob) makes each request's bits independent of
+    the batch it is in. Returns ``(out [b, s_q, h_q, 512] q.dtype, lse [b, h_q, s_q] fp32)``; semantics are those
+    of :func:`wavemla.reference.sparse_decode_ref`.
+
+    Example::
+
+        out, lse = sparse_mla_decode(q, cache, idx, attn_sink=sink, extra_kv_cache=comp, extra_indices=comp_idx)
+    """
+    from wavemla.kernels.combine import sparse_decode_combine
+    from wavemla.kernels.sparse_decode import sparse_decode_split
+
+    if not isinstance(q, torch.Tensor):
+        raise ValueError(f"q: expected a torch.Tensor, got {type(q).__name__}")
+    device = q.device
+    _check_tensor("q", q, _Q_DTYPES, 4, device)
+    b, s_q, h_q, d = q.shape
+    if d != D_QK:
+        raise ValueError(f"q: expected head_dim {D_QK} (DeepSeek-V4 latent), got {d}")
+    if not 1 <= s_q <= 4:
+        raise ValueError(f"q: s_q (dim 1) must be in 1..4, got {s_q}")
+    if not 1 <= h_q <= 128:
+        raise ValueError(f"q: h_q (dim 2) must be in 1..128, got {h_q}")
+    if q.stride(3) != 1:
+        raise ValueError("q: the last dimension must be contiguous (stride 1)")
+    if device.type != "cuda" and not _interpreting():
+        raise ValueError(f"q: expected a CUDA tensor (or Triton's interpreter mode for CPU tensors), got {device}")
+    is_fp8 = _check_cache("kv_cache", kv_cache, device)
+    _check_indices("indices", indices, b, s_q, device)
+    if topk_length is not None:
+        _check_length("topk_length", topk_length, b, device)
+    has_extra = extra_kv_cache is not None
+    if has_extra:
+        if extra_indices is None:
+            raise ValueError("extra_indices: required when extra_kv_cache is given")
+        if _check_cache("extra_kv_cache", extra_kv_cache, device) != is_fp8:
+            raise ValueError("extra_kv_cache: must use the same format (FP8 MODEL1 or rows) as kv_cache")
+        if not is_fp8 and extra_kv_cache.dtype != kv_cache.dtype:
+            raise ValueError(f"extra_kv_cache: dtype {extra_kv_cache.dtype} differs from kv_cache's {kv_cache.dtype}")
+        _check_indices("extra_indices", extra_indices, b, s_q, device)
+        if extra_topk_length is not None:
+            _check_length("extra_topk_length", extra_topk_length, b, device)
+    elif extra_indices is not None or extra_topk_length is not None:
+        raise ValueError("extra_indices / extra_topk_length: given without extra_kv_cache")
+    if not is_fp8 and kv_cache.dtype != q.dtype:
+        raise ValueError(f"kv_cache: bf16/fp16 rows must match q's dtype {q.dtype}, got {kv_cache.dtype}")
+    if attn_sink is not None:
+        _check_tensor("attn_sink", attn_sink, (torch.float32,), 1, device)
+        if attn_sink.shape[0] != h_q or (h_q > 1 and attn_sink.stride(0) != 1):
+            raise ValueError(f"attn_sink: expected a contiguous [h_q={h_q}] fp32 tensor, got {list(attn_sink.shape)}")
+    scale = D_QK**-0.5 if softmax_scale is None else float(softmax_scale)
+    if not scale > 0.0 or scale == float("inf"):
+        raise ValueError(f"softmax_scale: expected a finite positive float, got {softmax_scale!r}")
+    topk = indices.shape[2]
+    extra_topk = extra_indices.shape[2] if has_extra else 0
+    if topk + extra_topk == 0:
+        raise ValueError("indices: topk and extra topk are both 0")
+    invariant = config.get("WAVEMLA_BATCH_INVARIANT") if batch_invariant is None else bool(batch_invariant)
+
+    workload = Workload(
+        batch=b,
+        s_q=s_q,
+        h_q=h_q,
+        topk=topk,
+        extra_topk=extra_topk,
+        is_fp8=is_fp8,
+        dtype="bf16" if q.dtype == torch.bfloat16 else "fp16",
+        batch_invariant=invariant,
+    )
+    key = (workload, str(device))
+    meta = metadata if metadata is not None else MLAMetadata()
+    if meta.plan is None:
+        meta.plan = plan(workload, _device_spec(device))
+        meta.key = key
+        rows = meta.plan.workspace_rows(b * s_q)
+        if rows:
+            meta.o_ws = torch.empty((rows, h_q, D_QK), dtype=torch.float32, device=device)
+            meta.lse_ws = torch.empty((rows, h_q), dtype=torch.float32, device=device)
+    elif meta.key != key:
+        raise ValueError(
+            f"tile_scheduler_metadata: planned for {meta.key}, called with {key}; "
+            "use one metadata object per decode shape (get_mla_metadata())"
+        )
+    p = meta.plan
+    out = torch.empty((b, s_q, h_q, D_QK), dtype=q.dtype, device=device)
+    lse = torch.empty((b, s_q, h_q), dtype=torch.float32, device=device)
+    if b == 0:
+        return out, lse.transpose(1, 2)
+    kv = kv_cache.view(torch.uint8) if is_fp8 else kv_cache
+    extra_kv = extra_kv_cache.view(torch.uint8) if (has_extra and is_fp8) else extra_kv_cache
+    sparse_decode_split(
+        q=q,
+        out=out,
+        lse=lse,
+        o_ws=meta.o_ws,
+        lse_ws=meta.lse_ws,
+        kv=kv,
+        indices=indices,
+        topk_length=topk_length,
+        extra_kv=extra_kv,
+        extra_indices=extra_indices if has_extra else None,
+        extra_topk_length=extra_topk_length if has_extra else None,
+        attn_sink=attn_sink,
+        is_fp8=is_fp8,
+        softmax_scale=scale,
+        block_h=p.config.block_h,
+        block_n=p.config.block_n,
+        num_warps=p.config.num_warps,
+        num_stages=p.config.num_stages,
+        units_per_part=p.units_per_part,
+        num_parts=p.num_parts,
+    )
+    if p.needs_combine:
+        assert meta.o_ws is not None and meta.lse_ws is not None
+        sparse_decode_combine(
+            out=out,
+            lse=lse,
+            o_ws=meta.o_ws,
+            lse_ws=meta.lse_ws,
+            attn_sink=attn_sink,
+            n_tiles=p.n_tiles,
+            units_per_part=p.units_per_part,
+        )
+    return out, lse.transpose(1, 2)
+
+
+def flash_mla_with_kvcache(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    block_table: torch.Tensor | None,
+    cache_seqlens: torch.Tensor | None,
+    head_dim_v: int,
+    tile_scheduler_metadata: MLAMetadata | None,
+    num_splits: torch.Tensor | None = None,
+    softmax_scale: float | None = None,
+    causal: bool = False,
+    is_fp8_kvcache: bool = False,
+    indices: torch.Tensor | None = None,
+    attn_sink: torch.Tensor | None = None,
+    extra_k_cache: torch.Tensor | None = None,
+    extra_indices_in_kvcache: torch.Tensor | None = None,
+    topk_length: torch.Tensor | None = None,
+    extra_topk_length: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """FlashMLA's call, same names, order and returns (sparse decode; see the module doc for shapes).
+
+    ``block_table`` and ``cache_seqlens`` are not used by sparse decode (indices already hold global slots), as in
+    FlashMLA. ``is_fp8_kvcache`` must agree with the cache format (True: MODEL1 ``[..., 584]`` bytes).
+    """
+    if head_dim_v != D_QK:
+        raise ValueError(f"head_dim_v: expected {D_QK}, got {head_dim_v}")
+    if num_splits is not None:
+        raise ValueError("num_splits: must be None (the planner chooses the split)")
+    if indices is None:
+        raise ValueError(
+            "indices: required; wavemla implements sparse decode (DeepSeek-V4), pass [b, s_q, topk] int32 slots"
+        )
+    if causal:
+        raise ValueError("causal: sparse decode requires causal=False (the index lists already encode causality)")
+    if isinstance(k_cache, torch.Tensor):
+        fp8_cache = k_cache.dtype in _FP8_DTYPES
+        if bool(is_fp8_kvcache) != fp8_cache:
+            raise ValueError(
+                f"is_fp8_kvcache: {is_fp8_kvcache} but k_cache has dtype {k_cache.dtype} "
+                f"({'FP8 MODEL1' if fp8_cache else 'bf16/fp16 rows'})"
+            )
+    return sparse_mla_decode(
+        q,
+        k_cache,
+        indices,
+        topk_length=topk_length,
+        extra_kv_cache=extra_k_cache,
+        extra_indices=extra_indices_in_kvcache,
+        extra_topk_length=extra_topk_length,
+        attn_sink=attn_sink,
+        softmax_scale=softmax_scale,
+        metadata=tile_scheduler_metadata,
+    )

@@ -1,0 +1,49 @@
+"""``wavemla <verb>``: one entry point; each verb is a thin shell over a library module.
+
+A verb's module exposes ``add_arguments(parser)`` and ``run(args) -> int`` (the exit code). Modules import torch and
+Triton inside ``run`` so that ``wavemla --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# verb -> (module, one-line help). Keep alphabetical inside each group.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("wavemla.tools.demo", "run one DSV4-Flash CSA decode step and check it against the fp64 reference"),
+    "bench": ("wavemla.tools.bench", "time sparse decode at DSV4 shapes (CUDA graphs, flushed L2, medians)"),
+    "env": ("wavemla.tools.envinfo", "print versions, the device and every WAVEMLA_* knob"),
+    "check": ("wavemla.tools.check", "find output corruption under load: greedy outputs alone vs under load"),
+    "sweep": ("wavemla.tools.sweep", "sweep server concurrency: output tok/s, tok/s/user, TTFT, TPOT, ITL"),
+    "trace": ("wavemla.tools.trace", "fit per-component decode GPU time vs batch size from profiler traces"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="wavemla",
+        description="DeepSeek-V4 sparse MLA decode kernels for every NVIDIA GPU, and decode-throughput tools.",
+    )
+    sub = parser.add_subparsers(dest="verb", metavar="<verb>")
+    for verb, (module_name, help_text) in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        p = sub.add_parser(verb, help=help_text, description=(module.__doc__ or help_text).strip().splitlines()[0])
+        module.add_arguments(p)
+        p.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.verb is None:
+        parser.print_help()
+        return 2
+    return int(args._module.run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

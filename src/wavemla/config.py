@@ -1,0 +1,224 @@
+"""The one registry of wavemla's environment knobs.
+
+Every environment variable wavemla reads is declared here once, with its type, default, allowed values and
+documentation. Nothing else in the package reads ``os.environ`` (a test enforces this). Values are parsed on first
+use and cached; an invalid value raises :class:`KnobError` naming the variable and what it accepts.
+
+Read a knob as ``config.get("WAVEMLA_BLOCK_H")``. Tests override knobs with :func:`override`, which restores the
+previous state on exit::
+
+    from wavemla import config
+    with config.override(WAVEMLA_BLOCK_H=16):
+        assert config.get("WAVEMLA_BLOCK_H") == 16
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+
+class KnobError(ValueError):
+    """An environment knob holds a value wavemla cannot use."""
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One environment variable: how to parse it and what it means."""
+
+    name: str
+    type: str  # "int", "bool" or "str"
+    default: Any
+    doc: str
+    choices: tuple[Any, ...] | None = None
+    minimum: int | None = None
+    maximum: int | None = None
+
+    def parse(self, raw: str) -> Any:
+        text = raw.strip()
+        if self.type == "bool":
+            low = text.lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off", ""):
+                return False
+            raise KnobError(f"{self.name}={raw!r}: expected a boolean (1/0, true/false, yes/no, on/off)")
+        if self.type == "int":
+            try:
+                value: Any = int(text)
+            except ValueError:
+                raise KnobError(f"{self.name}={raw!r}: expected an integer; {self.allowed()}") from None
+        else:
+            value = text
+        if self.choices is not None and value not in self.choices:
+            raise KnobError(f"{self.name}={raw!r}: {self.allowed()}")
+        if self.minimum is not None and value < self.minimum:
+            raise KnobError(f"{self.name}={raw!r}: {self.allowed()}")
+        if self.maximum is not None and value > self.maximum:
+            raise KnobError(f"{self.name}={raw!r}: {self.allowed()}")
+        return value
+
+    def allowed(self) -> str:
+        if self.choices is not None:
+            return "allowed values: " + ", ".join(str(c) for c in self.choices)
+        if self.type == "bool":
+            return "allowed values: 0 or 1"
+        lo = "" if self.minimum is None else str(self.minimum)
+        hi = "" if self.maximum is None else str(self.maximum)
+        if lo or hi:
+            return f"allowed range: {lo or '-inf'}..{hi or 'inf'}"
+        return f"any {self.type}"
+
+
+# Unset (None) means "the planner decides". Tile knobs force the planner's choice and are validated against
+# what the kernel supports; an override the kernel cannot honour raises a PlanError naming the knob.
+KNOBS: dict[str, Knob] = {
+    k.name: k
+    for k in (
+        Knob(
+            "WAVEMLA_BLOCK_H",
+            "int",
+            None,
+            "Query heads per program (the BLOCK_H tile). Each gathered KV tile is shared by this many heads.",
+            choices=(16, 32, 64),
+        ),
+        Knob(
+            "WAVEMLA_BLOCK_N",
+            "int",
+            None,
+            "KV rows per tile (the BLOCK_N tile).",
+            choices=(16, 32, 64),
+        ),
+        Knob(
+            "WAVEMLA_NUM_WARPS",
+            "int",
+            None,
+            "Warps per program of the sparse decode kernel.",
+            choices=(4, 8),
+        ),
+        Knob(
+            "WAVEMLA_NUM_STAGES",
+            "int",
+            None,
+            "Software-pipelining depth of the KV loop (Triton num_stages).",
+            choices=(1, 2, 3),
+        ),
+        Knob(
+            "WAVEMLA_NUM_SPLITS",
+            "int",
+            None,
+            "Force every query token's rows into exactly this many pieces (split-KV), instead of the planner's "
+            "balanced partition.",
+            minimum=1,
+            maximum=256,
+        ),
+        Knob(
+            "WAVEMLA_TARGET_CTAS",
+            "int",
+            None,
+            "Program slots the planner balances work over (default: resident programs per SM x SMs).",
+            minimum=1,
+            maximum=1 << 20,
+        ),
+        Knob(
+            "WAVEMLA_BATCH_INVARIANT",
+            "bool",
+            False,
+            "Make each request's output bits independent of batch size and composition (fixed split boundaries "
+            "per request, fixed reduction order).",
+        ),
+        Knob(
+            "WAVEMLA_GPU",
+            "str",
+            None,
+            "DeviceSpec preset to plan for instead of querying the GPU (see `wavemla plan --help` for names).",
+        ),
+    )
+}
+
+_cache: dict[str, Any] = {}
+_overrides: dict[str, Any] = {}
+_environ: Callable[[], Any] = lambda: os.environ  # noqa: E731 - the single read point of the environment
+
+
+def get(name: str) -> Any:
+    """The knob's current value: an override, else the parsed environment value, else the default."""
+    if name not in KNOBS:
+        raise KeyError(f"unknown wavemla knob {name!r}; known: {', '.join(KNOBS)}")
+    if name in _overrides:
+        return _overrides[name]
+    if name not in _cache:
+        raw = _environ().get(name)
+        _cache[name] = KNOBS[name].default if raw is None or raw == "" else KNOBS[name].parse(raw)
+    return _cache[name]
+
+
+def raw(name: str) -> str | None:
+    """The unparsed environment value of a knob (None when unset); used by ``wavemla env``."""
+    if name not in KNOBS:
+        raise KeyError(f"unknown wavemla knob {name!r}")
+    return _environ().get(name)
+
+
+def reload() -> None:
+    """Forget parsed values so the next :func:`get` reads the environment again."""
+    _cache.clear()
+
+
+@contextlib.contextmanager
+def override(**values: Any) -> Iterator[None]:
+    """Temporarily set knobs (validated like environment values; ``None`` means unset)."""
+    saved = dict(_overrides)
+    try:
+        for name, value in values.items():
+            if name not in KNOBS:
+                raise KeyError(f"unknown wavemla knob {name!r}")
+            knob = KNOBS[name]
+            if value is None:  # unset: the knob reads as its default, whatever the environment holds
+                _overrides[name] = knob.default
+            else:
+                _overrides[name] = knob.parse(str(int(value) if isinstance(value, bool) else value))
+        yield
+    finally:
+        _overrides.clear()
+        _overrides.update(saved)
+
+
+def use_triton_interpreter() -> None:
+    """Run wavemla's Triton kernels through Triton's interpreter (CPU tensors).
+
+    Triton decides at kernel definition time, so this must run before ``wavemla.kernels`` is imported.
+    """
+    import sys
+
+    loaded = [m for m in sys.modules if m.startswith("wavemla.kernels.")]
+    if loaded and _environ().get("TRITON_INTERPRET") != "1":
+        raise RuntimeError(f"use_triton_interpreter() called after {loaded[0]} was imported")
+    _environ()["TRITON_INTERPRET"] = "1"
+
+
+def table() -> list[dict[str, Any]]:
+    """Every knob with its default, raw and effective value (an invalid value is reported, not raised)."""
+    rows = []
+    for knob in KNOBS.values():
+        try:
+            value: Any = get(knob.name)
+            error = None
+        except KnobError as exc:
+            value, error = None, str(exc)
+        rows.append(
+            {
+                "name": knob.name,
+                "type": knob.type,
+                "default": knob.default,
+                "raw": raw(knob.name),
+                "value": value,
+                "allowed": knob.allowed(),
+                "doc": knob.doc,
+                "error": error,
+            }
+        )
+    return rows

@@ -1,0 +1,104 @@
+"""LSE combine of split pieces for the sparse decode.
+
+The split kernel leaves, for every query token whose tiles span several programs, one normalized partial output and
+one base-2 lse per program in the workspace (slot ``token + program``). This kernel merges them in a fixed order
+(program order), applies the sink and writes the final output and natural-log lse. Tokens finished inside one program
+were already written by the split kernel and are skipped here. The pieces of token ``t`` are programs
+``t*n_tiles // units_per_part .. ((t+1)*n_tiles - 1) // units_per_part`` — a pure function of static shapes.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from wavemla.kernels.sparse_decode import finalize_heads
+
+
+@triton.jit
+def _sparse_mla_combine_kernel(
+    p_out,
+    p_lse,
+    p_o_ws,
+    p_lse_ws,
+    p_sink,
+    S_Q,
+    H,
+    n_tiles,
+    units_per_part,
+    stride_ob,
+    stride_os,
+    stride_oh,
+    HAS_SINK: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    D: tl.constexpr,
+):
+    i_tok = tl.program_id(0)
+    i_hb = tl.program_id(1)
+    i_first = (i_tok * n_tiles) // units_per_part
+    i_last = ((i_tok + 1) * n_tiles - 1) // units_per_part
+    if i_last > i_first:
+        o_h = i_hb * BLOCK_H + tl.arange(0, BLOCK_H)
+        m_h = o_h < H
+        o_d = tl.arange(0, D)
+        # Pass 1: the largest piece lse per head, so that every weight 2^(lse_i - max) is <= 1.
+        b_max = tl.full([BLOCK_H], float("-inf"), dtype=tl.float32)
+        for i_part in range(i_first, i_last + 1):
+            i_slot = tl.cast(i_tok + i_part, tl.int64)
+            b_lse_i = tl.load(p_lse_ws + i_slot * H + o_h, mask=m_h, other=float("-inf"))
+            b_max = tl.maximum(b_max, b_lse_i)
+        b_max_safe = tl.where(b_max == float("-inf"), 0.0, b_max)
+        b_sum = tl.zeros([BLOCK_H], dtype=tl.float32)
+        b_acc = tl.zeros([BLOCK_H, D], dtype=tl.float32)
+        for i_part in range(i_first, i_last + 1):
+            i_slot = tl.cast(i_tok + i_part, tl.int64)
+            b_lse_i = tl.load(p_lse_ws + i_slot * H + o_h, mask=m_h, other=float("-inf"))
+            b_w = tl.exp2(b_lse_i - b_max_safe)
+            b_o_i = tl.load(p_o_ws + (i_slot * H + o_h[:, None]) * D + o_d[None, :], mask=m_h[:, None], other=0.0)
+            b_acc += b_w[:, None] * b_o_i
+            b_sum += b_w
+        m_seen = b_sum > 0.0
+        b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
+        b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
+        b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
+        i_b = i_tok // S_Q
+        i_s = i_tok - i_b * S_Q
+        p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + i_s * stride_os
+        tl.store(p_o + o_h[:, None] * stride_oh + o_d[None, :], b_o.to(p_out.dtype.element_ty), mask=m_h[:, None])
+        tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
+
+
+def sparse_decode_combine(
+    *,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    o_ws: torch.Tensor,
+    lse_ws: torch.Tensor,
+    attn_sink: torch.Tensor | None,
+    n_tiles: int,
+    units_per_part: int,
+    block_h: int = 16,
+    num_warps: int = 4,
+) -> None:
+    """Merge split pieces into ``out [b, s_q, h, 512]`` and ``lse [b, s_q, h]`` (see module docstring)."""
+    b, s_q, h, d = out.shape
+    grid = (b * s_q, triton.cdiv(h, block_h))
+    _sparse_mla_combine_kernel[grid](
+        p_out=out,
+        p_lse=lse,
+        p_o_ws=o_ws,
+        p_lse_ws=lse_ws,
+        p_sink=attn_sink if attn_sink is not None else lse,
+        S_Q=s_q,
+        H=h,
+        n_tiles=n_tiles,
+        units_per_part=units_per_part,
+        stride_ob=out.stride(0),
+        stride_os=out.stride(1),
+        stride_oh=out.stride(2),
+        HAS_SINK=attn_sink is not None,
+        BLOCK_H=block_h,
+        D=d,
+        num_warps=num_warps,
+    )

@@ -1,0 +1,160 @@
+"""Comparison helpers shared by the tests, the demo and the benchmarks.
+
+One rule everywhere (FlashMLA's): an element passes when it is within the absolute OR the relative tolerance of the
+reference; the whole tensor must also have a cosine difference under ``cos``; inf and NaN must sit at exactly the
+same positions (with the same sign for inf). Failures name the worst element.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Per-element ``abs`` or ``rel`` bound plus a whole-tensor cosine-difference bound."""
+
+    abs: float
+    rel: float
+    cos: float = 1.0
+
+
+# Keyed by (quantity, lane). "gpu" compares bf16/fp16 kernel output to the fp64 reference on the same dequantized rows
+# (FlashMLA's sparse decode test tolerances); "interp" is the Triton interpreter lane (fp16 tiles, numpy arithmetic).
+TOLERANCES: dict[tuple[str, str], Tolerance] = {
+    ("out", "gpu"): Tolerance(abs=1e-3, rel=2.01 / 128, cos=5e-6),
+    ("lse", "gpu"): Tolerance(abs=1e-6, rel=8.01 / 65536),
+    ("out", "interp"): Tolerance(abs=1e-3, rel=2.01 / 128, cos=5e-6),
+    ("lse", "interp"): Tolerance(abs=1e-6, rel=8.01 / 65536),
+}
+
+
+def cosine_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    """1 - 2<a,b>/(|a|^2+|b|^2) over finite positions, in fp64 (0 when both are all zero)."""
+    a64, b64 = a.double().flatten(), b.double().flatten()
+    finite = torch.isfinite(a64) & torch.isfinite(b64)
+    a64, b64 = a64[finite], b64[finite]
+    denom = (a64 * a64 + b64 * b64).sum().item()
+    if denom == 0.0:
+        return 0.0
+    return 1.0 - 2.0 * (a64 * b64).sum().item() / denom
+
+
+def check_close(name: str, actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance) -> str | None:
+    """None when ``actual`` matches ``expected`` under ``tol``; otherwise a one-paragraph description."""
+    if actual.shape != expected.shape:
+        return f"{name}: shape {tuple(actual.shape)} != expected {tuple(expected.shape)}"
+    a = actual.detach().double().cpu()
+    e = expected.detach().double().cpu()
+    a_nan, e_nan = torch.isnan(a), torch.isnan(e)
+    if not torch.equal(a_nan, e_nan):
+        where = (a_nan != e_nan).nonzero()[0].tolist()
+        return f"{name}: NaN positions differ, first at {where} (actual {a[tuple(where)]}, expected {e[tuple(where)]})"
+    a_inf, e_inf = torch.isinf(a), torch.isinf(e)
+    if not torch.equal(a_inf, e_inf) or not torch.equal(a[a_inf], e[e_inf]):
+        where = ((a_inf != e_inf) | (a_inf & (a != e))).nonzero()[0].tolist()
+        return f"{name}: inf positions differ, first at {where} (actual {a[tuple(where)]}, expected {e[tuple(where)]})"
+    finite = torch.isfinite(e)
+    err = (a - e).abs().where(finite, torch.zeros_like(a))
+    bound = torch.maximum(torch.full_like(e, tol.abs), tol.rel * e.abs())
+    bad = err > bound
+    if bad.any():
+        ratio = (err / bound).where(finite, torch.zeros_like(a))
+        worst = tuple(int(i) for i in torch.unravel_index(ratio.argmax(), ratio.shape))
+        return (
+            f"{name}: {int(bad.sum())} of {e.numel()} elements outside abs {tol.abs:g} / rel {tol.rel:g}; "
+            f"worst at {list(worst)}: actual {a[worst].item():.8g}, expected {e[worst].item():.8g}, "
+            f"error {err[worst].item():.3g}"
+        )
+    cd = cosine_diff(a, e)
+    if cd > tol.cos:
+        return f"{name}: cosine difference {cd:.3g} > {tol.cos:g}"
+    return None
+
+
+def assert_close(name: str, actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance) -> None:
+    """Raise AssertionError with the worst element when :func:`check_close` finds a mismatch."""
+    problem = check_close(name, actual, expected, tol)
+    if problem is not None:
+        raise AssertionError(problem)
+
+
+def make_sparse_decode_inputs(
+    *,
+    batch: int,
+    s_q: int = 1,
+    h_q: int = 64,
+    topk: int = 128,
+    page: int = 256,
+    extra_topk: int = 0,
+    extra_page: int = 64,
+    extra_pool: int | None = None,
+    fp8: bool = True,
+    dtype: torch.dtype = torch.bfloat16,
+    device: str | torch.device = "cpu",
+    sink: bool = True,
+    invalid_fraction: float = 0.0,
+    seed: int = 0,
+) -> dict[str, torch.Tensor | None]:
+    """DSV4-shaped decode inputs, as keyword arguments of :func:`wavemla.sparse_mla_decode`.
+
+    Each request owns its own pages. Main indices are the request's ``topk`` most recent window rows (consecutive
+    slots of its pages, as a sliding window is); extra indices pick ``extra_topk`` distinct rows at random from a pool
+    of ``extra_pool`` compressed rows (default: exactly ``extra_topk``, i.e. all rows, as in HCA). Slots no request
+    uses hold NaN (bf16/fp16) or 0xFF bytes (FP8: NaN codes), so a kernel that reads an invalid row fails the
+    comparison. ``invalid_fraction`` replaces that share of indices by -1. Values are N(0, 1) latents; q is scaled so
+    the softmax is neither flat nor one-hot.
+    """
+    from wavemla.reference.fp8 import page_views, quantize_model1
+
+    gen = torch.Generator().manual_seed(seed)
+
+    def cache_for(rows_per_req: int, pg: int) -> tuple[torch.Tensor, torch.Tensor]:
+        blocks_per_req = -(-rows_per_req // pg)
+        nb = batch * blocks_per_req + 1  # one spare block that nothing indexes: poisoned
+        rows = torch.randn((nb, pg, 1, 512), generator=gen)
+        # global slot of request r's i-th row: its pages are laid out in a shuffled order, as a paged allocator does
+        perm = torch.randperm(nb, generator=gen)
+        table = perm[: batch * blocks_per_req].view(batch, blocks_per_req)
+        i = torch.arange(rows_per_req)
+        slots = table[:, i // pg] * pg + i % pg  # [batch, rows_per_req]
+        used = torch.zeros(nb * pg, dtype=torch.bool)
+        used[slots.flatten()] = True
+        if fp8:
+            cache = quantize_model1(rows.to(dtype))
+            data, scales = page_views(cache)
+            unused = ~used.view(nb, pg)
+            data[unused] = 0xFF
+            scales[unused] = 0xFF
+        else:
+            cache = rows.to(dtype)
+            cache.view(-1, 512)[~used] = float("nan")
+        return cache, slots
+
+    kv, win_slots = cache_for(topk, page)
+    idx = win_slots.view(batch, 1, topk).expand(batch, s_q, topk).clone().to(torch.int32)
+    out: dict[str, torch.Tensor | None] = {}
+    if extra_topk:
+        pool = extra_pool or extra_topk
+        extra_kv, comp_slots = cache_for(pool, extra_page)
+        pick = torch.stack([torch.randperm(pool, generator=gen)[:extra_topk] for _ in range(batch * s_q)])
+        extra_idx = torch.gather(comp_slots.repeat_interleave(s_q, 0), 1, pick).view(batch, s_q, extra_topk)
+        out["extra_kv_cache"] = extra_kv.to(device)
+        out["extra_indices"] = extra_idx.to(torch.int32).to(device)
+    if invalid_fraction > 0:
+        for key, t in (("indices", idx), ("extra_indices", out.get("extra_indices"))):
+            if t is None:
+                continue
+            t = t.cpu() if key != "indices" else t
+            drop = torch.rand(t.shape, generator=gen) < invalid_fraction
+            t[drop] = -1
+            if key == "extra_indices":
+                out[key] = t.to(device)
+    q = (torch.randn((batch, s_q, h_q, 512), generator=gen) * 2.0).to(dtype)
+    out["q"] = q.to(device)
+    out["kv_cache"] = kv.to(device)
+    out["indices"] = idx.to(device)
+    out["attn_sink"] = (torch.randn((h_q,), generator=gen) * 2.0).to(device) if sink else None
+    return out

@@ -1,0 +1,1 @@
+"""Command-line tools: each module backs one ``wavemla <verb>``."""

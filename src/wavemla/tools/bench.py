@@ -1,0 +1,299 @@
+"""Time sparse decode at DeepSeek-V4 shapes on the GPU: CUDA-graph replay, L2 flushed, medians, % of roofline.
+
+Every record carries its model: the bytes that must move (each distinct KV row a request gathers, q, out, indices)
+and the FLOPs (``2·h·(512+512)`` per valid row per query token), the ceilings measured in the same run (device copy
+GB/s counting read + write, bf16 GEMM TFLOP/s), and the anchor time of FlashMLA on an H200 for the same inputs where
+one exists. Shapes follow FlashMLA's MODEL1 benchmark: a 128-row sliding window at page 256 plus 512 CSA rows at page
+64 (picked from a 2048-row pool) or 1024 HCA rows at page 2.
+
+Example::
+
+    wavemla bench --mode csa --batch 1 64 128 --heads 64 --s-q 1 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any
+
+# FlashMLA (deepseek-ai/FlashMLA) sparse FP8 decode on an H200, µs, h=64, s_q=1, same shapes and inputs.
+FLASHMLA_H200_US: dict[tuple[str, int, int, int], float] = {
+    **{("csa", 64, 1, b): t for b, t in [(1, 12.1), (8, 14.4), (32, 22.4), (48, 31.1), (64, 43.8), (80, 41.0),
+                                         (96, 43.0), (128, 45.8), (148, 69.3), (256, 88.7)]},
+    **{("hca", 64, 1, b): t for b, t in [(1, 14.2), (32, 31.8), (64, 59.7), (128, 73.3), (256, 141.7)]},
+    # cliffs quoted for FlashMLA: s_q=2 and h=128 at b=64/96
+    ("csa", 64, 2, 64): 45.5,
+    ("csa", 64, 2, 96): 84.5,
+    ("csa", 128, 1, 64): 53.4,
+    ("csa", 128, 1, 96): 93.2,
+}
+
+MODES = {
+    # mode: (topk, page, extra_topk, extra_page, extra_pool)
+    "swa": (128, 256, 0, 64, 0),
+    "csa": (128, 256, 512, 64, 2048),
+    "hca": (128, 256, 1024, 2, 1024),
+}
+
+
+@dataclass
+class Ceilings:
+    copy_gbps: float
+    gemm_tflops: float
+
+
+@dataclass
+class Record:
+    provider: str
+    mode: str
+    batch: int
+    s_q: int
+    h_q: int
+    fp8: bool
+    config: str
+    units_per_part: int
+    programs: int
+    combine: bool
+    median_us: float
+    p20_us: float
+    p80_us: float
+    flops: float
+    bytes: float
+    tflops: float
+    gbps: float
+    roofline_us: float
+    pct_roofline: float
+    flashmla_us: float | None
+    ratio_to_flashmla: float | None
+    predicted_us: float
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mode", nargs="+", default=["csa", "hca"], choices=sorted(MODES))
+    parser.add_argument("--batch", nargs="+", type=int, default=[1, 8, 32, 48, 64, 80, 96, 128, 148, 256])
+    parser.add_argument("--heads", nargs="+", type=int, default=[64])
+    parser.add_argument("--s-q", nargs="+", type=int, default=[1])
+    parser.add_argument("--bf16", action="store_true", help="bf16 row caches instead of FP8 MODEL1")
+    parser.add_argument(
+        "--configs",
+        nargs="*",
+        default=[],
+        help="kernel configs to force, as BLOCK_HxBLOCK_NxWARPSxSTAGES (e.g. 32x32x8x1); default: the planner's",
+    )
+    parser.add_argument("--reps", type=int, default=50, help="timed replays per point (median reported)")
+    parser.add_argument("--json", help="write records and ceilings to this file")
+    parser.add_argument("--label", default="", help="free text stored in the JSON (e.g. the git SHA)")
+
+
+def measure_ceilings() -> Ceilings:
+    """Device copy bandwidth (read + write bytes) and bf16 GEMM rate, each the median of timed repeats."""
+    import torch
+
+    n = 1 << 30
+    src = torch.empty(n, dtype=torch.uint8, device="cuda").random_(0, 255)
+    dst = torch.empty_like(src)
+    copy_us = _median_us(lambda: dst.copy_(src), reps=20, flush=False)
+    m = 8192
+    a = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
+    gemm_us = _median_us(lambda: torch.mm(a, b), reps=10, flush=False)
+    return Ceilings(copy_gbps=2 * n / copy_us / 1e3, gemm_tflops=2 * m**3 / gemm_us / 1e6)
+
+
+_FLUSH: Any = None
+
+
+def _flush_l2() -> None:
+    import torch
+
+    global _FLUSH
+    if _FLUSH is None:
+        _FLUSH = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    _FLUSH.zero_()
+
+
+def _median_us(fn: Any, reps: int, flush: bool = True, graph: bool = False) -> float:
+    return _timings_us(fn, reps, flush, graph)[1]
+
+
+def _timings_us(fn: Any, reps: int, flush: bool = True, graph: bool = False) -> tuple[float, float, float]:
+    """(p20, median, p80) µs of ``fn`` — replayed from a CUDA graph when ``graph`` — with L2 flushed before each."""
+    import torch
+
+    run = fn
+    if graph:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            fn()
+            fn()
+        torch.cuda.current_stream().wait_stream(stream)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            fn()
+        run = g.replay
+    for _ in range(3):
+        run()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        if flush:
+            _flush_l2()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    times.sort()
+    return times[len(times) // 5], statistics.median(times), times[(4 * len(times)) // 5]
+
+
+def traffic(inputs: dict[str, Any]) -> tuple[float, float]:
+    """(FLOPs, bytes) one call must do: every valid row per query token; every distinct row per request once."""
+    import torch
+
+    q = inputs["q"]
+    b, s_q, h, d = q.shape
+    row_bytes = 584 if inputs["kv_cache"].shape[-1] == 584 else 2 * d
+    flops = 0.0
+    nbytes = float(q.numel() * q.element_size() * 2 + b * s_q * h * 4)  # q in, out + lse written
+    for key, cache_key in (("indices", "kv_cache"), ("extra_indices", "extra_kv_cache")):
+        idx = inputs.get(key)
+        if idx is None:
+            continue
+        slots = inputs[cache_key].shape[0] * inputs[cache_key].shape[1]
+        valid = (idx >= 0) & (idx < slots)
+        flops += 2.0 * h * (d + d) * float(valid.sum())
+        nbytes += idx.numel() * 4
+        for r in range(b):
+            rows = idx[r][valid[r]]
+            nbytes += float(torch.unique(rows).numel()) * row_bytes
+    return flops, nbytes
+
+
+def bench(
+    modes: list[str],
+    batches: list[int],
+    heads: list[int],
+    s_qs: list[int],
+    fp8: bool,
+    configs: list[str],
+    reps: int,
+    ceilings: Ceilings,
+    log: Any = print,
+) -> list[Record]:
+    import torch
+
+    from wavemla import config, get_mla_metadata, sparse_mla_decode
+    from wavemla.testing import make_sparse_decode_inputs
+
+    records: list[Record] = []
+    forced = [None] + [c for c in configs] if configs else [None]
+    for mode in modes:
+        topk, page, xtopk, xpage, xpool = MODES[mode]
+        for h in heads:
+            for s_q in s_qs:
+                full = make_sparse_decode_inputs(
+                    batch=max(batches), s_q=s_q, h_q=h, topk=topk, page=page, extra_topk=xtopk, extra_page=xpage,
+                    extra_pool=xpool or None, fp8=fp8, device="cuda", seed=0,
+                )  # fmt: skip
+                for b in batches:
+                    inputs = {k: (v[:b] if k in ("q", "indices", "extra_indices") else v) for k, v in full.items()}
+                    kwargs = {k: v for k, v in inputs.items() if v is not None}
+                    flops, nbytes = traffic(inputs)
+                    floor_us = max(flops / (ceilings.gemm_tflops * 1e6), nbytes / (ceilings.copy_gbps * 1e3))
+                    for cfg in forced:
+                        over: dict[str, Any] = {}
+                        if cfg:
+                            bh, bn, nw, ns = (int(x) for x in cfg.split("x"))
+                            over = dict(WAVEMLA_BLOCK_H=bh, WAVEMLA_BLOCK_N=bn, WAVEMLA_NUM_WARPS=nw,
+                                        WAVEMLA_NUM_STAGES=ns)  # fmt: skip
+                        with config.override(**over):
+                            meta, _ = get_mla_metadata()
+                            p20, med, p80 = _timings_us(
+                                lambda kwargs=kwargs, meta=meta: sparse_mla_decode(**kwargs, metadata=meta),
+                                reps=reps,
+                                graph=True,
+                            )
+                        pl = meta.plan
+                        assert pl is not None
+                        anchor = FLASHMLA_H200_US.get((mode, h, s_q, b)) if fp8 else None
+                        c = pl.config
+                        rec = Record(
+                            provider="wavemla",
+                            mode=mode,
+                            batch=b,
+                            s_q=s_q,
+                            h_q=h,
+                            fp8=fp8,
+                            config=f"{c.block_h}x{c.block_n}x{c.num_warps}x{c.num_stages}",
+                            units_per_part=pl.units_per_part,
+                            programs=pl.programs,
+                            combine=pl.needs_combine,
+                            median_us=med,
+                            p20_us=p20,
+                            p80_us=p80,
+                            flops=flops,
+                            bytes=nbytes,
+                            tflops=flops / med / 1e6,
+                            gbps=nbytes / med / 1e3,
+                            roofline_us=floor_us,
+                            pct_roofline=100.0 * floor_us / med,
+                            flashmla_us=anchor,
+                            ratio_to_flashmla=(med / anchor) if anchor else None,
+                            predicted_us=pl.predicted_us,
+                        )
+                        records.append(rec)
+                        log(format_record(rec))
+                    torch.cuda.empty_cache()
+    return records
+
+
+def format_record(r: Record) -> str:
+    anchor = f"{r.flashmla_us:7.1f} {r.ratio_to_flashmla:5.2f}x" if r.flashmla_us else " " * 14
+    return (
+        f"{r.mode:4s} h{r.h_q:<4d}s{r.s_q} b{r.batch:<4d} {r.config:10s} upp={r.units_per_part:<4d} "
+        f"progs={r.programs:<5d}{'C' if r.combine else ' '} {r.median_us:8.1f}us {r.tflops:6.1f}TF {r.gbps:7.1f}GB/s "
+        f"{r.pct_roofline:5.1f}%roof | FlashMLA {anchor}"
+    )
+
+
+def environment() -> dict[str, Any]:
+    import torch
+    import triton
+
+    return {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    if not torch.cuda.is_available():
+        print("wavemla bench: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    ceilings = measure_ceilings()
+    print(f"ceilings: copy {ceilings.copy_gbps:.0f} GB/s, bf16 GEMM {ceilings.gemm_tflops:.0f} TFLOP/s", flush=True)
+    records = bench(
+        args.mode, args.batch, args.heads, args.s_q, not args.bf16, args.configs, args.reps, ceilings,
+        log=lambda s: print(s, flush=True),
+    )  # fmt: skip
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(
+                {"label": args.label, "env": environment(), "ceilings": asdict(ceilings),
+                 "records": [asdict(r) for r in records]},
+                f,
+                indent=1,
+            )  # fmt: skip
+    return 0

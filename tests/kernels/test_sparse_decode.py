@@ -1,0 +1,200 @@
+"""Sparse decode kernel vs the fp64 reference: CPU interpreter lane (fp16, small shapes) and GPU lane (bf16, FP8)."""
+
+import pytest
+import torch
+
+from conftest import DEVICE, HAS_CUDA
+from wavemla import config, sparse_mla_decode
+from wavemla.reference import quantize_model1, sparse_decode_ref
+from wavemla.testing import TOLERANCES, assert_close, make_sparse_decode_inputs
+
+LANE = "gpu" if HAS_CUDA else "interp"
+SMALL_DTYPE = torch.bfloat16 if HAS_CUDA else torch.float16  # the interpreter's bf16 tl.dot is not real bf16
+
+
+def check(inputs, **overrides):
+    """Run kernel (first, before the reference allocates) and reference on the same inputs and compare."""
+    kwargs = {k: v for k, v in inputs.items() if v is not None}
+    kwargs.update(overrides)
+    out, lse = sparse_mla_decode(**kwargs)
+    ref_kwargs = {
+        "topk_length": kwargs.get("topk_length"),
+        "extra_kv_cache": kwargs.get("extra_kv_cache"),
+        "extra_indices": kwargs.get("extra_indices"),
+        "extra_topk_length": kwargs.get("extra_topk_length"),
+        "attn_sink": kwargs.get("attn_sink"),
+        "softmax_scale": kwargs.get("softmax_scale"),
+    }
+    ref_out, ref_lse = sparse_decode_ref(kwargs["q"], kwargs["kv_cache"], kwargs["indices"], **ref_kwargs)
+    assert out.dtype == kwargs["q"].dtype and out.shape == kwargs["q"].shape
+    assert lse.dtype == torch.float32 and lse.shape == (out.shape[0], out.shape[2], out.shape[1])
+    assert_close("out", out, ref_out, TOLERANCES[("out", LANE)])
+    assert_close("lse", lse, ref_lse, TOLERANCES[("lse", LANE)])
+    return out, lse
+
+
+CASES = [
+    pytest.param(dict(batch=2, h_q=16, topk=64, page=64), id="B2-H16-swa64-p64-rows"),
+    pytest.param(dict(batch=2, h_q=16, topk=64, page=64, fp8=True), id="B2-H16-swa64-p64-fp8"),
+    pytest.param(dict(batch=3, h_q=3, topk=40, page=61, extra_topk=50, extra_page=69), id="B3-H3-p61-x69"),
+    pytest.param(dict(batch=1, h_q=1, topk=33, page=1, fp8=True), id="B1-H1-p1-fp8"),
+    pytest.param(dict(batch=2, h_q=63, topk=48, page=256, extra_topk=70, extra_page=2, fp8=True), id="B2-H63-p256-x2"),
+    pytest.param(dict(batch=2, h_q=64, topk=64, page=64, extra_topk=96, extra_pool=300, fp8=True), id="B2-H64-csa"),
+    pytest.param(dict(batch=2, s_q=3, h_q=16, topk=40, page=16, extra_topk=40, fp8=True), id="B2-S3-H16"),
+    pytest.param(dict(batch=2, h_q=16, topk=64, page=64, invalid_fraction=0.3, fp8=True), id="B2-H16-invalid30"),
+]
+
+
+@pytest.mark.parametrize("shape", CASES)
+def test_matches_reference(shape):
+    fp8 = shape.pop("fp8", False)
+    inputs = make_sparse_decode_inputs(**shape, fp8=fp8, dtype=SMALL_DTYPE, device=DEVICE, seed=1)
+    check(inputs)
+
+
+FORCED = [dict(WAVEMLA_NUM_SPLITS=3), dict(WAVEMLA_TARGET_CTAS=7), dict(WAVEMLA_TARGET_CTAS=1)]
+
+
+@pytest.mark.parametrize("forced", FORCED)
+def test_split_and_combine(forced):
+    """Tokens cut across programs (combine path) and programs spanning several tokens."""
+    inputs = make_sparse_decode_inputs(
+        batch=3, s_q=2, h_q=16, topk=48, page=32, extra_topk=80, extra_page=16, fp8=True, dtype=SMALL_DTYPE,
+        device=DEVICE, seed=2,
+    )
+    with config.override(**forced):
+        check(inputs)
+
+
+def _base(**kw):
+    args = dict(batch=2, h_q=16, topk=40, page=32, extra_topk=40, extra_page=16, fp8=True, dtype=SMALL_DTYPE)
+    args.update(kw)
+    return make_sparse_decode_inputs(**args, device=DEVICE, seed=3)
+
+
+def test_all_indices_invalid_gives_zero_and_inf_lse():
+    inputs = _base()
+    inputs["indices"].fill_(-1)
+    inputs["extra_indices"].fill_(-1)
+    out, lse = check(inputs)
+    assert torch.all(out == 0) and torch.all(torch.isinf(lse) & (lse > 0))
+
+
+@pytest.mark.parametrize("bad", [-(2**31), -1, "slots", 2**31 - 1], ids=["int32min", "minus1", "slots", "int32max"])
+def test_out_of_range_indices_are_ignored(bad):
+    inputs = _base()
+    kv = inputs["kv_cache"]
+    value = kv.shape[0] * kv.shape[1] if bad == "slots" else bad
+    inputs["indices"][:, :, ::3] = value
+    inputs["extra_indices"][:, :, 1::4] = value
+    check(inputs)
+
+
+@pytest.mark.parametrize("lengths", [(0, 0), (0, 40), (40, 0), (100, 1000), (7, 33), (-5, 3)], ids=str)
+def test_topk_length(lengths):
+    inputs = _base()
+    b = inputs["q"].shape[0]
+    tl_ = torch.tensor([lengths[0]] + [17] * (b - 1), dtype=torch.int32, device=DEVICE)
+    xl = torch.tensor([lengths[1]] * b, dtype=torch.int32, device=DEVICE)
+    check(inputs, topk_length=tl_, extra_topk_length=xl)
+
+
+@pytest.mark.parametrize("sink", [float("inf"), float("-inf"), 30.0], ids=["plus-inf", "minus-inf", "large"])
+def test_sink_extremes(sink):
+    inputs = _base()
+    inputs["attn_sink"] = torch.full_like(inputs["attn_sink"], sink)
+    inputs["attn_sink"][0] = 0.5
+    out, _ = check(inputs)
+    if sink == float("inf"):
+        assert torch.all(out[:, :, 1:] == 0)
+
+
+def test_no_sink_and_custom_scale():
+    inputs = _base()
+    inputs["attn_sink"] = None
+    check(inputs, softmax_scale=0.02)
+
+
+def test_bf16_rows_nan_poison_does_not_leak():
+    """Unused rows of a row cache are NaN; the kernel must never touch them."""
+    inputs = make_sparse_decode_inputs(
+        batch=2, h_q=16, topk=40, page=16, extra_topk=24, extra_page=8, fp8=False, dtype=SMALL_DTYPE,
+        device=DEVICE, seed=4,
+    )
+    assert torch.isnan(inputs["kv_cache"]).any()
+    out, lse = check(inputs)
+    assert torch.isfinite(out).all() and torch.isfinite(lse).all()
+
+
+def test_duplicate_indices_count_twice():
+    inputs = _base(extra_topk=0)
+    inputs.pop("extra_kv_cache", None)
+    inputs.pop("extra_indices", None)
+    inputs["indices"][:, :, 20:] = inputs["indices"][:, :, :20]
+    check(inputs)
+
+
+def test_fp8_codec_dequantized_rows_equal_reference_rows():
+    """The kernel's FP8 decode is exact: FP8 cache vs the same rows stored as fp16 give the same result."""
+    inputs = _base(extra_topk=0)
+    rows = torch.randn(8, 32, 1, 512)
+    cache = quantize_model1(rows).to(DEVICE)
+    from wavemla.reference import dequantize_model1
+
+    as_rows = dequantize_model1(cache, SMALL_DTYPE)
+    idx = torch.randint(0, 256, inputs["indices"].shape, dtype=torch.int32, device=DEVICE)
+    a, la = sparse_mla_decode(inputs["q"], cache, idx)
+    b, lb = sparse_mla_decode(inputs["q"], as_rows, idx)
+    assert torch.equal(la, lb)
+    assert torch.equal(a, b)
+
+
+def test_deterministic_bits():
+    inputs = _base()
+    kwargs = {k: v for k, v in inputs.items() if v is not None}
+    with config.override(WAVEMLA_NUM_SPLITS=2):
+        a = sparse_mla_decode(**kwargs)
+        b = sparse_mla_decode(**kwargs)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+# --- GPU lane: production shapes and dtypes --------------------------------------------------------------------
+
+GPU_CASES = [
+    pytest.param(dict(batch=8, h_q=64, topk=128, page=256, extra_topk=512, extra_page=64, extra_pool=2048), id="csa"),
+    pytest.param(dict(batch=4, h_q=64, topk=128, page=256, extra_topk=1024, extra_page=2), id="hca-b4"),
+    pytest.param(dict(batch=5, s_q=2, h_q=128, topk=128, page=256, extra_topk=512, extra_page=64), id="csa-s2-h128"),
+    pytest.param(dict(batch=3, h_q=16, topk=128, page=256, extra_topk=512, extra_page=64), id="csa-h16"),
+    pytest.param(dict(batch=67, h_q=64, topk=128, page=256, extra_topk=512, extra_page=64, extra_pool=999), id="b67"),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fp8", [True, False], ids=["fp8", "bf16"])
+@pytest.mark.parametrize("shape", GPU_CASES)
+def test_gpu_dsv4_shapes(shape, fp8):
+    inputs = make_sparse_decode_inputs(**shape, fp8=fp8, dtype=torch.bfloat16, device="cuda", seed=5)
+    check(inputs)
+
+
+@pytest.mark.gpu
+def test_gpu_cuda_graph_replay_matches_eager():
+    inputs = make_sparse_decode_inputs(
+        batch=16, h_q=64, topk=128, page=256, extra_topk=512, extra_page=64, fp8=True, device="cuda", seed=6
+    )
+    from wavemla import get_mla_metadata
+
+    meta, _ = get_mla_metadata()
+    kwargs = {k: v for k, v in inputs.items() if v is not None}
+    eager = sparse_mla_decode(**kwargs, metadata=meta)
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        sparse_mla_decode(**kwargs, metadata=meta)
+        with torch.cuda.graph(graph, stream=stream):
+            captured = sparse_mla_decode(**kwargs, metadata=meta)
+    torch.cuda.synchronize()
+    for _ in range(3):
+        graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(captured[0], eager[0]) and torch.equal(captured[1], eager[1])

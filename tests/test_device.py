@@ -1,0 +1,376 @@
+"""DeviceSpec presets, name lookup, the occupancy model, and the torch query (faked on CPU, real on GPU)."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+
+from wavemla import config
+from wavemla.device import (
+    KIB,
+    MIB,
+    PRESETS,
+    DeviceSpec,
+    NoCudaDeviceError,
+    current_spec,
+    get_spec,
+)
+
+# SM counts as NVIDIA documents them (architecture whitepapers, product pages) and drivers report them.
+DOCUMENTED_SMS = {
+    "h100": 132,
+    "h200": 132,
+    "b200": 148,
+    "rtx-pro-6000": 188,
+    "rtx-5090": 170,
+    "dgx-spark": 48,
+    "rtx-4090": 128,
+    "l40s": 142,
+    "a100": 108,
+    "rtx-3090": 82,
+}
+ARCH = {
+    "h100": 90, "h200": 90, "b200": 100, "rtx-pro-6000": 120, "rtx-5090": 120, "dgx-spark": 121,
+    "rtx-4090": 89, "l40s": 89, "a100": 80, "rtx-3090": 86,
+}
+
+
+# ---------------------------------------------------------------- presets
+
+
+def test_preset_set() -> None:
+    assert set(PRESETS) == set(DOCUMENTED_SMS)
+    for key, spec in PRESETS.items():
+        assert spec.name == key
+        assert spec.arch == ARCH[key], key
+        assert spec.num_sms == DOCUMENTED_SMS[key], key
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_preset_is_self_consistent(name: str) -> None:
+    spec = PRESETS[name]
+    assert 0 < spec.smem_per_block <= spec.smem_per_sm
+    # the driver reserves 1 KB per block, so one block may use exactly 1 KB less than the SM has
+    assert spec.smem_per_sm - spec.smem_per_block == 1 * KIB
+    assert spec.regs_per_sm == 65536 and spec.max_regs_per_thread == 255
+    assert spec.max_warps_per_sm in (48, 64) and spec.max_blocks_per_sm in (16, 24, 32)
+    assert spec.max_blocks_per_sm <= spec.max_warps_per_sm
+    assert 1 * MIB <= spec.l2_bytes <= 256 * MIB
+    assert 100 < spec.mem_gbps < 10_000
+    assert 10 < spec.bf16_tflops < 5_000
+    if spec.arch >= 89:
+        # FP8 runs the same tensor-core datapath at half the operand width: twice the bf16 rate
+        assert spec.fp8_tflops is not None
+        assert spec.fp8_tflops == pytest.approx(2 * spec.bf16_tflops, rel=0.03)
+    else:
+        assert spec.fp8_tflops is None, "sm_80/sm_86 have no FP8 tensor cores"
+    assert spec.source and spec.display_name
+
+
+@pytest.mark.parametrize(
+    ("arch", "smem_sm", "smem_block", "warps", "blocks"),
+    [
+        pytest.param(80, 167_936, 166_912, 64, 32, id="sm80"),
+        pytest.param(86, 102_400, 101_376, 48, 16, id="sm86"),
+        pytest.param(89, 102_400, 101_376, 48, 24, id="sm89"),
+        pytest.param(90, 233_472, 232_448, 64, 32, id="sm90"),
+        pytest.param(100, 233_472, 232_448, 64, 32, id="sm100"),
+        pytest.param(120, 102_400, 101_376, 48, 24, id="sm120"),
+        pytest.param(121, 102_400, 101_376, 48, 24, id="sm121"),
+    ],
+)
+def test_per_arch_limits(arch: int, smem_sm: int, smem_block: int, warps: int, blocks: int) -> None:
+    specs = [s for s in PRESETS.values() if s.arch == arch]
+    assert specs
+    for spec in specs:
+        assert (spec.smem_per_sm, spec.smem_per_block) == (smem_sm, smem_block)
+        assert (spec.max_warps_per_sm, spec.max_blocks_per_sm) == (warps, blocks)
+
+
+def test_presets_are_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        PRESETS["h100"].num_sms = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        pytest.param({"smem_per_block": 300 * KIB}, "exceeds smem_per_sm", id="block-over-sm"),
+        pytest.param({"num_sms": 0}, "num_sms", id="no-sms"),
+        pytest.param({"arch": 75}, "sm_80", id="turing"),
+        pytest.param({"fp8_tflops": 0.0}, "fp8_tflops", id="fp8-zero"),
+        pytest.param({"max_regs_per_thread": 256}, "max_regs_per_thread", id="regs"),
+        pytest.param({"name": ""}, "name", id="no-name"),
+    ],
+)
+def test_invalid_spec_rejected(change: dict[str, Any], says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        dataclasses.replace(PRESETS["h100"], **change)
+
+
+def test_triton_target() -> None:
+    from triton.backends.compiler import GPUTarget
+
+    assert get_spec("rtx-pro-6000").triton_target() == GPUTarget("cuda", 120, 32)
+    assert get_spec("gb10").triton_target() == GPUTarget("cuda", 121, 32)
+    assert get_spec("h100").triton_target().arch == 90
+
+
+def test_summary_names_the_numbers() -> None:
+    line = get_spec("a100").summary()
+    assert "sm_80" in line and "108 SMs" in line and "no fp8" in line and "40 MiB" in line
+
+
+# ---------------------------------------------------------------- lookup
+
+
+@pytest.mark.parametrize(
+    ("alias", "expected"),
+    [
+        ("h200", "h200"),
+        ("H200", "h200"),
+        (" H100 SXM ", "h100"),
+        ("b200", "b200"),
+        ("rtx-pro-6000", "rtx-pro-6000"),
+        ("RTX PRO 6000", "rtx-pro-6000"),
+        ("rtx6000pro", "rtx-pro-6000"),
+        ("rtx_pro_6000", "rtx-pro-6000"),
+        ("5090", "rtx-5090"),
+        ("RTX 5090", "rtx-5090"),
+        ("gb10", "dgx-spark"),
+        ("spark", "dgx-spark"),
+        ("DGX Spark", "dgx-spark"),
+        ("4090", "rtx-4090"),
+        ("L40S", "l40s"),
+        ("a100-sxm", "a100"),
+        ("3090", "rtx-3090"),
+    ],
+)
+def test_get_spec_aliases(alias: str, expected: str) -> None:
+    assert get_spec(alias) is PRESETS[expected]
+
+
+@pytest.mark.parametrize("bad", ["h300", "rtx-6000-ada", "", "sm_90"])
+def test_get_spec_unknown_lists_presets(bad: str) -> None:
+    with pytest.raises(ValueError, match="unknown GPU preset") as info:
+        get_spec(bad)
+    for name in PRESETS:
+        assert name in str(info.value)
+
+
+def test_current_spec_honours_wavemla_gpu() -> None:
+    with config.override(WAVEMLA_GPU="spark"):
+        assert current_spec() is PRESETS["dgx-spark"]
+    with config.override(WAVEMLA_GPU="RTX PRO 6000"):
+        assert current_spec() is PRESETS["rtx-pro-6000"]
+    with config.override(WAVEMLA_GPU="h300"), pytest.raises(ValueError, match="WAVEMLA_GPU='h300'"):
+        current_spec()
+
+
+# ---------------------------------------------------------------- occupancy
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_eight_warps_at_255_registers_fit_once(name: str) -> None:
+    # 255 regs x 32 lanes round up to 8,192 registers per warp: 2 warps per 16K sub-partition, 8 per SM
+    spec = PRESETS[name]
+    occ = spec.occupancy(smem_bytes=0, regs_per_thread=255, num_warps=8)
+    assert (occ.blocks, occ.limiter) == (1, "registers")
+    assert spec.blocks_per_sm(0, 255, 4) == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "blocks", "limiter"),
+    [
+        pytest.param("h200", 2, "smem", id="sm90-two"),
+        pytest.param("b200", 2, "smem", id="sm100-two"),
+        pytest.param("a100", 1, "smem", id="sm80-one"),
+        pytest.param("rtx-pro-6000", 0, "smem_per_block", id="sm120-trap"),
+        pytest.param("dgx-spark", 0, "smem_per_block", id="sm121-trap"),
+        pytest.param("rtx-4090", 0, "smem_per_block", id="sm89"),
+        pytest.param("rtx-3090", 0, "smem_per_block", id="sm86"),
+    ],
+)
+def test_100kb_kernel(name: str, blocks: int, limiter: str) -> None:
+    occ = PRESETS[name].occupancy(smem_bytes=100 * KIB, regs_per_thread=128, num_warps=4)
+    assert (occ.blocks, occ.limiter) == (blocks, limiter)
+
+
+@pytest.mark.parametrize(
+    ("smem", "blocks"),
+    [
+        pytest.param(0, 8, id="none-register-limited"),  # 64 regs: 32 warps fit
+        pytest.param(48 * KIB, 2, id="48K"),
+        pytest.param(49 * KIB, 2, id="49K-exactly-two"),  # 2 x (49 KB + 1 KB reserved) = 100 KB
+        pytest.param(49 * KIB + 1, 1, id="49K+1-rounds-to-128B"),
+        pytest.param(99 * KIB, 1, id="99K-max"),
+        pytest.param(99 * KIB + 1, 0, id="99K+1-over"),
+        pytest.param(24 * KIB, 4, id="24K"),
+        pytest.param(24 * KIB + 1, 3, id="24K+1"),
+    ],
+)
+def test_sm120_shared_memory_granularity(smem: int, blocks: int) -> None:
+    assert get_spec("rtx-pro-6000").blocks_per_sm(smem, 64, 4) == blocks
+
+
+@pytest.mark.parametrize(
+    ("name", "smem", "regs", "warps", "blocks", "limiter"),
+    [
+        pytest.param("h100", 0, 32, 1, 32, "blocks", id="sm90-1warp-block-cap"),
+        pytest.param("rtx-5090", 0, 32, 1, 24, "blocks", id="sm120-1warp-block-cap"),
+        pytest.param("rtx-3090", 0, 32, 1, 16, "blocks", id="sm86-1warp-block-cap"),
+        pytest.param("rtx-5090", 0, 32, 32, 1, "warps", id="sm120-32warps"),
+        pytest.param("h100", 0, 16, 32, 2, "warps", id="sm90-32warps"),
+        pytest.param("h100", 0, 128, 4, 4, "registers", id="128regs"),
+        pytest.param("h100", 0, 129, 4, 3, "registers", id="129regs-round-to-256"),
+        pytest.param("h100", 0, 128, 16, 1, "registers", id="16warps-128regs"),
+        pytest.param("h100", 0, 255, 16, 0, "regs_per_block", id="16warps-255regs-over-64K"),
+        pytest.param("h100", 0, 224, 9, 0, "registers", id="9warps-224regs-sub-partitions"),
+        pytest.param("rtx-4090", 0, 64, 8, 4, "registers", id="sm89-64regs"),
+        pytest.param("rtx-4090", 0, 40, 8, 6, "registers+warps", id="sm89-40regs-tie"),
+        pytest.param("h100", 0, 64, 8, 4, "registers", id="sm90-64regs"),
+        pytest.param("h100", 0, 32, 2, 32, "registers+warps+blocks", id="three-way-tie"),
+    ],
+)
+def test_blocks_per_sm(name: str, smem: int, regs: int, warps: int, blocks: int, limiter: str) -> None:
+    occ = PRESETS[name].occupancy(smem, regs, warps)
+    assert (occ.blocks, occ.limiter) == (blocks, limiter)
+    assert PRESETS[name].blocks_per_sm(smem, regs, warps) == blocks
+
+
+def test_occupancy_reason_names_the_resource() -> None:
+    h200, pro = get_spec("h200"), get_spec("rtx-pro-6000")
+    reason = h200.occupancy_reason(100 * KIB, 128, 4)
+    assert reason.startswith("2 blocks/SM") and "shared memory" in reason and "103,424 B" in reason
+    reason = pro.occupancy_reason(100 * KIB, 128, 4)
+    assert reason.startswith("0 blocks/SM") and "101,376 B" in reason and "sm_120" in reason
+    assert "registers" in h200.occupancy_reason(0, 255, 8)
+    assert "warps" in pro.occupancy_reason(0, 32, 32)
+    assert "resident blocks" in pro.occupancy_reason(0, 32, 1)
+    assert "registers a block may use" in h200.occupancy_reason(0, 255, 16)
+
+
+@pytest.mark.parametrize(
+    ("smem", "regs", "warps"),
+    [(0, 32, 0), (0, 32, 33), (0, 0, 4), (0, 256, 4), (-1, 32, 4)],
+)
+def test_occupancy_rejects_impossible_inputs(smem: int, regs: int, warps: int) -> None:
+    with pytest.raises(ValueError):
+        get_spec("h100").blocks_per_sm(smem, regs, warps)
+
+
+# ---------------------------------------------------------------- the torch query
+
+
+def _props(name: str, major: int, minor: int, sms: int, **extra: int) -> SimpleNamespace:
+    return SimpleNamespace(name=name, major=major, minor=minor, multi_processor_count=sms, **extra)
+
+
+def _fake_gpu(monkeypatch: pytest.MonkeyPatch, props: SimpleNamespace) -> list[Any]:
+    seen: list[Any] = []
+
+    def get_device_properties(device: Any = None) -> SimpleNamespace:
+        seen.append(device)
+        return props
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", get_device_properties)
+    return seen
+
+
+def test_from_torch_without_cuda_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(NoCudaDeviceError, match="no CUDA device") as info:
+        DeviceSpec.from_torch()
+    assert isinstance(info.value, RuntimeError)
+    assert "WAVEMLA_GPU" in str(info.value)
+    with pytest.raises(RuntimeError, match="no CUDA device"):
+        get_spec("auto")
+    with config.override(WAVEMLA_GPU=None), pytest.raises(RuntimeError, match="no CUDA device"):
+        current_spec()
+
+
+def test_from_torch_matches_a_preset(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _fake_gpu(monkeypatch, _props(
+        "NVIDIA H100 80GB HBM3", 9, 0, 132,
+        shared_memory_per_multiprocessor=233_472, shared_memory_per_block_optin=232_448,
+        regs_per_multiprocessor=65_536, max_threads_per_multi_processor=2048, L2_cache_size=52_428_800,
+    ))
+    spec = DeviceSpec.from_torch(3)
+    assert seen == [3]
+    assert dataclasses.replace(spec, display_name="", source="") == dataclasses.replace(
+        PRESETS["h100"], display_name="", source=""
+    )
+    assert spec.display_name == "NVIDIA H100 80GB HBM3"
+    assert "preset 'h100'" in spec.source
+
+
+def test_from_torch_prefers_driver_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_gpu(monkeypatch, _props(
+        "NVIDIA RTX PRO 6000 Blackwell Server Edition", 12, 0, 188,
+        shared_memory_per_multiprocessor=102_400, shared_memory_per_block_optin=101_376,
+        regs_per_multiprocessor=65_536, max_threads_per_multi_processor=1536, L2_cache_size=100 * MIB,
+    ))
+    spec = DeviceSpec.from_torch()
+    assert spec.name == "rtx-pro-6000"
+    assert spec.l2_bytes == 100 * MIB  # what the driver says wins over the preset
+    assert spec.bf16_tflops == PRESETS["rtx-pro-6000"].bf16_tflops
+
+
+def test_from_torch_unknown_gpu_is_estimated(monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_gpu(monkeypatch, _props(
+        "NVIDIA GeForce RTX 5080", 12, 0, 84,
+        shared_memory_per_multiprocessor=102_400, shared_memory_per_block_optin=101_376,
+        max_threads_per_multi_processor=1536, L2_cache_size=64 * MIB,
+        memory_clock_rate=15_001_000, memory_bus_width=256,
+    ))
+    spec = DeviceSpec.from_torch()
+    ref = PRESETS["rtx-5090"]
+    assert spec.name == "geforce-rtx-5080"
+    assert (spec.arch, spec.num_sms, spec.max_warps_per_sm, spec.max_blocks_per_sm) == (120, 84, 48, 24)
+    assert spec.bf16_tflops == pytest.approx(ref.bf16_tflops * 84 / 170, abs=0.1)
+    assert spec.fp8_tflops == pytest.approx(ref.fp8_tflops * 84 / 170, abs=0.1)  # type: ignore[operator]
+    assert spec.mem_gbps == pytest.approx(960.1, abs=0.1)  # 2 x 15.001 GHz x 256 bit / 8
+    assert "estimated" in spec.source
+
+
+def test_from_torch_same_sms_other_sku_is_estimated(monkeypatch: pytest.MonkeyPatch) -> None:
+    # H100 NVL has H100 SXM's 132 SMs but other clocks and memory: not the h100 preset
+    _fake_gpu(monkeypatch, _props("NVIDIA H100 NVL", 9, 0, 132, L2_cache_size=50 * MIB))
+    spec = DeviceSpec.from_torch()
+    assert spec.name == "h100-nvl"
+    assert "estimated" in spec.source
+    # torch did not report shared memory, registers or threads: the arch's limits fill them
+    assert (spec.smem_per_sm, spec.smem_per_block, spec.max_warps_per_sm) == (228 * KIB, 227 * KIB, 64)
+    assert spec.regs_per_sm == 65_536
+
+
+def test_from_torch_newer_arch_uses_nearest_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_gpu(monkeypatch, _props("NVIDIA B300", 10, 3, 148, L2_cache_size=126 * MIB))
+    spec = DeviceSpec.from_torch()
+    assert (spec.arch, spec.max_blocks_per_sm, spec.smem_per_block) == (103, 32, 227 * KIB)
+    assert "sm_100" in spec.source
+    assert spec.bf16_tflops == PRESETS["b200"].bf16_tflops
+
+
+def test_from_torch_rejects_pre_ampere(monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_gpu(monkeypatch, _props("Tesla T4", 7, 5, 40))
+    with pytest.raises(RuntimeError, match="sm_80"):
+        DeviceSpec.from_torch()
+
+
+@pytest.mark.gpu
+def test_from_torch_real_device() -> None:
+    spec = DeviceSpec.from_torch()
+    props = torch.cuda.get_device_properties(None)
+    major, minor = torch.cuda.get_device_capability()
+    assert spec.arch == 10 * major + minor
+    assert spec.num_sms == props.multi_processor_count
+    assert spec.display_name == props.name
+    assert spec.smem_per_block <= spec.smem_per_sm
+    assert spec.blocks_per_sm(16 * KIB, 128, 4) >= 1
+    assert spec.triton_target().arch == spec.arch
