@@ -40,7 +40,7 @@ import torch
 
 from wavemla import config
 from wavemla.plan import Plan, Workload, plan
-from wavemla.reference.fp8 import BYTES_DATA, BYTES_PER_TOKEN, D_QK
+from wavemla.reference.fp8 import BYTES_PER_TOKEN, D_QK
 
 _Q_DTYPES = (torch.bfloat16, torch.float16)
 _FP8_DTYPES = (torch.uint8, torch.float8_e4m3fn)
@@ -54,6 +54,7 @@ class MLAMetadata:
     key: tuple[Any, ...] | None = None
     o_ws: torch.Tensor | None = field(default=None, repr=False)
     lse_ws: torch.Tensor | None = field(default=None, repr=False)
+    split_kernel: Any = field(default=None, repr=False)  # Triton's compiled split kernel (resource report)
 
 
 def get_mla_metadata(*args: Any, **kwargs: Any) -> tuple[MLAMetadata, None]:
@@ -98,9 +99,8 @@ def _check_cache(name: str, cache: Any, device: torch.device) -> bool:
             raise ValueError(f"{name}: FP8 MODEL1 pages must be contiguous (stride(1) == 584, stride(3) == 1)")
         if cache.shape[0] > 1 and cache.stride(0) < page * BYTES_PER_TOKEN:
             raise ValueError(f"{name}: stride(0) {cache.stride(0)} is smaller than a page ({page * BYTES_PER_TOKEN} B)")
-        if cache.stride(0) % 16 or cache.data_ptr() % 16:
-            raise ValueError(f"{name}: FP8 pages must start 16-byte aligned (stride(0) % 16 == 0)")
-        assert BYTES_DATA == 576
+        if cache.stride(0) % 2 or cache.data_ptr() % 2:
+            raise ValueError(f"{name}: FP8 pages must start 2-byte aligned (the rope part is bf16)")
         return True
     if cache.dtype in _Q_DTYPES:
         if cache.shape[3] != D_QK:
@@ -249,7 +249,7 @@ def sparse_mla_decode(
         return out, lse.transpose(1, 2)
     kv = kv_cache.view(torch.uint8) if is_fp8 else kv_cache
     extra_kv = extra_kv_cache.view(torch.uint8) if (has_extra and is_fp8) else extra_kv_cache
-    sparse_decode_split(
+    meta.split_kernel = sparse_decode_split(
         q=q,
         out=out,
         lse=lse,

@@ -81,6 +81,18 @@ def assert_close(name: str, actual: torch.Tensor, expected: torch.Tensor, tol: T
         raise AssertionError(problem)
 
 
+def _to_device(cache: torch.Tensor, device: str | torch.device) -> torch.Tensor:
+    """Move a cache keeping its layout (a MODEL1 view keeps its padded page stride)."""
+    if cache.dtype != torch.uint8:
+        return cache.to(device)
+    from wavemla.reference.fp8 import empty_model1
+
+    moved = empty_model1(cache.shape[0], cache.shape[1], device)
+    flat = torch.as_strided(cache, (cache.shape[0], cache.stride(0)), (cache.stride(0), 1))
+    torch.as_strided(moved, (cache.shape[0], moved.stride(0)), (moved.stride(0), 1)).copy_(flat)
+    return moved
+
+
 def make_sparse_decode_inputs(
     *,
     batch: int,
@@ -104,8 +116,8 @@ def make_sparse_decode_inputs(
     slots of its pages, as a sliding window is); extra indices pick ``extra_topk`` distinct rows at random from a pool
     of ``extra_pool`` compressed rows (default: exactly ``extra_topk``, i.e. all rows, as in HCA). Slots no request
     uses hold NaN (bf16/fp16) or 0xFF bytes (FP8: NaN codes), so a kernel that reads an invalid row fails the
-    comparison. ``invalid_fraction`` replaces that share of indices by -1. Values are N(0, 1) latents; q is scaled so
-    the softmax is neither flat nor one-hot.
+    comparison. ``invalid_fraction`` replaces that share of indices by -1. Latents are N(0, 1) and q is N(0, 1)
+    clamped to [-1, 1], the distribution FlashMLA's tests use with the same tolerances.
     """
     from wavemla.reference.fp8 import page_views, quantize_model1
 
@@ -134,6 +146,7 @@ def make_sparse_decode_inputs(
         return cache, slots
 
     kv, win_slots = cache_for(topk, page)
+    kv = _to_device(kv, device)
     idx = win_slots.view(batch, 1, topk).expand(batch, s_q, topk).clone().to(torch.int32)
     out: dict[str, torch.Tensor | None] = {}
     if extra_topk:
@@ -141,7 +154,7 @@ def make_sparse_decode_inputs(
         extra_kv, comp_slots = cache_for(pool, extra_page)
         pick = torch.stack([torch.randperm(pool, generator=gen)[:extra_topk] for _ in range(batch * s_q)])
         extra_idx = torch.gather(comp_slots.repeat_interleave(s_q, 0), 1, pick).view(batch, s_q, extra_topk)
-        out["extra_kv_cache"] = extra_kv.to(device)
+        out["extra_kv_cache"] = _to_device(extra_kv, device)
         out["extra_indices"] = extra_idx.to(torch.int32).to(device)
     if invalid_fraction > 0:
         for key, t in (("indices", idx), ("extra_indices", out.get("extra_indices"))):
@@ -152,9 +165,9 @@ def make_sparse_decode_inputs(
             t[drop] = -1
             if key == "extra_indices":
                 out[key] = t.to(device)
-    q = (torch.randn((batch, s_q, h_q, 512), generator=gen) * 2.0).to(dtype)
+    q = torch.randn((batch, s_q, h_q, 512), generator=gen).clamp(-1.0, 1.0).to(dtype)
     out["q"] = q.to(device)
-    out["kv_cache"] = kv.to(device)
+    out["kv_cache"] = kv
     out["indices"] = idx.to(device)
     out["attn_sink"] = (torch.randn((h_q,), generator=gen) * 2.0).to(device) if sink else None
     return out

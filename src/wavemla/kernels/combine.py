@@ -78,10 +78,14 @@ def sparse_decode_combine(
     attn_sink: torch.Tensor | None,
     n_tiles: int,
     units_per_part: int,
-    block_h: int = 16,
+    block_h: int = 1,
     num_warps: int = 4,
 ) -> None:
-    """Merge split pieces into ``out [b, s_q, h, 512]`` and ``lse [b, s_q, h]`` (see module docstring)."""
+    """Merge split pieces into ``out [b, s_q, h, 512]`` and ``lse [b, s_q, h]`` (see module docstring).
+
+    One program per (token, ``block_h`` heads): at small batch the pieces of one token are many and the combine is
+    a bandwidth problem, so it is spread over as many programs as there are heads.
+    """
     b, s_q, h, d = out.shape
     grid = (b * s_q, triton.cdiv(h, block_h))
     _sparse_mla_combine_kernel[grid](

@@ -17,6 +17,8 @@ Scores live in base 2 (``qk_scale = softmax_scale·log2 e``) so the exponentials
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import triton
 import triton.language as tl
@@ -30,45 +32,51 @@ FP8_DATA_BYTES = 576
 
 
 @triton.jit
-def _load_kv_tile(
-    p_cache,
-    p_idx,
-    i_tile,
-    n_valid,
-    num_slots,
-    page,
-    stride_blk,
-    stride_tok,
-    IS_FP8: tl.constexpr,
-    DTYPE: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    D: tl.constexpr,
-):
-    """Gather KV rows ``[BLOCK_N, D]`` (zero where invalid) and the row-validity mask for one tile."""
+def _tile_rows(p_idx, i_tile, n_valid, num_slots, BLOCK_N: tl.constexpr):
+    """Index entries of one tile: (slots as int32, zero where invalid; validity mask)."""
     o_n = i_tile * BLOCK_N + tl.arange(0, BLOCK_N)
     m_n = o_n < n_valid
-    b_idx = tl.load(p_idx + o_n, mask=m_n, other=-1).to(tl.int64)
+    b_idx = tl.load(p_idx + o_n, mask=m_n, other=-1)
     m_n = m_n & (b_idx >= 0) & (b_idx < num_slots)
-    b_idx = tl.where(m_n, b_idx, 0)
-    b_blk = b_idx // page
-    b_tok = b_idx - b_blk * page
+    return tl.where(m_n, b_idx, 0), m_n
+
+
+@triton.jit
+def _load_raw(
+    p_cache, b_idx, m_n, stride_blk, stride_tok, IS_FP8: tl.constexpr, PAGE: tl.constexpr, D: tl.constexpr
+):
+    """Issue the loads of one tile's rows; returns the raw registers (e4m3 bytes, scale bytes, rope or rows)."""
+    # PAGE is a compile-time constant: the slot -> (page, row) split is a multiply-shift, not a 64-bit division.
+    b_blk = (b_idx // PAGE).to(tl.int64)
+    b_tok = b_idx % PAGE
     o_d = tl.arange(0, D)
     if IS_FP8:
-        # MODEL1 page: [page x 576 B nope|rope][page x 8 B scales]; nope is e4m3 (7 tiles of 64), rope bf16.
-        p_row = p_cache + b_blk * stride_blk + b_tok * 576
-        m_nope = o_d < 448
-        m_fp8 = m_n[:, None] & m_nope[None, :]
+        # MODEL1 page: [PAGE x 576 B nope|rope][PAGE x 8 B scales]; nope is e4m3 (7 tiles of 64), rope bf16.
+        p_page = p_cache + b_blk * stride_blk
+        p_row = p_page + b_tok * 576
+        m_fp8 = m_n[:, None] & (o_d < 448)[None, :]
         b_x = tl.load(p_row[:, None] + o_d[None, :], mask=m_fp8, other=0)
-        p_scale = p_cache + b_blk * stride_blk + page * 576 + b_tok * 8
-        b_s = tl.load(p_scale[:, None] + (o_d // 64)[None, :], mask=m_fp8, other=0)
+        b_s = tl.load((p_page + PAGE * 576 + b_tok * 8)[:, None] + (o_d // 64)[None, :], mask=m_fp8, other=0)
         p_rope = (p_row + 448).to(tl.pointer_type(tl.bfloat16))
         b_r = tl.load(p_rope[:, None] + (o_d - 448)[None, :], mask=m_n[:, None] & (o_d >= 448)[None, :], other=0.0)
-        b_nope = e4m3_times_256_inv(b_x) * ue8m0_scale_times_256(b_s)
-        b_kv = tl.where(m_nope[None, :], b_nope, b_r.to(tl.float32)).to(DTYPE)
     else:
         p_row = p_cache + b_blk * stride_blk + b_tok * stride_tok
-        b_kv = tl.load(p_row[:, None] + o_d[None, :], mask=m_n[:, None], other=0.0).to(DTYPE)
-    return b_kv, m_n
+        b_r = tl.load(p_row[:, None] + o_d[None, :], mask=m_n[:, None], other=0.0)
+        b_x = b_r
+        b_s = b_r
+    return b_x, b_s, b_r
+
+
+@triton.jit
+def _decode_raw(b_x, b_s, b_r, IS_FP8: tl.constexpr, DTYPE: tl.constexpr, D: tl.constexpr):
+    """Raw tile registers -> KV rows ``[BLOCK_N, D]`` in the compute dtype."""
+    if IS_FP8:
+        o_d = tl.arange(0, D)
+        b_nope = e4m3_times_256_inv(b_x) * ue8m0_scale_times_256(b_s)
+        b_kv = tl.where((o_d < 448)[None, :], b_nope, b_r.to(tl.float32)).to(DTYPE)
+    else:
+        b_kv = b_r.to(DTYPE)
+    return b_kv
 
 
 @triton.jit
@@ -83,31 +91,42 @@ def _attend_tiles(
     i_hi,
     n_valid,
     num_slots,
-    page,
     stride_blk,
     stride_tok,
     qk_scale,
     IS_FP8: tl.constexpr,
+    PAGE: tl.constexpr,
     DTYPE: tl.constexpr,
     BLOCK_N: tl.constexpr,
     D: tl.constexpr,
-    NUM_STAGES: tl.constexpr,
 ):
-    """Online softmax over tiles ``[i_lo, i_hi)`` of one index list; returns the updated (acc, m, l)."""
-    for i_tile in tl.range(i_lo, i_hi, num_stages=NUM_STAGES):
-        b_kv, m_n = _load_kv_tile(
-            p_cache, p_idx, i_tile, n_valid, num_slots, page, stride_blk, stride_tok, IS_FP8, DTYPE, BLOCK_N, D
-        )
-        b_s = tl.dot(b_q, tl.trans(b_kv)) * qk_scale
-        b_s = tl.where(m_n[None, :], b_s, float("-inf"))
-        b_m_new = tl.maximum(b_m, tl.max(b_s, 1))
+    """Online softmax over tiles ``[i_lo, i_hi)`` of one index list; returns the updated (acc, m, l).
+
+    Software-pipelined by hand: the indices of tile i+2 and the rows of tile i+1 are in flight while tile i is
+    computed, so the dependent index -> row load chain is off the critical path.
+    """
+    n_hi = tl.minimum(n_valid, i_hi * BLOCK_N)
+    b_idx, m_n = _tile_rows(p_idx, i_lo, n_hi, num_slots, BLOCK_N)
+    b_idx_next, m_n_next = _tile_rows(p_idx, i_lo + 1, n_hi, num_slots, BLOCK_N)
+    b_x, b_s, b_r = _load_raw(p_cache, b_idx, m_n, stride_blk, stride_tok, IS_FP8, PAGE, D)
+    for i_tile in range(i_lo, i_hi):
+        b_x_next, b_s_next, b_r_next = _load_raw(p_cache, b_idx_next, m_n_next, stride_blk, stride_tok, IS_FP8, PAGE, D)
+        b_idx_after, m_n_after = _tile_rows(p_idx, i_tile + 2, n_hi, num_slots, BLOCK_N)
+
+        b_kv = _decode_raw(b_x, b_s, b_r, IS_FP8, DTYPE, D)
+        b_s_qk = tl.dot(b_q, tl.trans(b_kv)) * qk_scale
+        b_s_qk = tl.where(m_n[None, :], b_s_qk, float("-inf"))
+        b_m_new = tl.maximum(b_m, tl.max(b_s_qk, 1))
         # A row that has seen no valid score keeps m = -inf; subtract 0 there so exp2 gives 0, not NaN.
         b_m_safe = tl.where(b_m_new == float("-inf"), 0.0, b_m_new)
-        b_p = tl.exp2(b_s - b_m_safe[:, None])
+        b_p = tl.exp2(b_s_qk - b_m_safe[:, None])
         b_alpha = tl.exp2(b_m - b_m_safe)
         b_l = b_l * b_alpha + tl.sum(b_p, 1)
         b_acc = b_acc * b_alpha[:, None] + tl.dot(b_p.to(DTYPE), b_kv)
         b_m = b_m_new
+
+        b_x, b_s, b_r, m_n = b_x_next, b_s_next, b_r_next, m_n_next
+        b_idx_next, m_n_next = b_idx_after, m_n_after
     return b_acc, b_m, b_l
 
 
@@ -141,7 +160,6 @@ def _sparse_mla_decode_kernel(
     p_idx,
     p_len,
     num_slots,
-    page,
     stride_kv_blk,
     stride_kv_tok,
     # extra cache
@@ -149,7 +167,6 @@ def _sparse_mla_decode_kernel(
     p_idx_x,
     p_len_x,
     num_slots_x,
-    page_x,
     stride_kvx_blk,
     stride_kvx_tok,
     # shapes and strides
@@ -173,6 +190,8 @@ def _sparse_mla_decode_kernel(
     stride_ixs,
     qk_scale,
     IS_FP8: tl.constexpr,
+    PAGE: tl.constexpr,
+    PAGE_X: tl.constexpr,
     HAS_LEN: tl.constexpr,
     HAS_EXTRA: tl.constexpr,
     HAS_LEN_X: tl.constexpr,
@@ -182,7 +201,6 @@ def _sparse_mla_decode_kernel(
     BLOCK_N: tl.constexpr,
     D: tl.constexpr,
     NUM_HB: tl.constexpr,
-    NUM_STAGES: tl.constexpr,
 ):
     i_pid = tl.program_id(0)
     i_hb = i_pid % NUM_HB
@@ -214,8 +232,8 @@ def _sparse_mla_decode_kernel(
         b_acc, b_m, b_l = _attend_tiles(
             b_acc, b_m, b_l, b_q,
             p_kv, p_idx + tl.cast(i_b, tl.int64) * stride_ib + i_s * stride_is,
-            t_lo, hi_main, n_main, num_slots, page, stride_kv_blk, stride_kv_tok, qk_scale,
-            IS_FP8, DTYPE, BLOCK_N, D, NUM_STAGES,
+            t_lo, hi_main, n_main, num_slots, stride_kv_blk, stride_kv_tok, qk_scale,
+            IS_FP8, PAGE, DTYPE, BLOCK_N, D,
         )  # fmt: skip
         if HAS_EXTRA:
             n_x = topk_x
@@ -226,8 +244,8 @@ def _sparse_mla_decode_kernel(
             b_acc, b_m, b_l = _attend_tiles(
                 b_acc, b_m, b_l, b_q,
                 p_kv_x, p_idx_x + tl.cast(i_b, tl.int64) * stride_ixb + i_s * stride_ixs,
-                lo_x, hi_x, n_x, num_slots_x, page_x, stride_kvx_blk, stride_kvx_tok, qk_scale,
-                IS_FP8, DTYPE, BLOCK_N, D, NUM_STAGES,
+                lo_x, hi_x, n_x, num_slots_x, stride_kvx_blk, stride_kvx_tok, qk_scale,
+                IS_FP8, PAGE_X, DTYPE, BLOCK_N, D,
             )  # fmt: skip
 
         m_seen = b_l > 0.0
@@ -269,8 +287,8 @@ def sparse_decode_split(
     num_stages: int,
     units_per_part: int,
     num_parts: int,
-) -> None:
-    """Launch the split kernel. Inputs must already be validated (see :mod:`wavemla.api`).
+) -> Any:
+    """Launch the split kernel; returns Triton's compiled-kernel handle (registers, spills, shared memory). Inputs must already be validated (see :mod:`wavemla.api`).
 
     q ``[b, s_q, h, 512]``; out ``[b, s_q, h, 512]`` q.dtype; lse ``[b, s_q, h]`` fp32; workspace ``o_ws
     [b*s_q + num_parts, h, 512]`` fp32 and ``lse_ws [b*s_q + num_parts, h]`` fp32 (needed when a token is split).
@@ -286,7 +304,7 @@ def sparse_decode_split(
     dummy = indices  # a valid pointer for arguments a constexpr flag disables
     kv_x = extra_kv if has_extra else kv
     idx_x = extra_indices if has_extra else indices
-    _sparse_mla_decode_kernel[(num_parts * num_hb,)](
+    return _sparse_mla_decode_kernel[(num_parts * num_hb,)](
         p_q=q,
         p_out=out,
         p_lse=lse,
@@ -297,14 +315,12 @@ def sparse_decode_split(
         p_idx=indices,
         p_len=topk_length if topk_length is not None else dummy,
         num_slots=kv.shape[0] * kv.shape[1],
-        page=kv.shape[1],
         stride_kv_blk=kv.stride(0),
         stride_kv_tok=kv.stride(1),
         p_kv_x=kv_x,
         p_idx_x=idx_x,
         p_len_x=extra_topk_length if extra_topk_length is not None else dummy,
         num_slots_x=kv_x.shape[0] * kv_x.shape[1],
-        page_x=kv_x.shape[1],
         stride_kvx_blk=kv_x.stride(0),
         stride_kvx_tok=kv_x.stride(1),
         S_Q=s_q,
@@ -327,6 +343,8 @@ def sparse_decode_split(
         stride_ixs=idx_x.stride(1),
         qk_scale=softmax_scale * LOG2E,
         IS_FP8=is_fp8,
+        PAGE=kv.shape[1],
+        PAGE_X=kv_x.shape[1],
         HAS_LEN=topk_length is not None,
         HAS_EXTRA=has_extra,
         HAS_LEN_X=has_extra and extra_topk_length is not None,
@@ -336,7 +354,6 @@ def sparse_decode_split(
         BLOCK_N=block_n,
         D=d,
         NUM_HB=num_hb,
-        NUM_STAGES=num_stages,
         num_warps=num_warps,
         num_stages=num_stages,
     )
