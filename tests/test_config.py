@@ -83,7 +83,7 @@ def test_bool_false(environ: dict[str, str], raw: str) -> None:
         pytest.param("WAVEMLA_BLOCK_H", "17", "16, 32, 64", id="not-a-choice"),
         pytest.param("WAVEMLA_BLOCK_H", "abc", "expected an integer", id="not-an-int"),
         pytest.param("WAVEMLA_BLOCK_H", "16.0", "expected an integer", id="float"),
-        pytest.param("WAVEMLA_NUM_WARPS", "2", "4, 8", id="warps"),
+        pytest.param("WAVEMLA_NUM_WARPS", "3", "2, 4, 8, 16", id="warps"),
         pytest.param("WAVEMLA_NUM_STAGES", "0", "1, 2, 3", id="stages"),
         pytest.param("WAVEMLA_NUM_SPLITS", "0", "1..256", id="below-range"),
         pytest.param("WAVEMLA_NUM_SPLITS", "257", "1..256", id="above-range"),
@@ -186,7 +186,7 @@ def test_table_reports_every_knob_and_errors_without_raising(environ: dict[str, 
     assert bad["error"] is not None and "WAVEMLA_BLOCK_H" in bad["error"]
     good = rows["WAVEMLA_NUM_WARPS"]
     assert good["raw"] == "8" and good["value"] == 8 and good["error"] is None
-    assert good["allowed"] == "allowed values: 4, 8"
+    assert good["allowed"] == "allowed values: 2, 4, 8, 16"
     assert rows["WAVEMLA_BATCH_INVARIANT"]["default"] is False
     for row in rows.values():
         assert set(row) == {"name", "type", "default", "raw", "value", "allowed", "doc", "error"}

@@ -97,7 +97,7 @@ KNOBS: dict[str, Knob] = {
             "int",
             None,
             "Warps per program of the sparse decode kernel.",
-            choices=(4, 8),
+            choices=(2, 4, 8, 16),
         ),
         Knob(
             "WAVEMLA_NUM_STAGES",

@@ -26,6 +26,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -121,74 +122,99 @@ class Plan:
         return tokens + self.num_parts if self.needs_combine else 0
 
 
-# Static resources of the split kernel per (block_h, block_n, num_warps, num_stages, is_fp8) on sm_90, read from
-# cubins compiled on a CPU machine (triton.compile with GPUTarget("cuda", 90, 32), cuobjdump -res-usage). The
-# resources module recomputes them for any arch; this table is the fallback when compiling is not possible.
+# Static resources of the split kernel per (block_h, block_n, num_warps, num_stages, is_fp8) on sm_90, read from the
+# compiled kernel on an H200 (Triton 3.6: n_regs, shared memory). Other architectures use the estimate below until
+# their cubins are measured.
 _SM90_TABLE: dict[tuple[int, int, int, int, bool], Resources] = {
-    (32, 32, 8, 1, True): Resources(98304, 180, "table"),
-    (16, 32, 4, 1, True): Resources(81920, 185, "table"),
-    (32, 16, 4, 1, True): Resources(65536, 255, "table"),
-    (16, 32, 4, 1, False): Resources(81920, 240, "table"),
+    (64, 64, 8, 1, True): Resources(131072, 255, "table"),
     (64, 32, 8, 1, True): Resources(131072, 255, "table"),
+    (32, 32, 8, 1, True): Resources(98304, 255, "table"),
+    (16, 32, 4, 1, True): Resources(81920, 255, "table"),
+    (64, 64, 8, 2, False): Resources(197632, 255, "table"),
+    (64, 32, 8, 2, False): Resources(131200, 255, "table"),
+    (16, 32, 4, 2, False): Resources(50304, 255, "table"),
 }
 
-# Per-tile cost model (µs on an H100-class SM, scaled by the device's tensor rate). A tile is BLOCK_N rows for
-# BLOCK_H heads: 2·BLOCK_H·BLOCK_N·512·2 FLOP plus the gather and FP8 decode of BLOCK_N rows.
-_MMA_EFFICIENCY = 0.35  # fraction of dense bf16 peak a Triton mma.sync tile loop reaches (calibrated on H200)
-_DEQUANT_NS_PER_ROW = 6.0  # FP8 MODEL1 decode of one 512-wide row by one program, ns (calibrated on H200)
-_SEGMENT_US = 0.6  # per token segment: load q, write the output or a partial
-_PROGRAM_US = 1.0  # per program: launch ramp and prologue
-_COMBINE_US = 3.0  # the combine launch
+# Cost model, calibrated on an H200 (benchmarks/results): one tile costs a fixed latency (index load, then the
+# dependent row gather) plus a per-row part that grows with the heads sharing the row; writing a token segment
+# costs its output bytes at one SM's share of DRAM bandwidth; each launch costs a few µs inside a CUDA graph.
+_TILE_LATENCY_US = 1.8
+_ROW_US = 0.0625  # per KV row: gather + FP8 decode
+_ROW_HEAD64_US = 0.0625  # per KV row for 64 heads of QK^T + PV on an H200 SM; scaled by heads and tensor rate
+_PROGRAM_US = 1.0
+_LAUNCH_US = 3.0
+_H200_BF16_TFLOPS_PER_SM = 989.5 / 132
 
 
 def candidate_configs(workload: Workload) -> list[KernelConfig]:
-    """Configurations the kernel supports for this workload, best first by static reasoning."""
+    """Kernel configurations to consider for this workload (the planner costs each one that fits)."""
     h = workload.h_q
+    ns = 1 if workload.is_fp8 else 2  # rows feed tl.dot directly, so Triton can pipeline them (measured faster)
     if h <= 16:
-        return [KernelConfig(16, 32, 4, 1), KernelConfig(32, 16, 4, 1)]
-    return [KernelConfig(32, 32, 8, 1), KernelConfig(16, 32, 4, 1), KernelConfig(32, 16, 4, 1)]
+        return [KernelConfig(16, 32, 4, ns), KernelConfig(16, 16, 4, ns)]
+    if h <= 32:
+        return [KernelConfig(32, 32, 8, ns), KernelConfig(16, 32, 4, ns), KernelConfig(16, 16, 4, ns)]
+    return [
+        KernelConfig(64, 64, 8, ns),
+        KernelConfig(64, 32, 8, ns),
+        KernelConfig(32, 32, 8, ns),
+        KernelConfig(16, 32, 4, ns),
+        KernelConfig(16, 16, 4, ns),
+    ]
 
 
 def static_resources(cfg: KernelConfig, workload: Workload, device: DeviceSpec) -> Resources:
-    """Resources of ``cfg`` on ``device``: the compiled table where known, else a conservative estimate."""
+    """Resources of ``cfg`` on ``device``: the measured table where known, else an estimate."""
     key = (cfg.block_h, cfg.block_n, cfg.num_warps, cfg.num_stages, workload.is_fp8)
-    if key in _SM90_TABLE:
+    if device.arch == 90 and key in _SM90_TABLE:
         return _SM90_TABLE[key]
-    # Estimate: q tile + two KV tile copies (one per dot operand layout) in shared memory.
-    smem = cfg.block_h * 512 * 2 + 2 * cfg.block_n * 512 * 2
-    return Resources(smem, 255, "estimate")
+    # Estimate: q tile + two KV tile copies (one per dot operand layout) per pipeline stage in shared memory;
+    # registers at the cap ptxas applies so that one program fits the register file.
+    smem = cfg.block_h * 512 * 2 + 2 * cfg.block_n * 512 * 2 * max(cfg.num_stages, 1)
+    regs = min(device.max_regs_per_thread, device.regs_per_sm // (cfg.num_warps * 32))
+    return Resources(smem, regs, "estimate")
 
 
-def _tile_us(cfg: KernelConfig, workload: Workload, device: DeviceSpec) -> float:
-    flops = 4.0 * cfg.block_h * cfg.block_n * 512
-    per_sm_tflops = device.bf16_tflops / device.num_sms * _MMA_EFFICIENCY
-    mma_us = flops / (per_sm_tflops * 1e6)
-    dequant_us = cfg.block_n * _DEQUANT_NS_PER_ROW / 1000.0 if workload.is_fp8 else 0.0
-    return mma_us + dequant_us
+def _tile_us(cfg: KernelConfig, workload: Workload, device: DeviceSpec, occupancy: int = 1) -> float:
+    """One tile of one program; programs resident on the same SM share its issue and tensor throughput."""
+    rate = (device.bf16_tflops / device.num_sms) / _H200_BF16_TFLOPS_PER_SM
+    per_row = (_ROW_US if workload.is_fp8 else _ROW_US / 2) + _ROW_HEAD64_US * cfg.block_h / 64 / rate
+    return _TILE_LATENCY_US + cfg.block_n * per_row * occupancy
+
+
+def _segment_us(cfg: KernelConfig, device: DeviceSpec, cut: bool) -> float:
+    """Writing one token segment: an fp32 partial (cut) or the bf16 output, at one SM's share of bandwidth."""
+    per_sm_gbps = device.mem_gbps * 0.85 / device.num_sms
+    return cfg.block_h * 512 * (4 if cut else 2) / (per_sm_gbps * 1e3)
+
+
+def _combine_us(tokens: int, parts: int, h: int, device: DeviceSpec) -> float:
+    """The combine launch: write + read of the fp32 partial workspace."""
+    return _LAUNCH_US + 2 * (tokens + parts) * h * 512 * 4 / (device.mem_gbps * 0.85 * 1e3)
 
 
 def _partition(
-    tokens: int, n_tiles: int, num_hb: int, slots: int, tile_us: float, allow_cut: bool
+    tokens: int, n_tiles: int, h: int, num_hb: int, slots: int, cfg: KernelConfig, workload: Workload,
+    device: DeviceSpec, occupancy: int,
 ) -> tuple[int, int, float]:
     """(units_per_part, num_parts, predicted µs) minimizing waves × longest program (+ combine when cut)."""
     total = tokens * n_tiles
     if total == 0:
         return 1, 0, 0.0
+    tile = _tile_us(cfg, workload, device, occupancy)
     slots_per_hb = max(slots // num_hb, 1)
     candidates = {n_tiles * k for k in range(1, math.ceil(tokens / slots_per_hb) + 2)}
-    if allow_cut:
-        for waves in range(1, 5):
-            candidates.add(max(1, math.ceil(total / (waves * slots_per_hb))))
+    for waves in range(1, 5):
+        candidates.add(max(1, math.ceil(total / (waves * slots_per_hb))))
     best: tuple[float, int, int] | None = None
     for upp in sorted(candidates):
         upp = min(upp, total)
         parts = math.ceil(total / upp)
         cut = upp % n_tiles != 0 and parts > 1
-        if cut and not allow_cut:
-            continue
         waves = math.ceil(parts * num_hb / slots)
         segments = math.ceil(upp / n_tiles) + (1 if cut else 0)
-        t = waves * (upp * tile_us + segments * _SEGMENT_US + _PROGRAM_US) + (_COMBINE_US if cut else 0.0)
+        program = upp * tile + segments * _segment_us(cfg, device, cut) + _PROGRAM_US
+        t = _LAUNCH_US + waves * program + (_combine_us(tokens, parts, h, device) if cut else 0.0)
         if best is None or t < best[0] - 1e-9:
             best = (t, upp, parts)
     assert best is not None
@@ -222,63 +248,86 @@ def plan(workload: Workload, device: DeviceSpec) -> Plan:
     return _plan_cached(workload, device, overrides)
 
 
+# Batch-invariant mode cuts every token into the same pieces whatever the batch; the piece count is sized for
+# this many query tokens in flight, a batch-independent constant.
+_INVARIANT_REFERENCE_TOKENS = 32
+
+
+def _fixed_pieces(n_tiles: int, num_hb: int, slots: int, forced: int | None, invariant: bool) -> int:
+    if forced is not None:
+        if invariant and n_tiles % forced:
+            raise PlanError(
+                f"WAVEMLA_NUM_SPLITS={forced} must divide the {n_tiles} tiles per token in batch-invariant mode"
+            )
+        return forced
+    target = max(1, slots // (_INVARIANT_REFERENCE_TOKENS * num_hb))
+    return max(d for d in range(1, n_tiles + 1) if n_tiles % d == 0 and d <= target)
+
+
 @functools.lru_cache(maxsize=4096)
 def _plan_cached(workload: Workload, device: DeviceSpec, overrides: tuple[object, ...]) -> Plan:
     reasons: list[str] = []
-    chosen: tuple[KernelConfig, Resources, int] | None = None
-    for cfg in candidate_configs(workload):
-        cfg = _override_config(cfg)
+    invariant = workload.batch_invariant or bool(config.get("WAVEMLA_BATCH_INVARIANT"))
+    forced_splits = config.get("WAVEMLA_NUM_SPLITS")
+    seen: set[KernelConfig] = set()
+    best: Plan | None = None
+    for base in candidate_configs(workload):
+        cfg = _override_config(base)
+        if cfg in seen:
+            continue
+        seen.add(cfg)
+        if cfg.block_h not in (16, 32, 64) or cfg.block_n not in (16, 32, 64):
+            raise PlanError("WAVEMLA_BLOCK_H / WAVEMLA_BLOCK_N: the kernel supports 16, 32 or 64")
         res = static_resources(cfg, workload, device)
         occ = device.blocks_per_sm(res.smem_bytes, res.regs_per_thread, cfg.num_warps)
-        if occ >= 1:
-            chosen = (cfg, res, occ)
-            reasons.append(
-                f"BLOCK_H={cfg.block_h} BLOCK_N={cfg.block_n} warps={cfg.num_warps}: {res.smem_bytes // 1024} KB smem, "
-                f"{res.regs_per_thread} regs ({res.source}) -> {occ} program(s)/SM on {device.name}"
-            )
-            break
-        reasons.append(f"BLOCK_H={cfg.block_h} BLOCK_N={cfg.block_n}: does not fit on {device.name}")
-    if chosen is None:
-        raise PlanError(f"no kernel configuration fits {device.name} for {workload}")
-    cfg, res, occ = chosen
-    if cfg.block_h not in (16, 32, 64) or cfg.block_n not in (16, 32, 64):
-        raise PlanError("WAVEMLA_BLOCK_H / WAVEMLA_BLOCK_N: the kernel supports 16, 32 or 64")
+        label = f"BLOCK_H={cfg.block_h} BLOCK_N={cfg.block_n} warps={cfg.num_warps} stages={cfg.num_stages}"
+        if occ < 1:
+            reasons.append(f"{label}: {res.smem_bytes // 1024} KB smem ({res.source}) does not fit {device.name}")
+            continue
+        candidate = _plan_config(workload, device, cfg, res, occ, invariant, forced_splits)
+        reasons.append(f"{label}: {occ} program(s)/SM, predicted {candidate.predicted_us:.1f} us")
+        if best is None or candidate.predicted_us < best.predicted_us - 1e-9:
+            best = candidate
+    if best is None:
+        raise PlanError(f"no kernel configuration fits {device.name} for {workload}; " + "; ".join(reasons))
+    return dataclasses.replace(best, reasons=(*reasons, *best.reasons))
 
+
+def _plan_config(
+    workload: Workload,
+    device: DeviceSpec,
+    cfg: KernelConfig,
+    res: Resources,
+    occ: int,
+    invariant: bool,
+    forced_splits: int | None,
+) -> Plan:
     num_hb = math.ceil(workload.h_q / cfg.block_h)
     n_main = math.ceil(workload.topk / cfg.block_n)
     n_tiles = n_main + math.ceil(workload.extra_topk / cfg.block_n)
     if n_tiles == 0:
         raise PlanError("topk and extra_topk are both 0: there is nothing to attend to")
     slots = config.get("WAVEMLA_TARGET_CTAS") or occ * device.num_sms
-    tile_us = _tile_us(cfg, workload, device)
-    forced_splits = config.get("WAVEMLA_NUM_SPLITS")
-    if workload.batch_invariant or config.get("WAVEMLA_BATCH_INVARIANT"):
-        # Split boundaries may depend only on the request itself: cut each token at the same tile boundaries
-        # whatever the batch (splits dividing n_tiles evenly), and merge in program order.
-        splits = forced_splits or 1
-        if n_tiles % splits:
-            raise PlanError(
-                f"WAVEMLA_NUM_SPLITS={splits} must divide the {n_tiles} tiles per token in batch-invariant mode"
-            )
-        upp = n_tiles // splits
-        parts = math.ceil(workload.tokens * n_tiles / upp)
-        reasons.append(f"batch-invariant: {splits} fixed piece(s) per token")
-        predicted = math.ceil(parts * num_hb / slots) * (upp * tile_us + _SEGMENT_US + _PROGRAM_US)
-    elif forced_splits is not None:
-        upp = max(1, math.ceil(n_tiles / forced_splits))
-        parts = math.ceil(workload.tokens * n_tiles / upp)
-        reasons.append(f"WAVEMLA_NUM_SPLITS={forced_splits}: {upp} tiles per piece")
-        predicted = math.ceil(parts * num_hb / slots) * (upp * tile_us + 2 * _SEGMENT_US + _PROGRAM_US)
+    tokens = workload.tokens
+    notes: list[str] = []
+    if invariant or forced_splits is not None:
+        pieces = min(_fixed_pieces(n_tiles, num_hb, slots, forced_splits, invariant), n_tiles)
+        upp = n_tiles // pieces if n_tiles % pieces == 0 else math.ceil(n_tiles / pieces)
+        parts = math.ceil(tokens * n_tiles / upp) if tokens else 0
+        cut = parts > 0 and upp % n_tiles != 0
+        waves = math.ceil(parts * num_hb / slots) if parts else 0
+        program = upp * _tile_us(cfg, workload, device, occ) + 2 * _segment_us(cfg, device, cut) + _PROGRAM_US
+        predicted = _LAUNCH_US + waves * program + (_combine_us(tokens, parts, workload.h_q, device) if cut else 0.0)
+        why = "batch-invariant" if invariant else f"WAVEMLA_NUM_SPLITS={forced_splits}"
+        notes.append(f"{why}: {pieces} fixed piece(s) of {upp} tiles per token")
     else:
-        upp, parts, predicted = _partition(workload.tokens, n_tiles, num_hb, slots, tile_us, allow_cut=True)
-    if workload.tokens == 0:
-        upp, parts, predicted = 1, 0, 0.0
+        upp, parts, predicted = _partition(tokens, n_tiles, workload.h_q, num_hb, slots, cfg, workload, device, occ)
     needs_combine = parts > 0 and upp % n_tiles != 0
     programs = parts * num_hb
     waves = max(1, math.ceil(programs / slots)) if programs else 0
     tail = programs / (waves * slots) if waves else 1.0
-    reasons.append(
-        f"{workload.tokens} token(s) x {n_tiles} tiles x {num_hb} head block(s) over {slots} slots: "
+    notes.append(
+        f"{tokens} token(s) x {n_tiles} tiles x {num_hb} head block(s) over {slots} slots: "
         f"{upp} tiles/program, {programs} programs, {waves} wave(s), tail efficiency {tail:.2f}"
         + (", combine needed" if needs_combine else ", no token cut")
     )
@@ -297,5 +346,5 @@ def _plan_cached(workload: Workload, device: DeviceSpec, overrides: tuple[object
         tail_efficiency=tail,
         predicted_us=predicted,
         resources=res,
-        reasons=tuple(reasons),
+        reasons=tuple(notes),
     )

@@ -83,6 +83,8 @@ def assert_close(name: str, actual: torch.Tensor, expected: torch.Tensor, tol: T
 
 def _to_device(cache: torch.Tensor, device: str | torch.device) -> torch.Tensor:
     """Move a cache keeping its layout (a MODEL1 view keeps its padded page stride)."""
+    if cache.device == torch.device(device):
+        return cache
     if cache.dtype != torch.uint8:
         return cache.to(device)
     from wavemla.reference.fp8 import empty_model1
@@ -122,18 +124,20 @@ def make_sparse_decode_inputs(
     from wavemla.reference.fp8 import page_views, quantize_model1
 
     gen = torch.Generator().manual_seed(seed)
+    # Bulk values come from a generator on the target device (fast at benchmark sizes); layout choices from the CPU one.
+    dev_gen = torch.Generator(device=device).manual_seed(seed)
 
     def cache_for(rows_per_req: int, pg: int) -> tuple[torch.Tensor, torch.Tensor]:
         blocks_per_req = -(-rows_per_req // pg)
         nb = batch * blocks_per_req + 1  # one spare block that nothing indexes: poisoned
-        rows = torch.randn((nb, pg, 1, 512), generator=gen)
+        rows = torch.randn((nb, pg, 1, 512), generator=dev_gen, device=device)
         # global slot of request r's i-th row: its pages are laid out in a shuffled order, as a paged allocator does
         perm = torch.randperm(nb, generator=gen)
         table = perm[: batch * blocks_per_req].view(batch, blocks_per_req)
         i = torch.arange(rows_per_req)
         slots = table[:, i // pg] * pg + i % pg  # [batch, rows_per_req]
-        used = torch.zeros(nb * pg, dtype=torch.bool)
-        used[slots.flatten()] = True
+        used = torch.zeros(nb * pg, dtype=torch.bool, device=device)
+        used[slots.flatten().to(device)] = True
         if fp8:
             cache = quantize_model1(rows.to(dtype))
             data, scales = page_views(cache)
@@ -165,9 +169,9 @@ def make_sparse_decode_inputs(
             t[drop] = -1
             if key == "extra_indices":
                 out[key] = t.to(device)
-    q = torch.randn((batch, s_q, h_q, 512), generator=gen).clamp(-1.0, 1.0).to(dtype)
+    q = torch.randn((batch, s_q, h_q, 512), generator=dev_gen, device=device).clamp(-1.0, 1.0).to(dtype)
     out["q"] = q.to(device)
     out["kv_cache"] = kv
     out["indices"] = idx.to(device)
-    out["attn_sink"] = (torch.randn((h_q,), generator=gen) * 2.0).to(device) if sink else None
+    out["attn_sink"] = (torch.randn((h_q,), generator=dev_gen, device=device) * 2.0) if sink else None
     return out

@@ -84,10 +84,11 @@ def choose_config(b: int, s_q: int, heads: int, max_n_comp: int, *, select_chunk
     reasons.append(f"num_warps={num_warps}: fp32 logits tile {rows_m}x{block_n} at <= 64 registers per thread")
     num_stages = 3
     groups = -(-s_q // s_block)
-    target = -(-(b * groups * max(max_n_comp, 1)) // 2048)
+    target = -(-(b * groups * max(max_n_comp, 1)) // 1024)
     rows_per_program = min(4096, max(block_n, _next_pow2(target)))
     reasons.append(
-        f"rows_per_program={rows_per_program}: about 2048 score programs, each amortising its q tile and histogram"
+        f"rows_per_program={rows_per_program}: about 1024 score programs (several waves of resident programs on a "
+        "132-SM part), each amortising its q-tile load and histogram flush over many rows"
     )
     tokens = b * s_q
     if select_chunk is None:
@@ -266,7 +267,8 @@ def _indexer_score_kernel(
             else:
                 b_k = tl.load(p_row[:, None] + o_d[None, :], mask=m_n[:, None], other=0.0)
                 b_logit = tl.dot(b_q, tl.trans(b_k), input_precision=DOT_PRECISION)
-            b_logit = tl.maximum(b_logit, 0.0) * b_w[:, None]  # [S_BLOCK·H, BLOCK_N] fp32
+            # ReLU that keeps NaN (a plain max returns 0 on GPUs): a NaN row scores NaN and so ranks as -inf
+            b_logit = tl.maximum(b_logit, 0.0, propagate_nan=tl.PropagateNan.ALL) * b_w[:, None]
             b_score = tl.sum(tl.reshape(b_logit, [S_BLOCK, H, BLOCK_N]), axis=1)  # [S_BLOCK, BLOCK_N]
             if FP8:
                 b_score = b_score * b_scale[None, :]  # × scale · 2^8 undoes the decode's 2^-8 (exact)
@@ -463,9 +465,6 @@ def _indexer_compact_kernel(
 
 
 # ---------------------------------------------------------------------------------------------------------- launcher
-_ALL_KERNELS = (_indexer_score_kernel, _indexer_hist_kernel, _indexer_count_kernel, _indexer_compact_kernel)
-
-
 def _interpreted() -> bool:
     """True when this module's kernels were built by the Triton interpreter (CPU tensors only then)."""
     return not isinstance(_indexer_score_kernel, triton.runtime.JITFunction)
@@ -474,10 +473,13 @@ def _interpreted() -> bool:
 def _describe(x: object) -> str:
     if isinstance(x, torch.Tensor):
         return f"{x.dtype} tensor of shape {tuple(x.shape)} with strides {tuple(x.stride())} on {x.device}"
-    return f"{type(x).__name__} {x!r}"
+    text = repr(x)
+    return f"{type(x).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
 
 
-def _require_tensor(name: str, x: object, dtypes: tuple[torch.dtype, ...], dims: int, device: torch.device | None):
+def _require_tensor(
+    name: str, x: object, dtypes: tuple[torch.dtype, ...], dims: int, device: torch.device | None
+) -> torch.Tensor:
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"{name}: expected a torch.Tensor, got {_describe(x)}")
     if x.dtype not in dtypes:
@@ -536,8 +538,7 @@ def _validate(
         raise ValueError(f"q_idx: expected b >= 1 and s_q >= 1, got {_describe(q_idx)}")
     if b * s_q > MAX_TOKENS:
         raise ValueError(f"q_idx: expected b * s_q <= {MAX_TOKENS}, got {_describe(q_idx)}")
-    _require_tensor("weights", weights, (torch.float32,), 3, device)
-    assert isinstance(weights, torch.Tensor)
+    weights = _require_tensor("weights", weights, (torch.float32,), 3, device)
     if tuple(weights.shape) != (b, s_q, heads):
         raise ValueError(f"weights: expected shape {(b, s_q, heads)} fp32, got {_describe(weights)}")
     if not isinstance(index_k_cache, torch.Tensor):
@@ -571,8 +572,7 @@ def _validate(
         raise ValueError(
             f"index_k_cache: global slots must fit int32 (num_blocks * page < 2^31), got {_describe(index_k_cache)}"
         )
-    _require_tensor("block_table", block_table, (torch.int32,), 2, device)
-    assert isinstance(block_table, torch.Tensor)
+    block_table = _require_tensor("block_table", block_table, (torch.int32,), 2, device)
     if block_table.shape[0] != b or block_table.shape[1] < 1:
         raise ValueError(f"block_table: expected shape [{b}, max_blocks >= 1] int32, got {_describe(block_table)}")
     if not isinstance(n_comp, torch.Tensor) or n_comp.dtype != torch.int32 or n_comp.device != device:
@@ -613,8 +613,7 @@ def _check_out(
 def _workspace(workspace: object, numel: int, device: torch.device) -> torch.Tensor:
     if workspace is None:
         return torch.empty(numel, dtype=torch.int32, device=device)
-    _require_tensor("workspace", workspace, (torch.int32,), 1, device)
-    assert isinstance(workspace, torch.Tensor)
+    workspace = _require_tensor("workspace", workspace, (torch.int32,), 1, device)
     if workspace.numel() < numel:
         raise ValueError(
             f"workspace: expected at least {numel} int32 elements (indexer_workspace_numel), got {_describe(workspace)}"

@@ -1,0 +1,285 @@
+"""The fp64 reference of the DeepSeek-V4 lightning indexer (CSA layers): score every visible compressed row, keep the
+top-k, return their global cache slots. It defines the semantics the Triton indexer must match.
+
+For request ``b``, query token ``s`` and visible compressed row ``i`` (``i < n_vis[b, s]``)::
+
+    K_i          = index_k_cache[block_table[b, i // page], i % page]        (FP8 rows dequantized)
+    I[b, s, i]   = Σ_h weights[b, s, h] · ReLU(q_idx[b, s, h] · K_i)           fp64
+    selected     = the top-k rows by I; ties at the k-th score go to the lower row index
+    indices[b, s] = sorted(selected) mapped to global slots block_table[b, i // page] · page + i % page, −1 padded
+    topk_length[b, s] = min(k, n_vis[b, s])
+
+Edge semantics:
+
+- **Visibility.** ``n_comp`` is either ``[b]`` (compressed rows of the request, as seen by its *last* query token)
+  or ``[b, s_q]`` (an explicit visible-row count per query token). With ``[b]`` the query token ``s`` sees
+  ``n_comp[b] - (s_q - 1 - s)`` rows (clamped at 0): token ``s_q - 1`` sees all of them, each earlier token one row
+  fewer. For exact CSA causality of speculative tokens at absolute positions ``p`` pass the ``[b, s_q]`` form built by
+  :func:`csa_visible_rows` (``(p + 1) // 4``). Counts are also clamped to ``max_n_comp`` (default: all the rows the
+  block table can address, ``max_blocks · page``).
+- **Short rows.** When ``n_vis ≤ k`` every visible row is returned, in row order, without scoring.
+- **Order.** Selected rows are listed in ascending row order (not score order): attention is over a set, and a fixed
+  order makes the output bit-identical run to run.
+- **Ties.** Equal scores at the k-th place are taken lowest row index first. A NaN score ranks as −inf; −0 equals +0.
+- **Padding.** Entries ``[topk_length, k)`` hold −1. Rows past ``n_vis`` (unused cache rows, unused block-table
+  entries) are never read.
+
+The Triton kernel scores in fp32 (tensor-core dot, fp32 accumulate); its selection equals this reference whenever the
+scores are exact in fp32 (e.g. small-integer test data) or the k-th score is separated from the next by more than the
+fp32 rounding of the dot products.
+
+Index-K cache formats (one compressed row = 128 values):
+
+- bf16 / fp16 rows ``[num_blocks, page, 128]``;
+- FP8 rows ``[num_blocks, page, 132]`` uint8: bytes ``[0, 128)`` are float8_e4m3fn codes, bytes ``[128, 132)`` one
+  little-endian fp32 scale ``2^ceil(log2(amax / 448))`` (amax clamped ≥ 1e-4); value = code · scale.
+
+Example::
+
+    cache = quantize_index_k(torch.randn(4, 64, 128))                   # [4, 64, 132] uint8
+    idx, length = lightning_indexer_ref(q, w, cache, block_table, n_comp, 512)
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+INDEX_DIM = 128
+FP8_ROW_BYTES = INDEX_DIM + 4
+E4M3_MAX = 448.0
+AMAX_FLOOR = 1e-4
+
+
+def quantize_index_k(rows: torch.Tensor) -> torch.Tensor:
+    """Quantize index-K rows ``[..., 128]`` (any float dtype) to the FP8 row layout ``[..., 132]`` uint8.
+
+    Per row: ``scale = 2^ceil(log2(max(amax, 1e-4) / 448))`` (exact power of two, computed through frexp so no log
+    rounding can push a code past 448), codes = round-to-nearest-even e4m3 of ``row / scale``; the scale's four fp32
+    bytes follow the 128 codes.
+
+    Example::
+
+        cache = quantize_index_k(torch.randn(8, 64, 128))               # [8, 64, 132] uint8
+    """
+    if not isinstance(rows, torch.Tensor) or not rows.is_floating_point():
+        raise ValueError(f"rows: expected a floating-point tensor [..., {INDEX_DIM}], got {_describe(rows)}")
+    if rows.dim() < 1 or rows.shape[-1] != INDEX_DIM:
+        raise ValueError(f"rows: expected last dimension {INDEX_DIM}, got shape {tuple(rows.shape)}")
+    x = rows.float()
+    amax = x.abs().amax(dim=-1, keepdim=True).clamp_min(AMAX_FLOOR)
+    mant, expo = torch.frexp(amax.double() / E4M3_MAX)  # amax/448 = mant · 2^expo, mant in [0.5, 1)
+    expo = torch.where(mant == 0.5, expo - 1, expo)  # an exact power of two needs no extra octave
+    scale = torch.ldexp(torch.ones_like(amax), expo.to(torch.int32)).float()  # [..., 1] fp32
+    codes = (x / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).view(torch.uint8)
+    scale_bytes = scale.contiguous().view(torch.uint8)  # [..., 4], little-endian like the GPU
+    return torch.cat([codes, scale_bytes], dim=-1)
+
+
+def dequantize_index_k(cache: torch.Tensor) -> torch.Tensor:
+    """FP8 index-K rows ``[..., 132]`` uint8 -> fp32 ``[..., 128]`` (code · scale, exact).
+
+    Example::
+
+        rows = dequantize_index_k(quantize_index_k(torch.randn(3, 128)))  # [3, 128] fp32
+    """
+    if not isinstance(cache, torch.Tensor) or cache.dtype != torch.uint8:
+        raise ValueError(f"cache: expected a uint8 tensor [..., {FP8_ROW_BYTES}], got {_describe(cache)}")
+    if cache.dim() < 1 or cache.shape[-1] != FP8_ROW_BYTES:
+        raise ValueError(f"cache: expected last dimension {FP8_ROW_BYTES}, got shape {tuple(cache.shape)}")
+    codes = cache[..., :INDEX_DIM].view(torch.float8_e4m3fn).float()
+    scale = cache[..., INDEX_DIM:].contiguous().view(torch.float32)  # [..., 1]
+    return codes * scale
+
+
+def index_k_rows(index_k_cache: torch.Tensor) -> torch.Tensor:
+    """The cache as fp64 rows ``[num_blocks, page, 128]``: FP8 rows dequantized, bf16/fp16/fp32 rows upcast."""
+    if index_k_cache.dtype == torch.uint8:
+        return dequantize_index_k(index_k_cache).double()
+    return index_k_cache.double()
+
+
+def visible_rows(n_comp: torch.Tensor, s_q: int, max_n_comp: int | None = None) -> torch.Tensor:
+    """Visible compressed rows per query token, int64 ``[b, s_q]``.
+
+    ``n_comp [b]``: token ``s`` sees ``n_comp[b] - (s_q - 1 - s)`` rows; ``n_comp [b, s_q]``: taken as given. Both are
+    clamped to ``[0, max_n_comp]`` (no upper clamp when ``max_n_comp`` is None).
+
+    Example::
+
+        visible_rows(torch.tensor([10]), 3)                             # tensor([[8, 9, 10]])
+    """
+    n = n_comp.long()
+    if n.dim() == 1:
+        shift = torch.arange(s_q - 1, -1, -1, device=n.device)
+        n = n[:, None] - shift[None, :]
+    elif n.dim() != 2 or n.shape[1] != s_q:
+        raise ValueError(f"n_comp: expected shape [b] or [b, {s_q}], got {tuple(n_comp.shape)}")
+    n = n.clamp_min(0)
+    if max_n_comp is not None:
+        n = n.clamp_max(max_n_comp)
+    return n
+
+
+def csa_visible_rows(positions: torch.Tensor, ratio: int = 4) -> torch.Tensor:
+    """Exact CSA visibility for query tokens at absolute positions ``p`` ``[b, s_q]``: ``(p + 1) // ratio`` (int32).
+
+    Pass the result as ``n_comp`` to give each speculative token its own causal row count.
+
+    Example::
+
+        csa_visible_rows(torch.tensor([[14, 15]]))                      # tensor([[3, 4]], dtype=torch.int32)
+    """
+    if ratio < 1:
+        raise ValueError(f"ratio: expected a positive compression ratio, got {ratio}")
+    return torch.div(positions.long() + 1, ratio, rounding_mode="floor").to(torch.int32)
+
+
+def rows_to_slots(rows: torch.Tensor, block_table_row: torch.Tensor, page: int) -> torch.Tensor:
+    """Row numbers of one request -> global cache slots ``block_table[i // page] · page + i % page`` (int64)."""
+    rows = rows.long()
+    return block_table_row.long()[rows // page] * page + rows % page
+
+
+def indexer_scores_ref(
+    q_idx: torch.Tensor,
+    weights: torch.Tensor,
+    index_k_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    n_comp: torch.Tensor,
+    *,
+    max_n_comp: int | None = None,
+) -> torch.Tensor:
+    """Index scores fp64 ``[b, s_q, max_n_comp]``: ``I`` for visible rows, −inf for rows a token cannot see.
+
+    Shapes: ``q_idx [b, s_q, h, 128]``, ``weights [b, s_q, h]`` fp32, ``index_k_cache [num_blocks, page, 128|132]``,
+    ``block_table [b, max_blocks]`` int32, ``n_comp [b]`` or ``[b, s_q]`` int32. ``max_n_comp`` defaults to
+    ``max_blocks · page``. NaN scores are reported as −inf (their rank).
+
+    Example::
+
+        scores = indexer_scores_ref(q, w, cache, block_table, n_comp)  # fp64 [b, s_q, max_blocks * page]
+    """
+    b, s_q = q_idx.shape[0], q_idx.shape[1]
+    page = index_k_cache.shape[1]
+    capacity = block_table.shape[1] * page
+    n_max = capacity if max_n_comp is None else max_n_comp
+    n_vis = visible_rows(n_comp, s_q, n_max).cpu()
+    rows_all = index_k_rows(index_k_cache)
+    out = torch.full((b, s_q, n_max), -math.inf, dtype=torch.float64, device=q_idx.device)
+    for i_b in range(b):
+        n_hi = int(n_vis[i_b].max()) if s_q > 0 else 0
+        if n_hi == 0:
+            continue
+        rows = torch.arange(n_hi, device=block_table.device)
+        blk = block_table[i_b].long()[rows // page]
+        k = rows_all[blk, rows % page].to(q_idx.device)  # [n_hi, 128]
+        for i_s in range(s_q):
+            n = int(n_vis[i_b, i_s])
+            if n == 0:
+                continue
+            logits = q_idx[i_b, i_s].double() @ k[:n].T  # [h, n]
+            score = (torch.relu(logits) * weights[i_b, i_s].double()[:, None]).sum(0)
+            out[i_b, i_s, :n] = torch.nan_to_num(score, nan=-math.inf)
+    return out
+
+
+def select_topk_rows(scores: torch.Tensor, n_vis: int, topk: int) -> torch.Tensor:
+    """Selected row numbers of one query token, ascending (int64 ``[min(topk, n_vis)]``).
+
+    ``scores [>= n_vis]``: only the first ``n_vis`` are candidates. With ``n_vis <= topk`` every row is taken;
+    otherwise the ``topk`` largest scores, equal scores ordered by lower row first (a stable descending sort).
+    """
+    if n_vis <= topk:
+        return torch.arange(n_vis, device=scores.device)
+    cand = torch.nan_to_num(scores[:n_vis].double(), nan=-math.inf)
+    order = torch.sort(cand, descending=True, stable=True).indices
+    return torch.sort(order[:topk]).values
+
+
+def lightning_indexer_ref(
+    q_idx: torch.Tensor,
+    weights: torch.Tensor,
+    index_k_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    n_comp: torch.Tensor,
+    topk: int,
+    *,
+    max_n_comp: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-k compressed rows per query token as global cache slots.
+
+    Args:
+        q_idx: ``[b, s_q, h, 128]`` indexer queries (any float dtype; computed in fp64).
+        weights: ``[b, s_q, h]`` fp32 head weights, already including ``128^-0.5 · h^-0.5``.
+        index_k_cache: ``[num_blocks, page, 128]`` bf16/fp16/fp32 rows or ``[num_blocks, page, 132]`` uint8 FP8 rows.
+        block_table: ``[b, max_blocks]`` int32.
+        n_comp: ``[b]`` or ``[b, s_q]`` int32 (see the module docstring for visibility).
+        topk: rows to keep (512 for V4-Flash, 1024 for V4-Pro).
+        max_n_comp: static bound on visible rows (default ``max_blocks · page``).
+
+    Returns:
+        ``indices [b, s_q, topk]`` int32 global slots in ascending row order, −1 padded, and
+        ``topk_length [b, s_q]`` int32 ``= min(topk, n_vis)``.
+
+    Example::
+
+        idx, length = lightning_indexer_ref(q, w, cache, block_table, n_comp, 512)
+    """
+    if topk < 1:
+        raise ValueError(f"topk: expected a positive number of rows, got {topk}")
+    b, s_q = q_idx.shape[0], q_idx.shape[1]
+    page = index_k_cache.shape[1]
+    n_max = block_table.shape[1] * page if max_n_comp is None else max_n_comp
+    n_vis = visible_rows(n_comp, s_q, n_max).cpu()
+    need_scores = bool((n_vis > topk).any())
+    scores = (
+        indexer_scores_ref(q_idx, weights, index_k_cache, block_table, n_comp, max_n_comp=n_max)
+        if need_scores
+        else None
+    )
+    device = q_idx.device
+    indices = torch.full((b, s_q, topk), -1, dtype=torch.int32, device=device)
+    lengths = torch.zeros((b, s_q), dtype=torch.int32, device=device)
+    for i_b in range(b):
+        for i_s in range(s_q):
+            n = int(n_vis[i_b, i_s])
+            if n > topk:
+                assert scores is not None
+                rows = select_topk_rows(scores[i_b, i_s], n, topk)
+            else:
+                rows = torch.arange(n, device=device)
+            slots = rows_to_slots(rows.to(block_table.device), block_table[i_b], page)
+            indices[i_b, i_s, : rows.numel()] = slots.to(device=device, dtype=torch.int32)
+            lengths[i_b, i_s] = rows.numel()
+    return indices, lengths
+
+
+def topk_length_per_request(topk_length: torch.Tensor, *, require_uniform: bool = False) -> torch.Tensor:
+    """Reduce per-token lengths ``[b, s_q]`` to the per-request ``[b]`` int32 the sparse decode takes.
+
+    The maximum over the request's tokens is exact: a token with a shorter list holds −1 past its own length, and the
+    sparse decode ignores −1 entries. ``require_uniform=True`` additionally checks that all tokens of a request share
+    one length (a host synchronisation: not for CUDA-graph capture) and raises ValueError otherwise.
+
+    Example::
+
+        topk_length_per_request(torch.tensor([[511, 512]], dtype=torch.int32))   # tensor([512], dtype=torch.int32)
+    """
+    if not isinstance(topk_length, torch.Tensor) or topk_length.dtype != torch.int32:
+        raise ValueError(f"topk_length: expected an int32 tensor [b, s_q] or [b], got {_describe(topk_length)}")
+    if topk_length.dim() == 1:
+        return topk_length
+    if topk_length.dim() != 2 or topk_length.shape[1] < 1:
+        raise ValueError(f"topk_length: expected shape [b, s_q] with s_q >= 1, got {tuple(topk_length.shape)}")
+    reduced = topk_length.amax(dim=1)
+    if require_uniform and not bool((topk_length == reduced[:, None]).all()):
+        raise ValueError("topk_length: tokens of one request have different lengths and require_uniform=True")
+    return reduced
+
+
+def _describe(x: object) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"{x.dtype} tensor of shape {tuple(x.shape)} on {x.device}"
+    return type(x).__name__

@@ -1,0 +1,367 @@
+"""Lightning-indexer benchmark: the Triton indexer against a PyTorch baseline, and the GPU's copy bandwidth.
+
+Contract (one record per measured case, fixed schema): kernel, provider (``triton`` | ``torch`` | ``copy``), gpu,
+torch, triton, git_sha, b, s_q, heads, n_comp, topk, page, kv_format, median_us, p20_us, p80_us, reps, bytes, gbps,
+copy_gbps, pct_of_copy_bw.
+
+- ``bytes`` counts index-K bytes read (``b · n_comp · row_bytes``; 132 B per FP8 row, 256 B per bf16 row), the
+  traffic the indexer cannot avoid; both providers are charged the same bytes, so ``gbps`` is an effective rate.
+  The ``copy`` record is a large device-to-device copy whose bytes are read + written.
+- Timing: each provider is captured once in a CUDA graph and replayed; before every replay a ≥ 256 MB buffer is
+  written so that the L2 holds none of the inputs; CUDA events around the replay give one sample; median, p20, p80
+  of ``reps`` (≥ 20) samples.
+- Shapes: b ∈ {1, 32, 64, 128} × n_comp ∈ {2K, 8K, 32K, 256K} × {FP8, bf16}, s_q 1, 64 heads, top-512, page 64;
+  a provider whose estimated memory does not fit the free device memory is skipped for that shape.
+
+Example::
+
+    records = run_indexer_bench("indexer_h200.json")
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from wavemla.kernels.indexer import choose_config, indexer_workspace_numel, lightning_indexer
+from wavemla.reference.indexer import FP8_ROW_BYTES, INDEX_DIM, quantize_index_k
+
+BATCHES = (1, 32, 64, 128)
+N_COMPS = (2048, 8192, 32768, 262144)
+KV_FORMATS = ("fp8", "bf16")
+FLUSH_BYTES = 256 << 20
+COPY_BYTES = 1 << 30
+MIN_REPS = 20
+MEMORY_HEADROOM = 0.85  # fraction of free memory a case may plan to use (allocator slack, fragmentation)
+
+
+@dataclass(frozen=True)
+class IndexerBenchCase:
+    """One benchmark shape (decode: one query token per request by default)."""
+
+    b: int
+    n_comp: int
+    kv_format: str  # "fp8" or "bf16"
+    s_q: int = 1
+    topk: int = 512
+    heads: int = 64
+    page: int = 64
+
+    @property
+    def blocks_per_request(self) -> int:
+        return -(-self.n_comp // self.page)
+
+
+def bench_cases(
+    batches: Sequence[int] = BATCHES, n_comps: Sequence[int] = N_COMPS, kv_formats: Sequence[str] = KV_FORMATS
+) -> list[IndexerBenchCase]:
+    """Every (format, b, n_comp) combination, smallest first within a format."""
+    for fmt in kv_formats:
+        if fmt not in KV_FORMATS:
+            raise ValueError(f"kv_formats: expected values in {KV_FORMATS}, got {fmt!r}")
+    return [IndexerBenchCase(b=b, n_comp=n, kv_format=fmt) for fmt in kv_formats for b in batches for n in n_comps]
+
+
+def row_bytes(kv_format: str) -> int:
+    """Bytes of one index-K row: 128 e4m3 + fp32 scale, or 128 bf16."""
+    if kv_format == "fp8":
+        return FP8_ROW_BYTES
+    if kv_format == "bf16":
+        return INDEX_DIM * 2
+    raise ValueError(f"kv_format: expected 'fp8' or 'bf16', got {kv_format!r}")
+
+
+def index_k_bytes(case: IndexerBenchCase) -> int:
+    """Index-K bytes one call must read: every visible row of every request once."""
+    return case.b * case.n_comp * row_bytes(case.kv_format)
+
+
+def cache_bytes(case: IndexerBenchCase) -> int:
+    """Bytes of the paged index-K cache holding the case (whole pages)."""
+    return case.b * case.blocks_per_request * case.page * row_bytes(case.kv_format)
+
+
+def triton_memory_bytes(case: IndexerBenchCase) -> int:
+    """Device bytes the Triton provider needs: cache, inputs, workspace, outputs."""
+    tokens = case.b * case.s_q
+    ws = indexer_workspace_numel(case.b, case.s_q, case.heads, case.n_comp) * 4
+    q = tokens * case.heads * INDEX_DIM * 2
+    w = tokens * case.heads * 4
+    table = case.b * case.blocks_per_request * 4
+    outputs = tokens * (case.topk + 1) * 4
+    return cache_bytes(case) + q + w + table + ws + outputs
+
+
+def torch_memory_bytes(case: IndexerBenchCase) -> int:
+    """Device bytes the PyTorch baseline needs on top of the shared inputs: peak of its temporaries.
+
+    FP8: bf16 codes and the bf16 dequantized rows; then bf16 logits ``[b, s_q·h, n]``, their fp32 weighted copy and
+    the fp32 scores.
+    """
+    rows = case.b * case.n_comp
+    dequant = 2 * rows * INDEX_DIM * 2 if case.kv_format == "fp8" else 0
+    logits = rows * case.s_q * case.heads * 2
+    weighted = rows * case.s_q * case.heads * 4
+    scores = rows * case.s_q * 4
+    return dequant + logits + weighted + scores
+
+
+def fits(case: IndexerBenchCase, provider: str, free_bytes: int, headroom: float = MEMORY_HEADROOM) -> bool:
+    """Whether ``provider`` ("triton" or "torch") can run ``case`` within ``headroom`` of ``free_bytes``."""
+    need = triton_memory_bytes(case)
+    if provider == "torch":
+        need += torch_memory_bytes(case)
+    elif provider != "triton":
+        raise ValueError(f"provider: expected 'triton' or 'torch', got {provider!r}")
+    return need <= headroom * free_bytes
+
+
+def percentiles(samples_us: Sequence[float]) -> dict[str, float]:
+    """Median, p20 and p80 (linear interpolation between order statistics) of timing samples in µs."""
+    if len(samples_us) == 0:
+        raise ValueError("samples_us: expected at least one sample")
+    data = sorted(float(x) for x in samples_us)
+
+    def quantile(q: float) -> float:
+        pos = q * (len(data) - 1)
+        lo, hi = math.floor(pos), math.ceil(pos)
+        return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+    return {"median_us": statistics.median(data), "p20_us": quantile(0.2), "p80_us": quantile(0.8)}
+
+
+def make_record(
+    case: IndexerBenchCase | None,
+    provider: str,
+    samples_us: Sequence[float],
+    nbytes: int,
+    env: dict[str, Any],
+    copy_gbps: float | None,
+) -> dict[str, Any]:
+    """One benchmark row in the fixed schema (``case`` is None for the copy-bandwidth row)."""
+    stats = percentiles(samples_us)
+    gbps = nbytes / (stats["median_us"] * 1e-6) / 1e9
+    shape = asdict(case) if case is not None else dict.fromkeys(asdict(IndexerBenchCase(0, 0, "fp8")))
+    return {
+        "kernel": "lightning_indexer" if case is not None else "copy",
+        "provider": provider,
+        **env,
+        **shape,
+        **stats,
+        "reps": len(samples_us),
+        "bytes": nbytes,
+        "gbps": gbps,
+        "copy_gbps": copy_gbps,
+        "pct_of_copy_bw": None if not copy_gbps else 100.0 * gbps / copy_gbps,
+    }
+
+
+def torch_indexer_baseline(
+    q_idx: torch.Tensor, weights: torch.Tensor, rows: torch.Tensor, block_table: torch.Tensor, page: int, topk: int
+) -> torch.Tensor:
+    """The PyTorch way: ``topk(Σ_h w_h · ReLU(q_h · K))`` over contiguous rows, mapped to global slots.
+
+    ``q_idx [b, s_q, h, 128]``, ``weights [b, s_q, h]`` fp32, ``rows [b, n, 128]`` (bf16, or dequantized FP8),
+    ``block_table [b, n / page]``. Returns slots ``[b, s_q, topk]`` int32 in score order (ties arbitrary).
+    """
+    b, s_q, h, d = q_idx.shape
+    logits = torch.matmul(q_idx.reshape(b, s_q * h, d), rows.transpose(1, 2))  # [b, s_q·h, n]
+    logits = torch.relu_(logits).view(b, s_q, h, -1)
+    scores = (logits.float() * weights[..., None]).sum(dim=2)  # [b, s_q, n]
+    top = torch.topk(scores, k=min(topk, scores.shape[-1]), dim=-1).indices
+    blk = torch.gather(block_table.long()[:, None, :].expand(b, s_q, -1), 2, top // page)
+    return (blk * page + top % page).to(torch.int32)
+
+
+def dequantize_rows_bf16(cache: torch.Tensor) -> torch.Tensor:
+    """FP8 index-K rows ``[..., 132]`` -> bf16 ``[..., 128]`` with torch ops (the baseline's dequantization)."""
+    codes = cache[..., :INDEX_DIM].view(torch.float8_e4m3fn).to(torch.bfloat16)
+    scale = cache[..., INDEX_DIM:].contiguous().view(torch.float32)
+    return codes * scale.to(torch.bfloat16)
+
+
+def _environment() -> dict[str, Any]:
+    import triton
+
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True, cwd=Path(__file__).parent
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        sha = None
+    return {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "git_sha": sha,
+    }
+
+
+def _time_graph(fn: Callable[[], object], reps: int, flush: torch.Tensor) -> list[float]:
+    """Capture ``fn`` in a CUDA graph; time ``reps`` replays, each after an L2-evicting write of ``flush``."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):  # compile and allocator warm-up outside capture
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    for _ in range(3):
+        graph.replay()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for start, end in events:
+        flush.add_(1)
+        start.record()
+        graph.replay()
+        end.record()
+    torch.cuda.synchronize()
+    del graph
+    return [start.elapsed_time(end) * 1e3 for start, end in events]
+
+
+def _fill_case(case: IndexerBenchCase, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """Random inputs on the GPU; request r owns blocks [r·blocks, (r+1)·blocks) so rows are also contiguous."""
+    dev = torch.device("cuda")
+    blocks = case.blocks_per_request
+    q = torch.randn(case.b, case.s_q, case.heads, INDEX_DIM, device=dev, dtype=torch.bfloat16, generator=generator)
+    w = torch.randn(case.b, case.s_q, case.heads, device=dev, generator=generator) * (INDEX_DIM * case.heads) ** -0.5
+    table = torch.arange(case.b * blocks, device=dev, dtype=torch.int32).view(case.b, blocks)
+    width = FP8_ROW_BYTES if case.kv_format == "fp8" else INDEX_DIM
+    dtype = torch.uint8 if case.kv_format == "fp8" else torch.bfloat16
+    cache = torch.empty(case.b * blocks, case.page, width, device=dev, dtype=dtype)
+    step = max(1, (1 << 22) // case.page)  # fill 4M rows at a time to bound temporaries
+    for lo in range(0, cache.shape[0], step):
+        part = torch.randn(min(step, cache.shape[0] - lo), case.page, INDEX_DIM, device=dev, generator=generator)
+        cache[lo : lo + part.shape[0]] = quantize_index_k(part) if case.kv_format == "fp8" else part.bfloat16()
+    n_comp = torch.full((case.b,), case.n_comp, device=dev, dtype=torch.int32)
+    return {"q": q, "w": w, "table": table, "cache": cache, "n_comp": n_comp}
+
+
+def measure_copy_bandwidth(reps: int, flush: torch.Tensor, nbytes: int = COPY_BYTES) -> list[float]:
+    """Timing samples (µs) of a device-to-device copy of ``nbytes`` (reads + writes ``2 · nbytes``)."""
+    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda").fill_(1)
+    dst = torch.empty_like(src)
+
+    def copy() -> object:
+        return dst.copy_(src)
+
+    return _time_graph(copy, reps, flush)
+
+
+def run_indexer_bench(
+    out_json_path: str | Path,
+    *,
+    cases: Sequence[IndexerBenchCase] | None = None,
+    reps: int = 30,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """Measure every case (default :func:`bench_cases`) for the Triton and PyTorch providers; write JSON; return rows.
+
+    Needs a CUDA device. The first row is the copy-bandwidth ceiling; each case row carries ``pct_of_copy_bw``.
+    """
+    if not torch.cuda.is_available():
+        raise RuntimeError("run_indexer_bench needs a CUDA device")
+    if reps < MIN_REPS:
+        raise ValueError(f"reps: expected at least {MIN_REPS} samples per provider, got {reps}")
+    out_path = Path(out_json_path)
+    env = _environment()
+    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    free, _ = torch.cuda.mem_get_info()
+    copy_bytes = min(COPY_BYTES, int(free * 0.2))
+    copy_samples = measure_copy_bandwidth(reps, flush, copy_bytes)
+    copy_row = make_record(None, "copy", copy_samples, 2 * copy_bytes, env, None)
+    copy_gbps = float(copy_row["gbps"])
+    records: list[dict[str, Any]] = [copy_row]
+    generator = torch.Generator(device="cuda")
+    generator.manual_seed(seed)
+    for case in cases if cases is not None else bench_cases():
+        torch.cuda.empty_cache()
+        free, _ = torch.cuda.mem_get_info()
+        if not fits(case, "triton", free):
+            print(f"skip {case}: needs {triton_memory_bytes(case) / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free")
+            continue
+        data = _fill_case(case, generator)
+        nbytes = index_k_bytes(case)
+        cfg = choose_config(case.b, case.s_q, case.heads, case.n_comp)
+        ws = torch.empty(
+            indexer_workspace_numel(case.b, case.s_q, case.heads, case.n_comp),
+            dtype=torch.int32,
+            device="cuda",
+        )
+        out = (
+            torch.empty(case.b, case.s_q, case.topk, dtype=torch.int32, device="cuda"),
+            torch.empty(case.b, case.s_q, dtype=torch.int32, device="cuda"),
+        )
+
+        def run_triton(
+            case: IndexerBenchCase = case,
+            data: dict[str, torch.Tensor] = data,
+            ws: torch.Tensor = ws,
+            out: tuple[torch.Tensor, torch.Tensor] = out,
+        ) -> object:
+            return lightning_indexer(
+                data["q"],
+                data["w"],
+                data["cache"],
+                data["table"],
+                data["n_comp"],
+                case.topk,
+                max_n_comp=case.n_comp,
+                out=out,
+                workspace=ws,
+            )
+
+        samples = _time_graph(run_triton, reps, flush)
+        row = make_record(case, "triton", samples, nbytes, env, copy_gbps)
+        row["config"] = {"rows_per_program": cfg.rows_per_program, "chunk": cfg.chunk, "s_block": cfg.s_block}
+        records.append(row)
+        del ws, out
+        torch.cuda.empty_cache()
+        if fits(case, "torch", free):  # free as measured before this case's inputs were allocated
+            rows_view = data["cache"].view(case.b, case.blocks_per_request * case.page, -1)
+
+            def run_torch(
+                case: IndexerBenchCase = case,
+                data: dict[str, torch.Tensor] = data,
+                rows_view: torch.Tensor = rows_view,
+            ) -> object:
+                rows = dequantize_rows_bf16(rows_view) if case.kv_format == "fp8" else rows_view
+                return torch_indexer_baseline(data["q"], data["w"], rows, data["table"], case.page, case.topk)
+
+            samples = _time_graph(run_torch, reps, flush)
+            records.append(make_record(case, "torch", samples, nbytes, env, copy_gbps))
+        else:
+            print(f"skip torch baseline for {case}: needs {torch_memory_bytes(case) / 2**30:.1f} GiB more")
+        del data
+        out_path.write_text(json.dumps(records, indent=1))  # keep partial results if a later case fails
+    out_path.write_text(json.dumps(records, indent=1))
+    return records
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print("usage: python -m wavemla.tools.bench_indexer OUT.json", file=sys.stderr)
+        return 2
+    for row in run_indexer_bench(args[0]):
+        print(
+            f"{row['provider']:6s} b={row['b']} n={row['n_comp']} {row['kv_format']}: "
+            f"{row['median_us']:.1f} us, {row['gbps']:.0f} GB/s"
+            + (f" ({row['pct_of_copy_bw']:.0f}% of copy)" if row["pct_of_copy_bw"] is not None else "")
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

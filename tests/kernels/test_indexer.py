@@ -1,0 +1,490 @@
+"""Triton lightning indexer against the fp64 reference: exact index equality in every case.
+
+Test data are small integers (q, K in [-2, 2], weights in eighths, FP8 rows scaled by powers of two), so every score
+is exact in fp32 whatever the summation order: kernel and reference must then agree bit for bit, and the many equal
+scores exercise the lowest-row tie rule. Unused cache rows, unused pages and unused block-table entries are poisoned
+(NaN rows, FP8 rows of 0xFF bytes) so that any stray read changes the answer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+import wavemla
+from wavemla.indexer_glue import indexer_extra_args, sparse_decode_extra_args
+from wavemla.kernels.indexer import (
+    choose_config,
+    indexer_scores,
+    indexer_workspace_numel,
+    lightning_indexer,
+    workspace_layout,
+)
+from wavemla.reference.indexer import (
+    dequantize_index_k,
+    indexer_scores_ref,
+    lightning_indexer_ref,
+    quantize_index_k,
+    topk_length_per_request,
+    visible_rows,
+)
+
+HAS_CUDA = torch.cuda.is_available()
+# The interpreter multiplies raw bf16 bits in tl.dot, so the CPU lane uses fp32 and fp16 inputs.
+LANE_DTYPES = (torch.bfloat16,) if HAS_CUDA else (torch.float32, torch.float16)
+
+
+@dataclass
+class Problem:
+    q: torch.Tensor
+    w: torch.Tensor
+    cache: torch.Tensor
+    table: torch.Tensor
+    n_comp: torch.Tensor
+    page: int
+
+
+def make_problem(
+    b: int,
+    s_q: int,
+    page: int,
+    n_comp: list[int] | list[list[int]],
+    *,
+    device: str,
+    dtype: torch.dtype = torch.float32,
+    fp8: bool = False,
+    heads: int = 64,
+    seed: int = 0,
+    lo: int = -2,
+    hi: int = 2,
+    table_slack: int = 1,
+) -> Problem:
+    """Integer-valued inputs; each request owns random blocks; everything a request cannot see is poisoned."""
+    g = torch.Generator().manual_seed(seed)
+    n = torch.tensor(n_comp, dtype=torch.int32)
+    per_request = n.view(b, -1).amax(dim=1).clamp_min(0)
+    max_rows = int(per_request.max()) if b else 0
+    width = max(1, -(-max_rows // page) + table_slack)
+    num_blocks = b * width + 2
+    perm = torch.randperm(num_blocks, generator=g)
+    table = perm[: b * width].view(b, width).clone()
+    poison_blocks = perm[b * width :]
+    rows = torch.randint(lo, hi + 1, (num_blocks, page, 128), generator=g).float()
+    if fp8:
+        rows = rows * torch.pow(2.0, torch.randint(-3, 4, (num_blocks, page, 1), generator=g).float())
+    unused = torch.ones(num_blocks, page, dtype=torch.bool)
+    for i_b in range(b):
+        rows_b = int(per_request[i_b])
+        used = torch.arange(rows_b)
+        unused[table[i_b, used // page], used % page] = False
+        pages_b = -(-rows_b // page)
+        # block-table entries past the request's pages point at poisoned blocks
+        table[i_b, pages_b:] = poison_blocks[torch.arange(width - pages_b) % poison_blocks.numel()]
+    if fp8:
+        cache = quantize_index_k(rows)
+        cache[unused] = 0xFF  # NaN codes and a NaN scale
+    else:
+        rows[unused] = float("nan")
+        cache = rows.to(dtype)
+    q = torch.randint(lo, hi + 1, (b, s_q, heads, 128), generator=g).to(dtype)
+    w = torch.randint(-4, 5, (b, s_q, heads), generator=g).float() / 8
+    return Problem(q.to(device), w.to(device), cache.to(device), table.to(torch.int32).to(device), n.to(device), page)
+
+
+def run_both(p: Problem, topk: int, **kwargs):
+    # the kernel runs before the reference allocates anything
+    got = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, topk, **kwargs)
+    max_n = kwargs.get("max_n_comp")
+    want = lightning_indexer_ref(p.q, p.w, p.cache, p.table, p.n_comp, topk, max_n_comp=max_n)
+    return got, want
+
+
+def assert_same(got, want) -> None:
+    (idx, length), (ref_idx, ref_length) = got, want
+    assert idx.dtype == torch.int32 and length.dtype == torch.int32
+    assert torch.equal(length.cpu(), ref_length.cpu()), f"topk_length {length.tolist()} != {ref_length.tolist()}"
+    if not torch.equal(idx.cpu(), ref_idx.cpu()):
+        bad = (idx.cpu() != ref_idx.cpu()).nonzero()[0].tolist()
+        token = tuple(bad[:2])
+        raise AssertionError(
+            f"indices differ first at {bad}: kernel {idx[token].tolist()} vs ref {ref_idx[token].tolist()}"
+        )
+
+
+# --------------------------------------------------------------------------------------------- exact agreement
+CASES = [
+    pytest.param(1, 1, 64, [0], 16, False, None, id="B1-S1-P64-N0-K16"),
+    pytest.param(1, 1, 64, [1], 16, False, None, id="B1-S1-P64-N1-K16"),
+    pytest.param(2, 1, 61, [15, 16], 16, False, None, id="B2-S1-P61-N15,16-K16"),
+    pytest.param(2, 1, 61, [17, 300], 16, False, 64, id="B2-S1-P61-N17,300-K16-C64"),
+    pytest.param(2, 3, 1, [40, 18], 16, False, 16, id="B2-S3-P1-N40,18-K16-C16"),
+    pytest.param(3, 1, 64, [200, 0, 130], 64, True, None, id="B3-S1-P64-N200,0,130-K64-fp8"),
+    pytest.param(1, 3, 61, [300], 128, True, 64, id="B1-S3-P61-N300-K128-fp8-C64"),
+    pytest.param(2, 2, 64, [[5, 90], [90, 5]], 32, False, 32, id="B2-S2-P64-pertoken-K32-C32"),
+    pytest.param(1, 1, 64, [700], 512, True, None, id="B1-S1-P64-N700-K512-fp8"),
+    pytest.param(1, 2, 1, [129], 128, True, 16, id="B1-S2-P1-N129-K128-fp8-C16"),
+]
+
+
+@pytest.mark.parametrize(("b", "s_q", "page", "n_comp", "topk", "fp8", "chunk"), CASES)
+@pytest.mark.parametrize("dtype", LANE_DTYPES, ids=lambda d: str(d).removeprefix("torch."))
+def test_matches_reference(b, s_q, page, n_comp, topk, fp8, chunk, dtype, device):
+    if fp8 and dtype != LANE_DTYPES[0]:
+        pytest.skip("FP8 rows are dequantized in-kernel the same way for every q dtype")
+    p = make_problem(b, s_q, page, n_comp, device=device, dtype=dtype, fp8=fp8, seed=b * 131 + s_q * 17 + page)
+    assert_same(*run_both(p, topk, select_chunk=chunk))
+
+
+def test_selection_is_not_trivial(device):
+    """Guard on the data: a long request really selects a scattered subset, not a prefix."""
+    p = make_problem(1, 1, 61, [300], device=device, seed=5)
+    (idx, _), _ = run_both(p, 16)
+    rows = sorted((s // 61, s % 61) for s in idx[0, 0].cpu().tolist())
+    assert rows[-1][0] != rows[0][0] or rows[-1][1] - rows[0][1] > 16
+
+
+@pytest.mark.parametrize(
+    ("name", "lo", "hi", "weight"),
+    [
+        pytest.param("all-equal", 0, 0, None, id="all-scores-zero"),
+        pytest.param("binary", 0, 1, None, id="binary-many-ties"),
+        pytest.param("negative-weights", -2, 2, -0.25, id="negative-weights"),
+    ],
+)
+def test_ties_take_lowest_rows_across_chunks(name, lo, hi, weight, device):
+    p = make_problem(2, 1, 61, [250, 180], device=device, seed=11, lo=lo, hi=hi)
+    if weight is not None:
+        p.w.fill_(weight)
+    got, want = run_both(p, 64, select_chunk=16)
+    assert_same(got, want)
+    # the data must split a tie at the threshold, and the tied rows must span several 16-key chunks
+    scores = indexer_scores_ref(p.q, p.w, p.cache, p.table, p.n_comp)[0, 0, :250]
+    kth = torch.sort(scores, descending=True).values[63]
+    tied = (scores == kth).nonzero().flatten()
+    assert int((scores > kth).sum()) < 64 < int((scores >= kth).sum())
+    assert int(tied[-1]) // 16 > int(tied[0]) // 16
+    if name == "all-equal":
+        slots = [int(p.table[0, i // 61]) * 61 + i % 61 for i in range(64)]
+        assert got[0][0, 0].tolist() == slots
+
+
+def test_nan_in_visible_row_ranks_last(device):
+    p = make_problem(1, 1, 64, [100], device=device, seed=2)
+    p.cache[p.table[0, 0], 7] = float("nan")
+    assert_same(*run_both(p, 99))
+    (idx, _), _ = run_both(p, 99)
+    assert int(p.table[0, 0]) * 64 + 7 not in idx[0, 0].tolist()
+
+
+def test_max_n_comp_clamps_and_short_path(device):
+    p = make_problem(2, 2, 64, [300, 40], device=device, seed=4)
+    assert_same(*run_both(p, 32, max_n_comp=120))
+    # max_n_comp <= topk: no token can exceed topk, nothing is scored
+    got, want = run_both(p, 64, max_n_comp=50)
+    assert_same(got, want)
+    assert got[1].tolist() == [[50, 50], [39, 40]]  # 299 and 300 rows clamped to 50
+
+
+def test_scores_kernel_matches_reference_scores(device):
+    p = make_problem(2, 3, 61, [150, 7], device=device, seed=9)
+    got = indexer_scores(p.q, p.w, p.cache, p.table, p.n_comp)
+    want = indexer_scores_ref(p.q, p.w, p.cache, p.table, p.n_comp)
+    assert got.dtype == torch.float32 and got.shape == want.shape
+    assert torch.equal(got.double().cpu(), want.cpu())
+
+
+def test_fp8_decode_every_code(device):
+    """Score of row i with q = e_0 (weight +1) and q = -e_0 (weight -1) is exactly the dequantized K[i, 0]."""
+    codes = torch.tensor([c for c in range(256) if c not in (0x7F, 0xFF)], dtype=torch.uint8)  # NaN codes excluded
+    n = codes.numel()
+    page = 64
+    blocks = -(-n // page)
+    cache = torch.zeros(blocks * page, 132, dtype=torch.uint8)
+    cache[:n, 0] = codes
+    cache[:n, 1:128] = 0x38  # 1.0, must not leak into dimension 0
+    scales = torch.pow(2.0, torch.arange(n) % 13 - 6.0).float()
+    cache[:n, 128:] = scales[:, None].contiguous().view(torch.uint8).view(n, 4)
+    cache = cache.view(blocks, page, 132).to(device)
+    q = torch.zeros(1, 1, 16, 128, dtype=LANE_DTYPES[0])
+    q[0, 0, 0, 0], q[0, 0, 1, 0] = 1.0, -1.0
+    w = torch.zeros(1, 1, 16)
+    w[0, 0, 0], w[0, 0, 1] = 1.0, -1.0
+    table = torch.arange(blocks, dtype=torch.int32).view(1, blocks)
+    n_comp = torch.tensor([n], dtype=torch.int32)
+    got = indexer_scores(q.to(device), w.to(device), cache, table.to(device), n_comp.to(device))[0, 0, :n]
+    want = dequantize_index_k(cache.view(-1, 132)[:n])[:, 0]
+    assert torch.equal(got.cpu(), want.cpu())
+    assert bool((want != 0).sum() > 200)  # subnormal and normal codes both present
+
+
+def test_deterministic_and_configuration_independent(device):
+    p = make_problem(2, 2, 61, [400, 260], device=device, seed=6, lo=0, hi=1)
+    first = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 100)
+    again = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 100)
+    other = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 100, select_chunk=32)
+    for run in (again, other):
+        assert torch.equal(first[0], run[0]) and torch.equal(first[1], run[1])
+
+
+def test_out_and_workspace_reuse(device):
+    p = make_problem(2, 1, 64, [200, 30], device=device, seed=8)
+    idx = torch.full((2, 1, 48), 12345, dtype=torch.int32, device=device)
+    length = torch.full((2, 1), -7, dtype=torch.int32, device=device)
+    numel = indexer_workspace_numel(2, 1, 64, p.table.shape[1] * 64)
+    ws = torch.randint(-(2**31), 2**31 - 1, (numel,), dtype=torch.int32, device=device)
+    got = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 48, out=(idx, length), workspace=ws)
+    assert got[0].data_ptr() == idx.data_ptr() and got[1].data_ptr() == length.data_ptr()
+    assert_same(got, lightning_indexer_ref(p.q, p.w, p.cache, p.table, p.n_comp, 48))
+    # second call into the same buffers (stale keys and histograms in the workspace)
+    p.n_comp[0] = 150
+    got = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 48, out=(idx, length), workspace=ws)
+    assert_same(got, lightning_indexer_ref(p.q, p.w, p.cache, p.table, p.n_comp, 48))
+    with pytest.raises(ValueError, match="workspace"):
+        lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 48, workspace=ws[: numel - 1])
+
+
+def test_workspace_layout_is_static():
+    cfg = choose_config(4, 2, 64, 10_000)
+    layout = workspace_layout(4, 2, 10_000, cfg)
+    assert layout.n_pad % cfg.chunk == 0 and layout.n_pad >= 10_000
+    assert layout.numel == indexer_workspace_numel(4, 2, 64, 10_000)
+    assert cfg.rows_per_program % cfg.block_n == 0 and cfg.chunk % cfg.block_sel == 0
+    assert cfg.reasons and all(isinstance(r, str) for r in cfg.reasons)
+    with pytest.raises(ValueError, match="select_chunk"):
+        choose_config(4, 2, 64, 10_000, select_chunk=48)
+
+
+# ----------------------------------------------------------------------------------------------- validation
+def _args(device):
+    p = make_problem(2, 2, 64, [10, 20], device=device, seed=1)
+    return {"q_idx": p.q, "weights": p.w, "index_k_cache": p.cache, "block_table": p.table, "n_comp": p.n_comp}
+
+
+BAD = [
+    pytest.param("q_idx", lambda a: a["q_idx"].to(torch.int32), id="q-dtype"),
+    pytest.param("q_idx", lambda a: a["q_idx"][:, :, :48].contiguous(), id="q-heads"),
+    pytest.param("q_idx", lambda a: a["q_idx"][0], id="q-3d"),
+    pytest.param("q_idx", lambda a: a["q_idx"].transpose(2, 3).contiguous().transpose(2, 3), id="q-stride"),
+    pytest.param("q_idx", lambda a: a["q_idx"].tolist(), id="q-not-tensor"),
+    pytest.param("weights", lambda a: a["weights"].half(), id="w-dtype"),
+    pytest.param("weights", lambda a: a["weights"][:, :1], id="w-shape"),
+    pytest.param("weights", lambda a: a["weights"].to("meta"), id="w-device"),
+    pytest.param("index_k_cache", lambda a: a["index_k_cache"].double(), id="cache-dtype"),
+    pytest.param("index_k_cache", lambda a: a["index_k_cache"][..., :64], id="cache-width"),
+    pytest.param(
+        "index_k_cache", lambda a: quantize_index_k(a["index_k_cache"].float().nan_to_num())[..., :130], id="fp8-width"
+    ),
+    pytest.param(
+        "index_k_cache",
+        lambda a: torch.zeros(4, 64, 133, dtype=torch.uint8, device=a["q_idx"].device)[..., :132],
+        id="fp8-unaligned-stride",
+    ),
+    pytest.param("block_table", lambda a: a["block_table"].long(), id="table-dtype"),
+    pytest.param("block_table", lambda a: a["block_table"][:1], id="table-batch"),
+    pytest.param("n_comp", lambda a: a["n_comp"].long(), id="ncomp-dtype"),
+    pytest.param("n_comp", lambda a: a["n_comp"].view(2, 1).expand(2, 3), id="ncomp-shape"),
+]
+
+
+@pytest.mark.parametrize(("name", "mutate"), BAD)
+def test_rejects_bad_argument(name, mutate, device):
+    args = _args(device)
+    args[name] = mutate(args)
+    with pytest.raises(ValueError, match=name):
+        lightning_indexer(args["q_idx"], args["weights"], args["index_k_cache"], args["block_table"], args["n_comp"], 8)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        pytest.param({"topk": 0}, "topk", id="topk-zero"),
+        pytest.param({"topk": True}, "topk", id="topk-bool"),
+        pytest.param({"topk": 8, "max_n_comp": 10_000}, "max_n_comp", id="max-n-too-big"),
+        pytest.param({"topk": 8, "max_n_comp": -1}, "max_n_comp", id="max-n-negative"),
+        pytest.param({"topk": 8, "out": "idx"}, "out", id="out-not-tuple"),
+        pytest.param({"topk": 8, "select_chunk": 100}, "select_chunk", id="chunk"),
+    ],
+)
+def test_rejects_bad_options(kwargs, name, device):
+    a = _args(device)
+    topk = kwargs.pop("topk")
+    with pytest.raises(ValueError, match=name):
+        lightning_indexer(a["q_idx"], a["weights"], a["index_k_cache"], a["block_table"], a["n_comp"], topk, **kwargs)
+
+
+def test_rejects_bad_out_buffers(device):
+    a = _args(device)
+    good = (torch.empty(2, 2, 8, dtype=torch.int32, device=device), torch.empty(2, 2, dtype=torch.int32, device=device))
+    for bad, name in (
+        ((good[0].long(), good[1]), r"out\[0\]"),
+        ((good[0][:, :, :4], good[1]), r"out\[0\]"),
+        ((good[0], good[1][:, :1]), r"out\[1\]"),
+    ):
+        with pytest.raises(ValueError, match=name):
+            lightning_indexer(*a.values(), 8, out=bad)
+
+
+# ------------------------------------------------------------------------------------------------------ wiring
+def test_sparse_decode_extra_args(device):
+    p = make_problem(2, 2, 64, [300, 10], device=device, seed=12)
+    kwargs = indexer_extra_args(p.q, p.w, p.cache, p.table, p.n_comp, 64, extra_k_cache=torch.empty(3, 64, 1, 584))
+    idx, length = lightning_indexer_ref(p.q, p.w, p.cache, p.table, p.n_comp, 64)
+    assert set(kwargs) == {"extra_indices_in_kvcache", "extra_topk_length"}
+    assert torch.equal(kwargs["extra_indices_in_kvcache"].cpu(), idx.cpu())
+    assert kwargs["extra_topk_length"].tolist() == [64, 10]  # request 1: tokens see 9 and 10 rows -> max
+    assert torch.equal(kwargs["extra_topk_length"].cpu(), topk_length_per_request(length).cpu())
+    with pytest.raises(ValueError, match="extra_k_cache"):
+        indexer_extra_args(p.q, p.w, p.cache, p.table, p.n_comp, 64, extra_k_cache=torch.empty(3, 2, 1, 584))
+    flat = torch.tensor([4, 4], dtype=torch.int32, device=device)
+    assert sparse_decode_extra_args(idx.to(device), flat)["extra_topk_length"] is flat
+    with pytest.raises(ValueError, match="indices"):
+        sparse_decode_extra_args(idx.long(), flat)
+    with pytest.raises(ValueError, match="topk_length"):
+        sparse_decode_extra_args(idx.to(device), flat[:1])
+
+
+# --------------------------------------------------------------------------------------------- GPU compile check
+# Largest dynamic shared memory per block (bytes) of each architecture.
+SHARED_LIMIT = {80: 166912, 86: 101376, 89: 101376, 90: 232448, 100: 232448, 120: 101376}
+_COMPILE = (
+    "import json, sys, triton\n"
+    "sys.path.insert(0, sys.argv[1])\n"
+    "from wavemla.kernels.indexer import compile_report\n"
+    "print(json.dumps([r for a in sys.argv[2:] for r in compile_report(int(a))]))\n"
+)
+
+
+def test_kernels_compile_for_every_architecture():
+    """Real PTX/cubin builds for sm_80..sm_120 (no GPU needed); shared memory within each arch's limit."""
+    src = str(Path(wavemla.__file__).resolve().parent.parent)
+    groups = (["80", "86", "89"], ["90", "100", "120"])
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _COMPILE, src, *archs],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={},  # a clean environment: no interpreter flag, so the kernels are JIT functions
+        )
+        for archs in groups
+    ]
+    reports = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-4000:]
+        reports += json.loads(out.strip().splitlines()[-1])
+    assert {r["arch"] for r in reports} == set(SHARED_LIMIT)
+    table = ["arch  kernel                     variant      shared  warps  pipelined"]
+    for r in reports:
+        table.append(
+            f"sm_{r['arch']:<3} {r['kernel']:26s} {r['variant']:12s} {r['shared']:6d}  {r['num_warps']:5d}  "
+            f"{r['pipelined']}"
+        )
+        assert r["shared"] <= SHARED_LIMIT[r["arch"]]
+        if r["kernel"] == "_indexer_score_kernel":
+            assert r["pipelined"], f"score kernel lost its async-copy pipeline on sm_{r['arch']} {r['variant']}"
+    print("\n" + "\n".join(table))
+
+
+# -------------------------------------------------------------------------------------------------- GPU lane
+@pytest.mark.gpu
+@pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
+@pytest.mark.parametrize(
+    ("b", "s_q", "page", "n_comp", "topk"),
+    [
+        pytest.param(4, 1, 64, [65536, 513, 512, 0], 512, id="B4-S1-P64-flash"),
+        pytest.param(2, 2, 64, [40000, 1025], 1024, id="B2-S2-P64-pro"),
+        pytest.param(3, 1, 61, [9000, 600, 4000], 512, id="B3-S1-P61"),
+        pytest.param(2, 3, 1, [3000, 520], 512, id="B2-S3-P1"),
+    ],
+)
+def test_gpu_matches_reference(fp8, b, s_q, page, n_comp, topk):
+    p = make_problem(b, s_q, page, n_comp, device="cuda", dtype=torch.bfloat16, fp8=fp8, seed=b + page)
+    got, want = run_both(p, topk)
+    assert_same(got, want)
+    again = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, topk)
+    assert torch.equal(got[0], again[0]) and torch.equal(got[1], again[1])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
+def test_gpu_random_data_selects_the_top_scores(fp8):
+    """Real-valued data: fp32 rounding may reorder near-equal scores, never anything separated by more.
+
+    ``tol`` bounds the fp32 error of a score: 2^-15 · Σ_h |w_h| · Σ_d |q_hd · k_d| (the dot sums 128 exact bf16
+    products, the head sum 64 terms; 2^-15 leaves a wide margin over (128 + 64) · 2^-24).
+    """
+    g = torch.Generator(device="cuda").manual_seed(0)
+    b, n, topk, page = 4, 50_000, 512, 64
+    blocks = b * (n // page + 1)
+    rows = torch.randn(blocks, page, 128, device="cuda", generator=g)
+    cache = quantize_index_k(rows) if fp8 else rows.bfloat16()
+    table = torch.randperm(blocks, device="cuda", generator=g).view(b, -1).to(torch.int32)
+    q = torch.randn(b, 1, 64, 128, device="cuda", generator=g).bfloat16()
+    w = torch.randn(b, 1, 64, device="cuda", generator=g) * (128 * 64) ** -0.5
+    n_comp = torch.full((b,), n, dtype=torch.int32, device="cuda")
+    idx, length = lightning_indexer(q, w, cache, table, n_comp, topk)
+    got_scores = indexer_scores(q, w, cache, table, n_comp)[:, 0, :n]
+    ref = indexer_scores_ref(q, w, cache, table, n_comp)[:, 0, :n]
+    dense = dequantize_index_k(cache).double() if fp8 else cache.double()
+    for i_b in range(b):
+        r = torch.arange(n, device="cuda")
+        k = dense[table[i_b].long()[r // page], r % page]  # [n, 128]
+        mag = (w[i_b, 0].double().abs()[:, None] * (q[i_b, 0].double().abs() @ k.abs().T)).sum(0)
+        tol = 2.0**-15 * mag
+        assert bool(((got_scores[i_b].double() - ref[i_b]).abs() <= tol).all())
+        slots = idx[i_b, 0].long()
+        assert int(length[i_b, 0]) == topk and bool((slots >= 0).all())
+        page_of_block = torch.full((blocks,), -1, dtype=torch.long, device="cuda")
+        page_of_block[table[i_b].long()] = torch.arange(table.shape[1], device="cuda")
+        selected = torch.zeros(n, dtype=torch.bool, device="cuda")
+        selected[page_of_block[slots // page] * page + slots % page] = True
+        assert int(selected.sum()) == topk
+        kth = torch.sort(ref[i_b], descending=True).values[topk - 1]
+        margin = 2 * float(tol.max())
+        assert bool((ref[i_b][selected] >= kth - margin).all())
+        assert bool((ref[i_b][~selected] <= kth + margin).all())
+
+
+@pytest.mark.gpu
+def test_gpu_cuda_graph_replay():
+    """One capture, replayed with new visible-row counts written into n_comp in place."""
+    p = make_problem(3, 1, 64, [20000, 20000, 20000], device="cuda", dtype=torch.bfloat16, fp8=True, seed=3)
+    topk, max_n = 512, p.table.shape[1] * 64
+    out = (
+        torch.empty(3, 1, topk, dtype=torch.int32, device="cuda"),
+        torch.empty(3, 1, dtype=torch.int32, device="cuda"),
+    )
+    ws = torch.empty(indexer_workspace_numel(3, 1, 64, max_n), dtype=torch.int32, device="cuda")
+
+    def call():
+        return lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, topk, max_n_comp=max_n, out=out, workspace=ws)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    for n_comp in ([20000, 700, 300], [513, 19999, 0], [1, 512, 20000]):
+        p.n_comp.copy_(torch.tensor(n_comp, dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_same(out, lightning_indexer_ref(p.q, p.w, p.cache, p.table, p.n_comp, topk, max_n_comp=max_n))
+
+
+@pytest.mark.gpu
+def test_gpu_visible_rows_helper_agrees_with_kernel_lengths():
+    p = make_problem(2, 3, 64, [600, 514], device="cuda", dtype=torch.bfloat16, seed=1)
+    _, length = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 512)
+    assert torch.equal(length.cpu(), visible_rows(p.n_comp.cpu(), 3).clamp_max(512).to(torch.int32))
+    assert math.isfinite(float(indexer_scores(p.q, p.w, p.cache, p.table, p.n_comp)[0, 2, 599]))

@@ -1,0 +1,823 @@
+"""Tests for ``wavemla trace``: classification, interval math, trace errors, slope fits and the CLI."""
+
+from __future__ import annotations
+
+import argparse
+import doctest
+import gzip
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from wavemla import cli
+from wavemla.tools import trace, trace_rules
+from wavemla.tools.trace import StepSpec, TraceInput, analyze, fit_line, interval_stats, profile_trace
+from wavemla.tools.trace_rules import RuleSet, build_ruleset, default_rules, load_rules
+
+DATA = Path(__file__).parent / "data"
+DOCS = Path(__file__).parents[2] / "docs" / "trace.md"
+RULES = RuleSet(default_rules())
+
+# -------------------------------------------------------------------------------------- classification
+
+FLASHMLA = (
+    "void flash::flash_fwd_splitkv_mla_kernel<Flash_fwd_kernel_traits_mla<576, 64, 64, 8, "
+    "cutlass::bfloat16_t, 512>, true, SharedStorageMLA<Flash_fwd_kernel_traits_mla<576, 64, 64, 8, "
+    "cutlass::bfloat16_t, 512> > >"
+    "(Flash_fwd_mla_params)"
+)
+
+
+def deepgemm(gemm_type: int) -> str:
+    return (
+        "void deep_gemm::sm90_fp8_gemm_1d2d_impl<0u, 4096u, 7168u, 256u, 128u, 128u, 128u, 1u, 5u, 128u, "
+        "1u, 1u, "
+        f"(deep_gemm::GemmType){gemm_type}, false, (deep_gemm::KernelType)1>(float*, int*, unsigned int, "
+        "CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap)"
+    )
+
+
+NAMES = [
+    # attention
+    pytest.param(FLASHMLA, "attention", id="flashmla-splitkv"),
+    pytest.param(
+        "void flash::flash_fwd_mla_combine_kernel<cutlass::bfloat16_t, 512, 64, 8>(Flash_fwd_mla_params)",
+        "attention",
+        id="flashmla-combine",
+    ),
+    pytest.param(
+        "void sm90::decode::sparse_fp8::flash_fwd_splitkv_mla_fp8_sparse_kernel<64, true>(DecodingParams)",
+        "attention",
+        id="flashmla-sparse-fp8",
+    ),
+    pytest.param(
+        "void flashinfer::mla::hopper::BatchMLAPageAttentionHopperKernel<KernelTraits, Params>(Params)",
+        "attention",
+        id="flashinfer-mla",
+    ),
+    pytest.param(
+        "void flashinfer::BatchDecodeWithPagedKVCacheKernel<(flashinfer::PosEncodingMode)0, 2u, 4u>(Params)",
+        "attention",
+        id="flashinfer-decode",
+    ),
+    pytest.param("_fwd_grouped_kernel_stage1", "attention", id="triton-sglang-stage1"),
+    pytest.param("_fwd_kernel_stage2", "attention", id="triton-sglang-stage2"),
+    pytest.param("_tiled_sparse_decode_kernel_mh", "attention", id="triton-sm120-sparse"),
+    pytest.param("_sparse_mla_decode_kernel", "attention", id="wavemla-sparse-decode"),
+    pytest.param("_mla_combine_kernel", "attention", id="wavemla-combine"),
+    pytest.param(
+        "void vllm::concat_and_cache_mla_kernel<__nv_bfloat16, unsigned char, (vllm::Fp8KVCacheDataType)1>()",
+        "attention",
+        id="kv-cache-write",
+    ),
+    # indexer
+    pytest.param("_indexer_logits_kernel", "indexer", id="wavemla-indexer"),
+    pytest.param("_decode_index_score_kernel", "indexer", id="triton-index-score"),
+    pytest.param("_topk_index_kernel", "indexer", id="triton-topk-index"),
+    pytest.param(
+        "void deep_gemm::sm90_fp8_paged_mqa_logits<64u, 128u, 64u, 2u, 4u, 128u>(unsigned int, float*)",
+        "indexer",
+        id="deepgemm-paged-mqa-logits",
+    ),
+    pytest.param("void vllm::top_k_per_row_decode<1024>(float const*, int*)", "indexer", id="vllm-topk-per-row"),
+    # moe
+    pytest.param("fused_moe_kernel", "moe", id="triton-fused-moe"),
+    pytest.param("void moe_align_block_size_kernel<int>(int const*, int*)", "moe", id="moe-align"),
+    pytest.param("void vllm::moe::topkGatingSoftmax<8, 256, 4, 16, int>(float const*)", "moe", id="topk-gating"),
+    pytest.param("_fwd_kernel_ep_scatter_2", "moe", id="ep-scatter"),
+    pytest.param(
+        "void vllm::act_and_mul_kernel<c10::BFloat16, &vllm::silu_kernel<c10::BFloat16>, true>()",
+        "moe",
+        id="expert-activation",
+    ),
+    pytest.param(
+        "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cutlass::gemm::GroupProblemShape"
+        "<cute::tuple<int, int, int> >, cutlass::gemm::collective::CollectiveMma<> > >(Params)",
+        "moe",
+        id="cutlass-grouped",
+    ),
+    # dense GEMM
+    pytest.param("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT", "dense_gemm", id="nvjet-tst"),
+    pytest.param("nvjet_hsh_192x128_64x5_2x1_v_bz_coopB_NTN", "dense_gemm", id="nvjet-hsh"),
+    pytest.param(
+        "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off"
+        "_kernel__5x_cublas",
+        "dense_gemm",
+        id="cublas-xmma",
+    ),
+    pytest.param(
+        "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>, "
+        "cutlass::gemm::collective::CollectiveMma<> > >(Params)",
+        "dense_gemm",
+        id="cutlass-dense",
+    ),
+    pytest.param("_w8a8_block_fp8_matmul", "dense_gemm", id="triton-w8a8-matmul"),
+    pytest.param(
+        "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8>()",
+        "dense_gemm",
+        id="cutlass-kernel2",
+    ),
+    pytest.param(
+        "cutlass3x_sm90_tensorop_s64x128x16gemm_bf16_bf16_f32_void_bf16_128x128x64_1x1x1_0_tnn_align8",
+        "dense_gemm",
+        id="cutlass3x",
+    ),
+    # communication
+    pytest.param(
+        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+        "communication",
+        id="nccl-allreduce",
+    ),
+    pytest.param("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "communication", id="nccl-ag"),
+    pytest.param(
+        "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals)",
+        "communication",
+        id="custom-allreduce",
+    ),
+    pytest.param(
+        "void flashinfer::trtllm_allreduce_fusion::allreduce_fusion_kernel_oneshot_lamport<RMSNorm, bf16>()",
+        "communication",
+        id="fused-allreduce-rmsnorm",
+    ),
+    pytest.param("void deep_ep::internode_ll::dispatch<false, 7168>(void*)", "communication", id="deepep-dispatch"),
+    # norm / elementwise
+    pytest.param("void vllm::rms_norm_kernel<c10::BFloat16>(c10::BFloat16*, float, int)", "norm_elementwise", id="rms"),
+    pytest.param("void vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>()", "norm_elementwise", id="add-rms"),
+    pytest.param("rmsnorm_kernel", "norm_elementwise", id="rmsnorm"),
+    pytest.param(
+        "void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>()",
+        "norm_elementwise",
+        id="fi-rmsnorm",
+    ),
+    pytest.param("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0", "norm_elementwise", id="inductor-red"),
+    pytest.param(
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+        "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)",
+        "norm_elementwise",
+        id="aten-elementwise",
+    ),
+    # quantization
+    pytest.param("_per_token_group_quant_fp8", "quantization", id="triton-group-quant"),
+    pytest.param("void scaled_quantize_kernel<cutlass::float_e4m3_t, cutlass::bfloat16_t>(void*)", "quantization"),
+    pytest.param("void per_token_group_quant_8bit_kernel<__nv_bfloat16, c10::Float8_e4m3fn>()", "quantization"),
+    # sampling
+    pytest.param(
+        "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::ArgMaxOps<float>, "
+        "unsigned int, long, 4> >(at::native::ReduceOp<float, at::native::ArgMaxOps<float>, unsigned int, "
+        "long, 4>)",
+        "sampling",
+        id="aten-argmax",
+    ),
+    pytest.param(
+        "void flashinfer::sampling::TopKTopPSamplingFromProbKernel<1024u, (cub::BlockScanAlgorithm)1>()",
+        "sampling",
+        id="flashinfer-sampling",
+    ),
+    # unknown
+    pytest.param("my_fused_mystery_kernel", "other", id="unknown"),
+]
+
+
+@pytest.mark.parametrize(("name", "component"), NAMES)
+def test_classify_real_kernel_names(name: str, component: str) -> None:
+    assert RULES.classify(name) == component, RULES.match(name)
+
+
+@pytest.mark.parametrize(
+    ("gemm_type", "component"),
+    [
+        pytest.param(0, "dense_gemm", id="0-normal"),
+        pytest.param(1, "moe", id="1-m-grouped-contiguous"),
+        pytest.param(2, "moe", id="2-m-grouped-masked"),
+        pytest.param(3, "moe", id="3-k-grouped-contiguous"),
+        pytest.param(4, "dense_gemm", id="4-batched"),
+        pytest.param(5, "moe", id="5-m-grouped-contiguous-psum"),
+        pytest.param(7, "other", id="7-unknown-listed"),
+        pytest.param(12, "other", id="12-not-read-as-1"),
+    ],
+)
+def test_deepgemm_split_by_gemm_type(gemm_type: int, component: str) -> None:
+    assert RULES.classify(deepgemm(gemm_type)) == component
+
+
+def test_rules_are_named_uniquely_and_documented() -> None:
+    names = [r.name for r in default_rules()]
+    assert len(names) == len(set(names))
+    text = DOCS.read_text()
+    missing = [n for n in names if f"`{n}`" not in text]
+    assert not missing, f"docs/trace.md lacks rules {missing}"
+
+
+def test_rule_validation_names_the_rule() -> None:
+    with pytest.raises(ValueError, match=r"rule 'bad'.*invalid regular expression"):
+        trace_rules.Rule(name="bad", component="moe", pattern="(unclosed")
+    with pytest.raises(ValueError, match=r"lower_snake_case"):
+        trace_rules.Rule(name="bad", component="MoE", pattern="x")
+
+
+@pytest.mark.parametrize("suffix", [".json", ".toml"])
+def test_user_rules_take_precedence_and_add_components(suffix: str) -> None:
+    rules = build_ruleset([DATA / f"extra_rules{suffix}"])
+    assert rules.classify("my_fused_mystery_kernel") == "moe"
+    argmax = NAMES[[p.id for p in NAMES].index("aten-argmax")].values[0]
+    assert rules.classify(argmax) == "postprocess"
+    assert rules.classify("argmaxops_lowercase") == "sampling"  # the user rule is case-sensitive
+    assert rules.components[-2:] == ("postprocess", "other")
+    assert rules.classify(FLASHMLA) == "attention"  # defaults still follow
+
+
+def test_user_rules_can_replace_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "only.json"
+    path.write_text(json.dumps({"rules": [{"component": "attention", "pattern": "mla"}], "replace_defaults": True}))
+    rules = build_ruleset([path])
+    assert rules.classify(FLASHMLA) == "attention"
+    assert rules.classify("fused_moe_kernel") == "other"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        pytest.param("{", r"not valid JSON", id="garbage"),
+        pytest.param('{"rules": []}', r"non-empty list", id="empty-list"),
+        pytest.param('{"rules": [{"component": "moe"}]}', r"rule #1: 'component' and 'pattern'", id="no-pattern"),
+        pytest.param('{"rules": [{"component": "moe", "pattern": "[x"}]}', r"invalid regular expression", id="regex"),
+        pytest.param('{"rules": [{"component": "moe", "pattern": "x", "color": 1}]}', r"unknown key", id="rule-key"),
+        pytest.param('{"rule": []}', r"unknown key", id="file-key"),
+        pytest.param('{"rules": [{"component": "m", "pattern": "x"}], "replace_defaults": 1}', r"true or false"),
+    ],
+)
+def test_bad_rules_file_is_a_clear_error(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "rules.json"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=message) as err:
+        load_rules(path)
+    assert str(path) in str(err.value)
+
+
+# --------------------------------------------------------------------------------------- interval math
+
+
+@pytest.mark.parametrize(
+    ("intervals", "busy", "concurrent", "total"),
+    [
+        pytest.param([], 0.0, 0.0, 0.0, id="none"),
+        pytest.param([(0, 10)], 10.0, 0.0, 10.0, id="one"),
+        pytest.param([(0, 10), (10, 20)], 20.0, 0.0, 20.0, id="touching-is-not-overlap"),
+        pytest.param([(0, 10), (2, 5)], 10.0, 3.0, 13.0, id="nested"),
+        pytest.param([(0, 10), (0, 10), (0, 10)], 10.0, 10.0, 30.0, id="identical-x3"),
+        pytest.param([(5, 15), (0, 10), (30, 31)], 16.0, 5.0, 21.0, id="unsorted-with-gap"),
+        pytest.param([(0, 0), (3, 3)], 0.0, 0.0, 0.0, id="zero-length"),
+    ],
+)
+def test_interval_stats(intervals: list[tuple[float, float]], busy: float, concurrent: float, total: float) -> None:
+    stats = interval_stats([s for s, _ in intervals], [e for _, e in intervals])
+    assert (stats.busy, stats.concurrent, stats.total) == (busy, concurrent, total)
+
+
+def test_interval_stats_matches_a_brute_force_grid() -> None:
+    rng = np.random.default_rng(7)
+    start = rng.integers(0, 1000, size=200)
+    end = start + rng.integers(0, 60, size=200)
+    cover = np.zeros(1100, dtype=int)
+    for s, e in zip(start, end, strict=True):
+        cover[s:e] += 1
+    stats = interval_stats(start, end)
+    assert stats.busy == (cover >= 1).sum()
+    assert stats.concurrent == (cover >= 2).sum()
+
+
+# ------------------------------------------------------------------------------------------ hand-built traces
+
+
+def test_overlap_across_streams() -> None:
+    p = profile_trace(DATA / "overlap_streams.json", 8, RULES, StepSpec())
+    # attention on streams 7 and 13: [0,100] ∪ [50,120] ∪ [150,200]; NCCL on stream 20: [90,160]
+    assert p.busy_ms == pytest.approx(0.200)
+    assert p.kernel_sum_ms == pytest.approx(0.290)
+    assert p.concurrent_ms == pytest.approx(0.080)
+    assert p.components["attention"].busy_ms == pytest.approx(0.170)
+    assert p.components["attention"].kernel_sum_ms == pytest.approx(0.220)
+    assert p.components["communication"].busy_ms == pytest.approx(0.070)
+    assert p.component_overlap_ms == pytest.approx(0.040)
+    assert p.idle_ms == pytest.approx(0.0, abs=1e-9)
+    assert p.streams == 3
+    assert p.uncorrelated_kernels == 4  # correlation ids without any launch event in the trace
+
+
+def test_graph_launched_kernels_and_annotations() -> None:
+    p = profile_trace(DATA / "graph_decode_bs4.json", 4, RULES, StepSpec())
+    expected = {
+        "attention": 0.060,
+        "moe": 0.100,
+        "dense_gemm": 0.040,
+        "communication": 0.080,
+        "memcpy": 0.010,
+        "sampling": 0.010,
+        "other": 0.015,
+        "indexer": 0.0,
+        "norm_elementwise": 0.0,
+        "quantization": 0.0,
+    }
+    assert {c: t.busy_ms for c, t in p.components.items()} == pytest.approx(expected)
+    # The 400 µs and 200 µs GPU annotations are not kernel time: busy is the kernel union only.
+    assert p.busy_ms == pytest.approx(0.235)
+    assert p.kernel_sum_ms == pytest.approx(0.315)
+    assert p.concurrent_ms == pytest.approx(0.080)
+    assert p.idle_ms == pytest.approx(0.010)
+    assert p.graph_kernels == 3
+    assert p.uncorrelated_kernels == 2  # NCCL without correlation, memcpy whose launch is not in the trace
+    assert p.unclassified == {"my_fused_mystery_kernel": (1, 15.0)}
+    assert p.steps == 1 and p.step_source == "whole"
+
+
+def test_gz_reads_like_json() -> None:
+    plain = profile_trace(DATA / "graph_decode_bs4.json", 4, RULES, StepSpec())
+    packed = profile_trace(DATA / "graph_decode_bs4.json.gz", 4, RULES, StepSpec())
+    assert packed.path.endswith(".json.gz")
+    assert {**packed.__dict__, "path": "", "notes": ()} == {**plain.__dict__, "path": "", "notes": ()}
+    assert [n.replace(packed.path, plain.path) for n in packed.notes] == list(plain.notes)
+
+
+def test_step_marker_windows_kernels() -> None:
+    p = profile_trace(DATA / "graph_decode_bs4.json", 4, RULES, StepSpec(marker=r"^decode_step$"))
+    assert p.step_source == "marker" and p.steps == 1
+    assert p.busy_ms == pytest.approx(0.235)
+    assert p.span_ms == pytest.approx(0.400)  # the annotated step
+    assert p.idle_ms == pytest.approx(0.165)
+
+
+def test_step_marker_that_matches_nothing_is_an_error() -> None:
+    with pytest.raises(ValueError, match=r"graph_decode_bs4.json: no annotation matches --step-marker"):
+        profile_trace(DATA / "graph_decode_bs4.json", 4, RULES, StepSpec(marker="prefill"))
+
+
+@pytest.mark.parametrize(
+    ("fixture", "message"),
+    [
+        pytest.param("garbage.json", r"garbage.json: not valid JSON \(line 1, column 1", id="garbage"),
+        pytest.param("empty.json", r"empty.json: empty file", id="empty-file"),
+        pytest.param("no_events.json", r"no_events.json: the trace holds no events", id="no-events"),
+        pytest.param("no_kernels.json", r"no_kernels.json: no GPU kernel events", id="no-kernels"),
+        pytest.param("missing_dur.json", r"missing_dur.json: event #1 \('fused_moe_kernel'\): field 'dur' is missing"),
+        pytest.param("does_not_exist.json", r"does_not_exist.json: no such file", id="missing-file"),
+    ],
+)
+def test_bad_traces_are_clear_errors(fixture: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        profile_trace(DATA / fixture, 1, RULES, StepSpec())
+
+
+def _write(path: Path, data: Any) -> Path:
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        pytest.param({"schemaVersion": 1}, r"no 'traceEvents' list", id="not-a-trace"),
+        pytest.param({"traceEvents": [1, 2]}, r"event #0 is not an object", id="event-not-object"),
+        pytest.param(
+            {"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": "soon", "dur": 1}]},
+            r"event #0 \('k'\): field 'ts' is not a number \('soon'\)",
+            id="ts-not-number",
+        ),
+        pytest.param(
+            {"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1, "dur": 1}]},
+            r"event #0 \(category 'kernel'\): field 'name' is missing",
+            id="no-name",
+        ),
+        pytest.param(
+            {"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": -4}]},
+            r"negative duration",
+            id="negative-dur",
+        ),
+    ],
+)
+def test_malformed_events(tmp_path: Path, payload: Any, message: str) -> None:
+    path = _write(tmp_path / "bad.json", payload)
+    with pytest.raises(ValueError, match=message) as err:
+        profile_trace(path, 1, RULES, StepSpec())
+    assert str(path) in str(err.value)
+
+
+def test_cut_off_traces(tmp_path: Path) -> None:
+    text = (DATA / "graph_decode_bs4.json").read_bytes()
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(text[: len(text) // 2])
+    with pytest.raises(ValueError, match=r"cut.json: not valid JSON .*ends early"):
+        profile_trace(cut, 1, RULES, StepSpec())
+    packed = (DATA / "graph_decode_bs4.json.gz").read_bytes()
+    cut_gz = tmp_path / "cut.json.gz"
+    cut_gz.write_bytes(packed[: len(packed) // 2])
+    with pytest.raises(ValueError, match=r"cut.json.gz: corrupt or truncated gzip"):
+        profile_trace(cut_gz, 1, RULES, StepSpec())
+
+
+def test_bare_event_list_and_old_kineto_categories(tmp_path: Path) -> None:
+    # The Chrome "JSON array" form and pre-2.0 Kineto categories ("Kernel", "Memcpy").
+    events = [
+        {"ph": "X", "cat": "Kernel", "name": "fused_moe_kernel", "pid": 0, "tid": 7, "ts": 0, "dur": 30},
+        {
+            "ph": "X",
+            "cat": "Memcpy",
+            "name": "Memcpy HtoD (Pinned -> Device)",
+            "pid": 0,
+            "tid": 7,
+            "ts": 40,
+            "dur": 5,
+        },
+    ]
+    p = profile_trace(_write(tmp_path / "old.json", events), 2, RULES, StepSpec())
+    assert p.components["moe"].busy_ms == pytest.approx(0.030)
+    assert p.components["memcpy"].busy_ms == pytest.approx(0.005)
+    assert p.idle_ms == pytest.approx(0.010)
+
+
+# -------------------------------------------------------------------------------- synthetic decode set
+
+BASE_TS = 1_718_000_000_000.0  # µs since the epoch, as Kineto writes them
+LAYERS = 3
+STEPS = 4
+# Per layer: (kernel name, component, a µs, b µs per request, stream). NCCL runs beside the MoE GEMM on
+# stream 20 and is always shorter, so it never adds busy time.
+PER_LAYER = [
+    (FLASHMLA, "attention", 20.0, 3.0, 7),
+    ("_indexer_logits_kernel", "indexer", 5.0, 0.5, 7),
+    (
+        "void vllm::rms_norm_kernel<c10::BFloat16>(c10::BFloat16*, float, int)",
+        "norm_elementwise",
+        2.0,
+        0.0,
+        7,
+    ),
+    (deepgemm(1), "moe", 40.0, 0.25, 7),
+    ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT", "dense_gemm", 10.0, 0.125, 7),
+]
+COMM = (
+    "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+    "communication",
+    8.0,
+    0.0625,
+)
+PER_STEP = [
+    (NAMES[[p.id for p in NAMES].index("aten-argmax")].values[0], "sampling", 3.0, 0.03125, 7),
+]
+
+
+def expected_ms(component: str, batch: float) -> float:
+    """Ground truth per decode step, in ms."""
+    us = sum(LAYERS * (a + b * batch) for _, c, a, b, _ in PER_LAYER if c == component)
+    us += sum(a + b * batch for _, c, a, b, _ in PER_STEP if c == component)
+    if component == "communication":
+        us += LAYERS * (COMM[2] + COMM[3] * batch)
+    if component == "memcpy":
+        us += 1.0
+    return us / 1000.0
+
+
+def expected_busy_ms(batch: float) -> float:
+    return sum(expected_ms(c, batch) for c in RULES.components if c != "communication")
+
+
+def decode_trace(
+    batch: int, steps: int = STEPS, devices: tuple[int, ...] = (0,), scale: tuple[float, ...] = (1.0,)
+) -> dict[str, Any]:
+    """A Kineto-style trace: ``steps`` decode steps with GPU and CPU step annotations after one prefill."""
+    events: list[dict[str, Any]] = [{"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}}]
+    corr = 0
+
+    def kernel(name: str, device: int, ts: float, dur: float, stream: int, cat: str = "kernel") -> None:
+        nonlocal corr
+        corr += 1
+        args = {"device": device, "context": 1, "stream": stream, "correlation": corr}
+        events.append({"ph": "X", "cat": cat, "name": name, "pid": device, "tid": stream, "ts": ts, "dur": dur})
+        events[-1]["args"] = args
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9})
+        events[-1].update(ts=BASE_TS - 1000.0 + corr, dur=1.0, args={"correlation": corr})
+
+    for device, k in zip(devices, scale, strict=True):
+        t = BASE_TS
+        kernel(
+            "void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128>>(Flash_fwd_params)",
+            device,
+            t,
+            5000,
+            7,
+        )
+        t += 6000
+        for _ in range(steps):
+            step_start = t
+            for _ in range(LAYERS):
+                for name, component, a, b, stream in PER_LAYER:
+                    dur = k * (a + b * batch)
+                    if component == "moe":
+                        kernel(COMM[0], device, t, k * (COMM[2] + COMM[3] * batch), 20)
+                    kernel(name, device, t, dur, stream)
+                    t += dur + 1.0
+            for name, _, a, b, stream in PER_STEP:
+                dur = k * (a + b * batch)
+                kernel(name, device, t, dur, stream)
+                t += dur + 1.0
+            kernel("Memcpy DtoH (Device -> Pinned)", device, t, k * 1.0, 7, cat="gpu_memcpy")
+            t += k * 1.0
+            marker = {"ph": "X", "cat": "gpu_user_annotation", "name": "decode_step", "pid": device, "tid": 7}
+            events.append({**marker, "ts": step_start, "dur": t - step_start, "args": {}})
+            if device == devices[0]:
+                cpu = {"ph": "X", "cat": "user_annotation", "name": "decode_step", "pid": 9, "tid": 9}
+                events.append({**cpu, "ts": step_start - 500, "dur": 100, "args": {}})
+            t += 50.0
+    return {"schemaVersion": 1, "traceEvents": events}
+
+
+BATCHES = (8, 16, 32, 64)
+
+
+@pytest.fixture
+def decode_set(tmp_path: Path) -> list[Path]:
+    paths = []
+    for b in BATCHES:
+        path = tmp_path / f"dsv4_decode_bs{b}.pt.trace.json.gz"
+        with gzip.open(path, "wt") as f:
+            json.dump(decode_trace(b), f)
+        paths.append(path)
+    return paths
+
+
+def test_fit_recovers_known_slopes(decode_set: list[Path]) -> None:
+    inputs = trace.resolve_inputs([str(p) for p in decode_set])
+    assert [t.batch for t in inputs] == list(BATCHES)
+    report = analyze(inputs, StepSpec(marker="^decode_step$"))
+    for p in report.profiles:
+        assert p.steps == STEPS
+        for c in RULES.components:
+            assert p.components[c].busy_ms == pytest.approx(expected_ms(c, p.batch), rel=1e-9, abs=1e-9), c
+        assert p.busy_ms == pytest.approx(expected_busy_ms(p.batch), rel=1e-9)
+        assert p.concurrent_ms == pytest.approx(expected_ms("communication", p.batch), rel=1e-9)
+        assert p.components["attention"].kernels == LAYERS
+    fit = report.fit
+    assert fit is not None and fit.batches == BATCHES and fit.n_points == len(BATCHES)
+    for c in RULES.components:
+        truth_b = expected_ms(c, 1.0) - expected_ms(c, 0.0)
+        assert fit.components[c].slope_ms_per_request == pytest.approx(truth_b, abs=1e-9), c
+        assert fit.components[c].intercept_ms == pytest.approx(expected_ms(c, 0.0), abs=1e-7), c
+    assert fit.components["attention"].slope_ms_per_request == pytest.approx(LAYERS * 3.0 / 1000)
+    assert fit.components["attention"].r2 == pytest.approx(1.0)
+    assert fit.components["norm_elementwise"].r2 is None  # flat: nothing to explain
+    assert fit.components["memcpy"].slope_ms_per_request == 0.0  # exactly, not float noise of the timestamps
+    assert fit.busy.slope_ms_per_request == pytest.approx(expected_busy_ms(1.0) - expected_busy_ms(0.0), abs=1e-9)
+    assert fit.driver == "attention"
+    assert fit.driver_share == pytest.approx(LAYERS * 3.0 / (1000 * fit.busy.slope_ms_per_request))
+
+
+def test_step_kernel_count_gives_the_same_steps(tmp_path: Path) -> None:
+    data = decode_trace(16)
+    prefill = "flash_fwd_kernel<"
+    data["traceEvents"] = [e for e in data["traceEvents"] if prefill not in e.get("name", "")]
+    path = _write(tmp_path / "run_b16.json", data)
+    spec = StepSpec(kernel="flash_fwd_splitkv_mla", kernels_per_step=LAYERS)
+    p = profile_trace(path, 16, RULES, spec)
+    assert p.steps == STEPS and p.step_source == "kernel" and not p.notes
+    assert p.components["attention"].busy_ms == pytest.approx(expected_ms("attention", 16))
+    odd = profile_trace(path, 16, RULES, StepSpec(kernel="flash_fwd_splitkv_mla", kernels_per_step=5))
+    assert odd.steps == pytest.approx(LAYERS * STEPS / 5)
+    assert any("not a multiple" in n for n in odd.notes)
+
+
+def test_cpu_step_markers_only_count(tmp_path: Path) -> None:
+    data = decode_trace(16)
+    data["traceEvents"] = [e for e in data["traceEvents"] if e.get("cat") != "gpu_user_annotation"]
+    p = profile_trace(_write(tmp_path / "cpu_b16.json", data), 16, RULES, StepSpec(marker="decode_step"))
+    assert p.steps == STEPS
+    assert any("only on the CPU timeline" in n for n in p.notes)
+    # No GPU ranges to window by, so the 5 ms prefill kernel before the steps is counted.
+    assert p.components["attention"].busy_ms == pytest.approx(expected_ms("attention", 16) + 5.0 / STEPS)
+
+
+def test_devices_are_averaged_and_selectable(tmp_path: Path) -> None:
+    path = _write(tmp_path / "tp2_bs32.json", decode_trace(32, devices=(0, 1), scale=(1.0, 2.0)))
+    both = profile_trace(path, 32, RULES, StepSpec(marker="decode_step"))
+    assert both.devices == ("0", "1") and both.steps == STEPS
+    assert both.components["moe"].busy_ms == pytest.approx(1.5 * expected_ms("moe", 32))
+    one = profile_trace(path, 32, RULES, StepSpec(marker="decode_step"), device="1")
+    assert one.components["moe"].busy_ms == pytest.approx(2.0 * expected_ms("moe", 32))
+    with pytest.raises(ValueError, match=r"--device 3 not in the trace"):
+        profile_trace(path, 32, RULES, StepSpec(), device="3")
+
+
+# --------------------------------------------------------------------------------------------- fitting
+
+
+def test_fit_line_matches_polyfit_on_noisy_points() -> None:
+    x = [1, 8, 16, 32, 64, 80]
+    y = [2.0, 3.1, 4.2, 5.9, 9.8, 11.5]
+    line = fit_line(x, y)
+    b, a = np.polyfit(x, y, 1)
+    assert (line.intercept_ms, line.slope_ms_per_request) == pytest.approx((a, b))
+    residual = np.asarray(y) - (a + b * np.asarray(x))
+    r2 = 1 - (residual**2).sum() / ((np.asarray(y) - np.mean(y)) ** 2).sum()
+    assert line.r2 == pytest.approx(r2) and line.r2 < 1.0
+
+
+def test_fit_needs_two_batch_sizes() -> None:
+    with pytest.raises(ValueError, match=r"need at least 2 distinct batch sizes"):
+        fit_line([32, 32], [1.0, 1.1])
+    with pytest.raises(ValueError, match=r"2 or more batch sizes.*--no-fit"):
+        analyze([TraceInput(DATA / "graph_decode_bs4.json", 4), TraceInput(DATA / "graph_decode_bs4.json.gz", 4)])
+    with pytest.raises(ValueError, match=r"batch size unknown for .*overlap_streams.json"):
+        analyze([TraceInput(DATA / "graph_decode_bs4.json", 4), TraceInput(DATA / "overlap_streams.json", None)])
+
+
+def test_field_investigation_numbers() -> None:
+    # bs32 → bs80: attention 13.1 → 51.2 ms, MoE 15.1 → 15.9 ms per step.
+    attention = fit_line([32, 80], [13.1, 51.2])
+    moe = fit_line([32, 80], [15.1, 15.9])
+    assert attention.slope_ms_per_request == pytest.approx(38.1 / 48)
+    assert moe.slope_ms_per_request == pytest.approx(0.8 / 48)
+
+
+# ---------------------------------------------------------------------------------------------- inputs
+
+
+@pytest.mark.parametrize(
+    ("name", "batch"),
+    [
+        ("dsv4_decode_bs80.pt.trace.json.gz", 80),
+        ("run-batch-32.json", 32),
+        ("profile_b80.json", 80),
+        ("batch_size64-TP-0-DP-0-PP-0-EP-0.trace.json.gz", 64),
+        ("bs_16_tp8_b4.json", 16),  # bs wins over a bare b
+        ("1718000000-TP-0-DP-0-PP-0-EP-0.trace.json.gz", None),
+        ("decode_bf16.json", None),
+    ],
+)
+def test_batch_from_name(name: str, batch: int | None) -> None:
+    assert trace.batch_from_name(name) == batch
+
+
+def test_batch_from_name_ambiguous() -> None:
+    with pytest.raises(ValueError, match=r"several batch sizes"):
+        trace.batch_from_name("cmp_bs32_vs_bs80.json")
+
+
+def test_resolve_inputs(tmp_path: Path) -> None:
+    bs32 = tmp_path / "bs32"
+    bs32.mkdir()
+    for name in ("rank0.trace.json.gz", "rank1.json", "notes.txt"):
+        (bs32 / name).write_text("{}")
+    odd = tmp_path / "weird=name.json"
+    odd.write_text("{}")
+    got = trace.resolve_inputs([str(bs32), f"{odd}=80", str(odd)])
+    assert [(Path(t.path).name, t.batch) for t in got] == [
+        ("rank0.trace.json.gz", 32),  # from the directory name
+        ("rank1.json", 32),
+        ("weird=name.json", 80),
+        ("weird=name.json", None),  # an existing path is never split at '='
+    ]
+    got = trace.resolve_inputs([str(bs32), str(odd)], batches=[8, 16])
+    assert [t.batch for t in got] == [8, 8, 16]
+    with pytest.raises(ValueError, match=r"--batch takes one value or one per TRACE"):
+        trace.resolve_inputs([str(bs32), str(odd)], batches=[1, 2, 3])
+    with pytest.raises(ValueError, match=r"no_such.json: no such file"):
+        trace.resolve_inputs([str(tmp_path / "no_such.json")])
+    with pytest.raises(ValueError, match=r"holds no .json"):
+        (tmp_path / "empty_dir").mkdir()
+        trace.resolve_inputs([str(tmp_path / "empty_dir")])
+
+
+def test_step_spec_validation() -> None:
+    with pytest.raises(ValueError, match=r"exclusive"):
+        StepSpec(marker="a", kernel="b")
+    with pytest.raises(ValueError, match=r"--kernels-per-step needs --step-kernel"):
+        StepSpec(kernels_per_step=43)
+    with pytest.raises(ValueError, match=r"--step-kernel: invalid regular expression"):
+        StepSpec(kernel="(")
+
+
+# ------------------------------------------------------------------------------------- CLI and outputs
+
+
+def run_cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="wavemla trace")
+    trace.add_arguments(parser)
+    return trace.run(parser.parse_args(argv))
+
+
+def test_cli_table_json_png(decode_set: list[Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_json, out_png = tmp_path / "slope.json", tmp_path / "slope.png"
+    assert {p.parent for p in decode_set} == {tmp_path}
+    rc = run_cli(
+        [
+            str(tmp_path),
+            "--step-marker",
+            "decode_step",
+            "--json",
+            str(out_json),
+            "--png",
+            str(out_png),
+        ]
+    )
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert re.search(r"slope driver: attention — 0\.0090 ms per extra request", text)
+    assert "bs=8" in text and "bs=64" in text
+    assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    doc = json.loads(out_json.read_text())
+    assert doc["schema"] == "wavemla.trace/1"
+    assert set(doc) == {
+        "schema",
+        "units",
+        "components",
+        "steps",
+        "traces",
+        "batches",
+        "fit",
+        "unclassified",
+        "rules",
+    }
+    assert doc["components"] == list(RULES.components)
+    assert [t["batch"] for t in doc["traces"]] == list(BATCHES)
+    assert doc["traces"][0]["steps"] == STEPS
+    assert doc["fit"]["driver"]["component"] == "attention"
+    assert doc["fit"]["components"]["attention"]["slope_ms_per_request"] == pytest.approx(0.009)
+    assert doc["fit"]["components"]["norm_elementwise"]["r2"] is None
+    assert doc["batches"][0]["components"]["moe"] == pytest.approx(expected_ms("moe", 8), abs=1e-6)
+    assert doc["unclassified"] == []
+    # A second run over the directory skips the report the first run wrote into it.
+    assert run_cli([str(tmp_path), "--step-marker", "decode_step", "--json", "-"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert [t["path"] for t in again["traces"]] == [t["path"] for t in doc["traces"]]
+
+
+def test_cli_json_to_stdout_and_unclassified(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = run_cli([f"{DATA / 'graph_decode_bs4.json'}", f"{DATA / 'overlap_streams.json'}=8", "--json", "-"])
+    assert rc == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert doc["unclassified"] == [{"name": "my_fused_mystery_kernel", "kernels": 1, "total_ms": 0.015}]
+    assert "whole trace counted as one step" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(["garbage.json=4", "graph_decode_bs4.json"], r"garbage.json: not valid JSON", id="garbage"),
+        pytest.param(["graph_decode_bs4.json"], r"2 or more batch sizes", id="one-batch"),
+        pytest.param(["overlap_streams.json", "graph_decode_bs4.json"], r"batch size unknown", id="no-batch"),
+        pytest.param(["graph_decode_bs4.json", "--rules", "garbage.json"], r"garbage.json: not valid JSON"),
+        pytest.param(["graph_decode_bs4.json", "--step-marker", "("], r"--step-marker: invalid regular"),
+        pytest.param([], r"no trace given", id="no-trace"),
+    ],
+)
+def test_cli_user_errors_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [str(DATA / a) if a.split("=")[0].endswith(".json") else a for a in argv]
+    assert run_cli(argv) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err), err
+    assert err.startswith("wavemla trace: error: ") and "Traceback" not in err
+
+
+def test_cli_no_fit_single_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    png = tmp_path / "p.png"
+    assert run_cli([str(DATA / "overlap_streams.json"), "--no-fit", "--png", str(png)]) == 2  # needs batch sizes
+    assert "--png needs batch sizes" in capsys.readouterr().err and not png.exists()
+    assert run_cli([str(DATA / "overlap_streams.json"), "--no-fit"]) == 0
+    out = capsys.readouterr().out
+    assert "bs=?" in out and "slope driver" not in out
+
+
+def test_cli_list_rules_and_explain(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(["--list-rules"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(default_rules())
+    assert lines[0].split()[:3] == ["1", default_rules()[0].name, default_rules()[0].component]
+    assert run_cli(["--explain", deepgemm(2)]) == 0
+    assert "moe (rule 'deepgemm-grouped', default)" in capsys.readouterr().out
+
+
+def test_cli_registry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert cli.COMMANDS["trace"][0] == "wavemla.tools.trace"
+    monkeypatch.setattr(cli, "COMMANDS", {"trace": cli.COMMANDS["trace"]})  # other verbs are not under test here
+    shutil.copy(DATA / "graph_decode_bs4.json", tmp_path / "a_bs4.json")
+    shutil.copy(DATA / "graph_decode_bs4.json", tmp_path / "a_bs8.json")
+    assert cli.main(["trace", str(tmp_path / "a_bs4.json"), str(tmp_path / "a_bs8.json")]) == 0
+
+
+# --------------------------------------------------------------------------------------------- hygiene
+
+
+def test_docstring_examples() -> None:
+    for module in (trace, trace_rules):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+def test_no_environment_reads() -> None:
+    for module in (trace, trace_rules):
+        source = Path(module.__file__ or "").read_text()
+        assert "environ" not in source and "getenv" not in source, module.__name__
