@@ -86,7 +86,8 @@ class Resources:
 
     smem_bytes: int
     regs_per_thread: int
-    source: str  # "compiled" (read from a cubin) or "table"
+    source: str  # "compiled" (read from a cubin), "table" (measured) or "estimate"
+    tile_us: float | None = None  # measured time of one tile in one program at this config's occupancy
 
 
 @dataclass(frozen=True)
@@ -126,13 +127,15 @@ class Plan:
 # compiled kernel on an H200 (Triton 3.6: n_regs, shared memory). Other architectures use the estimate below until
 # their cubins are measured.
 _SM90_TABLE: dict[tuple[int, int, int, int, bool], Resources] = {
-    (64, 64, 8, 1, True): Resources(131072, 255, "table"),
-    (64, 32, 8, 1, True): Resources(131072, 255, "table"),
-    (32, 32, 8, 1, True): Resources(98304, 255, "table"),
-    (16, 32, 4, 1, True): Resources(81920, 255, "table"),
-    (64, 64, 8, 2, False): Resources(197632, 255, "table"),
-    (64, 32, 8, 2, False): Resources(131200, 255, "table"),
-    (16, 32, 4, 2, False): Resources(50304, 255, "table"),
+    # FP8 MODEL1 rows (tile µs from benchmarks/results: CSA h=64 at b=128 on an H200)
+    (64, 64, 8, 1, True): Resources(131072, 255, "table", tile_us=9.0),
+    (64, 32, 8, 1, True): Resources(131072, 255, "table", tile_us=5.8),
+    (32, 32, 8, 1, True): Resources(98304, 255, "table", tile_us=8.6),  # spills 164 B: slow
+    (16, 32, 4, 1, True): Resources(81920, 255, "table", tile_us=5.75),
+    # bf16 rows (Triton pipelines the row gather into shared memory at 2 stages)
+    (64, 64, 8, 2, False): Resources(197632, 255, "table", tile_us=7.9),
+    (64, 32, 8, 2, False): Resources(131200, 255, "table", tile_us=4.5),
+    (16, 32, 4, 2, False): Resources(50304, 255, "table", tile_us=3.6),
 }
 
 # Cost model, calibrated on an H200 (benchmarks/results): one tile costs a fixed latency (index load, then the
@@ -175,8 +178,12 @@ def static_resources(cfg: KernelConfig, workload: Workload, device: DeviceSpec) 
     return Resources(smem, regs, "estimate")
 
 
-def _tile_us(cfg: KernelConfig, workload: Workload, device: DeviceSpec, occupancy: int = 1) -> float:
+def _tile_us(
+    cfg: KernelConfig, workload: Workload, device: DeviceSpec, occupancy: int = 1, measured: float | None = None
+) -> float:
     """One tile of one program; programs resident on the same SM share its issue and tensor throughput."""
+    if measured is not None:
+        return measured
     rate = (device.bf16_tflops / device.num_sms) / _H200_BF16_TFLOPS_PER_SM
     per_row = (_ROW_US if workload.is_fp8 else _ROW_US / 2) + _ROW_HEAD64_US * cfg.block_h / 64 / rate
     return _TILE_LATENCY_US + cfg.block_n * per_row * occupancy
@@ -195,13 +202,13 @@ def _combine_us(tokens: int, parts: int, h: int, device: DeviceSpec) -> float:
 
 def _partition(
     tokens: int, n_tiles: int, h: int, num_hb: int, slots: int, cfg: KernelConfig, workload: Workload,
-    device: DeviceSpec, occupancy: int,
+    device: DeviceSpec, occupancy: int, measured: float | None,
 ) -> tuple[int, int, float]:
     """(units_per_part, num_parts, predicted µs) minimizing waves × longest program (+ combine when cut)."""
     total = tokens * n_tiles
     if total == 0:
         return 1, 0, 0.0
-    tile = _tile_us(cfg, workload, device, occupancy)
+    tile = _tile_us(cfg, workload, device, occupancy, measured)
     slots_per_hb = max(slots // num_hb, 1)
     candidates = {n_tiles * k for k in range(1, math.ceil(tokens / slots_per_hb) + 2)}
     for waves in range(1, 5):
@@ -316,12 +323,15 @@ def _plan_config(
         parts = math.ceil(tokens * n_tiles / upp) if tokens else 0
         cut = parts > 0 and upp % n_tiles != 0
         waves = math.ceil(parts * num_hb / slots) if parts else 0
-        program = upp * _tile_us(cfg, workload, device, occ) + 2 * _segment_us(cfg, device, cut) + _PROGRAM_US
+        tile = _tile_us(cfg, workload, device, occ, res.tile_us)
+        program = upp * tile + 2 * _segment_us(cfg, device, cut) + _PROGRAM_US
         predicted = _LAUNCH_US + waves * program + (_combine_us(tokens, parts, workload.h_q, device) if cut else 0.0)
         why = "batch-invariant" if invariant else f"WAVEMLA_NUM_SPLITS={forced_splits}"
         notes.append(f"{why}: {pieces} fixed piece(s) of {upp} tiles per token")
     else:
-        upp, parts, predicted = _partition(tokens, n_tiles, workload.h_q, num_hb, slots, cfg, workload, device, occ)
+        upp, parts, predicted = _partition(
+            tokens, n_tiles, workload.h_q, num_hb, slots, cfg, workload, device, occ, res.tile_us
+        )
     needs_combine = parts > 0 and upp % n_tiles != 0
     programs = parts * num_hb
     waves = max(1, math.ceil(programs / slots)) if programs else 0

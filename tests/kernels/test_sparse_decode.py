@@ -145,8 +145,9 @@ def test_fp8_codec_dequantized_rows_equal_reference_rows():
     idx = torch.randint(0, 256, inputs["indices"].shape, dtype=torch.int32, device=DEVICE)
     a, la = sparse_mla_decode(inputs["q"], cache, idx)
     b, lb = sparse_mla_decode(inputs["q"], as_rows, idx)
-    assert torch.equal(la, lb)
-    assert torch.equal(a, b)
+    # Plans (tile sizes) may differ between the two formats, so compare to rounding, not bits.
+    assert_close("lse", la, lb, TOLERANCES[("lse", LANE)])
+    assert_close("out", a, b, TOLERANCES[("out", LANE)])
 
 
 def test_deterministic_bits():
