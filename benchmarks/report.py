@@ -1,0 +1,122 @@
+"""Render the committed benchmark JSON into the tables of BENCHMARKS.md (and a PNG of the per-request curve).
+
+    python benchmarks/report.py > /tmp/tables.md          # tables
+    python benchmarks/report.py --png benchmarks/results/2026-11-30-h200-curve.png
+
+Numbers come only from files under benchmarks/results; nothing here is typed by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results"
+STAMP = "2026-11-30-h200"
+
+
+def load(name: str) -> dict:
+    return json.loads((RESULTS / f"{STAMP}-{name}.json").read_text())
+
+
+def sparse_table(data: dict, mode: str, h: int, s_q: int) -> str:
+    rows = [r for r in data["records"] if r["mode"] == mode and r["h_q"] == h and r["s_q"] == s_q]
+    out = [
+        "| b | config | programs | split | µs (median) | TFLOP/s | GB/s | % of roofline | FlashMLA µs | ratio |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted(rows, key=lambda r: r["batch"]):
+        anchor = f"{r['flashmla_us']:.1f}" if r["flashmla_us"] else "–"
+        ratio = f"{r['ratio_to_flashmla']:.2f}×" if r["ratio_to_flashmla"] else "–"
+        out.append(
+            f"| {r['batch']} | {r['config']} | {r['programs']} | {'yes' if r['combine'] else 'no'} | "
+            f"{r['median_us']:.1f} | {r['tflops']:.1f} | {r['gbps']:.0f} | {r['pct_roofline']:.1f} | "
+            f"{anchor} | {ratio} |"
+        )
+    return "\n".join(out)
+
+
+def cliffs(curve: dict, mode: str) -> tuple[str, int]:
+    rows = sorted((r for r in curve["records"] if r["mode"] == mode), key=lambda r: r["batch"])
+    lines = ["| b → b+1 | µs/request at b | at b+1 | increase |", "|---|---|---|---|"]
+    count = 0
+    for a, b in itertools.pairwise(rows):
+        pa, pb = a["median_us"] / a["batch"], b["median_us"] / b["batch"]
+        if pb > 1.05 * pa:
+            count += 1
+            lines.append(f"| {a['batch']} → {b['batch']} | {pa:.2f} | {pb:.2f} | +{100 * (pb / pa - 1):.0f}% |")
+    return "\n".join(lines), count
+
+
+def indexer_table(records: list[dict], copy_gbps: float) -> str:
+    by = {(r["provider"], r["b"], r["n_comp"], r["kv_format"]): r for r in records if r["provider"] != "copy"}
+    out = [
+        "| format | b | n_comp | wavemla µs | GB/s | % of copy | torch µs | speed-up |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for fmt in ("fp8", "bf16"):
+        for b in (1, 32, 64, 128):
+            for n in (2048, 8192, 32768, 262144):
+                t = by.get(("triton", b, n, fmt))
+                base = by.get(("torch", b, n, fmt))
+                if not t:
+                    continue
+                speed = f"{base['median_us'] / t['median_us']:.2f}×" if base else "–"
+                out.append(
+                    f"| {fmt} | {b} | {n} | {t['median_us']:.1f} | {t['gbps']:.0f} | "
+                    f"{100 * t['gbps'] / copy_gbps:.1f} | {base['median_us']:.1f} | {speed} |"
+                )
+    return "\n".join(out)
+
+
+def png(curve: dict, path: str) -> None:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 4.5))
+    ax = fig.add_subplot(1, 1, 1)
+    for mode in ("csa", "hca"):
+        rows = sorted((r for r in curve["records"] if r["mode"] == mode), key=lambda r: r["batch"])
+        b = [r["batch"] for r in rows]
+        ax.plot(b, [r["median_us"] / r["batch"] for r in rows], label=f"{mode.upper()} measured")
+        ax.plot(b, [r["predicted_us"] / r["batch"] for r in rows], "--", label=f"{mode.upper()} planner prediction")
+    ax.set_xlabel("batch (requests, s_q = 1, h = 64)")
+    ax.set_ylabel("µs per request")
+    ax.set_yscale("log")
+    ax.set_title("wavemla sparse decode on H200: time per request vs batch")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--png")
+    args = parser.parse_args()
+    h64 = load("sparse-decode-h64")
+    other = load("sparse-decode-h16-h128")
+    curve = load("sparse-decode-curve-h64")
+    if args.png:
+        png(curve, args.png)
+        return
+    c = h64["ceilings"]
+    print(f"Ceilings measured in the same run: copy {c['copy_gbps']:.0f} GB/s, ", end="")
+    print(f"bf16 GEMM {c['gemm_tflops']:.0f} TFLOP/s.")
+    print()
+    for mode, s_q, h, data in [
+        ("csa", 1, 64, h64), ("hca", 1, 64, h64), ("csa", 2, 64, h64), ("hca", 2, 64, h64),
+        ("csa", 1, 16, other), ("hca", 1, 16, other), ("csa", 1, 128, other), ("hca", 1, 128, other),
+    ]:  # fmt: skip
+        print(f"### {mode.upper()}, h={h}, s_q={s_q}\n")
+        print(sparse_table(data, mode, h, s_q) + "\n")
+    for mode in ("csa", "hca"):
+        table, n = cliffs(curve, mode)
+        print(f"### Per-request steps above 5%, {mode.upper()} h=64 s_q=1, b = 1..256: {n}\n")
+        print(table + "\n")
+    print("### Lightning indexer\n")
+    print(indexer_table(json.loads((RESULTS / f"{STAMP}-indexer.json").read_text()), c["copy_gbps"]))
+
+
+if __name__ == "__main__":
+    main()
