@@ -235,7 +235,10 @@ def sparse_mla_decode(
         meta.key = key
         rows = meta.plan.workspace_rows(b * s_q)
         if rows:
-            meta.o_ws = torch.empty((rows, h_q, D_QK), dtype=torch.float32, device=device)
+            # Partials of FP8 rows are stored in fp16 (values are bounded by the fp16-decoded rows; fp16 keeps 11
+            # bits, more than the bf16 output): half the workspace traffic of fp32.
+            ws_dtype = torch.float16 if is_fp8 else torch.float32
+            meta.o_ws = torch.empty((rows, h_q, D_QK), dtype=ws_dtype, device=device)
             meta.lse_ws = torch.empty((rows, h_q), dtype=torch.float32, device=device)
     elif meta.key != key:
         raise ValueError(

@@ -56,6 +56,7 @@ def _sparse_mla_combine_kernel(
             b_lse_i = tl.load(p_lse_ws + i_slot * H + o_h, mask=m_h, other=float("-inf"))
             b_w = tl.exp2(b_lse_i - b_max_safe)
             b_o_i = tl.load(p_o_ws + (i_slot * H + o_h[:, None]) * D + o_d[None, :], mask=m_h[:, None], other=0.0)
+            b_o_i = b_o_i.to(tl.float32)
             b_acc += b_w[:, None] * b_o_i
             b_sum += b_w
         m_seen = b_sum > 0.0

@@ -260,7 +260,11 @@ def _sparse_mla_decode_kernel(
             tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
         else:
             i_slot = tl.cast(i_tok + i_part, tl.int64)
-            tl.store(p_o_ws + (i_slot * H + o_h[:, None]) * D + o_d[None, :], b_o, mask=m_h[:, None])
+            tl.store(
+                p_o_ws + (i_slot * H + o_h[:, None]) * D + o_d[None, :],
+                b_o.to(p_o_ws.dtype.element_ty),
+                mask=m_h[:, None],
+            )
             tl.store(p_lse_ws + i_slot * H + o_h, b_lse2, mask=m_h)
 
 
@@ -295,13 +299,15 @@ def sparse_decode_split(
     Inputs must already be validated (see :mod:`wavemla.api`).
 
     q ``[b, s_q, h, 512]``; out ``[b, s_q, h, 512]`` q.dtype; lse ``[b, s_q, h]`` fp32; workspace ``o_ws
-    [b*s_q + num_parts, h, 512]`` fp32 and ``lse_ws [b*s_q + num_parts, h]`` fp32 (needed when a token is split).
+    [b*s_q + num_parts, h, 512]`` (fp32, or fp16 for FP8 caches) and ``lse_ws [b*s_q + num_parts, h]`` fp32 (needed
+    when a token is split).
     kv ``[blocks, page, 1, 512]`` rows or ``[blocks, page, 1, 584]`` uint8 MODEL1; indices ``[b, s_q, topk]`` int32.
     """
-    if is_fp8 and q.dtype != torch.float16:
+    if is_fp8 and q.dtype != torch.float16 and units_per_part >= 3:
         # FP8 rows compute in fp16. Converting q here (one small elementwise kernel) lets the split kernel stage q
         # straight from global memory into shared memory for the tensor cores; converted in-kernel, q stays in
         # registers across the tile loop and the kernel runs 15% slower (H200, CSA b=128: 103.7 vs 121.1 µs).
+        # Programs of one or two tiles (small batches) skip the extra launch.
         q = q.to(torch.float16)
     b, s_q, h, d = q.shape
     topk = indices.shape[2]
