@@ -33,6 +33,9 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
+import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +47,8 @@ from wavemla.reference.fp8 import BYTES_PER_TOKEN, D_QK
 
 _Q_DTYPES = (torch.bfloat16, torch.float16)
 _FP8_DTYPES = (torch.uint8, torch.float8_e4m3fn)
+# The kernels take softmax_scale·log2(e) as an fp32 argument.
+_MAX_SOFTMAX_SCALE = float(torch.finfo(torch.float32).max) / math.log2(math.e)
 
 
 @dataclass
@@ -115,7 +120,7 @@ def _check_indices(name: str, idx: Any, b: int, s_q: int, device: torch.device) 
     _check_tensor(name, idx, (torch.int32,), 3, device)
     if idx.shape[0] != b or idx.shape[1] != s_q:
         raise ValueError(f"{name}: expected [b={b}, s_q={s_q}, topk], got {list(idx.shape)}")
-    if idx.shape[2] > 0 and idx.stride(2) != 1:
+    if idx.shape[2] > 1 and idx.stride(2) != 1:
         raise ValueError(f"{name}: the last dimension must be contiguous (stride 1)")
 
 
@@ -125,6 +130,10 @@ def _check_length(name: str, t: Any, b: int, device: torch.device) -> None:
         raise ValueError(f"{name}: expected shape [b={b}], got {list(t.shape)}")
     if b > 1 and t.stride(0) != 1:
         raise ValueError(f"{name}: must be contiguous")
+
+
+def _device_guard(device: torch.device) -> contextlib.AbstractContextManager[Any]:
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
 
 _SPECS: dict[str, Any] = {}
@@ -184,7 +193,7 @@ def sparse_mla_decode(
         raise ValueError(f"q: h_q (dim 2) must be in 1..128, got {h_q}")
     if q.stride(3) != 1:
         raise ValueError("q: the last dimension must be contiguous (stride 1)")
-    if device.type != "cuda" and not _interpreting():
+    if not (device.type == "cuda" or (device.type == "cpu" and _interpreting())):
         raise ValueError(f"q: expected a CUDA tensor (or Triton's interpreter mode for CPU tensors), got {device}")
     is_fp8 = _check_cache("kv_cache", kv_cache, device)
     _check_indices("indices", indices, b, s_q, device)
@@ -205,13 +214,28 @@ def sparse_mla_decode(
         raise ValueError("extra_indices / extra_topk_length: given without extra_kv_cache")
     if not is_fp8 and kv_cache.dtype != q.dtype:
         raise ValueError(f"kv_cache: bf16/fp16 rows must match q's dtype {q.dtype}, got {kv_cache.dtype}")
+    if not is_fp8 and kv_cache.dtype == torch.bfloat16 and _interpreting():
+        raise ValueError(
+            "kv_cache: bf16 rows cannot run under Triton's interpreter (its tl.dot multiplies raw bf16 bits, "
+            "triton issue 11584); use fp16 rows or an FP8 MODEL1 cache on CPU"
+        )
     if attn_sink is not None:
         _check_tensor("attn_sink", attn_sink, (torch.float32,), 1, device)
         if attn_sink.shape[0] != h_q or (h_q > 1 and attn_sink.stride(0) != 1):
             raise ValueError(f"attn_sink: expected a contiguous [h_q={h_q}] fp32 tensor, got {list(attn_sink.shape)}")
+    if softmax_scale is not None and (isinstance(softmax_scale, bool) or not isinstance(softmax_scale, numbers.Real)):
+        raise ValueError(f"softmax_scale: expected a Python float, got {type(softmax_scale).__name__}")
     scale = D_QK**-0.5 if softmax_scale is None else float(softmax_scale)
-    if not scale > 0.0 or scale == float("inf"):
-        raise ValueError(f"softmax_scale: expected a finite positive float, got {softmax_scale!r}")
+    if not 0.0 < scale <= _MAX_SOFTMAX_SCALE:
+        raise ValueError(
+            f"softmax_scale: expected a finite positive float (at most {_MAX_SOFTMAX_SCALE:.4g}, so that "
+            f"softmax_scale·log2(e) fits fp32), got {softmax_scale!r}"
+        )
+    if metadata is not None and not isinstance(metadata, MLAMetadata):
+        raise ValueError(
+            "metadata (tile_scheduler_metadata): expected the MLAMetadata returned by get_mla_metadata(), "
+            f"got {type(metadata).__name__}"
+        )
     topk = indices.shape[2]
     extra_topk = extra_indices.shape[2] if has_extra else 0
     if topk + extra_topk == 0:
@@ -228,64 +252,66 @@ def sparse_mla_decode(
         dtype="bf16" if q.dtype == torch.bfloat16 else "fp16",
         batch_invariant=invariant,
     )
-    key = (workload, str(device))
-    meta = metadata if metadata is not None else MLAMetadata()
-    if meta.plan is None:
-        meta.plan = plan(workload, _device_spec(device))
-        meta.key = key
-        rows = meta.plan.workspace_rows(b * s_q)
-        if rows:
-            # Partials of FP8 rows are stored in fp16 (values are bounded by the fp16-decoded rows; fp16 keeps 11
-            # bits, more than the bf16 output): half the workspace traffic of fp32.
-            ws_dtype = torch.float16 if is_fp8 else torch.float32
-            meta.o_ws = torch.empty((rows, h_q, D_QK), dtype=ws_dtype, device=device)
-            meta.lse_ws = torch.empty((rows, h_q), dtype=torch.float32, device=device)
-    elif meta.key != key:
-        raise ValueError(
-            f"tile_scheduler_metadata: planned for {meta.key}, called with {key}; "
-            "use one metadata object per decode shape (get_mla_metadata())"
-        )
-    p = meta.plan
-    out = torch.empty((b, s_q, h_q, D_QK), dtype=q.dtype, device=device)
-    lse = torch.empty((b, s_q, h_q), dtype=torch.float32, device=device)
-    if b == 0:
-        return out, lse.transpose(1, 2)
-    kv = kv_cache.view(torch.uint8) if is_fp8 else kv_cache
-    extra_kv = extra_kv_cache.view(torch.uint8) if (has_extra and is_fp8) else extra_kv_cache
-    meta.split_kernel = sparse_decode_split(
-        q=q,
-        out=out,
-        lse=lse,
-        o_ws=meta.o_ws,
-        lse_ws=meta.lse_ws,
-        kv=kv,
-        indices=indices,
-        topk_length=topk_length,
-        extra_kv=extra_kv,
-        extra_indices=extra_indices if has_extra else None,
-        extra_topk_length=extra_topk_length if has_extra else None,
-        attn_sink=attn_sink,
-        is_fp8=is_fp8,
-        softmax_scale=scale,
-        block_h=p.config.block_h,
-        block_n=p.config.block_n,
-        num_warps=p.config.num_warps,
-        num_stages=p.config.num_stages,
-        units_per_part=p.units_per_part,
-        num_parts=p.num_parts,
-    )
-    if p.needs_combine:
-        assert meta.o_ws is not None and meta.lse_ws is not None
-        sparse_decode_combine(
+    # Triton launches on the current CUDA device: make it q's, as FlashMLA's device guard does.
+    with _device_guard(device):
+        key = (workload, str(device))
+        meta = metadata if metadata is not None else MLAMetadata()
+        if meta.plan is None:
+            meta.plan = plan(workload, _device_spec(device))
+            meta.key = key
+            rows = meta.plan.workspace_rows(b * s_q)
+            if rows:
+                # Partials of FP8 rows are stored in fp16 (values are bounded by the fp16-decoded rows; fp16 keeps 11
+                # bits, more than the bf16 output): half the workspace traffic of fp32.
+                ws_dtype = torch.float16 if is_fp8 else torch.float32
+                meta.o_ws = torch.empty((rows, h_q, D_QK), dtype=ws_dtype, device=device)
+                meta.lse_ws = torch.empty((rows, h_q), dtype=torch.float32, device=device)
+        elif meta.key != key:
+            raise ValueError(
+                f"metadata (tile_scheduler_metadata): planned for {meta.key}, called with {key}; "
+                "use one metadata object per decode shape (get_mla_metadata())"
+            )
+        p = meta.plan
+        out = torch.empty((b, s_q, h_q, D_QK), dtype=q.dtype, device=device)
+        lse = torch.empty((b, s_q, h_q), dtype=torch.float32, device=device)
+        if b == 0:
+            return out, lse.transpose(1, 2)
+        kv = kv_cache.view(torch.uint8) if is_fp8 else kv_cache
+        extra_kv = extra_kv_cache.view(torch.uint8) if (has_extra and is_fp8) else extra_kv_cache
+        meta.split_kernel = sparse_decode_split(
+            q=q,
             out=out,
             lse=lse,
             o_ws=meta.o_ws,
             lse_ws=meta.lse_ws,
+            kv=kv,
+            indices=indices,
+            topk_length=topk_length,
+            extra_kv=extra_kv,
+            extra_indices=extra_indices if has_extra else None,
+            extra_topk_length=extra_topk_length if has_extra else None,
             attn_sink=attn_sink,
-            n_tiles=p.n_tiles,
+            is_fp8=is_fp8,
+            softmax_scale=scale,
+            block_h=p.config.block_h,
+            block_n=p.config.block_n,
+            num_warps=p.config.num_warps,
+            num_stages=p.config.num_stages,
             units_per_part=p.units_per_part,
+            num_parts=p.num_parts,
         )
-    return out, lse.transpose(1, 2)
+        if p.needs_combine:
+            assert meta.o_ws is not None and meta.lse_ws is not None
+            sparse_decode_combine(
+                out=out,
+                lse=lse,
+                o_ws=meta.o_ws,
+                lse_ws=meta.lse_ws,
+                attn_sink=attn_sink,
+                n_tiles=p.n_tiles,
+                units_per_part=p.units_per_part,
+            )
+        return out, lse.transpose(1, 2)
 
 
 def flash_mla_with_kvcache(

@@ -15,7 +15,10 @@ from collections.abc import Sequence
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("wavemla.tools.demo", "run one DSV4-Flash CSA decode step and check it against the fp64 reference"),
     "bench": ("wavemla.tools.bench", "time sparse decode at DSV4 shapes (CUDA graphs, flushed L2, medians)"),
+    "layer-bench": ("wavemla.tools.layer_bench", "time one DSV4-Flash decoder layer by component; traces for trace"),
     "env": ("wavemla.tools.envinfo", "print versions, the device and every WAVEMLA_* knob"),
+    "plan": ("wavemla.tools.plan_cli", "show the planner's tile, occupancy, waves and predicted time per batch"),
+    "stress": ("wavemla.tools.stress", "replay decode CUDA graphs on overlapped streams; bitwise-compare to eager"),
     "check": ("wavemla.tools.check", "find output corruption under load: greedy outputs alone vs under load"),
     "sweep": ("wavemla.tools.sweep", "sweep server concurrency: output tok/s, tok/s/user, TTFT, TPOT, ITL"),
     "trace": ("wavemla.tools.trace", "fit per-component decode GPU time vs batch size from profiler traces"),

@@ -136,6 +136,13 @@ KNOBS: dict[str, Knob] = {
             None,
             "DeviceSpec preset to plan for instead of querying the GPU (see `wavemla plan --help` for names).",
         ),
+        Knob(
+            "WAVEMLA_CACHE_DIR",
+            "str",
+            None,
+            "Directory of wavemla's on-disk caches (compiled kernel resources per config, arch and Triton version); "
+            "unset: ~/.cache/wavemla.",
+        ),
     )
 }
 
@@ -185,6 +192,12 @@ def override(**values: Any) -> Iterator[None]:
     finally:
         _overrides.clear()
         _overrides.update(saved)
+
+
+def environ_without(*names: str) -> dict[str, str]:
+    """A copy of this process's environment minus ``names``, for a child process (e.g. a compile worker that must
+    not inherit ``TRITON_INTERPRET``, which Triton reads once, when it is imported)."""
+    return {k: v for k, v in _environ().items() if k not in names}
 
 
 def use_triton_interpreter() -> None:

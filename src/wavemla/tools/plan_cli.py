@@ -1,0 +1,231 @@
+"""Show the planner's choice per batch size: tile shape, resources, occupancy, waves, tail efficiency, predicted time.
+
+Runs anywhere (no GPU needed): ``--gpu`` names a DeviceSpec preset, or ``auto`` for the GPU this process sees (the
+``WAVEMLA_GPU`` knob first). Shapes follow DeepSeek-V4 decode: a sliding window of ``--window`` rows (the main index
+list) plus ``--topk`` compressed rows (CSA, default 512, or HCA, default 1024; SWA layers have none). For each batch
+it prints the configuration, its shared memory and registers, programs per SM, programs, waves, tail efficiency
+(the busy fraction of the launch's program slots), predicted time and predicted µs per request, and the reasons.
+``--json`` prints the same as one JSON object; ``--png`` plots predicted µs per request against batch size.
+
+Example::
+
+    wavemla plan --gpu rtx-pro-6000 --heads 64 --topk 512 --batch 48 64 80 96
+    wavemla plan --gpu h200 --mode hca --batch 1 8 64 256 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from typing import Any
+
+from wavemla.device import KIB, DeviceSpec, NoCudaDeviceError, current_spec, get_spec
+
+# Compressed index width per layer kind (DeepSeek-V4: CSA 512 and HCA 1024 as in FlashMLA's MODEL1 benchmark).
+DEFAULT_TOPK = {"csa": 512, "hca": 1024, "swa": 0}
+DEFAULT_WINDOW = 128
+
+
+def resolve_gpu(name: str) -> DeviceSpec:
+    """A preset by name, or ``auto``: the ``WAVEMLA_GPU`` preset, else the CUDA device torch sees."""
+    if name.strip().lower() == "auto":
+        try:
+            return current_spec()
+        except NoCudaDeviceError as exc:
+            raise ValueError(f"--gpu auto: {exc}") from None
+        except ValueError as exc:
+            raise ValueError(f"--gpu auto: {exc}") from None
+    try:
+        return get_spec(name)
+    except ValueError as exc:
+        raise ValueError(f"--gpu: {exc}") from None
+
+
+def plan_rows(
+    device: DeviceSpec,
+    *,
+    heads: int,
+    batches: list[int],
+    mode: str = "csa",
+    topk: int | None = None,
+    window: int = DEFAULT_WINDOW,
+    s_q: int = 1,
+    is_fp8: bool = True,
+) -> list[dict[str, Any]]:
+    """One row per batch size: the plan's choices and predictions (what ``wavemla plan --json`` prints).
+
+    Raises ValueError naming the argument for bad input, and the planner's PlanError / KnobError.
+    """
+    from wavemla.plan import Workload, plan
+
+    if mode not in DEFAULT_TOPK:
+        raise ValueError(f"--mode: expected one of {', '.join(DEFAULT_TOPK)}, got {mode!r}")
+    if not 1 <= heads <= 128:
+        raise ValueError(f"--heads: expected 1..128 query heads, got {heads}")
+    if not 1 <= s_q <= 4:
+        raise ValueError(f"--s-q: expected 1..4 query tokens per request, got {s_q}")
+    if window < 1:
+        raise ValueError(f"--window: expected >= 1 sliding-window rows, got {window}")
+    if mode == "swa":
+        if topk:
+            raise ValueError("--topk: swa layers have no compressed cache; leave --topk out with --mode swa")
+        extra = 0
+    else:
+        extra = DEFAULT_TOPK[mode] if topk is None else topk
+        if extra < 1:
+            raise ValueError(f"--topk: expected >= 1 compressed rows for --mode {mode}, got {extra}")
+    if not batches:
+        raise ValueError("--batch: give at least one batch size")
+    bad = [b for b in batches if b < 1]
+    if bad:
+        raise ValueError(f"--batch: batch sizes must be >= 1, got {bad[0]}")
+    rows = []
+    for b in batches:
+        p = plan(Workload(batch=b, s_q=s_q, h_q=heads, topk=window, extra_topk=extra, is_fp8=is_fp8), device)
+        res = p.resources
+        rows.append(
+            {
+                "batch": b,
+                "config": str(p.config),
+                **{k: v for k, v in asdict(p.config).items()},
+                "smem_bytes": res.smem_bytes,
+                "regs_per_thread": res.regs_per_thread,
+                "stack_bytes": res.stack_bytes,
+                "resources": res.source,
+                "resources_note": res.note,
+                "programs_per_sm": p.programs_per_sm,
+                "active_per_sm": p.active_per_sm,
+                "slots": p.slots,
+                "programs": p.programs,
+                "head_blocks": p.num_head_blocks,
+                "tiles_per_token": p.n_tiles,
+                "units_per_part": p.units_per_part,
+                "combine": p.needs_combine,
+                "waves": p.waves,
+                "tail_efficiency": p.tail_efficiency,
+                "tile_us": p.tile_us,
+                "combine_us": p.combine_us,
+                "predicted_us": p.predicted_us,
+                "us_per_request": p.predicted_us / b,
+                "reasons": list(p.reasons),
+            }
+        )
+    return rows
+
+
+def format_text(device: DeviceSpec, workload: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    head = (
+        f"{'b':>5} {'config':<11} {'smem KB':>7} {'regs':>4} {'prog/SM':>7} {'programs':>8} {'waves':>5} "
+        f"{'tail':>5} {'tiles/prog':>10} {'combine':>7} {'pred us':>8} {'us/req':>7}"
+    )
+    lines = [device.summary(), _describe(workload), "", head]
+    for r in rows:
+        lines.append(
+            f"{r['batch']:>5} {r['config']:<11} {r['smem_bytes'] / KIB:>7.1f} {r['regs_per_thread']:>4} "
+            f"{r['programs_per_sm']:>7} {r['programs']:>8} {r['waves']:>5} {r['tail_efficiency']:>5.2f} "
+            f"{r['units_per_part']:>10} {'yes' if r['combine'] else 'no':>7} {r['predicted_us']:>8.1f} "
+            f"{r['us_per_request']:>7.2f}"
+        )
+    for r in rows:
+        lines.append("")
+        lines.append(f"b={r['batch']}: why {r['config']}")
+        lines.extend(f"  - {reason}" for reason in r["reasons"])
+    return "\n".join(lines)
+
+
+def _describe(w: dict[str, Any]) -> str:
+    cache = "FP8 MODEL1" if w["fp8"] else "bf16 rows"
+    extra = f" + {w['topk']} compressed rows" if w["topk"] else ""
+    return (
+        f"{w['mode'].upper()} decode: h={w['heads']}, s_q={w['s_q']}, window {w['window']} rows{extra}, {cache} cache"
+    )
+
+
+def render_png(
+    device: DeviceSpec, workload: dict[str, Any], rows: list[dict[str, Any]], curve: list[dict[str, Any]], path: str
+) -> None:
+    """Predicted µs per request against batch size: the full curve, the requested batches marked."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as exc:  # an optional dependency (the `tools` extra)
+        raise ValueError(f"--png: needs matplotlib (pip install 'wavemla[tools]'): {exc}") from None
+
+    fig = Figure(figsize=(8, 4.5))
+    ax = fig.add_subplot(1, 1, 1)
+    ax.plot([r["batch"] for r in curve], [r["us_per_request"] for r in curve], lw=1.5, label="planner prediction")
+    ax.plot([r["batch"] for r in rows], [r["us_per_request"] for r in rows], "o", label="requested batches")
+    for r in rows:
+        ax.annotate(
+            r["config"], (r["batch"], r["us_per_request"]), textcoords="offset points", xytext=(4, 6), fontsize=7
+        )
+    ax.set_xlabel("batch (requests)")
+    ax.set_ylabel("predicted µs per request")
+    ax.set_title(f"{device.display_name}\n{_describe(workload)}", fontsize=9)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--gpu", default="auto", help="DeviceSpec preset (h200, rtx-pro-6000, ...) or 'auto' for this GPU / WAVEMLA_GPU"
+    )
+    parser.add_argument("--heads", type=int, default=64, help="query heads h_q (default 64)")
+    parser.add_argument(
+        "--topk",
+        type=int,
+        default=None,
+        help="compressed rows per token (default: 512 for csa, 1024 for hca; none for swa)",
+    )
+    parser.add_argument(
+        "--batch", type=int, nargs="+", default=[1, 8, 32, 48, 64, 80, 96, 128, 256], help="batch sizes (requests)"
+    )
+    parser.add_argument("--mode", choices=sorted(DEFAULT_TOPK), default="csa", help="layer kind (default csa)")
+    parser.add_argument(
+        "--window",
+        type=int,
+        default=DEFAULT_WINDOW,
+        help=f"sliding-window rows per token, the main index list (default {DEFAULT_WINDOW})",
+    )
+    parser.add_argument("--s-q", type=int, default=1, help="query tokens per request (MTP: 2; default 1)")
+    parser.add_argument("--bf16", action="store_true", help="bf16 row caches instead of FP8 MODEL1")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.add_argument("--png", metavar="FILE", help="plot predicted µs per request vs batch to this PNG")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the plans; 2 with a message on stderr for bad arguments or a plan that cannot be made."""
+    from wavemla.config import KnobError
+    from wavemla.plan import PlanError
+
+    workload = {
+        "mode": args.mode,
+        "heads": args.heads,
+        "window": args.window,
+        "topk": 0 if args.mode == "swa" else (DEFAULT_TOPK[args.mode] if args.topk is None else args.topk),
+        "s_q": args.s_q,
+        "fp8": not args.bf16,
+    }
+    try:
+        device = resolve_gpu(args.gpu)
+        kwargs = {"heads": args.heads, "mode": args.mode, "topk": args.topk, "window": args.window,
+                  "s_q": args.s_q, "is_fp8": not args.bf16}  # fmt: skip
+        rows = plan_rows(device, batches=list(args.batch), **kwargs)
+        if args.png:
+            curve = plan_rows(device, batches=list(range(1, max(args.batch) + 1)), **kwargs)
+            render_png(device, workload, rows, curve, args.png)
+    except (ValueError, PlanError, KnobError) as exc:
+        print(f"wavemla plan: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        info = {"device": asdict(device), "workload": workload, "plans": rows}
+        print(json.dumps(info, indent=2))
+    else:
+        print(format_text(device, workload, rows))
+        if args.png:
+            print(f"\nwrote {args.png}")
+    return 0

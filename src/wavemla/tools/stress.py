@@ -1,0 +1,851 @@
+"""Stress sparse decode (and the CSA lightning indexer) in CUDA graphs replayed on several streams at once.
+
+Each of ``--graphs`` graphs owns its inputs, its outputs, its metadata (:func:`wavemla.get_mla_metadata`) and its
+indexer workspace; it is captured once and then replayed ``--replays`` times in total over ``--streams`` streams, in
+a seeded random order that moves every graph from stream to stream. Between replays the streams run unrelated work
+(matmuls, memsets) and tensors are allocated, used on another stream and freed through the caching allocator.
+
+Ordering, per replay of graph ``g`` on stream ``S`` checked on stream ``C`` (``C`` may be ``S``):
+
+1. ``S`` waits for the event that ended ``g``'s previous check, so no replay overwrites inputs or outputs that an
+   earlier replay or check still uses;
+2. on ``S``: noise, then one of ``--variants`` input sets is copied into ``g``'s static input buffers, then the
+   replay, then an event;
+3. ``C`` waits for that event and compares every output of ``g`` bit for bit with an eager run of the same variant
+   (computed before the loop, on fresh metadata); counts and the first differing element land in device buffers,
+   so the loop never synchronizes; an event recorded on ``C`` closes the replay.
+
+Tensors that cross streams are marked with ``record_stream`` before they are freed, the rest are allocated on the
+stream that uses them; static buffers, expected outputs and captured outputs stay referenced until the end. Every
+``--check-every`` rounds the host synchronizes and prints each mismatch (graph, replay, first differing element).
+Exit code: 0 when every replay matched, 1 on any mismatch, 2 on a CUDA (or setup) error.
+
+``--small`` picks tiny shapes and few replays for compute-sanitizer runs (see docs/reliability.md); ``--cpu`` runs
+the same loop eagerly through Triton's interpreter (no graphs, no streams) to check the harness itself;
+``--inject-flip N`` flips one output bit of replay N, which must come back as exactly one mismatch. Two negative
+controls break the ownership rules on purpose, to show what the harness catches: ``--share-metadata`` (all graphs
+share one split workspace) and ``--share-pool`` (all graphs captured into one memory pool, so the temporaries of
+graphs replayed at the same time alias — the failure mode of overlapped CUDA-graph replays in serving engines).
+
+Example::
+
+    wavemla stress --mode csa --batch 48 7 96 1 --streams 2 --graphs 4 --replays 10000
+    python -m wavemla.tools.stress --small --replays 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import random
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+# mode -> (topk, page, extra_topk, extra_page, extra_pool): FlashMLA's MODEL1 decode shapes (see tools/bench.py)
+MODES: dict[str, tuple[int, int, int, int, int]] = {
+    "swa": (128, 256, 0, 64, 0),
+    "csa": (128, 256, 512, 64, 2048),
+    "hca": (128, 256, 1024, 2, 1024),
+}
+# --small: the same structure at sizes a compute-sanitizer run finishes quickly.
+SMALL_MODES: dict[str, tuple[int, int, int, int, int]] = {
+    "swa": (64, 64, 0, 64, 0),
+    "csa": (64, 64, 64, 64, 256),
+    "hca": (64, 64, 128, 2, 128),
+}
+NOISE_OPS = ("matmul", "memset", "alloc", "alloc_cross")
+DEFAULT_REPLAYS = 10_000
+SMALL_REPLAYS = 40
+INDEX_HEADS = 64  # DeepSeek-V4 indexer heads (16 with --small)
+
+
+@dataclass(frozen=True)
+class StressConfig:
+    """Everything one stress run depends on (see ``add_arguments`` for the meaning of each field)."""
+
+    mode: str = "csa"
+    batches: tuple[int, ...] = (48, 7, 96, 1)
+    heads: int = 64
+    s_q: int = 1
+    streams: int = 2
+    graphs: int = 4
+    replays: int = DEFAULT_REPLAYS
+    variants: int = 3
+    seed: int = 0
+    indexer: bool = True
+    fp8: bool = True
+    splits: tuple[int | None, ...] = (None, 3)
+    batch_invariant: bool = False
+    noise_mm: int = 2048
+    check_every: int = 250
+    share_metadata: bool = False
+    share_pool: bool = False
+    inject_flip: int | None = None
+    use_graphs: bool = True
+    cpu: bool = False
+    topk: int = 128
+    page: int = 256
+    extra_topk: int = 512
+    extra_page: int = 64
+    extra_pool: int = 2048
+    index_heads: int = INDEX_HEADS
+
+    @property
+    def uses_indexer(self) -> bool:
+        """The compressed-row indices come from the lightning indexer captured in the same graph."""
+        return self.indexer and self.mode == "csa"
+
+    def batch_of(self, graph: int) -> int:
+        return self.batches[0] if self.share_metadata else self.batches[graph % len(self.batches)]
+
+    def splits_of(self, graph: int) -> int | None:
+        return self.splits[0] if self.share_metadata else self.splits[graph % len(self.splits)]
+
+
+@dataclass(frozen=True)
+class Replay:
+    """One scheduled replay: which graph, with which input variant, on which streams, after which noise."""
+
+    index: int
+    round: int
+    graph: int
+    variant: int
+    stream: int
+    check_stream: int
+    noise: tuple[tuple[str, int], ...]  # (op, size): matmul/memset/alloc/alloc_cross before the replay
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One output of one replay that differs from the eager run of the same inputs."""
+
+    replay: int
+    graph: int
+    variant: int
+    round: int
+    stream: int
+    check_stream: int
+    tensor: str
+    count: int
+    numel: int
+    first: tuple[int, ...]
+    actual: float
+    expected: float
+
+    def describe(self) -> str:
+        return (
+            f"MISMATCH graph {self.graph} replay {self.replay} (round {self.round}, variant {self.variant}, "
+            f"replay stream {self.stream}, check stream {self.check_stream}): {self.tensor}: {self.count} of "
+            f"{self.numel} elements differ; first at {list(self.first)}: got {self.actual!r}, "
+            f"expected {self.expected!r}"
+        )
+
+
+@dataclass
+class StressReport:
+    """Outcome of a run: every mismatch, the error that stopped it (if any) and what ran."""
+
+    replays: int = 0
+    mismatches: list[Mismatch] = field(default_factory=list)
+    error: str | None = None
+    noise_ops: dict[str, int] = field(default_factory=dict)
+    graphs: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def exit_code(self) -> int:
+        if self.error is not None:
+            return 2
+        return 1 if self.mismatches else 0
+
+
+# ------------------------------------------------------------------------------------------------ pure parts
+def config_from_args(args: argparse.Namespace) -> StressConfig:
+    """Resolve presets and defaults into a :class:`StressConfig`; raises ValueError naming a bad option."""
+    small = bool(args.small)
+    shapes = (SMALL_MODES if small else MODES)[args.mode]
+    topk, page, extra_topk, extra_page, extra_pool = shapes
+    batches = tuple(args.batch) if args.batch else ((2, 3) if small else (48, 7, 96, 1))
+    replays = args.replays if args.replays is not None else (SMALL_REPLAYS if small else DEFAULT_REPLAYS)
+    graphs = args.graphs if args.graphs is not None else (2 if small else 4)
+    # Forced splits make the combine run; batch-invariant mode needs a count that divides the tiles per token.
+    default_splits: tuple[int | None, ...] = (None, 2) if args.batch_invariant else (None, 3)
+    try:
+        splits = tuple(None if s in ("auto", "0") else int(s) for s in args.splits) if args.splits else default_splits
+    except ValueError:
+        raise ValueError(f"--splits: expected 'auto' or positive integers, got {args.splits}") from None
+    cfg = StressConfig(
+        mode=args.mode,
+        batches=batches,
+        heads=args.heads if args.heads is not None else (16 if small else 64),
+        s_q=args.s_q,
+        streams=args.streams,
+        graphs=graphs,
+        replays=replays,
+        variants=args.variants,
+        seed=args.seed,
+        indexer=not args.no_indexer,
+        fp8=not args.bf16,
+        splits=splits,
+        batch_invariant=args.batch_invariant,
+        noise_mm=args.noise_mm if args.noise_mm is not None else (256 if small else 2048),
+        check_every=args.check_every,
+        share_metadata=args.share_metadata,
+        share_pool=args.share_pool,
+        inject_flip=args.inject_flip,
+        use_graphs=not args.no_graph and not args.cpu,
+        cpu=args.cpu,
+        topk=topk,
+        page=page,
+        extra_topk=extra_topk,
+        extra_page=extra_page,
+        extra_pool=extra_pool,
+        index_heads=16 if small else INDEX_HEADS,
+    )
+    validate_config(cfg)
+    return cfg
+
+
+def validate_config(cfg: StressConfig) -> None:
+    if cfg.mode not in MODES:
+        raise ValueError(f"--mode: expected one of {sorted(MODES)}, got {cfg.mode!r}")
+    if not cfg.batches or min(cfg.batches) < 1:
+        raise ValueError(f"--batch: expected sizes >= 1, got {list(cfg.batches)}")
+    if cfg.streams < 2 and not cfg.cpu:
+        raise ValueError(f"--streams: the stress needs at least 2 streams, got {cfg.streams}")
+    for name in ("graphs", "replays", "variants", "check_every", "noise_mm", "s_q", "heads"):
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')}: expected a positive integer, got {getattr(cfg, name)}")
+    if any(s is not None and s < 1 for s in cfg.splits):
+        raise ValueError(f"--splits: expected 'auto' or positive integers, got {list(cfg.splits)}")
+    if cfg.inject_flip is not None and not 0 <= cfg.inject_flip < cfg.replays:
+        raise ValueError(f"--inject-flip: expected a replay index in [0, {cfg.replays}), got {cfg.inject_flip}")
+
+
+def schedule(cfg: StressConfig) -> list[Replay]:
+    """The seeded replay order: rounds in which every graph replays once (shuffled), each on a random stream and
+    checked on a random stream, preceded by 0-3 noise operations; ``cfg.replays`` replays in total."""
+    rng = random.Random(cfg.seed)
+    max_bytes = max(1 << 13, cfg.noise_mm * cfg.noise_mm * 4)  # allocations up to one noise matrix pair
+    out: list[Replay] = []
+    rnd = 0
+    while len(out) < cfg.replays:
+        order = list(range(cfg.graphs))
+        rng.shuffle(order)
+        for g in order:
+            if len(out) == cfg.replays:
+                break
+            noise = tuple((rng.choice(NOISE_OPS), rng.randrange(1 << 12, max_bytes)) for _ in range(rng.randrange(4)))
+            out.append(
+                Replay(
+                    index=len(out),
+                    round=rnd,
+                    graph=g,
+                    variant=rng.randrange(cfg.variants),
+                    stream=rng.randrange(cfg.streams),
+                    check_stream=rng.randrange(cfg.streams),
+                    noise=noise,
+                )
+            )
+        rnd += 1
+    return out
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The raw bits of ``t`` as an integer tensor of the same element size (NaN payloads and -0 compare exactly)."""
+    import torch
+
+    if not t.is_floating_point():
+        return t
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def compare_into(actual: torch.Tensor, expected: torch.Tensor, counts: torch.Tensor, values: torch.Tensor) -> None:
+    """Bitwise comparison without a host sync: ``counts [2]`` int64 <- (differing elements, flat index of the first),
+    ``values [2]`` float64 <- (actual, expected) at that index (element 0 when nothing differs)."""
+    import torch
+
+    if actual.shape != expected.shape or actual.dtype != expected.dtype:
+        raise ValueError(f"compare: {actual.dtype}{list(actual.shape)} vs {expected.dtype}{list(expected.shape)}")
+    ne = (_bits(actual) != _bits(expected)).reshape(-1)
+    first = ne.to(torch.uint8).argmax().view(1)  # the first True (argmax returns the first maximum)
+    counts.copy_(torch.cat([ne.sum().view(1), first]))
+    values.copy_(
+        torch.cat([actual.reshape(-1).gather(0, first).double(), expected.reshape(-1).gather(0, first).double()])
+    )
+
+
+def first_difference(actual: torch.Tensor, expected: torch.Tensor) -> tuple[int, tuple[int, ...], float, float] | None:
+    """``(differing elements, index of the first, actual, expected)`` of a bitwise comparison, None when equal."""
+    import torch
+
+    if actual.numel() == 0 and expected.numel() == 0 and actual.shape == expected.shape:
+        return None
+    counts = torch.zeros(2, dtype=torch.int64, device=actual.device)
+    values = torch.zeros(2, dtype=torch.float64, device=actual.device)
+    compare_into(actual, expected, counts, values)
+    n, flat = (int(x) for x in counts.tolist())
+    if n == 0:
+        return None
+    a, e = values.tolist()
+    return n, _unravel(flat, tuple(actual.shape)), a, e
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    index = []
+    for size in reversed(shape):
+        index.append(flat % size)
+        flat //= size
+    return tuple(reversed(index))
+
+
+# --------------------------------------------------------------------------------------------------- inputs
+@dataclass
+class GraphCase:
+    """One graph's world: read-only tensors, the static buffers the graph reads, input variants and their eager
+    outputs, its metadata, and (once captured) the graph and the outputs it writes."""
+
+    index: int
+    batch: int
+    splits: int | None
+    fixed: dict[str, torch.Tensor]
+    static: dict[str, torch.Tensor]
+    variants: list[dict[str, torch.Tensor]]
+    expected: list[dict[str, torch.Tensor]] = field(default_factory=list)
+    meta: Any = None
+    graph: Any = None
+    outputs: dict[str, torch.Tensor] = field(default_factory=dict)
+    plan_note: str = ""
+
+
+def _dtypes(cfg: StressConfig) -> tuple[torch.dtype, torch.dtype]:
+    """(q dtype, indexer q dtype): bf16 on a GPU; fp16 and fp32 under the interpreter (its bf16 tl.dot is wrong)."""
+    import torch
+
+    if cfg.cpu:
+        return torch.float16, torch.float32
+    return torch.bfloat16, torch.bfloat16
+
+
+def build_case(cfg: StressConfig, graph: int, device: torch.device | str) -> GraphCase:
+    """Inputs of graph ``graph``: caches (one poisoned spare block each), sink, and ``cfg.variants`` input sets.
+
+    Main indices are each request's window slots, shuffled, ~10% set to -1 in variants > 0; ``topk_length`` is drawn
+    in ``[0, topk]``. Without the indexer the extra indices are picked from the request's compressed pool the same
+    way. With it (CSA) the graph runs the indexer on the variant's ``q_idx``, ``weights`` and ``n_comp`` and feeds its
+    output to the decode; the compressed KV cache and the index-K cache then share one block table and page size.
+    """
+    import torch
+
+    from wavemla.reference.fp8 import page_views, quantize_model1
+    from wavemla.reference.indexer import quantize_index_k
+    from wavemla.testing import _to_device, make_sparse_decode_inputs
+
+    b = cfg.batch_of(graph)
+    q_dtype, idx_dtype = _dtypes(cfg)
+    seed = cfg.seed * 1000 + graph
+    gen = torch.Generator().manual_seed(seed)
+    dev_gen = torch.Generator(device=device).manual_seed(seed)  # bulk values are drawn where they live
+    with_extra = cfg.extra_topk > 0 and not cfg.uses_indexer
+    base = make_sparse_decode_inputs(
+        batch=b,
+        s_q=cfg.s_q,
+        h_q=cfg.heads,
+        topk=cfg.topk,
+        page=cfg.page,
+        extra_topk=cfg.extra_topk if with_extra else 0,
+        extra_page=cfg.extra_page,
+        extra_pool=cfg.extra_pool if with_extra else None,
+        fp8=cfg.fp8,
+        dtype=q_dtype,
+        device=device,
+        sink=True,
+        seed=seed,
+    )
+    fixed: dict[str, torch.Tensor] = {"kv_cache": _req(base, "kv_cache")}
+    fixed["attn_sink"] = _req(base, "attn_sink")
+    if with_extra:
+        fixed["extra_kv_cache"] = _req(base, "extra_kv_cache")
+    if cfg.uses_indexer:
+        pages = cfg.extra_pool // cfg.extra_page
+        nb = b * pages + 1  # one spare block nothing points at: poisoned
+        table = torch.randperm(nb, generator=gen)[: b * pages].view(b, pages).to(torch.int32)
+        rows = torch.randn((nb, cfg.extra_page, 1, 512), generator=dev_gen, device=device)
+        spare = torch.ones(nb, dtype=torch.bool)
+        spare[table.flatten().long()] = False
+        spare = spare.to(device)
+        if cfg.fp8:
+            comp = quantize_model1(rows.to(q_dtype))
+            data, scales = page_views(comp)
+            data[spare] = 0xFF
+            scales[spare] = 0xFF
+        else:
+            comp = rows.to(q_dtype)
+            comp[spare] = float("nan")
+        index_k = quantize_index_k(torch.randn((nb, cfg.extra_page, 128), generator=dev_gen, device=device))
+        index_k[spare] = 0xFF
+        fixed["extra_kv_cache"] = _to_device(comp, device)
+        fixed["index_k_cache"] = index_k.to(device)
+        fixed["block_table"] = table.to(device)
+
+    variants = [_variant(cfg, base, b, v, gen, q_dtype, idx_dtype, device) for v in range(cfg.variants)]
+    static = {k: t.clone() for k, t in variants[0].items()}
+    return GraphCase(index=graph, batch=b, splits=cfg.splits_of(graph), fixed=fixed, static=static, variants=variants)
+
+
+def _req(d: dict[str, torch.Tensor | None], key: str) -> torch.Tensor:
+    t = d.get(key)
+    if t is None:
+        raise KeyError(key)
+    return t
+
+
+def _shuffled(idx: torch.Tensor, gen: torch.Generator, drop: float) -> torch.Tensor:
+    """Entries permuted along the last axis (summation order changes, the set does not) and ``drop`` of them -1."""
+    import torch
+
+    cpu = idx.cpu()
+    perm = torch.argsort(torch.rand(cpu.shape, generator=gen), dim=-1)
+    out = torch.gather(cpu, -1, perm)
+    out[torch.rand(cpu.shape, generator=gen) < drop] = -1
+    return out.to(idx.device)
+
+
+def _variant(
+    cfg: StressConfig,
+    base: dict[str, torch.Tensor | None],
+    b: int,
+    v: int,
+    gen: torch.Generator,
+    q_dtype: torch.dtype,
+    idx_dtype: torch.dtype,
+    device: torch.device | str,
+) -> dict[str, torch.Tensor]:
+    import torch
+
+    def ints(lo: int, hi: int, shape: tuple[int, ...]) -> torch.Tensor:
+        return torch.randint(lo, hi + 1, shape, generator=gen, dtype=torch.int32).to(device)
+
+    drop = 0.0 if v == 0 else 0.1
+    q = torch.randn((b, cfg.s_q, cfg.heads, 512), generator=gen).clamp(-1.0, 1.0).to(q_dtype).to(device)
+    out = {
+        "q": q,
+        "indices": _shuffled(_req(base, "indices"), gen, drop),
+        "topk_length": ints(0 if v else cfg.topk, cfg.topk, (b,)),
+    }
+    if cfg.uses_indexer:
+        h = cfg.index_heads
+        out["q_idx"] = torch.randn((b, cfg.s_q, h, 128), generator=gen).to(idx_dtype).to(device)
+        out["weights"] = (torch.randn((b, cfg.s_q, h), generator=gen) * (128**-0.5 * h**-0.5)).to(device)
+        # Some requests see fewer rows than top-k (-1 padding), the rest more (the selection runs).
+        out["n_comp"] = ints(1, cfg.extra_pool, (b,))
+    elif cfg.extra_topk > 0:
+        out["extra_indices"] = _shuffled(_req(base, "extra_indices"), gen, drop)
+        out["extra_topk_length"] = ints(0 if v else cfg.extra_topk, cfg.extra_topk, (b,))
+    return out
+
+
+def decode_step(
+    cfg: StressConfig, fixed: dict[str, torch.Tensor], inputs: dict[str, torch.Tensor], meta: Any
+) -> dict[str, torch.Tensor]:
+    """What a graph holds: (CSA) the lightning indexer, then the sparse decode; returns every output tensor."""
+    from wavemla.api import sparse_mla_decode
+
+    outs: dict[str, torch.Tensor] = {}
+    extra: dict[str, torch.Tensor] = {}
+    if "q_idx" in inputs:
+        from wavemla.indexer_glue import sparse_decode_extra_args
+        from wavemla.kernels.indexer import lightning_indexer
+
+        idx, length = lightning_indexer(
+            inputs["q_idx"],
+            inputs["weights"],
+            fixed["index_k_cache"],
+            fixed["block_table"],
+            inputs["n_comp"],
+            cfg.extra_topk,
+            max_n_comp=cfg.extra_pool,
+        )
+        outs["indexer_indices"], outs["indexer_length"] = idx, length
+        args = sparse_decode_extra_args(idx, length)
+        extra = {
+            "extra_kv_cache": fixed["extra_kv_cache"],
+            "extra_indices": args["extra_indices_in_kvcache"],
+            "extra_topk_length": args["extra_topk_length"],
+        }
+    elif "extra_indices" in inputs:
+        extra = {
+            "extra_kv_cache": fixed["extra_kv_cache"],
+            "extra_indices": inputs["extra_indices"],
+            "extra_topk_length": inputs["extra_topk_length"],
+        }
+    out, lse = sparse_mla_decode(
+        inputs["q"],
+        fixed["kv_cache"],
+        inputs["indices"],
+        topk_length=inputs["topk_length"],
+        attn_sink=fixed["attn_sink"],
+        metadata=meta,
+        batch_invariant=True if cfg.batch_invariant else None,  # None: WAVEMLA_BATCH_INVARIANT decides
+        **extra,
+    )
+    outs["out"], outs["lse"] = out, lse
+    return outs
+
+
+@contextlib.contextmanager
+def _splits(n: int | None) -> Iterator[None]:
+    """Force ``WAVEMLA_NUM_SPLITS`` (tokens cut into pieces: the combine kernel runs); None: the planner decides."""
+    from wavemla import config
+
+    if n is None:
+        yield
+        return
+    with config.override(WAVEMLA_NUM_SPLITS=n):
+        yield
+
+
+# ----------------------------------------------------------------------------------------------- the device
+class _Streams:
+    """The streams and events of a run; on the CPU (interpreter) every operation is a no-op on one queue."""
+
+    def __init__(self, device: torch.device, n: int) -> None:
+        import torch
+
+        self.cuda = device.type == "cuda"
+        self.device = device
+        self.streams: list[Any] = [torch.cuda.Stream(device) for _ in range(n)] if self.cuda else [None] * n
+
+    def use(self, i: int) -> contextlib.AbstractContextManager[Any]:
+        import torch
+
+        return torch.cuda.stream(self.streams[i]) if self.cuda else contextlib.nullcontext()
+
+    def record(self, i: int) -> Any:
+        import torch
+
+        if not self.cuda:
+            return None
+        event = torch.cuda.Event()
+        event.record(self.streams[i])
+        return event
+
+    def wait(self, i: int, event: Any) -> None:
+        if self.cuda and event is not None:
+            self.streams[i].wait_event(event)
+
+    def mark_used(self, t: torch.Tensor, i: int) -> None:
+        """Tell the caching allocator that stream ``i`` uses ``t`` (its memory is not reused before that work ends)."""
+        if self.cuda:
+            t.record_stream(self.streams[i])
+
+    def synchronize(self) -> None:
+        import torch
+
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+
+
+class _Noise:
+    """Unrelated work between replays: matmuls and memsets on per-stream buffers, and allocator churn (tensors
+    filled with 0xFF, some allocated on another stream and handed over with ``record_stream``)."""
+
+    def __init__(self, cfg: StressConfig, streams: _Streams) -> None:
+        import torch
+
+        self.streams = streams
+        dev = streams.device
+        dtype = torch.float32 if cfg.cpu else torch.bfloat16
+        n = cfg.noise_mm
+        self.mats = []
+        self.scratch = []
+        for i in range(len(streams.streams)):
+            with streams.use(i):
+                self.mats.append((torch.randn(n, n, device=dev).to(dtype), torch.randn(n, n, device=dev).to(dtype)))
+                self.scratch.append(torch.empty(1 << 22, dtype=torch.uint8, device=dev))
+        streams.synchronize()
+        self.held: list[tuple[int, torch.Tensor]] = []  # (round allocated, tensor), freed two rounds later
+        self.counts = dict.fromkeys(NOISE_OPS, 0)
+
+    def run(self, op: str, size: int, stream: int, rnd: int) -> None:
+        import torch
+
+        s = self.streams
+        n_streams = len(s.streams)
+        if op == "matmul":
+            a, b = self.mats[stream]
+            torch.mm(a, b)  # result freed at once: its block returns to this stream's pool
+        elif op == "memset":
+            self.scratch[stream][: min(size, self.scratch[stream].numel())].fill_(size & 0xFF)
+        elif op == "alloc":
+            t = torch.empty(size, dtype=torch.uint8, device=s.device)
+            t.fill_(0xFF)
+            self.held.append((rnd, t))
+        elif op == "alloc_cross":
+            other = (stream + 1) % n_streams
+            with s.use(other):
+                t = torch.empty(size, dtype=torch.uint8, device=s.device)
+            t.fill_(0xFF)  # used on `stream`, allocated on `other`
+            s.mark_used(t, stream)
+            self.held.append((rnd, t))
+        else:
+            raise ValueError(f"unknown noise op {op!r}")
+        self.counts[op] += 1
+
+    def release(self, rnd: int) -> None:
+        self.held = [(r, t) for r, t in self.held if r > rnd - 2]
+
+
+# -------------------------------------------------------------------------------------------------- the run
+def _setup(cfg: StressConfig, device: torch.device, streams: _Streams, log: Any) -> list[GraphCase]:
+    import torch
+
+    from wavemla.api import MLAMetadata
+
+    shared = MLAMetadata() if cfg.share_metadata else None
+    pool = torch.cuda.graph_pool_handle() if (cfg.share_pool and cfg.use_graphs) else None
+    cases = []
+    for g in range(cfg.graphs):
+        case = build_case(cfg, g, device)
+        case.meta = shared if shared is not None else MLAMetadata()
+        with _splits(case.splits):
+            # Eager reference outputs, each on fresh metadata (same plan: the planner is a pure function).
+            for variant in case.variants:
+                outs = decode_step(cfg, case.fixed, variant, MLAMetadata())
+                case.expected.append({k: t.clone() for k, t in outs.items()})
+            if cfg.use_graphs:
+                # Warm up on a side stream (plans, compiles, allocates the split workspace), then capture.
+                side = torch.cuda.Stream(device)
+                side.wait_stream(torch.cuda.current_stream(device))
+                with torch.cuda.stream(side):
+                    decode_step(cfg, case.fixed, case.static, case.meta)
+                torch.cuda.current_stream(device).wait_stream(side)
+                torch.cuda.synchronize(device)
+                case.graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(case.graph, pool=pool):
+                    case.outputs = decode_step(cfg, case.fixed, case.static, case.meta)
+                torch.cuda.synchronize(device)
+            else:
+                decode_step(cfg, case.fixed, case.static, case.meta)  # plan the metadata now
+        p = case.meta.plan
+        case.plan_note = (
+            f"graph {g}: b={case.batch} splits={'auto' if case.splits is None else case.splits} "
+            f"BLOCK_H={p.block_h} BLOCK_N={p.block_n} units/program={p.units_per_part} programs={p.programs} "
+            f"combine={'yes' if p.needs_combine else 'no'}" + (" indexer in graph" if cfg.uses_indexer else "")
+        )
+        log(case.plan_note)
+        cases.append(case)
+    streams.synchronize()
+    return cases
+
+
+def run_stress(cfg: StressConfig, log: Any = print) -> StressReport:
+    """Run the stress described by ``cfg``; prints progress and every mismatch through ``log``."""
+    import torch
+
+    validate_config(cfg)
+    report = StressReport()
+    if cfg.cpu:
+        device = torch.device("cpu")
+    elif not torch.cuda.is_available():
+        report.error = "no CUDA device (use --cpu for an interpreter run of the harness)"
+        return report
+    else:
+        device = torch.device("cuda", torch.cuda.current_device())
+    t0 = time.perf_counter()
+    streams = _Streams(device, cfg.streams)
+    try:
+        cases = _setup(cfg, device, streams, log)
+        report.graphs = [c.plan_note for c in cases]
+        _loop(cfg, cases, streams, report, log)
+    except (RuntimeError, ValueError) as exc:  # CUDA errors surface as RuntimeError (torch.AcceleratorError)
+        report.error = f"{type(exc).__name__}: {exc}"
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _loop(cfg: StressConfig, cases: list[GraphCase], streams: _Streams, report: StressReport, log: Any) -> None:
+    import torch
+
+    device = streams.device
+    plan = schedule(cfg)
+    keys = list(cases[0].expected[0])
+    counts = torch.zeros((len(plan), len(keys), 2), dtype=torch.int64, device=device)
+    values = torch.zeros((len(plan), len(keys), 2), dtype=torch.float64, device=device)
+    noise = _Noise(cfg, streams)
+    done: list[Any] = [None] * len(cases)
+    checked = 0
+    for r in plan:
+        case = cases[r.graph]
+        with streams.use(r.stream):
+            streams.wait(r.stream, done[r.graph])
+            for op, size in r.noise:
+                noise.run(op, size, r.stream, r.round)
+            for k, t in case.variants[r.variant].items():
+                case.static[k].copy_(t)
+            if case.graph is not None:
+                case.graph.replay()
+                outputs = case.outputs
+            else:
+                outputs = decode_step(cfg, case.fixed, case.static, case.meta)
+                for t in outputs.values():
+                    streams.mark_used(t, r.check_stream)
+            if cfg.inject_flip == r.index:
+                # Self-test: one flipped bit in one element must be reported as exactly one mismatch.
+                bits = _bits(outputs["out"]).view(-1)
+                bits[:1].bitwise_xor_(1)
+            replayed = streams.record(r.stream)
+        with streams.use(r.check_stream):
+            streams.wait(r.check_stream, replayed)
+            for j, k in enumerate(keys):
+                compare_into(outputs[k], case.expected[r.variant][k], counts[r.index, j], values[r.index, j])
+            done[r.graph] = streams.record(r.check_stream)
+        report.replays += 1
+        last_in_round = r.index + 1 == len(plan) or plan[r.index + 1].round != r.round
+        if last_in_round:
+            noise.release(r.round)
+            if (r.round + 1) % cfg.check_every == 0 or r.index + 1 == len(plan):
+                streams.synchronize()
+                _collect(plan[checked : r.index + 1], keys, cases, counts, values, report, log)
+                checked = r.index + 1
+                log(f"  {report.replays} replays, {len(report.mismatches)} mismatch(es)")
+    report.noise_ops = dict(noise.counts)
+
+
+def _collect(
+    replays: Sequence[Replay],
+    keys: list[str],
+    cases: list[GraphCase],
+    counts: torch.Tensor,
+    values: torch.Tensor,
+    report: StressReport,
+    log: Any,
+) -> None:
+    if not replays:
+        return
+    lo, hi = replays[0].index, replays[-1].index + 1
+    c = counts[lo:hi].cpu()
+    v = values[lo:hi].cpu()
+    for i, j in (c[:, :, 0] > 0).nonzero().tolist():
+        r = replays[i]
+        ref = cases[r.graph].expected[r.variant][keys[j]]
+        m = Mismatch(
+            replay=r.index,
+            graph=r.graph,
+            variant=r.variant,
+            round=r.round,
+            stream=r.stream,
+            check_stream=r.check_stream,
+            tensor=keys[j],
+            count=int(c[i, j, 0]),
+            numel=ref.numel(),
+            first=_unravel(int(c[i, j, 1]), tuple(ref.shape)),
+            actual=float(v[i, j, 0]),
+            expected=float(v[i, j, 1]),
+        )
+        report.mismatches.append(m)
+        log(m.describe())
+
+
+def summary(cfg: StressConfig, report: StressReport) -> str:
+    shape = f"mode={cfg.mode} h={cfg.heads} s_q={cfg.s_q} {'FP8 MODEL1' if cfg.fp8 else 'row'} caches"
+    how = "CUDA graphs" if cfg.use_graphs else ("eager, interpreter" if cfg.cpu else "eager")
+    lines = [
+        f"wavemla stress: {report.replays} replays of {cfg.graphs} graph(s) on {cfg.streams} stream(s) ({how}), "
+        f"{shape}, seed {cfg.seed}, {report.seconds:.1f} s",
+        *(f"  {g}" for g in report.graphs),
+        "  noise: " + ", ".join(f"{k} {v}" for k, v in report.noise_ops.items()),
+    ]
+    if report.error is not None:
+        lines.append(f"  ERROR: {report.error}")
+    lines.append(
+        f"  result: {'FAIL' if report.exit_code else 'PASS'} "
+        f"({len(report.mismatches)} mismatching output(s) in "
+        f"{len({m.replay for m in report.mismatches})} replay(s))"
+    )
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------------ CLI
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mode", default="csa", choices=sorted(MODES), help="DSV4 layer type (default csa)")
+    parser.add_argument(
+        "--batch", type=int, nargs="+", default=None, help="requests per graph, cycled over graphs (default 48 7 96 1)"
+    )
+    parser.add_argument("--heads", type=int, default=None, help="query heads (default 64; 16 with --small)")
+    parser.add_argument("--s-q", type=int, default=1, help="query tokens per request (default 1)")
+    parser.add_argument("--streams", type=int, default=2, help="replay streams (>= 2, default 2)")
+    parser.add_argument("--graphs", type=int, default=None, help="captured graphs (default 4; 2 with --small)")
+    parser.add_argument(
+        "--replays",
+        type=int,
+        default=None,
+        help=f"replays in total (default {DEFAULT_REPLAYS}; {SMALL_REPLAYS} --small)",
+    )
+    parser.add_argument("--variants", type=int, default=3, help="input sets per graph (default 3)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--small", action="store_true", help="tiny shapes for compute-sanitizer runs")
+    parser.add_argument("--bf16", action="store_true", help="bf16 row caches instead of FP8 MODEL1")
+    parser.add_argument("--no-indexer", action="store_true", help="CSA: random compressed indices, no indexer")
+    parser.add_argument(
+        "--splits",
+        nargs="+",
+        default=None,
+        help="WAVEMLA_NUM_SPLITS per graph, cycled ('auto': the planner); default: auto 3 (auto 2 with "
+        "--batch-invariant, where the count must divide the tiles per token), so the combine runs",
+    )
+    parser.add_argument("--batch-invariant", action="store_true", help="decode with batch_invariant=True")
+    parser.add_argument("--noise-mm", type=int, default=None, help="noise matmul size (default 2048; 256 --small)")
+    parser.add_argument("--check-every", type=int, default=250, help="rounds between host checks (default 250)")
+    parser.add_argument("--no-graph", action="store_true", help="eager calls on the streams instead of graphs")
+    parser.add_argument("--cpu", action="store_true", help="run the harness eagerly through Triton's interpreter")
+    parser.add_argument(
+        "--share-metadata",
+        action="store_true",
+        help="negative control: every graph shares one metadata (one split workspace); with --splits 3 the "
+        "overlapping replays race on it and mismatches are expected",
+    )
+    parser.add_argument(
+        "--share-pool",
+        action="store_true",
+        help="negative control: every graph is captured into one memory pool, so temporaries of graphs replayed "
+        "at the same time on different streams alias; mismatches are expected",
+    )
+    parser.add_argument(
+        "--inject-flip", type=int, default=None, metavar="REPLAY", help="self-test: flip one output bit of a replay"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.cpu:
+        from wavemla import config
+
+        config.use_triton_interpreter()
+    try:
+        cfg = config_from_args(args)
+    except ValueError as exc:
+        print(f"wavemla stress: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"wavemla stress: mode={cfg.mode} batches={list(cfg.batches)} h={cfg.heads} graphs={cfg.graphs} "
+        f"streams={cfg.streams} replays={cfg.replays} variants={cfg.variants} seed={cfg.seed}"
+    )
+    report = run_stress(cfg)
+    print(summary(cfg, report))
+    return report.exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m wavemla.tools.stress", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

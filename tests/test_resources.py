@@ -1,0 +1,246 @@
+"""Compiled kernel resources: the packaged table, the on-disk cache, and that every plannable configuration compiles
+for sm_80, 86, 89, 90, 100 and 120 with the installed Triton."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import triton
+
+from wavemla import config, resources
+from wavemla.device import PRESETS
+from wavemla.plan import KernelConfig, Workload, all_candidate_configs, clear_caches, static_resources
+from wavemla.resources import (
+    ARCHES,
+    CACHE_FILE,
+    DATA_PATH,
+    CompiledResources,
+    CompileError,
+    compile_requests,
+    compile_resources,
+    resource_key,
+)
+
+
+@pytest.fixture
+def environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """The process environment without WAVEMLA_* knobs (compile workers inherit the rest: PATH, HOME, Triton's
+    cache); parsed values and cached plans are forgotten before and after."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WAVEMLA_")}
+    monkeypatch.setattr(config, "_environ", lambda: env)
+    config.reload()
+    clear_caches()
+    yield env
+    config.reload()
+    clear_caches()
+
+
+@pytest.fixture
+def cache_dir(environ: dict[str, str], tmp_path: Path) -> Path:
+    environ["WAVEMLA_CACHE_DIR"] = str(tmp_path / "cache")
+    return tmp_path / "cache"
+
+
+def _entry(**overrides: object) -> CompiledResources:
+    row: dict[str, object] = {
+        "kernel": resources.kernel_id(), "block_h": 16, "block_n": 16, "num_warps": 4, "num_stages": 1, "is_fp8": True,
+        "q_dtype": "fp16", "arch": 120, "triton": triton.__version__, "shared_bytes": 49152,
+        "static_shared_bytes": 1024, "regs": 200, "stack_bytes": 0, "local_bytes": 0,
+    }  # fmt: skip
+    row.update(overrides)
+    return CompiledResources(**row)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- the packaged table
+
+
+def test_table_covers_every_plannable_config_on_every_arch() -> None:
+    payload = json.loads(DATA_PATH.read_text(encoding="utf-8"))
+    assert payload["schema"] == resources.SCHEMA
+    assert payload["triton"] and payload["generated_by"].startswith("python -m wavemla.resources")
+    version, kernel, table = resources.committed_table()
+    assert version == payload["triton"] and kernel == payload["kernel"]
+    assert len(table) == len(payload["entries"])  # no duplicate keys
+    wanted = {
+        resource_key(kernel, c.block_h, c.block_n, c.num_warps, c.num_stages, fp8, arch, version)
+        for c, fp8 in all_candidate_configs()
+        for arch in ARCHES
+    }
+    assert set(table) == wanted
+
+
+def test_table_was_built_from_the_current_kernel_source() -> None:
+    _, kernel, _ = resources.committed_table()
+    assert kernel == resources.kernel_id(), (
+        "the split kernel changed since the resource table was generated: run `python -m wavemla.resources --write`"
+    )
+
+
+def test_table_values_are_what_a_cubin_can_hold() -> None:
+    _, _, table = resources.committed_table()
+    for r in table.values():
+        assert 1 <= r.regs <= 255, r
+        assert r.stack_bytes >= 0 and r.local_bytes >= 0
+        # the q tile plus one KV tile in shared memory at least (fp16 / bf16 elements)
+        assert r.shared_bytes >= (r.block_h + r.block_n) * 512 * 2, r
+        reserved = 1024 if r.arch >= 90 else 0
+        assert r.static_shared_bytes == reserved, r  # the kernel declares no static shared memory of its own
+        assert r.smem_bytes == r.shared_bytes
+        assert r.q_dtype == ("fp16" if r.is_fp8 else "bf16")
+
+
+def test_table_reproduces_the_h200_measured_shared_memory() -> None:
+    """The sm_90 rows the H200 measured (Triton 3.6 on the GPU) match what this table compiled offline."""
+    from wavemla.plan import _SM90_TABLE
+
+    for (bh, bn, nw, ns, fp8), measured in _SM90_TABLE.items():
+        hit = resources.lookup(KernelConfig(bh, bn, nw, ns), fp8, 90)
+        assert hit is not None
+        assert hit[0].smem_bytes == measured.smem_bytes, (bh, bn, nw, ns, fp8)
+
+
+def test_planner_reads_the_table_for_sm120(environ: dict[str, str], cache_dir: Path) -> None:
+    w = Workload(batch=64, s_q=1, h_q=64, topk=128, extra_topk=512)
+    res = static_resources(KernelConfig(16, 16, 4, 1), w, PRESETS["rtx-pro-6000"])
+    version, kernel, table = resources.committed_table()
+    entry = table[resource_key(kernel, 16, 16, 4, 1, True, 120, version)]
+    assert res.source == "compiled" and "packaged table" in res.note
+    assert (res.smem_bytes, res.regs_per_thread, res.stack_bytes) == (entry.smem_bytes, entry.regs, entry.stack_bytes)
+    # sm_121 (DGX Spark) has no rows of its own: it reads sm_120's
+    spark = static_resources(KernelConfig(16, 16, 4, 1), w, PRESETS["dgx-spark"])
+    assert spark.smem_bytes == entry.smem_bytes and "sm_120 entry" in spark.note
+
+
+# ---------------------------------------------------------------- cache directory and on-disk cache
+
+
+def test_cache_dir_default_and_knob(environ: dict[str, str], tmp_path: Path) -> None:
+    assert resources.cache_dir() == Path.home() / ".cache" / "wavemla"
+    environ["WAVEMLA_CACHE_DIR"] = str(tmp_path / "x")
+    config.reload()
+    assert resources.cache_dir() == tmp_path / "x"
+    environ["WAVEMLA_CACHE_DIR"] = "~/wavemla-cache"
+    config.reload()
+    assert resources.cache_dir() == Path.home() / "wavemla-cache"
+
+
+def test_disk_cache_round_trip_and_wins_over_the_table(environ: dict[str, str], cache_dir: Path) -> None:
+    fake = _entry(shared_bytes=60000, regs=100)
+    resources._store(cache_dir, [fake])
+    stored = json.loads((cache_dir / CACHE_FILE).read_text(encoding="utf-8"))
+    assert stored["entries"] == [asdict(fake)]
+    assert resources.cached_entries(cache_dir) == {fake.key: fake}
+    hit = resources.lookup(KernelConfig(16, 16, 4, 1), True, 120)
+    assert hit is not None and hit[0] == fake and "cache" in hit[1]
+    w = Workload(batch=64, s_q=1, h_q=64, topk=128, extra_topk=512)
+    res = static_resources(KernelConfig(16, 16, 4, 1), w, PRESETS["rtx-pro-6000"])
+    assert (res.smem_bytes, res.regs_per_thread) == (60000, 100)
+    # a second store merges instead of replacing
+    other = _entry(arch=86, shared_bytes=1)
+    resources._store(cache_dir, [other])
+    assert set(resources.cached_entries(cache_dir)) == {fake.key, other.key}
+
+
+def test_disk_cache_for_another_triton_is_ignored(environ: dict[str, str], cache_dir: Path) -> None:
+    resources._store(cache_dir, [_entry(triton="0.0.1", shared_bytes=60000)])
+    hit = resources.lookup(KernelConfig(16, 16, 4, 1), True, 120)
+    assert hit is not None and "packaged table" in hit[1] and hit[0].shared_bytes != 60000
+
+
+def test_unreadable_cache_is_a_miss(environ: dict[str, str], cache_dir: Path) -> None:
+    cache_dir.mkdir(parents=True)
+    (cache_dir / CACHE_FILE).write_text("{not json", encoding="utf-8")
+    assert resources.cached_entries(cache_dir) == {}
+    assert resources.lookup(KernelConfig(16, 16, 4, 1), True, 120) is not None  # the table still answers
+
+
+def test_cached_results_are_not_recompiled(environ: dict[str, str], cache_dir: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    fake = _entry(arch=89)
+    resources._store(cache_dir, [fake])
+
+    def no_workers(*args: object, **kwargs: object) -> list[dict[str, object]]:
+        raise AssertionError("a cached configuration was compiled again")
+
+    monkeypatch.setattr(resources, "_run_workers", no_workers)
+    assert compile_resources([KernelConfig(16, 16, 4, 1)], arches=[89]) == [fake]
+
+
+# ---------------------------------------------------------------- argument checks and failures
+
+
+@pytest.mark.parametrize(
+    ("configs", "arches", "kwargs", "says"),
+    [
+        pytest.param([KernelConfig(8, 16, 4, 1)], [90], {}, "configs", id="block-h-8"),
+        pytest.param([KernelConfig(16, 128, 4, 1)], [90], {}, "configs", id="block-n-128"),
+        pytest.param([KernelConfig(16, 16, 3, 1)], [90], {}, "configs", id="warps-3"),
+        pytest.param([KernelConfig(16, 16, 4, 4)], [90], {}, "configs", id="stages-4"),
+        pytest.param([KernelConfig(16, 16, 4, 1)], [75], {}, "arches", id="sm75"),
+        pytest.param(
+            [KernelConfig(16, 16, 4, 1)],
+            [90],
+            {"is_fp8": False, "q_dtype": "fp16"},
+            "q_dtype",
+            id="fp16-q-with-bf16-rows",
+        ),
+        pytest.param([KernelConfig(16, 16, 4, 1)], [90], {"q_dtype": "fp32"}, "q_dtype", id="fp32-q"),
+    ],
+)
+def test_bad_requests_name_the_argument(
+    environ: dict[str, str], cache_dir: Path, configs: list[KernelConfig], arches: list[int],
+    kwargs: dict[str, object], says: str,
+) -> None:  # fmt: skip
+    with pytest.raises(ValueError, match=says):
+        compile_resources(configs, arches, **kwargs)  # type: ignore[arg-type]
+
+
+def test_compile_failure_names_config_and_arch(environ: dict[str, str], cache_dir: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    def failing(jobs: list[dict[str, object]], workers: int) -> list[dict[str, object]]:
+        return [{"job": j, "error": "PTXASError: boom", "seconds": 0.0} for j in jobs]
+
+    monkeypatch.setattr(resources, "_run_workers", failing)
+    with pytest.raises(CompileError, match=r"BLOCK_H=32 BLOCK_N=16 warps=4 stages=1 fp8 q fp16 on sm_86: PTXAS"):
+        compile_resources([KernelConfig(32, 16, 4, 1)], arches=[86])
+    assert not (cache_dir / CACHE_FILE).exists()
+
+
+def test_worker_reports_a_bad_job_without_dying() -> None:
+    """A job the kernel cannot build comes back as an error row; the worker goes on to the next job."""
+    bad = {"block_h": 16, "block_n": 16, "num_warps": 4, "num_stages": 1, "is_fp8": True, "q_dtype": "fp16",
+           "arch": 12345}  # fmt: skip
+    rows = resources._run_workers([bad], 1)
+    assert len(rows) == 1 and "error" in rows[0] and rows[0]["job"] == bad
+
+
+# ---------------------------------------------------------------- portability: everything the planner can pick
+
+
+def test_every_plannable_config_compiles_for_every_arch(environ: dict[str, str], cache_dir: Path) -> None:
+    """Compiles (in worker processes, interpreter off) every configuration the planner can return, for sm_80, 86,
+    89, 90, 100 and 120: FP8 with the fp16 query of production launches and with the bf16 query of small batches,
+    bf16 rows with bf16 queries. Where the installed Triton made the packaged table, the numbers must match it.
+    Takes about 3 minutes on 2 cores with a cold Triton cache."""
+    t0 = time.perf_counter()
+    requests = [(c, fp8, "fp16" if fp8 else "bf16") for c, fp8 in all_candidate_configs()]
+    requests += [(c, True, "bf16") for c, fp8 in all_candidate_configs() if fp8]
+    got = compile_requests(requests, ARCHES)
+    assert len(got) == len(requests) * len(ARCHES) == len({r.key for r in got})
+    for r in got:
+        assert r.triton == triton.__version__
+        assert 1 <= r.regs <= 255 and r.shared_bytes > 0, r
+    assert set(resources.cached_entries(cache_dir)) == {r.key for r in got}
+    version, kernel, table = resources.committed_table()
+    if version == triton.__version__ and kernel == resources.kernel_id():
+        for r in got:
+            if r.key in table:
+                t = table[r.key]
+                assert (r.shared_bytes, r.regs, r.stack_bytes) == (t.shared_bytes, t.regs, t.stack_bytes), r.key
+    print(f"compiled {len(got)} kernels in {time.perf_counter() - t0:.0f} s")

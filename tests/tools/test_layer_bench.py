@@ -1,0 +1,343 @@
+"""Tests for ``wavemla layer-bench``: the tiny layer end to end on the CPU lane (JSON, traces, rules), its attention
+and MoE against fp64 references of dsv4-attention.md §2-§5, and argument errors.
+
+Without a GPU the layer runs eagerly through Triton's interpreter (fp16) and traces come from the CPU profiler, so
+they hold the ``layer.*`` annotations but no GPU kernels; kernel classification is checked on kernel names instead.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from wavemla import cli
+from wavemla.reference.fp8 import dequantize_model1, quantize_model1
+from wavemla.reference.indexer import dequantize_index_k
+from wavemla.tools import layer_bench
+from wavemla.tools.layer_bench import (
+    COMPONENTS,
+    RESULTS_FILE,
+    RULES_FILE,
+    SCHEMA,
+    TINY,
+    DecoderLayer,
+    MoE,
+    make_config,
+    run_layer_bench,
+    yarn_freqs,
+)
+from wavemla.tools.trace import StepSpec, load_events, profile_trace, resolve_inputs
+from wavemla.tools.trace_rules import RuleSet, build_ruleset, default_rules
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float16
+BATCHES = (1, 3)
+# Lane tolerances against the fp64 references: max error / max |ref|, cosine difference, slack of a top-k choice
+# (relative to the largest score), and request-for-request agreement of two batch sizes. The CPU lane runs in fp16;
+# bf16 keeps 3 fewer mantissa bits.
+TOL = {
+    torch.float16: {"rel": 5e-3, "cos": 2e-6, "topk": 1e-2, "slice": 2e-3},
+    torch.bfloat16: {"rel": 4e-2, "cos": 2e-4, "topk": 3e-2, "slice": 2e-2},
+}[DTYPE]
+# torch._grouped_mm is graph-capturable on sm_90/sm_100 only; the tool refuses other GPUs.
+GRAPHS_OK = DEVICE == "cpu" or torch.cuda.get_device_capability()[0] in (9, 10)
+STEPS = StepSpec(kernel=layer_bench.STEP_KERNEL)  # how `wavemla trace` counts layer steps in these traces
+
+
+# ------------------------------------------------------------------------------------------------- end to end
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    if not GRAPHS_OK:
+        pytest.skip("the layer bench runs on sm_90/sm_100 GPUs (or the CPU interpreter)")
+    out = tmp_path_factory.mktemp("layer_bench")
+    cfg = make_config(tiny=True, batches=BATCHES, out=out, device=DEVICE, reps=1, profile_steps=1)
+    lines: list[str] = []
+    doc = run_layer_bench(cfg, log=lines.append)
+    assert len(lines) == 1 + len(BATCHES) * 2  # a header, then one line per mode and batch
+    return doc, out
+
+
+def test_json_schema_and_values(tiny_run: tuple[dict[str, Any], Path]) -> None:
+    doc, out = tiny_run
+    assert json.loads((out / RESULTS_FILE).read_text()) == doc
+    assert doc["schema"] == SCHEMA
+    assert set(doc) >= {"env", "args", "dims", "timer", "units", "modes", "rules"}
+    assert doc["args"]["batches"] == list(BATCHES) and doc["args"]["tiny"] is True
+    assert doc["dims"]["hidden"] == TINY.hidden and doc["dims"]["experts"] == TINY.experts
+    assert list(doc["modes"]) == ["csa", "hca"]
+    context = doc["args"]["context"]
+    for mode, comps in (("csa", list(COMPONENTS)), ("hca", [c for c in COMPONENTS if c != "indexer"])):
+        entry = doc["modes"][mode]
+        assert entry["components"] == comps
+        assert entry["n_comp"] == context // entry["ratio"]
+        assert entry["rows"]["window"] == TINY.window
+        selected = min(TINY.index_topk, entry["n_comp"]) if mode == "csa" else entry["n_comp"]
+        assert entry["rows"]["compressed"] == selected
+        assert [r["batch"] for r in entry["batches"]] == list(BATCHES)
+        for rec in entry["batches"]:
+            assert list(rec["components"]) == comps
+            for timing in [*rec["components"].values(), rec["layer"]]:
+                assert 0 < timing["p20_us"] <= timing["median_us"] <= timing["p80_us"]
+            assert all(t["bytes"] > 0 and t["gbps"] > 0 for t in rec["components"].values())
+            assert rec["component_sum_us"] == pytest.approx(sum(t["median_us"] for t in rec["components"].values()))
+            assert TINY.experts_per_token <= rec["distinct_routed_experts"] <= TINY.experts
+            assert rec["trace"] == f"{mode}/layer_bs{rec['batch']}.json.gz"
+        # more requests touch more experts: the MoE weight bytes grow with the batch
+        moe_bytes = [r["components"]["moe"]["bytes"] for r in entry["batches"]]
+        assert moe_bytes == sorted(moe_bytes)
+
+
+def test_traces_parse_with_trace_readers(tiny_run: tuple[dict[str, Any], Path]) -> None:
+    doc, out = tiny_run
+    for mode, entry in doc["modes"].items():
+        inputs = resolve_inputs([str(out / mode)])  # the mode directory holds traces only
+        assert [(Path(i.path).name, i.batch) for i in inputs] == [(f"layer_bs{b}.json.gz", b) for b in BATCHES]
+        for item in inputs:
+            events = load_events(item.path)
+            names = {e["name"] for e in events if e.get("cat") in ("user_annotation", "gpu_user_annotation")}
+            assert layer_bench.STEP_MARKER in names
+            if DEVICE == "cuda":  # graph replays: kernels, but no per-component ranges (Python does not rerun)
+                rules = build_ruleset([out / RULES_FILE])
+                prof = profile_trace(item.path, item.batch, rules, STEPS)
+                assert prof.steps == doc["args"]["profile_steps"]
+                assert prof.graph_kernels > 0
+                ran = {c for c, t in prof.components.items() if t.busy_ms > 0}
+                assert {"attention", "moe", "dense_gemm"} <= ran and ("indexer" in ran) == (mode == "csa")
+            else:  # CPU profiler: eager steps with every component's range, CPU ops, no GPU kernels
+                assert {f"layer.{c}" for c in entry["components"]} <= names
+                with pytest.raises(ValueError, match="no GPU kernel events"):
+                    profile_trace(item.path, item.batch, RuleSet(default_rules()), STEPS)
+        assert entry["trace_command"].endswith(f"--step-kernel {layer_bench.STEP_KERNEL} --rules {out / RULES_FILE}")
+
+
+# Kernel names as Kineto writes them on an H200: ours (Triton function names), CUTLASS grouped GEMM of
+# torch._grouped_mm, cuBLAS and ATen elementwise kernels.
+GROUPED = (
+    "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cutlass::gemm::GroupProblemShape<"
+    "cute::tuple<int, int, int> >, cutlass::gemm::collective::CollectiveMma<cutlass::gemm::"
+    "MainloopSm90ArrayTmaGmmaWarpSpecializedPingpong<4, cute::tuple<cute::C<2>, cute::C<1>, cute::C<1> >, "
+    "cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong>, cutlass::bfloat16_t> > >(...)"
+)
+ROUTER_TOPK = "void at::native::sbtopk::gatherTopK<float, unsigned int, 2, false>(at::cuda::detail::TensorInfo<...>)"
+KERNELS = [
+    ("_sparse_mla_decode_kernel", "attention"),
+    ("_sparse_mla_combine_kernel", "attention"),
+    ("_indexer_score_kernel", "indexer"),
+    ("_indexer_hist_kernel", "indexer"),
+    ("_indexer_count_kernel", "indexer"),
+    ("_indexer_compact_kernel", "indexer"),
+    (GROUPED, "moe"),
+    ("void at::cuda::detail::prepare_grouped_gemm_data<cutlass::bfloat16_t, cutlass::bfloat16_t>(...)", "moe"),
+    (ROUTER_TOPK, "moe"),
+    (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::silu_kernel("
+        "at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda(c10::BFloat16)#1}, ...>(int, ...)",
+        "moe",
+    ),
+    (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::softplus_kernel("
+        "at::TensorIteratorBase&, c10::Scalar const&, c10::Scalar const&)::{lambda()#1}, ...>(int, ...)",
+        "moe",
+    ),
+    ("nvjet_tst_64x8_64x16_4x1_v_bz_splitK_TNT", "dense_gemm"),
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, ...> >(...)", "norm_elementwise"),
+]
+
+
+@pytest.mark.parametrize(("name", "component"), KERNELS, ids=[f"{c}-{i}" for i, (_, c) in enumerate(KERNELS)])
+def test_rules_file_classifies_layer_kernels(tiny_run: tuple[dict[str, Any], Path], name: str, component: str) -> None:
+    _, out = tiny_run
+    assert build_ruleset([out / RULES_FILE]).classify(name) == component
+
+
+def test_without_rules_file_router_topk_is_sampling() -> None:
+    # why the rules file exists: the default rules cannot tell the router's top-k from a sampler's
+    assert RuleSet(default_rules()).classify(ROUTER_TOPK) == "sampling"
+
+
+# --------------------------------------------------------------------------------------- fp64 references
+
+
+def _rms64(x: torch.Tensor, w: torch.Tensor | None = None, eps: float = TINY.eps) -> torch.Tensor:
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return y if w is None else y * w.double()
+
+
+def _freqs64() -> torch.Tensor:
+    """YaRN frequencies written from dsv4-attention.md §1-§2 (theta 160000, factor 16, lo 15, hi 25)."""
+    j = torch.arange(32, dtype=torch.float64)
+    f = 160000.0 ** (-j / 32)
+    ramp = ((j - 15) / 10).clamp(0, 1)
+    return f * (1 - ramp) + f / 16 * ramp
+
+
+def _rope64(x: torch.Tensor, p: int, inverse: bool = False) -> torch.Tensor:
+    """Rotate the last 64 dims as 32 complex pairs by ``p·f_j`` (conjugate when inverse), fp64."""
+    z = torch.view_as_complex(x[..., -64:].reshape(*x.shape[:-1], 32, 2).contiguous())
+    turn = torch.polar(torch.ones(32, dtype=torch.float64), p * _freqs64() * (-1.0 if inverse else 1.0))
+    out = x.clone()
+    out[..., -64:] = torch.view_as_real(z * turn).flatten(-2)
+    return out
+
+
+def _rows(cache: torch.Tensor) -> torch.Tensor:
+    return dequantize_model1(cache.cpu(), torch.float64).reshape(-1, 512)
+
+
+def _slot_rows(table: torch.Tensor, page: int, n: int) -> torch.Tensor:
+    """Global slots of a request's rows 0..n-1 through its block table row."""
+    i = torch.arange(n)
+    return table.long().cpu()[i // page] * page + i % page
+
+
+def _is_topk(score: torch.Tensor, chosen: torch.Tensor, k: int, tol: float) -> bool:
+    """``chosen`` holds k distinct rows whose scores all reach the k-th best within ``tol`` (near ties allowed)."""
+    kth = score.topk(k).values[-1]
+    return chosen.numel() == k == chosen.unique().numel() and bool((score[chosen] >= kth - tol).all())
+
+
+def _assert_close(name: str, got: torch.Tensor, ref: torch.Tensor, rel: float, cos: float) -> None:
+    got = got.double().cpu()
+    err = (got - ref).abs().max().item()
+    scale = ref.abs().max().item()
+    cd = 1 - torch.nn.functional.cosine_similarity(got.flatten(), ref.flatten(), dim=0).item()
+    assert err <= rel * scale and cd <= cos, f"{name}: max err {err:.3g} (scale {scale:.3g}), cosine diff {cd:.3g}"
+
+
+@pytest.fixture(scope="module")
+def moe() -> MoE:
+    return MoE(TINY, DEVICE, DTYPE, torch.Generator(device=DEVICE).manual_seed(3))
+
+
+def test_yarn_freqs_follow_the_spec() -> None:
+    f = yarn_freqs(TINY)
+    base = 160000.0 ** (-torch.arange(32, dtype=torch.float64) / 32)
+    assert torch.equal(f[:16], base[:16])  # ramp 0 up to lo = 15
+    assert torch.allclose(f[25:], base[25:] / 16, rtol=1e-15)  # ramp 1 from hi = 25
+    assert torch.allclose(f, _freqs64(), rtol=1e-14)
+
+
+@pytest.mark.parametrize("mode", ["csa", "hca"])
+def test_attention_and_moe_match_fp64_reference(mode: str, moe: MoE) -> None:
+    d = TINY
+    context, b = 16 * d.window + 5, 3  # p = context - 1 not aligned to the ring or to a compressed row
+    layer = DecoderLayer(d, mode, context, b, moe, device=DEVICE, dtype=DTYPE, seed=1)
+    inp = layer.inputs(b)
+    acts = layer.forward(inp)
+    p = context - 1
+    n_comp = context // layer_bench.MODES[mode]
+    swa_rows, comp_rows = _rows(layer.swa_cache), _rows(layer.comp_cache)
+    wq_a, wkv = layer.w_qkv_a.double().cpu().split([d.q_lora, 512])
+    for r in range(b):
+        x = layer.x[r].double().cpu()
+        xn = _rms64(x, layer.attn_norm.cpu())
+        qr = _rms64(wq_a @ xn, layer.q_norm.cpu())
+        q = _rope64(_rms64((layer.wq_b.double().cpu() @ qr).view(d.heads, 512)), p)
+        kv = _rope64(_rms64(wkv @ xn, layer.kv_norm.cpu()), p)
+
+        # the window: tokens p-15 .. p at ring slots t % 16; the step wrote token p's row (FP8 MODEL1)
+        ring = torch.arange(p - d.window + 1, p + 1) % d.window
+        win_slots = _slot_rows(layer.swa_table[r], d.swa_page, d.window)[ring]
+        assert torch.equal(layer.win_idx[r, 0].cpu().long(), win_slots)
+        written = swa_rows[win_slots[-1]]
+        quantized_ref = dequantize_model1(quantize_model1(kv.float().view(1, 1, 1, 512)), torch.float64).view(512)
+        # fp16 vs fp64 inputs may round an element to the neighbouring e4m3 code: at most 1/8 of the tile's amax
+        _assert_close(f"row {r} written to the window", written, quantized_ref, rel=0.13, cos=1e-3)
+
+        slots = _slot_rows(layer.comp_table[r], d.page(mode), n_comp)  # compressed row i -> global slot
+        if mode == "csa":
+            iq = _rope64((layer.idx_wq_b.double().cpu() @ qr).view(d.index_heads, 128), p)
+            w = (layer.idx_wproj.double().cpu() @ xn) * (128**-0.5 * d.index_heads**-0.5)
+            keys = dequantize_index_k(layer.idx_cache.cpu()).double().reshape(-1, 128)[slots]
+            score = (torch.relu(iq @ keys.T) * w[:, None]).sum(0)  # [n_comp]
+            k = min(d.index_topk, n_comp)
+            assert int(acts.comp_len[r]) == k
+            chosen_slots = acts.comp_idx[r, 0, :k].long().cpu()
+            row_of = {int(s): i for i, s in enumerate(slots)}
+            chosen = torch.tensor([row_of[int(s)] for s in chosen_slots])
+            assert _is_topk(score, chosen, k, tol=TOL["topk"] * score.abs().max().item()), f"request {r}: not a top-{k}"
+            comp = comp_rows[chosen_slots]
+        else:
+            assert torch.equal(acts.comp_idx[r, 0].long().cpu(), slots)
+            comp = comp_rows[slots]
+        rows = torch.cat([swa_rows[win_slots], comp])  # attended rows, K = V
+
+        s = (q @ rows.T) * 512**-0.5  # [H, N]
+        sink = layer.sink.double().cpu()
+        m = torch.maximum(s.amax(-1), sink)
+        e = torch.exp(s - m[:, None])
+        o = (e @ rows) / (e.sum(-1) + torch.exp(sink - m))[:, None]
+        _assert_close(f"request {r} sparse decode", acts.o[r], o, rel=TOL["rel"], cos=TOL["cos"])
+        o = _rope64(o, p, inverse=True)
+        heads = d.heads // d.o_groups
+        groups = o.view(d.o_groups, heads * 512)  # group g = heads 8g .. 8g+7
+        y = torch.cat([layer.wo_a[g].double().cpu() @ groups[g] for g in range(d.o_groups)])
+        attn = layer.wo_b.double().cpu() @ y
+        _assert_close(f"request {r} attention output", acts.attn_out[r], attn, rel=TOL["rel"], cos=TOL["cos"])
+
+    # MoE on the layer's own h: the layer's routing must be a top-6, its output the weighted expert sum
+    for t in range(b):
+        h = acts.h[t].double().cpu()
+        hn = _rms64(h, moe.ffn_norm.cpu())
+        scores = torch.sqrt(torch.nn.functional.softplus(moe.gate.double().cpu() @ hn))
+        biased = scores + moe.bias.double().cpu()
+        sel = acts.experts[t].cpu()
+        assert _is_topk(biased, sel, d.experts_per_token, tol=TOL["topk"]), f"token {t}: routing is not a top-6"
+        gates = scores[sel] / scores[sel].sum() * d.route_scale
+
+        def expert(i: int, v: torch.Tensor) -> torch.Tensor:
+            gu = moe.w13[i].double().cpu() @ v
+            return moe.w2[i].double().cpu() @ (torch.nn.functional.silu(gu[: d.moe_inter]) * gu[d.moe_inter :])
+
+        ref = h + sum(g * expert(int(i), hn) for g, i in zip(gates, sel, strict=True)) + expert(d.experts, hn)
+        _assert_close(f"token {t} MoE", acts.out[t], ref, rel=TOL["rel"], cos=TOL["cos"])
+
+
+def test_slicing_a_batch_repeats_the_first_requests(moe: MoE) -> None:
+    layer = DecoderLayer(TINY, "hca", 4 * TINY.window * 8, 3, moe, device=DEVICE, dtype=DTYPE, seed=2)
+    one = layer.forward(layer.inputs(1))
+    three = layer.forward(layer.inputs(3))
+    torch.testing.assert_close(one.attn_out[0], three.attn_out[0], rtol=TOL["slice"], atol=TOL["slice"])
+    with pytest.raises(ValueError, match="batch 4"):
+        layer.inputs(4)
+
+
+# ----------------------------------------------------------------------------------------------- arguments
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(["--batch", "0"], "--batch: batch sizes must be >= 1, got 0", id="batch-zero"),
+        pytest.param(["--batch", "4", "-2"], "--batch: batch sizes must be >= 1, got -2", id="batch-negative"),
+        pytest.param(["--context", "15"], "--context 15: shorter than the 16-token sliding window", id="context"),
+        pytest.param(["--mode", "csa", "swa"], "--mode: unknown mode 'swa'; choose from csa, hca", id="mode"),
+        pytest.param(
+            ["--mode", "hca", "--context", "100"],
+            "--context 100: the HCA layer has no complete compressed row before 128 tokens",
+            id="hca",
+        ),
+        pytest.param(["--experts", "5"], "--experts 5: expected 6..1022 routed experts", id="experts"),
+        pytest.param(["--reps", "0"], "--reps: expected >= 1, got 0", id="reps"),
+    ],
+)
+def test_argument_errors_exit_2(argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rc = cli.main(["layer-bench", "--tiny", "--cpu", "--out", str(tmp_path / "out"), *argv])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.startswith("wavemla layer-bench: error: ") and message in err, err
+    assert not (tmp_path / "out").exists()  # nothing is written before the arguments are valid
+
+
+def test_full_size_needs_a_gpu() -> None:
+    with pytest.raises(ValueError, match="needs a CUDA GPU"):
+        make_config(device="cpu")
+    cfg = make_config(device="cuda")  # the GPU defaults, validated without a GPU
+    assert cfg.batches == (1, 8, 16, 32, 48, 64, 80, 96, 128) and cfg.context == 65536
+    assert cfg.dims.experts == 256 and cfg.dtype == torch.bfloat16 and cfg.modes == ("csa", "hca")

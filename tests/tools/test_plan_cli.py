@@ -1,0 +1,149 @@
+"""`wavemla plan`: per-batch plans as text, JSON and a PNG, on a CPU machine; bad arguments exit 2 naming them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from wavemla import cli, config
+from wavemla.device import PRESETS
+from wavemla.plan import Workload, clear_caches, plan
+from wavemla.tools import plan_cli
+
+
+@pytest.fixture(autouse=True)
+def environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str, str]]:
+    env: dict[str, str] = {"WAVEMLA_CACHE_DIR": str(tmp_path / "cache")}
+    monkeypatch.setattr(config, "_environ", lambda: env)
+    config.reload()
+    clear_caches()
+    yield env
+    config.reload()
+    clear_caches()
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    parser = argparse.ArgumentParser()
+    plan_cli.add_arguments(parser)
+    code = plan_cli.run(parser.parse_args(list(argv)))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_registered_as_a_verb() -> None:
+    assert cli.COMMANDS["plan"][0] == "wavemla.tools.plan_cli"
+    args = cli.build_parser().parse_args(["plan", "--gpu", "h200", "--batch", "4"])
+    assert args._module is plan_cli and args.batch == [4]
+
+
+def test_text_table_for_sm120(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "--gpu", "rtx-pro-6000", "--heads", "64", "--topk", "512",
+                          "--batch", "48", "64", "80", "96")  # fmt: skip
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0].startswith("NVIDIA RTX PRO 6000") and "188 SMs" in lines[0]
+    assert lines[1] == "CSA decode: h=64, s_q=1, window 128 rows + 512 compressed rows, FP8 MODEL1 cache"
+    header = lines[3].split()
+    assert header[:2] == ["b", "config"] and "tail" in header and "us/req" in header
+    for i, b in enumerate((48, 64, 80, 96)):
+        p = plan(Workload(batch=b, s_q=1, h_q=64, topk=128, extra_topk=512), PRESETS["rtx-pro-6000"])
+        cols = lines[4 + i].split()
+        assert cols[0] == str(b) and cols[1] == str(p.config)
+        assert float(cols[2]) == pytest.approx(p.resources.smem_bytes / 1024, abs=0.05)
+        assert int(cols[4]) == p.programs_per_sm and int(cols[5]) == p.programs and int(cols[6]) == p.waves
+        assert float(cols[7]) == pytest.approx(p.tail_efficiency, abs=0.005)
+        assert float(cols[-2]) == pytest.approx(p.predicted_us, abs=0.05)
+        assert float(cols[-1]) == pytest.approx(p.predicted_us / b, abs=0.005)
+        assert f"b={b}: why {p.config}" in out
+    assert out.count("tail efficiency") == 4  # the partition reason of each batch
+
+
+def test_json_matches_the_planner(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "--gpu", "h200", "--mode", "hca", "--batch", "1", "64", "--s-q", "2", "--json")
+    assert code == 0
+    info = json.loads(out)
+    assert info["device"]["name"] == "h200" and info["device"]["num_sms"] == 132
+    assert info["workload"] == {"mode": "hca", "heads": 64, "window": 128, "topk": 1024, "s_q": 2, "fp8": True}
+    assert [r["batch"] for r in info["plans"]] == [1, 64]
+    for r in info["plans"]:
+        p = plan(Workload(batch=r["batch"], s_q=2, h_q=64, topk=128, extra_topk=1024), PRESETS["h200"])
+        assert r["config"] == str(p.config) and r["units_per_part"] == p.units_per_part
+        assert r["predicted_us"] == pytest.approx(p.predicted_us)
+        assert r["us_per_request"] == pytest.approx(p.predicted_us / r["batch"])
+        assert r["reasons"] == list(p.reasons)
+        for key in ("smem_bytes", "regs_per_thread", "programs_per_sm", "programs", "waves", "tail_efficiency"):
+            assert key in r
+
+
+def test_swa_and_bf16(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "--gpu", "a100", "--mode", "swa", "--window", "256", "--bf16", "--batch", "8",
+                        "--json")  # fmt: skip
+    assert code == 0
+    info = json.loads(out)
+    assert info["workload"]["topk"] == 0 and info["workload"]["fp8"] is False
+    (row,) = info["plans"]
+    assert row["tiles_per_token"] == 256 // row["block_n"] and row["num_stages"] == 2
+
+
+def test_auto_uses_the_wavemla_gpu_knob(environ: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    environ["WAVEMLA_GPU"] = "rtx-5090"
+    code, out, _ = _run(capsys, "--gpu", "auto", "--batch", "8", "--json")
+    assert code == 0 and json.loads(out)["device"]["name"] == "rtx-5090"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a machine without a GPU")
+def test_auto_without_a_gpu_says_what_to_do(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "--gpu", "auto", "--batch", "8")
+    assert code == 2 and out == ""
+    assert "--gpu auto" in err and "WAVEMLA_GPU" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        pytest.param(["--gpu", "h300"], "--gpu: unknown GPU preset 'h300'", id="unknown-gpu"),
+        pytest.param(["--batch", "0"], "--batch: batch sizes must be >= 1", id="batch-0"),
+        pytest.param(["--heads", "0"], "--heads", id="heads-0"),
+        pytest.param(["--heads", "129"], "--heads", id="heads-129"),
+        pytest.param(["--s-q", "5"], "--s-q", id="s-q-5"),
+        pytest.param(["--window", "0"], "--window", id="window-0"),
+        pytest.param(["--topk", "0"], "--topk", id="topk-0"),
+        pytest.param(["--mode", "swa", "--topk", "512"], "--topk: swa layers", id="swa-with-topk"),
+    ],
+)
+def test_bad_arguments_exit_2_naming_them(capsys: pytest.CaptureFixture[str], argv: list[str], says: str) -> None:
+    argv = ["--gpu", "h200", "--batch", "8", *argv] if "--gpu" not in argv else ["--batch", "8", *argv]
+    code, out, err = _run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert says in err
+
+
+def test_a_plan_that_cannot_be_made_exits_2(environ: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    environ.update({"WAVEMLA_BLOCK_H": "64", "WAVEMLA_BLOCK_N": "64"})
+    code, _, err = _run(capsys, "--gpu", "rtx-pro-6000", "--batch", "8")
+    assert code == 2 and "WAVEMLA_BLOCK_H=64" in err
+    environ["WAVEMLA_BLOCK_H"] = "17"
+    config.reload()
+    code, _, err = _run(capsys, "--gpu", "h200", "--batch", "8")
+    assert code == 2 and "WAVEMLA_BLOCK_H='17'" in err
+
+
+def test_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "plan.png"
+    code, out, _ = _run(capsys, "--gpu", "rtx-pro-6000", "--batch", "48", "96", "--png", str(path))
+    assert code == 0 and f"wrote {path}" in out
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+def test_png_needs_no_pyplot() -> None:
+    import inspect
+
+    source = inspect.getsource(plan_cli)
+    assert "pyplot" not in source and "from matplotlib.figure import Figure" in source

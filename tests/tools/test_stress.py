@@ -1,0 +1,168 @@
+"""`wavemla stress`: the schedule, the bitwise comparison and option handling on the CPU; the harness end to end
+through the interpreter (eager, one queue) with an injected bit flip; CUDA graphs on several streams on the GPU."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+
+import pytest
+import torch
+
+from wavemla.cli import COMMANDS, build_parser
+from wavemla.tools import stress
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    stress.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = stress.run(_args(*argv))
+    return code, capsys.readouterr().out
+
+
+# --- pure parts ------------------------------------------------------------------------------------------------
+def test_defaults_and_small_preset() -> None:
+    cfg = stress.config_from_args(_args())
+    assert (cfg.mode, cfg.replays, cfg.graphs, cfg.streams, cfg.heads) == ("csa", 10_000, 4, 2, 64)
+    assert (cfg.topk, cfg.page, cfg.extra_topk, cfg.extra_page, cfg.extra_pool) == stress.MODES["csa"]
+    assert cfg.use_graphs and cfg.uses_indexer and cfg.splits == (None, 3)
+    assert stress.config_from_args(_args("--batch-invariant")).splits == (None, 2)  # 2 divides the tiles per token
+    small = stress.config_from_args(_args("--small", "--mode", "hca"))
+    assert (small.replays, small.graphs, small.heads, small.batches) == (stress.SMALL_REPLAYS, 2, 16, (2, 3))
+    assert (small.topk, small.page, small.extra_topk, small.extra_page, small.extra_pool) == stress.SMALL_MODES["hca"]
+    assert not small.uses_indexer  # the indexer feeds CSA layers only
+    cfg = stress.config_from_args(_args("--splits", "auto", "2", "--replays", "20", "--batch", "5", "9"))
+    assert cfg.splits == (None, 2) and cfg.replays == 20
+    assert [cfg.batch_of(g) for g in range(4)] == [5, 9, 5, 9]
+    assert [cfg.splits_of(g) for g in range(3)] == [None, 2, None]
+    shared = stress.config_from_args(_args("--share-metadata", "--batch", "5", "9", "--splits", "3", "auto"))
+    assert [shared.batch_of(g) for g in range(3)] == [5, 5, 5] and shared.splits_of(1) == 3
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (("--streams", "1"), "--streams"),
+        (("--splits", "x"), "--splits"),
+        (("--splits", "-2"), "--splits"),
+        (("--replays", "0"), "--replays"),
+        (("--batch", "0"), "--batch"),
+        (("--inject-flip", "10", "--replays", "10"), "--inject-flip"),
+        (("--variants", "0"), "--variants"),
+    ],
+)
+def test_bad_options_name_the_option(argv: tuple[str, ...], option: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ValueError, match=f"^{option}:"):
+        stress.config_from_args(_args(*argv))
+    assert stress.run(_args(*argv)) == 2
+    assert option in capsys.readouterr().err
+
+
+def test_schedule_rotates_graphs_over_streams() -> None:
+    cfg = stress.StressConfig(graphs=4, streams=3, replays=1001, variants=3, seed=7)
+    plan = stress.schedule(cfg)
+    assert plan == stress.schedule(cfg), "the schedule is a function of the seed"
+    assert plan != stress.schedule(stress.StressConfig(graphs=4, streams=3, replays=1001, variants=3, seed=8))
+    assert [r.index for r in plan] == list(range(1001))
+    rounds = collections.defaultdict(list)
+    for r in plan:
+        rounds[r.round].append(r.graph)
+    assert all(sorted(g) == [0, 1, 2, 3] for rnd, g in rounds.items() if rnd < max(rounds))
+    assert all(len(set(g)) == len(g) for g in rounds.values()), "a graph replays at most once per round"
+    for g in range(4):
+        mine = [r for r in plan if r.graph == g]
+        assert {r.stream for r in mine} == {0, 1, 2}
+        assert {r.variant for r in mine} == {0, 1, 2}
+        assert any(r.stream != r.check_stream for r in mine) and any(r.stream == r.check_stream for r in mine)
+    ops = collections.Counter(op for r in plan for op, _ in r.noise)
+    assert set(ops) == set(stress.NOISE_OPS)
+    assert all(0 < size <= cfg.noise_mm**2 * 4 for r in plan for _, size in r.noise)
+
+
+def test_first_difference_is_bitwise() -> None:
+    a = torch.tensor([[1.0, float("nan")], [0.0, 2.0]], dtype=torch.bfloat16)
+    assert stress.first_difference(a, a.clone()) is None, "identical NaNs are equal bits"
+    b = a.clone()
+    b[1, 0] = -0.0
+    b[1, 1] = 3.0
+    assert stress.first_difference(b, a) == (2, (1, 0), -0.0, 0.0), "-0 and +0 differ"
+    lse = torch.arange(24, dtype=torch.float32).view(2, 3, 4).transpose(1, 2)  # non-contiguous, like the API's lse
+    other = lse.clone()
+    other[1, 2, 0] += 1
+    assert stress.first_difference(lse, other) == (1, (1, 2, 0), float(lse[1, 2, 0]), float(other[1, 2, 0]))
+    idx = torch.tensor([3, -1, 5], dtype=torch.int32)
+    assert stress.first_difference(idx, torch.tensor([3, -1, 6], dtype=torch.int32)) == (1, (2,), 5.0, 6.0)
+    with pytest.raises(ValueError, match="compare"):
+        stress.first_difference(a, a.float())
+
+
+def test_cli_registers_the_verb() -> None:
+    assert COMMANDS["stress"][0] == "wavemla.tools.stress"
+    args = build_parser().parse_args(["stress", "--small", "--replays", "3"])
+    assert args._module is stress and args.replays == 3
+
+
+# --- the harness, eagerly through the interpreter ---------------------------------------------------------------
+def test_cpu_harness_matches_eager_and_reports_an_injected_flip(capsys: pytest.CaptureFixture[str]) -> None:
+    """CSA with the indexer feeding the decode, one graph planned by the planner and one with forced splits: every
+    replay matches its eager reference except the one whose output got a flipped bit, which is reported alone."""
+    code, out = _run(
+        capsys, "--cpu", "--small", "--mode", "csa", "--batch", "2", "--graphs", "2", "--variants", "2",
+        "--replays", "5", "--inject-flip", "2", "--check-every", "1",
+    )  # fmt: skip
+    assert code == 1, out
+    lines = [line for line in out.splitlines() if line.startswith("MISMATCH")]
+    assert len(lines) == 1, out
+    assert re.match(
+        r"MISMATCH graph \d replay 2 \(round 1, .*\): out: 1 of \d+ elements differ; first at \[0, 0, 0, 0]", lines[0]
+    )
+    assert "indexer in graph" in out and "splits=3" in out and "combine=yes" in out
+    assert "result: FAIL (1 mismatching output(s) in 1 replay(s))" in out
+
+
+def test_cpu_harness_passes_without_faults(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _run(capsys, "--cpu", "--small", "--mode", "hca", "--batch", "3", "--replays", "4", "--variants", "2")
+    assert code == 0, out
+    assert "MISMATCH" not in out and "result: PASS" in out and "4 replays" in out
+
+
+def test_run_without_cuda_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    code, out = _run(capsys, "--small", "--replays", "2")
+    assert code == 2 and "no CUDA device" in out
+
+
+# --- GPU lane ---------------------------------------------------------------------------------------------------
+GPU_RUNS = [
+    pytest.param((), id="default-csa-10k"),
+    pytest.param(("--mode", "hca", "--replays", "2000"), id="hca"),
+    pytest.param(("--mode", "swa", "--bf16", "--replays", "2000", "--batch", "1", "64"), id="swa-bf16"),
+    pytest.param(("--no-graph", "--replays", "2000"), id="eager-streams"),
+    pytest.param(
+        ("--streams", "3", "--s-q", "2", "--heads", "128", "--batch", "5", "33", "--replays", "2000"), id="s2"
+    ),
+    pytest.param(("--batch-invariant", "--replays", "2000"), id="batch-invariant"),
+    pytest.param(("--small", "--replays", "500"), id="small"),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("argv", GPU_RUNS)
+def test_gpu_stress_passes(argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _run(capsys, *argv)
+    assert code == 0, out
+    assert "result: PASS" in out
+
+
+@pytest.mark.gpu
+def test_gpu_stress_reports_exactly_the_injected_flip(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _run(capsys, "--replays", "400", "--inject-flip", "177", "--check-every", "7")
+    assert code == 1, out
+    lines = [line for line in out.splitlines() if line.startswith("MISMATCH")]
+    assert len(lines) == 1 and " replay 177 " in lines[0], out
