@@ -30,7 +30,8 @@ step() { local limit=$1; shift; echo "== $* (limit ${limit}s)"; timeout "$limit"
   step 90 compute-sanitizer --tool memcheck --error-exitcode 1 python3 -m wavemla.cli stress --small --replays 20
 } > "$OUT/all.log" 2>&1
 # Few files come back from the GPU machine: pack the results (JSON, layer traces) into one archive.
-(cd "$OUT" && tar czf results.tgz --exclude=results.tgz --exclude=all.log --exclude=tests.log . && \
-  find . -mindepth 1 -maxdepth 1 ! -name results.tgz ! -name all.log ! -name tests.log -exec rm -rf {} +)
+tar czf /tmp/wavemla-results.tgz -C "$OUT" --exclude=all.log --exclude=tests.log . && \
+  find "$OUT" -mindepth 1 -maxdepth 1 ! -name all.log ! -name tests.log -exec rm -rf {} + && \
+  mv /tmp/wavemla-results.tgz "$OUT/results.tgz"
 grep -E "^== |passed|failed|result:|time:|ceilings|mismatch|MISMATCH|ERROR SUMMARY|slope|driver" "$OUT/all.log" | head -80
 grep -E "^(csa|hca)" "$OUT/all.log" | cut -c1-150

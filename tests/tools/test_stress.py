@@ -108,6 +108,12 @@ def test_cli_registers_the_verb() -> None:
 
 
 # --- the harness, eagerly through the interpreter ---------------------------------------------------------------
+# The interpreter harness switches Triton to interpreter mode for the whole process, which must not happen in a
+# process that runs CUDA kernels: on a GPU machine these run only in the GPU lane below.
+cpu_lane_only = pytest.mark.skipif(torch.cuda.is_available(), reason="CPU lane (Triton interpreter) only")
+
+
+@cpu_lane_only
 def test_cpu_harness_matches_eager_and_reports_an_injected_flip(capsys: pytest.CaptureFixture[str]) -> None:
     """CSA with the indexer feeding the decode, one graph planned by the planner and one with forced splits: every
     replay matches its eager reference except the one whose output got a flipped bit, which is reported alone."""
@@ -125,6 +131,7 @@ def test_cpu_harness_matches_eager_and_reports_an_injected_flip(capsys: pytest.C
     assert "result: FAIL (1 mismatching output(s) in 1 replay(s))" in out
 
 
+@cpu_lane_only
 def test_cpu_harness_passes_without_faults(capsys: pytest.CaptureFixture[str]) -> None:
     code, out = _run(capsys, "--cpu", "--small", "--mode", "hca", "--batch", "3", "--replays", "4", "--variants", "2")
     assert code == 0, out
