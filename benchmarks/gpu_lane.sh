@@ -18,8 +18,12 @@ $PY -c "import torch, triton; print('torch', torch.__version__, 'triton', triton
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   XDIST=""
   $PY -c "import xdist" 2>/dev/null && XDIST="-n 8"
-  $PY -m pytest ${TEST_PATHS:-tests} -q $XDIST -p no:cacheprovider ${TEST_ARGS:-} 2>&1 | tee "$OUT/tests.log" | tail -25
+  # The stress tests drive several CUDA graphs on several streams each; they run alone, not beside other
+  # pytest workers on the same GPU.
+  $PY -m pytest ${TEST_PATHS:-tests} -q $XDIST -p no:cacheprovider --ignore=tests/tools/test_stress.py \
+    ${TEST_ARGS:-} 2>&1 | tee "$OUT/tests.log" | tail -25
   echo "tests exit: ${PIPESTATUS[0]}" | tee -a "$OUT/tests.log"
+  $PY -m pytest tests/tools/test_stress.py -q -p no:cacheprovider -p no:xdist 2>&1 | tee -a "$OUT/tests.log" | tail -5
 fi
 
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
