@@ -7,9 +7,9 @@ import wavemla.kernels.sparse_decode as main_mod
 from wavemla import config
 from wavemla.testing import make_sparse_decode_inputs
 from wavemla.tools.bench import _timings_us
-import sd_v0, sd_v2, sd_v3, sd_v3f, sd_v5
+import sd_v0, sd_v2, sd_v3, sd_v3f
 
-VARIANTS = {"v0": (sd_v0, 1), "v1": (main_mod, 1), "v2": (sd_v2, 1), "v2ns2": (sd_v2, 2), "v2ns3": (sd_v2, 3), "v3": (sd_v3, 1), "v3f": (sd_v3f, 1), "v5": (sd_v5, 1), "v3ns2": (sd_v3, 2)}
+VARIANTS = {"v0": (sd_v0, 1), "v1": (main_mod, 1), "v2": (sd_v2, 1), "v2ns2": (sd_v2, 2), "v2ns3": (sd_v2, 3), "v3": (sd_v3, 1), "v3f": (sd_v3f, 1), "v5": (main_mod, 1), "v3ns2": (sd_v3, 2)}
 orig = main_mod.sparse_decode_split
 
 def run(variant, cfg, inputs, reps=20, time_it=True):
