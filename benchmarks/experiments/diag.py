@@ -1,12 +1,12 @@
 """Kernel variant diagnostics on a GPU: resources (regs/spills/smem) and median time per variant x config."""
 import sys, os, time
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "variants"))  # see materialize.sh
 import torch
 import wavemla
 import wavemla.kernels.sparse_decode as main_mod
 from wavemla import config
 from wavemla.testing import make_sparse_decode_inputs
-from wavemla.tools.bench import _timings_us
+from wavemla.tools.bench import timings_us
 import sd_v0, sd_v2, sd_v3, sd_v3f
 
 VARIANTS = {"v0": (sd_v0, 1), "v1": (main_mod, 1), "v2": (sd_v2, 1), "v2ns2": (sd_v2, 2), "v2ns3": (sd_v2, 3), "v3": (sd_v3, 1), "v3f": (sd_v3f, 1), "v5": (main_mod, 1), "v3ns2": (sd_v3, 2)}
@@ -22,7 +22,7 @@ def run(variant, cfg, inputs, reps=20, time_it=True):
         t0 = time.time(); wavemla.sparse_mla_decode(**kw, metadata=meta); torch.cuda.synchronize(); ct = time.time() - t0
         k = meta.split_kernel
         res = f"regs={getattr(k,'n_regs',None)} spills={getattr(k,'n_spills',None)} smem={k.metadata.shared if k else None}"
-        med = _timings_us(lambda: wavemla.sparse_mla_decode(**kw, metadata=meta), reps=reps, graph=True)[1] if time_it else 0
+        med = timings_us(lambda: wavemla.sparse_mla_decode(**kw, metadata=meta), reps=reps, graph=True)[1] if time_it else 0
     main_mod.sparse_decode_split = orig
     p = meta.plan
     print(f"{variant:6s} {cfg:8s} {res:34s} upp={p.units_per_part:<3d} progs={p.programs:<4d} {med:8.1f} us  (first call {ct:.1f}s)", flush=True)

@@ -155,12 +155,13 @@ class Plan:
 # compiled kernel on an H200 (Triton 3.6: n_regs, shared memory), with the time of one tile measured there. These
 # win over the compiled table on sm_90: they carry a measured tile cost.
 _SM90_TABLE: dict[tuple[int, int, int, int, bool], Resources] = {
-    # FP8 MODEL1 rows (tile µs from benchmarks/results: CSA h=64 at b=128 on an H200)
+    # FP8 MODEL1 rows: tile µs = median time / tiles per program at CSA h=64, b=128, from
+    # benchmarks/results/2026-11-30-h200-kernel-variants.log (v5 rows; 32x32x8 from the v3 row)
     (64, 64, 8, 1, True): Resources(131072, 255, "table", tile_us=10.4),
     (64, 32, 8, 1, True): Resources(98304, 255, "table", tile_us=6.5),
     (32, 32, 8, 1, True): Resources(98304, 255, "table", tile_us=8.6),  # spills 164 B: slow
     (16, 32, 4, 1, True): Resources(81920, 255, "table", tile_us=5.7),
-    # bf16 rows (Triton pipelines the row gather into shared memory at 2 stages)
+    # bf16 rows (Triton pipelines the row gather into shared memory at 2 stages); v2ns2 rows of the same log
     (64, 64, 8, 2, False): Resources(197632, 255, "table", tile_us=7.9),
     (64, 32, 8, 2, False): Resources(131200, 255, "table", tile_us=4.5),
     (16, 32, 4, 2, False): Resources(50304, 255, "table", tile_us=3.6),

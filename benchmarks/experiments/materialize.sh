@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Write the frozen kernel variants that diag.py times into benchmarks/experiments/variants/ (git-ignored), from the
+# commit that last held them as files. Run it here, then pass `carry=["benchmarks/experiments/variants"]` (or copy
+# the folder) to the GPU machine, which has no git history.
+set -euo pipefail
+cd "$(dirname "$0")"
+mkdir -p variants
+for v in sd_v0 sd_v2 sd_v3 sd_v3f; do
+  git show "8427cc8:benchmarks/experiments/$v.py" > "variants/$v.py"
+done
+echo "wrote $(ls variants | tr '\n' ' ')"
