@@ -94,9 +94,7 @@ def measure_ceilings() -> Ceilings:
     import torch
 
     n = 1 << 30
-    src = torch.empty(n, dtype=torch.uint8, device="cuda").random_(0, 255)
-    dst = torch.empty_like(src)
-    copy_us = _median_us(lambda: dst.copy_(src), reps=20, flush=False)
+    copy_us = statistics.median(copy_samples_us(n, reps=20))
     m = 8192
     a = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
@@ -117,11 +115,26 @@ def _flush_l2() -> None:
 
 
 def _median_us(fn: Any, reps: int, flush: bool = True, graph: bool = False) -> float:
-    return _timings_us(fn, reps, flush, graph)[1]
+    return timings_us(fn, reps, flush, graph)[1]
 
 
-def _timings_us(fn: Any, reps: int, flush: bool = True, graph: bool = False) -> tuple[float, float, float]:
+def copy_samples_us(nbytes: int, reps: int) -> list[float]:
+    """Sorted timing samples (µs) of a device-to-device copy of ``nbytes`` (which reads and writes ``2·nbytes``)."""
+    import torch
+
+    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_(0, 255)
+    dst = torch.empty_like(src)
+    return timing_samples_us(lambda: dst.copy_(src), reps, flush=False)
+
+
+def timings_us(fn: Any, reps: int, flush: bool = True, graph: bool = False) -> tuple[float, float, float]:
     """(p20, median, p80) µs of ``fn`` — replayed from a CUDA graph when ``graph`` — with L2 flushed before each."""
+    times = timing_samples_us(fn, reps, flush, graph)
+    return times[len(times) // 5], statistics.median(times), times[(4 * len(times)) // 5]
+
+
+def timing_samples_us(fn: Any, reps: int, flush: bool = True, graph: bool = False) -> list[float]:
+    """Sorted µs of ``reps`` calls of ``fn`` (one CUDA-graph replay of it when ``graph``), L2 flushed before each."""
     import torch
 
     run = fn
@@ -151,7 +164,7 @@ def _timings_us(fn: Any, reps: int, flush: bool = True, graph: bool = False) -> 
         end.synchronize()
         times.append(start.elapsed_time(end) * 1e3)
     times.sort()
-    return times[len(times) // 5], statistics.median(times), times[(4 * len(times)) // 5]
+    return times
 
 
 def traffic(inputs: dict[str, Any]) -> tuple[float, float]:
@@ -216,7 +229,7 @@ def bench(
                                         WAVEMLA_NUM_STAGES=ns)  # fmt: skip
                         with config.override(**over):
                             meta, _ = get_mla_metadata()
-                            p20, med, p80 = _timings_us(
+                            p20, med, p80 = timings_us(
                                 lambda kwargs=kwargs, meta=meta: sparse_mla_decode(**kwargs, metadata=meta),
                                 reps=reps,
                                 graph=True,

@@ -6,7 +6,7 @@ copy_gbps, pct_of_copy_bw.
 
 - ``bytes`` counts index-K bytes read (``b · n_comp · row_bytes``; 132 B per FP8 row, 256 B per bf16 row), the
   traffic the indexer cannot avoid; both providers are charged the same bytes, so ``gbps`` is an effective rate.
-  The ``copy`` record is a large device-to-device copy whose bytes are read + written.
+  The ``copy`` record is the device-to-device copy ceiling ``wavemla bench`` uses (bytes read + written).
 - Timing: each provider is captured once in a CUDA graph and replayed; before every replay a ≥ 256 MB buffer is
   written so that the L2 holds none of the inputs; CUDA events around the replay give one sample; median, p20, p80
   of ``reps`` (≥ 20) samples.
@@ -25,7 +25,7 @@ import math
 import statistics
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -34,11 +34,11 @@ import torch
 
 from wavemla.kernels.indexer import choose_config, indexer_workspace_numel, lightning_indexer
 from wavemla.reference.indexer import FP8_ROW_BYTES, INDEX_DIM, quantize_index_k
+from wavemla.tools.bench import copy_samples_us, timing_samples_us
 
 BATCHES = (1, 32, 64, 128)
 N_COMPS = (2048, 8192, 32768, 262144)
 KV_FORMATS = ("fp8", "bf16")
-FLUSH_BYTES = 256 << 20
 COPY_BYTES = 1 << 30
 MIN_REPS = 20
 MEMORY_HEADROOM = 0.85  # fraction of free memory a case may plan to use (allocator slack, fragmentation)
@@ -206,30 +206,6 @@ def _environment() -> dict[str, Any]:
     }
 
 
-def _time_graph(fn: Callable[[], object], reps: int, flush: torch.Tensor) -> list[float]:
-    """Capture ``fn`` in a CUDA graph; time ``reps`` replays, each after an L2-evicting write of ``flush``."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):  # compile and allocator warm-up outside capture
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    for _ in range(3):
-        graph.replay()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-    for start, end in events:
-        flush.add_(1)
-        start.record()
-        graph.replay()
-        end.record()
-    torch.cuda.synchronize()
-    del graph
-    return [start.elapsed_time(end) * 1e3 for start, end in events]
-
-
 def _fill_case(case: IndexerBenchCase, generator: torch.Generator) -> dict[str, torch.Tensor]:
     """Random inputs on the GPU; request r owns blocks [r·blocks, (r+1)·blocks) so rows are also contiguous."""
     dev = torch.device("cuda")
@@ -246,17 +222,6 @@ def _fill_case(case: IndexerBenchCase, generator: torch.Generator) -> dict[str, 
         cache[lo : lo + part.shape[0]] = quantize_index_k(part) if case.kv_format == "fp8" else part.bfloat16()
     n_comp = torch.full((case.b,), case.n_comp, device=dev, dtype=torch.int32)
     return {"q": q, "w": w, "table": table, "cache": cache, "n_comp": n_comp}
-
-
-def measure_copy_bandwidth(reps: int, flush: torch.Tensor, nbytes: int = COPY_BYTES) -> list[float]:
-    """Timing samples (µs) of a device-to-device copy of ``nbytes`` (reads + writes ``2 · nbytes``)."""
-    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda").fill_(1)
-    dst = torch.empty_like(src)
-
-    def copy() -> object:
-        return dst.copy_(src)
-
-    return _time_graph(copy, reps, flush)
 
 
 def run_indexer_bench(
@@ -276,10 +241,10 @@ def run_indexer_bench(
         raise ValueError(f"reps: expected at least {MIN_REPS} samples per provider, got {reps}")
     out_path = Path(out_json_path)
     env = _environment()
-    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
     free, _ = torch.cuda.mem_get_info()
     copy_bytes = min(COPY_BYTES, int(free * 0.2))
-    copy_samples = measure_copy_bandwidth(reps, flush, copy_bytes)
+    # The same copy ceiling and the same timing (graph replay, L2 flushed) as the sparse-decode benchmark.
+    copy_samples = copy_samples_us(copy_bytes, reps)
     copy_row = make_record(None, "copy", copy_samples, 2 * copy_bytes, env, None)
     copy_gbps = float(copy_row["gbps"])
     records: list[dict[str, Any]] = [copy_row]
@@ -322,7 +287,7 @@ def run_indexer_bench(
                 workspace=ws,
             )
 
-        samples = _time_graph(run_triton, reps, flush)
+        samples = timing_samples_us(run_triton, reps, graph=True)
         row = make_record(case, "triton", samples, nbytes, env, copy_gbps)
         row["config"] = {"rows_per_program": cfg.rows_per_program, "chunk": cfg.chunk, "s_block": cfg.s_block}
         records.append(row)
@@ -339,7 +304,7 @@ def run_indexer_bench(
                 rows = dequantize_rows_bf16(rows_view) if case.kv_format == "fp8" else rows_view
                 return torch_indexer_baseline(data["q"], data["w"], rows, data["table"], case.page, case.topk)
 
-            samples = _time_graph(run_torch, reps, flush)
+            samples = timing_samples_us(run_torch, reps, graph=True)
             records.append(make_record(case, "torch", samples, nbytes, env, copy_gbps))
         else:
             print(f"skip torch baseline for {case}: needs {torch_memory_bytes(case) / 2**30:.1f} GiB more")

@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from wavemla import get_mla_metadata, sparse_mla_decode
     from wavemla.reference import sparse_decode_ref
     from wavemla.testing import TOLERANCES, check_close, make_sparse_decode_inputs
-    from wavemla.tools.bench import _timings_us, measure_ceilings, traffic
+    from wavemla.tools.bench import measure_ceilings, timings_us, traffic
 
     if on_gpu:
         b = args.batch or 64
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     flops, nbytes = traffic(inputs)
     if on_gpu:
         ceilings = measure_ceilings()
-        p20, med, p80 = _timings_us(lambda: sparse_mla_decode(**kwargs, metadata=meta), reps=50, graph=True)
+        p20, med, p80 = timings_us(lambda: sparse_mla_decode(**kwargs, metadata=meta), reps=50, graph=True)
         floor = max(flops / (ceilings.gemm_tflops * 1e6), nbytes / (ceilings.copy_gbps * 1e3))
         print(f"  time: {med:.1f} us median (p20 {p20:.1f}, p80 {p80:.1f}; CUDA graph, L2 flushed)")
         print(f"  {flops / med / 1e6:.1f} TFLOP/s, {nbytes / med / 1e3:.0f} GB/s; ceilings: GEMM "

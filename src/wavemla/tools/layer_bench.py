@@ -681,16 +681,16 @@ def bench_batch(layer: DecoderLayer, b: int, cfg: BenchConfig, trace_path: Path)
     times: dict[str, dict[str, float]] = {}
     graphs: list[torch.cuda.CUDAGraph] = []
     if cuda:
-        from wavemla.tools.bench import _timings_us
+        from wavemla.tools.bench import timings_us
 
         torch.cuda.synchronize()
         for name, fn in calls.items():
             graph = _capture(fn)
             graphs.append(graph)
-            times[name] = _timing(*_timings_us(graph.replay, reps=cfg.reps, flush=True, graph=False))
+            times[name] = _timing(*timings_us(graph.replay, reps=cfg.reps, flush=True, graph=False))
         layer_graph = _capture(lambda: layer.forward(inp))
         graphs.append(layer_graph)
-        whole = _timing(*_timings_us(layer_graph.replay, reps=cfg.reps, flush=True, graph=False))
+        whole = _timing(*timings_us(layer_graph.replay, reps=cfg.reps, flush=True, graph=False))
         _profile(layer_graph.replay, cfg.profile_steps, trace_path, cuda=True)
     else:
         for name, fn in calls.items():
