@@ -149,29 +149,21 @@ def make_sparse_decode_inputs(
             cache.view(-1, 512)[~used] = float("nan")
         return cache, slots
 
-    kv, win_slots = cache_for(topk, page)
-    kv = _to_device(kv, device)
-    idx = win_slots.view(batch, 1, topk).expand(batch, s_q, topk).clone().to(torch.int32)
+    kv, win_slots = cache_for(topk, page)  # caches are built on the target device; index lists on the CPU
+    lists = {"indices": win_slots.view(batch, 1, topk).expand(batch, s_q, topk).to(torch.int32)}
     out: dict[str, torch.Tensor | None] = {}
     if extra_topk:
         pool = extra_pool or extra_topk
         extra_kv, comp_slots = cache_for(pool, extra_page)
         pick = torch.stack([torch.randperm(pool, generator=gen)[:extra_topk] for _ in range(batch * s_q)])
         extra_idx = torch.gather(comp_slots.repeat_interleave(s_q, 0), 1, pick).view(batch, s_q, extra_topk)
-        out["extra_kv_cache"] = _to_device(extra_kv, device)
-        out["extra_indices"] = extra_idx.to(torch.int32).to(device)
-    if invalid_fraction > 0:
-        for key, t in (("indices", idx), ("extra_indices", out.get("extra_indices"))):
-            if t is None:
-                continue
-            t = t.cpu() if key != "indices" else t
-            drop = torch.rand(t.shape, generator=gen) < invalid_fraction
-            t[drop] = -1
-            if key == "extra_indices":
-                out[key] = t.to(device)
-    q = torch.randn((batch, s_q, h_q, 512), generator=dev_gen, device=device).clamp(-1.0, 1.0).to(dtype)
-    out["q"] = q.to(device)
+        out["extra_kv_cache"] = extra_kv
+        lists["extra_indices"] = extra_idx.to(torch.int32)
+    for key, t in lists.items():
+        if invalid_fraction > 0:
+            t = t.masked_fill(torch.rand(t.shape, generator=gen) < invalid_fraction, -1)
+        out[key] = t.contiguous().to(device)
+    out["q"] = torch.randn((batch, s_q, h_q, 512), generator=dev_gen, device=device).clamp(-1.0, 1.0).to(dtype)
     out["kv_cache"] = kv
-    out["indices"] = idx.to(device)
     out["attn_sink"] = (torch.randn((h_q,), generator=dev_gen, device=device) * 2.0) if sink else None
     return out
