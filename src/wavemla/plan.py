@@ -455,6 +455,19 @@ def _fixed_pieces(n_tiles: int, num_hb: int, slots: int, forced: int | None, inv
     return max(d for d in range(1, n_tiles + 1) if n_tiles % d == 0 and d <= target)
 
 
+def _fit(
+    cfg: KernelConfig, workload: Workload, device: DeviceSpec, reasons: list[str]
+) -> tuple[Resources, int] | None:
+    """(resources, programs per SM) of ``cfg`` on ``device``, or None with the reason appended when it does not fit."""
+    res = static_resources(cfg, workload, device)
+    occ = _occupancy(cfg, res, device)
+    if occ < 1:
+        why = device.occupancy_reason(res.smem_bytes, res.regs_per_thread, cfg.num_warps)
+        reasons.append(f"{cfg.label}: does not fit ({res.note}): {why}")
+        return None
+    return res, occ
+
+
 @functools.lru_cache(maxsize=4096)
 def _plan_cached(workload: Workload, device: DeviceSpec, overrides: tuple[object, ...]) -> Plan:
     reasons: list[str] = []
@@ -478,12 +491,10 @@ def _plan_cached(workload: Workload, device: DeviceSpec, overrides: tuple[object
         reasons.append("forced by " + ", ".join(f"{k}={v}" for k, v in forced.items()))
     else:
         for cfg in dropped:  # shown with what the model alone would predict for them
-            res = static_resources(cfg, workload, device)
-            occ = _occupancy(cfg, res, device)
-            if occ < 1:
-                why = device.occupancy_reason(res.smem_bytes, res.regs_per_thread, cfg.num_warps)
-                reasons.append(f"{cfg.label}: does not fit ({res.note}): {why}")
+            fit = _fit(cfg, workload, device, reasons)
+            if fit is None:
                 continue
+            res, occ = fit
             alone = _plan_config(workload, device, cfg, res, occ, invariant, forced_splits)
             reasons.append(
                 f"{cfg.label}: left out, {res.smem_bytes // KIB} KB smem gives {occ} program/SM on a "
@@ -497,12 +508,10 @@ def _plan_cached(workload: Workload, device: DeviceSpec, overrides: tuple[object
         if cfg in seen:
             continue
         seen.add(cfg)
-        res = static_resources(cfg, workload, device)
-        occ = _occupancy(cfg, res, device)
-        if occ < 1:
-            why = device.occupancy_reason(res.smem_bytes, res.regs_per_thread, cfg.num_warps)
-            reasons.append(f"{cfg.label}: does not fit ({res.note}): {why}")
+        fit = _fit(cfg, workload, device, reasons)
+        if fit is None:
             continue
+        res, occ = fit
         candidate_plan = _plan_config(workload, device, cfg, res, occ, invariant, forced_splits)
         reasons.append(
             f"{cfg.label}: {res.smem_bytes // KIB} KB smem, {res.regs_per_thread} regs"
