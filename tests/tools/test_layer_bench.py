@@ -30,7 +30,7 @@ from wavemla.tools.layer_bench import (
     run_layer_bench,
     yarn_freqs,
 )
-from wavemla.tools.trace import StepSpec, load_events, profile_trace, resolve_inputs
+from wavemla.tools.trace import StepSpec, analyze, load_events, profile_trace, resolve_inputs
 from wavemla.tools.trace_rules import RuleSet, build_ruleset, default_rules
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -46,6 +46,10 @@ TOL = {
 # torch._grouped_mm is graph-capturable on sm_90/sm_100 only; the tool refuses other GPUs.
 GRAPHS_OK = DEVICE == "cpu" or torch.cuda.get_device_capability()[0] in (9, 10)
 STEPS = StepSpec(kernel=layer_bench.STEP_KERNEL)  # how `wavemla trace` counts layer steps in these traces
+# H200 traces and the rules file of an earlier `layer-bench --mode csa --batch 1 32 64 --context 8192` run
+# (docs/trace.md, "Real H200 traces in the tests"; analysed in test_trace.py)
+H200 = Path(__file__).parent / "data" / "h200_layer_csa"
+H200_RULES = Path(__file__).parent / "data" / "h200_layer_rules.json"
 
 
 # ------------------------------------------------------------------------------------------------- end to end
@@ -147,6 +151,31 @@ KERNELS = [
     ),
     ("nvjet_tst_64x8_64x16_4x1_v_bz_splitK_TNT", "dense_gemm"),
     ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, ...> >(...)", "norm_elementwise"),
+    # the MoE counting sort's cumsums: one-hot over pairs (2-D) and expert counts into offsets (1-D, cub)
+    ("void at::native::tensor_kernel_scan_outer_dim<int, unsigned int, std::plus<int> >(int*, ...)", "moe"),
+    (
+        "void at_cuda_detail::cub::detail::scan::DeviceScanInitKernel<at_cuda_detail::cub::ScanTileState<int, true> >"
+        "(at_cuda_detail::cub::ScanTileState<int, true>, int)",
+        "moe",
+    ),
+    ("void at_cuda_detail::cub::detail::scan::DeviceScanKernel<...::Policy1000, int const*, int*, ...>(...)", "moe"),
+    # kv_write's FP8 scale 2^ceil(log2(amax / 448)); the float8 cast after it is a default quantization rule
+    (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::log2_kernel_cuda(at::TensorIteratorBase&)::"
+        "{lambda()#2}::operator()() const::{lambda()#2}::operator()() const::{lambda(float)#1}, ...>(int, ...)",
+        "quantization",
+    ),
+    (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::ceil_kernel_cuda(at::TensorIteratorBase&)::"
+        "{lambda()#1}::operator()() const::{lambda()#2}::operator()() const::{lambda(float)#1}, ...>(int, ...)",
+        "quantization",
+    ),
+    ("exp2_kernel_vectorized4_kernel", "quantization"),
+    (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::float8_copy_kernel_cuda(at::TensorIteratorBase&)"
+        "::{lambda(float)#1}, ...>(int, ...)",
+        "quantization",
+    ),
 ]
 
 
@@ -159,6 +188,24 @@ def test_rules_file_classifies_layer_kernels(tiny_run: tuple[dict[str, Any], Pat
 def test_without_rules_file_router_topk_is_sampling() -> None:
     # why the rules file exists: the default rules cannot tell the router's top-k from a sampler's
     assert RuleSet(default_rules()).classify(ROUTER_TOPK) == "sampling"
+
+
+def test_rules_file_classifies_every_kernel_of_the_h200_traces(tmp_path: Path) -> None:
+    # The H200 run's own rules file left cub's scans and exp2 in "other" (test_trace.py pins them); the rules
+    # written now keep the old ones and leave nothing unclassified.
+    written = json.loads(layer_bench.write_rules(tmp_path).read_text())["rules"]
+    old = json.loads(H200_RULES.read_text())["rules"]
+    assert written == list(layer_bench.LAYER_RULES) and {r["name"] for r in old} < {r["name"] for r in written}
+    report = analyze(resolve_inputs([str(H200)]), STEPS, build_ruleset([tmp_path / RULES_FILE]))
+    assert report.unclassified() == []
+    fit = report.fit
+    assert fit is not None and fit.driver == "moe"
+    slopes = {c: f.slope_ms_per_request for c, f in fit.components.items()}
+    # The counting sort's one-hot cumsum (2 → 81 µs a step from batch 1 to 64) moves from norm_elementwise to moe:
+    # norm_elementwise's slope halves, below the indexer's, and moe's share of the busy-time slope grows to 90%.
+    assert slopes["moe"] == pytest.approx(0.04138, abs=1e-5) and fit.driver_share == pytest.approx(0.904, abs=1e-3)
+    assert slopes["norm_elementwise"] == pytest.approx(0.00139, abs=1e-5)
+    assert slopes["norm_elementwise"] < slopes["indexer"]
 
 
 # --------------------------------------------------------------------------------------- fp64 references

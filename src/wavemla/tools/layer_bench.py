@@ -9,15 +9,16 @@ land in):
 - ``qkv_proj``: attn RMSNorm, fused ``[wq_a; wkv]`` GEMM, q-LoRA norm, ``wq_b``, per-head RMS norm, kv norm,
   interleaved YaRN rope on the last 64 dims (→ dense_gemm, norm_elementwise);
 - ``kv_write``: FP8 MODEL1 quantize of the new row in torch and its store into the window ring at slot
-  ``p % 128`` (→ quantization, norm_elementwise);
+  ``p % 128`` (→ quantization, norm_elementwise; the scale's log2/ceil/exp2 → quantization only with
+  ``OUT/layer_rules.json``);
 - ``indexer`` (CSA only): ``idx_wq_b`` GEMM + rope, head weights, wavemla's lightning indexer (scores + exact
   top-512) over ``context // 4`` FP8 index-K rows (→ indexer, dense_gemm);
 - ``sparse_mla``: ``wavemla.sparse_mla_decode`` over 128 window rows + 512 CSA rows or all ``context // 128`` HCA
   rows (→ attention);
 - ``o_proj``: inverse rope, grouped ``wo_a`` (8 groups as one batched GEMM), ``wo_b``, residual (→ dense_gemm);
 - ``moe``: ffn RMSNorm, router (sqrt-softplus scores, top-6 of 256 with a selection bias), routed + shared experts
-  as one grouped GEMM pair, weighted combine, residual (→ moe, the router's top-k/softplus and the SiLU only with
-  ``OUT/layer_rules.json``; the router GEMM → dense_gemm).
+  as one grouped GEMM pair, weighted combine, residual (→ moe, the router's top-k/softplus, the counting sort's
+  cumsums and the SiLU only with ``OUT/layer_rules.json``; the router GEMM → dense_gemm).
 
 MoE: token-expert pairs are sorted by expert with a counting sort (one-hot cumsum: no host sync, no sort kernel),
 and each projection runs as ONE grouped GEMM over all experts with per-expert row offsets (``torch._grouped_mm``,
@@ -32,7 +33,7 @@ For every batch size the layer runs once eagerly; then each component is capture
 whole layer in one more; replays are timed with the L2 flushed before each (median, p20, p80). A few whole-layer
 replays are profiled into ``OUT/<mode>/layer_bs<b>.json.gz``. Results go to ``OUT/layer_bench.json`` (schema
 ``wavemla.layer_bench/1``) and ``OUT/layer_rules.json`` holds the classification rules for the ATen kernels that
-only the MoE uses here. Then::
+only the MoE or only the KV write's FP8 quantizer launch here. Then::
 
     wavemla trace OUT/csa --step-kernel _sparse_mla_decode_kernel --rules OUT/layer_rules.json
 
@@ -80,10 +81,13 @@ DEFAULT_BATCHES = (1, 8, 16, 32, 48, 64, 80, 96, 128)
 TINY_BATCHES = (1, 2)
 MAX_GROUPS = 1023  # torch._grouped_mm takes fewer than 1024 groups: routed experts + the shared one
 
-# ATen kernels that, in this layer, only the MoE launches; the default rules would file them under sampling
-# (top-k) or norm_elementwise. Names follow ATen's CUDA sources (TensorTopK.cu, ActivationSiluKernel.cu,
-# ActivationSoftplusKernel.cu).
-MOE_RULES: tuple[dict[str, str], ...] = (
+# ATen kernels that, in this layer, only one component launches. The default rules cannot know that: they would
+# file them under sampling (top-k) or norm_elementwise (ATen elementwise and scans), or leave them in "other" (the
+# names of cub's scan kernels and of the jiterator's exp2 carry neither a component nor ``at::native::``). In
+# another engine the same kernels serve sampling, MoE alignment or any quantizer, so they are not default rules.
+# Names follow ATen's CUDA sources (TensorTopK.cu, ActivationSiluKernel.cu, ActivationSoftplusKernel.cu, the cumsum
+# scans and their cub path, the jiterator's exp2); tests/tools/data/h200_layer_csa holds H200 traces with them all.
+LAYER_RULES: tuple[dict[str, str], ...] = (
     {
         "name": "layer-bench-router-topk",
         "component": "moe",
@@ -91,6 +95,19 @@ MOE_RULES: tuple[dict[str, str], ...] = (
     },
     {"name": "layer-bench-router-softplus", "component": "moe", "pattern": r"softplus_kernel"},
     {"name": "layer-bench-expert-silu", "component": "moe", "pattern": r"silu_kernel"},
+    # MoE.__call__'s counting sort: the one-hot cumsum over pairs (a 2-D scan, grows with the batch) and the
+    # cumsum of the expert counts into grouped-GEMM offsets (1-D: cub's DeviceScan init + scan kernels)
+    {
+        "name": "layer-bench-moe-counting-sort",
+        "component": "moe",
+        "pattern": r"tensor_kernel_scan_(?:outer|innermost)_dim|DeviceScan(?:Init)?Kernel",
+    },
+    # quantize_model1's power-of-two scale 2^ceil(log2(amax / 448)) in kv_write
+    {
+        "name": "layer-bench-kv-fp8-scale",
+        "component": "quantization",
+        "pattern": r"log2_kernel_cuda|ceil_kernel_cuda|exp2_kernel",
+    },
 )
 
 
@@ -749,9 +766,10 @@ def trace_command(out: Path, mode: str) -> str:
 
 
 def write_rules(out: Path) -> Path:
-    """``OUT/layer_rules.json``: the MoE-only ATen kernels of this layer, for ``wavemla trace --rules``."""
+    """``OUT/layer_rules.json``: this layer's single-component ATen kernels (:data:`LAYER_RULES`), for
+    ``wavemla trace --rules``."""
     path = out / RULES_FILE
-    path.write_text(json.dumps({"rules": list(MOE_RULES)}, indent=1) + "\n")
+    path.write_text(json.dumps({"rules": list(LAYER_RULES)}, indent=1) + "\n")
     return path
 
 
