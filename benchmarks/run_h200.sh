@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The full H200 run behind BENCHMARKS.md: GPU test lane, demo, sparse-decode tables, stress (graphs x streams),
-# the DSV4-Flash layer benchmark with its trace fit, the b = 1..256 curve, and short sanitizer passes.
+# the DSV4-Flash layer benchmark with its trace fit, the b = 1..256 curve, the paged dense-decode grid, and short
+# sanitizer passes.
 # Writes JSON and logs under $OUT; each step has a time limit so the whole run fits one 10-minute call.
 #   bash benchmarks/run_h200.sh <git-sha>
 set -uo pipefail
@@ -27,6 +28,8 @@ step() { local limit=$1; shift; echo "== $* (limit ${limit}s)"; timeout "$limit"
     --json "$OUT/bench_h16_h128.json" --label "$LABEL"
   step 80 $W bench --mode csa --s-q 1 --heads 64 --batch $(seq 1 256) --reps 5 \
     --json "$OUT/curve_h64.json" --label "$LABEL" > "$OUT/curve.log"
+  step 300 $W bench --dense --batch 1 8 32 64 128 --seqlen 1024 4096 16384 65536 --heads 16 64 128 \
+    --lengths uniform skewed --kv-formats bf16 fp8 --reps 10 --json "$OUT/bench_dense.json" --label "$LABEL"
   step 90 compute-sanitizer --tool memcheck --error-exitcode 1 python3 -m wavemla.cli stress --small --replays 20
 } > "$OUT/all.log" 2>&1
 # Few files come back from the GPU machine: pack the results (JSON, layer traces) into one archive.
@@ -35,3 +38,4 @@ tar czf /tmp/wavemla-results.tgz -C "$OUT" --exclude=all.log --exclude=tests.log
   mv /tmp/wavemla-results.tgz "$OUT/results.tgz"
 grep -E "^== |passed|failed|result:|time:|ceilings|mismatch|MISMATCH|ERROR SUMMARY|slope|driver" "$OUT/all.log" | head -80
 grep -E "^(csa|hca)" "$OUT/all.log" | cut -c1-150
+grep -E "^dense" "$OUT/all.log" | cut -c1-170

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from wavemla import config
+from wavemla import device as device_mod
 from wavemla.device import (
     KIB,
     MIB,
@@ -17,6 +18,7 @@ from wavemla.device import (
     DeviceSpec,
     NoCudaDeviceError,
     current_spec,
+    fp8_decode_path,
     get_spec,
 )
 
@@ -374,3 +376,21 @@ def test_from_torch_real_device() -> None:
     assert spec.smem_per_block <= spec.smem_per_sm
     assert spec.blocks_per_sm(16 * KIB, 128, 4) >= 1
     assert spec.triton_target().arch == spec.arch
+
+
+def test_fp8_decode_path_knob() -> None:
+    # CPU tensors run through Triton's interpreter, which emulates the e4m3 conversion
+    assert fp8_decode_path("cpu") == "cvt"
+    with config.override(WAVEMLA_FP8_DECODE="bits"):
+        assert fp8_decode_path("cpu") == "bits"
+
+
+def test_fp8_decode_path_by_arch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(device_mod, "_device_arch", lambda index: 86)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    cuda = torch.device("cuda", 0)
+    assert fp8_decode_path(cuda) == "bits"
+    with config.override(WAVEMLA_FP8_DECODE="cvt"), pytest.raises(ValueError, match="WAVEMLA_FP8_DECODE=cvt"):
+        fp8_decode_path(cuda)
+    monkeypatch.setattr(device_mod, "_device_arch", lambda index: 120)
+    assert fp8_decode_path(cuda) == "cvt"

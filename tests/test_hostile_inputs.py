@@ -622,7 +622,8 @@ MUTATIONS: dict[str, Callable[[Case, torch.Generator], str]] = {
     "metadata_other_shape": _metadata_reuse,
     "flash_head_dim_v": _flash("head_dim_v", 576),
     "flash_num_splits": _flash("num_splits", torch.ones(1, dtype=torch.int32)),
-    "flash_no_indices": _flash("indices", None),
+    # without indices the call is the dense decode, which needs the block table the sparse call passes as None
+    "flash_dense_without_block_table": lambda case, gen: (_flash("indices", None)(case, gen), "block_table")[1],
     "flash_causal": _flash("causal", True),
 }
 

@@ -244,3 +244,45 @@ def test_every_plannable_config_compiles_for_every_arch(environ: dict[str, str],
                 t = table[r.key]
                 assert (r.shared_bytes, r.regs, r.stack_bytes) == (t.shared_bytes, t.regs, t.stack_bytes), r.key
     print(f"compiled {len(got)} kernels in {time.perf_counter() - t0:.0f} s")
+
+
+# ---------------------------------------------------------------- the dense decode's table
+
+
+def test_dense_table_covers_every_plannable_config_on_every_arch() -> None:
+    from wavemla.plan import all_dense_candidate_configs
+
+    version, kernel, table = resources.committed_table(resources.DENSE_KERNEL)
+    assert kernel.startswith("dense_decode@")
+    wanted = {
+        resource_key(kernel, c.block_h, c.block_n, c.num_warps, c.num_stages, fp8, arch, version)
+        for c, fp8 in all_dense_candidate_configs()
+        for arch in ARCHES
+    }
+    assert set(table) == wanted
+    for r in table.values():
+        assert 1 <= r.regs <= 255 and r.shared_bytes > 0, r
+
+
+def test_dense_table_was_built_from_the_current_kernel_source() -> None:
+    _, kernel, _ = resources.committed_table(resources.DENSE_KERNEL)
+    assert kernel == resources.kernel_id(resources.DENSE_KERNEL), (
+        "the dense split kernel changed since its resource table was generated: "
+        "run `python -m wavemla.resources --write --kernel dense_decode`"
+    )
+
+
+def test_dense_config_compiles_and_matches_the_table(environ: dict[str, str], cache_dir: Path) -> None:
+    """One dense configuration compiled for sm_120 (the 99 KB part) equals its table row when Triton is the same."""
+    cfg = KernelConfig(16, 32, 8, 1)
+    (got,) = compile_resources([cfg], arches=[120], kernel=resources.DENSE_KERNEL)
+    assert got.smem_bytes <= 99 * 1024
+    version, kernel, table = resources.committed_table(resources.DENSE_KERNEL)
+    if version == triton.__version__ and kernel == resources.kernel_id(resources.DENSE_KERNEL):
+        t = table[got.key]
+        assert (got.shared_bytes, got.regs, got.stack_bytes) == (t.shared_bytes, t.regs, t.stack_bytes)
+
+
+def test_unknown_kernel_is_named(environ: dict[str, str], cache_dir: Path) -> None:
+    with pytest.raises(ValueError, match="kernel"):
+        compile_resources([KernelConfig(16, 16, 4, 1)], arches=[90], kernel="prefill")

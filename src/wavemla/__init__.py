@@ -1,13 +1,27 @@
-"""wavemla: DeepSeek-V4 sparse MLA decode kernels for every NVIDIA GPU Triton targets.
+"""wavemla: DeepSeek MLA decode kernels (V4 sparse, V3 paged dense) for every NVIDIA GPU Triton targets.
 
 Public calls::
 
     wavemla.get_mla_metadata()            # FlashMLA-compatible metadata object
-    wavemla.flash_mla_with_kvcache(...)   # FlashMLA-compatible sparse decode
-    wavemla.sparse_mla_decode(...)        # the native keyword-argument call
+    wavemla.flash_mla_with_kvcache(...)   # FlashMLA-compatible decode: sparse with indices, dense without
+    wavemla.sparse_mla_decode(...)        # the native sparse call (keyword arguments)
+    wavemla.dense_mla_decode(...)         # the native paged dense call (keyword arguments)
 """
 
-from wavemla.api import MLAMetadata, flash_mla_with_kvcache, get_mla_metadata, sparse_mla_decode
+from wavemla.api import (
+    MLAMetadata,
+    dense_mla_decode,
+    flash_mla_with_kvcache,
+    get_mla_metadata,
+    sparse_mla_decode,
+)
 
 __version__ = "0.1.0"
-__all__ = ["MLAMetadata", "__version__", "flash_mla_with_kvcache", "get_mla_metadata", "sparse_mla_decode"]
+__all__ = [
+    "MLAMetadata",
+    "__version__",
+    "dense_mla_decode",
+    "flash_mla_with_kvcache",
+    "get_mla_metadata",
+    "sparse_mla_decode",
+]

@@ -1,12 +1,13 @@
 """Public calls: validate, plan, launch.
 
-Two entry points compute the same thing:
+Two decodes, each reachable two ways:
 
 - :func:`flash_mla_with_kvcache` / :func:`get_mla_metadata` take FlashMLA's names, argument order and returns, so an
-  engine swaps one import;
-- :func:`sparse_mla_decode` is the native call with keyword arguments.
+  engine swaps one import: with ``indices`` it runs the sparse decode (DeepSeek-V4 / V3.2 DSA), with
+  ``indices=None`` the paged dense decode (DeepSeek-V3, Kimi-K2, GLM);
+- :func:`sparse_mla_decode` and :func:`dense_mla_decode` are the native calls with keyword arguments.
 
-Shapes (``T = b·s_q`` query tokens)::
+Sparse shapes (``T = b·s_q`` query tokens)::
 
     q                 [b, s_q, h_q, 512]        bf16 or fp16
     kv cache          [num_blocks, page, 1, 512] bf16/fp16 rows, or
@@ -17,6 +18,15 @@ Shapes (``T = b·s_q`` query tokens)::
     attn_sink         [h_q]                     fp32 (optional)
     out               [b, s_q, h_q, 512]        q.dtype
     lse               [b, h_q, s_q]             fp32, natural log, sink excluded, +inf where no valid row
+
+Dense shapes (see :func:`dense_mla_decode`)::
+
+    q                 [b, s_q, h_q, d_qk]       bf16 or fp16; d_qk 576 (512 latent + 64 rope) or 512
+    k_cache           [num_blocks, page, 1, d_qk] rows of q's dtype, or
+                      [num_blocks, page, 1, 656] uint8 / float8_e4m3fn FP8 V3.2 (see wavemla.reference.fp8_v32)
+    block_table       [b, max_blocks]           int32
+    cache_seqlens     [b]                       int32
+    out, lse          [b, s_q, h_q, 512] q.dtype, [b, h_q, s_q] fp32 (as above)
 
 A launch depends only on static shapes: no host-device sync, no data-dependent host branching, so calls can be
 captured in CUDA graphs. The metadata object returned by :func:`get_mla_metadata` freezes the plan on first use
@@ -42,7 +52,8 @@ from typing import Any
 import torch
 
 from wavemla import config
-from wavemla.plan import Plan, Workload, plan
+from wavemla.plan import DensePlan, DenseWorkload, Plan, Workload, plan, plan_dense
+from wavemla.reference import fp8_v32
 from wavemla.reference.fp8 import BYTES_PER_TOKEN, D_QK
 
 _Q_DTYPES = (torch.bfloat16, torch.float16)
@@ -60,6 +71,10 @@ class MLAMetadata:
     o_ws: torch.Tensor | None = field(default=None, repr=False)
     lse_ws: torch.Tensor | None = field(default=None, repr=False)
     split_kernel: Any = field(default=None, repr=False)  # Triton's compiled split kernel (resource report)
+    dense_plan: DensePlan | None = None  # the dense decode's plan (``plan`` stays None for it)
+    sched: torch.Tensor | None = field(default=None, repr=False)  # dense: [num_parts, 4] int32 work ranges
+    req: torch.Tensor | None = field(default=None, repr=False)  # dense: [b, 4] int32 parts touching each request
+    scheduled: bool = False  # dense: the scheduler has run into sched/req (see dense_mla_decode's reuse_schedule)
 
 
 def get_mla_metadata(*args: Any, **kwargs: Any) -> tuple[MLAMetadata, None]:
@@ -256,7 +271,7 @@ def sparse_mla_decode(
     with _device_guard(device):
         key = (workload, str(device))
         meta = metadata if metadata is not None else MLAMetadata()
-        if meta.plan is None:
+        if meta.key is None:
             meta.plan = plan(workload, _device_spec(device))
             meta.key = key
             rows = meta.plan.workspace_rows(b * s_q)
@@ -272,6 +287,7 @@ def sparse_mla_decode(
                 "use one metadata object per decode shape (get_mla_metadata())"
             )
         p = meta.plan
+        assert p is not None  # planned together with the key above
         out = torch.empty((b, s_q, h_q, D_QK), dtype=q.dtype, device=device)
         lse = torch.empty((b, s_q, h_q), dtype=torch.float32, device=device)
         if b == 0:
@@ -314,6 +330,201 @@ def sparse_mla_decode(
         return out, lse.transpose(1, 2)
 
 
+def _check_q_common(q: Any) -> torch.device:
+    if not isinstance(q, torch.Tensor):
+        raise ValueError(f"q: expected a torch.Tensor, got {type(q).__name__}")
+    device = q.device
+    _check_tensor("q", q, _Q_DTYPES, 4, device)
+    return device
+
+
+def _check_dense_cache(cache: Any, d_qk: int, device: torch.device) -> bool:
+    """Validate a dense k_cache; returns True for the FP8 V3.2 layout."""
+    if not isinstance(cache, torch.Tensor):
+        raise ValueError(f"k_cache: expected a torch.Tensor, got {type(cache).__name__}")
+    if cache.dim() != 4 or cache.shape[2] != 1:
+        raise ValueError(f"k_cache: expected [num_blocks, page, 1, d_qk or 656], got shape {list(cache.shape)}")
+    if cache.device != device:
+        raise ValueError(f"k_cache: expected device {device} (the device of q), got {cache.device}")
+    page = cache.shape[1]
+    if not 1 <= page <= 1024:
+        raise ValueError(f"k_cache: page size (dim 1) must be in 1..1024, got {page}")
+    v32 = fp8_v32.BYTES_PER_TOKEN
+    if cache.dtype in _FP8_DTYPES:
+        if cache.shape[3] != v32:
+            raise ValueError(f"k_cache: an FP8 V3.2 cache has {v32} bytes per token, got {cache.shape[3]}")
+        if d_qk != fp8_v32.D_QK:
+            raise ValueError(f"k_cache: the FP8 V3.2 cache holds {fp8_v32.D_QK}-wide rows, q has d_qk {d_qk}")
+        if cache.stride(3) != 1 or cache.stride(1) != v32:
+            raise ValueError(f"k_cache: FP8 V3.2 tokens must be contiguous (stride(1) == {v32}, stride(3) == 1)")
+        if cache.shape[0] > 1 and cache.stride(0) < page * v32:
+            raise ValueError(f"k_cache: stride(0) {cache.stride(0)} is smaller than a page ({page * v32} B)")
+        if cache.stride(0) % 4 or cache.data_ptr() % 4:
+            raise ValueError("k_cache: FP8 V3.2 pages must start 4-byte aligned (the scales are fp32)")
+        return True
+    if cache.dtype in _Q_DTYPES:
+        if cache.shape[3] != d_qk:
+            raise ValueError(f"k_cache: expected rows of q's d_qk {d_qk}, got {cache.shape[3]}")
+        if cache.stride(3) != 1:
+            raise ValueError(f"k_cache: the last dimension must be contiguous (stride 1), got stride {cache.stride(3)}")
+        return False
+    raise ValueError(f"k_cache: expected bf16/fp16 rows or a uint8/float8_e4m3fn FP8 V3.2 cache, got {cache.dtype}")
+
+
+def _check_scale(softmax_scale: Any, default: float) -> float:
+    if softmax_scale is not None and (isinstance(softmax_scale, bool) or not isinstance(softmax_scale, numbers.Real)):
+        raise ValueError(f"softmax_scale: expected a Python float, got {type(softmax_scale).__name__}")
+    scale = default if softmax_scale is None else float(softmax_scale)
+    if not 0.0 < scale <= _MAX_SOFTMAX_SCALE:
+        raise ValueError(
+            f"softmax_scale: expected a finite positive float (at most {_MAX_SOFTMAX_SCALE:.4g}, so that "
+            f"softmax_scale·log2(e) fits fp32), got {softmax_scale!r}"
+        )
+    return scale
+
+
+def dense_mla_decode(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    cache_seqlens: torch.Tensor,
+    *,
+    softmax_scale: float | None = None,
+    causal: bool = False,
+    metadata: MLAMetadata | None = None,
+    reuse_schedule: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Paged dense MLA decode (DeepSeek-V3 / Kimi-K2 / GLM): every query attends to every cached key of its request.
+
+    Args:
+        q: ``[b, s_q, h_q, d_qk]`` bf16/fp16, ``d_qk`` 576 (512 latent + 64 rope) or 512, s_q 1..4, h_q 1..128.
+        k_cache: ``[num_blocks, page, 1, d_qk]`` rows of q's dtype, or the FP8 V3.2 layout
+            ``[num_blocks, page, 1, 656]`` uint8/float8_e4m3fn (512 e4m3 + 4 fp32 scales + 64 bf16 rope, d_qk 576).
+            Page 1..1024.
+        block_table: ``[b, max_blocks]`` int32; entries past a request's length are never read.
+        cache_seqlens: ``[b]`` int32 keys per request (clamped to ``[0, max_blocks · page]``).
+        softmax_scale: default ``d_qk ** -0.5``.
+        causal: for s_q > 1, query token ``s`` sees keys ``[0, L - s_q + s]`` (FlashMLA's MTP semantics).
+        metadata: from :func:`get_mla_metadata`; planned on first use for this shape, owns the workspace.
+        reuse_schedule: skip the device scheduler when ``metadata`` already holds a schedule: valid only while
+            ``cache_seqlens`` holds the values it was made from (the layers of one decode step, FlashMLA's contract
+            for its metadata). Default: schedule on every call.
+
+    Returns ``(out [b, s_q, h_q, 512] q.dtype, lse [b, h_q, s_q] fp32)``, natural-log lse, ``out = 0`` and
+    ``lse = +inf`` for a query that sees no key; semantics are those of
+    :func:`wavemla.reference.dense_decode_ref`. Three launches (scheduler, split, combine), no host sync.
+
+    Example::
+
+        out, lse = dense_mla_decode(q, k_cache, block_table, cache_seqlens, causal=True)
+    """
+    from wavemla.kernels.combine import dense_decode_combine
+    from wavemla.kernels.dense_decode import dense_decode_schedule, dense_decode_split
+
+    device = _check_q_common(q)
+    b, s_q, h_q, d_qk = q.shape
+    if d_qk not in (576, 512):
+        raise ValueError(f"q: expected d_qk 576 (512 latent + 64 rope) or 512, got {d_qk}")
+    if not 1 <= s_q <= 4:
+        raise ValueError(f"q: s_q (dim 1) must be in 1..4, got {s_q}")
+    if not 1 <= h_q <= 128:
+        raise ValueError(f"q: h_q (dim 2) must be in 1..128, got {h_q}")
+    if q.stride(3) != 1:
+        raise ValueError("q: the last dimension must be contiguous (stride 1)")
+    if not (device.type == "cuda" or (device.type == "cpu" and _interpreting())):
+        raise ValueError(f"q: expected a CUDA tensor (or Triton's interpreter mode for CPU tensors), got {device}")
+    is_fp8 = _check_dense_cache(k_cache, d_qk, device)
+    if not is_fp8 and k_cache.dtype != q.dtype:
+        raise ValueError(f"k_cache: bf16/fp16 rows must match q's dtype {q.dtype}, got {k_cache.dtype}")
+    if not is_fp8 and k_cache.dtype == torch.bfloat16 and _interpreting():
+        raise ValueError(
+            "k_cache: bf16 rows cannot run under Triton's interpreter (its tl.dot multiplies raw bf16 bits, "
+            "triton issue 11584); use fp16 rows or an FP8 V3.2 cache on CPU"
+        )
+    _check_tensor("block_table", block_table, (torch.int32,), 2, device)
+    if block_table.shape[0] != b:
+        raise ValueError(f"block_table: expected [b={b}, max_blocks], got {list(block_table.shape)}")
+    if block_table.shape[1] > 1 and block_table.stride(1) != 1:
+        raise ValueError("block_table: the last dimension must be contiguous (stride 1)")
+    _check_length("cache_seqlens", cache_seqlens, b, device)
+    if not isinstance(causal, bool):
+        raise ValueError(f"causal: expected a bool, got {type(causal).__name__}")
+    scale = _check_scale(softmax_scale, d_qk**-0.5)
+    if metadata is not None and not isinstance(metadata, MLAMetadata):
+        raise ValueError(
+            "metadata (tile_scheduler_metadata): expected the MLAMetadata returned by get_mla_metadata(), "
+            f"got {type(metadata).__name__}"
+        )
+
+    page = k_cache.shape[1]
+    workload = DenseWorkload(
+        batch=b,
+        s_q=s_q,
+        h_q=h_q,
+        d_qk=d_qk,
+        max_seqlen=block_table.shape[1] * page,
+        is_fp8=is_fp8,
+        dtype="bf16" if q.dtype == torch.bfloat16 else "fp16",
+    )
+    with _device_guard(device):
+        key = ("dense", workload, str(device))
+        meta = metadata if metadata is not None else MLAMetadata()
+        if meta.key is None:
+            planned = plan_dense(workload, _device_spec(device))
+            meta.dense_plan = planned
+            meta.key = key
+            rows = planned.workspace_rows(b)
+            meta.o_ws = torch.empty((rows, s_q * h_q, 512), dtype=torch.float32, device=device)
+            meta.lse_ws = torch.empty((rows, s_q * h_q), dtype=torch.float32, device=device)
+            meta.sched = torch.empty((planned.num_parts, 4), dtype=torch.int32, device=device)
+            meta.req = torch.empty((max(b, 1), 4), dtype=torch.int32, device=device)
+        elif meta.key != key:
+            raise ValueError(
+                f"metadata (tile_scheduler_metadata): planned for {meta.key}, called with {key}; "
+                "use one metadata object per decode shape (get_mla_metadata())"
+            )
+        p = meta.dense_plan
+        assert p is not None and meta.o_ws is not None and meta.lse_ws is not None
+        assert meta.sched is not None and meta.req is not None
+        out = torch.empty((b, s_q, h_q, 512), dtype=q.dtype, device=device)
+        lse = torch.empty((b, s_q, h_q), dtype=torch.float32, device=device)
+        if b == 0:
+            return out, lse.transpose(1, 2)
+        if not (reuse_schedule and meta.scheduled):
+            dense_decode_schedule(
+                cache_seqlens=cache_seqlens,
+                sched=meta.sched,
+                req=meta.req,
+                max_seqlen=workload.max_seqlen,
+                num_parts=p.num_parts,
+                segment_overhead=p.segment_overhead,
+                block_n=p.config.block_n,
+            )
+            meta.scheduled = True
+        meta.split_kernel = dense_decode_split(
+            q=q,
+            out=out,
+            lse=lse,
+            o_ws=meta.o_ws,
+            lse_ws=meta.lse_ws,
+            kv=k_cache.view(torch.uint8) if is_fp8 else k_cache,
+            block_table=block_table,
+            cache_seqlens=cache_seqlens,
+            sched=meta.sched,
+            is_fp8=is_fp8,
+            causal=causal,
+            softmax_scale=scale,
+            block_h=p.config.block_h,
+            block_n=p.config.block_n,
+            num_warps=p.config.num_warps,
+            num_stages=p.config.num_stages,
+            num_parts=p.num_parts,
+        )
+        if p.num_parts > 1:
+            dense_decode_combine(out=out, lse=lse, o_ws=meta.o_ws, lse_ws=meta.lse_ws, req=meta.req)
+        return out, lse.transpose(1, 2)
+
+
 def flash_mla_with_kvcache(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -332,28 +543,49 @@ def flash_mla_with_kvcache(
     topk_length: torch.Tensor | None = None,
     extra_topk_length: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """FlashMLA's call, same names, order and returns (sparse decode; see the module doc for shapes).
+    """FlashMLA's call, same names, order and returns (see the module doc for shapes).
 
-    ``block_table`` and ``cache_seqlens`` are not used by sparse decode (indices already hold global slots), as in
-    FlashMLA. ``is_fp8_kvcache`` must agree with the cache format (True: MODEL1 ``[..., 584]`` bytes).
+    With ``indices`` it is the sparse decode: ``block_table`` and ``cache_seqlens`` are not used (indices already
+    hold global slots), as in FlashMLA, and ``causal`` must be False. With ``indices=None`` it is the paged dense
+    decode (:func:`dense_mla_decode`): ``block_table`` and ``cache_seqlens`` are required, ``causal`` applies to
+    s_q > 1, and the sparse-only arguments must be None. ``is_fp8_kvcache`` must agree with the cache format
+    (True: uint8/float8_e4m3fn bytes, MODEL1 ``[..., 584]`` for sparse, V3.2 ``[..., 656]`` for dense).
     """
     if head_dim_v != D_QK:
         raise ValueError(f"head_dim_v: expected {D_QK}, got {head_dim_v}")
     if num_splits is not None:
         raise ValueError("num_splits: must be None (the planner chooses the split)")
-    if indices is None:
-        raise ValueError(
-            "indices: required; wavemla implements sparse decode (DeepSeek-V4), pass [b, s_q, topk] int32 slots"
-        )
-    if causal:
-        raise ValueError("causal: sparse decode requires causal=False (the index lists already encode causality)")
     if isinstance(k_cache, torch.Tensor):
         fp8_cache = k_cache.dtype in _FP8_DTYPES
         if bool(is_fp8_kvcache) != fp8_cache:
-            raise ValueError(
-                f"is_fp8_kvcache: {is_fp8_kvcache} but k_cache has dtype {k_cache.dtype} "
-                f"({'FP8 MODEL1' if fp8_cache else 'bf16/fp16 rows'})"
-            )
+            layout = "FP8 bytes" if fp8_cache else "bf16/fp16 rows"
+            raise ValueError(f"is_fp8_kvcache: {is_fp8_kvcache} but k_cache has dtype {k_cache.dtype} ({layout})")
+    if indices is None:
+        if block_table is None:
+            raise ValueError("block_table: required for dense decode (indices=None): [b, max_blocks] int32")
+        if cache_seqlens is None:
+            raise ValueError("cache_seqlens: required for dense decode (indices=None): [b] int32")
+        sparse_only = {
+            "attn_sink": attn_sink,
+            "extra_k_cache": extra_k_cache,
+            "extra_indices_in_kvcache": extra_indices_in_kvcache,
+            "topk_length": topk_length,
+            "extra_topk_length": extra_topk_length,
+        }
+        for name, value in sparse_only.items():
+            if value is not None:
+                raise ValueError(f"{name}: sparse decode only; dense decode (indices=None) takes None")
+        return dense_mla_decode(
+            q,
+            k_cache,
+            block_table,
+            cache_seqlens,
+            softmax_scale=softmax_scale,
+            causal=causal,
+            metadata=tile_scheduler_metadata,
+        )
+    if causal:
+        raise ValueError("causal: sparse decode requires causal=False (the index lists already encode causality)")
     return sparse_mla_decode(
         q,
         k_cache,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 # verb -> (module, one-line help). Keep alphabetical inside each group.
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("wavemla.tools.demo", "run one DSV4-Flash CSA decode step and check it against the fp64 reference"),
-    "bench": ("wavemla.tools.bench", "time sparse decode at DSV4 shapes (CUDA graphs, flushed L2, medians)"),
+    "bench": ("wavemla.tools.bench", "time sparse decode at DSV4 shapes, or --dense paged decode at V3 shapes"),
     "layer-bench": ("wavemla.tools.layer_bench", "time one DSV4-Flash decoder layer by component; traces for trace"),
     "env": ("wavemla.tools.envinfo", "print versions, the device and every WAVEMLA_* knob"),
     "plan": ("wavemla.tools.plan_cli", "show the planner's tile, occupancy, waves and predicted time per batch"),
@@ -28,7 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wavemla",
-        description="DeepSeek-V4 sparse MLA decode kernels for every NVIDIA GPU, and decode-throughput tools.",
+        description="DeepSeek MLA decode kernels (V4 sparse, V3 paged dense) for every NVIDIA GPU, and "
+        "decode-throughput tools.",
     )
     sub = parser.add_subparsers(dest="verb", metavar="<verb>")
     for verb, (module_name, help_text) in COMMANDS.items():

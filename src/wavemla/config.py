@@ -96,7 +96,7 @@ KNOBS: dict[str, Knob] = {
             "WAVEMLA_NUM_WARPS",
             "int",
             None,
-            "Warps per program of the sparse decode kernel.",
+            "Warps per program of the split kernels (sparse and dense decode).",
             choices=(2, 4, 8, 16),
         ),
         Knob(
@@ -119,7 +119,8 @@ KNOBS: dict[str, Knob] = {
             "WAVEMLA_TARGET_CTAS",
             "int",
             None,
-            "Program slots the planner balances work over (default: resident programs per SM x SMs).",
+            "Program slots the planner balances work over (default: resident programs per SM x SMs); for the "
+            "dense decode, the slots its parts fill.",
             minimum=1,
             maximum=1 << 20,
         ),
@@ -129,6 +130,14 @@ KNOBS: dict[str, Knob] = {
             False,
             "Make each request's output bits independent of batch size and composition (fixed split boundaries "
             "per request, fixed reduction order).",
+        ),
+        Knob(
+            "WAVEMLA_FP8_DECODE",
+            "str",
+            "auto",
+            "How kernels turn e4m3 bytes into fp16: 'cvt' (the hardware conversion, two values per instruction; "
+            "sm_89 and newer), 'bits' (integer bit assembly; every architecture), 'auto' (cvt where it exists).",
+            choices=("auto", "cvt", "bits"),
         ),
         Knob(
             "WAVEMLA_GPU",

@@ -34,6 +34,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -511,6 +512,39 @@ def current_spec() -> DeviceSpec:
         return get_spec(name)
     except ValueError as exc:
         raise ValueError(f"WAVEMLA_GPU={name!r}: {exc}") from None
+
+
+# Triton's float8e4nv type (and the cvt.f16x2.e4m3x2 instruction behind its conversion) starts at sm_89.
+_E4M3_CVT_MIN_ARCH = 89
+
+
+def fp8_decode_path(device: Any) -> str:
+    """How kernels on ``device`` decode e4m3: ``"cvt"`` (hardware conversion) or ``"bits"`` (bit assembly).
+
+    The ``WAVEMLA_FP8_DECODE`` knob decides when it is not ``auto``; ``auto`` picks ``cvt`` on sm_89 and newer and
+    on CPU tensors (Triton's interpreter emulates the conversion), ``bits`` on sm_80/86. Forcing ``cvt`` on a part
+    without it raises ValueError.
+    """
+    import torch
+
+    choice = config.get("WAVEMLA_FP8_DECODE")
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return "bits" if choice == "bits" else "cvt"
+    arch = _device_arch(dev.index if dev.index is not None else torch.cuda.current_device())
+    if choice == "cvt" and arch < _E4M3_CVT_MIN_ARCH:
+        raise ValueError(f"WAVEMLA_FP8_DECODE=cvt: sm_{arch} has no e4m3 conversion (sm_89 or newer needed)")
+    if choice == "auto":
+        return "cvt" if arch >= _E4M3_CVT_MIN_ARCH else "bits"
+    return str(choice)
+
+
+@functools.lru_cache(maxsize=16)
+def _device_arch(index: int) -> int:
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(index)
+    return int(major) * 10 + int(minor)
 
 
 def _prop_int(props: Any, attr: str) -> int | None:

@@ -28,6 +28,10 @@ units spread over all programs. ``tail_efficiency`` is the busy fraction of the 
 Overrides from :mod:`wavemla.config` are applied last; one the kernel or the device cannot honour raises
 :class:`PlanError` naming the knob.
 
+The paged dense decode has its own planner in the last section of this file (``DenseWorkload``, ``plan_dense``,
+``DensePlan``, ``dense_schedule``): it fixes the tile and the number of parts; a device scheduler assigns the work
+from the actual lengths (docs/dense-decode.md).
+
 Example::
 
     from wavemla.device import get_spec
@@ -155,16 +159,19 @@ class Plan:
 # compiled kernel on an H200 (Triton 3.6: n_regs, shared memory), with the time of one tile measured there. These
 # win over the compiled table on sm_90: they carry a measured tile cost.
 _SM90_TABLE: dict[tuple[int, int, int, int, bool], Resources] = {
-    # FP8 MODEL1 rows: tile µs = median time / tiles per program at CSA h=64, b=128, from
-    # benchmarks/results/2026-11-30-h200-kernel-variants.log (v5 rows; 32x32x8 from the v3 row)
-    (64, 64, 8, 1, True): Resources(131072, 255, "table", tile_us=10.4),
-    (64, 32, 8, 1, True): Resources(98304, 255, "table", tile_us=6.5),
-    (32, 32, 8, 1, True): Resources(98304, 255, "table", tile_us=8.6),  # spills 164 B: slow
-    (16, 32, 4, 1, True): Resources(81920, 255, "table", tile_us=5.7),
-    # bf16 rows (Triton pipelines the row gather into shared memory at 2 stages); v2ns2 rows of the same log
+    # FP8 MODEL1 rows: tile µs = median time / tiles per program at CSA h=64, b=128 (64x64x8: 93.3 µs / 10 tiles,
+    # 64x32x8: 97.9 µs / 20; benchmarks/results/2026-11-30-h200-kernel-variants.log, "e4m3 cvt + prefetch" block);
+    # 32x32x8 and 16x32x4: tile µs from earlier rows of that log (kernel before the row prefetch), shared memory of
+    # the current kernel compiled by the H200's Triton 3.6 for sm_90
+    (64, 64, 8, 1, True): Resources(131072, 255, "table", tile_us=9.3),
+    (64, 32, 8, 1, True): Resources(98304, 255, "table", tile_us=4.9),
+    (32, 32, 8, 1, True): Resources(67584, 255, "table", tile_us=8.6),  # spills: slow
+    (16, 32, 4, 1, True): Resources(50176, 255, "table", tile_us=5.7),
+    # bf16 rows (Triton pipelines the row gather into shared memory at 2 stages): tile µs from the v2ns2 rows of the
+    # same log; shared memory of the current kernel (index prefetch) compiled by Triton 3.6 for sm_90
     (64, 64, 8, 2, False): Resources(197632, 255, "table", tile_us=7.9),
-    (64, 32, 8, 2, False): Resources(131200, 255, "table", tile_us=4.5),
-    (16, 32, 4, 2, False): Resources(50304, 255, "table", tile_us=3.6),
+    (64, 32, 8, 2, False): Resources(131328, 255, "table", tile_us=4.5),
+    (16, 32, 4, 2, False): Resources(50432, 223, "table", tile_us=3.6),
 }
 
 _MEASURED_ARCH = 90
@@ -383,11 +390,19 @@ def _even_sizes(n_tiles: int) -> tuple[int, ...]:
     return tuple(sorted({n_tiles // d for d in range(1, n_tiles + 1) if n_tiles % d == 0}))
 
 
+def _slot_levels(cost: _Coster, device: DeviceSpec) -> set[int]:
+    """Program slots a partition may aim for: one program per SM, two, ... up to the occupancy. On 100 KB/SM parts
+    a level below two programs per SM is not offered (one program per SM leaves them latency-bound; see the module
+    doc), unless the configuration holds only one."""
+    low = min(_MIN_PROGRAMS_PER_SM_CAPPED, cost.occ) if _smem_capped(device) else 1
+    return {min(k * device.num_sms, cost.slots) for k in range(low, cost.occ + 1)}
+
+
 def _partition(cost: _Coster, device: DeviceSpec, forced_slots: bool) -> _Split:
     """The cheapest units_per_part (see the module doc for the candidates)."""
     total, n_tiles, num_hb, slots = cost.total, cost.n_tiles, cost.num_hb, cost.slots
     # Slot levels: one program per SM, two, ... up to the occupancy (fewer programs per SM run faster each).
-    levels = {slots} if forced_slots else {min(k * device.num_sms, slots) for k in range(1, cost.occ + 1)}
+    levels = {slots} if forced_slots else _slot_levels(cost, device)
     candidates: set[int] = set()
     for level in levels:
         parts_per_wave = max(level // num_hb, 1)
@@ -616,3 +631,387 @@ def _plan_config(
         tile_us=split.tile_us,
         combine_us=split.combine_us,
     )
+
+
+# =====================================================================================================================
+# Dense decode (DeepSeek-V3 / Kimi-K2 / GLM paged MLA). Nothing above this line is used by it except the shared
+# types (KernelConfig, Resources, PlanError), the knob helpers and the occupancy rules.
+# =====================================================================================================================
+#
+# The dense kernel streams every key of every request, so the work per request is data-dependent (cache_seqlens
+# lives on the device). The planner therefore fixes only what static shapes decide: the tile configuration, the
+# number of parts (programs per row block), and the per-segment overhead the device scheduler charges; the
+# assignment of (request, tile) work to parts is made on the device by kernels/dense_decode.py's scheduler from the
+# actual lengths (FlashMLA's get_decoding_sched_meta scheme: a contiguous partition of the flattened work list into
+# equal weight, each request segment weighing its tiles plus a fixed overhead).
+
+DENSE_D_V = 512
+DENSE_D_QK = (576, 512)
+
+# Dense cost model (µs, bytes). Not yet calibrated against measurements; the constants say where they come from.
+_DENSE_LATENCY_US = 1.5  # DRAM latency under load on HBM parts (H100/H200 microbenchmarks report ~1-2 µs loaded)
+_DENSE_MMA_EFFICIENCY = 0.5  # fraction of the tensor peak a Triton mma loop with a BLOCK_N-row tile reaches
+_DENSE_FP8_DECODE_ROW_US = 0.02  # e4m3 bit decode + scale of one 512-value row on one SM (~40 cycles at 2 GHz)
+_DENSE_SCHEDULER_US = 3.0  # the one-program scheduler launch inside a CUDA graph
+_DENSE_MAX_OVERHEAD_TILES = 16
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class DenseWorkload:
+    """One dense-decode call, described by static shapes only.
+
+    ``max_seqlen`` is the capacity of the block table (``max_blocks · page``): lengths are device data, so the
+    planner prices a call at this bound and the scheduler balances what the lengths really are.
+    """
+
+    batch: int
+    s_q: int
+    h_q: int
+    d_qk: int = 576
+    max_seqlen: int = 4096
+    is_fp8: bool = False
+    dtype: str = "bf16"
+
+    def __post_init__(self) -> None:
+        for name in ("batch", "s_q", "h_q", "d_qk", "max_seqlen"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name}: expected a non-negative int, got {value!r}")
+        if self.s_q < 1 or self.h_q < 1:
+            raise ValueError(f"s_q and h_q: must be >= 1, got s_q={self.s_q}, h_q={self.h_q}")
+        if self.d_qk not in DENSE_D_QK:
+            raise ValueError(f"d_qk: expected 576 or 512, got {self.d_qk}")
+        if self.is_fp8 and self.d_qk != 576:
+            raise ValueError("d_qk: the FP8 V3.2 cache holds 576-wide rows")
+        if self.dtype not in ("bf16", "fp16"):
+            raise ValueError(f"dtype: expected 'bf16' or 'fp16', got {self.dtype!r}")
+
+    @property
+    def rows(self) -> int:
+        """Query rows per request: every query token of a request shares its keys, so ``s_q · h_q`` rows read each
+        KV tile once (FlashMLA regroups q the same way)."""
+        return self.s_q * self.h_q
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one cached key row: 656 for FP8 V3.2, else 2 · d_qk."""
+        return 656 if self.is_fp8 else 2 * self.d_qk
+
+
+@dataclass(frozen=True)
+class DensePlan:
+    """Launch choices for one dense workload on one device, and why.
+
+    ``num_parts`` programs per row block run the split kernel (``programs = num_parts · num_row_blocks``); the
+    device scheduler gives each part a contiguous range of the ``(request, tile)`` list of equal weight, where a
+    request segment weighs its tiles plus ``segment_overhead`` tiles. The split workspace has
+    ``batch + num_parts`` slots (a request cut by part boundaries leaves one partial per part it touches, in slot
+    ``request + part``).
+    """
+
+    config: KernelConfig
+    num_row_blocks: int
+    num_parts: int
+    programs: int
+    programs_per_sm: int
+    active_per_sm: int
+    segment_overhead: int
+    tile_us: float
+    predicted_us: float
+    resources: Resources
+    reasons: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def block_h(self) -> int:
+        return self.config.block_h
+
+    @property
+    def block_n(self) -> int:
+        return self.config.block_n
+
+    def workspace_rows(self, batch: int) -> int:
+        """Slots of the split workspace: every request plus every part (partials of cut requests)."""
+        return batch + self.num_parts
+
+
+def _dense_base_configs(rows: int, is_fp8: bool) -> list[KernelConfig]:
+    """Candidate tiles by query rows (``s_q · h_q``). BLOCK_H covers the rows that share a KV tile. bf16/fp16 rows
+    are staged through shared memory by Triton's pipeliner (the block-table entries two tiles ahead, the KV tile one
+    ahead, at 3 stages); FP8 rows are decoded in registers with the next tile prefetched by hand (``num_stages``
+    1). The 16-row tiles are the fallbacks that fit 99 KB per block (sm_86/89/120)."""
+    if is_fp8:
+        if rows <= 16:
+            return [KernelConfig(16, 32, 8, 1), KernelConfig(16, 32, 4, 1), KernelConfig(16, 64, 8, 1),
+                    KernelConfig(16, 16, 4, 1)]  # fmt: skip
+        if rows <= 32:
+            return [KernelConfig(32, 32, 8, 1), KernelConfig(16, 32, 8, 1), KernelConfig(16, 16, 4, 1)]
+        return [KernelConfig(64, 32, 8, 1), KernelConfig(32, 32, 8, 1), KernelConfig(16, 32, 8, 1),
+                KernelConfig(16, 16, 4, 1)]  # fmt: skip
+    # Rows: BLOCK_H = 64 is not offered. Its fp32 accumulator [64, 512] plus the pipelined tiles spill ~8 KB per
+    # thread on sm_90 and ran 40x slower on an H200 (benchmarks/results/2026-11-30-h200-dense-sweep.log); 32-row
+    # tiles with 8 warps serve the larger head counts. Nor is 16x64 (one program per SM): slower than 16x32 at
+    # every measured shape there (26-34% against 37-50% of copy bandwidth at h = 16).
+    if rows <= 16:
+        return [KernelConfig(16, 32, 4, 2), KernelConfig(16, 32, 4, 3), KernelConfig(16, 16, 4, 3)]
+    return [KernelConfig(32, 32, 8, 3), KernelConfig(16, 32, 4, 2), KernelConfig(16, 16, 4, 3)]
+
+
+def dense_candidate_configs(workload: DenseWorkload) -> list[KernelConfig]:
+    """Kernel configurations the dense planner costs for this workload (each one that fits the device)."""
+    return _dense_base_configs(workload.rows, workload.is_fp8)
+
+
+def all_dense_candidate_configs() -> list[tuple[KernelConfig, bool]]:
+    """Every (configuration, is_fp8) :func:`dense_candidate_configs` can return (the compiled table's rows)."""
+    out: list[tuple[KernelConfig, bool]] = []
+    for is_fp8 in (True, False):
+        for rows in (16, 32, 64):
+            for cfg in _dense_base_configs(rows, is_fp8):
+                if (cfg, is_fp8) not in out:
+                    out.append((cfg, is_fp8))
+    return out
+
+
+def dense_static_resources(cfg: KernelConfig, workload: DenseWorkload, device: DeviceSpec) -> Resources:
+    """Resources of the dense split kernel at ``cfg`` on ``device``: compiled (disk cache or packaged table), else
+    an estimate."""
+    return _dense_static_resources(cfg, workload.is_fp8, device.arch, device.max_regs_per_thread, device.regs_per_sm,
+                                   config.get("WAVEMLA_CACHE_DIR"))  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1024)
+def _dense_static_resources(
+    cfg: KernelConfig, is_fp8: bool, arch: int, max_regs: int, regs_per_sm: int, cache_dir: str | None
+) -> Resources:
+    del cache_dir  # part of the cache key only: resources.lookup reads the knob's directory
+    from wavemla import resources
+
+    table_arch = _TABLE_ARCH_FALLBACK.get(arch, arch)
+    hit = resources.lookup(cfg, is_fp8, table_arch, kernel=resources.DENSE_KERNEL)
+    if hit is not None:
+        r, where = hit
+        note = where + ("" if table_arch == arch else f", sm_{table_arch} entry")
+        return Resources(r.smem_bytes, r.regs, "compiled", stack_bytes=r.stack_bytes, note=note)
+    # Estimate: the q tile plus the KV tile (rows: one copy per pipeline stage; FP8: the decoded fp16 tile twice,
+    # once per dot operand layout), 576-wide elements of 2 bytes.
+    q = cfg.block_h * 576 * 2
+    kv = cfg.block_n * 576 * 2 * (2 if is_fp8 else max(cfg.num_stages, 1))
+    regs = min(max_regs, regs_per_sm // (cfg.num_warps * 32))
+    return Resources(q + kv, regs, "estimate", note="estimated (not in the compiled table)")
+
+
+def _dense_tile_us(cfg: KernelConfig, workload: DenseWorkload, device: DeviceSpec, active: int, num_rb: int) -> float:
+    """SM time of one KV tile for one program when ``active`` programs share the SM.
+
+    The largest of three: the tile's DRAM bytes for all ``active`` programs at the SM's share of bandwidth (the row
+    blocks of a part read the same tile, adjacent in launch order, so DRAM serves it once); the loaded latency over
+    the tiles a program keeps in flight (one: rows through cp.async at 2+ stages, FP8 rows by a register prefetch);
+    and the tensor-core work of ``QKᵀ`` and ``PV`` plus the FP8 decode of all
+    ``active`` programs.
+    """
+    tile_bytes = cfg.block_n * workload.row_bytes
+    share = device.mem_gbps * _DRAM_EFFICIENCY * 1e3 / device.num_sms  # bytes per µs per SM
+    # One KV tile in flight per program: Triton's pipeliner stages the block-table entries ahead and the KV tile one
+    # iteration ahead (rows, 2+ stages); FP8 rows prefetch the next raw tile into registers by hand.
+    depth = 1.0 if (workload.is_fp8 or cfg.num_stages >= 2) else 0.5
+    dram = active * tile_bytes / num_rb / share
+    latency = _DENSE_LATENCY_US / depth
+    flops = 2.0 * cfg.block_h * cfg.block_n * (workload.d_qk + DENSE_D_V)
+    mma = flops / (device.bf16_tflops * 1e6 / device.num_sms * _DENSE_MMA_EFFICIENCY)
+    decode = cfg.block_n * _DENSE_FP8_DECODE_ROW_US if workload.is_fp8 else 0.0
+    return max(dram, latency, active * (mma + decode))
+
+
+def _dense_segment_us(cfg: KernelConfig, workload: DenseWorkload, device: DeviceSpec) -> float:
+    """A request segment's fixed cost in one program: the q tile in, the output (or fp32 partial) out, at the SM's
+    share of bandwidth, plus one loaded latency to fill the pipeline."""
+    share = device.mem_gbps * _DRAM_EFFICIENCY * 1e3 / device.num_sms
+    q_bytes = cfg.block_h * workload.d_qk * 2
+    out_bytes = cfg.block_h * DENSE_D_V * 4
+    return _DENSE_LATENCY_US + (q_bytes + out_bytes) / share
+
+
+def plan_dense(workload: DenseWorkload, device: DeviceSpec) -> DensePlan:
+    """Choose the tile configuration, the number of parts and the segment overhead for a dense decode (pure).
+
+    Raises :class:`PlanError` when no configuration fits (naming the knobs that forced it) or the work list cannot be
+    indexed in int32, and :class:`~wavemla.config.KnobError` when a knob's value is invalid. Honours the tile knobs
+    (``WAVEMLA_BLOCK_H``, ``WAVEMLA_BLOCK_N``, ``WAVEMLA_NUM_WARPS``, ``WAVEMLA_NUM_STAGES``) and
+    ``WAVEMLA_TARGET_CTAS`` (program slots), applied last.
+
+    Example::
+
+        p = plan_dense(DenseWorkload(batch=64, s_q=1, h_q=16, max_seqlen=16384), get_spec("h200"))
+        print(p.config, p.num_parts, p.segment_overhead, p.reasons[-1])
+    """
+    if not isinstance(workload, DenseWorkload):
+        raise TypeError(f"workload: expected a DenseWorkload, got {type(workload).__name__}")
+    if not isinstance(device, DeviceSpec):
+        raise TypeError(f"device: expected a DeviceSpec, got {type(device).__name__}")
+    overrides = tuple(config.get(k) for k in _PLAN_KNOBS)
+    return _plan_dense_cached(workload, device, overrides)
+
+
+def _dense_fit(
+    cfg: KernelConfig, workload: DenseWorkload, device: DeviceSpec, reasons: list[str]
+) -> tuple[Resources, int] | None:
+    res = dense_static_resources(cfg, workload, device)
+    occ = _occupancy(cfg, res, device)
+    if occ < 1:
+        why = device.occupancy_reason(res.smem_bytes, res.regs_per_thread, cfg.num_warps)
+        reasons.append(f"{cfg.label}: does not fit ({res.note}): {why}")
+        return None
+    return res, occ
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan_dense_cached(workload: DenseWorkload, device: DeviceSpec, overrides: tuple[object, ...]) -> DensePlan:
+    del overrides  # part of the cache key only: the knobs are read again below
+    reasons: list[str] = []
+    forced = {k: config.get(k) for k in _TILE_KNOBS if config.get(k) is not None}
+    if forced:
+        reasons.append("forced by " + ", ".join(f"{k}={v}" for k, v in forced.items()))
+    target = config.get("WAVEMLA_TARGET_CTAS")
+    best: DensePlan | None = None
+    seen: set[KernelConfig] = set()
+    for candidate in dense_candidate_configs(workload):
+        cfg = _override_config(candidate)
+        if cfg in seen:
+            continue
+        seen.add(cfg)
+        fit = _dense_fit(cfg, workload, device, reasons)
+        if fit is None:
+            continue
+        res, occ = fit
+        levels = [target] if target is not None else [k * device.num_sms for k in range(1, occ + 1)]
+        for slots in levels:
+            p = _dense_plan_config(workload, device, cfg, res, occ, slots)
+            if best is None or p.predicted_us < best.predicted_us - 1e-9:
+                best = p
+        reasons.append(
+            f"{cfg.label}: {res.smem_bytes // KIB} KB smem, {res.regs_per_thread} regs"
+            + (f", {res.stack_bytes} B stack" if res.stack_bytes else "")
+            + f" ({res.note}); {occ} program(s)/SM"
+        )
+    if best is None:
+        knobs = ", ".join(f"{k}={v}" for k, v in forced.items())
+        prefix = f"{knobs}: " if knobs else ""
+        raise PlanError(f"{prefix}no kernel configuration fits {device.name} for {workload}; " + "; ".join(reasons))
+    return dataclasses.replace(best, reasons=(*reasons, *best.reasons))
+
+
+def _dense_plan_config(
+    workload: DenseWorkload, device: DeviceSpec, cfg: KernelConfig, res: Resources, occ: int, slots: int
+) -> DensePlan:
+    """The plan of ``cfg`` over ``slots`` program slots, priced for requests at the block table's capacity."""
+    num_rb = math.ceil(workload.rows / cfg.block_h)
+    parts = max(1, slots // num_rb)
+    programs = parts * num_rb
+    active = max(1, min(occ, -(-programs // device.num_sms)))
+    tile = _dense_tile_us(cfg, workload, device, active, num_rb)
+    segment = _dense_segment_us(cfg, workload, device)
+    overhead = max(1, min(_DENSE_MAX_OVERHEAD_TILES, math.ceil(segment / tile)))
+    tiles = max(1, math.ceil(workload.max_seqlen / cfg.block_n))
+    weight = workload.batch * (tiles + overhead)
+    if weight > _INT32_MAX:
+        raise PlanError(
+            f"batch {workload.batch} x ({tiles} tiles + {overhead}) = {weight} work units exceed int32: "
+            "use a smaller block table (max_blocks · page) or batch"
+        )
+    # Balanced: every part carries ceil(weight / parts) units, plus one segment overhead for the request it starts
+    # inside; a request is cut only where a part boundary falls, and each cut costs one partial in the combine.
+    per_part = -(-weight // parts) + overhead
+    split_us = per_part * tile
+    cut = workload.batch > 0 and parts > 1
+    share = device.mem_gbps * _DRAM_EFFICIENCY * 1e3
+    combine = (_LAUNCH_US + 2 * (workload.batch + parts) * workload.rows * DENSE_D_V * 4 / share) if cut else 0.0
+    predicted = _DENSE_SCHEDULER_US + _LAUNCH_US + split_us + combine
+    note = (
+        f"{cfg.label} over {slots} slots: {parts} parts x {num_rb} row block(s) = {programs} programs, "
+        f"{active} active/SM; tile {tile:.2f} us, segment overhead {overhead} tile(s); at capacity "
+        f"({workload.batch} x {tiles} tiles) {per_part} tile units/part, predicted {predicted:.1f} us"
+    )
+    return DensePlan(
+        config=cfg,
+        num_row_blocks=num_rb,
+        num_parts=parts,
+        programs=programs,
+        programs_per_sm=occ,
+        active_per_sm=active,
+        segment_overhead=overhead,
+        tile_us=tile,
+        predicted_us=predicted,
+        resources=res,
+        reasons=(note,),
+    )
+
+
+def clear_dense_caches() -> None:
+    """Forget cached dense plans and resources."""
+    _plan_dense_cached.cache_clear()
+    _dense_static_resources.cache_clear()
+
+
+@dataclass(frozen=True)
+class DenseSchedule:
+    """What the device scheduler computes from the lengths (see :func:`dense_schedule`).
+
+    ``parts[p] = (first request, first tile, end request, end tile)``, the end exclusive; ``request_parts[r] =
+    (first part, last part)`` touching request ``r``; ``part_weights[p]`` the weight part ``p`` carries (its units
+    plus ``overhead`` for each request segment it holds).
+    """
+
+    parts: tuple[tuple[int, int, int, int], ...]
+    request_parts: tuple[tuple[int, int], ...]
+    part_weights: tuple[int, ...]
+    total_weight: int
+
+
+def dense_schedule(
+    lengths: list[int], num_parts: int, overhead: int, block_n: int, max_seqlen: int
+) -> DenseSchedule:  # fmt: skip
+    """The dense work partition for these lengths, in plain Python: the definition the device scheduler
+    (kernels/dense_decode.py) must reproduce exactly, and a way to inspect a plan's balance for given lengths.
+
+    Request ``r`` has ``n_r = max(ceil(clamp(L_r, 0, max_seqlen) / block_n), 1)`` units and weighs ``n_r +
+    overhead``; with ``C_r`` the exclusive weight prefix and ``W`` the total, part ``p`` starts at weight
+    ``x_p = floor(p·W / P)``: in the last request with ``C_r <= x_p``, at tile ``clamp(x_p - C_r - overhead, 0,
+    n_r - 1)``.
+
+    Example::
+
+        s = dense_schedule([4096, 1, 1, 300], num_parts=8, overhead=3, block_n=64, max_seqlen=8192)
+        s.part_weights          # within one request segment overhead of W / P each
+    """
+    if num_parts < 1 or overhead < 0 or block_n < 1:
+        raise ValueError(f"num_parts, overhead, block_n: expected >= 1, >= 0, >= 1, got {num_parts}, {overhead}, "
+                         f"{block_n}")  # fmt: skip
+    units = [max(-(-min(max(n, 0), max_seqlen) // block_n), 1) for n in lengths]
+    prefix, unit_prefix = [0], [0]
+    for n in units:
+        prefix.append(prefix[-1] + n + overhead)
+        unit_prefix.append(unit_prefix[-1] + n)
+    total = prefix[-1]
+    b = len(units)
+    begins: list[tuple[int, int]] = []
+    for p in range(num_parts):
+        x = p * total // num_parts
+        r = max(i for i in range(b) if prefix[i] <= x)
+        begins.append((r, min(max(x - prefix[r] - overhead, 0), units[r] - 1)))
+    ends = [*begins[1:], (b, 0)]
+    parts = tuple((rb, tb, re, te) for (rb, tb), (re, te) in zip(begins, ends, strict=True))
+
+    def part_of(x: int) -> int:
+        return min(((x + 1) * num_parts - 1) // total, num_parts - 1)
+
+    request_parts = tuple(
+        (part_of(prefix[r] + overhead), part_of(prefix[r + 1] - 1)) for r in range(b)
+    )  # fmt: skip
+    weights = []
+    for (rb, tb), (re, te) in zip(begins, ends, strict=True):
+        start = unit_prefix[rb] + tb
+        stop = unit_prefix[re] + te if re < b else unit_prefix[b]
+        segments = sum(1 for r in range(b) if unit_prefix[r] < stop and unit_prefix[r + 1] > start)
+        weights.append(stop - start + segments * overhead)
+    return DenseSchedule(parts, request_parts, tuple(weights), total)

@@ -56,10 +56,18 @@ if TYPE_CHECKING:
     from wavemla.plan import KernelConfig
 
 KERNEL = "sparse_decode"  # the split kernel, wavemla.kernels.sparse_decode._sparse_mla_decode_kernel
-# The sources the split kernel is built from: their digest is part of every key, so an edited kernel misses the cache.
-_KERNEL_SOURCES = ("kernels/sparse_decode.py", "kernels/fp8.py")
+DENSE_KERNEL = "dense_decode"  # the dense split kernel, wavemla.kernels.dense_decode._dense_mla_decode_kernel
+KERNELS: tuple[str, ...] = (KERNEL, DENSE_KERNEL)
+# The sources each split kernel is built from: their digest is part of every key, so an edited kernel misses the
+# cache.
+_KERNEL_SOURCES: dict[str, tuple[str, ...]] = {
+    KERNEL: ("kernels/sparse_decode.py", "kernels/fp8.py"),
+    DENSE_KERNEL: ("kernels/dense_decode.py", "kernels/fp8.py"),
+}
 ARCHES: tuple[int, ...] = (80, 86, 89, 90, 100, 120)
 DATA_PATH = Path(__file__).resolve().parent / "data" / "sparse_decode_resources.json"
+DENSE_DATA_PATH = Path(__file__).resolve().parent / "data" / "dense_decode_resources.json"
+DATA_PATHS: dict[str, Path] = {KERNEL: DATA_PATH, DENSE_KERNEL: DENSE_DATA_PATH}
 CACHE_FILE = "resources-v1.json"
 SCHEMA = 1
 # From sm_90 on the cubin carries the driver's per-block reservation as static shared memory (see module doc).
@@ -128,12 +136,13 @@ def resource_key(
 
 
 @functools.cache
-def kernel_id() -> str:
-    """``sparse_decode@<digest>``: the kernel name and a digest of the source files it is compiled from."""
+def kernel_id(kernel: str = KERNEL) -> str:
+    """``sparse_decode@<digest>`` (or ``dense_decode@...``): the kernel name and a digest of the source files it is
+    compiled from."""
     digest = hashlib.sha256()
-    for name in _KERNEL_SOURCES:
+    for name in _KERNEL_SOURCES[kernel]:
         digest.update((Path(__file__).resolve().parent / name).read_bytes())
-    return f"{KERNEL}@{digest.hexdigest()[:12]}"
+    return f"{kernel}@{digest.hexdigest()[:12]}"
 
 
 @functools.cache
@@ -165,13 +174,15 @@ def _entries_from(payload: Any, source: str) -> dict[str, CompiledResources]:
 
 
 @functools.cache
-def committed_table() -> tuple[str, str, dict[str, CompiledResources]]:
-    """(Triton version, kernel id it was generated with, entries by key) of the table shipped with the package."""
+def committed_table(kernel: str = KERNEL) -> tuple[str, str, dict[str, CompiledResources]]:
+    """(Triton version, kernel id it was generated with, entries by key) of the table shipped with the package for
+    ``kernel``."""
+    path = DATA_PATHS[kernel]
     try:
-        payload = json.loads(DATA_PATH.read_text(encoding="utf-8"))
+        payload = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:  # a broken install: the planner falls back to estimates and says so
         return "none", "none", {}
-    return str(payload["triton"]), str(payload["kernel"]), _entries_from(payload, str(DATA_PATH))
+    return str(payload["triton"]), str(payload["kernel"]), _entries_from(payload, str(path))
 
 
 @functools.lru_cache(maxsize=8)
@@ -192,7 +203,7 @@ def cached_entries(directory: Path | None = None) -> dict[str, CompiledResources
     return _disk_cache(path, mtime)
 
 
-def lookup(cfg: KernelConfig, is_fp8: bool, arch: int) -> tuple[CompiledResources, str] | None:
+def lookup(cfg: KernelConfig, is_fp8: bool, arch: int, kernel: str = KERNEL) -> tuple[CompiledResources, str] | None:
     """Compiled resources of ``cfg`` on ``arch`` without compiling: (resources, where from) or None.
 
     The on-disk cache is consulted first, for the installed Triton version and the current kernel source (it is what
@@ -200,13 +211,13 @@ def lookup(cfg: KernelConfig, is_fp8: bool, arch: int) -> tuple[CompiledResource
     source string says so when they differ).
     """
     args = (cfg.block_h, cfg.block_n, cfg.num_warps, cfg.num_stages, is_fp8, arch)
-    hit = cached_entries().get(resource_key(kernel_id(), *args, triton_version()))
+    hit = cached_entries().get(resource_key(kernel_id(kernel), *args, triton_version()))
     if hit is not None:
         return hit, f"compiled: Triton {hit.triton}, {CACHE_FILE} cache"
-    version, kernel, table = committed_table()
-    hit = table.get(resource_key(kernel, *args, version))
+    version, built_from, table = committed_table(kernel)
+    hit = table.get(resource_key(built_from, *args, version))
     if hit is not None:
-        stale = "" if kernel == kernel_id() else ", from an older kernel source: regenerate it"
+        stale = "" if built_from == kernel_id(kernel) else ", from an older kernel source: regenerate it"
         return hit, f"compiled: Triton {version}, packaged table{stale}"
     return None
 
@@ -214,7 +225,9 @@ def lookup(cfg: KernelConfig, is_fp8: bool, arch: int) -> tuple[CompiledResource
 # ---------------------------------------------------------------- compiling
 
 
-def _sparse_decode_spec(block_h: int, block_n: int, num_stages: int, is_fp8: bool, q_dtype: str) -> dict[str, Any]:
+def _sparse_decode_spec(
+    block_h: int, block_n: int, num_stages: int, is_fp8: bool, q_dtype: str, arch: int = 90
+) -> dict[str, Any]:
     """Signature, constexprs and alignment attributes of the split kernel at a DSV4 decode launch.
 
     The launch: h = 64 heads, MTP s_q = 2 (so S_Q stays a runtime argument), a 128-wide SWA list at page 256 and a
@@ -249,6 +262,39 @@ def _sparse_decode_spec(block_h: int, block_n: int, num_stages: int, is_fp8: boo
         "IS_FP8": is_fp8, "PAGE": page, "PAGE_X": page_x, "HAS_LEN": True, "HAS_EXTRA": True, "HAS_LEN_X": True,
         "HAS_SINK": True, "DTYPE": tl.float16 if is_fp8 else tl.bfloat16, "BLOCK_H": block_h, "BLOCK_N": block_n,
         "D": 512, "NUM_HB": math.ceil(h / block_h), "NUM_STAGES": num_stages,
+        # as the launcher sets them: the hardware e4m3 conversion from sm_89 on, row prefetch for 32-row tiles
+        "E4M3_CVT": is_fp8 and arch >= 89, "PREFETCH_ROWS": is_fp8 and block_n <= 32,
+    }  # fmt: skip
+    return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
+
+
+def _dense_decode_spec(block_h: int, block_n: int, num_stages: int, is_fp8: bool, q_dtype: str) -> dict[str, Any]:
+    """Signature, constexprs and alignment attributes of the dense split kernel at a DeepSeek-V3 decode launch.
+
+    The launch: h = 128 heads, s_q = 1, d_qk = 576, page 64, causal off, bf16 output, fp32 workspace. FP8 V3.2
+    caches compute in fp16 (the launcher converts q); row caches in q's dtype (bf16). Pointers and the integer
+    arguments whose values are multiples of 16 get ``tt.divisibility = 16`` (as Triton's launcher does): the V3.2
+    row stride (656 B) is one; the block count, the length bound and the batch-dependent ones are not marked.
+    """
+    rows = "*u8" if is_fp8 else "*bf16"
+    pointers = {
+        "p_q": f"*{q_dtype}", "p_out": "*bf16", "p_lse": "*fp32", "p_o_ws": "*fp32", "p_lse_ws": "*fp32",
+        "p_kv": rows, "p_bt": "*i32", "p_seqlens": "*i32", "p_sched": "*i32",
+    }  # fmt: skip
+    h, s_q, d_qk, page = 128, 1, 576, 64
+    row_stride = 656 if is_fp8 else d_qk  # elements of the row pointer's type
+    ints = {
+        "stride_kv_blk": page * row_stride, "stride_kv_tok": row_stride, "S_Q": s_q, "H": h, "M": s_q * h,
+        "stride_qb": s_q * h * d_qk, "stride_qs": h * d_qk, "stride_qh": d_qk, "stride_ob": s_q * h * 512,
+        "stride_os": h * 512, "stride_oh": 512,
+    }  # fmt: skip
+    unspecialized = ("num_blocks", "max_len", "stride_bt")
+    import triton.language as tl
+
+    constexprs: dict[str, Any] = {
+        "IS_FP8": is_fp8, "HAS_PE": True, "CAUSAL": False, "PAGE": page,
+        "DTYPE": tl.float16 if is_fp8 else tl.bfloat16, "SPLIT_P": not is_fp8, "BLOCK_H": block_h,
+        "BLOCK_N": block_n, "NUM_RB": math.ceil(s_q * h / block_h), "NUM_STAGES": num_stages,
     }  # fmt: skip
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
 
@@ -276,11 +322,19 @@ def _compile_here(job: dict[str, Any]) -> dict[str, Any]:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from wavemla.kernels.sparse_decode import _sparse_mla_decode_kernel as fn
+    from wavemla.kernels.dense_decode import _dense_mla_decode_kernel
+    from wavemla.kernels.sparse_decode import _sparse_mla_decode_kernel
 
+    kernel = job.get("kernel", KERNEL)
+    fn = _dense_mla_decode_kernel if kernel == DENSE_KERNEL else _sparse_mla_decode_kernel
     if not isinstance(fn, triton.runtime.JITFunction):
         raise CompileError("the kernels were imported under Triton's interpreter; compile in a worker process")
-    spec = _sparse_decode_spec(job["block_h"], job["block_n"], job["num_stages"], job["is_fp8"], job["q_dtype"])
+    if kernel == DENSE_KERNEL:
+        spec = _dense_decode_spec(job["block_h"], job["block_n"], job["num_stages"], job["is_fp8"], job["q_dtype"])
+    else:
+        spec = _sparse_decode_spec(
+            job["block_h"], job["block_n"], job["num_stages"], job["is_fp8"], job["q_dtype"], job["arch"]
+        )
     signature: dict[str, str] = {}
     attrs: dict[tuple[int, ...], list[list[Any]]] = {}
     for i, name in enumerate(fn.arg_names):
@@ -306,7 +360,7 @@ def _compile_here(job: dict[str, Any]) -> dict[str, Any]:
     regs, stack, static_shared, local = _res_usage(compiled.asm["cubin"])
     return asdict(
         CompiledResources(
-            kernel=kernel_id(),
+            kernel=kernel_id(kernel),
             block_h=job["block_h"],
             block_n=job["block_n"],
             num_warps=job["num_warps"],
@@ -461,21 +515,26 @@ def compile_resources(
     q_dtype: str | None = None,
     jobs: int | None = None,
     use_cache: bool = True,
+    kernel: str = KERNEL,
 ) -> list[CompiledResources]:
     """Compile every configuration for every architecture (cached ones are read back) and return their resources,
     in ``configs`` x ``arches`` order. Raises :class:`CompileError` naming the configuration and architecture
     that failed. ``q_dtype`` defaults to the production launch's (:func:`default_q_dtype`). ``jobs`` worker
-    processes compile in parallel (default: one per CPU, at most one per compile).
+    processes compile in parallel (default: one per CPU, at most one per compile). ``kernel`` is
+    :data:`KERNEL` (sparse) or :data:`DENSE_KERNEL`.
     """
     return compile_requests([(c, is_fp8, q_dtype or default_q_dtype(is_fp8)) for c in configs], arches,
-                            jobs=jobs, use_cache=use_cache)  # fmt: skip
+                            jobs=jobs, use_cache=use_cache, kernel=kernel)  # fmt: skip
 
 
 def compile_requests(
-    requests: Sequence[Request], arches: Sequence[int] = ARCHES, *, jobs: int | None = None, use_cache: bool = True
-) -> list[CompiledResources]:
+    requests: Sequence[Request], arches: Sequence[int] = ARCHES, *, jobs: int | None = None, use_cache: bool = True,
+    kernel: str = KERNEL,
+) -> list[CompiledResources]:  # fmt: skip
     """:func:`compile_resources` for a mix of cache formats and query dtypes, all compiled in one pool of
     workers; results in ``requests`` x ``arches`` order."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel: expected one of {', '.join(KERNELS)}, got {kernel!r}")
     _check_request([c for c, _, _ in requests], arches)
     for _, fp8, q in requests:
         if q not in ("fp16", "bf16") or (q == "fp16" and not fp8):
@@ -485,12 +544,13 @@ def compile_requests(
     known = cached_entries(directory) if use_cache else {}
     wanted = [(c, fp8, q, a) for c, fp8, q in requests for a in arches]
     keys = [
-        resource_key(kernel_id(), c.block_h, c.block_n, c.num_warps, c.num_stages, fp8, a, version, q)
+        resource_key(kernel_id(kernel), c.block_h, c.block_n, c.num_warps, c.num_stages, fp8, a, version, q)
         for c, fp8, q, a in wanted
     ]
+    named = {"kernel": kernel} if kernel != KERNEL else {}  # sparse jobs keep their original form
     todo = [
         {"block_h": c.block_h, "block_n": c.block_n, "num_warps": c.num_warps, "num_stages": c.num_stages,
-         "is_fp8": fp8, "q_dtype": q, "arch": a}
+         "is_fp8": fp8, "q_dtype": q, "arch": a, **named}
         for (c, fp8, q, a), k in zip(wanted, keys, strict=True) if k not in known
     ]  # fmt: skip
     todo = list({json.dumps(j, sort_keys=True): j for j in todo}.values())  # a repeated request compiles once
@@ -504,9 +564,11 @@ def compile_requests(
                 found[r.key] = r
             else:
                 j = row["job"]
+                name = "dense_decode " if j.get("kernel") == DENSE_KERNEL else ""
                 failures.append(
-                    f"BLOCK_H={j['block_h']} BLOCK_N={j['block_n']} warps={j['num_warps']} stages={j['num_stages']} "
-                    f"{'fp8' if j['is_fp8'] else 'bf16'} q {j['q_dtype']} on sm_{j['arch']}: {row['error']}"
+                    f"{name}BLOCK_H={j['block_h']} BLOCK_N={j['block_n']} warps={j['num_warps']} "
+                    f"stages={j['num_stages']} {'fp8' if j['is_fp8'] else 'bf16'} q {j['q_dtype']} "
+                    f"on sm_{j['arch']}: {row['error']}"
                 )
         if failures:
             raise CompileError("compile failed for " + "; ".join(failures))
@@ -522,33 +584,43 @@ def compile_requests(
 # ---------------------------------------------------------------- the committed table
 
 
-def table_requests() -> list[tuple[KernelConfig, bool]]:
-    """Every (configuration, is_fp8) the planner can pick, over all head counts and cache formats."""
-    from wavemla.plan import all_candidate_configs
+def table_requests(kernel: str = KERNEL) -> list[tuple[KernelConfig, bool]]:
+    """Every (configuration, is_fp8) the planner can pick for ``kernel``, over all head counts and cache formats."""
+    from wavemla.plan import all_candidate_configs, all_dense_candidate_configs
 
-    return all_candidate_configs()
+    return all_dense_candidate_configs() if kernel == DENSE_KERNEL else all_candidate_configs()
 
 
-def build_table(arches: Sequence[int] = ARCHES, jobs: int | None = None) -> dict[str, Any]:
-    """The committed table's content: resources of every plannable configuration on ``arches``, compiled with the
-    installed Triton (through the disk cache)."""
-    requests = [(c, fp8, default_q_dtype(fp8)) for c, fp8 in table_requests()]
-    rows = compile_requests(requests, arches, jobs=jobs)
+_LAUNCHES = {
+    KERNEL: "DSV4 decode: h=64, s_q=2, SWA 128 @ page 256 + compressed 512 @ page 64, lengths and sink; "
+    "FP8: q fp16, fp16 workspace; bf16 rows: q bf16, fp32 workspace; pointers and 16-multiple strides marked "
+    "tt.divisibility=16",
+    DENSE_KERNEL: "DeepSeek-V3 dense decode: h=128, s_q=1, d_qk=576, page 64, not causal; FP8 V3.2: q fp16; bf16 "
+    "rows: q bf16; fp32 workspace; pointers and 16-multiple strides marked tt.divisibility=16",
+}
+
+
+def build_table(arches: Sequence[int] = ARCHES, jobs: int | None = None, kernel: str = KERNEL) -> dict[str, Any]:
+    """The committed table's content for ``kernel``: resources of every plannable configuration on ``arches``,
+    compiled with the installed Triton (through the disk cache)."""
+    requests = [(c, fp8, default_q_dtype(fp8)) for c, fp8 in table_requests(kernel)]
+    rows = compile_requests(requests, arches, jobs=jobs, kernel=kernel)
     return {
         "schema": SCHEMA,
-        "kernel": kernel_id(),
+        "kernel": kernel_id(kernel),
         "triton": triton_version(),
         "generated_by": "python -m wavemla.resources --write",
-        "launch": "DSV4 decode: h=64, s_q=2, SWA 128 @ page 256 + compressed 512 @ page 64, lengths and sink; "
-        "FP8: q fp16, fp16 workspace; bf16 rows: q bf16, fp32 workspace; pointers and 16-multiple strides marked "
-        "tt.divisibility=16",
+        "launch": _LAUNCHES[kernel],
         "entries": [asdict(r) for r in sorted(rows, key=_order)],
     }
 
 
-def write_table(path: Path = DATA_PATH, arches: Sequence[int] = ARCHES, jobs: int | None = None) -> Path:
-    """Regenerate the committed table (``python -m wavemla.resources --write``)."""
-    payload = build_table(arches, jobs)
+def write_table(
+    path: Path | None = None, arches: Sequence[int] = ARCHES, jobs: int | None = None, kernel: str = KERNEL
+) -> Path:
+    """Regenerate the committed table of ``kernel`` (``python -m wavemla.resources --write`` does every kernel)."""
+    payload = build_table(arches, jobs, kernel)
+    path = path or DATA_PATHS[kernel]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
     committed_table.cache_clear()
@@ -564,31 +636,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--write",
         nargs="?",
-        const=str(DATA_PATH),
+        const="",
         default=None,
         metavar="PATH",
-        help=f"write the table (default path: the packaged {DATA_PATH.name})",
+        help=f"write the table(s) (default: the packaged {DATA_PATH.name} and {DENSE_DATA_PATH.name}; a PATH needs "
+        "one --kernel)",
     )
+    parser.add_argument("--kernel", nargs="+", choices=KERNELS, default=list(KERNELS), help="kernels (default: all)")
     parser.add_argument("--arch", type=int, nargs="+", default=list(ARCHES), help="architectures (default: all)")
     parser.add_argument("--jobs", type=int, default=None, help="worker processes (default: one per CPU)")
     args = parser.parse_args(argv)
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs: expected >= 1, got {args.jobs}")
+    if args.write and len(args.kernel) > 1:
+        parser.error("--write PATH: name one --kernel")
     t0 = time.perf_counter()
-    if args.write:
-        path = write_table(Path(args.write), args.arch, args.jobs)
-        payload = json.loads(path.read_text(encoding="utf-8"))
-        print(f"wrote {len(payload['entries'])} entries to {path} in {time.perf_counter() - t0:.0f} s")
-        return 0
-    payload = build_table(args.arch, args.jobs)
-    print(f"{'config':<14} {'fmt':<5} {'arch':<7} {'smem':>7} {'regs':>5} {'stack':>6}")
-    for e in payload["entries"]:
-        cfg = f"{e['block_h']}x{e['block_n']}x{e['num_warps']}x{e['num_stages']}"
-        smem = CompiledResources(**e).smem_bytes
-        print(
-            f"{cfg:<14} {'fp8' if e['is_fp8'] else 'bf16':<5} sm_{e['arch']:<4} {smem:>7} {e['regs']:>5} "
-            f"{e['stack_bytes']:>6}"
-        )
+    for kernel in args.kernel:
+        if args.write is not None:
+            path = write_table(Path(args.write) if args.write else None, args.arch, args.jobs, kernel)
+            payload = json.loads(path.read_text(encoding="utf-8"))
+            print(f"wrote {len(payload['entries'])} entries to {path} in {time.perf_counter() - t0:.0f} s")
+            continue
+        payload = build_table(args.arch, args.jobs, kernel)
+        print(f"{kernel}\n{'config':<14} {'fmt':<5} {'arch':<7} {'smem':>7} {'regs':>5} {'stack':>6}")
+        for e in payload["entries"]:
+            cfg = f"{e['block_h']}x{e['block_n']}x{e['num_warps']}x{e['num_stages']}"
+            smem = CompiledResources(**e).smem_bytes
+            print(
+                f"{cfg:<14} {'fp8' if e['is_fp8'] else 'bf16':<5} sm_{e['arch']:<4} {smem:>7} {e['regs']:>5} "
+                f"{e['stack_bytes']:>6}"
+            )
     return 0
 
 

@@ -167,3 +167,66 @@ def make_sparse_decode_inputs(
     out["kv_cache"] = kv
     out["attn_sink"] = (torch.randn((h_q,), generator=dev_gen, device=device) * 2.0) if sink else None
     return out
+
+
+# Block-table padding FlashMLA's dense-decode tests use: a kernel that reads a table entry past the length indexes
+# far outside the cache.
+BLOCK_TABLE_PAD = 2147480000
+
+
+def make_dense_decode_inputs(
+    *,
+    lengths: list[int],
+    s_q: int = 1,
+    h_q: int = 16,
+    d_qk: int = 576,
+    page: int = 64,
+    fp8: bool = False,
+    dtype: torch.dtype = torch.bfloat16,
+    device: str | torch.device = "cpu",
+    spare_blocks: int = 1,
+    seed: int = 0,
+) -> dict[str, torch.Tensor]:
+    """Paged dense-decode inputs, as keyword arguments of :func:`wavemla.dense_mla_decode`.
+
+    Request ``i`` holds ``lengths[i]`` keys in its own pages, laid out in a shuffled order as a paged allocator does;
+    its block-table row is padded with :data:`BLOCK_TABLE_PAD` past its pages, and the table has ``spare_blocks``
+    columns more than the longest request needs. Every cache row no request covers (the tail of a request's last
+    page, and one spare page) holds NaN (rows) or 0xFF bytes (FP8 V3.2: NaN codes, NaN scales, NaN rope), so a kernel
+    that reads past a length fails the comparison. Rows are N(0, 1); q is N(0, 1) clamped to [-1, 1] (FlashMLA's
+    test distribution). ``fp8`` stores the rows in the V3.2 layout (``d_qk`` must be 576).
+    """
+    from wavemla.reference.fp8_v32 import quantize_v32
+
+    gen = torch.Generator().manual_seed(seed)
+    dev_gen = torch.Generator(device=device).manual_seed(seed)
+    b = len(lengths)
+    pages = [-(-max(n, 0) // page) for n in lengths]
+    nb = sum(pages) + 1  # one spare page that nothing references: poisoned
+    width = max(pages, default=0) + spare_blocks
+    perm = torch.randperm(nb, generator=gen)
+    table = torch.full((b, width), BLOCK_TABLE_PAD, dtype=torch.int32)
+    used = torch.zeros(nb, page, dtype=torch.bool)
+    start = 0
+    for i, (n, k) in enumerate(zip(lengths, pages, strict=True)):
+        blocks = perm[start : start + k]
+        start += k
+        table[i, :k] = blocks.to(torch.int32)
+        if k:
+            used[blocks] = True
+            used[blocks[-1], (n - (k - 1) * page) :] = False  # the tail of the last page
+    rows = torch.randn((nb, page, 1, d_qk), generator=dev_gen, device=device)
+    used_dev = used.to(device)
+    if fp8:
+        cache = quantize_v32(rows)
+        cache[~used_dev] = 0xFF
+    else:
+        cache = rows.to(dtype)
+        cache[~used_dev] = float("nan")
+    q = torch.randn((b, s_q, h_q, d_qk), generator=dev_gen, device=device).clamp(-1.0, 1.0).to(dtype)
+    return {
+        "q": q,
+        "k_cache": cache,
+        "block_table": table.to(device),
+        "cache_seqlens": torch.tensor(lengths, dtype=torch.int32).to(device),
+    }

@@ -161,6 +161,20 @@ def test_deterministic_bits():
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
 
 
+@pytest.mark.parametrize("splits", [1, 3])
+def test_fp8_decode_paths_give_identical_bits(splits):
+    """The hardware e4m3 conversion and the bit-assembly decode produce the same fp16 rows, hence the same bits
+    (on the GPU lane this compares the two instruction sequences; on sm_80/86 only the bit path exists)."""
+    if HAS_CUDA and torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("no e4m3 conversion before sm_89")
+    kwargs = {k: v for k, v in _base().items() if v is not None}
+    with config.override(WAVEMLA_NUM_SPLITS=splits, WAVEMLA_FP8_DECODE="bits"):
+        a = sparse_mla_decode(**kwargs)
+    with config.override(WAVEMLA_NUM_SPLITS=splits, WAVEMLA_FP8_DECODE="cvt"):
+        b = sparse_mla_decode(**kwargs)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
 # --- GPU lane: production shapes and dtypes --------------------------------------------------------------------
 
 GPU_CASES = [

@@ -1,4 +1,4 @@
-"""LSE combine of split pieces for the sparse decode.
+"""LSE combine of split pieces: sparse decode (static piece layout) and dense decode (scheduler-written layout).
 
 The split kernel leaves, for every query token whose tiles span several programs, one normalized partial output and
 one base-2 lse per program in the workspace (slot ``token + program``). This kernel merges them in a fixed order
@@ -13,6 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
+from wavemla.kernels.dense_decode import finalize_rows
 from wavemla.kernels.sparse_decode import finalize_heads
 
 
@@ -104,6 +105,101 @@ def sparse_decode_combine(
         stride_oh=out.stride(2),
         HAS_SINK=attn_sink is not None,
         BLOCK_H=block_h,
+        D=d,
+        num_warps=num_warps,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------- dense decode
+# The dense split kernel cuts requests where the device scheduler put part boundaries, so which parts hold pieces of
+# a request is data: the scheduler writes it per request (first part, last part). Request ``b``'s pieces are in
+# workspace slots ``b + first .. b + last``; a request held by one part was finished by the split kernel.
+
+
+@triton.jit
+def _dense_mla_combine_kernel(
+    p_out,
+    p_lse,
+    p_o_ws,
+    p_lse_ws,
+    p_req,
+    H,
+    M,
+    stride_ob,
+    stride_os,
+    stride_oh,
+    BLOCK_M: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    D: tl.constexpr,
+):
+    i_b = tl.program_id(0)
+    i_mb = tl.program_id(1)
+    i_db = tl.program_id(2)
+    i_first = tl.load(p_req + i_b * 4 + 0)
+    i_last = tl.load(p_req + i_b * 4 + 1)
+    if i_last > i_first:
+        o_m = i_mb * BLOCK_M + tl.arange(0, BLOCK_M)
+        m_m = o_m < M
+        o_s = o_m // H
+        o_h = o_m - o_s * H
+        o_d = i_db * BLOCK_D + tl.arange(0, BLOCK_D)
+        # Pass 1: the largest piece lse per row, so that every weight 2^(lse_i - max) is <= 1.
+        b_max = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+        for i_part in range(i_first, i_last + 1):
+            i_slot = tl.cast(i_b + i_part, tl.int64)
+            b_max = tl.maximum(b_max, tl.load(p_lse_ws + i_slot * M + o_m, mask=m_m, other=float("-inf")))
+        b_max_safe = tl.where(b_max == float("-inf"), 0.0, b_max)
+        b_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
+        b_acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+        for i_part in tl.range(i_first, i_last + 1, num_stages=2):
+            i_slot = tl.cast(i_b + i_part, tl.int64)
+            b_w = tl.exp2(tl.load(p_lse_ws + i_slot * M + o_m, mask=m_m, other=float("-inf")) - b_max_safe)
+            b_o_i = tl.load(p_o_ws + ((i_slot * M + o_m) * D)[:, None] + o_d[None, :], mask=m_m[:, None], other=0.0)
+            b_acc += b_w[:, None] * b_o_i.to(tl.float32)
+            b_sum += b_w
+        m_seen = b_sum > 0.0
+        b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
+        b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
+        b_o, b_lse = finalize_rows(b_o, b_lse2)
+        p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + o_s * stride_os + o_h * stride_oh
+        tl.store(p_o[:, None] + o_d[None, :], b_o.to(p_out.dtype.element_ty), mask=m_m[:, None])
+        if i_db == 0:
+            tl.store(p_lse + tl.cast(i_b, tl.int64) * M + o_m, b_lse, mask=m_m)
+
+
+def dense_decode_combine(
+    *,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    o_ws: torch.Tensor,
+    lse_ws: torch.Tensor,
+    req: torch.Tensor,
+    block_m: int = 16,
+    block_d: int = 128,
+    num_warps: int = 4,
+) -> None:
+    """Merge the pieces of cut requests into ``out [b, s_q, h, 512]`` and ``lse [b, s_q, h]``.
+
+    ``req [b, 4]`` int32 is the scheduler's per-request row (first part, last part, ...). The grid is one program per
+    (request, ``block_m`` query rows, ``block_d`` output columns): at small batch few requests are cut into many
+    pieces, and the merge is a latency chain per program, so it is spread over the columns too. Programs of
+    requests held by one part return at once.
+    """
+    b, s_q, h, d = out.shape
+    m = s_q * h
+    _dense_mla_combine_kernel[(b, triton.cdiv(m, block_m), d // block_d)](
+        p_out=out,
+        p_lse=lse,
+        p_o_ws=o_ws,
+        p_lse_ws=lse_ws,
+        p_req=req,
+        H=h,
+        M=m,
+        stride_ob=out.stride(0),
+        stride_os=out.stride(1),
+        stride_oh=out.stride(2),
+        BLOCK_M=block_m,
+        BLOCK_D=block_d,
         D=d,
         num_warps=num_warps,
     )

@@ -1,6 +1,17 @@
-"""Pure-PyTorch references (fp64/fp32). No Triton here: these define what the kernels must compute."""
+"""Pure-PyTorch references (fp32/fp64). No Triton here: these define what the kernels must compute."""
 
+from wavemla.reference.dense_decode import dense_decode_ref
 from wavemla.reference.fp8 import dequantize_model1, empty_model1, model1_page_bytes, quantize_model1
+from wavemla.reference.fp8_v32 import dequantize_v32, quantize_v32
 from wavemla.reference.sparse_decode import sparse_decode_ref
 
-__all__ = ["dequantize_model1", "empty_model1", "model1_page_bytes", "quantize_model1", "sparse_decode_ref"]
+__all__ = [
+    "dense_decode_ref",
+    "dequantize_model1",
+    "dequantize_v32",
+    "empty_model1",
+    "model1_page_bytes",
+    "quantize_model1",
+    "quantize_v32",
+    "sparse_decode_ref",
+]

@@ -1,4 +1,5 @@
-"""Time sparse decode at DeepSeek-V4 shapes on the GPU: CUDA-graph replay, L2 flushed, medians, % of roofline.
+"""Time sparse decode at DeepSeek-V4 shapes (or, with ``--dense``, paged dense decode at DeepSeek-V3 shapes) on the
+GPU: CUDA-graph replay, L2 flushed, medians, % of roofline.
 
 Every record carries its model: the bytes that must move (each distinct KV row a request gathers, q, out, indices)
 and the FLOPs (``2·h·(512+512)`` per valid row per query token), the ceilings measured in the same run (device copy
@@ -6,9 +7,15 @@ GB/s counting read + write, bf16 GEMM TFLOP/s), and the anchor time of FlashMLA 
 one exists. Shapes follow FlashMLA's MODEL1 benchmark: a 128-row sliding window at page 256 plus 512 CSA rows at page
 64 (picked from a 2048-row pool) or 1024 HCA rows at page 2.
 
+Dense mode (:func:`bench_dense`) times ``dense_mla_decode`` over batch x context x heads x {uniform, skewed
+lengths} x {bf16, FP8 V3.2} at page 64, d_qk 576; it reports µs, GB/s over the bytes that must move (every key row of
+every request once, q, the block-table entries used, out and lse) and the percentage of the copy bandwidth measured
+in the same run, plus the scheduler, split and combine launches timed alone.
+
 Example::
 
     wavemla bench --mode csa --batch 1 64 128 --heads 64 --s-q 1 --json out.json
+    wavemla bench --dense --batch 32 128 --seqlen 4096 --heads 16 --kv-formats bf16 --json dense.json
 """
 
 from __future__ import annotations
@@ -72,10 +79,32 @@ class Record:
     predicted_us: float
 
 
+SPARSE_BATCHES = [1, 8, 32, 48, 64, 80, 96, 128, 148, 256]
+DENSE_BATCHES = [1, 8, 32, 64, 128]
+DENSE_SEQLENS = [1024, 4096, 16384, 65536]
+DENSE_HEADS = [16, 64, 128]
+DENSE_PAGE = 64
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dense", action="store_true", help="paged dense decode (DeepSeek-V3 shapes), not sparse")
     parser.add_argument("--mode", nargs="+", default=["csa", "hca"], choices=sorted(MODES))
-    parser.add_argument("--batch", nargs="+", type=int, default=[1, 8, 32, 48, 64, 80, 96, 128, 148, 256])
-    parser.add_argument("--heads", nargs="+", type=int, default=[64])
+    parser.add_argument(
+        "--batch", nargs="+", type=int, default=None,
+        help=f"batch sizes (default: sparse {SPARSE_BATCHES}, dense {DENSE_BATCHES})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--heads", nargs="+", type=int, default=None, help=f"query heads (default: sparse [64], dense {DENSE_HEADS})"
+    )
+    parser.add_argument("--seqlen", nargs="+", type=int, default=DENSE_SEQLENS, help="dense: keys per request (s_k)")
+    parser.add_argument(
+        "--lengths", nargs="+", default=["uniform", "skewed"], choices=["uniform", "skewed"],
+        help="dense: every request at s_k, or one request in 8 at s_k and the rest at s_k/32",
+    )  # fmt: skip
+    parser.add_argument(
+        "--kv-formats", nargs="+", default=["bf16", "fp8"], choices=["bf16", "fp8"],
+        help="dense: bf16 rows and/or the FP8 V3.2 layout",
+    )  # fmt: skip
     parser.add_argument("--s-q", nargs="+", type=int, default=[1])
     parser.add_argument("--bf16", action="store_true", help="bf16 row caches instead of FP8 MODEL1")
     parser.add_argument(
@@ -277,6 +306,183 @@ def format_record(r: Record) -> str:
     )
 
 
+@dataclass
+class DenseRecord:
+    provider: str
+    mode: str
+    kv_format: str
+    batch: int
+    s_q: int
+    h_q: int
+    s_k: int
+    lengths: str
+    total_keys: int
+    config: str
+    parts: int
+    programs: int
+    median_us: float
+    p20_us: float
+    p80_us: float
+    schedule_us: float
+    split_us: float
+    combine_us: float
+    flops: float
+    bytes: float
+    tflops: float
+    gbps: float
+    pct_copy: float
+    predicted_us: float
+
+
+def dense_lengths(batch: int, s_k: int, kind: str) -> list[int]:
+    """Keys per request: ``uniform`` gives every request ``s_k``; ``skewed`` gives one request in 8 (the first,
+    ninth, ...) ``s_k`` and the others ``s_k // 32`` (at least 1), the long-tail mix a serving batch has."""
+    if kind == "uniform":
+        return [s_k] * batch
+    if kind == "skewed":
+        return [s_k if i % 8 == 0 else max(1, s_k // 32) for i in range(batch)]
+    raise ValueError(f"kind: expected 'uniform' or 'skewed', got {kind!r}")
+
+
+def dense_traffic(lengths: list[int], s_q: int, h_q: int, d_qk: int, fp8: bool, page: int) -> tuple[float, float]:
+    """(FLOPs, bytes) a dense decode must do: every key row of every request read once (656 B FP8, 2·d_qk B rows),
+    the block-table entries those keys use, q (bf16) in, out (bf16) and lse (fp32) written; ``2·s_q·h·(d_qk + 512)``
+    FLOPs per key (causal masking ignored)."""
+    row = 656 if fp8 else 2 * d_qk
+    keys = float(sum(max(n, 0) for n in lengths))
+    b = len(lengths)
+    pages = float(sum(-(-max(n, 0) // page) for n in lengths))
+    nbytes = keys * row + pages * 4 + b * 4 + b * s_q * h_q * (2 * d_qk + 2 * 512 + 4)
+    flops = 2.0 * s_q * h_q * (d_qk + 512) * keys
+    return flops, nbytes
+
+
+def dense_cases(
+    batches: list[int], seqlens: list[int], heads: list[int], s_qs: list[int], kinds: list[str], formats: list[str]
+) -> list[tuple[str, int, int, int, int, str]]:
+    """The grid, ordered so that one cache per (format, s_k) serves every batch, head count and length mix:
+    (format, s_k, h, s_q, batch, kind)."""
+    return [(f, sk, h, sq, b, k) for f in formats for sk in seqlens for h in heads for sq in s_qs for b in batches
+            for k in kinds if not (k == "skewed" and b == 1)]  # fmt: skip
+
+
+def bench_dense(
+    batches: list[int],
+    seqlens: list[int],
+    heads: list[int],
+    s_qs: list[int],
+    kinds: list[str],
+    formats: list[str],
+    configs: list[str],
+    reps: int,
+    ceilings: Ceilings,
+    log: Any = print,
+) -> list[DenseRecord]:
+    """Time ``dense_mla_decode`` (scheduler + split + combine, one CUDA graph) on every case of :func:`dense_cases`,
+    and each launch alone. ``configs`` forces tile configurations (``BLOCK_HxBLOCK_NxWARPSxSTAGES``) besides the
+    planner's choice."""
+    import torch
+
+    from wavemla import config, dense_mla_decode, get_mla_metadata
+    from wavemla.kernels.combine import dense_decode_combine
+    from wavemla.kernels.dense_decode import dense_decode_schedule, dense_decode_split
+    from wavemla.testing import make_dense_decode_inputs
+
+    records: list[DenseRecord] = []
+    forced = [None, *configs]
+    cache_key: tuple[str, int, int] | None = None
+    full: dict[str, Any] = {}
+    for fmt, s_k, h, s_q, b, kind in dense_cases(batches, seqlens, heads, s_qs, kinds, formats):
+        fp8 = fmt == "fp8"
+        if cache_key != (fmt, s_k, s_q) or full["q"].shape[2] < h:
+            full = {}
+            torch.cuda.empty_cache()
+            # one cache holding max(batches) requests of s_k keys; shorter lengths leave rows unread
+            full = make_dense_decode_inputs(
+                lengths=[s_k] * max(batches), s_q=s_q, h_q=max(heads), page=DENSE_PAGE, fp8=fp8, device="cuda", seed=0
+            )
+            cache_key = (fmt, s_k, s_q)
+        lengths = dense_lengths(b, s_k, kind)
+        inputs = {
+            "q": full["q"][:b, :, :h].contiguous(),
+            "k_cache": full["k_cache"],
+            "block_table": full["block_table"][:b].contiguous(),
+            "cache_seqlens": torch.tensor(lengths, dtype=torch.int32, device="cuda"),
+        }
+        flops, nbytes = dense_traffic(lengths, s_q, h, 576, fp8, DENSE_PAGE)
+        for cfg in forced:
+            over: dict[str, Any] = {}
+            if cfg:
+                bh, bn, nw, ns = (int(x) for x in cfg.split("x"))
+                over = dict(WAVEMLA_BLOCK_H=bh, WAVEMLA_BLOCK_N=bn, WAVEMLA_NUM_WARPS=nw, WAVEMLA_NUM_STAGES=ns)
+            with config.override(**over):
+                meta, _ = get_mla_metadata()
+                p20, med, p80 = timings_us(
+                    lambda inputs=inputs, meta=meta, s_q=s_q: dense_mla_decode(**inputs, causal=s_q > 1, metadata=meta),
+                    reps=reps,
+                    graph=True,
+                )
+            pl = meta.dense_plan
+            assert pl is not None and meta.o_ws is not None and meta.lse_ws is not None
+            assert meta.sched is not None and meta.req is not None
+            out = torch.empty((b, s_q, h, 512), dtype=inputs["q"].dtype, device="cuda")
+            lse = torch.empty((b, s_q, h), dtype=torch.float32, device="cuda")
+            kv = inputs["k_cache"].view(torch.uint8) if fp8 else inputs["k_cache"]
+            c = pl.config
+            phases: dict[str, Any] = {
+                "schedule": lambda pl=pl, meta=meta, inputs=inputs: dense_decode_schedule(
+                    cache_seqlens=inputs["cache_seqlens"], sched=meta.sched, req=meta.req,
+                    max_seqlen=inputs["block_table"].shape[1] * DENSE_PAGE, num_parts=pl.num_parts,
+                    segment_overhead=pl.segment_overhead, block_n=pl.config.block_n),
+                "split": lambda pl=pl, meta=meta, inputs=inputs, out=out, lse=lse, kv=kv, c=c, fp8=fp8, s_q=s_q: (
+                    dense_decode_split(
+                    q=inputs["q"], out=out, lse=lse, o_ws=meta.o_ws, lse_ws=meta.lse_ws, kv=kv,
+                    block_table=inputs["block_table"], cache_seqlens=inputs["cache_seqlens"], sched=meta.sched,
+                    is_fp8=fp8, causal=s_q > 1, softmax_scale=576**-0.5, block_h=c.block_h, block_n=c.block_n,
+                    num_warps=c.num_warps, num_stages=c.num_stages, num_parts=pl.num_parts)),
+                "combine": lambda meta=meta, out=out, lse=lse: dense_decode_combine(
+                    out=out, lse=lse, o_ws=meta.o_ws, lse_ws=meta.lse_ws, req=meta.req),
+            }  # fmt: skip
+            alone = {name: _median_us(fn, reps=max(5, reps // 2), graph=True) for name, fn in phases.items()}
+            rec = DenseRecord(
+                provider="wavemla",
+                mode="dense",
+                kv_format=fmt,
+                batch=b,
+                s_q=s_q,
+                h_q=h,
+                s_k=s_k,
+                lengths=kind,
+                total_keys=sum(lengths),
+                config=str(c),
+                parts=pl.num_parts,
+                programs=pl.programs,
+                median_us=med,
+                p20_us=p20,
+                p80_us=p80,
+                schedule_us=alone["schedule"],
+                split_us=alone["split"],
+                combine_us=alone["combine"],
+                flops=flops,
+                bytes=nbytes,
+                tflops=flops / med / 1e6,
+                gbps=nbytes / med / 1e3,
+                pct_copy=100.0 * nbytes / med / 1e3 / ceilings.copy_gbps,
+                predicted_us=pl.predicted_us,
+            )
+            records.append(rec)
+            log(format_dense_record(rec))
+    return records
+
+
+def format_dense_record(r: DenseRecord) -> str:
+    return (
+        f"dense {r.kv_format:4s} h{r.h_q:<4d}s{r.s_q} b{r.batch:<4d} sk{r.s_k:<6d} {r.lengths:7s} {r.config:10s} "
+        f"parts={r.parts:<4d} {r.median_us:9.1f}us (sched {r.schedule_us:5.1f} split {r.split_us:8.1f} "
+        f"comb {r.combine_us:6.1f}) {r.gbps:7.1f}GB/s {r.pct_copy:5.1f}%copy {r.tflops:6.1f}TF"
+    )
+
+
 def environment() -> dict[str, Any]:
     import torch
     import triton
@@ -297,10 +503,17 @@ def run(args: argparse.Namespace) -> int:
         return 2
     ceilings = measure_ceilings()
     print(f"ceilings: copy {ceilings.copy_gbps:.0f} GB/s, bf16 GEMM {ceilings.gemm_tflops:.0f} TFLOP/s", flush=True)
-    records = bench(
-        args.mode, args.batch, args.heads, args.s_q, not args.bf16, args.configs, args.reps, ceilings,
-        log=lambda s: print(s, flush=True),
-    )  # fmt: skip
+    records: list[Any]
+    if args.dense:
+        records = bench_dense(
+            args.batch or DENSE_BATCHES, args.seqlen, args.heads or DENSE_HEADS, args.s_q, args.lengths,
+            args.kv_formats, args.configs, args.reps, ceilings, log=lambda s: print(s, flush=True),
+        )  # fmt: skip
+    else:
+        records = bench(
+            args.mode, args.batch or SPARSE_BATCHES, args.heads or [64], args.s_q, not args.bf16, args.configs,
+            args.reps, ceilings, log=lambda s: print(s, flush=True),
+        )  # fmt: skip
     if args.json:
         with open(args.json, "w") as f:
             json.dump(

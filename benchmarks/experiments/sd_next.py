@@ -1,0 +1,453 @@
+"""DeepSeek-V4 sparse MLA decode: the split kernel.
+
+One program owns ``BLOCK_H`` query heads and a contiguous range of the flattened work list
+``(query token, KV tile)``; a query token's tiles are its main-cache tiles followed by its extra-cache tiles
+(``BLOCK_N`` index entries each). Every gathered KV tile ``[BLOCK_N, 512]`` is loaded once and shared by all
+``BLOCK_H`` heads through ``tl.dot`` (K = V: the same tile feeds QK^T and PV). A query token whose tiles all fall
+into one program is finished there (sink applied, output and lse written); a token split across programs leaves
+one normalized partial per program in the workspace and :mod:`wavemla.kernels.combine` merges them.
+
+Work ranges come from the planner as ``units_per_part``: program ``p`` covers units
+``[p*units_per_part, (p+1)*units_per_part)``. The split layout is therefore a pure function of static shapes, so a
+launch needs no device metadata, no host sync, and is CUDA-graph capturable. Workspace slot of the piece of token
+``t`` made by program ``p`` is ``t + p`` (unique, < T + num_parts).
+
+Scores live in base 2 (``qk_scale = softmax_scale·log2 e``) so the exponentials are single ``exp2`` instructions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from wavemla.kernels.fp8 import e4m3_times_256_inv_f16, ue8m0_scale_times_256
+
+LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _tile_rows(p_idx, i_tile, n_valid, num_slots, BLOCK_N: tl.constexpr):
+    """Index entries of one tile: (slots as int32, zero where invalid; validity mask)."""
+    o_n = i_tile * BLOCK_N + tl.arange(0, BLOCK_N)
+    m_n = o_n < n_valid
+    b_idx = tl.load(p_idx + o_n, mask=m_n, other=-1)
+    m_n = m_n & (b_idx >= 0) & (b_idx < num_slots)
+    return tl.where(m_n, b_idx, 0), m_n
+
+
+@triton.jit
+def _load_raw(
+    p_cache, b_idx, m_n, stride_blk, stride_tok, IS_FP8: tl.constexpr, PAGE: tl.constexpr, D: tl.constexpr,
+    LAYOUT3: tl.constexpr = False,
+):
+    """Issue the loads of one tile's rows; returns the raw registers (e4m3 bytes, scale bytes, rope or rows).
+
+    FP8 rows stay in their compact form: e4m3 bytes as ``[BLOCK_N, 8, 64]`` (64-wide tile j of the 448 nope dims;
+    tile 7 is masked off), one scale byte per tile ``[BLOCK_N, 8]`` and 64 bf16 rope values ``[BLOCK_N, 64]``.
+    Broadcasting scales and rope over the tile axis at decode time keeps the register footprint close to the bytes
+    loaded (measured on H200: half the time of a flat ``[BLOCK_N, 512]`` form with a per-column scale gather).
+    """
+    # PAGE is a compile-time constant: the slot -> (page, row) split is a multiply-shift, not a 64-bit division.
+    b_blk = (b_idx // PAGE).to(tl.int64)
+    b_tok = b_idx % PAGE
+    if IS_FP8:
+        # MODEL1 page: [PAGE x 576 B nope|rope][PAGE x 8 B scales]; nope is e4m3 (7 tiles of 64), rope bf16.
+        o_j = tl.arange(0, 8)
+        o_e = tl.arange(0, 64)
+        p_page = p_cache + b_blk * stride_blk
+        p_row = p_page + b_tok * 576
+        m_x = m_n[:, None, None] & (o_j < 7)[None, :, None]
+        b_x = tl.load(p_row[:, None, None] + (o_j[None, :, None] * 64 + o_e[None, None, :]), mask=m_x, other=0)
+        if LAYOUT3:
+            # scales [BN, 8, 1] and rope [BN, 1, 64]: already shaped for the broadcast over the tile
+            m_s = m_n[:, None, None] & (o_j < 7)[None, :, None]
+            b_s = tl.load((p_page + PAGE * 576 + b_tok * 8)[:, None, None] + o_j[None, :, None], mask=m_s, other=0)
+            p_rope = (p_row + 448).to(tl.pointer_type(tl.bfloat16))
+            b_r = tl.load(p_rope[:, None, None] + o_e[None, None, :], mask=m_n[:, None, None], other=0.0)
+        else:
+            m_s = m_n[:, None] & (o_j < 7)[None, :]
+            b_s = tl.load((p_page + PAGE * 576 + b_tok * 8)[:, None] + o_j[None, :], mask=m_s, other=0)
+            p_rope = (p_row + 448).to(tl.pointer_type(tl.bfloat16))
+            b_r = tl.load(p_rope[:, None] + o_e[None, :], mask=m_n[:, None], other=0.0)
+    else:
+        o_d = tl.arange(0, D)
+        p_row = p_cache + b_blk * stride_blk + b_tok * stride_tok
+        b_r = tl.load(p_row[:, None] + o_d[None, :], mask=m_n[:, None], other=0.0)
+        b_x = b_r
+        b_s = b_r
+    return b_x, b_s, b_r
+
+
+@triton.jit
+def _decode_raw(b_x, b_s, b_r, IS_FP8: tl.constexpr, DTYPE: tl.constexpr, D: tl.constexpr, NATIVE: tl.constexpr,
+                LAYOUT3: tl.constexpr = False):
+    """Raw tile registers -> KV rows ``[BLOCK_N, D]`` in the compute dtype (fp16 for FP8 rows)."""
+    if IS_FP8:
+        # fp16 all the way: e4m3 bits placed in an fp16 word (value x 2^-8, exact), times the row's power-of-two
+        # scale (x 2^8) rounded once to fp16 — a packed half multiply, no fp32 round trip per element. Exact
+        # whenever the decoded value is representable in fp16 (|x| <= 65504, |x| >= 2^-24).
+        o_j = tl.arange(0, 8)
+        if NATIVE:
+            b_scale = ((b_s.to(tl.int32)) << 23).to(tl.float32, bitcast=True).to(tl.float16)
+            b_x16 = b_x.to(tl.float8e4nv, bitcast=True).to(tl.float16)
+        else:
+            b_scale = ue8m0_scale_times_256(b_s).to(tl.float16)
+            b_x16 = e4m3_times_256_inv_f16(b_x)
+        if LAYOUT3:
+            b_nope = b_x16 * b_scale
+            b_kv3 = tl.where((o_j < 7)[None, :, None], b_nope, b_r.to(tl.float16))
+        else:
+            b_nope = b_x16 * b_scale[:, :, None]
+            b_kv3 = tl.where((o_j < 7)[None, :, None], b_nope, b_r.to(tl.float16)[:, None, :])
+        b_kv = tl.reshape(b_kv3, (b_kv3.shape[0], D))
+    else:
+        b_kv = b_r.to(DTYPE)
+    return b_kv
+
+
+@triton.jit
+def _online(b_acc, b_m, b_l, b_q, b_kv, m_n, qk_scale, DTYPE: tl.constexpr):
+    b_s_qk = tl.dot(b_q, tl.trans(b_kv)) * qk_scale
+    b_s_qk = tl.where(m_n[None, :], b_s_qk, float("-inf"))
+    b_m_new = tl.maximum(b_m, tl.max(b_s_qk, 1))
+    b_m_safe = tl.where(b_m_new == float("-inf"), 0.0, b_m_new)
+    b_p = tl.exp2(b_s_qk - b_m_safe[:, None])
+    b_alpha = tl.exp2(b_m - b_m_safe)
+    b_l = b_l * b_alpha + tl.sum(b_p, 1)
+    b_acc = b_acc * b_alpha[:, None] + tl.dot(b_p.to(DTYPE), b_kv)
+    return b_acc, b_m_new, b_l
+
+
+@triton.jit
+def _attend_tiles(
+    b_acc,
+    b_m,
+    b_l,
+    b_q,
+    p_cache,
+    p_idx,
+    i_lo,
+    i_hi,
+    n_valid,
+    num_slots,
+    stride_blk,
+    stride_tok,
+    qk_scale,
+    IS_FP8: tl.constexpr,
+    PAGE: tl.constexpr,
+    DTYPE: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    D: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+    NATIVE: tl.constexpr,
+    PREFETCH: tl.constexpr,
+    LAYOUT3: tl.constexpr,
+):
+    """Online softmax over tiles ``[i_lo, i_hi)`` of one index list; returns the updated (acc, m, l)."""
+    n_hi = tl.minimum(n_valid, i_hi * BLOCK_N)
+    if PREFETCH == 0:
+        for i_tile in tl.range(i_lo, i_hi, num_stages=NUM_STAGES):
+            b_idx, m_n = _tile_rows(p_idx, i_tile, n_hi, num_slots, BLOCK_N)
+            b_x, b_s, b_r = _load_raw(p_cache, b_idx, m_n, stride_blk, stride_tok, IS_FP8, PAGE, D, LAYOUT3)
+            b_kv = _decode_raw(b_x, b_s, b_r, IS_FP8, DTYPE, D, NATIVE, LAYOUT3)
+            b_acc, b_m, b_l = _online(b_acc, b_m, b_l, b_q, b_kv, m_n, qk_scale, DTYPE)
+    elif PREFETCH == 1:
+        b_idx, m_n = _tile_rows(p_idx, i_lo, n_hi, num_slots, BLOCK_N)
+        for i_tile in tl.range(i_lo, i_hi, num_stages=NUM_STAGES):
+            b_x, b_s, b_r = _load_raw(p_cache, b_idx, m_n, stride_blk, stride_tok, IS_FP8, PAGE, D, LAYOUT3)
+            b_idx_nx, m_n_nx = _tile_rows(p_idx, i_tile + 1, n_hi, num_slots, BLOCK_N)
+            b_kv = _decode_raw(b_x, b_s, b_r, IS_FP8, DTYPE, D, NATIVE, LAYOUT3)
+            b_acc, b_m, b_l = _online(b_acc, b_m, b_l, b_q, b_kv, m_n, qk_scale, DTYPE)
+            b_idx = b_idx_nx
+            m_n = m_n_nx
+    elif PREFETCH == 3:
+        # raw of tile i+1 issued after tile i's QK^T (its decoded rows are in shared memory by then)
+        b_idx, m_n = _tile_rows(p_idx, i_lo, n_hi, num_slots, BLOCK_N)
+        b_x, b_s, b_r = _load_raw(p_cache, b_idx, m_n, stride_blk, stride_tok, IS_FP8, PAGE, D, LAYOUT3)
+        b_idx, m_n_nx = _tile_rows(p_idx, i_lo + 1, n_hi, num_slots, BLOCK_N)
+        for i_tile in tl.range(i_lo, i_hi, num_stages=NUM_STAGES):
+            b_kv = _decode_raw(b_x, b_s, b_r, IS_FP8, DTYPE, D, NATIVE, LAYOUT3)
+            b_s_qk = tl.dot(b_q, tl.trans(b_kv)) * qk_scale
+            b_x, b_s, b_r = _load_raw(p_cache, b_idx, m_n_nx, stride_blk, stride_tok, IS_FP8, PAGE, D, LAYOUT3)
+            b_idx, m_n_nx2 = _tile_rows(p_idx, i_tile + 2, n_hi, num_slots, BLOCK_N)
+            b_s_qk = tl.where(m_n[None, :], b_s_qk, float("-inf"))
+            b_m_new = tl.maximum(b_m, tl.max(b_s_qk, 1))
+            b_m_safe = tl.where(b_m_new == float("-inf"), 0.0, b_m_new)
+            b_p = tl.exp2(b_s_qk - b_m_safe[:, None])
+            b_alpha = tl.exp2(b_m - b_m_safe)
+            b_l = b_l * b_alpha + tl.sum(b_p, 1)
+            b_acc = b_acc * b_alpha[:, None] + tl.dot(b_p.to(DTYPE), b_kv)
+            b_m = b_m_new
+            m_n = m_n_nx
+            m_n_nx = m_n_nx2
+    else:
+        b_idx, m_n = _tile_rows(p_idx, i_lo, n_hi, num_slots, BLOCK_N)
+        b_x, b_s, b_r = _load_raw(p_cache, b_idx, m_n, stride_blk, stride_tok, IS_FP8, PAGE, D, LAYOUT3)
+        for i_tile in tl.range(i_lo, i_hi, num_stages=NUM_STAGES):
+            b_idx_nx, m_n_nx = _tile_rows(p_idx, i_tile + 1, n_hi, num_slots, BLOCK_N)
+            b_x_nx, b_s_nx, b_r_nx = _load_raw(p_cache, b_idx_nx, m_n_nx, stride_blk, stride_tok, IS_FP8, PAGE, D, LAYOUT3)
+            b_kv = _decode_raw(b_x, b_s, b_r, IS_FP8, DTYPE, D, NATIVE, LAYOUT3)
+            b_acc, b_m, b_l = _online(b_acc, b_m, b_l, b_q, b_kv, m_n, qk_scale, DTYPE)
+            b_x = b_x_nx
+            b_s = b_s_nx
+            b_r = b_r_nx
+            m_n = m_n_nx
+    return b_acc, b_m, b_l
+
+
+@triton.jit
+def finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK: tl.constexpr):
+    """Normalized output ``[BLOCK_H, D]`` and base-2 lse -> (output scaled by the sink factor, natural-log lse).
+
+    No valid row (lse2 = -inf) gives output 0 and lse +inf. The sink enters only the denominator:
+    ``out = o / (1 + 2^(sink·log2e - lse2))``.
+    """
+    m_rows = b_lse2 > float("-inf")
+    if HAS_SINK:
+        b_sink2 = tl.load(p_sink + o_h, mask=m_h, other=float("-inf")).to(tl.float32) * 1.4426950408889634
+        b_factor = 1.0 / (1.0 + tl.exp2(b_sink2 - b_lse2))
+        b_o = b_o * b_factor[:, None]
+    b_o = tl.where(m_rows[:, None], b_o, 0.0)
+    b_lse = tl.where(m_rows, b_lse2 * 0.6931471805599453, float("inf"))
+    return b_o, b_lse
+
+
+@triton.jit
+def _sparse_mla_decode_kernel(
+    p_q,
+    p_out,
+    p_lse,
+    p_o_ws,
+    p_lse_ws,
+    p_sink,
+    # main cache
+    p_kv,
+    p_idx,
+    p_len,
+    num_slots,
+    stride_kv_blk,
+    stride_kv_tok,
+    # extra cache
+    p_kv_x,
+    p_idx_x,
+    p_len_x,
+    num_slots_x,
+    stride_kvx_blk,
+    stride_kvx_tok,
+    # shapes and strides
+    S_Q,
+    H,
+    topk,
+    topk_x,
+    n_tiles_main,
+    n_tiles,
+    total_units,
+    units_per_part,
+    stride_qb,
+    stride_qs,
+    stride_qh,
+    stride_ob,
+    stride_os,
+    stride_oh,
+    stride_ib,
+    stride_is,
+    stride_ixb,
+    stride_ixs,
+    qk_scale,
+    IS_FP8: tl.constexpr,
+    PAGE: tl.constexpr,
+    PAGE_X: tl.constexpr,
+    HAS_LEN: tl.constexpr,
+    HAS_EXTRA: tl.constexpr,
+    HAS_LEN_X: tl.constexpr,
+    HAS_SINK: tl.constexpr,
+    DTYPE: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    D: tl.constexpr,
+    NUM_HB: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+    NATIVE: tl.constexpr = False,
+    PREFETCH: tl.constexpr = 0,
+    LAYOUT3: tl.constexpr = False,
+):
+    i_pid = tl.program_id(0)
+    i_hb = i_pid % NUM_HB
+    i_part = i_pid // NUM_HB
+    o_h = i_hb * BLOCK_H + tl.arange(0, BLOCK_H)
+    m_h = o_h < H
+    o_d = tl.arange(0, D)
+
+    unit_lo = i_part * units_per_part
+    unit_hi = tl.minimum(unit_lo + units_per_part, total_units)
+    i_tok_first = unit_lo // n_tiles
+    i_tok_last = (unit_hi - 1) // n_tiles
+    for i_tok in range(i_tok_first, i_tok_last + 1):
+        i_b = i_tok // S_Q
+        i_s = i_tok - i_b * S_Q
+        t_lo = tl.maximum(unit_lo - i_tok * n_tiles, 0)
+        t_hi = tl.minimum(unit_hi - i_tok * n_tiles, n_tiles)
+
+        p_q_tok = p_q + tl.cast(i_b, tl.int64) * stride_qb + i_s * stride_qs
+        b_q = tl.load(p_q_tok + o_h[:, None] * stride_qh + o_d[None, :], mask=m_h[:, None], other=0.0).to(DTYPE)
+        b_acc = tl.zeros([BLOCK_H, D], dtype=tl.float32)
+        b_m = tl.full([BLOCK_H], float("-inf"), dtype=tl.float32)
+        b_l = tl.zeros([BLOCK_H], dtype=tl.float32)
+
+        n_main = topk
+        if HAS_LEN:
+            n_main = tl.minimum(tl.maximum(tl.load(p_len + i_b), 0), topk)
+        hi_main = tl.minimum(t_hi, tl.cdiv(n_main, BLOCK_N))
+        b_acc, b_m, b_l = _attend_tiles(
+            b_acc, b_m, b_l, b_q,
+            p_kv, p_idx + tl.cast(i_b, tl.int64) * stride_ib + i_s * stride_is,
+            t_lo, hi_main, n_main, num_slots, stride_kv_blk, stride_kv_tok, qk_scale,
+            IS_FP8, PAGE, DTYPE, BLOCK_N, D, NUM_STAGES, NATIVE, PREFETCH, LAYOUT3,
+        )  # fmt: skip
+        if HAS_EXTRA:
+            n_x = topk_x
+            if HAS_LEN_X:
+                n_x = tl.minimum(tl.maximum(tl.load(p_len_x + i_b), 0), topk_x)
+            lo_x = tl.maximum(t_lo - n_tiles_main, 0)
+            hi_x = tl.minimum(t_hi - n_tiles_main, tl.cdiv(n_x, BLOCK_N))
+            b_acc, b_m, b_l = _attend_tiles(
+                b_acc, b_m, b_l, b_q,
+                p_kv_x, p_idx_x + tl.cast(i_b, tl.int64) * stride_ixb + i_s * stride_ixs,
+                lo_x, hi_x, n_x, num_slots_x, stride_kvx_blk, stride_kvx_tok, qk_scale,
+                IS_FP8, PAGE_X, DTYPE, BLOCK_N, D, NUM_STAGES, NATIVE, PREFETCH, LAYOUT3,
+            )  # fmt: skip
+
+        m_seen = b_l > 0.0
+        b_o = b_acc / tl.where(m_seen, b_l, 1.0)[:, None]
+        b_lse2 = tl.where(m_seen, b_m + tl.log2(tl.where(m_seen, b_l, 1.0)), float("-inf"))
+        if (t_lo == 0) & (t_hi == n_tiles):
+            b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
+            p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + i_s * stride_os
+            tl.store(p_o + o_h[:, None] * stride_oh + o_d[None, :], b_o.to(p_out.dtype.element_ty), mask=m_h[:, None])
+            tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
+        else:
+            i_slot = tl.cast(i_tok + i_part, tl.int64)
+            tl.store(
+                p_o_ws + (i_slot * H + o_h[:, None]) * D + o_d[None, :],
+                b_o.to(p_o_ws.dtype.element_ty),
+                mask=m_h[:, None],
+            )
+            tl.store(p_lse_ws + i_slot * H + o_h, b_lse2, mask=m_h)
+
+
+_TL_DTYPE = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
+
+
+def sparse_decode_split(
+    *,
+    q: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    o_ws: torch.Tensor | None,
+    lse_ws: torch.Tensor | None,
+    kv: torch.Tensor,
+    indices: torch.Tensor,
+    topk_length: torch.Tensor | None,
+    extra_kv: torch.Tensor | None,
+    extra_indices: torch.Tensor | None,
+    extra_topk_length: torch.Tensor | None,
+    attn_sink: torch.Tensor | None,
+    is_fp8: bool,
+    softmax_scale: float,
+    block_h: int,
+    block_n: int,
+    num_warps: int,
+    num_stages: int,
+    units_per_part: int,
+    num_parts: int,
+    native: bool = False,
+    prefetch: int = 0,
+    layout3: bool = False,
+) -> Any:
+    """Launch the split kernel; returns Triton's compiled-kernel handle (registers, spills, shared memory).
+
+    Inputs must already be validated (see :mod:`wavemla.api`).
+
+    q ``[b, s_q, h, 512]``; out ``[b, s_q, h, 512]`` q.dtype; lse ``[b, s_q, h]`` fp32; workspace ``o_ws
+    [b*s_q + num_parts, h, 512]`` (fp32, or fp16 for FP8 caches) and ``lse_ws [b*s_q + num_parts, h]`` fp32 (needed
+    when a token is split).
+    kv ``[blocks, page, 1, 512]`` rows or ``[blocks, page, 1, 584]`` uint8 MODEL1; indices ``[b, s_q, topk]`` int32.
+    """
+    if is_fp8 and q.dtype != torch.float16 and units_per_part >= 3:
+        # FP8 rows compute in fp16. Converting q here (one small elementwise kernel) lets the split kernel stage q
+        # straight from global memory into shared memory for the tensor cores; converted in-kernel, q stays in
+        # registers across the tile loop and the kernel runs 15% slower (H200, CSA b=128: 103.7 vs 121.1 µs).
+        # Programs of one or two tiles (small batches) skip the extra launch.
+        q = q.to(torch.float16)
+    b, s_q, h, d = q.shape
+    topk = indices.shape[2]
+    n_tiles_main = triton.cdiv(topk, block_n)
+    has_extra = extra_kv is not None
+    topk_x = extra_indices.shape[2] if has_extra else 0
+    n_tiles = n_tiles_main + (triton.cdiv(topk_x, block_n) if has_extra else 0)
+    num_hb = triton.cdiv(h, block_h)
+    dummy = indices  # a valid pointer for arguments a constexpr flag disables
+    kv_x = extra_kv if has_extra else kv
+    idx_x = extra_indices if has_extra else indices
+    return _sparse_mla_decode_kernel[(num_parts * num_hb,)](
+        p_q=q,
+        p_out=out,
+        p_lse=lse,
+        p_o_ws=o_ws if o_ws is not None else out,
+        p_lse_ws=lse_ws if lse_ws is not None else lse,
+        p_sink=attn_sink if attn_sink is not None else lse,
+        p_kv=kv,
+        p_idx=indices,
+        p_len=topk_length if topk_length is not None else dummy,
+        num_slots=kv.shape[0] * kv.shape[1],
+        stride_kv_blk=kv.stride(0),
+        stride_kv_tok=kv.stride(1),
+        p_kv_x=kv_x,
+        p_idx_x=idx_x,
+        p_len_x=extra_topk_length if extra_topk_length is not None else dummy,
+        num_slots_x=kv_x.shape[0] * kv_x.shape[1],
+        stride_kvx_blk=kv_x.stride(0),
+        stride_kvx_tok=kv_x.stride(1),
+        S_Q=s_q,
+        H=h,
+        topk=topk,
+        topk_x=topk_x,
+        n_tiles_main=n_tiles_main,
+        n_tiles=n_tiles,
+        total_units=b * s_q * n_tiles,
+        units_per_part=units_per_part,
+        stride_qb=q.stride(0),
+        stride_qs=q.stride(1),
+        stride_qh=q.stride(2),
+        stride_ob=out.stride(0),
+        stride_os=out.stride(1),
+        stride_oh=out.stride(2),
+        stride_ib=indices.stride(0),
+        stride_is=indices.stride(1),
+        stride_ixb=idx_x.stride(0),
+        stride_ixs=idx_x.stride(1),
+        qk_scale=softmax_scale * LOG2E,
+        IS_FP8=is_fp8,
+        PAGE=kv.shape[1],
+        PAGE_X=kv_x.shape[1],
+        HAS_LEN=topk_length is not None,
+        HAS_EXTRA=has_extra,
+        HAS_LEN_X=has_extra and extra_topk_length is not None,
+        HAS_SINK=attn_sink is not None,
+        # FP8 rows decode exactly into fp16, whose 10-bit mantissa keeps the softmax weights P (rounded for the PV
+        # dot) 8x more precise than bf16; row caches compute in their own dtype.
+        DTYPE=tl.float16 if is_fp8 else _TL_DTYPE[q.dtype],
+        BLOCK_H=block_h,
+        BLOCK_N=block_n,
+        D=d,
+        NUM_HB=num_hb,
+        NUM_STAGES=num_stages,
+        NATIVE=native,
+        PREFETCH=prefetch,
+        LAYOUT3=layout3,
+        num_warps=num_warps,
+        num_stages=num_stages,
+    )

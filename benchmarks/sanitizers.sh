@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# compute-sanitizer passes of docs/reliability.md ("Sanitizers") plus the stress harness's negative controls.
+# Writes sanitizers.log under $OUT and prints one line per step: the step, its exit code, and what it found.
+#   bash benchmarks/sanitizers.sh
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-lane-out}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+LOG="$OUT/sanitizers.log"
+: > "$LOG"
+S="python3 -m wavemla.tools.stress"
+CS="compute-sanitizer --error-exitcode 99"
+step() {  # step LIMIT NAME COMMAND...
+  local limit=$1 name=$2; shift 2
+  echo "== $name: $*" >> "$LOG"
+  timeout "$limit" "$@" >> "$LOG" 2>&1
+  local rc=$?
+  local found
+  found=$(sed -n '/^== '"$name"':/,$p' "$LOG" | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|result:" | tail -1)
+  printf '%-34s rc=%-3s %s\n' "$name" "$rc" "$found" | tee -a "$OUT/sanitizers.txt"
+}
+# SANITIZERS (default: all) picks steps by name, e.g. SANITIZERS="racecheck-csa negative-share-pool"
+want() { [ -z "${SANITIZERS:-}" ] || [[ " $SANITIZERS " == *" $1 "* ]]; }
+# negative controls: a FAIL (non-zero exit, mismatches) is the expected outcome
+want negative-share-pool && step 60 negative-share-pool $S --share-pool --replays 2000
+want negative-share-metadata && step 60 negative-share-metadata $S --share-metadata --batch 64 --splits 3 --replays 2000
+want self-test-inject-flip && step 30 self-test-inject-flip $S --small --replays 40 --inject-flip 17
+export PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
+want memcheck-csa && step 90 memcheck-csa $CS --tool memcheck $S --small --mode csa --replays 20
+want memcheck-hca && step 90 memcheck-hca $CS --tool memcheck $S --small --mode hca --replays 20
+want memcheck-swa-bf16 && step 90 memcheck-swa-bf16 $CS --tool memcheck $S --small --mode swa --bf16 --replays 20
+unset PYTORCH_CUDA_ALLOC_CONF
+want initcheck-eager && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step 90 initcheck-eager $CS --tool initcheck $S --small --no-graph --replays 6
+want racecheck-csa && step ${RACECHECK_LIMIT:-150} racecheck-csa $CS --tool racecheck --racecheck-report hazard $S --small --mode csa --replays 6
+want racecheck-hca-bf16 && step ${RACECHECK_LIMIT:-150} racecheck-hca-bf16 $CS --tool racecheck --racecheck-report hazard $S --small --mode hca --bf16 --replays 6
+want synccheck && step 90 synccheck $CS --tool synccheck $S --small --replays 6
+exit 0

@@ -1,0 +1,419 @@
+"""Paged dense MLA decode (DeepSeek-V3 / Kimi-K2 / GLM): the device scheduler and the split kernel.
+
+Work list. Request ``b`` with ``L_b`` keys owns ``n_b = max(ceil(L_b / BLOCK_N), 1)`` units: its KV tiles of
+``BLOCK_N`` keys (a request with no key keeps one empty unit, whose processing writes ``out = 0``, ``lse = +inf``).
+Every query token of a request reads the same keys, so the ``S·H`` query rows of a request (row ``m = s·H + h``) are
+tiled ``BLOCK_H`` per program and each KV tile is loaded once per row block and shared through ``tl.dot``; the
+first 512 dims of a key row are its value, so the same tile feeds ``QKᵀ`` and ``PV``.
+
+Scheduler (:func:`dense_decode_schedule`, one program, FlashMLA's get_decoding_sched_meta scheme). A request weighs
+``w_b = n_b + OVH`` (its units plus a fixed per-segment overhead, in tiles). With ``C_b`` the exclusive prefix of
+``w`` and ``W`` the total, part ``p`` of ``P`` starts at weight ``x_p = floor(p·W / P)``: in request ``r_p`` (the last
+with ``C_r <= x_p``) at tile ``clamp(x_p - C_r - OVH, 0, n_r - 1)`` — a boundary inside a request's overhead snaps
+to its first tile. So every part carries the same weight whatever the lengths, a request is cut only where a part
+boundary falls, and each unit belongs to exactly one part. ``r_p`` is found in O(b + P) without a search: part
+boundaries inside request ``r`` start at ``ceil(C_r·P / W)``, so a histogram of those values, prefix-summed, counts
+the requests that start at or before each part. The scheduler writes ``sched[p] = (first request, first tile, end
+request, end tile)`` (end exclusive) and, per request, the first and last part that touch it (``part(u)`` of a unit
+is ``floor(((X_u + 1)·P - 1) / W)`` with ``X_u`` the unit's weight position), which the combine reads.
+
+Split kernel. Program ``(part, row block)`` walks its range; a request it covers whole is finished there (output and
+natural-log lse written); a cut request leaves one normalized fp32 partial and its base-2 lse in workspace slot
+``request + part`` (unique: parts advance monotonically through the requests) for :mod:`wavemla.kernels.combine`.
+Scores live in base 2 (``qk_scale = softmax_scale·log2 e``). Keys at or past the length, block-table padding and
+block ids outside the cache are masked: never read.
+
+Caches: bf16/fp16 rows ``[blocks, page, 1, d_qk]`` (d_qk 576 = 512 latent + 64 rope, or 512), or FlashMLA's V3.2 FP8
+layout ``[blocks, page, 1, 656]`` (512 e4m3, 4 fp32 scales per 128 values, 64 bf16 rope) decoded in registers to
+fp16 (exact for power-of-two scales) and computed in fp16.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from wavemla.kernels.fp8 import e4m3_times_256_inv_f16
+
+LOG2E = 1.4426950408889634
+D_V = 512  # value width (the latent part of a key row)
+D_PE = 64  # rope width of a 576-wide row
+_D_V = tl.constexpr(D_V)  # the same, as kernel constants
+_D_PE = tl.constexpr(D_PE)
+FP8_ROW_BYTES = 656
+SCHED_FIELDS = 4  # (first request, first tile, end request, end tile) per part
+REQ_FIELDS = 4  # (first part, last part, weight prefix, units) per request
+_MAX_BLOCK_B = 1024
+
+
+@triton.jit
+def finalize_rows(b_o, b_lse2):
+    """Normalized output ``[BLOCK_H, 512]`` and base-2 lse -> (output, natural-log lse); a row that saw no key
+    (lse2 = -inf) gets output 0 and lse +inf."""
+    m_rows = b_lse2 > float("-inf")
+    b_o = tl.where(m_rows[:, None], b_o, 0.0)
+    b_lse = tl.where(m_rows, b_lse2 * 0.6931471805599453, float("inf"))
+    return b_o, b_lse
+
+
+@triton.jit
+def _request_units(p_seqlens, o_b, m_b, max_len, BLOCK_N: tl.constexpr):
+    """Units of requests ``o_b``: KV tiles of their clamped lengths, at least one."""
+    b_len = tl.load(p_seqlens + o_b, mask=m_b, other=0)
+    b_len = tl.minimum(tl.maximum(b_len, 0), max_len)
+    return tl.maximum(tl.cdiv(b_len, BLOCK_N), 1)
+
+
+@triton.jit
+def _dense_mla_schedule_kernel(
+    p_seqlens,
+    p_sched,
+    p_req,
+    B,
+    max_len,
+    P,
+    OVH,
+    BLOCK_N: tl.constexpr,
+    BLOCK_B: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+):
+    # Pass 1: total weight W.
+    b_total = tl.zeros([BLOCK_B], dtype=tl.int32)
+    for i_b0 in range(0, B, BLOCK_B):
+        o_b = i_b0 + tl.arange(0, BLOCK_B)
+        m_b = o_b < B
+        b_n = _request_units(p_seqlens, o_b, m_b, max_len, BLOCK_N)
+        b_total += tl.where(m_b, b_n + OVH, 0)
+    w_total = tl.sum(b_total, 0).to(tl.int64)
+
+    # Pass 2: weight prefix per request, the parts that touch it, and a histogram of the first part boundary inside
+    # each request (ceil(C_r·P / W) <= P; padding goes to the last bin, which no part < P reads).
+    b_hist = tl.zeros([BLOCK_P], dtype=tl.int32)
+    carry = tl.sum(tl.zeros([BLOCK_B], dtype=tl.int32), 0)
+    for i_b0 in range(0, B, BLOCK_B):
+        o_b = i_b0 + tl.arange(0, BLOCK_B)
+        m_b = o_b < B
+        b_n = _request_units(p_seqlens, o_b, m_b, max_len, BLOCK_N)
+        b_w = tl.where(m_b, b_n + OVH, 0)
+        b_c = tl.cumsum(b_w, 0) - b_w + carry
+        b_c64 = b_c.to(tl.int64)
+        b_first = tl.minimum(((b_c64 + OVH + 1) * P - 1) // w_total, P - 1)
+        b_last = tl.minimum(((b_c64 + b_w) * P - 1) // w_total, P - 1)
+        p_r = p_req + o_b * 4
+        tl.store(p_r + 0, b_first.to(tl.int32), mask=m_b)
+        tl.store(p_r + 1, b_last.to(tl.int32), mask=m_b)
+        tl.store(p_r + 2, b_c, mask=m_b)
+        tl.store(p_r + 3, b_n, mask=m_b)
+        b_lo = (b_c64 * P + w_total - 1) // w_total
+        b_hist += tl.histogram(tl.where(m_b, b_lo.to(tl.int32), BLOCK_P - 1), BLOCK_P)
+        carry += tl.sum(b_w, 0)
+    tl.debug_barrier()  # the per-request rows above are read back (gathered) below
+
+    # Part p begins in request r_p = #{r : ceil(C_r·P / W) <= p} - 1, at weight x_p = floor(p·W / P).
+    o_p = tl.arange(0, BLOCK_P)
+    m_p = o_p < P
+    b_r = tl.maximum(tl.cumsum(b_hist, 0) - 1, 0)
+    b_r = tl.where(m_p, b_r, 0)
+    b_c = tl.load(p_req + b_r * 4 + 2, mask=m_p, other=0).to(tl.int64)
+    b_n = tl.load(p_req + b_r * 4 + 3, mask=m_p, other=1).to(tl.int64)
+    b_x = (o_p.to(tl.int64) * w_total) // P
+    b_t = tl.minimum(tl.maximum(b_x - b_c - OVH, 0), b_n - 1)
+    tl.store(p_sched + o_p * 4 + 0, b_r, mask=m_p)
+    tl.store(p_sched + o_p * 4 + 1, b_t.to(tl.int32), mask=m_p)
+    tl.debug_barrier()
+    # A part ends where the next begins; the last one at (B, 0).
+    m_next = m_p & (o_p + 1 < P)
+    b_r_end = tl.load(p_sched + (o_p + 1) * 4 + 0, mask=m_next, other=B)
+    b_t_end = tl.load(p_sched + (o_p + 1) * 4 + 1, mask=m_next, other=0)
+    tl.store(p_sched + o_p * 4 + 2, b_r_end, mask=m_p)
+    tl.store(p_sched + o_p * 4 + 3, b_t_end, mask=m_p)
+
+
+@triton.jit
+def _tile_rows(p_kv, p_bt_row, i_tile, n_keys, num_blocks, stride_blk, stride_tok, PAGE: tl.constexpr,
+               BLOCK_N: tl.constexpr):  # fmt: skip
+    """Keys of tile ``i_tile`` of one request -> (row pointers ``[BLOCK_N]``, validity, key positions). Keys past the
+    length and keys of pages that are not blocks are invalid (their rows are never read)."""
+    o_n = i_tile * BLOCK_N + tl.arange(0, BLOCK_N)
+    m_n = o_n < n_keys
+    # PAGE is a compile-time constant: key -> (page, row) is a multiply-shift, not a division.
+    b_blk = tl.load(p_bt_row + o_n // PAGE, mask=m_n, other=-1)
+    m_n = m_n & (b_blk >= 0) & (b_blk < num_blocks)
+    p_row = p_kv + tl.where(m_n, b_blk, 0).to(tl.int64) * stride_blk + (o_n % PAGE) * stride_tok
+    return p_row, m_n, o_n
+
+
+@triton.jit
+def _load_fp8_raw(p_row, m_n):
+    """Issue the loads of one V3.2 tile: codes ``[BLOCK_N, 4, 128]`` uint8, scales ``[BLOCK_N, 4]`` fp32, rope
+    ``[BLOCK_N, 64]`` bf16 (token layout: 512 e4m3 | 4 fp32 scales | 64 bf16 rope)."""
+    o_t = tl.arange(0, 4)
+    o_c = tl.arange(0, 128)
+    o_e = tl.arange(0, _D_PE)
+    b_x = tl.load(p_row[:, None, None] + (o_t[None, :, None] * 128 + o_c[None, None, :]), mask=m_n[:, None, None],
+                  other=0)  # fmt: skip
+    b_s = tl.load((p_row + 512).to(tl.pointer_type(tl.float32))[:, None] + o_t[None, :], mask=m_n[:, None], other=0.0)
+    b_r = tl.load((p_row + 528).to(tl.pointer_type(tl.bfloat16))[:, None] + o_e[None, :], mask=m_n[:, None],
+                  other=0.0)  # fmt: skip
+    return b_x, b_s, b_r
+
+
+@triton.jit
+def _decode_fp8(b_x, b_s, b_r, BLOCK_N: tl.constexpr):
+    """Raw V3.2 tile -> (latent ``[BLOCK_N, 512]``, rope ``[BLOCK_N, 64]``) fp16. e4m3 bits placed in an fp16 word
+    are the value x 2^-8 (exact); each 128-wide tile meets its scale x 2^8, rounded once to fp16, by broadcast."""
+    b_kv3 = e4m3_times_256_inv_f16(b_x) * (b_s * 256.0).to(tl.float16)[:, :, None]
+    return tl.reshape(b_kv3, (BLOCK_N, _D_V)), b_r.to(tl.float16)
+
+
+@triton.jit
+def _online_softmax(b_acc, b_mx, b_l, b_s, m_s, qk_scale):
+    """One tile of scores ``[BLOCK_H, BLOCK_N]`` (masked by ``m_s``) into the running max and sum; returns the
+    rescaled accumulator, the new (max, sum) and the tile's weights P (base 2)."""
+    b_s = tl.where(m_s, b_s * qk_scale, float("-inf"))
+    b_mx_new = tl.maximum(b_mx, tl.max(b_s, 1))
+    # A row that has seen no valid score keeps m = -inf; subtract 0 there so exp2 gives 0, not NaN.
+    b_mx_safe = tl.where(b_mx_new == float("-inf"), 0.0, b_mx_new)
+    b_p = tl.exp2(b_s - b_mx_safe[:, None])
+    b_alpha = tl.exp2(b_mx - b_mx_safe)
+    b_l = b_l * b_alpha + tl.sum(b_p, 1)
+    return b_acc * b_alpha[:, None], b_mx_new, b_l, b_p
+
+
+@triton.jit
+def _dense_mla_decode_kernel(
+    p_q,
+    p_out,
+    p_lse,
+    p_o_ws,
+    p_lse_ws,
+    p_kv,
+    p_bt,
+    p_seqlens,
+    p_sched,
+    num_blocks,
+    max_len,
+    stride_kv_blk,
+    stride_kv_tok,
+    stride_bt,
+    S_Q,
+    H,
+    M,
+    stride_qb,
+    stride_qs,
+    stride_qh,
+    stride_ob,
+    stride_os,
+    stride_oh,
+    qk_scale,
+    IS_FP8: tl.constexpr,
+    HAS_PE: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    PAGE: tl.constexpr,
+    DTYPE: tl.constexpr,
+    SPLIT_P: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    NUM_RB: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+):
+    i_pid = tl.program_id(0)
+    i_rb = i_pid % NUM_RB
+    i_part = i_pid // NUM_RB
+    o_m = i_rb * BLOCK_H + tl.arange(0, BLOCK_H)  # query row m = s·H + h
+    m_m = o_m < M
+    o_s = o_m // H
+    o_h = o_m - o_s * H
+    o_d = tl.arange(0, _D_V)
+    o_e = tl.arange(0, _D_PE)
+
+    p_sched_part = p_sched + i_part * 4
+    r_begin = tl.load(p_sched_part + 0)
+    t_begin = tl.load(p_sched_part + 1)
+    r_end = tl.load(p_sched_part + 2)
+    t_end = tl.load(p_sched_part + 3)
+    r_last = tl.where(t_end > 0, r_end, r_end - 1)
+    for i_b in range(r_begin, r_last + 1):
+        n_keys = tl.minimum(tl.maximum(tl.load(p_seqlens + i_b), 0), max_len)
+        n_kv = tl.cdiv(n_keys, BLOCK_N)
+        n_units = tl.maximum(n_kv, 1)
+        t_lo = tl.where(i_b == r_begin, t_begin, 0)
+        t_hi = tl.where(i_b == r_end, t_end, n_units)
+        t_stop = tl.minimum(t_hi, n_kv)
+
+        p_q_rows = p_q + tl.cast(i_b, tl.int64) * stride_qb + o_s * stride_qs + o_h * stride_qh
+        b_q = tl.load(p_q_rows[:, None] + o_d[None, :], mask=m_m[:, None], other=0.0).to(DTYPE)
+        if HAS_PE:
+            b_qpe = tl.load(p_q_rows[:, None] + _D_V + o_e[None, :], mask=m_m[:, None], other=0.0).to(DTYPE)
+        # Last key each row may see: causal query token s sees keys [0, L - S + s].
+        b_lim = tl.zeros([BLOCK_H], dtype=tl.int32) + n_keys
+        if CAUSAL:
+            b_lim = b_lim - (S_Q - 1 - o_s)
+        b_acc = tl.zeros([BLOCK_H, _D_V], dtype=tl.float32)
+        b_mx = tl.full([BLOCK_H], float("-inf"), dtype=tl.float32)
+        b_l = tl.zeros([BLOCK_H], dtype=tl.float32)
+        p_bt_row = p_bt + tl.cast(i_b, tl.int64) * stride_bt
+        if IS_FP8:
+            # Decoded in registers, so Triton cannot stage these loads through cp.async: prefetch by hand. The raw
+            # bytes of tile i+1 are requested before tile i is decoded and multiplied (a load only waits at its
+            # first use), so one tile is always in flight.
+            # keys of tiles at or past this segment's end are masked: the prefetch past the last tile reads nothing
+            n_seg = tl.minimum(n_keys, t_stop * BLOCK_N)
+            p_row, m_n, o_n = _tile_rows(p_kv, p_bt_row, t_lo, n_seg, num_blocks, stride_kv_blk, stride_kv_tok,
+                                         PAGE, BLOCK_N)  # fmt: skip
+            b_x, b_sc, b_r = _load_fp8_raw(p_row, m_n)
+            for i_tile in range(t_lo, t_stop):
+                p_nrow, m_nn, o_nn = _tile_rows(p_kv, p_bt_row, i_tile + 1, n_seg, num_blocks, stride_kv_blk,
+                                                stride_kv_tok, PAGE, BLOCK_N)  # fmt: skip
+                b_xn, b_scn, b_rn = _load_fp8_raw(p_nrow, m_nn)
+                b_kv, b_pe = _decode_fp8(b_x, b_sc, b_r, BLOCK_N)
+                b_s = tl.dot(b_q, tl.trans(b_kv)) + tl.dot(b_qpe, tl.trans(b_pe))
+                m_s = m_n[None, :] & (o_n[None, :] < b_lim[:, None])
+                b_acc, b_mx, b_l, b_p = _online_softmax(b_acc, b_mx, b_l, b_s, m_s, qk_scale)
+                b_acc = tl.dot(b_p.to(DTYPE), b_kv, b_acc)
+                b_x, b_sc, b_r, m_n, o_n = b_xn, b_scn, b_rn, m_nn, o_nn
+        else:
+            # Rows: the latent is loaded twice, as Kᵀ [512, BLOCK_N] for QKᵀ and as V [BLOCK_N, 512] for PV (the
+            # second read hits L2). Each load then feeds exactly one dot, which is what lets Triton's pipeliner stage
+            # it through shared memory with cp.async NUM_STAGES deep; one load feeding both dots is not pipelined.
+            for i_tile in tl.range(t_lo, t_stop, num_stages=NUM_STAGES):
+                p_row, m_n, o_n = _tile_rows(p_kv, p_bt_row, i_tile, n_keys, num_blocks, stride_kv_blk,
+                                             stride_kv_tok, PAGE, BLOCK_N)  # fmt: skip
+                b_kt = tl.load(p_row[None, :] + o_d[:, None], mask=m_n[None, :], other=0.0)
+                b_s = tl.dot(b_q, b_kt)
+                if HAS_PE:
+                    b_pet = tl.load(p_row[None, :] + _D_V + o_e[:, None], mask=m_n[None, :], other=0.0)
+                    b_s = tl.dot(b_qpe, b_pet, b_s)
+                m_s = m_n[None, :] & (o_n[None, :] < b_lim[:, None])
+                b_acc, b_mx, b_l, b_p = _online_softmax(b_acc, b_mx, b_l, b_s, m_s, qk_scale)
+                b_v = tl.load(p_row[:, None] + o_d[None, :], mask=m_n[:, None], other=0.0)
+                b_p_hi = b_p.to(DTYPE)
+                b_acc = tl.dot(b_p_hi, b_v, b_acc)
+                if SPLIT_P:
+                    # bf16 keeps 8 bits of P: a row holding most of the weight would be off by up to 0.4% of |v|.
+                    # The remainder P - bf16(P) through a second dot restores 16 bits (memory-bound shapes do
+                    # not feel the extra tensor work).
+                    b_acc = tl.dot((b_p - b_p_hi.to(tl.float32)).to(DTYPE), b_v, b_acc)
+
+        m_seen = b_l > 0.0
+        b_o = b_acc / tl.where(m_seen, b_l, 1.0)[:, None]
+        b_lse2 = tl.where(m_seen, b_mx + tl.log2(tl.where(m_seen, b_l, 1.0)), float("-inf"))
+        if (t_lo == 0) & (t_hi == n_units):
+            b_o, b_lse = finalize_rows(b_o, b_lse2)
+            p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + o_s * stride_os + o_h * stride_oh
+            tl.store(p_o[:, None] + o_d[None, :], b_o.to(p_out.dtype.element_ty), mask=m_m[:, None])
+            tl.store(p_lse + tl.cast(i_b, tl.int64) * M + o_m, b_lse, mask=m_m)
+        else:
+            i_slot = tl.cast(i_b + i_part, tl.int64)
+            tl.store(p_o_ws + ((i_slot * M + o_m) * _D_V)[:, None] + o_d[None, :], b_o, mask=m_m[:, None])
+            tl.store(p_lse_ws + i_slot * M + o_m, b_lse2, mask=m_m)
+
+
+def dense_decode_schedule(
+    *,
+    cache_seqlens: torch.Tensor,
+    sched: torch.Tensor,
+    req: torch.Tensor,
+    max_seqlen: int,
+    num_parts: int,
+    segment_overhead: int,
+    block_n: int,
+) -> None:
+    """Write the work ranges of ``num_parts`` parts into ``sched [num_parts, 4]`` int32 and the parts touching each
+    request into ``req [b, 4]`` int32 (first part, last part, weight prefix, units), from ``cache_seqlens [b]``
+    int32 on the device (see the module docstring). One program; no host sync."""
+    b = cache_seqlens.shape[0]
+    _dense_mla_schedule_kernel[(1,)](
+        p_seqlens=cache_seqlens,
+        p_sched=sched,
+        p_req=req,
+        B=b,
+        max_len=max_seqlen,
+        P=num_parts,
+        OVH=segment_overhead,
+        BLOCK_N=block_n,
+        BLOCK_B=min(triton.next_power_of_2(max(b, 16)), _MAX_BLOCK_B),
+        BLOCK_P=triton.next_power_of_2(num_parts + 1),
+        num_warps=4,
+    )
+
+
+_TL_DTYPE = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
+
+
+def dense_decode_split(
+    *,
+    q: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    o_ws: torch.Tensor,
+    lse_ws: torch.Tensor,
+    kv: torch.Tensor,
+    block_table: torch.Tensor,
+    cache_seqlens: torch.Tensor,
+    sched: torch.Tensor,
+    is_fp8: bool,
+    causal: bool,
+    softmax_scale: float,
+    block_h: int,
+    block_n: int,
+    num_warps: int,
+    num_stages: int,
+    num_parts: int,
+) -> Any:
+    """Launch the split kernel over ``num_parts`` parts; returns Triton's compiled-kernel handle.
+
+    Inputs must already be validated (see :mod:`wavemla.api`). q ``[b, s_q, h, d_qk]``; out ``[b, s_q, h, 512]``
+    q.dtype; lse ``[b, s_q, h]`` fp32; workspace ``o_ws [b + num_parts, s_q·h, 512]`` fp32 and
+    ``lse_ws [b + num_parts, s_q·h]`` fp32; kv ``[blocks, page, 1, d_qk]`` rows or ``[blocks, page, 1, 656]`` uint8;
+    block_table ``[b, max_blocks]`` int32; cache_seqlens ``[b]`` int32; sched ``[num_parts, 4]`` int32 from
+    :func:`dense_decode_schedule`.
+    """
+    if is_fp8 and q.dtype != torch.float16:
+        # FP8 rows compute in fp16; one conversion here lets the split kernel stage q straight into shared memory.
+        q = q.to(torch.float16)
+    _, s_q, h, d_qk = q.shape
+    m = s_q * h
+    num_rb = triton.cdiv(m, block_h)
+    page = kv.shape[1]
+    return _dense_mla_decode_kernel[(num_parts * num_rb,)](
+        p_q=q,
+        p_out=out,
+        p_lse=lse,
+        p_o_ws=o_ws,
+        p_lse_ws=lse_ws,
+        p_kv=kv,
+        p_bt=block_table,
+        p_seqlens=cache_seqlens,
+        p_sched=sched,
+        num_blocks=kv.shape[0],
+        max_len=block_table.shape[1] * page,
+        stride_kv_blk=kv.stride(0),
+        stride_kv_tok=kv.stride(1),
+        stride_bt=block_table.stride(0),
+        S_Q=s_q,
+        H=h,
+        M=m,
+        stride_qb=q.stride(0),
+        stride_qs=q.stride(1),
+        stride_qh=q.stride(2),
+        stride_ob=out.stride(0),
+        stride_os=out.stride(1),
+        stride_oh=out.stride(2),
+        qk_scale=softmax_scale * LOG2E,
+        IS_FP8=is_fp8,
+        HAS_PE=d_qk == D_V + D_PE,
+        CAUSAL=causal and s_q > 1,
+        PAGE=page,
+        DTYPE=tl.float16 if is_fp8 else _TL_DTYPE[q.dtype],
+        SPLIT_P=not is_fp8 and q.dtype == torch.bfloat16,
+        BLOCK_H=block_h,
+        BLOCK_N=block_n,
+        NUM_RB=num_rb,
+        NUM_STAGES=num_stages,
+        num_warps=num_warps,
+        num_stages=num_stages,
+    )

@@ -1,0 +1,221 @@
+"""Paged dense decode vs the fp64 reference: CPU interpreter lane (fp16 rows and FP8 V3.2, small shapes) and GPU lane
+(bf16 and FP8 at DeepSeek-V3 shapes, CUDA-graph capture). Also: the device scheduler against its Python definition."""
+
+import pytest
+import torch
+
+from conftest import DEVICE, HAS_CUDA
+from wavemla import config, dense_mla_decode, flash_mla_with_kvcache, get_mla_metadata
+from wavemla.kernels.dense_decode import dense_decode_schedule
+from wavemla.plan import dense_schedule
+from wavemla.reference import dense_decode_ref
+from wavemla.testing import BLOCK_TABLE_PAD, TOLERANCES, assert_close, make_dense_decode_inputs
+
+LANE = "gpu" if HAS_CUDA else "interp"
+SMALL_DTYPE = torch.bfloat16 if HAS_CUDA else torch.float16  # the interpreter's bf16 tl.dot is not real bf16
+
+
+def check(inputs, *, causal=False, softmax_scale=None, metadata=None):
+    """Run the kernel (first, before the reference allocates) and the reference on the same inputs; compare."""
+    out, lse = dense_mla_decode(**inputs, causal=causal, softmax_scale=softmax_scale, metadata=metadata)
+    ref_out, ref_lse = dense_decode_ref(**inputs, causal=causal, softmax_scale=softmax_scale)
+    q = inputs["q"]
+    b, s_q, h_q, _ = q.shape
+    assert out.dtype == q.dtype and out.shape == (b, s_q, h_q, 512)
+    assert lse.dtype == torch.float32 and lse.shape == (b, h_q, s_q)
+    assert_close("out", out, ref_out, TOLERANCES[("out", LANE)])
+    assert_close("lse", lse, ref_lse, TOLERANCES[("lse", LANE)])
+    return out, lse
+
+
+CASES = [
+    pytest.param(dict(lengths=[50, 0, 17], h_q=16, page=16), False, id="B3-H16-p16-len0"),
+    pytest.param(dict(lengths=[1, 5], h_q=1, page=1), False, id="B2-H1-p1-len1"),
+    pytest.param(dict(lengths=[70, 130], h_q=3, page=61, d_qk=512), False, id="B2-H3-p61-d512"),
+    pytest.param(dict(lengths=[100, 1], h_q=64, page=64), False, id="B2-H64-p64"),
+    pytest.param(dict(lengths=[65], h_q=128, page=64), False, id="B1-H128-p64"),
+    pytest.param(dict(lengths=[1, 0, 300, 2], h_q=16, page=16), False, id="B4-H16-skewed"),
+    pytest.param(dict(lengths=[2, 40], s_q=4, h_q=16, page=16), True, id="B2-S4-H16-causal-short"),
+    pytest.param(dict(lengths=[33, 9], s_q=3, h_q=3, page=8), True, id="B2-S3-H3-causal"),
+    pytest.param(dict(lengths=[33, 9], s_q=2, h_q=16, page=8), False, id="B2-S2-H16-not-causal"),
+    pytest.param(dict(lengths=[90, 33], h_q=16, page=64, fp8=True), False, id="B2-H16-p64-fp8"),
+    pytest.param(dict(lengths=[3, 70], s_q=2, h_q=16, page=61, fp8=True), True, id="B2-S2-H16-p61-fp8-causal"),
+    pytest.param(dict(lengths=[0, 1], h_q=3, page=1, fp8=True), False, id="B2-H3-p1-fp8-len01"),
+]
+
+
+@pytest.mark.parametrize(("shape", "causal"), CASES)
+def test_matches_reference(shape, causal):
+    inputs = make_dense_decode_inputs(**shape, dtype=SMALL_DTYPE, device=DEVICE, seed=1)
+    check(inputs, causal=causal)
+
+
+def test_poison_and_padding_are_present():
+    """The inputs the tests use do hold NaN past every length and huge block-table padding."""
+    rows = make_dense_decode_inputs(lengths=[5, 20], page=16, dtype=SMALL_DTYPE)
+    assert torch.isnan(rows["k_cache"]).any() and (rows["block_table"] == BLOCK_TABLE_PAD).any()
+    fp8 = make_dense_decode_inputs(lengths=[5, 20], page=16, fp8=True)
+    assert (fp8["k_cache"] == 0xFF).any()
+
+
+@pytest.mark.parametrize("slots", [1, 3, 7, 40], ids=lambda s: f"slots{s}")
+def test_split_and_combine(slots):
+    """One part (no combine), few parts (requests cut and parts spanning requests), more parts than tiles."""
+    inputs = make_dense_decode_inputs(lengths=[70, 3, 0, 150, 16], s_q=2, h_q=16, page=16, dtype=SMALL_DTYPE,
+                                      device=DEVICE, seed=2)  # fmt: skip
+    with config.override(WAVEMLA_TARGET_CTAS=slots, WAVEMLA_BLOCK_N=16):
+        check(inputs, causal=True)
+
+
+def test_block_ids_outside_the_cache_are_excluded():
+    inputs = make_dense_decode_inputs(lengths=[80, 40], h_q=16, page=16, dtype=SMALL_DTYPE, device=DEVICE, seed=3)
+    nb = inputs["k_cache"].shape[0]
+    inputs["block_table"][0, 1] = -1
+    inputs["block_table"][0, 3] = nb
+    inputs["block_table"][1, 0] = 2**31 - 1
+    check(inputs)
+
+
+def test_lengths_are_clamped_to_the_block_table():
+    # full pages (no poisoned tail): a length past the table's capacity reads exactly the table's pages
+    inputs = make_dense_decode_inputs(lengths=[48, 32], h_q=16, page=16, dtype=SMALL_DTYPE, device=DEVICE, seed=4,
+                                      spare_blocks=0)  # fmt: skip
+    inputs["block_table"][1, 2:] = inputs["block_table"][0, :1]  # a real page past request 1's length
+    inputs["cache_seqlens"] = torch.tensor([10_000, -7], dtype=torch.int32, device=DEVICE)
+    out, lse = check(inputs)
+    assert torch.all(out[1] == 0) and torch.all(torch.isinf(lse[1]))
+
+
+def test_custom_scale_and_d512():
+    inputs = make_dense_decode_inputs(lengths=[30], h_q=16, page=16, d_qk=512, dtype=SMALL_DTYPE, device=DEVICE,
+                                      seed=5)  # fmt: skip
+    check(inputs, softmax_scale=0.3)
+
+
+def test_flash_mla_entry_point_runs_dense_without_indices():
+    inputs = make_dense_decode_inputs(lengths=[37, 5], s_q=2, h_q=16, page=16, dtype=SMALL_DTYPE, device=DEVICE,
+                                      seed=6)  # fmt: skip
+    meta, _ = get_mla_metadata()
+    args = (inputs["q"], inputs["k_cache"], inputs["block_table"], inputs["cache_seqlens"], 512, meta)
+    out, lse = flash_mla_with_kvcache(*args, causal=True)
+    ref_out, ref_lse = dense_decode_ref(**inputs, causal=True)
+    assert_close("out", out, ref_out, TOLERANCES[("out", LANE)])
+    assert_close("lse", lse, ref_lse, TOLERANCES[("lse", LANE)])
+    # the metadata is reused by a second layer of the same step; new lengths in place are rescheduled
+    inputs["cache_seqlens"].copy_(torch.tensor([20, 2], dtype=torch.int32))
+    out2, lse2 = flash_mla_with_kvcache(*args, causal=True)
+    ref_out, ref_lse = dense_decode_ref(**inputs, causal=True)
+    assert_close("out", out2, ref_out, TOLERANCES[("out", LANE)])
+    assert_close("lse", lse2, ref_lse, TOLERANCES[("lse", LANE)])
+
+
+def test_reuse_schedule_skips_the_scheduler_within_a_step():
+    inputs = make_dense_decode_inputs(lengths=[37, 5, 60], h_q=16, page=16, dtype=SMALL_DTYPE, device=DEVICE, seed=7)
+    meta, _ = get_mla_metadata()
+    first = dense_mla_decode(**inputs, metadata=meta)
+    meta.sched.fill_(0)  # a stale schedule: if the scheduler ran again, it would be rewritten
+    meta.req.fill_(0)
+    again = dense_mla_decode(**inputs, metadata=meta)  # default: scheduled again, same result
+    assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+    sched = meta.sched.clone()
+    dense_mla_decode(**inputs, metadata=meta, reuse_schedule=True)
+    assert torch.equal(meta.sched, sched)
+
+
+def test_deterministic_bits():
+    inputs = make_dense_decode_inputs(lengths=[90, 7], h_q=16, page=16, dtype=SMALL_DTYPE, device=DEVICE, seed=8)
+    with config.override(WAVEMLA_TARGET_CTAS=5):
+        a = dense_mla_decode(**inputs)
+        b = dense_mla_decode(**inputs)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+# --- the device scheduler ---------------------------------------------------------------------------------------
+
+SCHEDULES = [
+    pytest.param([4096, 1, 1, 300], 8, 3, 64, id="skewed-P8"),
+    pytest.param([0], 132, 5, 64, id="one-empty-P132"),
+    pytest.param([5] * 37, 4, 2, 16, id="uniform-P4"),
+    pytest.param([100_000, 0, 7, 2**31 - 1, -3], 13, 1, 32, id="clamped-P13"),
+    pytest.param(list(range(0, 3000, 7)), 264, 4, 64, id="B429-P264"),
+]
+
+
+@pytest.mark.parametrize(("lengths", "parts", "overhead", "block_n"), SCHEDULES)
+def test_scheduler_kernel_matches_its_definition(lengths, parts, overhead, block_n):
+    max_seqlen = 8192
+    seqlens = torch.tensor(lengths, dtype=torch.int32, device=DEVICE)
+    sched = torch.full((parts, 4), -7, dtype=torch.int32, device=DEVICE)
+    req = torch.full((len(lengths), 4), -7, dtype=torch.int32, device=DEVICE)
+    dense_decode_schedule(cache_seqlens=seqlens, sched=sched, req=req, max_seqlen=max_seqlen, num_parts=parts,
+                          segment_overhead=overhead, block_n=block_n)  # fmt: skip
+    want = dense_schedule(lengths, parts, overhead, block_n, max_seqlen)
+    assert [tuple(r) for r in sched.tolist()] == list(want.parts)
+    assert [tuple(r[:2]) for r in req.tolist()] == list(want.request_parts)
+
+
+def test_schedule_covers_every_unit_once_and_balances_skewed_lengths():
+    lengths = [65536, 1, 2, 0, 9000, 128, 1, 30000] + [1] * 24
+    parts, overhead, block_n = 132, 5, 64
+    s = dense_schedule(lengths, parts, overhead, block_n, 1 << 20)
+    units = [max(-(-n // block_n), 1) for n in lengths]
+    seen = [[0] * n for n in units]
+    for rb, tb, re, te in s.parts:
+        r, t = rb, tb
+        while (r, t) < (re, te) and r < len(units):
+            seen[r][t] += 1
+            t += 1
+            if t == units[r]:
+                r, t = r + 1, 0
+    assert all(c == 1 for row in seen for c in row)
+    ideal = s.total_weight / parts
+    assert max(s.part_weights) <= ideal + 2 * overhead + 1
+    # and a uniform split by request would be far worse: the longest request alone is 1024 tiles
+    assert max(s.part_weights) < 1024 / 4
+
+
+# --- GPU lane: production shapes, bf16 and FP8, graph capture ---------------------------------------------------
+
+GPU_CASES = [
+    pytest.param(dict(lengths=[4096] * 8, h_q=128, page=64), False, id="v3-h128-b8-4k"),
+    pytest.param(dict(lengths=[1, 20000, 0, 333, 4097, 64, 65, 8000], h_q=16, page=64), False, id="skewed-h16"),
+    pytest.param(dict(lengths=[4000, 17, 1030], s_q=2, h_q=64, page=64), True, id="mtp-s2-h64-causal"),
+    pytest.param(dict(lengths=[1000, 2000], s_q=4, h_q=3, page=61, d_qk=512), True, id="s4-h3-p61-d512"),
+    pytest.param(dict(lengths=[3000] * 33, h_q=64, page=1), False, id="b33-page1"),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
+@pytest.mark.parametrize(("shape", "causal"), GPU_CASES)
+def test_gpu_v3_shapes(shape, causal, fp8):
+    if fp8 and shape.get("d_qk", 576) != 576:
+        pytest.skip("FP8 V3.2 rows are 576 wide")
+    inputs = make_dense_decode_inputs(**shape, fp8=fp8, dtype=torch.bfloat16, device="cuda", seed=9)
+    check(inputs, causal=causal)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
+def test_gpu_cuda_graph_replay_matches_eager_with_new_lengths(fp8):
+    """Capture once; replay after changing the lengths in place: the scheduler inside the graph rebalances."""
+    # pages for the longest length each request takes below; shorter lengths leave valid rows unread
+    inputs = make_dense_decode_inputs(lengths=[3000, 5100, 700, 2, 5000, 4000], s_q=2, h_q=64, page=64, fp8=fp8,
+                                      device="cuda", seed=10)  # fmt: skip
+    meta, _ = get_mla_metadata()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        dense_mla_decode(**inputs, causal=True, metadata=meta)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            captured = dense_mla_decode(**inputs, causal=True, metadata=meta)
+    torch.cuda.synchronize()
+    for lengths in ([3000, 10, 700, 1, 5000, 64], [0, 5100, 1, 2, 3, 4000]):
+        inputs["cache_seqlens"].copy_(torch.tensor(lengths, dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        eager = dense_mla_decode(**inputs, causal=True, metadata=meta)
+        assert torch.equal(captured[0], eager[0]) and torch.equal(captured[1], eager[1])
+        ref_out, ref_lse = dense_decode_ref(**inputs, causal=True)
+        assert_close("out", captured[0], ref_out, TOLERANCES[("out", "gpu")])
+        assert_close("lse", captured[1], ref_lse, TOLERANCES[("lse", "gpu")])

@@ -1,0 +1,188 @@
+"""The dense planner: purity, presets for every GPU, SM120 fit, knob overrides, and the balance of the partition the
+device scheduler makes (its Python definition, :func:`wavemla.plan.dense_schedule`)."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+import triton
+
+from wavemla import config
+from wavemla.device import KIB, PRESETS
+from wavemla.plan import (
+    DenseWorkload,
+    KernelConfig,
+    PlanError,
+    all_dense_candidate_configs,
+    clear_caches,
+    clear_dense_caches,
+    dense_candidate_configs,
+    dense_schedule,
+    dense_static_resources,
+    plan_dense,
+)
+
+H200 = PRESETS["h200"]
+PRO = PRESETS["rtx-pro-6000"]
+
+
+@pytest.fixture(autouse=True)
+def environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str, str]]:
+    env: dict[str, str] = {"WAVEMLA_CACHE_DIR": str(tmp_path / "cache")}
+    monkeypatch.setattr(config, "_environ", lambda: env)
+    config.reload()
+    clear_caches()
+    clear_dense_caches()
+    yield env
+    config.reload()
+    clear_caches()
+    clear_dense_caches()
+
+
+def v3(batch: int, h: int = 128, s_q: int = 1, fp8: bool = False, seqlen: int = 16384, d_qk: int = 576):
+    return DenseWorkload(batch=batch, s_q=s_q, h_q=h, d_qk=d_qk, max_seqlen=seqlen, is_fp8=fp8)
+
+
+def test_plan_is_pure(monkeypatch: pytest.MonkeyPatch) -> None:
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the planner touched the GPU, the compiler or a subprocess")
+
+    for name in ("is_available", "device_count", "current_device", "get_device_properties", "synchronize"):
+        monkeypatch.setattr(torch.cuda, name, forbidden)
+    monkeypatch.setattr(triton, "compile", forbidden)
+    monkeypatch.setattr(subprocess, "Popen", forbidden)
+    monkeypatch.setattr(subprocess, "run", forbidden)
+    shapes = [v3(b, h, s, fp8) for b in (1, 64) for h in (1, 16, 128) for s in (1, 2) for fp8 in (False, True)]
+    first = [plan_dense(w, spec) for spec in PRESETS.values() for w in shapes]
+    clear_dense_caches()
+    assert first == [plan_dense(w, spec) for spec in PRESETS.values() for w in shapes]
+
+
+@pytest.mark.parametrize("gpu", sorted(PRESETS))
+@pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
+def test_every_preset_gets_a_plan_that_fits(gpu: str, fp8: bool) -> None:
+    spec = PRESETS[gpu]
+    for h in (1, 16, 64, 128):
+        p = plan_dense(v3(32, h, fp8=fp8), spec)
+        assert p.resources.smem_bytes <= spec.smem_per_block
+        assert p.programs_per_sm >= 1 and p.num_parts >= 1
+        # the number of programs is fixed by the device: one wave of the configuration's slots
+        assert p.programs <= p.programs_per_sm * spec.num_sms
+        assert p.programs == p.num_parts * p.num_row_blocks
+        assert 1 <= p.segment_overhead <= 16
+        assert p.reasons and "parts" in p.reasons[-1]
+
+
+@pytest.mark.parametrize("h", [16, 64, 128])
+def test_sm120_fp8_fits_99kb_from_compiled_resources(h: int) -> None:
+    p = plan_dense(v3(64, h, fp8=True), PRO)
+    assert p.resources.smem_bytes <= 99 * KIB
+    assert p.resources.source == "compiled", p.resources.note
+    for cfg in dense_candidate_configs(v3(64, h, fp8=True)):
+        res = dense_static_resources(cfg, v3(64, h, fp8=True), PRO)
+        fits = res.smem_bytes <= PRO.smem_per_block
+        assert fits == (f"{cfg.label}: does not fit" not in " ".join(p.reasons)), cfg
+
+
+def test_table_covers_every_candidate() -> None:
+    for cfg, fp8 in all_dense_candidate_configs():
+        for spec in (H200, PRO, PRESETS["a100"], PRESETS["rtx-4090"], PRESETS["b200"], PRESETS["rtx-3090"]):
+            w = v3(8, 64, fp8=fp8)
+            assert dense_static_resources(cfg, w, spec).source == "compiled", (cfg, fp8, spec.name)
+
+
+def test_parts_follow_the_device_and_configuration_not_the_batch() -> None:
+    """Static programs: for a configuration, the part count is a multiple of the SM count over its row blocks
+    whatever the batch (lengths are not an input at all)."""
+    with config.override(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_WARPS=4, WAVEMLA_NUM_STAGES=2):
+        plans = [plan_dense(v3(b, 16), H200) for b in (8, 64, 128)]
+    assert all(p.num_parts % H200.num_sms == 0 and p.num_parts <= p.programs_per_sm * H200.num_sms for p in plans)
+
+
+def test_rows_share_kv_tiles_across_query_tokens() -> None:
+    one = plan_dense(v3(32, 16, s_q=1), H200)
+    mtp = plan_dense(v3(32, 16, s_q=4), H200)
+    assert mtp.num_row_blocks == -(-64 // mtp.config.block_h) and one.num_row_blocks == 1
+
+
+def test_knobs_force_the_tile_and_slots() -> None:
+    with config.override(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_WARPS=4, WAVEMLA_NUM_STAGES=2,
+                         WAVEMLA_TARGET_CTAS=7):  # fmt: skip
+        p = plan_dense(v3(8, 16), H200)
+    assert p.config == KernelConfig(16, 32, 4, 2) and p.num_parts == 7
+    assert any("forced by" in r for r in p.reasons)
+
+
+def test_forced_tile_that_cannot_fit_names_the_knobs() -> None:
+    with config.override(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64, WAVEMLA_NUM_STAGES=3), \
+            pytest.raises(PlanError, match="WAVEMLA_BLOCK_H=64"):  # fmt: skip
+        plan_dense(v3(8, 128), PRO)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "says"),
+    [
+        (dict(batch=-1, s_q=1, h_q=1), "batch"),
+        (dict(batch=1, s_q=0, h_q=1), "s_q"),
+        (dict(batch=1, s_q=1, h_q=1, d_qk=128), "d_qk"),
+        (dict(batch=1, s_q=1, h_q=1, d_qk=512, is_fp8=True), "d_qk"),
+        (dict(batch=1, s_q=1, h_q=1, dtype="fp32"), "dtype"),
+    ],
+)
+def test_workload_errors_name_the_field(kwargs: dict[str, object], says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        DenseWorkload(**kwargs)  # type: ignore[arg-type]
+
+
+def test_work_list_must_fit_int32() -> None:
+    with pytest.raises(PlanError, match="int32"):
+        plan_dense(DenseWorkload(batch=4096, s_q=1, h_q=16, max_seqlen=1 << 30), H200)
+
+
+def test_plan_checks_its_arguments() -> None:
+    with pytest.raises(TypeError, match="workload"):
+        plan_dense("v3", H200)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="device"):
+        plan_dense(v3(1), "h200")  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- the partition the scheduler makes
+
+
+SKEWED = [
+    pytest.param([65536] + [64] * 63, id="one-long-63-short"),
+    pytest.param([1, 2, 0, 130000, 17, 4096, 0, 9000], id="mixed-with-empty"),
+    pytest.param([16384 if i % 8 == 0 else 512 for i in range(128)], id="b128-1in8-long"),
+    pytest.param([4096] * 32, id="uniform-b32"),
+]
+
+
+@pytest.mark.parametrize("lengths", SKEWED)
+@pytest.mark.parametrize("gpu", ["h200", "rtx-pro-6000"])
+def test_partition_is_balanced_for_skewed_lengths(lengths: list[int], gpu: str) -> None:
+    p = plan_dense(v3(len(lengths), 16, seqlen=1 << 17), PRESETS[gpu])
+    s = dense_schedule(lengths, p.num_parts, p.segment_overhead, p.block_n, 1 << 17)
+    ideal = s.total_weight / p.num_parts
+    # every part within one segment overhead (plus rounding) of the ideal share, however skewed the lengths
+    assert max(s.part_weights) <= ideal + 2 * p.segment_overhead + 1
+    units = sum(max(-(-n // p.block_n), 1) for n in lengths)
+    assert sum(w - 0 for w in s.part_weights) >= units
+    # a part holds pieces of consecutive requests; the combine sees each request's parts as a contiguous range
+    for first, last in s.request_parts:
+        assert 0 <= first <= last < p.num_parts
+
+
+def test_partition_cuts_long_requests_over_many_parts() -> None:
+    s = dense_schedule([131072, 1, 1], num_parts=132, overhead=3, block_n=64, max_seqlen=1 << 17)
+    first, last = s.request_parts[0]
+    assert last - first + 1 >= 120  # the long request is spread over (almost) every part
+    assert s.request_parts[1] == s.request_parts[2] == (131, 131)
+
+
+def test_schedule_arguments_are_checked() -> None:
+    with pytest.raises(ValueError, match="num_parts"):
+        dense_schedule([1], 0, 1, 64, 64)
