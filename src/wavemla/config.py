@@ -135,8 +135,9 @@ KNOBS: dict[str, Knob] = {
             "WAVEMLA_FP8_DECODE",
             "str",
             "auto",
-            "How kernels turn e4m3 bytes into fp16: 'cvt' (the hardware conversion, two values per instruction; "
-            "sm_89 and newer), 'bits' (integer bit assembly; every architecture), 'auto' (cvt where it exists).",
+            "How the sparse decode kernel turns e4m3 bytes into fp16: 'cvt' (the hardware conversion, two values "
+            "per instruction; sm_89 and newer), 'bits' (integer bit assembly; every architecture), 'auto' (cvt where "
+            "it exists). Both give the same bits; the dense decode always uses bit assembly.",
             choices=("auto", "cvt", "bits"),
         ),
         Knob(
