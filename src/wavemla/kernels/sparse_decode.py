@@ -95,7 +95,7 @@ def _decode_raw(b_x, b_s, b_r, IS_FP8: tl.constexpr, DTYPE: tl.constexpr, D: tl.
 
 
 @triton.jit
-def _online_update(b_acc, b_m, b_l, b_q, b_kv, b_s_qk, m_n, DTYPE: tl.constexpr):
+def _online_update(b_acc, b_m, b_l, b_kv, b_s_qk, m_n, DTYPE: tl.constexpr):
     """Fold one tile's scores ``b_s_qk [BLOCK_H, BLOCK_N]`` (base 2, already scaled) into (acc, m, l)."""
     b_s_qk = tl.where(m_n[None, :], b_s_qk, float("-inf"))
     b_m_new = tl.maximum(b_m, tl.max(b_s_qk, 1))
@@ -156,7 +156,7 @@ def _attend_tiles(
                 p_cache, tl.where(m_n_next, b_raw_idx, 0), m_n_next, stride_blk, stride_tok, IS_FP8, PAGE, D
             )
             b_raw_idx = _tile_idx(p_idx, i_tile + 2, n_hi, num_slots, BLOCK_N)
-            b_acc, b_m, b_l = _online_update(b_acc, b_m, b_l, b_q, b_kv, b_s_qk, m_n, DTYPE)
+            b_acc, b_m, b_l = _online_update(b_acc, b_m, b_l, b_kv, b_s_qk, m_n, DTYPE)
             m_n = m_n_next
     else:
         for i_tile in tl.range(i_lo, i_hi, num_stages=NUM_STAGES):
@@ -167,7 +167,7 @@ def _attend_tiles(
             b_raw_idx = _tile_idx(p_idx, i_tile + 1, n_hi, num_slots, BLOCK_N)  # all -1 past i_hi
             b_kv = _decode_raw(b_x, b_s, b_r, IS_FP8, DTYPE, D, E4M3_CVT)
             b_s_qk = tl.dot(b_q, tl.trans(b_kv)) * qk_scale
-            b_acc, b_m, b_l = _online_update(b_acc, b_m, b_l, b_q, b_kv, b_s_qk, m_n, DTYPE)
+            b_acc, b_m, b_l = _online_update(b_acc, b_m, b_l, b_kv, b_s_qk, m_n, DTYPE)
     return b_acc, b_m, b_l
 
 
