@@ -8,4 +8,6 @@ mkdir -p variants
 for v in sd_v0 sd_v2 sd_v3 sd_v3f; do
   git show "8427cc8:benchmarks/experiments/$v.py" > "variants/$v.py"
 done
+# the e4m3-conversion / prefetch round (flags native, prefetch, layout3)
+git show "0b0479a:benchmarks/experiments/sd_next.py" > variants/sd_next.py
 echo "wrote $(ls variants | tr '\n' ' ')"

@@ -3,7 +3,7 @@
 set -uo pipefail
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 E=benchmarks/experiments
-M=$E/sd_next.py
+M=$E/variants/sd_next.py  # bash benchmarks/experiments/materialize.sh; carry the folder
 which ncu compute-sanitizer | head -2
 timeout 240 python3 $E/vtime.py $M 128,32 src:64x64x8x1 n1p0:64x64x8x1:native=1 n1p1:64x64x8x1:native=1\;prefetch=1 \
   n1p2:64x64x8x1:native=1\;prefetch=2 n1p1s2:64x64x8x2:native=1\;prefetch=1 n1p0s2:64x64x8x2:native=1 \

@@ -101,17 +101,24 @@ def _check_tensor(name: str, t: Any, dtypes: tuple[torch.dtype, ...], ndim: int,
         raise ValueError(f"{name}: expected device {device} (the device of q), got {t.device}")
 
 
-def _check_cache(name: str, cache: Any, device: torch.device) -> bool:
-    """Validate a KV cache; returns True for FP8 MODEL1."""
+def _check_paged_cache(name: str, cache: Any, device: torch.device, last_dims: str) -> int:
+    """The checks every paged cache shares (a 4-D ``[num_blocks, page, 1, last_dims]`` tensor on q's device, page
+    1..1024); returns the page size."""
     if not isinstance(cache, torch.Tensor):
         raise ValueError(f"{name}: expected a torch.Tensor, got {type(cache).__name__}")
     if cache.dim() != 4 or cache.shape[2] != 1:
-        raise ValueError(f"{name}: expected [num_blocks, page, 1, 512 or 584], got shape {list(cache.shape)}")
+        raise ValueError(f"{name}: expected [num_blocks, page, 1, {last_dims}], got shape {list(cache.shape)}")
     if cache.device != device:
         raise ValueError(f"{name}: expected device {device} (the device of q), got {cache.device}")
-    page = cache.shape[1]
+    page = int(cache.shape[1])
     if not 1 <= page <= 1024:
         raise ValueError(f"{name}: page size (dim 1) must be in 1..1024, got {page}")
+    return page
+
+
+def _check_cache(name: str, cache: Any, device: torch.device) -> bool:
+    """Validate a KV cache; returns True for FP8 MODEL1."""
+    page = _check_paged_cache(name, cache, device, "512 or 584")
     if cache.dtype in _FP8_DTYPES:
         if cache.shape[3] != BYTES_PER_TOKEN:
             raise ValueError(f"{name}: an FP8 MODEL1 cache has {BYTES_PER_TOKEN} bytes per token, got {cache.shape[3]}")
@@ -195,10 +202,7 @@ def sparse_mla_decode(
     from wavemla.kernels.combine import sparse_decode_combine
     from wavemla.kernels.sparse_decode import sparse_decode_split
 
-    if not isinstance(q, torch.Tensor):
-        raise ValueError(f"q: expected a torch.Tensor, got {type(q).__name__}")
-    device = q.device
-    _check_tensor("q", q, _Q_DTYPES, 4, device)
+    device = _check_q_common(q)
     b, s_q, h_q, d = q.shape
     if d != D_QK:
         raise ValueError(f"q: expected head_dim {D_QK} (DeepSeek-V4 latent), got {d}")
@@ -331,6 +335,7 @@ def sparse_mla_decode(
 
 
 def _check_q_common(q: Any) -> torch.device:
+    """q is a 4-D bf16/fp16 tensor; returns its device (every other tensor must live there)."""
     if not isinstance(q, torch.Tensor):
         raise ValueError(f"q: expected a torch.Tensor, got {type(q).__name__}")
     device = q.device
@@ -340,15 +345,7 @@ def _check_q_common(q: Any) -> torch.device:
 
 def _check_dense_cache(cache: Any, d_qk: int, device: torch.device) -> bool:
     """Validate a dense k_cache; returns True for the FP8 V3.2 layout."""
-    if not isinstance(cache, torch.Tensor):
-        raise ValueError(f"k_cache: expected a torch.Tensor, got {type(cache).__name__}")
-    if cache.dim() != 4 or cache.shape[2] != 1:
-        raise ValueError(f"k_cache: expected [num_blocks, page, 1, d_qk or 656], got shape {list(cache.shape)}")
-    if cache.device != device:
-        raise ValueError(f"k_cache: expected device {device} (the device of q), got {cache.device}")
-    page = cache.shape[1]
-    if not 1 <= page <= 1024:
-        raise ValueError(f"k_cache: page size (dim 1) must be in 1..1024, got {page}")
+    page = _check_paged_cache("k_cache", cache, device, "d_qk or 656")
     v32 = fp8_v32.BYTES_PER_TOKEN
     if cache.dtype in _FP8_DTYPES:
         if cache.shape[3] != v32:

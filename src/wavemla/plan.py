@@ -474,7 +474,13 @@ def _fit(
     cfg: KernelConfig, workload: Workload, device: DeviceSpec, reasons: list[str]
 ) -> tuple[Resources, int] | None:
     """(resources, programs per SM) of ``cfg`` on ``device``, or None with the reason appended when it does not fit."""
-    res = static_resources(cfg, workload, device)
+    return _fit_resources(cfg, static_resources(cfg, workload, device), device, reasons)
+
+
+def _fit_resources(
+    cfg: KernelConfig, res: Resources, device: DeviceSpec, reasons: list[str]
+) -> tuple[Resources, int] | None:
+    """(res, programs per SM), or None with the reason appended when one program of ``cfg`` does not fit."""
     occ = _occupancy(cfg, res, device)
     if occ < 1:
         why = device.occupancy_reason(res.smem_bytes, res.regs_per_thread, cfg.num_warps)
@@ -856,13 +862,7 @@ def plan_dense(workload: DenseWorkload, device: DeviceSpec) -> DensePlan:
 def _dense_fit(
     cfg: KernelConfig, workload: DenseWorkload, device: DeviceSpec, reasons: list[str]
 ) -> tuple[Resources, int] | None:
-    res = dense_static_resources(cfg, workload, device)
-    occ = _occupancy(cfg, res, device)
-    if occ < 1:
-        why = device.occupancy_reason(res.smem_bytes, res.regs_per_thread, cfg.num_warps)
-        reasons.append(f"{cfg.label}: does not fit ({res.note}): {why}")
-        return None
-    return res, occ
+    return _fit_resources(cfg, dense_static_resources(cfg, workload, device), device, reasons)
 
 
 @functools.lru_cache(maxsize=4096)
