@@ -25,11 +25,13 @@ want() { [ -z "${SANITIZERS:-}" ] || [[ " $SANITIZERS " == *" $1 "* ]]; }
 want negative-share-pool && step 60 negative-share-pool $S --share-pool --replays 2000
 want negative-share-metadata && step 60 negative-share-metadata $S --share-metadata --batch 64 --splits 3 --replays 2000
 want self-test-inject-flip && step 30 self-test-inject-flip $S --small --replays 40 --inject-flip 17
-export PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
+# graphs on the caching allocator (cudaMallocAsync pools fail Triton's launcher pointer check under the sanitizer)
 want memcheck-csa && step 90 memcheck-csa $CS --tool memcheck $S --small --mode csa --replays 20
 want memcheck-hca && step 90 memcheck-hca $CS --tool memcheck $S --small --mode hca --replays 20
 want memcheck-swa-bf16 && step 90 memcheck-swa-bf16 $CS --tool memcheck $S --small --mode swa --bf16 --replays 20
-unset PYTORCH_CUDA_ALLOC_CONF
+# eager calls with caching off: every tensor its own allocation, so a read past any tensor is seen
+want memcheck-exact-csa && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step 90 memcheck-exact-csa $CS --tool memcheck $S --small --mode csa --no-graph --replays 6
+want memcheck-exact-hca && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step 90 memcheck-exact-hca $CS --tool memcheck $S --small --mode hca --no-graph --replays 6
 want initcheck-eager && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step 90 initcheck-eager $CS --tool initcheck $S --small --no-graph --replays 6
 want racecheck-csa && step ${RACECHECK_LIMIT:-150} racecheck-csa $CS --tool racecheck --racecheck-report hazard $S --small --mode csa --replays 6
 want racecheck-hca-bf16 && step ${RACECHECK_LIMIT:-150} racecheck-hca-bf16 $CS --tool racecheck --racecheck-report hazard $S --small --mode hca --bf16 --replays 6

@@ -135,9 +135,10 @@ KNOBS: dict[str, Knob] = {
             "WAVEMLA_FP8_DECODE",
             "str",
             "auto",
-            "How the sparse decode kernel turns e4m3 bytes into fp16: 'cvt' (the hardware conversion, two values "
-            "per instruction; sm_89 and newer), 'bits' (integer bit assembly; every architecture), 'auto' (cvt where "
-            "it exists). Both give the same bits; the dense decode always uses bit assembly.",
+            "How the sparse decode and the indexer read e4m3 bytes: 'cvt' (the hardware conversion, two values per "
+            "instruction, and FP8 tensor-core dots for FP8 indexer queries; sm_89 and newer), 'bits' (integer bit "
+            "assembly into fp16; every architecture), 'auto' (cvt where it exists). Both give the same results; the "
+            "dense decode always uses bit assembly.",
             choices=("auto", "cvt", "bits"),
         ),
         Knob(

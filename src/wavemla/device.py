@@ -519,8 +519,8 @@ _E4M3_CVT_MIN_ARCH = 89
 
 
 def fp8_decode_path(device: Any) -> str:
-    """How the sparse decode kernel on ``device`` decodes e4m3: ``"cvt"`` (hardware conversion) or ``"bits"`` (bit
-    assembly).
+    """How the sparse decode and indexer kernels on ``device`` decode e4m3: ``"cvt"`` (hardware conversion; FP8
+    tensor-core dots for FP8 indexer queries) or ``"bits"`` (bit assembly).
 
     The ``WAVEMLA_FP8_DECODE`` knob decides when it is not ``auto``; ``auto`` picks ``cvt`` on sm_89 and newer and
     on CPU tensors (Triton's interpreter emulates the conversion), ``bits`` on sm_80/86. Forcing ``cvt`` on a part

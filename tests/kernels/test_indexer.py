@@ -19,6 +19,7 @@ import pytest
 import torch
 
 import wavemla
+from wavemla import config
 from wavemla.indexer_glue import indexer_extra_args, sparse_decode_extra_args
 from wavemla.kernels.indexer import (
     choose_config,
@@ -142,6 +143,22 @@ def test_matches_reference(b, s_q, page, n_comp, topk, fp8, chunk, dtype, device
     assert_same(*run_both(p, topk, select_chunk=chunk))
 
 
+FP8_CASES = [c for c in CASES if c.values[5]]
+DECODE_PATHS = ("bits",) if HAS_CUDA and torch.cuda.get_device_capability() < (8, 9) else ("cvt", "bits")
+
+
+@pytest.mark.parametrize(("b", "s_q", "page", "n_comp", "topk", "fp8", "chunk"), FP8_CASES)
+@pytest.mark.parametrize("decode", DECODE_PATHS)
+@pytest.mark.parametrize("q_fp8", [False, True], ids=["q-lane", "q-fp8"])
+def test_fp8_rows_match_reference_on_every_decode_path(b, s_q, page, n_comp, topk, fp8, chunk, decode, q_fp8, device):
+    """Hardware conversion and bit assembly, with lane-dtype or float8_e4m3fn queries (codes x codes dots)."""
+    p = make_problem(b, s_q, page, n_comp, device=device, dtype=LANE_DTYPES[0], fp8=True, seed=b * 7 + page)
+    if q_fp8:
+        p.q = p.q.to(torch.float8_e4m3fn)  # small integers: exact in e4m3
+    with config.override(WAVEMLA_FP8_DECODE=decode):
+        assert_same(*run_both(p, topk, select_chunk=chunk))
+
+
 def test_selection_is_not_trivial(device):
     """Guard on the data: a long request really selects a scattered subset, not a prefix."""
     p = make_problem(1, 1, 61, [300], device=device, seed=5)
@@ -200,7 +217,9 @@ def test_scores_kernel_matches_reference_scores(device):
     assert torch.equal(got.double().cpu(), want.cpu())
 
 
-def test_fp8_decode_every_code(device):
+@pytest.mark.parametrize("decode", DECODE_PATHS)
+@pytest.mark.parametrize("q_fp8", [False, True], ids=["q-lane", "q-fp8"])
+def test_fp8_decode_every_code(decode, q_fp8, device):
     """Score of row i with q = e_0 (weight +1) and q = -e_0 (weight -1) is exactly the dequantized K[i, 0]."""
     codes = torch.tensor([c for c in range(256) if c not in (0x7F, 0xFF)], dtype=torch.uint8)  # NaN codes excluded
     n = codes.numel()
@@ -218,7 +237,10 @@ def test_fp8_decode_every_code(device):
     w[0, 0, 0], w[0, 0, 1] = 1.0, -1.0
     table = torch.arange(blocks, dtype=torch.int32).view(1, blocks)
     n_comp = torch.tensor([n], dtype=torch.int32)
-    got = indexer_scores(q.to(device), w.to(device), cache, table.to(device), n_comp.to(device))[0, 0, :n]
+    if q_fp8:
+        q = q.to(torch.float8_e4m3fn)
+    with config.override(WAVEMLA_FP8_DECODE=decode):
+        got = indexer_scores(q.to(device), w.to(device), cache, table.to(device), n_comp.to(device))[0, 0, :n]
     want = dequantize_index_k(cache.view(-1, 132)[:n])[:, 0]
     assert torch.equal(got.cpu(), want.cpu())
     assert bool((want != 0).sum() > 200)  # subnormal and normal codes both present
@@ -256,6 +278,9 @@ def test_workspace_layout_is_static():
     assert layout.n_pad % cfg.chunk == 0 and layout.n_pad >= 10_000
     assert layout.numel == indexer_workspace_numel(4, 2, 64, 10_000)
     assert cfg.rows_per_program % cfg.block_n == 0 and cfg.chunk % cfg.block_sel == 0
+    for kv_fp8 in (False, True):
+        other = choose_config(4, 2, 64, 10_000, kv_fp8=kv_fp8)
+        assert other.rows_per_program % other.block_n == 0 and other.chunk == cfg.chunk
     assert cfg.reasons and all(isinstance(r, str) for r in cfg.reasons)
     with pytest.raises(ValueError, match="select_chunk"):
         choose_config(4, 2, 64, 10_000, select_chunk=48)
@@ -286,6 +311,7 @@ BAD = [
         lambda a: torch.zeros(4, 64, 133, dtype=torch.uint8, device=a["q_idx"].device)[..., :132],
         id="fp8-unaligned-stride",
     ),
+    pytest.param("q_idx", lambda a: a["q_idx"].float().to(torch.float8_e4m3fn), id="fp8-q-bf16-rows"),
     pytest.param("block_table", lambda a: a["block_table"].long(), id="table-dtype"),
     pytest.param("block_table", lambda a: a["block_table"][:1], id="table-batch"),
     pytest.param("n_comp", lambda a: a["n_comp"].long(), id="ncomp-dtype"),
@@ -395,7 +421,7 @@ def test_kernels_compile_for_every_architecture():
 
 # -------------------------------------------------------------------------------------------------- GPU lane
 @pytest.mark.gpu
-@pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
+@pytest.mark.parametrize("fmt", ["bf16", "fp8", "fp8q"])
 @pytest.mark.parametrize(
     ("b", "s_q", "page", "n_comp", "topk"),
     [
@@ -405,8 +431,10 @@ def test_kernels_compile_for_every_architecture():
         pytest.param(2, 3, 1, [3000, 520], 512, id="B2-S3-P1"),
     ],
 )
-def test_gpu_matches_reference(fp8, b, s_q, page, n_comp, topk):
-    p = make_problem(b, s_q, page, n_comp, device="cuda", dtype=torch.bfloat16, fp8=fp8, seed=b + page)
+def test_gpu_matches_reference(fmt, b, s_q, page, n_comp, topk):
+    p = make_problem(b, s_q, page, n_comp, device="cuda", dtype=torch.bfloat16, fp8=fmt != "bf16", seed=b + page)
+    if fmt == "fp8q":
+        p.q = p.q.to(torch.float8_e4m3fn)
     got, want = run_both(p, topk)
     assert_same(got, want)
     again = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, topk)
@@ -414,8 +442,8 @@ def test_gpu_matches_reference(fp8, b, s_q, page, n_comp, topk):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
-def test_gpu_random_data_selects_the_top_scores(fp8):
+@pytest.mark.parametrize("fmt", ["bf16", "fp8", "fp8q"])
+def test_gpu_random_data_selects_the_top_scores(fmt):
     """Real-valued data: fp32 rounding may reorder near-equal scores, never anything separated by more.
 
     ``tol`` bounds the fp32 error of a score: 2^-15 · Σ_h |w_h| · Σ_d |q_hd · k_d| (the dot sums 128 exact bf16
@@ -425,9 +453,12 @@ def test_gpu_random_data_selects_the_top_scores(fp8):
     b, n, topk, page = 4, 50_000, 512, 64
     blocks = b * (n // page + 1)
     rows = torch.randn(blocks, page, 128, device="cuda", generator=g)
+    fp8 = fmt != "bf16"
     cache = quantize_index_k(rows) if fp8 else rows.bfloat16()
     table = torch.randperm(blocks, device="cuda", generator=g).view(b, -1).to(torch.int32)
     q = torch.randn(b, 1, 64, 128, device="cuda", generator=g).bfloat16()
+    if fmt == "fp8q":
+        q = (q * 64).to(torch.float8_e4m3fn)  # DeepSeek's scale-folded queries: codes times codes on the MMA
     w = torch.randn(b, 1, 64, device="cuda", generator=g) * (128 * 64) ** -0.5
     n_comp = torch.full((b,), n, dtype=torch.int32, device="cuda")
     idx, length = lightning_indexer(q, w, cache, table, n_comp, topk)

@@ -27,20 +27,23 @@ from wavemla.tools.bench_indexer import (
 GIB = 1 << 30
 SCHEMA = {
     "kernel", "provider", "gpu", "torch", "triton", "git_sha", "b", "s_q", "heads", "n_comp", "topk", "page",
-    "kv_format", "median_us", "p20_us", "p80_us", "reps", "bytes", "gbps", "copy_gbps", "pct_of_copy_bw",
+    "kv_format", "q_format", "median_us", "p20_us", "p80_us", "reps", "bytes", "gbps", "copy_gbps", "pct_of_copy_bw",
 }  # fmt: skip
 ENV = {"gpu": "test", "torch": "t", "triton": "x", "git_sha": None}
 
 
 def test_cases_cover_the_grid():
     cases = bench_cases()
-    assert len(cases) == 2 * 4 * 4
-    assert {(c.b, c.n_comp, c.kv_format) for c in cases} == {
-        (b, n, f) for b in (1, 32, 64, 128) for n in (2048, 8192, 32768, 262144) for f in ("fp8", "bf16")
+    assert len(cases) == 3 * 4 * 4
+    pairs = (("fp8", "fp8"), ("fp8", "bf16"), ("bf16", "bf16"))
+    assert {(c.b, c.n_comp, c.kv_format, c.q_format) for c in cases} == {
+        (b, n, kv, q) for b in (1, 32, 64, 128) for n in (2048, 8192, 32768, 262144) for kv, q in pairs
     }
     assert all(c.s_q == 1 and c.topk == 512 and c.heads == 64 and c.page == 64 for c in cases)
     with pytest.raises(ValueError, match="kv_formats"):
         bench_cases(kv_formats=("fp4",))
+    with pytest.raises(ValueError, match="q_formats"):
+        bench_cases(q_formats=("fp16",))
 
 
 def test_byte_model():

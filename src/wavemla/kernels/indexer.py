@@ -1,17 +1,18 @@
 """DeepSeek-V4 lightning indexer: fused index scores + exact, deterministic top-k (CSA layers).
 
 Semantics are those of :mod:`wavemla.reference.indexer` (visibility, ties to the lower row, ascending row order, −1
-padding, short rows taken without scoring). The work is five kernels (after a memset of the histograms) whose grids
+padding, short rows taken without scoring). The work is six kernels (after a memset of the histograms) whose grids
 depend only on static shapes and the ``max_n_comp`` bound, so the whole call is CUDA-graph capturable (no host sync,
 no data-dependent host branch):
 
-1. ``_indexer_score_kernel`` — grid (row chunks, B, token groups). Rows are gathered through the block table, one
-   K tile ``[BLOCK_N, 128]`` feeds ``tl.dot`` with the q tile of ``S_BLOCK`` tokens ``[S_BLOCK·H, 128]``; ReLU,
-   the weighted head sum and (FP8) the row scale follow. Each score is stored as an order-preserving int32 *key*;
-   the program then re-reads its keys (from L2) and adds the histogram of their top 11 bits into a per-token
-   histogram (integer atomics: exact and order-free, hence deterministic).
-2. ``_indexer_hist_kernel`` PASS=1 / PASS=2 — grid (chunks, T). From the histograms so far each program derives the
-   key prefix the k-th largest key must have, then histograms the next 11 (then 10) bits of the keys that match it.
+1. ``_indexer_score_kernel`` — grid (row chunks, B, token groups). Rows are gathered through the block table; a K
+   tile ``[BLOCK_N, 128]`` is the M side of ``tl.dot`` against the transposed q tile of ``S_BLOCK`` tokens
+   ``[128, S_BLOCK·H]``; ReLU, the weighted head sum (a reduction along each logit row) and (FP8) the row scale
+   follow. Each score is stored as an order-preserving int32 *key*.
+2. ``_indexer_hist_kernel`` PASS=0 / 1 / 2 — grid (chunks, T). Pass 0 histograms the top 8 key bits of its chunk
+   in registers and adds the 256 bins once; passes 1 and 2 derive from the histograms so far the key prefix the
+   k-th largest key must have, and the keys that match it (few) add their next 12 bits with one integer atomic each
+   (exact and order-free, hence deterministic).
 3. ``_indexer_count_kernel`` — the three histograms give the exact k-th key ``thr`` and ``need_eq`` (how many keys
    equal to ``thr`` are taken); each chunk counts its keys ``> thr`` and ``== thr``.
 4. ``_indexer_compact_kernel`` — each chunk starts from the counts of the chunks before it and writes its selected
@@ -19,8 +20,12 @@ no data-dependent host branch):
    Chunk 0 also writes the −1 padding and ``topk_length``.
 
 Radix select on keys finds the k-th value exactly, so the selected set never depends on the launch configuration.
-FP8 rows are decoded by bit assembly (no float8 type: none exists on sm_80/86): the e4m3 sign/exponent/mantissa bits
-placed in an fp16 word give ``code · 2^-8`` exactly, subnormals included; the scale (× 2^8) multiplies the score.
+
+FP8 rows hold e4m3 codes and a power-of-two fp32 scale. On sm_89 and newer the codes are converted by the hardware
+(``WAVEMLA_FP8_DECODE``); with float8_e4m3fn queries (DeepSeek's indexer: q quantized, its scale folded into the
+head weights) the logit dot runs on the FP8 tensor cores, codes times codes being exact in fp32. On sm_80/86 the
+codes are decoded by bit assembly — the e4m3 sign/exponent/mantissa bits placed in an fp16 word give
+``code · 2^-8`` exactly, subnormals included — and an exact power of two on the score undoes the 2^-8.
 
 Example::
 
@@ -36,14 +41,16 @@ import torch
 import triton
 import triton.language as tl
 
+from wavemla.device import fp8_decode_path
+
 INDEX_DIM = 128
 FP8_ROW_BYTES = INDEX_DIM + 4
 SUPPORTED_HEADS = (16, 32, 64, 128)
 # Key histograms: bits 31..21, 20..10 and 9..0 of the order-preserving key, one pass each.
-HIST_BINS = 2048
-HIST_PASSES = 3
+HIST0_BINS = 256  # pass 0: key bits 31..24, histogrammed in registers
+HIST_BINS = 4096  # passes 1 and 2: key bits 23..12 and 11..0, only keys matching the higher digits, in memory
 MAX_TOKENS = 65535  # grid dimension 1 of the select kernels is B·S
-_Q_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+_Q_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float8_e4m3fn)
 
 
 # ----------------------------------------------------------------------------------------------------------- configs
@@ -65,11 +72,13 @@ def _next_pow2(x: int) -> int:
     return 1 if x <= 1 else 1 << (x - 1).bit_length()
 
 
-def choose_config(b: int, s_q: int, heads: int, max_n_comp: int, *, select_chunk: int | None = None) -> IndexerConfig:
-    """Pick tiles for a call from static shapes (pure; no device query).
+def choose_config(
+    b: int, s_q: int, heads: int, max_n_comp: int, *, select_chunk: int | None = None, kv_fp8: bool = True
+) -> IndexerConfig:
+    """Pick tiles for a call from static shapes and the index-K format (pure; no device query).
 
     ``select_chunk`` forces the keys per select program (a power of two ≥ 16); a value that cannot be honoured raises
-    ValueError naming it.
+    ValueError naming it. The workspace depends on it (chunk counts), never on ``kv_fp8``.
     """
     reasons: list[str] = []
     s_block = 2 if s_q >= 2 and heads <= 64 else 1
@@ -77,11 +86,20 @@ def choose_config(b: int, s_q: int, heads: int, max_n_comp: int, *, select_chunk
         f"s_block={s_block}: "
         + ("two tokens share each gathered K tile (128 dot rows)" if s_block == 2 else "one token per K tile")
     )
-    block_n = 64
-    reasons.append("block_n=64: K tile 64x128 keeps 3 pipeline stages under 100 KB of shared memory on sm_86/89/120")
-    rows_m = s_block * heads
-    num_warps = 4 if rows_m <= 64 else 8
-    reasons.append(f"num_warps={num_warps}: fp32 logits tile {rows_m}x{block_n} at <= 64 registers per thread")
+    cols = s_block * heads
+    if kv_fp8:
+        block_n, num_warps = 128, 4
+        reasons.append(
+            "block_n=128, num_warps=4: one warpgroup takes the 128 gathered rows as two 64-row M halves of the logit "
+            f"dot (faster on the H200 than two warpgroups); three 16 KB K stages fit 100 KB of shared memory on "
+            f"sm_86/89/120; logits {block_n}x{cols} fp32 at {block_n * cols // 128} registers per thread"
+        )
+    else:
+        block_n, num_warps = 64, 4
+        reasons.append(
+            "block_n=64, num_warps=4: one warpgroup, 64 gathered rows as the M side of the logit dot; three 16 KB "
+            "bf16 K stages fit 100 KB of shared memory on sm_86/89/120"
+        )
     num_stages = 3
     groups = -(-s_q // s_block)
     target = -(-(b * groups * max(max_n_comp, 1)) // 1024)
@@ -92,8 +110,10 @@ def choose_config(b: int, s_q: int, heads: int, max_n_comp: int, *, select_chunk
     )
     tokens = b * s_q
     if select_chunk is None:
-        chunk = min(65536, max(4096, _next_pow2(-(-(tokens * max(max_n_comp, 1)) // 512))))
-        reasons.append(f"chunk={chunk}: about 512 select programs, >= 4096 keys each to amortise histogram reads")
+        chunk = min(65536, max(2048, _next_pow2(-(-(tokens * max(max_n_comp, 1)) // 2048))))
+        reasons.append(
+            f"chunk={chunk}: about 2048 select programs, so each walks its keys in a few latency-bound iterations"
+        )
     else:
         if select_chunk < 16 or select_chunk & (select_chunk - 1):
             raise ValueError(f"select_chunk: expected a power of two >= 16, got {select_chunk}")
@@ -119,7 +139,7 @@ class WorkspaceLayout:
     n_pad: int  # keys per token (chunks · chunk)
     n_chunks: int
     keys: int  # [T, n_pad]
-    hist: int  # [T, 3, HIST_BINS]  (zeroed every call)
+    hist: int  # [T, HIST0_BINS + 2 · HIST_BINS]  (zeroed every call)
     counts: int  # [T, n_chunks, 2]
     thresh: int  # [T, 2]
     numel: int
@@ -131,7 +151,7 @@ def workspace_layout(b: int, s_q: int, max_n_comp: int, config: IndexerConfig) -
     n_pad = n_chunks * config.chunk
     keys = 0
     hist = keys + tokens * n_pad
-    counts = hist + tokens * HIST_PASSES * HIST_BINS
+    counts = hist + tokens * (HIST0_BINS + 2 * HIST_BINS)
     thresh = counts + tokens * n_chunks * 2
     numel = thresh + tokens * 2
     return WorkspaceLayout(n_pad, n_chunks, keys, hist, counts, thresh, numel)
@@ -158,10 +178,23 @@ def _visible_rows(p_ncomp, i_b, o_s, stride_nb, stride_ns, max_n, S_Q: tl.conste
 
 
 @triton.jit
-def _e4m3_to_f16(b_code):
-    """e4m3 codes in the low byte of int32 -> fp16 ``code × 2^-8`` (exact: fp16's exponent bias is 8 above e4m3's)."""
-    b_bits = ((b_code & 0x80) << 8) | ((b_code & 0x7F) << 7)
-    return b_bits.to(tl.int16).to(tl.float16, bitcast=True)
+def _e4m3_operand(b_code, DTYPE: tl.constexpr, E4M3_CVT: tl.constexpr):
+    """uint8 e4m3 codes -> dot operand of ``DTYPE``: the code itself (hardware conversion) or ``code × 2^-8``.
+
+    Without the conversion (sm_80/86) the sign/exponent/mantissa bits are placed in an fp16 word, which is
+    ``code × 2^-8`` exactly, subnormals included (fp16's exponent bias is 8 above e4m3's); the caller undoes the
+    2^-8 with an exact power-of-two factor on the score.
+    """
+    if E4M3_CVT:
+        b_x = b_code.to(tl.float8e4nv, bitcast=True)
+        if DTYPE != tl.float8e4nv:  # noqa: SIM300 (DTYPE is the constexpr argument)
+            b_x = b_x.to(DTYPE)
+    else:
+        b_c = b_code.to(tl.int16)
+        b_x = (((b_c & 0x80) << 8) | ((b_c & 0x7F) << 7)).to(tl.float16, bitcast=True)
+        if DTYPE != tl.float16:  # noqa: SIM300
+            b_x = b_x.to(DTYPE)
+    return b_x
 
 
 @triton.jit
@@ -174,10 +207,9 @@ def _score_key(b_score):
 
 
 @triton.jit
-def _resolve_digit(p_hist, rem, NB: tl.constexpr):
-    """Digit of the ``rem``-th largest key in a histogram, and the rank left inside that digit's bucket."""
+def _resolve_digit(b_h, rem, NB: tl.constexpr):
+    """Digit of the ``rem``-th largest key in a histogram ``b_h [NB]``, and the rank left inside that digit's bucket."""
     o_bin = tl.arange(0, NB)
-    b_h = tl.load(p_hist + o_bin)
     b_ge = tl.sum(b_h, 0) - tl.cumsum(b_h, 0) + b_h  # keys with digit >= bin; non-increasing
     i_d = tl.sum((b_ge >= rem).to(tl.int32), 0) - 1
     n_above = tl.sum(tl.where(o_bin > i_d, b_h, 0), 0)
@@ -189,10 +221,10 @@ def _indexer_score_kernel(
     p_q,
     p_w,
     p_k,
+    p_kw,
     p_bt,
     p_ncomp,
     p_keys,
-    p_hist,
     stride_qb,
     stride_qs,
     stride_qh,
@@ -213,12 +245,20 @@ def _indexer_score_kernel(
     D: tl.constexpr,
     PAGE: tl.constexpr,
     PER_TOKEN: tl.constexpr,
-    FP8: tl.constexpr,
+    KV_FP8: tl.constexpr,
+    Q_FP8: tl.constexpr,
+    E4M3_CVT: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
+    SCORE_SCALE: tl.constexpr,
     BLOCK_N: tl.constexpr,
-    BLOCK_HIST: tl.constexpr,
-    NB: tl.constexpr,
 ):
+    """Keys of rows [i_n·rows_per_program, +rows_per_program) of token group i_g of request i_b.
+
+    Logits are computed transposed, ``K_tile [BLOCK_N, D] · qᵀ [D, S_BLOCK·H]``: the gathered rows are the dot's
+    M side (64-row wgmma halves on sm_90) and the head sum is a reduction along each row. FP8 rows: ``stride_kb`` and
+    ``stride_kp`` count 4-byte words, so every row starts at a multiple of 4 bytes and loads as 32-bit vectors.
+    """
     i_n = tl.program_id(0)
     i_b = tl.program_id(1)
     i_g = tl.program_id(2)
@@ -230,65 +270,38 @@ def _indexer_score_kernel(
     row_lo = i_n * rows_per_program
     if row_lo < n_hi:
         row_hi = tl.minimum(row_lo + rows_per_program, n_hi)
-        o_m = tl.arange(0, S_BLOCK * H)  # dot row m = token (m // H) of the group, head m % H
+        o_m = tl.arange(0, S_BLOCK * H)  # dot column m = token (m // H) of the group, head m % H
         o_ms = i_g * S_BLOCK + o_m // H
         m_m = o_ms < S_Q
-        p_qm = p_q + i_b * stride_qb + o_ms[:, None] * stride_qs + (o_m % H)[:, None] * stride_qh
+        o_d = tl.arange(0, D)
+        p_qm = p_q + i_b * stride_qb + o_ms[:, None] * stride_qs + (o_m % H)[:, None] * stride_qh + o_d[None, :]
+        b_q = tl.load(p_qm, mask=m_m[:, None], other=0)
+        if Q_FP8:
+            b_q = _e4m3_operand(b_q, DOT_DTYPE, E4M3_CVT)
+        b_qt = tl.trans(b_q)  # [D, S_BLOCK·H]
         b_w = tl.load(p_w + i_b * stride_wb + o_ms * stride_ws + o_m % H, mask=m_m, other=0.0)
         o_tok = (i_b * S_Q + o_s).to(tl.int64)
-        if FP8:
-            # FP8 rows are read as 33 int32 words (rows sit at 4-byte, not 16-byte, alignment). Byte j of word w is
-            # dimension 4w + j, so byte plane j dots with q's columns j, j+4, ... (4 dots of depth D/4).
-            o_w = tl.arange(0, D // 4)
-            b_q0 = tl.load(p_qm + (4 * o_w)[None, :], mask=m_m[:, None], other=0.0)
-            b_q1 = tl.load(p_qm + (4 * o_w + 1)[None, :], mask=m_m[:, None], other=0.0)
-            b_q2 = tl.load(p_qm + (4 * o_w + 2)[None, :], mask=m_m[:, None], other=0.0)
-            b_q3 = tl.load(p_qm + (4 * o_w + 3)[None, :], mask=m_m[:, None], other=0.0)
-        else:
-            o_d = tl.arange(0, D)
-            b_q = tl.load(p_qm + o_d[None, :], mask=m_m[:, None], other=0.0)
         for i_row in range(row_lo, row_hi, BLOCK_N):
             o_n = i_row + tl.arange(0, BLOCK_N)
             m_n = o_n < row_hi
             b_blk = tl.load(p_bt + i_b * stride_btb + o_n // PAGE, mask=m_n, other=0)
-            p_row = p_k + b_blk.to(tl.int64) * stride_kb + (o_n % PAGE) * stride_kp
-            if FP8:
-                b_word = tl.load(p_row[:, None] + o_w[None, :], mask=m_n[:, None], other=0)  # [BLOCK_N, D/4]
-                b_k0 = _e4m3_to_f16(b_word).to(b_q0.dtype)
-                b_k1 = _e4m3_to_f16(b_word >> 8).to(b_q0.dtype)
-                b_k2 = _e4m3_to_f16(b_word >> 16).to(b_q0.dtype)
-                b_k3 = _e4m3_to_f16(b_word >> 24).to(b_q0.dtype)
-                b_logit = tl.dot(b_q0, tl.trans(b_k0), input_precision=DOT_PRECISION)
-                b_logit = tl.dot(b_q1, tl.trans(b_k1), b_logit, input_precision=DOT_PRECISION)
-                b_logit = tl.dot(b_q2, tl.trans(b_k2), b_logit, input_precision=DOT_PRECISION)
-                b_logit = tl.dot(b_q3, tl.trans(b_k3), b_logit, input_precision=DOT_PRECISION)
+            o_row = b_blk.to(tl.int64) * stride_kb + (o_n % PAGE) * stride_kp
+            if KV_FP8:
+                b_code = tl.load(p_k + (o_row * 4)[:, None] + o_d[None, :], mask=m_n[:, None], other=0)
+                b_k = _e4m3_operand(b_code, DOT_DTYPE, E4M3_CVT)
                 # the row's fp32 scale is word D/4; scale > 0 commutes with ReLU, applied after the head sum
-                b_scale = tl.load(p_row + D // 4, mask=m_n, other=0).to(tl.float32, bitcast=True) * 256.0
+                b_scale = tl.load(p_kw + o_row + D // 4, mask=m_n, other=0).to(tl.float32, bitcast=True)
             else:
-                b_k = tl.load(p_row[:, None] + o_d[None, :], mask=m_n[:, None], other=0.0)
-                b_logit = tl.dot(b_q, tl.trans(b_k), input_precision=DOT_PRECISION)
+                b_k = tl.load(p_k + o_row[:, None] + o_d[None, :], mask=m_n[:, None], other=0.0)
+            b_logit = tl.dot(b_k, b_qt, input_precision=DOT_PRECISION)  # [BLOCK_N, S_BLOCK·H] fp32
             # ReLU that keeps NaN (a plain max returns 0 on GPUs): a NaN row scores NaN and so ranks as -inf
-            b_logit = tl.maximum(b_logit, 0.0, propagate_nan=tl.PropagateNan.ALL) * b_w[:, None]
-            b_score = tl.sum(tl.reshape(b_logit, [S_BLOCK, H, BLOCK_N]), axis=1)  # [S_BLOCK, BLOCK_N]
-            if FP8:
-                b_score = b_score * b_scale[None, :]  # × scale · 2^8 undoes the decode's 2^-8 (exact)
+            b_logit = tl.maximum(b_logit, 0.0, propagate_nan=tl.PropagateNan.ALL) * b_w[None, :]
+            b_score = tl.sum(tl.reshape(b_logit, [BLOCK_N, S_BLOCK, H]), axis=2)  # [BLOCK_N, S_BLOCK]
+            if KV_FP8:
+                b_score = b_score * (b_scale * SCORE_SCALE)[:, None]  # exact: the scales are powers of two
             b_key = _score_key(b_score)
-            m_key = m_active[:, None] & (o_n[None, :] < b_nvis[:, None])
-            tl.store(p_keys + (o_tok * stride_keys)[:, None] + o_n[None, :], b_key, mask=m_key)
-        # Histogram pass 0 over this program's keys, read back from L2 in blocks of BLOCK_HIST: a histogram call
-        # costs O(NB) shared-memory work whatever its input size, too much to pay per BLOCK_N-row tile.
-        tl.debug_barrier()  # the keys stored above by other threads of this program must be visible
-        for i_sl in tl.static_range(S_BLOCK):
-            n_s = tl.sum(tl.where(tl.arange(0, S_BLOCK) == i_sl, b_nvis, 0), 0)  # 0 when the token is inactive
-            row_end = tl.minimum(row_hi, n_s)
-            i_t = i_b * S_Q + i_g * S_BLOCK + i_sl
-            b_hist = tl.zeros([NB], dtype=tl.int32)
-            for i_row in range(row_lo, row_end, BLOCK_HIST):
-                o_n = i_row + tl.arange(0, BLOCK_HIST)
-                m_n = o_n < row_end
-                b_key = tl.load(p_keys + i_t.to(tl.int64) * stride_keys + o_n, mask=m_n, other=0)
-                b_hist += tl.histogram((b_key >> 21) + NB // 2, NB, mask=m_n)
-            tl.atomic_add(p_hist + i_t.to(tl.int64) * (3 * NB) + tl.arange(0, NB), b_hist, mask=b_hist > 0)
+            m_key = m_active[None, :] & (o_n[:, None] < b_nvis[None, :])
+            tl.store(p_keys + (o_tok * stride_keys)[None, :] + o_n[:, None], b_key, mask=m_key)
 
 
 @triton.jit
@@ -305,9 +318,16 @@ def _indexer_hist_kernel(
     S_Q: tl.constexpr,
     PER_TOKEN: tl.constexpr,
     PASS: tl.constexpr,
+    NB0: tl.constexpr,
     NB: tl.constexpr,
     BLOCK_SEL: tl.constexpr,
 ):
+    """Histogram pass 0 (key bits 31..24), 1 (bits 23..12) or 2 (bits 11..0) of one chunk of a token's keys.
+
+    Pass 0 counts every key in registers and adds the 256 bins once. Passes 1 and 2 count only the keys whose higher
+    bits equal the k-th key's (few), one integer atomic each; the other keys cost a load and a compare. Integer adds
+    are exact and order-free, so the histograms are deterministic.
+    """
     i_c = tl.program_id(0)
     i_t = tl.program_id(1)
     i_b = i_t // S_Q
@@ -315,27 +335,35 @@ def _indexer_hist_kernel(
     n_vis = _visible_rows(p_ncomp, i_b, i_s, stride_nb, stride_ns, max_n, S_Q, PER_TOKEN)
     row_lo = i_c * chunk
     if (n_vis > topk) & (row_lo < n_vis):
-        p_h = p_hist + i_t.to(tl.int64) * (3 * NB)
-        i_d, rem = _resolve_digit(p_h, topk, NB)
-        prefix = i_d - NB // 2
-        if PASS == 2:
-            i_d, rem = _resolve_digit(p_h + NB, rem, NB)
-            prefix = prefix * NB + i_d
+        p_h = p_hist + i_t.to(tl.int64) * (NB0 + 2 * NB)
         row_hi = tl.minimum(row_lo + chunk, n_vis)
         p_row_keys = p_keys + i_t.to(tl.int64) * stride_keys
-        b_hist = tl.zeros([NB], dtype=tl.int32)
-        for i_row in range(row_lo, row_hi, BLOCK_SEL):
-            o_n = i_row + tl.arange(0, BLOCK_SEL)
-            m_n = o_n < row_hi
-            b_key = tl.load(p_row_keys + o_n, mask=m_n, other=0)
-            if PASS == 1:
-                m_match = m_n & ((b_key >> 21) == prefix)
-                b_digit = (b_key >> 10) & (NB - 1)
-            else:
-                m_match = m_n & ((b_key >> 10) == prefix)
-                b_digit = b_key & 1023
-            b_hist += tl.histogram(b_digit, NB, mask=m_match)
-        tl.atomic_add(p_h + PASS * NB + tl.arange(0, NB), b_hist, mask=b_hist > 0)
+        if PASS == 0:
+            b_h0 = tl.zeros([NB0], dtype=tl.int32)
+            for i_row in range(row_lo, row_hi, BLOCK_SEL):
+                o_n = i_row + tl.arange(0, BLOCK_SEL)
+                m_n = o_n < row_hi
+                b_key = tl.load(p_row_keys + o_n, mask=m_n, other=0)
+                b_h0 += tl.histogram((b_key >> 24) + NB0 // 2, NB0, mask=m_n)
+            tl.atomic_add(p_h + tl.arange(0, NB0), b_h0, mask=b_h0 > 0, sem="relaxed")
+        else:
+            i_d, rem = _resolve_digit(tl.load(p_h + tl.arange(0, NB0)), topk, NB0)
+            prefix = i_d - NB0 // 2
+            if PASS == 2:
+                i_d, rem = _resolve_digit(tl.load(p_h + NB0 + tl.arange(0, NB)), rem, NB)
+                prefix = prefix * NB + i_d
+            p_dst = p_h + NB0 + (PASS - 1) * NB
+            for i_row in range(row_lo, row_hi, BLOCK_SEL):
+                o_n = i_row + tl.arange(0, BLOCK_SEL)
+                m_n = o_n < row_hi
+                b_key = tl.load(p_row_keys + o_n, mask=m_n, other=0)
+                if PASS == 1:
+                    m_match = m_n & ((b_key >> 24) == prefix)
+                    b_digit = (b_key >> 12) & (NB - 1)
+                else:
+                    m_match = m_n & ((b_key >> 12) == prefix)
+                    b_digit = b_key & (NB - 1)
+                tl.atomic_add(p_dst + b_digit, 1, mask=m_match, sem="relaxed")
 
 
 @triton.jit
@@ -354,6 +382,7 @@ def _indexer_count_kernel(
     n_chunks,
     S_Q: tl.constexpr,
     PER_TOKEN: tl.constexpr,
+    NB0: tl.constexpr,
     NB: tl.constexpr,
     BLOCK_SEL: tl.constexpr,
 ):
@@ -364,11 +393,11 @@ def _indexer_count_kernel(
     n_vis = _visible_rows(p_ncomp, i_b, i_s, stride_nb, stride_ns, max_n, S_Q, PER_TOKEN)
     row_lo = i_c * chunk
     if (n_vis > topk) & (row_lo < n_vis):
-        p_h = p_hist + i_t.to(tl.int64) * (3 * NB)
-        i_d0, rem = _resolve_digit(p_h, topk, NB)
-        i_d1, rem = _resolve_digit(p_h + NB, rem, NB)
-        i_d2, rem = _resolve_digit(p_h + 2 * NB, rem, NB)
-        thr = ((i_d0 - NB // 2) * NB + i_d1) * 1024 + i_d2  # the k-th largest key, exactly
+        p_h = p_hist + i_t.to(tl.int64) * (NB0 + 2 * NB)
+        i_d0, rem = _resolve_digit(tl.load(p_h + tl.arange(0, NB0)), topk, NB0)
+        i_d1, rem = _resolve_digit(tl.load(p_h + NB0 + tl.arange(0, NB)), rem, NB)
+        i_d2, rem = _resolve_digit(tl.load(p_h + NB0 + NB + tl.arange(0, NB)), rem, NB)
+        thr = ((i_d0 - NB0 // 2) * NB + i_d1) * NB + i_d2  # the k-th largest key, exactly
         row_hi = tl.minimum(row_lo + chunk, n_vis)
         p_row_keys = p_keys + i_t.to(tl.int64) * stride_keys
         b_gt = tl.zeros([BLOCK_SEL], dtype=tl.int32)
@@ -464,6 +493,8 @@ def _indexer_compact_kernel(
         tl.store(p_len + i_b * stride_lb + i_s * stride_ls, length)
 
 
+
+
 # ---------------------------------------------------------------------------------------------------------- launcher
 def _interpreted() -> bool:
     """True when this module's kernels were built by the Triton interpreter (CPU tensors only then)."""
@@ -538,6 +569,13 @@ def _validate(
         raise ValueError(f"q_idx: expected b >= 1 and s_q >= 1, got {_describe(q_idx)}")
     if b * s_q > MAX_TOKENS:
         raise ValueError(f"q_idx: expected b * s_q <= {MAX_TOKENS}, got {_describe(q_idx)}")
+    if q_idx.dtype == torch.float8_e4m3fn and not (
+        isinstance(index_k_cache, torch.Tensor) and index_k_cache.dtype == torch.uint8
+    ):
+        raise ValueError(
+            f"q_idx: float8_e4m3fn queries need FP8 index-K rows (uint8 [num_blocks, page, {FP8_ROW_BYTES}]), got "
+            f"index_k_cache {_describe(index_k_cache)}"
+        )
     weights = _require_tensor("weights", weights, (torch.float32,), 3, device)
     if tuple(weights.shape) != (b, s_q, heads):
         raise ValueError(f"weights: expected shape {(b, s_q, heads)} fp32, got {_describe(weights)}")
@@ -557,7 +595,7 @@ def _validate(
                 f"multiples of 4, got {_describe(index_k_cache)}"
             )
     else:
-        _require_tensor("index_k_cache", index_k_cache, (q_idx.dtype,), 3, device)
+        _require_tensor("index_k_cache", index_k_cache, (q_idx.dtype, torch.uint8), 3, device)
         if index_k_cache.shape[2] != INDEX_DIM:
             raise ValueError(
                 f"index_k_cache: expected rows [num_blocks, page, {INDEX_DIM}] {q_idx.dtype} (the dtype of q_idx) or "
@@ -621,6 +659,28 @@ def _workspace(workspace: object, numel: int, device: torch.device) -> torch.Ten
     return workspace
 
 
+def _dot_setup(q_idx: torch.Tensor, fp8: bool) -> dict[str, object]:
+    """Constexprs that decide how the score kernel's dot reads e4m3 codes on ``q_idx``'s device."""
+    q_fp8 = q_idx.dtype == torch.float8_e4m3fn
+    cvt = (fp8 or q_fp8) and fp8_decode_path(q_idx.device) == "cvt"
+    q_tl = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16, torch.float32: tl.float32}.get(q_idx.dtype)
+    # FP8 queries: FP8 x FP8 on the tensor cores where they exist; the interpreter multiplies fp8 bits, so fp16 there
+    fp8_dot = tl.float8e4nv if cvt and q_idx.device.type == "cuda" else tl.float16
+    dot_dtype = fp8_dot if q_fp8 else q_tl
+    scale = 1.0
+    if fp8 and not cvt:
+        scale *= 256.0  # bit-assembled K codes are code · 2^-8
+    if q_fp8 and not cvt:
+        scale *= 256.0  # and so are bit-assembled q codes
+    return {
+        "Q_FP8": q_fp8,
+        "E4M3_CVT": cvt,
+        "DOT_DTYPE": dot_dtype,
+        "DOT_PRECISION": "ieee" if q_idx.dtype == torch.float32 else "tf32",
+        "SCORE_SCALE": scale,
+    }
+
+
 def _launch_scores(
     call: _Call,
     cfg: IndexerConfig,
@@ -630,22 +690,22 @@ def _launch_scores(
     block_table: torch.Tensor,
     n_comp: torch.Tensor,
     keys: torch.Tensor,
-    hist: torch.Tensor,
     n_pad: int,
     topk_gate: int,
 ) -> None:
-    """Score kernel: keys of every visible row of tokens with more than ``topk_gate`` rows, plus histogram pass 0."""
-    hist.zero_()
-    k_words = index_k_cache.view(torch.int32) if call.fp8 else index_k_cache  # FP8: [num_blocks, page, 33] words
+    """Score kernel: keys of every visible row of tokens with more than ``topk_gate`` rows."""
+    # FP8 rows: codes read through the byte view, the scale word through an int32 view; strides in 4-byte words
+    k_words = index_k_cache.view(torch.int32) if call.fp8 else index_k_cache
+    q_arg = q_idx.view(torch.uint8) if q_idx.dtype == torch.float8_e4m3fn else q_idx
     grid = (triton.cdiv(max(call.max_n, 1), cfg.rows_per_program), call.b, triton.cdiv(call.s_q, cfg.s_block))
     _indexer_score_kernel[grid](
-        p_q=q_idx,
+        p_q=q_arg,
         p_w=weights,
-        p_k=k_words,
+        p_k=index_k_cache,
+        p_kw=k_words,
         p_bt=block_table,
         p_ncomp=n_comp,
         p_keys=keys,
-        p_hist=hist,
         stride_qb=q_idx.stride(0),
         stride_qs=q_idx.stride(1),
         stride_qh=q_idx.stride(2),
@@ -666,13 +726,11 @@ def _launch_scores(
         D=INDEX_DIM,
         PAGE=call.page,
         PER_TOKEN=call.per_token,
-        FP8=call.fp8,
-        DOT_PRECISION="ieee" if q_idx.dtype == torch.float32 else "tf32",
+        KV_FP8=call.fp8,
         BLOCK_N=cfg.block_n,
-        BLOCK_HIST=cfg.block_sel,
-        NB=HIST_BINS,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
+        **_dot_setup(q_idx, call.fp8),
     )
 
 
@@ -704,7 +762,8 @@ def lightning_indexer(
             workspace, and visible counts above it are clamped to it. With ``max_n_comp <= topk`` no scoring runs.
         out: optional preallocated ``(indices [b, s_q, topk] int32, topk_length [b, s_q] int32)``.
         workspace: optional int32 buffer of at least :func:`indexer_workspace_numel` elements (else allocated).
-        select_chunk: keys per select program (power of two ≥ 16; default chosen from the shapes).
+        select_chunk: keys per select program (power of two ≥ 16; default chosen from the shapes). Never changes the
+            result.
 
     Returns:
         ``(indices, topk_length)``: ``indices [b, s_q, topk]`` int32 global slots
@@ -724,10 +783,9 @@ def lightning_indexer(
         lengths = torch.empty((call.b, call.s_q), dtype=torch.int32, device=device)
     else:
         indices, lengths = checked
-    cfg = choose_config(call.b, call.s_q, call.heads, call.max_n, select_chunk=select_chunk)
+    cfg = choose_config(call.b, call.s_q, call.heads, call.max_n, select_chunk=select_chunk, kv_fp8=call.fp8)
     layout = workspace_layout(call.b, call.s_q, call.max_n, cfg)
     ws = _workspace(workspace, layout.numel, device)
-    tokens = call.b * call.s_q
     keys = ws[layout.keys : layout.hist]
     hist = ws[layout.hist : layout.counts]
     counts = ws[layout.counts : layout.thresh]
@@ -736,38 +794,31 @@ def lightning_indexer(
         "p_ncomp": n_comp,
         "stride_nb": n_comp.stride(0),
         "stride_ns": n_comp.stride(1) if call.per_token else 0,
+        "stride_keys": layout.n_pad,
         "max_n": call.max_n,
         "topk": call.topk,
         "chunk": cfg.chunk,
         "S_Q": call.s_q,
         "PER_TOKEN": call.per_token,
+        "BLOCK_SEL": cfg.block_sel,
+        "num_warps": 4,
     }
-    select_grid = (layout.n_chunks, tokens)
+    select_grid = (layout.n_chunks, call.b * call.s_q)
     if call.max_n > call.topk:  # static: otherwise no token can have more than topk rows
-        _launch_scores(
-            call, cfg, q_idx, weights, index_k_cache, block_table, n_comp, keys, hist, layout.n_pad, call.topk
-        )
-        for pass_ in (1, 2):
+        hist.zero_()
+        _launch_scores(call, cfg, q_idx, weights, index_k_cache, block_table, n_comp, keys, layout.n_pad, call.topk)
+        for pass_ in (0, 1, 2):
             _indexer_hist_kernel[select_grid](
-                p_keys=keys,
-                p_hist=hist,
-                stride_keys=layout.n_pad,
-                PASS=pass_,
-                NB=HIST_BINS,
-                BLOCK_SEL=cfg.block_sel,
-                num_warps=4,
-                **common,
+                p_keys=keys, p_hist=hist, PASS=pass_, NB0=HIST0_BINS, NB=HIST_BINS, **common
             )
         _indexer_count_kernel[select_grid](
             p_keys=keys,
             p_hist=hist,
             p_counts=counts,
             p_thresh=thresh,
-            stride_keys=layout.n_pad,
             n_chunks=layout.n_chunks,
+            NB0=HIST0_BINS,
             NB=HIST_BINS,
-            BLOCK_SEL=cfg.block_sel,
-            num_warps=4,
             **common,
         )
     _indexer_compact_kernel[select_grid](
@@ -778,16 +829,13 @@ def lightning_indexer(
         p_idx=indices,
         p_len=lengths,
         stride_btb=block_table.stride(0),
-        stride_keys=layout.n_pad,
         stride_ib=indices.stride(0),
         stride_is=indices.stride(1),
         stride_lb=lengths.stride(0),
         stride_ls=lengths.stride(1),
         n_chunks=layout.n_chunks,
         PAGE=call.page,
-        BLOCK_SEL=cfg.block_sel,
         BLOCK_C=min(1024, _next_pow2(layout.n_chunks)),
-        num_warps=4,
         **common,
     )
     return indices, lengths
@@ -813,12 +861,11 @@ def indexer_scores(
     """
     call = _validate(q_idx, weights, index_k_cache, block_table, n_comp, 1, max_n_comp)
     device = q_idx.device
-    cfg = choose_config(call.b, call.s_q, call.heads, call.max_n)
+    cfg = choose_config(call.b, call.s_q, call.heads, call.max_n, kv_fp8=call.fp8)
     n_pad = max(call.max_n, 1)
     keys = torch.empty((call.b * call.s_q, n_pad), dtype=torch.int32, device=device)
-    hist = torch.empty(call.b * call.s_q * HIST_PASSES * HIST_BINS, dtype=torch.int32, device=device)
     if call.max_n > 0:
-        _launch_scores(call, cfg, q_idx, weights, index_k_cache, block_table, n_comp, keys, hist, n_pad, 0)
+        _launch_scores(call, cfg, q_idx, weights, index_k_cache, block_table, n_comp, keys, n_pad, 0)
     bits = keys ^ ((keys >> 31) & 0x7FFFFFFF)  # the key map is its own inverse
     scores = bits.view(torch.float32).view(call.b, call.s_q, n_pad)[:, :, : call.max_n]
     n = n_comp.long()
@@ -831,29 +878,36 @@ def indexer_scores(
 
 
 # ------------------------------------------------------------------------------------------------- compile checking
-def _production_variants(heads: int, page: int) -> list[tuple[object, str, dict[str, object], int, int]]:
+def _production_variants(
+    heads: int, page: int, arch: int
+) -> list[tuple[object, str, dict[str, object], int, int]]:
     """(kernel, variant, argument values, num_warps, num_stages) of a V4-Flash decode call: b=32, 256K rows, topk 512.
 
-    Pointers are given by their Triton type; integers by value, so that the compile check specialises them the way
-    the JIT launcher would (divisible by 16 or not).
+    Score-kernel variants: bf16 rows with bf16 q, FP8 rows with bf16 q, FP8 rows with FP8 q (DeepSeek's path), at
+    s_q 1 and 2, specialised for ``sm_<arch>`` the way the launcher would (hardware e4m3 conversion and FP8 dots on
+    sm_89+). Pointers are given by their Triton type; integers by value, so that the compile check specialises them
+    the way the JIT launcher would (divisible by 16 or not).
     """
     b, max_n, topk = 32, 262144, 512
     blocks = max_n // page
+    cvt = arch >= 89
     out: list[tuple[object, str, dict[str, object], int, int]] = []
-    for fmt in ("bf16", "fp8"):
-        fp8 = fmt == "fp8"
+    for fmt in ("bf16", "fp8", "fp8q"):
+        fp8 = fmt != "bf16"
+        q_fp8 = fmt == "fp8q"
         for s_q in (1, 2):
-            cfg = choose_config(b, s_q, heads, max_n)
+            cfg = choose_config(b, s_q, heads, max_n, kv_fp8=fp8)
             layout = workspace_layout(b, s_q, max_n, cfg)
             row = INDEX_DIM if not fp8 else FP8_ROW_BYTES // 4
+            scale = (1.0 if cvt or not fp8 else 256.0) * (1.0 if cvt or not q_fp8 else 256.0)
             args: dict[str, object] = {
-                "p_q": "*bf16",
+                "p_q": "*u8" if q_fp8 else "*bf16",
                 "p_w": "*fp32",
-                "p_k": "*i32" if fp8 else "*bf16",
+                "p_k": "*u8" if fp8 else "*bf16",
+                "p_kw": "*i32" if fp8 else "*bf16",
                 "p_bt": "*i32",
                 "p_ncomp": "*i32",
                 "p_keys": "*i32",
-                "p_hist": "*i32",
                 "stride_qb": s_q * heads * INDEX_DIM,
                 "stride_qs": heads * INDEX_DIM,
                 "stride_qh": INDEX_DIM,
@@ -874,11 +928,13 @@ def _production_variants(heads: int, page: int) -> list[tuple[object, str, dict[
                 "D": INDEX_DIM,
                 "PAGE": page,
                 "PER_TOKEN": False,
-                "FP8": fp8,
+                "KV_FP8": fp8,
+                "Q_FP8": q_fp8,
+                "E4M3_CVT": cvt and fp8,
+                "DOT_DTYPE": (tl.float8e4nv if cvt else tl.float16) if q_fp8 else tl.bfloat16,
                 "DOT_PRECISION": "tf32",
+                "SCORE_SCALE": scale,
                 "BLOCK_N": cfg.block_n,
-                "BLOCK_HIST": cfg.block_sel,
-                "NB": HIST_BINS,
             }
             out.append((_indexer_score_kernel, f"{fmt} s_q={s_q}", args, cfg.num_warps, cfg.num_stages))
     cfg = choose_config(b, 1, heads, max_n)
@@ -894,9 +950,10 @@ def _production_variants(heads: int, page: int) -> list[tuple[object, str, dict[
         "chunk": cfg.chunk,
         "S_Q": 1,
         "PER_TOKEN": False,
+        "BLOCK_SEL": cfg.block_sel,
     }
-    for pass_ in (1, 2):
-        args = {**select, "p_hist": "*i32", "PASS": pass_, "NB": HIST_BINS, "BLOCK_SEL": cfg.block_sel}
+    for pass_ in (0, 1, 2):
+        args = {**select, "p_hist": "*i32", "PASS": pass_, "NB0": HIST0_BINS, "NB": HIST_BINS}
         out.append((_indexer_hist_kernel, f"pass {pass_}", args, 4, 3))
     args = {
         **select,
@@ -904,8 +961,8 @@ def _production_variants(heads: int, page: int) -> list[tuple[object, str, dict[
         "p_counts": "*i32",
         "p_thresh": "*i32",
         "n_chunks": layout.n_chunks,
+        "NB0": HIST0_BINS,
         "NB": HIST_BINS,
-        "BLOCK_SEL": cfg.block_sel,
     }
     out.append((_indexer_count_kernel, "", args, 4, 3))
     args = {
@@ -922,7 +979,6 @@ def _production_variants(heads: int, page: int) -> list[tuple[object, str, dict[
         "stride_ls": 1,
         "n_chunks": layout.n_chunks,
         "PAGE": page,
-        "BLOCK_SEL": cfg.block_sel,
         "BLOCK_C": min(1024, _next_pow2(layout.n_chunks)),
     }
     out.append((_indexer_compact_kernel, "", args, 4, 3))
@@ -942,7 +998,7 @@ def compile_report(arch: int, *, heads: int = 64, page: int = 64) -> list[dict[s
 
     target = GPUTarget("cuda", arch, 32)
     reports: list[dict[str, object]] = []
-    for fn, variant, args, num_warps, num_stages in _production_variants(heads, page):
+    for fn, variant, args, num_warps, num_stages in _production_variants(heads, page, arch):
         assert isinstance(fn, triton.runtime.JITFunction)
         signature: dict[str, str] = {}
         constexprs: dict[str, object] = {}

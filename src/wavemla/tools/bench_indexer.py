@@ -1,8 +1,8 @@
 """Lightning-indexer benchmark: the Triton indexer against a PyTorch baseline, and the GPU's copy bandwidth.
 
 Contract (one record per measured case, fixed schema): kernel, provider (``triton`` | ``torch`` | ``copy``), gpu,
-torch, triton, git_sha, b, s_q, heads, n_comp, topk, page, kv_format, median_us, p20_us, p80_us, reps, bytes, gbps,
-copy_gbps, pct_of_copy_bw.
+torch, triton, git_sha, b, s_q, heads, n_comp, topk, page, kv_format, q_format, median_us, p20_us, p80_us, reps,
+bytes, gbps, copy_gbps, pct_of_copy_bw.
 
 - ``bytes`` counts index-K bytes read (``b · n_comp · row_bytes``; 132 B per FP8 row, 256 B per bf16 row), the
   traffic the indexer cannot avoid; both providers are charged the same bytes, so ``gbps`` is an effective rate.
@@ -10,7 +10,8 @@ copy_gbps, pct_of_copy_bw.
 - Timing: each provider is captured once in a CUDA graph and replayed; before every replay a ≥ 256 MB buffer is
   written so that the L2 holds none of the inputs; CUDA events around the replay give one sample; median, p20, p80
   of ``reps`` (≥ 20) samples.
-- Shapes: b ∈ {1, 32, 64, 128} × n_comp ∈ {2K, 8K, 32K, 256K} × {FP8, bf16}, s_q 1, 64 heads, top-512, page 64;
+- Shapes: b ∈ {1, 32, 64, 128} × n_comp ∈ {2K, 8K, 32K, 256K} × (FP8 rows with FP8 queries — DeepSeek's indexer —,
+  FP8 rows with bf16 queries, bf16 rows with bf16 queries), s_q 1, 64 heads, top-512, page 64;
   a provider whose estimated memory does not fit the free device memory is skipped for that shape.
 
 Example::
@@ -39,6 +40,7 @@ from wavemla.tools.bench import copy_samples_us, timing_samples_us
 BATCHES = (1, 32, 64, 128)
 N_COMPS = (2048, 8192, 32768, 262144)
 KV_FORMATS = ("fp8", "bf16")
+Q_FORMATS = ("fp8", "bf16")  # fp8 queries (DeepSeek's indexer) go with FP8 index-K rows only
 COPY_BYTES = 1 << 30
 MIN_REPS = 20
 MEMORY_HEADROOM = 0.85  # fraction of free memory a case may plan to use (allocator slack, fragmentation)
@@ -51,6 +53,7 @@ class IndexerBenchCase:
     b: int
     n_comp: int
     kv_format: str  # "fp8" or "bf16"
+    q_format: str = "bf16"  # "bf16", or "fp8": float8_e4m3fn queries with FP8 rows (codes x codes on the MMA)
     s_q: int = 1
     topk: int = 512
     heads: int = 64
@@ -62,13 +65,25 @@ class IndexerBenchCase:
 
 
 def bench_cases(
-    batches: Sequence[int] = BATCHES, n_comps: Sequence[int] = N_COMPS, kv_formats: Sequence[str] = KV_FORMATS
+    batches: Sequence[int] = BATCHES,
+    n_comps: Sequence[int] = N_COMPS,
+    kv_formats: Sequence[str] = KV_FORMATS,
+    q_formats: Sequence[str] = Q_FORMATS,
 ) -> list[IndexerBenchCase]:
-    """Every (format, b, n_comp) combination, smallest first within a format."""
+    """Every (row format, query format, b, n_comp) combination, smallest first within a format pair.
+
+    FP8 queries are paired with FP8 rows only (the combination DeepSeek runs); bf16 rows take bf16 queries.
+    """
     for fmt in kv_formats:
         if fmt not in KV_FORMATS:
             raise ValueError(f"kv_formats: expected values in {KV_FORMATS}, got {fmt!r}")
-    return [IndexerBenchCase(b=b, n_comp=n, kv_format=fmt) for fmt in kv_formats for b in batches for n in n_comps]
+    for fmt in q_formats:
+        if fmt not in Q_FORMATS:
+            raise ValueError(f"q_formats: expected values in {Q_FORMATS}, got {fmt!r}")
+    pairs = [(kv, q) for kv in kv_formats for q in q_formats if q == "bf16" or kv == "fp8"]
+    return [
+        IndexerBenchCase(b=b, n_comp=n, kv_format=kv, q_format=q) for kv, q in pairs for b in batches for n in n_comps
+    ]
 
 
 def row_bytes(kv_format: str) -> int:
@@ -94,7 +109,7 @@ def triton_memory_bytes(case: IndexerBenchCase) -> int:
     """Device bytes the Triton provider needs: cache, inputs, workspace, outputs."""
     tokens = case.b * case.s_q
     ws = indexer_workspace_numel(case.b, case.s_q, case.heads, case.n_comp) * 4
-    q = tokens * case.heads * INDEX_DIM * 2
+    q = tokens * case.heads * INDEX_DIM * (1 if case.q_format == "fp8" else 2)
     w = tokens * case.heads * 4
     table = case.b * case.blocks_per_request * 4
     outputs = tokens * (case.topk + 1) * 4
@@ -211,6 +226,8 @@ def _fill_case(case: IndexerBenchCase, generator: torch.Generator) -> dict[str, 
     dev = torch.device("cuda")
     blocks = case.blocks_per_request
     q = torch.randn(case.b, case.s_q, case.heads, INDEX_DIM, device=dev, dtype=torch.bfloat16, generator=generator)
+    if case.q_format == "fp8":
+        q = (q * 64).to(torch.float8_e4m3fn)  # a per-token scale would be folded into the weights
     w = torch.randn(case.b, case.s_q, case.heads, device=dev, generator=generator) * (INDEX_DIM * case.heads) ** -0.5
     table = torch.arange(case.b * blocks, device=dev, dtype=torch.int32).view(case.b, blocks)
     width = FP8_ROW_BYTES if case.kv_format == "fp8" else INDEX_DIM
@@ -258,7 +275,7 @@ def run_indexer_bench(
             continue
         data = _fill_case(case, generator)
         nbytes = index_k_bytes(case)
-        cfg = choose_config(case.b, case.s_q, case.heads, case.n_comp)
+        cfg = choose_config(case.b, case.s_q, case.heads, case.n_comp, kv_fp8=case.kv_format == "fp8")
         ws = torch.empty(
             indexer_workspace_numel(case.b, case.s_q, case.heads, case.n_comp),
             dtype=torch.int32,
@@ -289,7 +306,13 @@ def run_indexer_bench(
 
         samples = timing_samples_us(run_triton, reps, graph=True)
         row = make_record(case, "triton", samples, nbytes, env, copy_gbps)
-        row["config"] = {"rows_per_program": cfg.rows_per_program, "chunk": cfg.chunk, "s_block": cfg.s_block}
+        row["config"] = {
+            "rows_per_program": cfg.rows_per_program,
+            "chunk": cfg.chunk,
+            "s_block": cfg.s_block,
+            "block_n": cfg.block_n,
+            "num_warps": cfg.num_warps,
+        }
         records.append(row)
         del ws, out
         torch.cuda.empty_cache()
@@ -302,7 +325,8 @@ def run_indexer_bench(
                 rows_view: torch.Tensor = rows_view,
             ) -> object:
                 rows = dequantize_rows_bf16(rows_view) if case.kv_format == "fp8" else rows_view
-                return torch_indexer_baseline(data["q"], data["w"], rows, data["table"], case.page, case.topk)
+                q = data["q"].to(torch.bfloat16)  # FP8 queries: the torch way dequantizes them too
+                return torch_indexer_baseline(q, data["w"], rows, data["table"], case.page, case.topk)
 
             samples = timing_samples_us(run_torch, reps, graph=True)
             records.append(make_record(case, "torch", samples, nbytes, env, copy_gbps))
@@ -321,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     for row in run_indexer_bench(args[0]):
         print(
-            f"{row['provider']:6s} b={row['b']} n={row['n_comp']} {row['kv_format']}: "
+            f"{row['provider']:6s} b={row['b']} n={row['n_comp']} rows {row['kv_format']} q {row['q_format']}: "
             f"{row['median_us']:.1f} us, {row['gbps']:.0f} GB/s"
             + (f" ({row['pct_of_copy_bw']:.0f}% of copy)" if row["pct_of_copy_bw"] is not None else "")
         )
