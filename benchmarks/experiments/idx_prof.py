@@ -3,8 +3,9 @@
     PYTHONPATH=src python3 benchmarks/experiments/idx_prof.py 64:32768:fp8q 128:262144:bf16 64:32768:fp8:128,8,3
     PYTHONPATH=src python3 benchmarks/experiments/idx_prof.py --once 64:32768:fp8q     # one call (for ncu)
 
-A spec is b:n_comp:format[:block_n,num_warps,num_stages]; format fp8q = FP8 rows and float8_e4m3fn queries, fp8 = FP8
-rows and bf16 queries, bf16 = bf16 rows and queries. The optional triple replaces the score kernel's tile choice.
+A spec is b:n_comp:format[:block_n,num_warps,num_stages[,chunk]]; format fp8q = FP8 rows and float8_e4m3fn queries,
+fp8 = FP8 rows and bf16 queries, bf16 = bf16 rows and queries. The optional part replaces the score kernel's tile
+choice (and the keys per select program).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from wavemla.tools.bench_indexer import IndexerBenchCase, _fill_case, index_k_by
 _choose = ix.choose_config
 
 
-def parse(spec: str) -> tuple[IndexerBenchCase, tuple[int, int, int] | None]:
+def parse(spec: str) -> tuple[IndexerBenchCase, tuple[int, ...] | None]:
     parts = spec.split(":")
     b, n, fmt = int(parts[0]), int(parts[1]), parts[2]
     tile = tuple(int(x) for x in parts[3].split(",")) if len(parts) > 3 else None
@@ -43,7 +44,10 @@ def main(argv: list[str]) -> None:
             cfg = _choose(*a, **k)
             if _tile is None:
                 return cfg
-            return dataclasses.replace(cfg, block_n=_tile[0], num_warps=_tile[1], num_stages=_tile[2])
+            cfg = dataclasses.replace(cfg, block_n=_tile[0], num_warps=_tile[1], num_stages=_tile[2])
+            if len(_tile) > 3:
+                cfg = dataclasses.replace(cfg, chunk=_tile[3], block_sel=min(1024, _tile[3]))
+            return cfg
 
         ix.choose_config = choose
         data = _fill_case(case, gen)
