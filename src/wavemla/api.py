@@ -319,6 +319,7 @@ def sparse_mla_decode(
             num_stages=p.config.num_stages,
             units_per_part=p.units_per_part,
             num_parts=p.num_parts,
+            pieces_tiles=p.pieces_tiles,
         )
         if p.needs_combine:
             assert meta.o_ws is not None and meta.lse_ws is not None
@@ -329,7 +330,7 @@ def sparse_mla_decode(
                 lse_ws=meta.lse_ws,
                 attn_sink=attn_sink,
                 n_tiles=p.n_tiles,
-                units_per_part=p.units_per_part,
+                units_per_part=p.slot_units,
             )
         return out, lse.transpose(1, 2)
 

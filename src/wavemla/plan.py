@@ -141,6 +141,9 @@ class Plan:
     active_per_sm: int = 1
     tile_us: float = 0.0  # predicted time of one tile in one program at active_per_sm
     combine_us: float = 0.0  # predicted time of the combine launch (0: no token cut), included in predicted_us
+    # Batch-invariant plans: the fixed piece (tiles) every token is cut into; a program runs units_per_part / pieces
+    # _tiles whole pieces, each written to its own workspace slot. None: a program's units are one piece.
+    pieces_tiles: int | None = None
 
     @property
     def block_h(self) -> int:
@@ -150,9 +153,17 @@ class Plan:
     def block_n(self) -> int:
         return self.config.block_n
 
+    @property
+    def slot_units(self) -> int:
+        """Units per workspace slot: a token's partial from units ``[k·slot_units, (k+1)·slot_units)`` lands in slot
+        ``token + k`` (what the combine kernel is told)."""
+        return self.pieces_tiles if self.pieces_tiles is not None else self.units_per_part
+
     def workspace_rows(self, tokens: int) -> int:
-        """Rows of the split workspace (query tokens + parts); 0 when no token is cut."""
-        return tokens + self.num_parts if self.needs_combine else 0
+        """Rows of the split workspace (query tokens + slots); 0 when no token is cut."""
+        if not self.needs_combine:
+            return 0
+        return tokens + -(-tokens * self.n_tiles // self.slot_units)
 
 
 # Static resources of the split kernel per (block_h, block_n, num_warps, num_stages, is_fp8) on sm_90, read from the
@@ -365,22 +376,30 @@ class _Coster:
         self.combine_per_part = _combine_us(tokens, 1, workload.h_q, device, ws_bytes) - self.combine_base
         self.tiles = [_tile_us(cfg, workload, device, a, res.tile_us, num_hb) for a in range(occ + 1)]
 
-    def __call__(self, upp: int) -> _Split:
+    def __call__(self, upp: int, piece: int | None = None) -> _Split:
+        """Cost of ``upp`` units per program; ``piece`` (batch-invariant plans): every token is cut into pieces of
+        this many tiles, ``upp`` is a multiple of it and each piece writes its own partial."""
         n_tiles = self.n_tiles
         parts = -(-self.total // upp)
         programs = parts * self.num_hb
-        cut = parts > 1 and upp % n_tiles != 0
         waves = -(-programs // self.slots)
         # the busiest SM: full waves hold `occ` programs per SM; a single partial wave spreads one per SM first
         active = self.occ if waves > 1 else max(1, min(self.occ, -(-programs // self.num_sms)))
         tile = self.tiles[active]
-        whole = -(-upp // n_tiles)
-        program = (
-            upp * tile + (whole + 1) * self.seg_cut + _PROGRAM_US
-            if cut
-            else upp * tile + whole * self.seg_whole + _PROGRAM_US
-        )
-        combine = self.combine_base + parts * self.combine_per_part if cut else 0.0
+        if piece is not None:
+            cut = piece < n_tiles
+            program = upp * tile + (upp // piece) * (self.seg_cut if cut else self.seg_whole) + _PROGRAM_US
+            slots = self.total // piece
+        else:
+            cut = parts > 1 and upp % n_tiles != 0
+            whole = -(-upp // n_tiles)
+            program = (
+                upp * tile + (whole + 1) * self.seg_cut + _PROGRAM_US
+                if cut
+                else upp * tile + whole * self.seg_whole + _PROGRAM_US
+            )
+            slots = parts
+        combine = self.combine_base + slots * self.combine_per_part if cut else 0.0
         return _Split(upp, parts, waves, active, tile, _LAUNCH_US + waves * program + combine, combine)
 
 
@@ -422,6 +441,24 @@ def _partition(cost: _Coster, device: DeviceSpec, forced_slots: bool) -> _Split:
     return best
 
 
+def _invariant_partition(cost: _Coster, device: DeviceSpec, piece: int, forced_slots: bool) -> _Split:
+    """The cheapest whole number of fixed pieces per program (batch-invariant plans; see :func:`_partition`)."""
+    pieces_total = cost.total // piece
+    levels = {cost.slots} if forced_slots else _slot_levels(cost, device)
+    candidates = {1, pieces_total, cost.n_tiles // piece}
+    for level in levels:
+        parts_per_wave = max(level // cost.num_hb, 1)
+        for waves in range(1, 5):
+            candidates.add(max(1, -(-pieces_total // (waves * parts_per_wave))))
+    best: _Split | None = None
+    for k in sorted(c for c in candidates if 1 <= c <= pieces_total):
+        s = cost(k * piece, piece=piece)
+        if best is None or s.predicted_us < best.predicted_us - 1e-9:
+            best = s
+    assert best is not None
+    return best
+
+
 def _override_config(cfg: KernelConfig) -> KernelConfig:
     bh = config.get("WAVEMLA_BLOCK_H")
     bn = config.get("WAVEMLA_BLOCK_N")
@@ -451,23 +488,65 @@ def plan(workload: Workload, device: DeviceSpec) -> Plan:
     if not isinstance(device, DeviceSpec):
         raise TypeError(f"device: expected a DeviceSpec, got {type(device).__name__}")
     overrides = tuple(config.get(k) for k in _PLAN_KNOBS)
-    return _plan_cached(workload, device, overrides)
+    invariant = workload.batch_invariant or bool(config.get("WAVEMLA_BATCH_INVARIANT"))
+    return _plan_cached(workload, device, overrides, invariant)
 
 
-# Batch-invariant mode cuts every token into the same pieces whatever the batch; the piece count is sized for
-# this many query tokens in flight, a batch-independent constant.
-_INVARIANT_REFERENCE_TOKENS = 32
+# Batch-invariant mode fixes the configuration and cuts every token into the same pieces whatever the batch. Both
+# are chosen once per workload shape: the pair whose predicted time is closest to the free planner's over these
+# batch sizes (the worst ratio is minimized), so the fixed choice costs least where batches are large enough to
+# matter. Only the number of pieces per program then varies with the batch.
+_INVARIANT_REFERENCE_BATCHES = (32, 64, 128, 256)
 
 
-def _fixed_pieces(n_tiles: int, num_hb: int, slots: int, forced: int | None, invariant: bool) -> int:
-    if forced is not None:
-        if invariant and n_tiles % forced:
-            raise PlanError(
-                f"WAVEMLA_NUM_SPLITS={forced} must divide the {n_tiles} tiles per token in batch-invariant mode"
-            )
-        return forced
-    target = max(1, slots // (_INVARIANT_REFERENCE_TOKENS * num_hb))
-    return max(d for d in range(1, n_tiles + 1) if n_tiles % d == 0 and d <= target)
+def _fixed_pieces(n_tiles: int, forced: int | None, invariant: bool) -> int:
+    """Pieces per token forced by WAVEMLA_NUM_SPLITS (in batch-invariant mode it must divide the tiles)."""
+    assert forced is not None
+    if invariant and n_tiles % forced:
+        raise PlanError(
+            f"WAVEMLA_NUM_SPLITS={forced} must divide the {n_tiles} tiles per token in batch-invariant mode"
+        )
+    return forced
+
+
+@functools.lru_cache(maxsize=1024)
+def _invariant_choice(
+    workload: Workload, device: DeviceSpec, overrides: tuple[object, ...]
+) -> tuple[KernelConfig, int, float]:
+    """(configuration, pieces per token, worst predicted ratio) of the batch-invariant plans of ``workload``'s
+    shape (its batch is ignored): among the fitting configurations (or the one the tile knobs force) and every
+    piece count dividing the token's tiles (or the one WAVEMLA_NUM_SPLITS forces), the pair whose predicted time
+    is at most the smallest multiple of the free planner's over ``_INVARIANT_REFERENCE_BATCHES``."""
+    forced_splits = config.get("WAVEMLA_NUM_SPLITS")
+    free = {
+        b: _plan_cached(dataclasses.replace(workload, batch=b, batch_invariant=False), device, overrides, False)
+        for b in _INVARIANT_REFERENCE_BATCHES
+    }
+    kept, _, _ = _candidates(workload, device)
+    configs = list(dict.fromkeys(_override_config(c) for c in kept))  # tile knobs applied, duplicates dropped
+    best: tuple[float, int, KernelConfig] | None = None
+    for cfg in configs:
+        fit = _fit(cfg, workload, device, [])
+        if fit is None:
+            continue
+        res, occ = fit
+        n_tiles = math.ceil(workload.topk / cfg.block_n) + math.ceil(workload.extra_topk / cfg.block_n)
+        if forced_splits is not None:
+            options = [_fixed_pieces(n_tiles, forced_splits, True)]
+        else:
+            options = [d for d in range(1, n_tiles + 1) if n_tiles % d == 0]
+        for pieces in options:
+            worst = max(
+                _plan_config(dataclasses.replace(workload, batch=b), device, cfg, res, occ, True, None, pieces=pieces)
+                .predicted_us / free[b].predicted_us
+                for b in _INVARIANT_REFERENCE_BATCHES
+            )  # fmt: skip
+            if best is None or (worst, pieces) < best[:2]:
+                best = (worst, pieces, cfg)
+    if best is None:
+        raise PlanError(f"no kernel configuration fits {device.name} for {workload} in batch-invariant mode")
+    worst, pieces, cfg = best
+    return cfg, pieces, worst
 
 
 def _fit(
@@ -490,18 +569,21 @@ def _fit_resources(
 
 
 @functools.lru_cache(maxsize=4096)
-def _plan_cached(workload: Workload, device: DeviceSpec, overrides: tuple[object, ...]) -> Plan:
+def _plan_cached(workload: Workload, device: DeviceSpec, overrides: tuple[object, ...], invariant: bool) -> Plan:
     reasons: list[str] = []
-    invariant = workload.batch_invariant or bool(config.get("WAVEMLA_BATCH_INVARIANT"))
     forced_splits = config.get("WAVEMLA_NUM_SPLITS")
-    if invariant and workload.batch != _INVARIANT_REFERENCE_TOKENS:
-        # The configuration (hence the bits) must not depend on the batch: choose it once, for a fixed reference
-        # batch, and keep it for every batch size; only the number of programs changes with b.
-        ref = _plan_cached(dataclasses.replace(workload, batch=_INVARIANT_REFERENCE_TOKENS), device, overrides)
-        res = static_resources(ref.config, workload, device)
-        occ = _occupancy(ref.config, res, device)
-        fixed = _plan_config(workload, device, ref.config, res, occ, True, forced_splits)
-        note = f"batch-invariant: {ref.config.label} chosen at b={_INVARIANT_REFERENCE_TOKENS} and kept for every batch"
+    if invariant:
+        # The configuration and the pieces (hence the bits) must not depend on the batch: chosen once per shape
+        # (_invariant_choice), kept for every batch size; only the number of programs changes with b.
+        cfg, pieces, worst = _invariant_choice(dataclasses.replace(workload, batch=1), device, overrides)
+        res = static_resources(cfg, workload, device)
+        occ = _occupancy(cfg, res, device)
+        fixed = _plan_config(workload, device, cfg, res, occ, True, forced_splits, pieces=pieces)
+        refs = ", ".join(str(b) for b in _INVARIANT_REFERENCE_BATCHES)
+        note = (
+            f"batch-invariant: {cfg.label} with {pieces} piece(s) per token kept for every batch (predicted at most "
+            f"{worst:.2f}x the free plan at b = {refs})"
+        )
         return dataclasses.replace(fixed, reasons=(note, *fixed.reasons))
     del overrides  # part of the cache key only: the knobs are read again below
     forced = {k: config.get(k) for k in _TILE_KNOBS if config.get(k) is not None}
@@ -569,6 +651,7 @@ def evaluate(workload: Workload, device: DeviceSpec, cfg: KernelConfig, units_pe
 def clear_caches() -> None:
     """Forget cached plans and resources (after the on-disk resource cache changed in this process)."""
     _plan_cached.cache_clear()
+    _invariant_choice.cache_clear()
     _static_resources.cache_clear()
 
 
@@ -581,6 +664,7 @@ def _plan_config(
     invariant: bool,
     forced_splits: int | None,
     units_per_part: int | None = None,
+    pieces: int | None = None,
 ) -> Plan:
     num_hb = math.ceil(workload.h_q / cfg.block_h)
     n_main = math.ceil(workload.topk / cfg.block_n)
@@ -591,6 +675,7 @@ def _plan_config(
     slots = target or occ * device.num_sms
     tokens = workload.tokens
     notes: list[str] = []
+    pieces_tiles: int | None = None
     if tokens == 0:
         split = _Split(1, 0, 0, 0, 0.0, 0.0, 0.0)
     elif units_per_part is not None:
@@ -598,17 +683,27 @@ def _plan_config(
             min(units_per_part, tokens * n_tiles)
         )
         notes.append(f"evaluated at {units_per_part} tiles per program")
-    elif invariant or forced_splits is not None:
-        pieces = min(_fixed_pieces(n_tiles, num_hb, slots, forced_splits, invariant), n_tiles)
+    elif invariant:
+        assert pieces is not None and n_tiles % pieces == 0
+        pieces_tiles = n_tiles // pieces
+        split = _invariant_partition(
+            _Coster(tokens, n_tiles, num_hb, slots, occ, cfg, workload, device, res), device, pieces_tiles,
+            forced_slots=target is not None,
+        )  # fmt: skip
+        notes.append(
+            f"batch-invariant: {pieces} fixed piece(s) of {pieces_tiles} tiles per token, "
+            f"{split.upp // pieces_tiles} piece(s) per program"
+        )
+    elif forced_splits is not None:
+        pieces = min(_fixed_pieces(n_tiles, forced_splits, False), n_tiles)
         upp = n_tiles // pieces if n_tiles % pieces == 0 else math.ceil(n_tiles / pieces)
         split = _Coster(tokens, n_tiles, num_hb, slots, occ, cfg, workload, device, res)(upp)
-        why = "batch-invariant" if invariant else f"WAVEMLA_NUM_SPLITS={forced_splits}"
-        notes.append(f"{why}: {pieces} fixed piece(s) of {upp} tiles per token")
+        notes.append(f"WAVEMLA_NUM_SPLITS={forced_splits}: {pieces} fixed piece(s) of {upp} tiles per token")
     else:
         cost = _Coster(tokens, n_tiles, num_hb, slots, occ, cfg, workload, device, res)
         split = _partition(cost, device, forced_slots=target is not None)
     upp, parts = split.upp, split.parts
-    needs_combine = parts > 1 and upp % n_tiles != 0
+    needs_combine = pieces_tiles < n_tiles if pieces_tiles is not None else (parts > 1 and upp % n_tiles != 0)
     programs = parts * num_hb
     waves = split.waves
     tail = tokens * n_tiles * num_hb / (waves * slots * upp) if waves else 1.0
@@ -636,6 +731,7 @@ def _plan_config(
         active_per_sm=split.active,
         tile_us=split.tile_us,
         combine_us=split.combine_us,
+        pieces_tiles=pieces_tiles,
     )
 
 

@@ -255,7 +255,7 @@ def _sparse_decode_spec(
         "stride_os": h * 512, "stride_oh": 512, "stride_ib": s_q * topk, "stride_is": topk,
         "stride_ixb": s_q * topk_x, "stride_ixs": topk_x,
     }  # fmt: skip
-    unspecialized = ("n_tiles_main", "n_tiles", "total_units", "units_per_part")
+    unspecialized = ("n_tiles_main", "n_tiles", "total_units", "units_per_part", "seg_units", "slot_units")
     import triton.language as tl
 
     constexprs: dict[str, Any] = {

@@ -5,9 +5,10 @@ Requests are drawn from one pool whose index lists address shared caches, so any
 batch with the same per-request inputs. Each request is first run alone (b = 1); every batch must reproduce those
 bits exactly.
 
-What the kernel guarantees for a fixed plan — every token cut into the same pieces, one program per piece, a fixed
-combine order — is checked with the configuration knobs pinned. Whether ``batch_invariant=True`` alone is enough
-depends on the planner choosing one kernel configuration for every batch size; where it does not (see
+What the kernel guarantees for a fixed plan — every token cut into the same pieces, each piece computed alone
+however many a program runs, a fixed combine order — is checked with the configuration knobs pinned. Whether
+``batch_invariant=True`` alone is enough depends on the planner choosing one kernel configuration and piece for
+every batch size; where it does not (see
 docs/reliability.md, "Batch invariance"), the unpinned test is expected to fail, and is marked so only when the
 planner is seen to change its choice over the batch sizes tested — a strict xfail, so it turns red once fixed.
 """
@@ -73,7 +74,7 @@ def _planner_choices(workload: Workload, sizes: list[int], device: torch.device)
     seen: dict[tuple[Any, ...], list[int]] = {}
     for b in [1, *sizes]:
         p = plan(Workload(**{**workload.__dict__, "batch": b}), spec)
-        seen.setdefault((p.config, p.units_per_part), []).append(b)
+        seen.setdefault((p.config, p.pieces_tiles), []).append(b)
     return seen
 
 
@@ -82,7 +83,7 @@ def _expect_failure_if_planner_varies(
 ) -> None:
     seen = _planner_choices(workload, sizes, device)
     if len(seen) > 1:
-        detail = "; ".join(f"{cfg} units/program={upp} for b in {bs[:3]}..{bs[-1]}" for (cfg, upp), bs in seen.items())
+        detail = "; ".join(f"{cfg} piece={pt} tiles for b in {bs[:3]}..{bs[-1]}" for (cfg, pt), bs in seen.items())
         request.node.add_marker(
             pytest.mark.xfail(
                 strict=True,
@@ -117,6 +118,24 @@ def test_pinned_configuration_is_batch_invariant(fp8: bool, via: str) -> None:
 
 
 @pytest.mark.parametrize("fp8", [True, False], ids=["fp8", "rows"])
+def test_pieces_packed_several_per_program_keep_the_bits(fp8: bool) -> None:
+    """Few program slots (WAVEMLA_TARGET_CTAS=3) make the planner pack several fixed pieces into each program at
+    b = 9 but not at b = 1: each piece is still computed alone and combined in the same order, so the bits match."""
+    knobs: dict[str, Any] = {**PINNED[fp8], "WAVEMLA_TARGET_CTAS": 3}
+    spec = get_spec(config.get("WAVEMLA_GPU") or "h200") if not HAS_CUDA else _device_spec(torch.device(DEVICE))
+    workload = Workload(
+        batch=1, s_q=1, h_q=SMALL["h_q"], topk=SMALL["topk"], extra_topk=SMALL["extra_topk"], is_fp8=fp8,
+        dtype="bf16" if HAS_CUDA else "fp16", batch_invariant=True,
+    )  # fmt: skip
+    with config.override(**knobs):
+        one, nine = plan(workload, spec), plan(Workload(**{**workload.__dict__, "batch": 9}), spec)
+        assert one.pieces_tiles == nine.pieces_tiles and one.pieces_tiles is not None
+        assert nine.units_per_part > one.units_per_part, (one.units_per_part, nine.units_per_part)
+        pool = _pool(9, {**SMALL, "s_q": 1}, fp8, SMALL_DTYPE, DEVICE, seed=27)
+        _check_invariance(pool, [9, 5], seed=28, batch_invariant=True)
+
+
+@pytest.mark.parametrize("fp8", [True, False], ids=["fp8", "rows"])
 def test_batch_invariant_flag_alone(request: pytest.FixtureRequest, fp8: bool) -> None:
     """``batch_invariant=True`` with the planner choosing the configuration: b = 3, 8, 13 against b = 1."""
     sizes = [3, 8, 13]
@@ -148,12 +167,12 @@ def test_invariant_plans_cut_every_token_the_same_way() -> None:
                 workload = Workload(256, 1, h, 128, extra, True, "bf16", batch_invariant=True)
                 with config.override(**_pinned(workload, spec)):
                     got = {
-                        (p.config, p.units_per_part, p.n_tiles)
+                        (p.config, p.pieces_tiles, p.n_tiles)
                         for p in (plan(Workload(**{**workload.__dict__, "batch": b}), spec) for b in range(1, 257))
                     }
                 assert len(got) == 1, (preset, extra, h, got)
-                ((_, upp, n_tiles),) = got
-                assert n_tiles % upp == 0, "a piece must not straddle two tokens"
+                ((_, piece, n_tiles),) = got
+                assert piece is not None and n_tiles % piece == 0, "a piece must not straddle two tokens"
 
 
 @pytest.mark.parametrize("fp8", [True, False], ids=["fp8", "rows"])
@@ -174,7 +193,7 @@ def test_invariant_plans_are_batch_independent() -> None:
     for extra in (512, 1024):
         for h in (16, 64, 128):
             got = {
-                (p.config, p.units_per_part)
+                (p.config, p.pieces_tiles)
                 for p in (
                     plan(Workload(b, 1, h, 128, extra, True, "bf16", batch_invariant=True), spec) for b in range(1, 257)
                 )

@@ -12,6 +12,11 @@ Work ranges come from the planner as ``units_per_part``: program ``p`` covers un
 launch needs no device metadata, no host sync, and is CUDA-graph capturable. Workspace slot of the piece of token
 ``t`` made by program ``p`` is ``t + p`` (unique, < T + num_parts).
 
+Batch-invariant plans cut every token into fixed pieces of ``pieces_tiles`` tiles whatever the batch, and let a
+program run several whole pieces in turn: each piece is still computed alone and written to slot ``t + piece``
+(the combine sees pieces as if each were a program of ``pieces_tiles`` units), so the bits do not depend on how
+many programs the batch needs, while the program count adapts to the batch.
+
 Scores live in base 2 (``qk_scale = softmax_scale·log2 e``) so the exponentials are single ``exp2`` instructions.
 """
 
@@ -219,6 +224,8 @@ def _sparse_mla_decode_kernel(
     n_tiles,
     total_units,
     units_per_part,
+    seg_units,
+    slot_units,
     stride_qb,
     stride_qs,
     stride_qh,
@@ -255,13 +262,14 @@ def _sparse_mla_decode_kernel(
 
     unit_lo = i_part * units_per_part
     unit_hi = tl.minimum(unit_lo + units_per_part, total_units)
-    i_tok_first = unit_lo // n_tiles
-    i_tok_last = (unit_hi - 1) // n_tiles
-    for i_tok in range(i_tok_first, i_tok_last + 1):
+    # Segments: the program's units cut at every multiple of seg_units (a token, or a batch-invariant piece).
+    for i_seg in range(unit_lo // seg_units, (unit_hi - 1) // seg_units + 1):
+        seg_lo = tl.maximum(i_seg * seg_units, unit_lo)
+        i_tok = seg_lo // n_tiles
         i_b = i_tok // S_Q
         i_s = i_tok - i_b * S_Q
-        t_lo = tl.maximum(unit_lo - i_tok * n_tiles, 0)
-        t_hi = tl.minimum(unit_hi - i_tok * n_tiles, n_tiles)
+        t_lo = seg_lo - i_tok * n_tiles
+        t_hi = tl.minimum((i_seg + 1) * seg_units, unit_hi) - i_tok * n_tiles
 
         p_q_tok = p_q + tl.cast(i_b, tl.int64) * stride_qb + i_s * stride_qs
         b_q = tl.load(p_q_tok + o_h[:, None] * stride_qh + o_d[None, :], mask=m_h[:, None], other=0.0).to(DTYPE)
@@ -301,7 +309,7 @@ def _sparse_mla_decode_kernel(
             tl.store(p_o + o_h[:, None] * stride_oh + o_d[None, :], b_o.to(p_out.dtype.element_ty), mask=m_h[:, None])
             tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
         else:
-            i_slot = tl.cast(i_tok + i_part, tl.int64)
+            i_slot = tl.cast(i_tok + seg_lo // slot_units, tl.int64)
             tl.store(
                 p_o_ws + (i_slot * H + o_h[:, None]) * D + o_d[None, :],
                 b_o.to(p_o_ws.dtype.element_ty),
@@ -336,6 +344,7 @@ def sparse_decode_split(
     units_per_part: int,
     num_parts: int,
     e4m3_cvt: bool | None = None,
+    pieces_tiles: int | None = None,
 ) -> Any:
     """Launch the split kernel; returns Triton's compiled-kernel handle (registers, spills, shared memory).
 
@@ -345,8 +354,10 @@ def sparse_decode_split(
     [b*s_q + num_parts, h, 512]`` (fp32, or fp16 for FP8 caches) and ``lse_ws [b*s_q + num_parts, h]`` fp32 (needed
     when a token is split).
     kv ``[blocks, page, 1, 512]`` rows or ``[blocks, page, 1, 584]`` uint8 MODEL1; indices ``[b, s_q, topk]`` int32.
-    ``e4m3_cvt`` picks the e4m3 decode (hardware conversion or bit assembly; identical results); None asks
-    :func:`wavemla.device.fp8_decode_path` for q's device.
+    ``pieces_tiles`` (batch-invariant plans): every token is cut into fixed pieces of this many tiles, each written
+    to its own workspace slot (``token + piece``), however many pieces a program covers; the workspace then needs
+    ``b*s_q + b*s_q*n_tiles/pieces_tiles`` rows. ``e4m3_cvt`` picks the e4m3 decode (hardware conversion or bit
+    assembly; identical results); None asks :func:`wavemla.device.fp8_decode_path` for q's device.
     """
     if e4m3_cvt is None:
         e4m3_cvt = is_fp8 and fp8_decode_path(q.device) == "cvt"
@@ -393,6 +404,8 @@ def sparse_decode_split(
         n_tiles=n_tiles,
         total_units=b * s_q * n_tiles,
         units_per_part=units_per_part,
+        seg_units=n_tiles if pieces_tiles is None else pieces_tiles,
+        slot_units=units_per_part if pieces_tiles is None else pieces_tiles,
         stride_qb=q.stride(0),
         stride_qs=q.stride(1),
         stride_qh=q.stride(2),
