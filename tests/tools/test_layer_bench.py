@@ -92,6 +92,11 @@ def test_json_schema_and_values(tiny_run: tuple[dict[str, Any], Path]) -> None:
             assert rec["component_sum_us"] == pytest.approx(sum(t["median_us"] for t in rec["components"].values()))
             assert TINY.experts_per_token <= rec["distinct_routed_experts"] <= TINY.experts
             assert rec["trace"] == f"{mode}/layer_bs{rec['batch']}.json.gz"
+            if DEVICE == "cuda":  # the traced steps' own times, one per profiled step
+                traced = rec["layer_traced"]
+                assert len(traced["steps_us"]) == doc["args"]["profile_steps"] and traced["median_us"] > 0
+            else:
+                assert "layer_traced" not in rec
         # more requests touch more experts: the MoE weight bytes grow with the batch
         moe_bytes = [r["components"]["moe"]["bytes"] for r in entry["batches"]]
         assert moe_bytes == sorted(moe_bytes)

@@ -675,18 +675,31 @@ def _timing(p20: float, med: float, p80: float) -> dict[str, float]:
     return {"median_us": med, "p20_us": p20, "p80_us": p80}
 
 
-def _profile(step: Callable[[], object], steps: int, path: Path, cuda: bool) -> None:
-    """Profile ``steps`` calls of ``step`` (each in a ``layer_step`` range) into a gzipped Chrome trace."""
+def _profile(step: Callable[[], object], steps: int, path: Path, cuda: bool) -> list[float]:
+    """Profile ``steps`` calls of ``step`` (each in a ``layer_step`` range) into a gzipped Chrome trace.
+
+    On CUDA, CUDA events around each call give its own µs, returned in order: the steps run back to back (no L2
+    flush, which would put a kernel of its own between them), so these — not the flushed timings — are what a
+    trace's per-step time should match. Returns ``[]`` on CPU.
+    """
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    events = []
     with profile(activities=activities) as prof:
         for _ in range(steps):
+            if cuda:
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
             with record_function(STEP_MARKER):
                 step()
+            if cuda:
+                end.record()
+                events.append((start, end))
         if cuda:
             torch.cuda.synchronize()
     prof.export_chrome_trace(str(path))
+    return [start.elapsed_time(end) * 1e3 for start, end in events]
 
 
 def bench_batch(layer: DecoderLayer, b: int, cfg: BenchConfig, trace_path: Path) -> dict[str, Any]:
@@ -708,12 +721,12 @@ def bench_batch(layer: DecoderLayer, b: int, cfg: BenchConfig, trace_path: Path)
         layer_graph = _capture(lambda: layer.forward(inp))
         graphs.append(layer_graph)
         whole = _timing(*timings_us(layer_graph.replay, reps=cfg.reps, flush=True, graph=False))
-        _profile(layer_graph.replay, cfg.profile_steps, trace_path, cuda=True)
+        traced = _profile(layer_graph.replay, cfg.profile_steps, trace_path, cuda=True)
     else:
         for name, fn in calls.items():
             times[name] = _timing(*_cpu_timings_us(fn, cfg.reps))
         whole = _timing(*_cpu_timings_us(lambda: layer.forward(inp), cfg.reps))
-        _profile(lambda: layer.forward(inp), cfg.profile_steps, trace_path, cuda=False)
+        traced = _profile(lambda: layer.forward(inp), cfg.profile_steps, trace_path, cuda=False)
     nbytes = layer.model_bytes(b, acts)
     for name, rec in times.items():
         rec["bytes"] = nbytes[name]
@@ -726,6 +739,8 @@ def bench_batch(layer: DecoderLayer, b: int, cfg: BenchConfig, trace_path: Path)
         "distinct_routed_experts": int(torch.unique(acts.experts).numel()),
         "trace": f"{layer.mode}/{trace_path.name}",
     }
+    if traced:  # CUDA: the traced steps' own times, back to back (the trace's per-step time should match them)
+        record["layer_traced"] = {"median_us": statistics.median(traced), "steps_us": traced}
     del graphs
     return record
 
