@@ -685,7 +685,7 @@ def _profile(step: Callable[[], object], steps: int, path: Path, cuda: bool) -> 
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    events = []
+    events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
     with profile(activities=activities) as prof:
         for _ in range(steps):
             if cuda:
