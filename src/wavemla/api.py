@@ -206,14 +206,6 @@ def sparse_mla_decode(
     b, s_q, h_q, d = q.shape
     if d != D_QK:
         raise ValueError(f"q: expected head_dim {D_QK} (DeepSeek-V4 latent), got {d}")
-    if not 1 <= s_q <= 4:
-        raise ValueError(f"q: s_q (dim 1) must be in 1..4, got {s_q}")
-    if not 1 <= h_q <= 128:
-        raise ValueError(f"q: h_q (dim 2) must be in 1..128, got {h_q}")
-    if q.stride(3) != 1:
-        raise ValueError("q: the last dimension must be contiguous (stride 1)")
-    if not (device.type == "cuda" or (device.type == "cpu" and _interpreting())):
-        raise ValueError(f"q: expected a CUDA tensor (or Triton's interpreter mode for CPU tensors), got {device}")
     is_fp8 = _check_cache("kv_cache", kv_cache, device)
     _check_indices("indices", indices, b, s_q, device)
     if topk_length is not None:
@@ -336,11 +328,21 @@ def sparse_mla_decode(
 
 
 def _check_q_common(q: Any) -> torch.device:
-    """q is a 4-D bf16/fp16 tensor; returns its device (every other tensor must live there)."""
+    """q is a 4-D bf16/fp16 tensor with s_q 1..4, h_q 1..128, a unit last stride, on CUDA (or on the CPU under
+    Triton's interpreter); returns its device (every other tensor must live there). The head dim is the caller's."""
     if not isinstance(q, torch.Tensor):
         raise ValueError(f"q: expected a torch.Tensor, got {type(q).__name__}")
     device = q.device
     _check_tensor("q", q, _Q_DTYPES, 4, device)
+    s_q, h_q = q.shape[1], q.shape[2]
+    if not 1 <= s_q <= 4:
+        raise ValueError(f"q: s_q (dim 1) must be in 1..4, got {s_q}")
+    if not 1 <= h_q <= 128:
+        raise ValueError(f"q: h_q (dim 2) must be in 1..128, got {h_q}")
+    if q.stride(3) != 1:
+        raise ValueError("q: the last dimension must be contiguous (stride 1)")
+    if not (device.type == "cuda" or (device.type == "cpu" and _interpreting())):
+        raise ValueError(f"q: expected a CUDA tensor (or Triton's interpreter mode for CPU tensors), got {device}")
     return device
 
 
@@ -423,14 +425,6 @@ def dense_mla_decode(
     b, s_q, h_q, d_qk = q.shape
     if d_qk not in (576, 512):
         raise ValueError(f"q: expected d_qk 576 (512 latent + 64 rope) or 512, got {d_qk}")
-    if not 1 <= s_q <= 4:
-        raise ValueError(f"q: s_q (dim 1) must be in 1..4, got {s_q}")
-    if not 1 <= h_q <= 128:
-        raise ValueError(f"q: h_q (dim 2) must be in 1..128, got {h_q}")
-    if q.stride(3) != 1:
-        raise ValueError("q: the last dimension must be contiguous (stride 1)")
-    if not (device.type == "cuda" or (device.type == "cpu" and _interpreting())):
-        raise ValueError(f"q: expected a CUDA tensor (or Triton's interpreter mode for CPU tensors), got {device}")
     is_fp8 = _check_dense_cache(k_cache, d_qk, device)
     if not is_fp8 and k_cache.dtype != q.dtype:
         raise ValueError(f"k_cache: bf16/fp16 rows must match q's dtype {q.dtype}, got {k_cache.dtype}")
