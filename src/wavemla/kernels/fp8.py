@@ -1,7 +1,8 @@
 """FP8 decode helpers shared by the kernels.
 
-e4m3 is decoded by bit assembly, not through Triton's ``float8e4nv`` type: that type does not exist on sm_80/86, and
-the bit form runs the same on every architecture and in the interpreter. Placing the e4m3 sign, exponent and mantissa
+Bit assembly is the portable e4m3 decode: Triton's ``float8e4nv`` type does not exist on sm_80/86 (on sm_89 and newer
+the kernels may use the hardware conversion instead, see ``WAVEMLA_FP8_DECODE``), and the bit form runs the same on
+every architecture and in the interpreter. Placing the e4m3 sign, exponent and mantissa
 bits into an fp16 word (``(x & 0x80) << 8 | (x & 0x7F) << 7``) yields exactly ``e4m3 × 2^-8`` for every finite
 input, subnormals included (fp16's exponent bias is 8 above e4m3's and its subnormals line up with e4m3's).
 """

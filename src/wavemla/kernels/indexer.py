@@ -42,6 +42,7 @@ import triton
 import triton.language as tl
 
 from wavemla.device import fp8_decode_path
+from wavemla.kernels.fp8 import e4m3_times_256_inv_f16
 
 INDEX_DIM = 128
 FP8_ROW_BYTES = INDEX_DIM + 4
@@ -181,17 +182,15 @@ def _visible_rows(p_ncomp, i_b, o_s, stride_nb, stride_ns, max_n, S_Q: tl.conste
 def _e4m3_operand(b_code, DTYPE: tl.constexpr, E4M3_CVT: tl.constexpr):
     """uint8 e4m3 codes -> dot operand of ``DTYPE``: the code itself (hardware conversion) or ``code × 2^-8``.
 
-    Without the conversion (sm_80/86) the sign/exponent/mantissa bits are placed in an fp16 word, which is
-    ``code × 2^-8`` exactly, subnormals included (fp16's exponent bias is 8 above e4m3's); the caller undoes the
-    2^-8 with an exact power-of-two factor on the score.
+    Without the conversion (sm_80/86) the codes go through :func:`~wavemla.kernels.fp8.e4m3_times_256_inv_f16`; the
+    caller undoes the 2^-8 with an exact power-of-two factor on the score.
     """
     if E4M3_CVT:
         b_x = b_code.to(tl.float8e4nv, bitcast=True)
         if DTYPE != tl.float8e4nv:  # noqa: SIM300 (DTYPE is the constexpr argument)
             b_x = b_x.to(DTYPE)
     else:
-        b_c = b_code.to(tl.int16)
-        b_x = (((b_c & 0x80) << 8) | ((b_c & 0x7F) << 7)).to(tl.float16, bitcast=True)
+        b_x = e4m3_times_256_inv_f16(b_code)
         if DTYPE != tl.float16:  # noqa: SIM300
             b_x = b_x.to(DTYPE)
     return b_x
