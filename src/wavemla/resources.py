@@ -44,7 +44,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
@@ -316,11 +316,56 @@ def _res_usage(cubin: bytes) -> tuple[int, int, int, int]:
     return regs, stack, shared, local
 
 
-def _compile_here(job: dict[str, Any]) -> dict[str, Any]:
-    """Compile one job in this process (Triton's interpreter must be off) and return a CompiledResources row."""
+def compile_for_target(
+    fn: Any,
+    *,
+    arch: int,
+    num_warps: int,
+    num_stages: int,
+    pointers: Mapping[str, str],
+    ints: Mapping[str, int],
+    constexprs: Mapping[str, Any],
+    fp32: Iterable[str] = (),
+    unspecialized: Iterable[str] = (),
+) -> Any:
+    """Compile the JIT function ``fn`` for ``sm_<arch>`` without a GPU, specialised the way the JIT launcher would.
+
+    Arguments are ``pointers`` (Triton pointer types such as ``"*bf16"``, marked 16-byte aligned: torch allocations
+    are 256-byte aligned), ``ints`` (i32 values, marked divisible by 16 when they are), ``unspecialized`` (i32 with
+    no hint), ``fp32``; every other argument is a constexpr (from ``constexprs``). Returns
+    Triton's compiled kernel (``asm["cubin"]``, ``metadata``). Triton's interpreter must be off.
+    """
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
+
+    fp32, unspecialized = set(fp32), set(unspecialized)
+    signature: dict[str, str] = {}
+    attrs: dict[tuple[int, ...], list[list[Any]]] = {}
+    for i, name in enumerate(fn.arg_names):
+        if name in pointers:
+            signature[name] = pointers[name]
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        elif name in fp32:
+            signature[name] = "fp32"
+        elif name in ints:
+            signature[name] = "i32"
+            if ints[name] % 16 == 0:
+                attrs[(i,)] = [["tt.divisibility", 16]]
+        elif name in unspecialized:
+            signature[name] = "i32"
+        else:
+            signature[name] = "constexpr"  # its value from ``constexprs``, else the kernel's default
+    values = {k: v for k, v in constexprs.items() if k in signature}  # extra names in a shared mapping are ignored
+    src = ASTSource(fn=fn, signature=signature, constexprs=values, attrs=attrs)
+    return triton.compile(
+        src, target=GPUTarget("cuda", arch, 32), options={"num_warps": num_warps, "num_stages": num_stages}
+    )
+
+
+def _compile_here(job: dict[str, Any]) -> dict[str, Any]:
+    """Compile one job in this process (Triton's interpreter must be off) and return a CompiledResources row."""
+    import triton
 
     from wavemla.kernels.dense_decode import _dense_mla_decode_kernel
     from wavemla.kernels.sparse_decode import _sparse_mla_decode_kernel
@@ -335,27 +380,16 @@ def _compile_here(job: dict[str, Any]) -> dict[str, Any]:
         spec = _sparse_decode_spec(
             job["block_h"], job["block_n"], job["num_stages"], job["is_fp8"], job["q_dtype"], job["arch"]
         )
-    signature: dict[str, str] = {}
-    attrs: dict[tuple[int, ...], list[list[Any]]] = {}
-    for i, name in enumerate(fn.arg_names):
-        if name in spec["pointers"]:
-            signature[name] = spec["pointers"][name]
-            attrs[(i,)] = [["tt.divisibility", 16]]
-        elif name == "qk_scale":
-            signature[name] = "fp32"
-        elif name in spec["ints"]:
-            signature[name] = "i32"
-            if spec["ints"][name] % 16 == 0:
-                attrs[(i,)] = [["tt.divisibility", 16]]
-        elif name in spec["unspecialized"]:
-            signature[name] = "i32"
-        else:
-            signature[name] = "constexpr"
-    src = ASTSource(fn=fn, signature=signature, constexprs=spec["constexprs"], attrs=attrs)
-    compiled = triton.compile(
-        src,
-        target=GPUTarget("cuda", job["arch"], 32),
-        options={"num_warps": job["num_warps"], "num_stages": job["num_stages"]},
+    compiled = compile_for_target(
+        fn,
+        arch=job["arch"],
+        num_warps=job["num_warps"],
+        num_stages=job["num_stages"],
+        pointers=spec["pointers"],
+        ints=spec["ints"],
+        constexprs=spec["constexprs"],
+        fp32=("qk_scale",),
+        unspecialized=spec["unspecialized"],
     )
     regs, stack, static_shared, local = _res_usage(compiled.asm["cubin"])
     return asdict(

@@ -997,31 +997,20 @@ def compile_report(arch: int, *, heads: int = 64, page: int = 64) -> list[dict[s
     """
     if _interpreted():
         raise RuntimeError("compile_report: the Triton interpreter is active; compile from a process without it")
-    from triton.backends.compiler import GPUTarget
+    from wavemla.resources import compile_for_target
 
-    target = GPUTarget("cuda", arch, 32)
     reports: list[dict[str, object]] = []
     for fn, variant, args, num_warps, num_stages in _production_variants(heads, page, arch):
         assert isinstance(fn, triton.runtime.JITFunction)
-        signature: dict[str, str] = {}
-        constexprs: dict[str, object] = {}
-        attrs: dict[tuple[int, ...], list[list[object]]] = {}
-        for name in fn.arg_names:
-            value = args[name]
-            index = (fn.arg_names.index(name),)
-            if name.isupper():
-                signature[name] = "constexpr"
-                constexprs[name] = value
-            elif isinstance(value, str):
-                signature[name] = value
-                attrs[index] = [["tt.divisibility", 16]]  # torch allocations are 256-byte aligned
-            else:
-                assert isinstance(value, int)
-                signature[name] = "i32"
-                if value % 16 == 0:
-                    attrs[index] = [["tt.divisibility", 16]]
-        src = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
-        compiled = triton.compile(src, target=target, options={"num_warps": num_warps, "num_stages": num_stages})
+        compiled = compile_for_target(
+            fn,
+            arch=arch,
+            num_warps=num_warps,
+            num_stages=num_stages,
+            pointers={k: v for k, v in args.items() if not k.isupper() and isinstance(v, str)},
+            ints={k: v for k, v in args.items() if not k.isupper() and isinstance(v, int)},
+            constexprs={k: v for k, v in args.items() if k.isupper()},
+        )
         ttgir = compiled.asm.get("ttgir", "")
         reports.append(
             {
