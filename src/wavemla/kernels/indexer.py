@@ -47,7 +47,6 @@ from wavemla.kernels.fp8 import e4m3_times_256_inv_f16
 INDEX_DIM = 128
 FP8_ROW_BYTES = INDEX_DIM + 4
 SUPPORTED_HEADS = (16, 32, 64, 128)
-# Key histograms: bits 31..21, 20..10 and 9..0 of the order-preserving key, one pass each.
 HIST0_BINS = 256  # pass 0: key bits 31..24, histogrammed in registers
 HIST_BINS = 4096  # passes 1 and 2: key bits 23..12 and 11..0, only keys matching the higher digits, in memory
 MAX_TOKENS = 65535  # grid dimension 1 of the select kernels is B·S
