@@ -63,7 +63,7 @@ def indexer_table(records: list[dict]) -> str:
         "| rows | q | b | n_comp | wavemla µs | GB/s | % of copy | torch µs | speed-up |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for kv, q in (("fp8", "fp8"), ("fp8", "bf16"), ("bf16", "bf16")):
+    for kv, q in (("fp8-paged", "fp8"), ("fp8", "fp8"), ("fp8-paged", "bf16"), ("fp8", "bf16"), ("bf16", "bf16")):
         for b in (1, 32, 64, 128):
             for n in (2048, 8192, 32768, 262144):
                 t = by.get(("triton", b, n, kv, q))

@@ -3,7 +3,8 @@
     PYTHONPATH=src python3 benchmarks/experiments/idx_prof.py 64:32768:fp8q 128:262144:bf16 64:32768:fp8:128,8,3
     PYTHONPATH=src python3 benchmarks/experiments/idx_prof.py --once 64:32768:fp8q     # one call (for ncu)
 
-A spec is b:n_comp:format[:block_n,num_warps,num_stages[,chunk]]; format fp8q = FP8 rows and float8_e4m3fn queries,
+A spec is b:n_comp:format[:block_n,num_warps,num_stages[,chunk]]; format fp8qp = FP8 rows in the page-split layout
+and float8_e4m3fn queries, fp8q = FP8 rows (per-row scales) and float8_e4m3fn queries,
 fp8 = FP8 rows and bf16 queries, bf16 = bf16 rows and queries. The optional part replaces the score kernel's tile
 choice (and the keys per select program).
 """
@@ -28,7 +29,7 @@ def parse(spec: str) -> tuple[IndexerBenchCase, tuple[int, ...] | None]:
     parts = spec.split(":")
     b, n, fmt = int(parts[0]), int(parts[1]), parts[2]
     tile = tuple(int(x) for x in parts[3].split(",")) if len(parts) > 3 else None
-    kv, q = {"fp8q": ("fp8", "fp8"), "fp8": ("fp8", "bf16"), "bf16": ("bf16", "bf16")}[fmt]
+    kv, q = {"fp8qp": ("fp8-paged", "fp8"), "fp8q": ("fp8", "fp8"), "fp8": ("fp8", "bf16"), "bf16": ("bf16", "bf16")}[fmt]
     return IndexerBenchCase(b=b, n_comp=n, kv_format=kv, q_format=q), tile  # type: ignore[return-value]
 
 
@@ -55,7 +56,8 @@ def main(argv: list[str]) -> None:
 
         def call() -> None:
             ix.lightning_indexer(data["q"], data["w"], data["cache"], data["table"], data["n_comp"], case.topk,
-                                 max_n_comp=case.n_comp, workspace=ws)
+                                 max_n_comp=case.n_comp, workspace=ws,
+                                 index_k_layout="paged" if case.kv_format == "fp8-paged" else "rows")
 
         call()
         torch.cuda.synchronize()

@@ -69,15 +69,18 @@ def indexer_extra_args(
     *,
     extra_k_cache: torch.Tensor | None = None,
     max_n_comp: int | None = None,
+    index_k_layout: str = "rows",
 ) -> dict[str, torch.Tensor]:
     """Run :func:`~wavemla.kernels.indexer.lightning_indexer` and return the sparse decode's extra-cache kwargs.
+
+    ``index_k_layout`` is passed through (``"rows"`` or ``"paged"``, the FP8 cache's byte layout).
 
     Example::
 
         kwargs = indexer_extra_args(q_idx, w, index_k_cache, block_table, n_comp, 512, extra_k_cache=comp_cache)
     """
     indices, topk_length = lightning_indexer(
-        q_idx, weights, index_k_cache, block_table, n_comp, topk, max_n_comp=max_n_comp
+        q_idx, weights, index_k_cache, block_table, n_comp, topk, max_n_comp=max_n_comp, index_k_layout=index_k_layout
     )
     return sparse_decode_extra_args(
         indices, topk_length, extra_k_cache=extra_k_cache, index_page_size=index_k_cache.shape[1]

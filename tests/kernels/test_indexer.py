@@ -50,6 +50,7 @@ class Problem:
     table: torch.Tensor
     n_comp: torch.Tensor
     page: int
+    layout: str = "rows"
 
 
 def make_problem(
@@ -66,6 +67,7 @@ def make_problem(
     lo: int = -2,
     hi: int = 2,
     table_slack: int = 1,
+    layout: str = "rows",
 ) -> Problem:
     """Integer-valued inputs; each request owns random blocks; everything a request cannot see is poisoned."""
     g = torch.Generator().manual_seed(seed)
@@ -88,7 +90,13 @@ def make_problem(
         pages_b = -(-rows_b // page)
         # block-table entries past the request's pages point at poisoned blocks
         table[i_b, pages_b:] = poison_blocks[torch.arange(width - pages_b) % poison_blocks.numel()]
-    if fp8:
+    if fp8 and layout == "paged":
+        cache = quantize_index_k(rows, layout="paged")
+        flat = cache.view(num_blocks, page * 132)
+        for i_blk, i_row in unused.nonzero().tolist():  # NaN codes and a NaN scale where the page keeps them
+            flat[i_blk, i_row * 128 : (i_row + 1) * 128] = 0xFF
+            flat[i_blk, page * 128 + i_row * 4 : page * 128 + (i_row + 1) * 4] = 0xFF
+    elif fp8:
         cache = quantize_index_k(rows)
         cache[unused] = 0xFF  # NaN codes and a NaN scale
     else:
@@ -96,14 +104,18 @@ def make_problem(
         cache = rows.to(dtype)
     q = torch.randint(lo, hi + 1, (b, s_q, heads, 128), generator=g).to(dtype)
     w = torch.randint(-4, 5, (b, s_q, heads), generator=g).float() / 8
-    return Problem(q.to(device), w.to(device), cache.to(device), table.to(torch.int32).to(device), n.to(device), page)
+    return Problem(
+        q.to(device), w.to(device), cache.to(device), table.to(torch.int32).to(device), n.to(device), page, layout
+    )
 
 
 def run_both(p: Problem, topk: int, **kwargs):
     # the kernel runs before the reference allocates anything
-    got = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, topk, **kwargs)
+    got = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, topk, index_k_layout=p.layout, **kwargs)
     max_n = kwargs.get("max_n_comp")
-    want = lightning_indexer_ref(p.q, p.w, p.cache, p.table, p.n_comp, topk, max_n_comp=max_n)
+    want = lightning_indexer_ref(
+        p.q, p.w, p.cache, p.table, p.n_comp, topk, max_n_comp=max_n, index_k_layout=p.layout
+    )
     return got, want
 
 
@@ -150,9 +162,14 @@ DECODE_PATHS = ("bits",) if HAS_CUDA and torch.cuda.get_device_capability() < (8
 @pytest.mark.parametrize(("b", "s_q", "page", "n_comp", "topk", "fp8", "chunk"), FP8_CASES)
 @pytest.mark.parametrize("decode", DECODE_PATHS)
 @pytest.mark.parametrize("q_fp8", [False, True], ids=["q-lane", "q-fp8"])
-def test_fp8_rows_match_reference_on_every_decode_path(b, s_q, page, n_comp, topk, fp8, chunk, decode, q_fp8, device):
-    """Hardware conversion and bit assembly, with lane-dtype or float8_e4m3fn queries (codes x codes dots)."""
-    p = make_problem(b, s_q, page, n_comp, device=device, dtype=LANE_DTYPES[0], fp8=True, seed=b * 7 + page)
+@pytest.mark.parametrize("layout", ["rows", "paged"])
+def test_fp8_rows_match_reference_on_every_decode_path(
+    b, s_q, page, n_comp, topk, fp8, chunk, decode, q_fp8, layout, device
+):
+    """Hardware conversion and bit assembly, lane-dtype or float8_e4m3fn queries, per-row or page-split scales."""
+    p = make_problem(
+        b, s_q, page, n_comp, device=device, dtype=LANE_DTYPES[0], fp8=True, seed=b * 7 + page, layout=layout
+    )
     if q_fp8:
         p.q = p.q.to(torch.float8_e4m3fn)  # small integers: exact in e4m3
     with config.override(WAVEMLA_FP8_DECODE=decode):
@@ -336,6 +353,8 @@ def test_rejects_bad_argument(name, mutate, device):
         pytest.param({"topk": 8, "max_n_comp": -1}, "max_n_comp", id="max-n-negative"),
         pytest.param({"topk": 8, "out": "idx"}, "out", id="out-not-tuple"),
         pytest.param({"topk": 8, "select_chunk": 100}, "select_chunk", id="chunk"),
+        pytest.param({"topk": 8, "index_k_layout": "blocked"}, "index_k_layout", id="layout-name"),
+        pytest.param({"topk": 8, "index_k_layout": "paged"}, "index_k_layout", id="layout-paged-bf16-rows"),
     ],
 )
 def test_rejects_bad_options(kwargs, name, device):
@@ -343,6 +362,13 @@ def test_rejects_bad_options(kwargs, name, device):
     topk = kwargs.pop("topk")
     with pytest.raises(ValueError, match=name):
         lightning_indexer(a["q_idx"], a["weights"], a["index_k_cache"], a["block_table"], a["n_comp"], topk, **kwargs)
+
+
+def test_rejects_paged_layout_with_split_pages(device):
+    p = make_problem(2, 1, 64, [10, 20], device=device, fp8=True, layout="paged")
+    gapped = torch.zeros(p.cache.shape[0], 2 * 64, 132, dtype=torch.uint8, device=device)[:, ::2]
+    with pytest.raises(ValueError, match="index_k_cache"):
+        lightning_indexer(p.q, p.w, gapped, p.table, p.n_comp, 8, index_k_layout="paged")
 
 
 def test_rejects_bad_out_buffers(device):
@@ -421,7 +447,7 @@ def test_kernels_compile_for_every_architecture():
 
 # -------------------------------------------------------------------------------------------------- GPU lane
 @pytest.mark.gpu
-@pytest.mark.parametrize("fmt", ["bf16", "fp8", "fp8q"])
+@pytest.mark.parametrize("fmt", ["bf16", "fp8", "fp8q", "fp8q-paged"])
 @pytest.mark.parametrize(
     ("b", "s_q", "page", "n_comp", "topk"),
     [
@@ -432,12 +458,15 @@ def test_kernels_compile_for_every_architecture():
     ],
 )
 def test_gpu_matches_reference(fmt, b, s_q, page, n_comp, topk):
-    p = make_problem(b, s_q, page, n_comp, device="cuda", dtype=torch.bfloat16, fp8=fmt != "bf16", seed=b + page)
-    if fmt == "fp8q":
+    layout = "paged" if fmt.endswith("paged") else "rows"
+    p = make_problem(
+        b, s_q, page, n_comp, device="cuda", dtype=torch.bfloat16, fp8=fmt != "bf16", seed=b + page, layout=layout
+    )
+    if fmt.startswith("fp8q"):
         p.q = p.q.to(torch.float8_e4m3fn)
     got, want = run_both(p, topk)
     assert_same(got, want)
-    again = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, topk)
+    again = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, topk, index_k_layout=layout)
     assert torch.equal(got[0], again[0]) and torch.equal(got[1], again[1])
 
 

@@ -93,6 +93,24 @@ def test_quantize_rejects_bad_input():
         dequantize_index_k(torch.zeros(3, 132))
     with pytest.raises(ValueError, match="cache"):
         dequantize_index_k(torch.zeros(3, 128, dtype=torch.uint8))
+    with pytest.raises(ValueError, match="layout"):
+        quantize_index_k(torch.zeros(2, 4, 128), layout="blocked")
+    with pytest.raises(ValueError, match="rows"):
+        quantize_index_k(torch.zeros(128), layout="paged")
+    with pytest.raises(ValueError, match="cache"):
+        dequantize_index_k(torch.zeros(132, dtype=torch.uint8), layout="paged")
+
+
+def test_paged_layout_holds_the_same_rows_page_split():
+    """vLLM's V3.2 indexer cache: per page, the code rows at a 128-byte pitch, then the fp32 scales."""
+    rows = torch.randn(3, 8, 128, generator=torch.Generator().manual_seed(1)) * 10
+    per_row = quantize_index_k(rows)
+    paged = quantize_index_k(rows, layout="paged")
+    assert paged.shape == per_row.shape == (3, 8, 132) and paged.dtype == torch.uint8
+    flat = paged.view(3, 8 * 132)
+    assert torch.equal(flat[:, : 8 * 128].view(3, 8, 128), per_row[..., :128])  # codes, row after row
+    assert torch.equal(flat[:, 8 * 128 :].view(3, 8, 4), per_row[..., 128:])  # then every row's scale
+    assert torch.equal(dequantize_index_k(paged, layout="paged"), dequantize_index_k(per_row))
 
 
 # ---------------------------------------------------------------------------------------------------- visibility

@@ -34,8 +34,8 @@ ENV = {"gpu": "test", "torch": "t", "triton": "x", "git_sha": None}
 
 def test_cases_cover_the_grid():
     cases = bench_cases()
-    assert len(cases) == 3 * 4 * 4
-    pairs = (("fp8", "fp8"), ("fp8", "bf16"), ("bf16", "bf16"))
+    assert len(cases) == 5 * 4 * 4
+    pairs = (("fp8", "fp8"), ("fp8", "bf16"), ("fp8-paged", "fp8"), ("fp8-paged", "bf16"), ("bf16", "bf16"))
     assert {(c.b, c.n_comp, c.kv_format, c.q_format) for c in cases} == {
         (b, n, kv, q) for b in (1, 32, 64, 128) for n in (2048, 8192, 32768, 262144) for kv, q in pairs
     }
@@ -47,7 +47,7 @@ def test_cases_cover_the_grid():
 
 
 def test_byte_model():
-    assert row_bytes("fp8") == 132 and row_bytes("bf16") == 256
+    assert row_bytes("fp8") == row_bytes("fp8-paged") == 132 and row_bytes("bf16") == 256
     with pytest.raises(ValueError, match="kv_format"):
         row_bytes("int8")
     big = IndexerBenchCase(b=128, n_comp=262144, kv_format="fp8")
@@ -110,6 +110,9 @@ def test_baseline_dequantization_is_exact_in_bf16():
     rows = torch.randn(4, 8, 128) * 3
     cache = quantize_index_k(rows)
     assert torch.equal(dequantize_rows_bf16(cache).float(), dequantize_index_k(cache))
+    paged = quantize_index_k(rows, layout="paged")
+    assert torch.equal(dequantize_rows_bf16(paged, "paged").float(), dequantize_index_k(paged, layout="paged"))
+    assert torch.equal(dequantize_rows_bf16(paged, "paged"), dequantize_rows_bf16(cache))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only refusal")

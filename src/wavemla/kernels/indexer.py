@@ -43,6 +43,7 @@ import triton.language as tl
 
 from wavemla.device import fp8_decode_path
 from wavemla.kernels.fp8 import e4m3_times_256_inv_f16
+from wavemla.reference.indexer import INDEX_K_LAYOUTS
 
 INDEX_DIM = 128
 FP8_ROW_BYTES = INDEX_DIM + 4
@@ -244,6 +245,7 @@ def _indexer_score_kernel(
     PAGE: tl.constexpr,
     PER_TOKEN: tl.constexpr,
     KV_FP8: tl.constexpr,
+    KV_PAGED: tl.constexpr,
     Q_FP8: tl.constexpr,
     E4M3_CVT: tl.constexpr,
     DOT_DTYPE: tl.constexpr,
@@ -255,7 +257,9 @@ def _indexer_score_kernel(
 
     Logits are computed transposed, ``K_tile [BLOCK_N, D] · qᵀ [D, S_BLOCK·H]``: the gathered rows are the dot's
     M side (64-row wgmma halves on sm_90) and the head sum is a reduction along each row. FP8 rows: ``stride_kb`` and
-    ``stride_kp`` count 4-byte words, so every row starts at a multiple of 4 bytes and loads as 32-bit vectors.
+    ``stride_kp`` count 4-byte words. With per-row scales (``KV_PAGED`` off) every row starts at a multiple of 4 bytes
+    and loads as 32-bit vectors; in the page-split layout a page's code rows sit at 128-byte pitch (16-byte vectors)
+    and its scales follow them.
     """
     i_n = tl.program_id(0)
     i_b = tl.program_id(1)
@@ -284,12 +288,19 @@ def _indexer_score_kernel(
             m_n = o_n < row_hi
             o_nu = o_n.to(tl.uint32)  # rows are >= 0: unsigned division by the page needs no sign fix-up
             b_blk = tl.load(p_bt + i_b * stride_btb + o_nu // PAGE, mask=m_n, other=0)
-            o_row = b_blk.to(tl.int64) * stride_kb + ((o_nu % PAGE) * stride_kp).to(tl.int64)
+            o_blk = b_blk.to(tl.int64) * stride_kb
+            o_row = o_blk + ((o_nu % PAGE) * stride_kp).to(tl.int64)
             if KV_FP8:
-                b_code = tl.load(p_k + (o_row * 4)[:, None] + o_d[None, :], mask=m_n[:, None], other=0)
+                if KV_PAGED:
+                    o_code = o_blk * 4 + ((o_nu % PAGE) * D).to(tl.int64)  # byte offset of the row's codes
+                    o_scale = o_blk + PAGE * (D // 4) + (o_nu % PAGE).to(tl.int64)  # word of its scale
+                else:
+                    o_code = o_row * 4
+                    o_scale = o_row + D // 4  # the row's fp32 scale is its word D/4
+                b_code = tl.load(p_k + o_code[:, None] + o_d[None, :], mask=m_n[:, None], other=0)
                 b_k = _e4m3_operand(b_code, DOT_DTYPE, E4M3_CVT)
-                # the row's fp32 scale is word D/4; scale > 0 commutes with ReLU, applied after the head sum
-                b_scale = tl.load(p_kw + o_row + D // 4, mask=m_n, other=0).to(tl.float32, bitcast=True)
+                # scale > 0 commutes with ReLU, so it multiplies the score after the head sum
+                b_scale = tl.load(p_kw + o_scale, mask=m_n, other=0).to(tl.float32, bitcast=True)
             else:
                 b_k = tl.load(p_k + o_row[:, None] + o_d[None, :], mask=m_n[:, None], other=0.0)
             b_logit = tl.dot(b_k, b_qt, input_precision=DOT_PRECISION)  # [BLOCK_N, S_BLOCK·H] fp32
@@ -537,6 +548,7 @@ class _Call:
     topk: int
     max_n: int
     per_token: bool
+    paged: bool = False
 
 
 def _validate(
@@ -547,6 +559,7 @@ def _validate(
     n_comp: object,
     topk: object,
     max_n_comp: object,
+    index_k_layout: object = "rows",
 ) -> _Call:
     if not isinstance(q_idx, torch.Tensor):
         raise ValueError(f"q_idx: expected a torch.Tensor [b, s_q, h, {INDEX_DIM}], got {_describe(q_idx)}")
@@ -630,7 +643,19 @@ def _validate(
         )
     else:
         max_n = max_n_comp
-    return _Call(b, s_q, heads, page, fp8, topk, max_n, n_comp.dim() == 2)
+    if index_k_layout not in INDEX_K_LAYOUTS:
+        raise ValueError(f"index_k_layout: expected one of {INDEX_K_LAYOUTS}, got {_describe(index_k_layout)}")
+    paged = index_k_layout == "paged"
+    if paged and not fp8:
+        raise ValueError(
+            f"index_k_layout: 'paged' is a layout of FP8 rows, got index_k_cache {_describe(index_k_cache)}"
+        )
+    if paged and index_k_cache.stride(1) != FP8_ROW_BYTES:
+        raise ValueError(
+            f"index_k_cache: layout 'paged' needs each page's {page} x {FP8_ROW_BYTES} bytes contiguous, got "
+            f"{_describe(index_k_cache)}"
+        )
+    return _Call(b, s_q, heads, page, fp8, topk, max_n, n_comp.dim() == 2, paged)
 
 
 def _check_out(
@@ -729,6 +754,7 @@ def _launch_scores(
         PAGE=call.page,
         PER_TOKEN=call.per_token,
         KV_FP8=call.fp8,
+        KV_PAGED=call.paged,
         BLOCK_N=cfg.block_n,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
@@ -748,6 +774,7 @@ def lightning_indexer(
     out: tuple[torch.Tensor, torch.Tensor] | None = None,
     workspace: torch.Tensor | None = None,
     select_chunk: int | None = None,
+    index_k_layout: str = "rows",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-k compressed rows per query token (global cache slots), exactly as :func:`lightning_indexer_ref`.
 
@@ -766,6 +793,9 @@ def lightning_indexer(
         workspace: optional int32 buffer of at least :func:`indexer_workspace_numel` elements (else allocated).
         select_chunk: keys per select program (power of two ≥ 16; default chosen from the shapes). Never changes the
             result.
+        index_k_layout: byte layout of FP8 rows: ``"rows"`` (each row's 128 codes then its fp32 scale, as
+            :func:`~wavemla.reference.indexer.quantize_index_k` writes by default) or ``"paged"`` (vLLM's V3.2
+            indexer cache: a page's code rows, then the page's scales; each page must be contiguous).
 
     Returns:
         ``(indices, topk_length)``: ``indices [b, s_q, topk]`` int32 global slots
@@ -777,7 +807,7 @@ def lightning_indexer(
 
         idx, length = lightning_indexer(q_idx, weights, index_k_cache, block_table, n_comp, 512, max_n_comp=65536)
     """
-    call = _validate(q_idx, weights, index_k_cache, block_table, n_comp, topk, max_n_comp)
+    call = _validate(q_idx, weights, index_k_cache, block_table, n_comp, topk, max_n_comp, index_k_layout)
     device = q_idx.device
     checked = _check_out(out, call.b, call.s_q, call.topk, device)
     if checked is None:
@@ -851,6 +881,7 @@ def indexer_scores(
     n_comp: torch.Tensor,
     *,
     max_n_comp: int | None = None,
+    index_k_layout: str = "rows",
 ) -> torch.Tensor:
     """The score kernel alone: fp32 ``[b, s_q, max_n_comp]`` index scores, −inf where a token sees no row.
 
@@ -861,7 +892,7 @@ def indexer_scores(
 
         scores = indexer_scores(q_idx, weights, index_k_cache, block_table, n_comp)   # fp32 [b, s_q, max_n]
     """
-    call = _validate(q_idx, weights, index_k_cache, block_table, n_comp, 1, max_n_comp)
+    call = _validate(q_idx, weights, index_k_cache, block_table, n_comp, 1, max_n_comp, index_k_layout)
     device = q_idx.device
     cfg = choose_config(call.b, call.s_q, call.heads, call.max_n, kv_fp8=call.fp8)
     n_pad = max(call.max_n, 1)
@@ -894,9 +925,9 @@ def _production_variants(
     blocks = max_n // page
     cvt = arch >= 89
     out: list[tuple[object, str, dict[str, object], int, int]] = []
-    for fmt in ("bf16", "fp8", "fp8q"):
+    for fmt in ("bf16", "fp8", "fp8q", "fp8q paged"):
         fp8 = fmt != "bf16"
-        q_fp8 = fmt == "fp8q"
+        q_fp8 = fmt.startswith("fp8q")
         for s_q in (1, 2):
             cfg = choose_config(b, s_q, heads, max_n, kv_fp8=fp8)
             layout = workspace_layout(b, s_q, max_n, cfg)
@@ -931,6 +962,7 @@ def _production_variants(
                 "PAGE": page,
                 "PER_TOKEN": False,
                 "KV_FP8": fp8,
+                "KV_PAGED": fmt.endswith("paged"),
                 "Q_FP8": q_fp8,
                 "E4M3_CVT": cvt and fp8,
                 "DOT_DTYPE": (tl.float8e4nv if cvt else tl.float16) if q_fp8 else tl.bfloat16,

@@ -50,23 +50,32 @@ INDEX_DIM = 128
 FP8_ROW_BYTES = INDEX_DIM + 4
 E4M3_MAX = 448.0
 AMAX_FLOOR = 1e-4
+# FP8 index-K layouts of a [num_blocks, page, 132] uint8 cache: "rows" keeps each row's 128 codes and fp32 scale
+# together; "paged" (vLLM's V3.2 indexer cache) stores a page's 128-byte code rows first, then its page · 4 scale
+# bytes, so every code row starts at a multiple of 128 bytes.
+INDEX_K_LAYOUTS = ("rows", "paged")
 
 
-def quantize_index_k(rows: torch.Tensor) -> torch.Tensor:
+def quantize_index_k(rows: torch.Tensor, *, layout: str = "rows") -> torch.Tensor:
     """Quantize index-K rows ``[..., 128]`` (any float dtype) to the FP8 row layout ``[..., 132]`` uint8.
 
     Per row: ``scale = 2^ceil(log2(max(amax, 1e-4) / 448))`` (exact power of two, computed through frexp so no log
-    rounding can push a code past 448), codes = round-to-nearest-even e4m3 of ``row / scale``; the scale's four fp32
-    bytes follow the 128 codes.
+    rounding can push a code past 448), codes = round-to-nearest-even e4m3 of ``row / scale``. ``layout="rows"``: the
+    scale's four fp32 bytes follow each row's 128 codes. ``layout="paged"``: ``rows`` is ``[..., page, 128]`` and
+    each page holds its ``page`` code rows first, then their ``page`` scales (vLLM's V3.2 indexer cache).
 
     Example::
 
-        cache = quantize_index_k(torch.randn(8, 64, 128))               # [8, 64, 132] uint8
+        cache = quantize_index_k(torch.randn(8, 64, 128))                   # [8, 64, 132] uint8, per-row scales
+        paged = quantize_index_k(torch.randn(8, 64, 128), layout="paged")   # same shape, page-split bytes
     """
     if not isinstance(rows, torch.Tensor) or not rows.is_floating_point():
         raise ValueError(f"rows: expected a floating-point tensor [..., {INDEX_DIM}], got {_describe(rows)}")
     if rows.dim() < 1 or rows.shape[-1] != INDEX_DIM:
         raise ValueError(f"rows: expected last dimension {INDEX_DIM}, got shape {tuple(rows.shape)}")
+    _check_layout(layout)
+    if layout == "paged" and rows.dim() < 2:
+        raise ValueError(f"rows: layout 'paged' needs pages [..., page, {INDEX_DIM}], got shape {tuple(rows.shape)}")
     x = rows.float()
     amax = x.abs().amax(dim=-1, keepdim=True).clamp_min(AMAX_FLOOR)
     mant, expo = torch.frexp(amax.double() / E4M3_MAX)  # amax/448 = mant · 2^expo, mant in [0.5, 1)
@@ -74,11 +83,17 @@ def quantize_index_k(rows: torch.Tensor) -> torch.Tensor:
     scale = torch.ldexp(torch.ones_like(amax), expo.to(torch.int32)).float()  # [..., 1] fp32
     codes = (x / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).view(torch.uint8)
     scale_bytes = scale.contiguous().view(torch.uint8)  # [..., 4], little-endian like the GPU
-    return torch.cat([codes, scale_bytes], dim=-1)
+    if layout == "rows":
+        return torch.cat([codes, scale_bytes], dim=-1)
+    lead, page = rows.shape[:-2], rows.shape[-2]
+    flat = torch.cat([codes.reshape(*lead, page * INDEX_DIM), scale_bytes.reshape(*lead, page * 4)], dim=-1)
+    return flat.view(*lead, page, FP8_ROW_BYTES)
 
 
-def dequantize_index_k(cache: torch.Tensor) -> torch.Tensor:
+def dequantize_index_k(cache: torch.Tensor, *, layout: str = "rows") -> torch.Tensor:
     """FP8 index-K rows ``[..., 132]`` uint8 -> fp32 ``[..., 128]`` (code · scale, exact).
+
+    ``layout="paged"`` reads ``[..., page, 132]`` pages as :func:`quantize_index_k` writes them.
 
     Example::
 
@@ -88,16 +103,30 @@ def dequantize_index_k(cache: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"cache: expected a uint8 tensor [..., {FP8_ROW_BYTES}], got {_describe(cache)}")
     if cache.dim() < 1 or cache.shape[-1] != FP8_ROW_BYTES:
         raise ValueError(f"cache: expected last dimension {FP8_ROW_BYTES}, got shape {tuple(cache.shape)}")
-    codes = cache[..., :INDEX_DIM].view(torch.float8_e4m3fn).float()
-    scale = cache[..., INDEX_DIM:].contiguous().view(torch.float32)  # [..., 1]
+    _check_layout(layout)
+    if layout == "rows":
+        codes = cache[..., :INDEX_DIM].view(torch.float8_e4m3fn).float()
+        scale = cache[..., INDEX_DIM:].contiguous().view(torch.float32)  # [..., 1]
+        return codes * scale
+    if cache.dim() < 2:
+        raise ValueError(f"cache: layout 'paged' needs pages [..., page, {FP8_ROW_BYTES}], got {_describe(cache)}")
+    lead, page = cache.shape[:-2], cache.shape[-2]
+    flat = cache.reshape(*lead, page * FP8_ROW_BYTES)
+    codes = flat[..., : page * INDEX_DIM].reshape(*lead, page, INDEX_DIM).view(torch.float8_e4m3fn).float()
+    scale = flat[..., page * INDEX_DIM :].contiguous().view(torch.float32).reshape(*lead, page, 1)
     return codes * scale
 
 
-def index_k_rows(index_k_cache: torch.Tensor) -> torch.Tensor:
+def index_k_rows(index_k_cache: torch.Tensor, layout: str = "rows") -> torch.Tensor:
     """The cache as fp64 rows ``[num_blocks, page, 128]``: FP8 rows dequantized, bf16/fp16/fp32 rows upcast."""
     if index_k_cache.dtype == torch.uint8:
-        return dequantize_index_k(index_k_cache).double()
+        return dequantize_index_k(index_k_cache, layout=layout).double()
     return index_k_cache.double()
+
+
+def _check_layout(layout: object) -> None:
+    if layout not in INDEX_K_LAYOUTS:
+        raise ValueError(f"layout: expected one of {INDEX_K_LAYOUTS}, got {layout!r}")
 
 
 def visible_rows(n_comp: torch.Tensor, s_q: int, max_n_comp: int | None = None) -> torch.Tensor:
@@ -150,12 +179,14 @@ def indexer_scores_ref(
     n_comp: torch.Tensor,
     *,
     max_n_comp: int | None = None,
+    index_k_layout: str = "rows",
 ) -> torch.Tensor:
     """Index scores fp64 ``[b, s_q, max_n_comp]``: ``I`` for visible rows, −inf for rows a token cannot see.
 
     Shapes: ``q_idx [b, s_q, h, 128]``, ``weights [b, s_q, h]`` fp32, ``index_k_cache [num_blocks, page, 128|132]``,
     ``block_table [b, max_blocks]`` int32, ``n_comp [b]`` or ``[b, s_q]`` int32. ``max_n_comp`` defaults to
-    ``max_blocks · page``. NaN scores are reported as −inf (their rank).
+    ``max_blocks · page``; ``index_k_layout`` is the FP8 cache's layout (:data:`INDEX_K_LAYOUTS`). NaN scores are
+    reported as −inf (their rank).
 
     Example::
 
@@ -166,7 +197,7 @@ def indexer_scores_ref(
     capacity = block_table.shape[1] * page
     n_max = capacity if max_n_comp is None else max_n_comp
     n_vis = visible_rows(n_comp, s_q, n_max).cpu()
-    rows_all = index_k_rows(index_k_cache)
+    rows_all = index_k_rows(index_k_cache, index_k_layout)
     out = torch.full((b, s_q, n_max), -math.inf, dtype=torch.float64, device=q_idx.device)
     for i_b in range(b):
         n_hi = int(n_vis[i_b].max()) if s_q > 0 else 0
@@ -207,6 +238,7 @@ def lightning_indexer_ref(
     topk: int,
     *,
     max_n_comp: int | None = None,
+    index_k_layout: str = "rows",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-k compressed rows per query token as global cache slots.
 
@@ -218,6 +250,7 @@ def lightning_indexer_ref(
         n_comp: ``[b]`` or ``[b, s_q]`` int32 (see the module docstring for visibility).
         topk: rows to keep (512 for V4-Flash, 1024 for V4-Pro).
         max_n_comp: static bound on visible rows (default ``max_blocks · page``).
+        index_k_layout: ``"rows"`` or ``"paged"`` (the FP8 cache's byte layout, see :data:`INDEX_K_LAYOUTS`).
 
     Returns:
         ``indices [b, s_q, topk]`` int32 global slots in ascending row order, −1 padded, and
@@ -235,7 +268,9 @@ def lightning_indexer_ref(
     n_vis = visible_rows(n_comp, s_q, n_max).cpu()
     need_scores = bool((n_vis > topk).any())
     scores = (
-        indexer_scores_ref(q_idx, weights, index_k_cache, block_table, n_comp, max_n_comp=n_max)
+        indexer_scores_ref(
+            q_idx, weights, index_k_cache, block_table, n_comp, max_n_comp=n_max, index_k_layout=index_k_layout
+        )
         if need_scores
         else None
     )

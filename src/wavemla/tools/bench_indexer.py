@@ -39,7 +39,7 @@ from wavemla.tools.bench import copy_samples_us, timing_samples_us
 
 BATCHES = (1, 32, 64, 128)
 N_COMPS = (2048, 8192, 32768, 262144)
-KV_FORMATS = ("fp8", "bf16")
+KV_FORMATS = ("fp8", "fp8-paged", "bf16")  # fp8-paged: FP8 rows in vLLM's page-split V3.2 layout
 Q_FORMATS = ("fp8", "bf16")  # fp8 queries (DeepSeek's indexer) go with FP8 index-K rows only
 COPY_BYTES = 1 << 30
 MIN_REPS = 20
@@ -52,7 +52,7 @@ class IndexerBenchCase:
 
     b: int
     n_comp: int
-    kv_format: str  # "fp8" or "bf16"
+    kv_format: str  # "fp8" (per-row scales), "fp8-paged" (page-split scales) or "bf16"
     q_format: str = "bf16"  # "bf16", or "fp8": float8_e4m3fn queries with FP8 rows (codes x codes on the MMA)
     s_q: int = 1
     topk: int = 512
@@ -80,7 +80,7 @@ def bench_cases(
     for fmt in q_formats:
         if fmt not in Q_FORMATS:
             raise ValueError(f"q_formats: expected values in {Q_FORMATS}, got {fmt!r}")
-    pairs = [(kv, q) for kv in kv_formats for q in q_formats if q == "bf16" or kv == "fp8"]
+    pairs = [(kv, q) for kv in kv_formats for q in q_formats if q == "bf16" or kv != "bf16"]
     return [
         IndexerBenchCase(b=b, n_comp=n, kv_format=kv, q_format=q) for kv, q in pairs for b in batches for n in n_comps
     ]
@@ -88,11 +88,11 @@ def bench_cases(
 
 def row_bytes(kv_format: str) -> int:
     """Bytes of one index-K row: 128 e4m3 + fp32 scale, or 128 bf16."""
-    if kv_format == "fp8":
+    if kv_format in ("fp8", "fp8-paged"):
         return FP8_ROW_BYTES
     if kv_format == "bf16":
         return INDEX_DIM * 2
-    raise ValueError(f"kv_format: expected 'fp8' or 'bf16', got {kv_format!r}")
+    raise ValueError(f"kv_format: expected one of {KV_FORMATS}, got {kv_format!r}")
 
 
 def index_k_bytes(case: IndexerBenchCase) -> int:
@@ -123,7 +123,7 @@ def torch_memory_bytes(case: IndexerBenchCase) -> int:
     the fp32 scores.
     """
     rows = case.b * case.n_comp
-    dequant = 2 * rows * INDEX_DIM * 2 if case.kv_format == "fp8" else 0
+    dequant = 2 * rows * INDEX_DIM * 2 if case.kv_format != "bf16" else 0
     logits = rows * case.s_q * case.heads * 2
     weighted = rows * case.s_q * case.heads * 4
     scores = rows * case.s_q * 4
@@ -197,8 +197,17 @@ def torch_indexer_baseline(
     return (blk * page + top % page).to(torch.int32)
 
 
-def dequantize_rows_bf16(cache: torch.Tensor) -> torch.Tensor:
-    """FP8 index-K rows ``[..., 132]`` -> bf16 ``[..., 128]`` with torch ops (the baseline's dequantization)."""
+def dequantize_rows_bf16(cache: torch.Tensor, layout: str = "rows") -> torch.Tensor:
+    """FP8 index-K rows ``[..., 132]`` -> bf16 ``[..., 128]`` with torch ops (the baseline's dequantization).
+
+    ``layout="paged"``: ``cache [..., page, 132]`` holds each page's code rows, then its scales.
+    """
+    if layout == "paged":
+        lead, page = cache.shape[:-2], cache.shape[-2]
+        flat = cache.reshape(*lead, page * FP8_ROW_BYTES)
+        codes = flat[..., : page * INDEX_DIM].reshape(*lead, page, INDEX_DIM).view(torch.float8_e4m3fn)
+        scale = flat[..., page * INDEX_DIM :].contiguous().view(torch.float32).reshape(*lead, page, 1)
+        return codes.to(torch.bfloat16) * scale.to(torch.bfloat16)
     codes = cache[..., :INDEX_DIM].view(torch.float8_e4m3fn).to(torch.bfloat16)
     scale = cache[..., INDEX_DIM:].contiguous().view(torch.float32)
     return codes * scale.to(torch.bfloat16)
@@ -230,13 +239,15 @@ def _fill_case(case: IndexerBenchCase, generator: torch.Generator) -> dict[str, 
         q = (q * 64).to(torch.float8_e4m3fn)  # a per-token scale would be folded into the weights
     w = torch.randn(case.b, case.s_q, case.heads, device=dev, generator=generator) * (INDEX_DIM * case.heads) ** -0.5
     table = torch.arange(case.b * blocks, device=dev, dtype=torch.int32).view(case.b, blocks)
-    width = FP8_ROW_BYTES if case.kv_format == "fp8" else INDEX_DIM
-    dtype = torch.uint8 if case.kv_format == "fp8" else torch.bfloat16
+    fp8 = case.kv_format != "bf16"
+    layout = "paged" if case.kv_format == "fp8-paged" else "rows"
+    width = FP8_ROW_BYTES if fp8 else INDEX_DIM
+    dtype = torch.uint8 if fp8 else torch.bfloat16
     cache = torch.empty(case.b * blocks, case.page, width, device=dev, dtype=dtype)
     step = max(1, (1 << 22) // case.page)  # fill 4M rows at a time to bound temporaries
     for lo in range(0, cache.shape[0], step):
         part = torch.randn(min(step, cache.shape[0] - lo), case.page, INDEX_DIM, device=dev, generator=generator)
-        cache[lo : lo + part.shape[0]] = quantize_index_k(part) if case.kv_format == "fp8" else part.bfloat16()
+        cache[lo : lo + part.shape[0]] = quantize_index_k(part, layout=layout) if fp8 else part.bfloat16()
     n_comp = torch.full((case.b,), case.n_comp, device=dev, dtype=torch.int32)
     return {"q": q, "w": w, "table": table, "cache": cache, "n_comp": n_comp}
 
@@ -275,7 +286,7 @@ def run_indexer_bench(
             continue
         data = _fill_case(case, generator)
         nbytes = index_k_bytes(case)
-        cfg = choose_config(case.b, case.s_q, case.heads, case.n_comp, kv_fp8=case.kv_format == "fp8")
+        cfg = choose_config(case.b, case.s_q, case.heads, case.n_comp, kv_fp8=case.kv_format != "bf16")
         ws = torch.empty(
             indexer_workspace_numel(case.b, case.s_q, case.heads, case.n_comp),
             dtype=torch.int32,
@@ -302,6 +313,7 @@ def run_indexer_bench(
                 max_n_comp=case.n_comp,
                 out=out,
                 workspace=ws,
+                index_k_layout="paged" if case.kv_format == "fp8-paged" else "rows",
             )
 
         samples = timing_samples_us(run_triton, reps, graph=True)
@@ -317,14 +329,23 @@ def run_indexer_bench(
         del ws, out
         torch.cuda.empty_cache()
         if fits(case, "torch", free):  # free as measured before this case's inputs were allocated
-            rows_view = data["cache"].view(case.b, case.blocks_per_request * case.page, -1)
+            paged = case.kv_format == "fp8-paged"
+            # request r owns consecutive blocks: its rows are one view (pages kept whole for the page-split layout)
+            rows_view = data["cache"].view(case.b, case.blocks_per_request, case.page, -1)
+            if not paged:
+                rows_view = rows_view.view(case.b, case.blocks_per_request * case.page, -1)
 
             def run_torch(
                 case: IndexerBenchCase = case,
                 data: dict[str, torch.Tensor] = data,
                 rows_view: torch.Tensor = rows_view,
+                paged: bool = paged,
             ) -> object:
-                rows = dequantize_rows_bf16(rows_view) if case.kv_format == "fp8" else rows_view
+                if case.kv_format == "bf16":
+                    rows = rows_view
+                else:
+                    rows = dequantize_rows_bf16(rows_view, "paged" if paged else "rows")
+                    rows = rows.reshape(case.b, case.blocks_per_request * case.page, INDEX_DIM)
                 q = data["q"].to(torch.bfloat16)  # FP8 queries: the torch way dequantizes them too
                 return torch_indexer_baseline(q, data["w"], rows, data["table"], case.page, case.topk)
 
