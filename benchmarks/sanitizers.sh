@@ -36,4 +36,11 @@ want initcheck-eager && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step 90 initcheck-eager
 want racecheck-csa && step ${RACECHECK_LIMIT:-150} racecheck-csa $CS --tool racecheck --racecheck-report hazard $S --small --mode csa --replays 6
 want racecheck-hca-bf16 && step ${RACECHECK_LIMIT:-150} racecheck-hca-bf16 $CS --tool racecheck --racecheck-report hazard $S --small --mode hca --bf16 --replays 6
 want synccheck && step 90 synccheck $CS --tool synccheck $S --small --replays 6
+# batch-invariant pieces merged inside their program and by the combine (the tests that pin both paths)
+M="python3 -m pytest tests/kernels/test_batch_invariance.py -k merged -q -p no:cacheprovider -p no:xdist"
+want memcheck-merge && step 120 memcheck-merge $CS --tool memcheck $M
+want racecheck-merge && step ${RACECHECK_LIMIT:-150} racecheck-merge $CS --tool racecheck --racecheck-report hazard $M
+# dense decode: scheduler, split and combine kernels, bf16 and FP8 V3.2 rows, lengths 0..1000
+want memcheck-dense && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step 90 memcheck-dense $CS --tool memcheck python3 benchmarks/sanitize_dense.py
+want racecheck-dense && step ${RACECHECK_LIMIT:-150} racecheck-dense $CS --tool racecheck --racecheck-report hazard python3 benchmarks/sanitize_dense.py
 exit 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import time
@@ -363,3 +364,16 @@ def test_host_cost() -> None:
     print(f"plan(): {uncached * 1e6:.0f} us uncached, {cached * 1e6:.2f} us cached")
     assert uncached < 5e-3
     assert cached < 20e-6
+
+
+@pytest.mark.parametrize("mode", ["csa", "hca"])
+def test_h200_batch_invariant_plans_are_the_measured_ones(mode: str) -> None:
+    """DeepSeek-V4 shapes in batch-invariant mode on the H200: 64x64 tiles in 2 pieces per token (the measured best);
+    from b = 96 a program holds whole tokens and merges their pieces itself, so no combine is launched."""
+    for b in (1, 32, 64, 96, 128, 148, 256):
+        p = plan(dataclasses.replace(dsv4(b, 64, mode), batch_invariant=True), H200)
+        assert (p.config.block_h, p.config.block_n, p.n_tiles // p.pieces_tiles) == (64, 64, 2), (b, p.config)
+        assert any("measured best on an H200" in r for r in p.reasons)
+        assert p.writes_partials and p.workspace_rows(b) > 0
+        if b in (96, 128, 256):
+            assert p.units_per_part % p.n_tiles == 0 and not p.needs_combine, (b, p.units_per_part)

@@ -323,6 +323,7 @@ def sparse_mla_decode(
                 attn_sink=attn_sink,
                 n_tiles=p.n_tiles,
                 units_per_part=p.slot_units,
+                prog_units=p.units_per_part,
             )
         return out, lse.transpose(1, 2)
 

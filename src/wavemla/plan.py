@@ -159,9 +159,15 @@ class Plan:
         ``token + k`` (what the combine kernel is told)."""
         return self.pieces_tiles if self.pieces_tiles is not None else self.units_per_part
 
+    @property
+    def writes_partials(self) -> bool:
+        """Whether the split kernel writes partials to the workspace: tokens cut between programs, or batch-invariant
+        pieces (merged by the program that holds them all, else by the combine)."""
+        return self.needs_combine or (self.pieces_tiles is not None and self.pieces_tiles < self.n_tiles)
+
     def workspace_rows(self, tokens: int) -> int:
-        """Rows of the split workspace (query tokens + slots); 0 when no token is cut."""
-        if not self.needs_combine:
+        """Rows of the split workspace (query tokens + slots); 0 when no partial is written."""
+        if not self.writes_partials:
             return 0
         return tokens + -(-tokens * self.n_tiles // self.slot_units)
 
@@ -197,6 +203,9 @@ _PROGRAM_US = 1.0
 _LAUNCH_US = 3.0
 _H200_BF16_TFLOPS_PER_SM = 989.5 / 132
 _DRAM_EFFICIENCY = 0.85
+# How much faster an SM reads data it just wrote (from L2) than its share of DRAM bandwidth: H200 L2 delivers about
+# 100 GB/s to one SM (64 B/clock at 1.6-1.9 GHz) against a ~31 GB/s share of DRAM.
+_L2_OVER_DRAM_PER_SM = 3.0
 _ROW_BYTES_FP8 = 584  # MODEL1: 448 e4m3 + 64 bf16 rope + 8 scale bytes
 _ROW_BYTES_BF16 = 1024
 
@@ -389,6 +398,12 @@ class _Coster:
         if piece is not None:
             cut = piece < n_tiles
             program = upp * tile + (upp // piece) * (self.seg_cut if cut else self.seg_whole) + _PROGRAM_US
+            if cut:
+                # tokens whose pieces all run here are merged in the program (pieces read back from L2, output
+                # written); tokens cut between programs go to the combine
+                merge = (n_tiles // piece) * self.seg_cut / _L2_OVER_DRAM_PER_SM + self.seg_whole
+                program += (upp // n_tiles) * merge
+                cut = upp % n_tiles != 0
             slots = self.total // piece
         else:
             cut = parts > 1 and upp % n_tiles != 0
@@ -444,12 +459,15 @@ def _partition(cost: _Coster, device: DeviceSpec, forced_slots: bool) -> _Split:
 def _invariant_partition(cost: _Coster, device: DeviceSpec, piece: int, forced_slots: bool) -> _Split:
     """The cheapest whole number of fixed pieces per program (batch-invariant plans; see :func:`_partition`)."""
     pieces_total = cost.total // piece
+    per_token = cost.n_tiles // piece
     levels = {cost.slots} if forced_slots else _slot_levels(cost, device)
-    candidates = {1, pieces_total, cost.n_tiles // piece}
+    candidates = {1, pieces_total, per_token}
     for level in levels:
         parts_per_wave = max(level // cost.num_hb, 1)
         for waves in range(1, 5):
-            candidates.add(max(1, -(-pieces_total // (waves * parts_per_wave))))
+            k = max(1, -(-pieces_total // (waves * parts_per_wave)))
+            candidates.add(k)
+            candidates.add(-(-k // per_token) * per_token)  # whole tokens per program: merged there, no combine
     best: _Split | None = None
     for k in sorted(c for c in candidates if 1 <= c <= pieces_total):
         s = cost(k * piece, piece=piece)
@@ -497,6 +515,15 @@ def plan(workload: Workload, device: DeviceSpec) -> Plan:
 # batch sizes (the worst ratio is minimized), so the fixed choice costs least where batches are large enough to
 # matter. Only the number of pieces per program then varies with the batch.
 _INVARIANT_REFERENCE_BATCHES = (32, 64, 128, 256)
+# On sm_90 the DeepSeek-V4 decode shapes use the (BLOCK_N, pieces per token) measured best on an H200 instead:
+# the cost model ranks whole configurations poorly when few SMs are busy (a tile runs faster on a half-idle GPU)
+# and picked 32-row tiles in 4 pieces for HCA, 1.24-1.53x the default plan, where 64-row tiles in 2 pieces measure
+# 0.94-1.16x (benchmarks/results/2026-11-30-h200-bi-sweep.log). Key: (h_q, s_q, topk, extra_topk, is_fp8); value:
+# (BLOCK_H, BLOCK_N, pieces per token).
+_SM90_INVARIANT_MEASURED: dict[tuple[int, int, int, int, bool], tuple[int, int, int]] = {
+    (64, 1, 128, 512, True): (64, 64, 2),  # CSA: 0.86-1.09x the default plan for b = 32..256
+    (64, 1, 128, 1024, True): (64, 64, 2),  # HCA: 0.94-1.16x
+}
 
 
 def _fixed_pieces(n_tiles: int, forced: int | None, invariant: bool) -> int:
@@ -512,11 +539,13 @@ def _fixed_pieces(n_tiles: int, forced: int | None, invariant: bool) -> int:
 @functools.lru_cache(maxsize=1024)
 def _invariant_choice(
     workload: Workload, device: DeviceSpec, overrides: tuple[object, ...]
-) -> tuple[KernelConfig, int, float]:
-    """(configuration, pieces per token, worst predicted ratio) of the batch-invariant plans of ``workload``'s
-    shape (its batch is ignored): among the fitting configurations (or the one the tile knobs force) and every
-    piece count dividing the token's tiles (or the one WAVEMLA_NUM_SPLITS forces), the pair whose predicted time
-    is at most the smallest multiple of the free planner's over ``_INVARIANT_REFERENCE_BATCHES``."""
+) -> tuple[KernelConfig, int, float, bool]:
+    """(configuration, pieces per token, worst predicted ratio, from the measured table) of the batch-invariant
+    plans of ``workload``'s shape (its batch is ignored): the measured pair on sm_90 for the DeepSeek-V4 shapes
+    (``_SM90_INVARIANT_MEASURED``, unless a knob forces the tile or the pieces); otherwise, among the fitting
+    configurations (or the one the tile knobs force) and every piece count dividing the token's tiles (or the one
+    WAVEMLA_NUM_SPLITS forces), the pair whose predicted time is at most the smallest multiple of the free
+    planner's over ``_INVARIANT_REFERENCE_BATCHES``."""
     forced_splits = config.get("WAVEMLA_NUM_SPLITS")
     free = {
         b: _plan_cached(dataclasses.replace(workload, batch=b, batch_invariant=False), device, overrides, False)
@@ -524,6 +553,12 @@ def _invariant_choice(
     }
     kept, _, _ = _candidates(workload, device)
     configs = list(dict.fromkeys(_override_config(c) for c in kept))  # tile knobs applied, duplicates dropped
+    measured = None
+    if device.arch == _MEASURED_ARCH and forced_splits is None and not any(config.get(k) for k in _TILE_KNOBS):
+        key = (workload.h_q, workload.s_q, workload.topk, workload.extra_topk, workload.is_fp8)
+        measured = _SM90_INVARIANT_MEASURED.get(key)
+        if measured is not None:
+            configs = [c for c in configs if (c.block_h, c.block_n) == measured[:2]][:1] or configs
     best: tuple[float, int, KernelConfig] | None = None
     for cfg in configs:
         fit = _fit(cfg, workload, device, [])
@@ -533,6 +568,8 @@ def _invariant_choice(
         n_tiles = math.ceil(workload.topk / cfg.block_n) + math.ceil(workload.extra_topk / cfg.block_n)
         if forced_splits is not None:
             options = [_fixed_pieces(n_tiles, forced_splits, True)]
+        elif measured is not None and (cfg.block_h, cfg.block_n) == measured[:2]:
+            options = [measured[2]]
         else:
             options = [d for d in range(1, n_tiles + 1) if n_tiles % d == 0]
         for pieces in options:
@@ -546,7 +583,7 @@ def _invariant_choice(
     if best is None:
         raise PlanError(f"no kernel configuration fits {device.name} for {workload} in batch-invariant mode")
     worst, pieces, cfg = best
-    return cfg, pieces, worst
+    return cfg, pieces, worst, measured is not None and (cfg.block_h, cfg.block_n, pieces) == measured
 
 
 def _fit(
@@ -575,13 +612,14 @@ def _plan_cached(workload: Workload, device: DeviceSpec, overrides: tuple[object
     if invariant:
         # The configuration and the pieces (hence the bits) must not depend on the batch: chosen once per shape
         # (_invariant_choice), kept for every batch size; only the number of programs changes with b.
-        cfg, pieces, worst = _invariant_choice(dataclasses.replace(workload, batch=1), device, overrides)
+        cfg, pieces, worst, from_table = _invariant_choice(dataclasses.replace(workload, batch=1), device, overrides)
         res = static_resources(cfg, workload, device)
         occ = _occupancy(cfg, res, device)
         fixed = _plan_config(workload, device, cfg, res, occ, True, forced_splits, pieces=pieces)
         refs = ", ".join(str(b) for b in _INVARIANT_REFERENCE_BATCHES)
+        why = "measured best on an H200; the model predicts" if from_table else "predicted"
         note = (
-            f"batch-invariant: {cfg.label} with {pieces} piece(s) per token kept for every batch (predicted at most "
+            f"batch-invariant: {cfg.label} with {pieces} piece(s) per token kept for every batch ({why} at most "
             f"{worst:.2f}x the free plan at b = {refs})"
         )
         return dataclasses.replace(fixed, reasons=(note, *fixed.reasons))
@@ -703,14 +741,24 @@ def _plan_config(
         cost = _Coster(tokens, n_tiles, num_hb, slots, occ, cfg, workload, device, res)
         split = _partition(cost, device, forced_slots=target is not None)
     upp, parts = split.upp, split.parts
-    needs_combine = pieces_tiles < n_tiles if pieces_tiles is not None else (parts > 1 and upp % n_tiles != 0)
+    # batch-invariant pieces of a token that lies inside one program are merged there (kernels/sparse_decode.py)
+    needs_combine = (
+        pieces_tiles < n_tiles and upp % n_tiles != 0 if pieces_tiles is not None else parts > 1 and upp % n_tiles != 0
+    )
     programs = parts * num_hb
     waves = split.waves
     tail = tokens * n_tiles * num_hb / (waves * slots * upp) if waves else 1.0
     notes.append(
         f"{tokens} token(s) x {n_tiles} tiles x {num_hb} head block(s) over {slots} slots: "
         f"{upp} tiles/program, {programs} programs, {waves} wave(s), {split.active} active/SM, "
-        f"tail efficiency {tail:.2f}" + (", combine needed" if needs_combine else ", no token cut")
+        f"tail efficiency {tail:.2f}"
+        + (
+            ", combine needed"
+            if needs_combine
+            else ", pieces merged in their programs"
+            if pieces_tiles is not None and pieces_tiles < n_tiles
+            else ", no token cut"
+        )
     )
     return Plan(
         config=cfg,

@@ -262,8 +262,9 @@ def _sparse_decode_spec(
         "IS_FP8": is_fp8, "PAGE": page, "PAGE_X": page_x, "HAS_LEN": True, "HAS_EXTRA": True, "HAS_LEN_X": True,
         "HAS_SINK": True, "DTYPE": tl.float16 if is_fp8 else tl.bfloat16, "BLOCK_H": block_h, "BLOCK_N": block_n,
         "D": 512, "NUM_HB": math.ceil(h / block_h), "NUM_STAGES": num_stages,
-        # as the launcher sets them: the hardware e4m3 conversion from sm_89 on, row prefetch for 32-row tiles
-        "E4M3_CVT": is_fp8 and arch >= 89, "PREFETCH_ROWS": is_fp8 and block_n <= 32,
+        # as the launcher sets them: the hardware e4m3 conversion from sm_89 on, row prefetch for 32-row tiles;
+        # the default (not batch-invariant) launch, without the in-program merge of pieces
+        "E4M3_CVT": is_fp8 and arch >= 89, "PREFETCH_ROWS": is_fp8 and block_n <= 32, "MERGE_WHOLE": False,
     }  # fmt: skip
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
 

@@ -135,6 +135,34 @@ def test_pieces_packed_several_per_program_keep_the_bits(fp8: bool) -> None:
         _check_invariance(pool, [9, 5], seed=28, batch_invariant=True)
 
 
+@pytest.mark.parametrize("ctas", [3, 4], ids=["all-merged-in-program", "some-merged-in-program"])
+@pytest.mark.parametrize("fp8", [True, False], ids=["fp8", "rows"])
+def test_pieces_merged_in_their_program_keep_the_bits(fp8: bool, ctas: int) -> None:
+    """Five one-tile pieces per token. At b = 1 they run in separate programs and the combine kernel merges them;
+    at b = 9 with 3 program slots (15 tiles per program) every token lies inside one program, which merges its
+    pieces itself (no combine launch); with 4 slots (12 tiles per program) some tokens are merged in their program
+    and the others by the combine. Both merges must give the same bits."""
+    knobs: dict[str, Any] = {**PINNED[fp8], "WAVEMLA_TARGET_CTAS": ctas, "WAVEMLA_NUM_SPLITS": 5}
+    spec = get_spec(config.get("WAVEMLA_GPU") or "h200") if not HAS_CUDA else _device_spec(torch.device(DEVICE))
+    workload = Workload(
+        batch=1, s_q=1, h_q=SMALL["h_q"], topk=SMALL["topk"], extra_topk=SMALL["extra_topk"], is_fp8=fp8,
+        dtype="bf16" if HAS_CUDA else "fp16", batch_invariant=True,
+    )  # fmt: skip
+    with config.override(**knobs):
+        one, nine = plan(workload, spec), plan(Workload(**{**workload.__dict__, "batch": 9}), spec)
+        assert one.n_tiles == 5 and one.pieces_tiles == nine.pieces_tiles == 1
+        assert one.needs_combine and one.units_per_part < one.n_tiles  # b = 1: every piece merged by the combine
+        upp = nine.units_per_part
+        merged_here = [t for t in range(9) if (t * 5) // upp == (t * 5 + 4) // upp]
+        assert nine.writes_partials and merged_here
+        if ctas == 3:
+            assert upp % 5 == 0 and not nine.needs_combine and len(merged_here) == 9
+        else:
+            assert nine.needs_combine and len(merged_here) < 9
+        pool = _pool(9, {**SMALL, "s_q": 1}, fp8, SMALL_DTYPE, DEVICE, seed=29)
+        _check_invariance(pool, [9], seed=30, batch_invariant=True)
+
+
 @pytest.mark.parametrize("fp8", [True, False], ids=["fp8", "rows"])
 def test_batch_invariant_flag_alone(request: pytest.FixtureRequest, fp8: bool) -> None:
     """``batch_invariant=True`` with the planner choosing the configuration: b = 3, 8, 13 against b = 1."""

@@ -3,8 +3,9 @@
 The split kernel leaves, for every query token whose tiles span several programs, one normalized partial output and
 one base-2 lse per program in the workspace (slot ``token + program``). This kernel merges them in a fixed order
 (program order), applies the sink and writes the final output and natural-log lse. Tokens finished inside one program
-were already written by the split kernel and are skipped here. The pieces of token ``t`` are programs
-``t*n_tiles // units_per_part .. ((t+1)*n_tiles - 1) // units_per_part`` — a pure function of static shapes.
+were already written by the split kernel and are skipped here (batch-invariant pieces of one program included).
+The pieces of token ``t`` are programs ``t*n_tiles // units_per_part .. ((t+1)*n_tiles - 1) // units_per_part`` —
+a pure function of static shapes.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import triton
 import triton.language as tl
 
 from wavemla.kernels.dense_decode import finalize_rows
-from wavemla.kernels.sparse_decode import finalize_heads
+from wavemla.kernels.sparse_decode import finalize_heads, merge_pieces
 
 
 @triton.jit
@@ -28,6 +29,7 @@ def _sparse_mla_combine_kernel(
     H,
     n_tiles,
     units_per_part,
+    prog_units,
     stride_ob,
     stride_os,
     stride_oh,
@@ -39,30 +41,13 @@ def _sparse_mla_combine_kernel(
     i_hb = tl.program_id(1)
     i_first = (i_tok * n_tiles) // units_per_part
     i_last = ((i_tok + 1) * n_tiles - 1) // units_per_part
-    if i_last > i_first:
+    # A token inside one split program was finished there (whole, or its batch-invariant pieces merged).
+    cut = (i_tok * n_tiles) // prog_units != ((i_tok + 1) * n_tiles - 1) // prog_units
+    if (i_last > i_first) & cut:
         o_h = i_hb * BLOCK_H + tl.arange(0, BLOCK_H)
         m_h = o_h < H
         o_d = tl.arange(0, D)
-        # Pass 1: the largest piece lse per head, so that every weight 2^(lse_i - max) is <= 1.
-        b_max = tl.full([BLOCK_H], float("-inf"), dtype=tl.float32)
-        for i_part in range(i_first, i_last + 1):
-            i_slot = tl.cast(i_tok + i_part, tl.int64)
-            b_lse_i = tl.load(p_lse_ws + i_slot * H + o_h, mask=m_h, other=float("-inf"))
-            b_max = tl.maximum(b_max, b_lse_i)
-        b_max_safe = tl.where(b_max == float("-inf"), 0.0, b_max)
-        b_sum = tl.zeros([BLOCK_H], dtype=tl.float32)
-        b_acc = tl.zeros([BLOCK_H, D], dtype=tl.float32)
-        for i_part in range(i_first, i_last + 1):
-            i_slot = tl.cast(i_tok + i_part, tl.int64)
-            b_lse_i = tl.load(p_lse_ws + i_slot * H + o_h, mask=m_h, other=float("-inf"))
-            b_w = tl.exp2(b_lse_i - b_max_safe)
-            b_o_i = tl.load(p_o_ws + (i_slot * H + o_h[:, None]) * D + o_d[None, :], mask=m_h[:, None], other=0.0)
-            b_o_i = b_o_i.to(tl.float32)
-            b_acc += b_w[:, None] * b_o_i
-            b_sum += b_w
-        m_seen = b_sum > 0.0
-        b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
-        b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
+        b_o, b_lse2 = merge_pieces(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D)
         b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
         i_b = i_tok // S_Q
         i_s = i_tok - i_b * S_Q
@@ -80,13 +65,17 @@ def sparse_decode_combine(
     attn_sink: torch.Tensor | None,
     n_tiles: int,
     units_per_part: int,
+    prog_units: int | None = None,
     block_h: int = 1,
     num_warps: int = 4,
 ) -> None:
     """Merge split pieces into ``out [b, s_q, h, 512]`` and ``lse [b, s_q, h]`` (see module docstring).
 
-    One program per (token, ``block_h`` heads): at small batch the pieces of one token are many and the combine is
-    a bandwidth problem, so it is spread over as many programs as there are heads.
+    ``units_per_part`` is the workspace slot size (the plan's ``slot_units``); ``prog_units`` the split kernel's
+    units per program when it differs (batch-invariant pieces, several per program): tokens that lie inside one
+    program were merged by the split kernel and are skipped. One program per (token, ``block_h`` heads): at small
+    batch the pieces of one token are many and the combine is a bandwidth problem, so it is spread over as many
+    programs as there are heads.
     """
     b, s_q, h, d = out.shape
     grid = (b * s_q, triton.cdiv(h, block_h))
@@ -100,6 +89,7 @@ def sparse_decode_combine(
         H=h,
         n_tiles=n_tiles,
         units_per_part=units_per_part,
+        prog_units=units_per_part if prog_units is None else prog_units,
         stride_ob=out.stride(0),
         stride_os=out.stride(1),
         stride_oh=out.stride(2),

@@ -15,7 +15,10 @@ launch needs no device metadata, no host sync, and is CUDA-graph capturable. Wor
 Batch-invariant plans cut every token into fixed pieces of ``pieces_tiles`` tiles whatever the batch, and let a
 program run several whole pieces in turn: each piece is still computed alone and written to slot ``t + piece``
 (the combine sees pieces as if each were a program of ``pieces_tiles`` units), so the bits do not depend on how
-many programs the batch needs, while the program count adapts to the batch.
+many programs the batch needs, while the program count adapts to the batch. A program that holds every piece of a
+token merges them itself, right after writing the last one: it reads the pieces back from the workspace and runs
+:func:`merge_pieces`, the combine kernel's own arithmetic, so the bits are those the combine would produce, and at
+large batches (whole tokens per program) no combine launch is needed.
 
 Scores live in base 2 (``qk_scale = softmax_scale·log2 e``) so the exponentials are single ``exp2`` instructions.
 """
@@ -194,6 +197,36 @@ def finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK: tl.constexpr):
 
 
 @triton.jit
+def merge_pieces(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D: tl.constexpr):
+    """Merge the normalized partials of token ``i_tok`` in workspace slots ``i_tok + i_first .. i_tok + i_last``
+    (base-2 lse each) in slot order; returns the merged output ``[BLOCK_H, D]`` fp32 and its base-2 lse.
+
+    The combine kernel and the split kernel's batch-invariant merge both call this, so a token merged in either
+    place gets the same bits.
+    """
+    # Pass 1: the largest piece lse per head, so that every weight 2^(lse_i - max) is <= 1.
+    b_max = tl.full(o_h.shape, float("-inf"), dtype=tl.float32)
+    for i_part in range(i_first, i_last + 1):
+        i_slot = tl.cast(i_tok + i_part, tl.int64)
+        b_lse_i = tl.load(p_lse_ws + i_slot * H + o_h, mask=m_h, other=float("-inf"))
+        b_max = tl.maximum(b_max, b_lse_i)
+    b_max_safe = tl.where(b_max == float("-inf"), 0.0, b_max)
+    b_sum = tl.zeros(o_h.shape, dtype=tl.float32)
+    b_acc = tl.zeros([o_h.shape[0], D], dtype=tl.float32)
+    for i_part in range(i_first, i_last + 1):
+        i_slot = tl.cast(i_tok + i_part, tl.int64)
+        b_lse_i = tl.load(p_lse_ws + i_slot * H + o_h, mask=m_h, other=float("-inf"))
+        b_w = tl.exp2(b_lse_i - b_max_safe)
+        b_o_i = tl.load(p_o_ws + (i_slot * H + o_h[:, None]) * D + o_d[None, :], mask=m_h[:, None], other=0.0)
+        b_acc += b_w[:, None] * b_o_i.to(tl.float32)
+        b_sum += b_w
+    m_seen = b_sum > 0.0
+    b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
+    b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
+    return b_o, b_lse2
+
+
+@triton.jit
 def _sparse_mla_decode_kernel(
     p_q,
     p_out,
@@ -252,6 +285,7 @@ def _sparse_mla_decode_kernel(
     NUM_STAGES: tl.constexpr,
     E4M3_CVT: tl.constexpr,
     PREFETCH_ROWS: tl.constexpr,
+    MERGE_WHOLE: tl.constexpr,
 ):
     i_pid = tl.program_id(0)
     i_hb = i_pid % NUM_HB
@@ -316,6 +350,21 @@ def _sparse_mla_decode_kernel(
                 mask=m_h[:, None],
             )
             tl.store(p_lse_ws + i_slot * H + o_h, b_lse2, mask=m_h)
+            if MERGE_WHOLE:
+                # Batch-invariant pieces: the token's last piece, and its first one ran here too -> merge now.
+                tok_lo = i_tok * n_tiles
+                if (t_hi == n_tiles) & (tok_lo >= unit_lo):
+                    tl.debug_barrier()  # every thread's partial stores are visible to the loads below
+                    b_o, b_lse2 = merge_pieces(
+                        p_o_ws, p_lse_ws, i_tok, tok_lo // slot_units, (tok_lo + n_tiles - 1) // slot_units,
+                        H, o_h, m_h, o_d, D,
+                    )  # fmt: skip
+                    b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
+                    p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + i_s * stride_os
+                    tl.store(
+                        p_o + o_h[:, None] * stride_oh + o_d[None, :], b_o.to(p_out.dtype.element_ty), mask=m_h[:, None]
+                    )
+                    tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
 
 
 _TL_DTYPE = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
@@ -435,6 +484,8 @@ def sparse_decode_split(
         E4M3_CVT=is_fp8 and e4m3_cvt,
         # Row prefetch needs a second raw tile in registers: measured a win at 32 rows, spills at 64.
         PREFETCH_ROWS=is_fp8 and block_n <= 32,
+        # Batch-invariant pieces: a program holding all of a token's pieces merges them (see the module doc).
+        MERGE_WHOLE=pieces_tiles is not None and pieces_tiles < n_tiles,
         num_warps=num_warps,
         num_stages=num_stages,
     )
