@@ -13,6 +13,7 @@ from wavemla.reference.indexer import (
     indexer_scores_ref,
     lightning_indexer_ref,
     quantize_index_k,
+    quantize_index_q,
     rows_to_slots,
     select_topk_rows,
     topk_length_per_request,
@@ -240,3 +241,28 @@ def test_reference_rejects_bad_topk():
             torch.zeros(1, dtype=torch.int32),
             0,
         )
+
+
+def test_quantize_index_q_folds_the_scale_into_the_weights():
+    """Per-head power-of-two scales, codes within e4m3 range, and scores of (codes, folded weights) equal those of
+    the dequantized queries with the original weights (a positive scale commutes with ReLU)."""
+    gen = torch.Generator().manual_seed(5)
+    q = torch.randn(2, 1, 4, 128, generator=gen) * torch.tensor([1e-3, 0.5, 3.0, 300.0]).view(1, 1, 4, 1)
+    w = torch.randn(2, 1, 4, generator=gen)
+    codes, w8 = quantize_index_q(q, w)
+    assert codes.dtype == torch.float8_e4m3fn and codes.shape == q.shape and w8.dtype == torch.float32
+    scale = w8 / w
+    assert torch.all(scale > 0) and torch.equal(torch.exp2(torch.log2(scale).round()), scale)
+    assert codes.float().abs().amax() <= 448
+    deq = codes.double() * scale.double()[..., None]
+    assert torch.allclose(deq, q.double(), rtol=2**-3, atol=0)  # e4m3: 3 mantissa bits
+    cache = quantize_index_k(torch.randn(2, 8, 128, generator=gen))
+    table = torch.tensor([[0], [1]], dtype=torch.int32)
+    n_comp = torch.tensor([8, 8], dtype=torch.int32)
+    folded = indexer_scores_ref(codes.float(), w8, cache, table, n_comp)
+    plain = indexer_scores_ref(deq.float(), w, cache, table, n_comp)
+    assert torch.allclose(folded, plain, rtol=1e-6, atol=1e-9)
+    with pytest.raises(ValueError, match="q_idx"):
+        quantize_index_q(torch.zeros(2, 4, 64), torch.zeros(2, 4))
+    with pytest.raises(ValueError, match="weights"):
+        quantize_index_q(q, w[..., :3])

@@ -16,7 +16,7 @@ import torch
 
 from wavemla import cli
 from wavemla.reference.fp8 import dequantize_model1, quantize_model1
-from wavemla.reference.indexer import dequantize_index_k
+from wavemla.reference.indexer import dequantize_index_k, quantize_index_q
 from wavemla.tools import layer_bench
 from wavemla.tools.layer_bench import (
     COMPONENTS,
@@ -111,6 +111,9 @@ def test_traces_parse_with_trace_readers(tiny_run: tuple[dict[str, Any], Path]) 
             events = load_events(item.path)
             names = {e["name"] for e in events if e.get("cat") in ("user_annotation", "gpu_user_annotation")}
             assert layer_bench.STEP_MARKER in names
+            # the profiler's warm-up step is traced but not kept: exactly the requested steps are in the file
+            marks = [e for e in events if e["name"] == layer_bench.STEP_MARKER and e.get("cat") == "user_annotation"]
+            assert len(marks) == doc["args"]["profile_steps"]
             if DEVICE == "cuda":  # graph replays: kernels, but no per-component ranges (Python does not rerun)
                 rules = build_ruleset([out / RULES_FILE])
                 prof = profile_trace(item.path, item.batch, rules, STEPS)
@@ -306,8 +309,9 @@ def test_attention_and_moe_match_fp64_reference(mode: str, moe: MoE) -> None:
         if mode == "csa":
             iq = _rope64((layer.idx_wq_b.double().cpu() @ qr).view(d.index_heads, 128), p)
             w = (layer.idx_wproj.double().cpu() @ xn) * (128**-0.5 * d.index_heads**-0.5)
-            keys = dequantize_index_k(layer.idx_cache.cpu()).double().reshape(-1, 128)[slots]
-            score = (torch.relu(iq @ keys.T) * w[:, None]).sum(0)  # [n_comp]
+            iq8, w8 = quantize_index_q(iq, w)  # e4m3 queries, their scale folded into the head weights
+            keys = dequantize_index_k(layer.idx_cache.cpu(), layout="paged").double().reshape(-1, 128)[slots]
+            score = (torch.relu(iq8.double() @ keys.T) * w8.double()[:, None]).sum(0)  # [n_comp]
             k = min(d.index_topk, n_comp)
             assert int(acts.comp_len[r]) == k
             chosen_slots = acts.comp_idx[r, 0, :k].long().cpu()

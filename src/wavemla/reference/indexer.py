@@ -77,10 +77,7 @@ def quantize_index_k(rows: torch.Tensor, *, layout: str = "rows") -> torch.Tenso
     if layout == "paged" and rows.dim() < 2:
         raise ValueError(f"rows: layout 'paged' needs pages [..., page, {INDEX_DIM}], got shape {tuple(rows.shape)}")
     x = rows.float()
-    amax = x.abs().amax(dim=-1, keepdim=True).clamp_min(AMAX_FLOOR)
-    mant, expo = torch.frexp(amax.double() / E4M3_MAX)  # amax/448 = mant · 2^expo, mant in [0.5, 1)
-    expo = torch.where(mant == 0.5, expo - 1, expo)  # an exact power of two needs no extra octave
-    scale = torch.ldexp(torch.ones_like(amax), expo.to(torch.int32)).float()  # [..., 1] fp32
+    scale = _pow2_scale(x)
     codes = (x / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).view(torch.uint8)
     scale_bytes = scale.contiguous().view(torch.uint8)  # [..., 4], little-endian like the GPU
     if layout == "rows":
@@ -88,6 +85,36 @@ def quantize_index_k(rows: torch.Tensor, *, layout: str = "rows") -> torch.Tenso
     lead, page = rows.shape[:-2], rows.shape[-2]
     flat = torch.cat([codes.reshape(*lead, page * INDEX_DIM), scale_bytes.reshape(*lead, page * 4)], dim=-1)
     return flat.view(*lead, page, FP8_ROW_BYTES)
+
+
+def _pow2_scale(x: torch.Tensor) -> torch.Tensor:
+    """``2^ceil(log2(max(amax, 1e-4) / 448))`` over the last dimension of fp32 ``x``, as ``[..., 1]`` fp32."""
+    amax = x.abs().amax(dim=-1, keepdim=True).clamp_min(AMAX_FLOOR)
+    mant, expo = torch.frexp(amax.double() / E4M3_MAX)  # amax/448 = mant · 2^expo, mant in [0.5, 1)
+    expo = torch.where(mant == 0.5, expo - 1, expo)  # an exact power of two needs no extra octave
+    return torch.ldexp(torch.ones_like(amax), expo.to(torch.int32)).float()
+
+
+def quantize_index_q(q_idx: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """FP8 indexer queries, DeepSeek's way: ``(q codes float8_e4m3fn, weights · scale fp32)``.
+
+    Each head's 128 values get a power-of-two scale (the rule of :func:`quantize_index_k`); since a positive scale
+    commutes with ReLU, ``Σ_h w_h·ReLU((s_h·c_h)·k) = Σ_h (w_h·s_h)·ReLU(c_h·k)``, so the scale moves into the head
+    weight and the logit dot runs on the codes. ``q_idx [..., heads, 128]`` (any float dtype), ``weights [...,
+    heads]``; the scores change only by the e4m3 rounding of q.
+
+    Example::
+
+        q8, w8 = quantize_index_q(q_idx, weights)     # then lightning_indexer(q8, w8, cache, ...)
+    """
+    if not isinstance(q_idx, torch.Tensor) or not q_idx.is_floating_point() or q_idx.shape[-1:] != (INDEX_DIM,):
+        raise ValueError(f"q_idx: expected a floating-point tensor [..., heads, {INDEX_DIM}], got {_describe(q_idx)}")
+    if not isinstance(weights, torch.Tensor) or weights.shape != q_idx.shape[:-1]:
+        raise ValueError(f"weights: expected shape {tuple(q_idx.shape[:-1])}, got {_describe(weights)}")
+    x = q_idx.float()
+    scale = _pow2_scale(x)
+    codes = (x / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    return codes, weights.float() * scale[..., 0]
 
 
 def dequantize_index_k(cache: torch.Tensor, *, layout: str = "rows") -> torch.Tensor:

@@ -11,8 +11,9 @@ land in):
 - ``kv_write``: FP8 MODEL1 quantize of the new row in torch and its store into the window ring at slot
   ``p % 128`` (→ quantization, norm_elementwise; the scale's log2/ceil/exp2 → quantization only with
   ``OUT/layer_rules.json``);
-- ``indexer`` (CSA only): ``idx_wq_b`` GEMM + rope, head weights, wavemla's lightning indexer (scores + exact
-  top-512) over ``context // 4`` FP8 index-K rows (→ indexer, dense_gemm);
+- ``indexer`` (CSA only): ``idx_wq_b`` GEMM + rope, head weights, q quantized to e4m3 per head with its scale folded
+  into the head weights (DeepSeek's way), wavemla's lightning indexer (FP8 x FP8 scores + exact top-512) over
+  ``context // 4`` FP8 index-K rows in vLLM's page-split layout (→ indexer, dense_gemm, quantization);
 - ``sparse_mla``: ``wavemla.sparse_mla_decode`` over 128 window rows + 512 CSA rows or all ``context // 128`` HCA
   rows (→ attention);
 - ``o_proj``: inverse rope, grouped ``wo_a`` (8 groups as one batched GEMM), ``wo_b``, residual (→ dense_gemm);
@@ -66,7 +67,7 @@ from torch.profiler import record_function
 
 from wavemla.api import MLAMetadata, get_mla_metadata, sparse_mla_decode
 from wavemla.reference.fp8 import BYTES_PER_TOKEN, D_QK, empty_model1, page_views, quantize_model1
-from wavemla.reference.indexer import FP8_ROW_BYTES, INDEX_DIM, quantize_index_k
+from wavemla.reference.indexer import FP8_ROW_BYTES, INDEX_DIM, quantize_index_k, quantize_index_q
 
 SCHEMA = "wavemla.layer_bench/1"
 RESULTS_FILE = "layer_bench.json"
@@ -480,7 +481,7 @@ class DecoderLayer:
             for s in range(0, nb, 1024):
                 e = min(nb, s + 1024)
                 rows = torch.randn((e - s, page, INDEX_DIM), generator=gen, device=device)
-                self.idx_cache[s:e] = quantize_index_k(rows)
+                self.idx_cache[s:e] = quantize_index_k(rows, layout="paged")
             self.n_sel = min(d.index_topk, self.n_comp)
         else:
             rows_all = torch.arange(self.n_comp, device=device)
@@ -547,14 +548,17 @@ class DecoderLayer:
         iq = rope_tail((qr @ self.idx_wq_b.T).view(t, d.index_heads, INDEX_DIM), cos[:, None], sin[:, None])
         # no Hadamard rotation: it is orthonormal and the cache keys are unrotated, so scores are unchanged
         hw = (xn @ self.idx_wproj.T).float() * (INDEX_DIM**-0.5 * d.index_heads**-0.5)
+        # DeepSeek's indexer: q quantized to e4m3 per head, its scale folded into the head weights (FP8 x FP8 dot)
+        iq8, hw8 = quantize_index_q(iq, hw)
         idx, length = lightning_indexer(
-            iq.view(t, 1, d.index_heads, INDEX_DIM),
-            hw.view(t, 1, d.index_heads),
+            iq8.view(t, 1, d.index_heads, INDEX_DIM),
+            hw8.view(t, 1, d.index_heads),
             self.idx_cache,
             inp.block_table,
             inp.n_comp,
             d.index_topk,
             max_n_comp=self.n_comp,
+            index_k_layout="paged",
         )
         extra = sparse_decode_extra_args(idx, length, extra_k_cache=self.comp_cache, index_page_size=d.csa_page)
         return extra["extra_indices_in_kvcache"], extra["extra_topk_length"]
@@ -680,24 +684,30 @@ def _profile(step: Callable[[], object], steps: int, path: Path, cuda: bool) -> 
 
     On CUDA, CUDA events around each call give its own µs, returned in order: the steps run back to back (no L2
     flush, which would put a kernel of its own between them), so these — not the flushed timings — are what a
-    trace's per-step time should match. Returns ``[]`` on CPU.
+    trace's per-step time should match. One more call runs first under the profiler's warm-up (traced, not kept):
+    the profiler's first recorded step is slow (on the H200 at b=1: 1649 µs against 579-687 µs for the next two).
+    Returns ``[]`` on CPU.
     """
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, schedule
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
-    with profile(activities=activities) as prof:
-        for _ in range(steps):
-            if cuda:
+    with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=steps, repeat=1)) as prof:
+        for i in range(steps + 1):
+            timed = cuda and i > 0
+            if timed:
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
             with record_function(STEP_MARKER):
                 step()
-            if cuda:
+            if timed:
                 end.record()
                 events.append((start, end))
-        if cuda:
-            torch.cuda.synchronize()
+            if cuda and i in (0, steps):
+                # the warm-up's kernels end before the recorded window opens (else the trace keeps those that run
+                # after it: one step too many)
+                torch.cuda.synchronize()
+            prof.step()
     prof.export_chrome_trace(str(path))
     return [start.elapsed_time(end) * 1e3 for start, end in events]
 
