@@ -70,6 +70,7 @@ class MLAMetadata:
     key: tuple[Any, ...] | None = None
     o_ws: torch.Tensor | None = field(default=None, repr=False)
     lse_ws: torch.Tensor | None = field(default=None, repr=False)
+    counts: torch.Tensor | None = field(default=None, repr=False)  # sparse: pieces written per (token, head block)
     split_kernel: Any = field(default=None, repr=False)  # Triton's compiled split kernel (resource report)
     dense_plan: DensePlan | None = None  # the dense decode's plan (``plan`` stays None for it)
     sched: torch.Tensor | None = field(default=None, repr=False)  # dense: [num_parts, 4] int32 work ranges
@@ -277,6 +278,8 @@ def sparse_mla_decode(
                 ws_dtype = torch.float16 if is_fp8 else torch.float32
                 meta.o_ws = torch.empty((rows, h_q, D_QK), dtype=ws_dtype, device=device)
                 meta.lse_ws = torch.empty((rows, h_q), dtype=torch.float32, device=device)
+                # zero once; the program that merges a token's pieces puts its counter back to zero
+                meta.counts = torch.zeros(b * s_q * meta.plan.num_head_blocks, dtype=torch.int32, device=device)
         elif meta.key != key:
             raise ValueError(
                 f"metadata (tile_scheduler_metadata): planned for {meta.key}, called with {key}; "
@@ -296,6 +299,7 @@ def sparse_mla_decode(
             lse=lse,
             o_ws=meta.o_ws,
             lse_ws=meta.lse_ws,
+            counts=meta.counts,
             kv=kv,
             indices=indices,
             topk_length=topk_length,
@@ -312,8 +316,9 @@ def sparse_mla_decode(
             units_per_part=p.units_per_part,
             num_parts=p.num_parts,
             pieces_tiles=p.pieces_tiles,
+            merge_in_kernel=p.merge_in_kernel,
         )
-        if p.needs_combine:
+        if p.writes_partials and not p.merge_in_kernel:
             assert meta.o_ws is not None and meta.lse_ws is not None
             sparse_decode_combine(
                 out=out,
@@ -323,7 +328,6 @@ def sparse_mla_decode(
                 attn_sink=attn_sink,
                 n_tiles=p.n_tiles,
                 units_per_part=p.slot_units,
-                prog_units=p.units_per_part,
             )
         return out, lse.transpose(1, 2)
 

@@ -15,15 +15,16 @@ Candidates. :func:`candidate_configs` lists tile shapes by head count. On parts 
 SM these parts are memory-latency bound (a profile of an RTX PRO 6000 running DSV4 decode showed attention kernels
 capped at 80 KB of shared memory with 4 to 12 of 48 warps active and the SMs stalled on memory).
 
-Work partition. Every query token owns ``n_tiles`` tiles (its main-cache tiles, then its extra-cache tiles), the
-same for all tokens because index lists have a static width. Program ``p`` takes units ``[p·u, (p+1)·u)`` of the
-``T·n_tiles`` units of one head block, with ``u = units_per_part``. A token cut by a program boundary is finished by
-the combine kernel. The time of a launch is its waves times the longest program; a program costs its tiles (one
-tile slows down as more programs share the SM) plus a fixed cost per token segment it touches. The planner costs
-``u`` at the smallest value for each wave count and each number of programs per SM, at every multiple of
-``n_tiles`` (no cut token) and at every even split of a token, and keeps the cheapest, combine included. Because
-``u`` is continuous rather than a split count per request, adding one request never adds a whole wave: the extra
-units spread over all programs. ``tail_efficiency`` is the busy fraction of the launch's program slots.
+Work partition. Every query token owns ``n_tiles`` tiles (its main-cache tiles, then its extra-cache tiles), the same
+for all tokens because index lists have a static width. Program ``p`` takes units ``[p·u, (p+1)·u)`` of the
+``T·n_tiles`` units of one head block, with ``u = units_per_part``. A token cut by a program boundary is finished by the
+program that writes its last piece, or with tiles under 64 rows by the combine kernel (``Plan.merge_in_kernel``). The
+time of a launch is its waves times the longest program; a program costs its tiles (one tile slows down as more programs
+share the SM) plus a fixed cost per token segment it touches. The planner costs ``u`` at the smallest value for each
+wave count and each number of programs per SM, at every multiple of ``n_tiles`` (no cut token) and at every even split
+of a token, and keeps the cheapest, merge of cut tokens included. Because ``u`` is continuous rather than a split count
+per request, adding one request never adds a whole wave: the extra units spread over all programs. ``tail_efficiency``
+is the busy fraction of the launch's program slots.
 
 Overrides from :mod:`wavemla.config` are applied last; one the kernel or the device cannot honour raises
 :class:`PlanError` naming the knob.
@@ -140,7 +141,7 @@ class Plan:
     reasons: tuple[str, ...] = field(default_factory=tuple)
     active_per_sm: int = 1
     tile_us: float = 0.0  # predicted time of one tile in one program at active_per_sm
-    combine_us: float = 0.0  # predicted time of the combine launch (0: no token cut), included in predicted_us
+    combine_us: float = 0.0  # predicted cost of merging cut tokens (0: no token cut), included in predicted_us
     # Batch-invariant plans: the fixed piece (tiles) every token is cut into; a program runs units_per_part / pieces
     # _tiles whole pieces, each written to its own workspace slot. None: a program's units are one piece.
     pieces_tiles: int | None = None
@@ -156,14 +157,24 @@ class Plan:
     @property
     def slot_units(self) -> int:
         """Units per workspace slot: a token's partial from units ``[k·slot_units, (k+1)·slot_units)`` lands in slot
-        ``token + k`` (what the combine kernel is told)."""
+        ``token + k``."""
         return self.pieces_tiles if self.pieces_tiles is not None else self.units_per_part
 
     @property
     def writes_partials(self) -> bool:
         """Whether the split kernel writes partials to the workspace: tokens cut between programs, or batch-invariant
-        pieces (merged by the program that holds them all, else by the combine)."""
+        pieces (merged by the program that writes a token's last piece, or by the combine kernel)."""
         return self.needs_combine or (self.pieces_tiles is not None and self.pieces_tiles < self.n_tiles)
+
+    @property
+    def merge_in_kernel(self) -> bool:
+        """Whether the split kernel merges cut tokens itself (the program writing a token's last piece) rather than
+        leaving them to the combine kernel. Chosen by tile: on the H200 the in-kernel merge measured faster with
+        64-row tiles (CSA b=148: 120.1 vs 131.1 µs; b=48: 60.7 vs 65.9) and slower with 16- and 32-row tiles, where
+        small batches cut each token into many pieces and the combine spreads their merge over every head (b=1:
+        33.9 vs 22.4 µs; b=32: 54.3 vs 46.8; benchmarks/results/2026-11-30-h200-fused-merge.log). Either way the
+        merge is the same code in the same order, so the bits do not change."""
+        return self.config.block_n >= 64
 
     def workspace_rows(self, tokens: int) -> int:
         """Rows of the split workspace (query tokens + slots); 0 when no partial is written."""
@@ -349,7 +360,12 @@ def _segment_us(cfg: KernelConfig, device: DeviceSpec, cut: bool, ws_bytes: int)
 
 
 def _combine_us(tokens: int, parts: int, h: int, device: DeviceSpec, ws_bytes: int) -> float:
-    """The combine launch: write + read of the partial workspace, sized for every token and part."""
+    """Merging cut tokens: write + read of the partial workspace, sized for every token and part, plus a launch.
+
+    Fitted when a combine kernel did every merge; with 64-row tiles the split kernel now merges in the program that
+    writes a token's last piece (no launch, partials read from L2), so this overcharges those plans. It is kept so
+    that the H200 choices stay those measured, until the H200 is re-measured.
+    """
     return _LAUNCH_US + 2 * (tokens + parts) * h * 512 * ws_bytes / (device.mem_gbps * _DRAM_EFFICIENCY * 1e3)
 
 
@@ -400,7 +416,7 @@ class _Coster:
             program = upp * tile + (upp // piece) * (self.seg_cut if cut else self.seg_whole) + _PROGRAM_US
             if cut:
                 # tokens whose pieces all run here are merged in the program (pieces read back from L2, output
-                # written); tokens cut between programs go to the combine
+                # written); tokens cut between programs are charged the combine term (see _combine_us)
                 merge = (n_tiles // piece) * self.seg_cut / _L2_OVER_DRAM_PER_SM + self.seg_whole
                 program += (upp // n_tiles) * merge
                 cut = upp % n_tiles != 0
@@ -467,7 +483,7 @@ def _invariant_partition(cost: _Coster, device: DeviceSpec, piece: int, forced_s
         for waves in range(1, 5):
             k = max(1, -(-pieces_total // (waves * parts_per_wave)))
             candidates.add(k)
-            candidates.add(-(-k // per_token) * per_token)  # whole tokens per program: merged there, no combine
+            candidates.add(-(-k // per_token) * per_token)  # whole tokens per program: no token cut between them
     best: _Split | None = None
     for k in sorted(c for c in candidates if 1 <= c <= pieces_total):
         s = cost(k * piece, piece=piece)
@@ -753,7 +769,7 @@ def _plan_config(
         f"{upp} tiles/program, {programs} programs, {waves} wave(s), {split.active} active/SM, "
         f"tail efficiency {tail:.2f}"
         + (
-            ", combine needed"
+            ", tokens cut between programs"
             if needs_combine
             else ", pieces merged in their programs"
             if pieces_tiles is not None and pieces_tiles < n_tiles

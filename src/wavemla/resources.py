@@ -242,8 +242,8 @@ def _sparse_decode_spec(
     workspace = "*fp16" if is_fp8 else "*fp32"
     pointers = {
         "p_q": f"*{q_dtype}", "p_out": "*bf16", "p_lse": "*fp32", "p_o_ws": workspace, "p_lse_ws": "*fp32",
-        "p_sink": "*fp32", "p_kv": rows, "p_idx": "*i32", "p_len": "*i32", "p_kv_x": rows, "p_idx_x": "*i32",
-        "p_len_x": "*i32",
+        "p_cnt": "*i32", "p_sink": "*fp32", "p_kv": rows, "p_idx": "*i32", "p_len": "*i32", "p_kv_x": rows,
+        "p_idx_x": "*i32", "p_len_x": "*i32",
     }  # fmt: skip
     h, s_q, topk, topk_x, page, page_x = 64, 2, 128, 512, 256, 64
     row_stride = 584 if is_fp8 else 512  # elements of the row pointer's type
@@ -262,9 +262,9 @@ def _sparse_decode_spec(
         "IS_FP8": is_fp8, "PAGE": page, "PAGE_X": page_x, "HAS_LEN": True, "HAS_EXTRA": True, "HAS_LEN_X": True,
         "HAS_SINK": True, "DTYPE": tl.float16 if is_fp8 else tl.bfloat16, "BLOCK_H": block_h, "BLOCK_N": block_n,
         "D": 512, "NUM_HB": math.ceil(h / block_h), "NUM_STAGES": num_stages,
-        # as the launcher sets them: the hardware e4m3 conversion from sm_89 on, row prefetch for 32-row tiles;
-        # the default (not batch-invariant) launch, without the in-program merge of pieces
-        "E4M3_CVT": is_fp8 and arch >= 89, "PREFETCH_ROWS": is_fp8 and block_n <= 32, "MERGE_WHOLE": False,
+        # as the launcher sets them: the hardware e4m3 conversion from sm_89 on, row prefetch for 32-row tiles
+        "E4M3_CVT": is_fp8 and arch >= 89, "PREFETCH_ROWS": is_fp8 and block_n <= 32,
+        "MERGE_IN_KERNEL": block_n >= 64, "ACQUIRE_ASM": True,
     }  # fmt: skip
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
 

@@ -138,10 +138,10 @@ def test_pieces_packed_several_per_program_keep_the_bits(fp8: bool) -> None:
 @pytest.mark.parametrize("ctas", [3, 4], ids=["all-merged-in-program", "some-merged-in-program"])
 @pytest.mark.parametrize("fp8", [True, False], ids=["fp8", "rows"])
 def test_pieces_merged_in_their_program_keep_the_bits(fp8: bool, ctas: int) -> None:
-    """Five one-tile pieces per token. At b = 1 they run in separate programs and the combine kernel merges them;
-    at b = 9 with 3 program slots (15 tiles per program) every token lies inside one program, which merges its
-    pieces itself (no combine launch); with 4 slots (12 tiles per program) some tokens are merged in their program
-    and the others by the combine. Both merges must give the same bits."""
+    """Five one-tile pieces per token. At b = 1 they run in separate programs and whichever writes the last piece
+    merges them; at b = 9 with 3 program slots (15 tiles per program) every token lies inside one program, which
+    merges its own pieces; with 4 slots (12 tiles per program) some tokens lie inside one program and the others
+    are cut between programs. Every way must give the same bits."""
     knobs: dict[str, Any] = {**PINNED[fp8], "WAVEMLA_TARGET_CTAS": ctas, "WAVEMLA_NUM_SPLITS": 5}
     spec = get_spec(config.get("WAVEMLA_GPU") or "h200") if not HAS_CUDA else _device_spec(torch.device(DEVICE))
     workload = Workload(
@@ -151,7 +151,7 @@ def test_pieces_merged_in_their_program_keep_the_bits(fp8: bool, ctas: int) -> N
     with config.override(**knobs):
         one, nine = plan(workload, spec), plan(Workload(**{**workload.__dict__, "batch": 9}), spec)
         assert one.n_tiles == 5 and one.pieces_tiles == nine.pieces_tiles == 1
-        assert one.needs_combine and one.units_per_part < one.n_tiles  # b = 1: every piece merged by the combine
+        assert one.needs_combine and one.units_per_part < one.n_tiles  # b = 1: every token cut between programs
         upp = nine.units_per_part
         merged_here = [t for t in range(9) if (t * 5) // upp == (t * 5 + 4) // upp]
         assert nine.writes_partials and merged_here

@@ -1,8 +1,9 @@
 """Repeated calls on the same inputs give identical bits: fresh or reused metadata, split and combine paths, batch-
 invariant mode, and (GPU) other streams and CUDA-graph replays.
 
-The sparse decode has no atomics and a fixed combine order, so every output bit is a function of the inputs and the
-plan; these tests hold it to that.
+The sparse decode merges a cut token's pieces in a fixed order (its only atomic counts the pieces written, which
+decides which program merges, not how), so every output bit is a function of the inputs and the plan; these tests
+hold it to that. A repeated call also finds the piece counters reset by the call before.
 """
 
 import pytest

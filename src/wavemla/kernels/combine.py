@@ -1,9 +1,11 @@
 """LSE combine of split pieces: sparse decode (static piece layout) and dense decode (scheduler-written layout).
 
-The split kernel leaves, for every query token whose tiles span several programs, one normalized partial output and
-one base-2 lse per program in the workspace (slot ``token + program``). This kernel merges them in a fixed order
-(program order), applies the sink and writes the final output and natural-log lse. Tokens finished inside one program
-were already written by the split kernel and are skipped here (batch-invariant pieces of one program included).
+When the sparse split kernel does not merge cut tokens itself (plans with tiles under 64 rows:
+:attr:`wavemla.plan.Plan.merge_in_kernel`), it leaves, for every query token whose tiles span several programs or
+batch-invariant pieces, one normalized partial output and one base-2 lse per piece in the workspace (slot
+``token + piece``). This kernel merges them with the split kernel's own :func:`merge_pieces`, in slot order,
+applies the sink and writes the final output and natural-log lse. Tokens held whole by one program (one slot) were
+already written by the split kernel and are skipped here.
 The pieces of token ``t`` are programs ``t*n_tiles // units_per_part .. ((t+1)*n_tiles - 1) // units_per_part`` —
 a pure function of static shapes.
 """
@@ -29,7 +31,6 @@ def _sparse_mla_combine_kernel(
     H,
     n_tiles,
     units_per_part,
-    prog_units,
     stride_ob,
     stride_os,
     stride_oh,
@@ -41,9 +42,7 @@ def _sparse_mla_combine_kernel(
     i_hb = tl.program_id(1)
     i_first = (i_tok * n_tiles) // units_per_part
     i_last = ((i_tok + 1) * n_tiles - 1) // units_per_part
-    # A token inside one split program was finished there (whole, or its batch-invariant pieces merged).
-    cut = (i_tok * n_tiles) // prog_units != ((i_tok + 1) * n_tiles - 1) // prog_units
-    if (i_last > i_first) & cut:
+    if i_last > i_first:
         o_h = i_hb * BLOCK_H + tl.arange(0, BLOCK_H)
         m_h = o_h < H
         o_d = tl.arange(0, D)
@@ -65,15 +64,13 @@ def sparse_decode_combine(
     attn_sink: torch.Tensor | None,
     n_tiles: int,
     units_per_part: int,
-    prog_units: int | None = None,
     block_h: int = 1,
     num_warps: int = 4,
 ) -> None:
     """Merge split pieces into ``out [b, s_q, h, 512]`` and ``lse [b, s_q, h]`` (see module docstring).
 
-    ``units_per_part`` is the workspace slot size (the plan's ``slot_units``); ``prog_units`` the split kernel's
-    units per program when it differs (batch-invariant pieces, several per program): tokens that lie inside one
-    program were merged by the split kernel and are skipped. One program per (token, ``block_h`` heads): at small
+    ``units_per_part`` is the workspace slot size (the plan's ``slot_units``); every token with more than one slot
+    is merged. One program per (token, ``block_h`` heads): at small
     batch the pieces of one token are many and the combine is a bandwidth problem, so it is spread over as many
     programs as there are heads.
     """
@@ -89,7 +86,6 @@ def sparse_decode_combine(
         H=h,
         n_tiles=n_tiles,
         units_per_part=units_per_part,
-        prog_units=units_per_part if prog_units is None else prog_units,
         stride_ob=out.stride(0),
         stride_os=out.stride(1),
         stride_oh=out.stride(2),

@@ -5,7 +5,14 @@ One program owns ``BLOCK_H`` query heads and a contiguous range of the flattened
 (``BLOCK_N`` index entries each). Every gathered KV tile ``[BLOCK_N, 512]`` is loaded once and shared by all
 ``BLOCK_H`` heads through ``tl.dot`` (K = V: the same tile feeds QK^T and PV). A query token whose tiles all fall
 into one program is finished there (sink applied, output and lse written); a token split across programs leaves
-one normalized partial per program in the workspace and :mod:`wavemla.kernels.combine` merges them.
+one normalized partial per piece in the workspace, and the program that writes the token's last piece merges
+them (:func:`merge_pieces`, in slot order): each piece bumps a per-(token, head block) counter after its partial
+is stored (a CTA barrier, then one acquire-release atomic at GPU scope), and the writer that brings it to the
+piece count reads the partials back from L2 (``.cg`` loads), writes the output and resets the counter to 0 for
+the next call. Which program merges varies from run to run; the merged bits do not (fixed slot order), and no
+combine kernel is launched. With ``MERGE_IN_KERNEL`` off (the plans whose tiles have fewer than 64 rows: see
+:attr:`wavemla.plan.Plan.merge_in_kernel`) the partials are left to :mod:`wavemla.kernels.combine`, which runs the
+same :func:`merge_pieces`.
 
 Work ranges come from the planner as ``units_per_part``: program ``p`` covers units
 ``[p*units_per_part, (p+1)*units_per_part)``. The split layout is therefore a pure function of static shapes, so a
@@ -15,10 +22,9 @@ launch needs no device metadata, no host sync, and is CUDA-graph capturable. Wor
 Batch-invariant plans cut every token into fixed pieces of ``pieces_tiles`` tiles whatever the batch, and let a
 program run several whole pieces in turn: each piece is still computed alone and written to slot ``t + piece``
 (the combine sees pieces as if each were a program of ``pieces_tiles`` units), so the bits do not depend on how
-many programs the batch needs, while the program count adapts to the batch. A program that holds every piece of a
-token merges them itself, right after writing the last one: it reads the pieces back from the workspace and runs
-:func:`merge_pieces`, the combine kernel's own arithmetic, so the bits are those the combine would produce, and at
-large batches (whole tokens per program) no combine launch is needed.
+many programs the batch needs, while the program count adapts to the batch. A program holding all of a token's
+pieces merges them after the last (no counting); pieces spread over programs are merged as any cut token's are.
+Either way :func:`merge_pieces` runs in slot order, so where the pieces ran never changes the bits.
 
 Scores live in base 2 (``qk_scale = softmax_scale·log2 e``) so the exponentials are single ``exp2`` instructions.
 """
@@ -197,27 +203,42 @@ def finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK: tl.constexpr):
 
 
 @triton.jit
+def _load_acquire(p, ASM: tl.constexpr):
+    """``*p`` (int32) read by every thread with acquire semantics at GPU scope, so the partials released before
+    the count are visible to the loads after it. Under Triton's interpreter (programs run one after another) a plain
+    load."""
+    if ASM:
+        return tl.inline_asm_elementwise(
+            "ld.acquire.gpu.global.b32 $0, [$1];", "=r,l", [p], dtype=tl.int32, is_pure=False, pack=1
+        )
+    else:
+        return tl.load(p)
+
+
+@triton.jit
 def merge_pieces(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D: tl.constexpr):
     """Merge the normalized partials of token ``i_tok`` in workspace slots ``i_tok + i_first .. i_tok + i_last``
     (base-2 lse each) in slot order; returns the merged output ``[BLOCK_H, D]`` fp32 and its base-2 lse.
 
-    The combine kernel and the split kernel's batch-invariant merge both call this, so a token merged in either
-    place gets the same bits.
+    The same arithmetic in the same order whichever program runs it, so a token's bits do not depend on which of
+    its pieces finished last.
     """
-    # Pass 1: the largest piece lse per head, so that every weight 2^(lse_i - max) is <= 1.
+    # Pass 1: the largest piece lse per head, so that every weight 2^(lse_i - max) is <= 1. The loads skip L1:
+    # other programs wrote these partials during this kernel.
     b_max = tl.full(o_h.shape, float("-inf"), dtype=tl.float32)
     for i_part in range(i_first, i_last + 1):
         i_slot = tl.cast(i_tok + i_part, tl.int64)
-        b_lse_i = tl.load(p_lse_ws + i_slot * H + o_h, mask=m_h, other=float("-inf"))
+        b_lse_i = tl.load(p_lse_ws + i_slot * H + o_h, mask=m_h, other=float("-inf"), cache_modifier=".cg")
         b_max = tl.maximum(b_max, b_lse_i)
     b_max_safe = tl.where(b_max == float("-inf"), 0.0, b_max)
     b_sum = tl.zeros(o_h.shape, dtype=tl.float32)
     b_acc = tl.zeros([o_h.shape[0], D], dtype=tl.float32)
     for i_part in range(i_first, i_last + 1):
         i_slot = tl.cast(i_tok + i_part, tl.int64)
-        b_lse_i = tl.load(p_lse_ws + i_slot * H + o_h, mask=m_h, other=float("-inf"))
+        b_lse_i = tl.load(p_lse_ws + i_slot * H + o_h, mask=m_h, other=float("-inf"), cache_modifier=".cg")
         b_w = tl.exp2(b_lse_i - b_max_safe)
-        b_o_i = tl.load(p_o_ws + (i_slot * H + o_h[:, None]) * D + o_d[None, :], mask=m_h[:, None], other=0.0)
+        p_o_i = p_o_ws + (i_slot * H + o_h[:, None]) * D + o_d[None, :]
+        b_o_i = tl.load(p_o_i, mask=m_h[:, None], other=0.0, cache_modifier=".cg")
         b_acc += b_w[:, None] * b_o_i.to(tl.float32)
         b_sum += b_w
     m_seen = b_sum > 0.0
@@ -233,6 +254,7 @@ def _sparse_mla_decode_kernel(
     p_lse,
     p_o_ws,
     p_lse_ws,
+    p_cnt,
     p_sink,
     # main cache
     p_kv,
@@ -285,7 +307,8 @@ def _sparse_mla_decode_kernel(
     NUM_STAGES: tl.constexpr,
     E4M3_CVT: tl.constexpr,
     PREFETCH_ROWS: tl.constexpr,
-    MERGE_WHOLE: tl.constexpr,
+    MERGE_IN_KERNEL: tl.constexpr,
+    ACQUIRE_ASM: tl.constexpr,
 ):
     i_pid = tl.program_id(0)
     i_hb = i_pid % NUM_HB
@@ -350,24 +373,39 @@ def _sparse_mla_decode_kernel(
                 mask=m_h[:, None],
             )
             tl.store(p_lse_ws + i_slot * H + o_h, b_lse2, mask=m_h)
-            if MERGE_WHOLE:
-                # Batch-invariant pieces: the token's last piece, and its first one ran here too -> merge now.
+            if MERGE_IN_KERNEL:
                 tok_lo = i_tok * n_tiles
-                if (t_hi == n_tiles) & (tok_lo >= unit_lo):
-                    tl.debug_barrier()  # every thread's partial stores are visible to the loads below
-                    b_o, b_lse2 = merge_pieces(
-                        p_o_ws, p_lse_ws, i_tok, tok_lo // slot_units, (tok_lo + n_tiles - 1) // slot_units,
-                        H, o_h, m_h, o_d, D,
-                    )  # fmt: skip
+                i_first = tok_lo // slot_units
+                i_last = (tok_lo + n_tiles - 1) // slot_units
+                p_cnt_tok = p_cnt + i_tok * NUM_HB + i_hb
+                if (tok_lo >= unit_lo) & (tok_lo + n_tiles <= unit_hi):
+                    # Batch-invariant pieces all in this program: merge after the last, no counting.
+                    tl.debug_barrier()  # every thread's partials are stored before the loads of the merge
+                    is_last = t_hi == n_tiles
+                else:
+                    # Count this piece in; the writer of the token's last piece merges them all.
+                    tl.debug_barrier()  # every thread's partial is stored before the release below
+                    tl.atomic_add(p_cnt_tok, 1, sem="release", scope="gpu")  # one thread; its result is not used
+                    tl.debug_barrier()  # the increment is ordered before every thread's read below
+                    is_last = _load_acquire(p_cnt_tok, ACQUIRE_ASM) == i_last - i_first + 1
+                if is_last:
+                    b_o, b_lse2 = merge_pieces(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D)
                     b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
                     p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + i_s * stride_os
-                    tl.store(
-                        p_o + o_h[:, None] * stride_oh + o_d[None, :], b_o.to(p_out.dtype.element_ty), mask=m_h[:, None]
-                    )
+                    p_o_h = p_o + o_h[:, None] * stride_oh + o_d[None, :]
+                    tl.store(p_o_h, b_o.to(p_out.dtype.element_ty), mask=m_h[:, None])
                     tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
+                    # Every piece has counted in (if any did): zero for the next call. Two programs may both have
+                    # read the full count (their increments landed before either read); both write the same bits.
+                    tl.store(p_cnt_tok, 0)
 
 
 _TL_DTYPE = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
+
+
+def _interpreting() -> bool:
+    knobs = getattr(triton, "knobs", None)
+    return bool(knobs is not None and knobs.runtime.interpret)
 
 
 def sparse_decode_split(
@@ -377,6 +415,7 @@ def sparse_decode_split(
     lse: torch.Tensor,
     o_ws: torch.Tensor | None,
     lse_ws: torch.Tensor | None,
+    counts: torch.Tensor | None,
     kv: torch.Tensor,
     indices: torch.Tensor,
     topk_length: torch.Tensor | None,
@@ -394,19 +433,23 @@ def sparse_decode_split(
     num_parts: int,
     e4m3_cvt: bool | None = None,
     pieces_tiles: int | None = None,
+    merge_in_kernel: bool = True,
 ) -> Any:
     """Launch the split kernel; returns Triton's compiled-kernel handle (registers, spills, shared memory).
 
     Inputs must already be validated (see :mod:`wavemla.api`).
 
     q ``[b, s_q, h, 512]``; out ``[b, s_q, h, 512]`` q.dtype; lse ``[b, s_q, h]`` fp32; workspace ``o_ws
-    [b*s_q + num_parts, h, 512]`` (fp32, or fp16 for FP8 caches) and ``lse_ws [b*s_q + num_parts, h]`` fp32 (needed
-    when a token is split).
+    [b*s_q + num_parts, h, 512]`` (fp32, or fp16 for FP8 caches), ``lse_ws [b*s_q + num_parts, h]`` fp32 and
+    ``counts [b*s_q*ceil(h/block_h)]`` int32, zero at the first call (the kernel leaves it zero): needed when a token
+    is split.
     kv ``[blocks, page, 1, 512]`` rows or ``[blocks, page, 1, 584]`` uint8 MODEL1; indices ``[b, s_q, topk]`` int32.
     ``pieces_tiles`` (batch-invariant plans): every token is cut into fixed pieces of this many tiles, each written
     to its own workspace slot (``token + piece``), however many pieces a program covers; the workspace then needs
-    ``b*s_q + b*s_q*n_tiles/pieces_tiles`` rows. ``e4m3_cvt`` picks the e4m3 decode (hardware conversion or bit
-    assembly; identical results); None asks :func:`wavemla.device.fp8_decode_path` for q's device.
+    ``b*s_q + b*s_q*n_tiles/pieces_tiles`` rows. ``merge_in_kernel`` False leaves every partial for
+    :func:`wavemla.kernels.combine.sparse_decode_combine` (``counts`` unused). ``e4m3_cvt`` picks the e4m3 decode
+    (hardware conversion or bit assembly; identical results); None asks :func:`wavemla.device.fp8_decode_path` for
+    q's device.
     """
     if e4m3_cvt is None:
         e4m3_cvt = is_fp8 and fp8_decode_path(q.device) == "cvt"
@@ -432,6 +475,7 @@ def sparse_decode_split(
         p_lse=lse,
         p_o_ws=o_ws if o_ws is not None else out,
         p_lse_ws=lse_ws if lse_ws is not None else lse,
+        p_cnt=counts if counts is not None else indices,
         p_sink=attn_sink if attn_sink is not None else lse,
         p_kv=kv,
         p_idx=indices,
@@ -484,8 +528,8 @@ def sparse_decode_split(
         E4M3_CVT=is_fp8 and e4m3_cvt,
         # Row prefetch needs a second raw tile in registers: measured a win at 32 rows, spills at 64.
         PREFETCH_ROWS=is_fp8 and block_n <= 32,
-        # Batch-invariant pieces: a program holding all of a token's pieces merges them (see the module doc).
-        MERGE_WHOLE=pieces_tiles is not None and pieces_tiles < n_tiles,
+        MERGE_IN_KERNEL=merge_in_kernel,
+        ACQUIRE_ASM=not _interpreting(),
         num_warps=num_warps,
         num_stages=num_stages,
     )
