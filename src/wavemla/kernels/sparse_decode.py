@@ -7,9 +7,9 @@ One program owns ``BLOCK_H`` query heads and a contiguous range of the flattened
 into one program is finished there (sink applied, output and lse written); a token split across programs leaves
 one normalized partial per piece in the workspace, and the program that writes the token's last piece merges
 them (:func:`merge_pieces`, in slot order): each piece bumps a per-(token, head block) counter after its partial
-is stored (a CTA barrier, then one acquire-release atomic at GPU scope), and the writer that brings it to the
-piece count reads the partials back from L2 (``.cg`` loads), writes the output and resets the counter to 0 for
-the next call. Which program merges varies from run to run; the merged bits do not (fixed slot order), and no
+is stored (a CTA barrier, then one release atomic at GPU scope), every thread then reads the count with acquire
+semantics and the CTA takes the smallest value seen; a program that sees the full count reads the partials back
+from L2 (``.cg`` loads), writes the output and resets the counter to 0 for the next call. Which program merges varies from run to run; the merged bits do not (fixed slot order), and no
 combine kernel is launched. With ``MERGE_IN_KERNEL`` off (the plans whose tiles have fewer than 64 rows: see
 :attr:`wavemla.plan.Plan.merge_in_kernel`) the partials are left to :mod:`wavemla.kernels.combine`, which runs the
 same :func:`merge_pieces`.
@@ -204,9 +204,9 @@ def finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK: tl.constexpr):
 
 @triton.jit
 def _load_acquire(p, ASM: tl.constexpr):
-    """``*p`` (int32) read by every thread with acquire semantics at GPU scope, so the partials released before
-    the count are visible to the loads after it. Under Triton's interpreter (programs run one after another) a plain
-    load."""
+    """``*p`` (int32 pointers) read with acquire semantics at GPU scope by the threads holding them, so the
+    partials released before the count are visible to the loads after it. Under Triton's interpreter (programs run
+    one after another) a plain load."""
     if ASM:
         return tl.inline_asm_elementwise(
             "ld.acquire.gpu.global.b32 $0, [$1];", "=r,l", [p], dtype=tl.int32, is_pure=False, pack=1
@@ -387,7 +387,10 @@ def _sparse_mla_decode_kernel(
                     tl.debug_barrier()  # every thread's partial is stored before the release below
                     tl.atomic_add(p_cnt_tok, 1, sem="release", scope="gpu")  # one thread; its result is not used
                     tl.debug_barrier()  # the increment is ordered before every thread's read below
-                    is_last = _load_acquire(p_cnt_tok, ACQUIRE_ASM) == i_last - i_first + 1
+                    # Every thread reads the count; the CTA decides on the smallest value it saw, so all its threads
+                    # take the same branch even when another program's increment (or reset) lands mid-read.
+                    n_seen = tl.min(_load_acquire(p_cnt_tok + o_h * 0, ACQUIRE_ASM), 0)
+                    is_last = n_seen == i_last - i_first + 1
                 if is_last:
                     b_o, b_lse2 = merge_pieces(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D)
                     b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
@@ -396,7 +399,8 @@ def _sparse_mla_decode_kernel(
                     tl.store(p_o_h, b_o.to(p_out.dtype.element_ty), mask=m_h[:, None])
                     tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
                     # Every piece has counted in (if any did): zero for the next call. Two programs may both have
-                    # read the full count (their increments landed before either read); both write the same bits.
+                    # seen the full count (both increments landed before either read); both then merge in full and
+                    # write the same bits, and a program that reads after a reset sees less and leaves it.
                     tl.store(p_cnt_tok, 0)
 
 
