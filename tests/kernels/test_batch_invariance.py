@@ -135,31 +135,40 @@ def test_pieces_packed_several_per_program_keep_the_bits(fp8: bool) -> None:
         _check_invariance(pool, [9, 5], seed=28, batch_invariant=True)
 
 
-@pytest.mark.parametrize("ctas", [3, 4], ids=["all-merged-in-program", "some-merged-in-program"])
+@pytest.mark.parametrize("some", [False, True], ids=["all-merged-in-program", "some-merged-in-program"])
 @pytest.mark.parametrize("fp8", [True, False], ids=["fp8", "rows"])
-def test_pieces_merged_in_their_program_keep_the_bits(fp8: bool, ctas: int) -> None:
-    """Five one-tile pieces per token. At b = 1 they run in separate programs and whichever writes the last piece
-    merges them; at b = 9 with 3 program slots (15 tiles per program) every token lies inside one program, which
-    merges its own pieces; with 4 slots (12 tiles per program) some tokens lie inside one program and the others
-    are cut between programs. Every way must give the same bits."""
-    knobs: dict[str, Any] = {**PINNED[fp8], "WAVEMLA_TARGET_CTAS": ctas, "WAVEMLA_NUM_SPLITS": 5}
+@pytest.mark.parametrize("rows", [16, 64], ids=["combine-kernel", "merged-in-kernel"])
+def test_pieces_merged_in_their_program_keep_the_bits(fp8: bool, some: bool, rows: int) -> None:
+    """Five one-tile pieces per token. At b = 1 they run in separate programs; at b = 9 with 3 program slots (15
+    tiles per program) every token lies inside one program; with 4 slots (16-row tiles: 12 tiles per program) or 7
+    (64-row tiles: 7) some tokens lie inside one program and the others are cut between programs. With 64-row tiles
+    the split kernel merges every token itself (without counting when its pieces share a program, else the program
+    writing the last piece), with 16-row tiles the combine kernel does. Every way must give the same bits."""
+    ctas = (7 if rows == 64 else 4) if some else 3
+    if rows == 64:  # 64-row tiles: the split kernel merges every token's pieces itself (counted when spread)
+        pinned = {**PINNED[fp8], "WAVEMLA_BLOCK_N": 64, "WAVEMLA_NUM_STAGES": 1}
+        shape = {**SMALL, "topk": 2 * 64 + 5, "extra_topk": 2 * 64 - 7, "extra_pool": 256}  # 3 + 2 tiles of 64 rows
+    else:
+        pinned, shape = dict(PINNED[fp8]), dict(SMALL)
+    knobs: dict[str, Any] = {**pinned, "WAVEMLA_TARGET_CTAS": ctas, "WAVEMLA_NUM_SPLITS": 5}
     spec = get_spec(config.get("WAVEMLA_GPU") or "h200") if not HAS_CUDA else _device_spec(torch.device(DEVICE))
     workload = Workload(
-        batch=1, s_q=1, h_q=SMALL["h_q"], topk=SMALL["topk"], extra_topk=SMALL["extra_topk"], is_fp8=fp8,
+        batch=1, s_q=1, h_q=shape["h_q"], topk=shape["topk"], extra_topk=shape["extra_topk"], is_fp8=fp8,
         dtype="bf16" if HAS_CUDA else "fp16", batch_invariant=True,
     )  # fmt: skip
     with config.override(**knobs):
         one, nine = plan(workload, spec), plan(Workload(**{**workload.__dict__, "batch": 9}), spec)
         assert one.n_tiles == 5 and one.pieces_tiles == nine.pieces_tiles == 1
+        assert one.merge_in_kernel == nine.merge_in_kernel == (rows == 64)
         assert one.needs_combine and one.units_per_part < one.n_tiles  # b = 1: every token cut between programs
         upp = nine.units_per_part
         merged_here = [t for t in range(9) if (t * 5) // upp == (t * 5 + 4) // upp]
         assert nine.writes_partials and merged_here
-        if ctas == 3:
+        if not some:
             assert upp % 5 == 0 and not nine.needs_combine and len(merged_here) == 9
         else:
             assert nine.needs_combine and len(merged_here) < 9
-        pool = _pool(9, {**SMALL, "s_q": 1}, fp8, SMALL_DTYPE, DEVICE, seed=29)
+        pool = _pool(9, {**shape, "s_q": 1}, fp8, SMALL_DTYPE, DEVICE, seed=29)
         _check_invariance(pool, [9], seed=30, batch_invariant=True)
 
 

@@ -66,6 +66,31 @@ def test_split_and_combine(forced):
         check(inputs)
 
 
+# 64-row tiles: cut tokens are merged inside the split kernel by the program that writes their last piece
+MERGE_IN_KERNEL = dict(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=64, WAVEMLA_NUM_WARPS=4, WAVEMLA_NUM_STAGES=1)
+
+
+@pytest.mark.parametrize(
+    "forced", [dict(WAVEMLA_NUM_SPLITS=3), dict(WAVEMLA_TARGET_CTAS=4), dict(WAVEMLA_TARGET_CTAS=11)], ids=str
+)
+def test_split_merged_in_kernel(forced):
+    """Tokens cut across programs with 64-row tiles: the program writing a token's last piece merges it (no combine
+    launch), and leaves every piece counter at zero for the next call, which must give the same bits."""
+    from wavemla import get_mla_metadata
+
+    inputs = make_sparse_decode_inputs(
+        batch=3, s_q=2, h_q=16, topk=100, page=32, extra_topk=160, extra_page=16, fp8=True, dtype=SMALL_DTYPE,
+        device=DEVICE, seed=4,
+    )  # fmt: skip
+    meta, _ = get_mla_metadata()
+    with config.override(**MERGE_IN_KERNEL, **forced):
+        first = check(inputs, metadata=meta)
+        assert meta.plan is not None and meta.plan.merge_in_kernel and meta.plan.needs_combine
+        assert meta.counts is not None and int(meta.counts.abs().sum()) == 0
+        again = check(inputs, metadata=meta)
+    assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+
+
 def _base(**kw):
     args = dict(batch=2, h_q=16, topk=40, page=32, extra_topk=40, extra_page=16, fp8=True, dtype=SMALL_DTYPE)
     args.update(kw)
