@@ -1,18 +1,18 @@
 """DeepSeek-V4 sparse MLA decode: the split kernel.
 
-One program owns ``BLOCK_H`` query heads and a contiguous range of the flattened work list
-``(query token, KV tile)``; a query token's tiles are its main-cache tiles followed by its extra-cache tiles
-(``BLOCK_N`` index entries each). Every gathered KV tile ``[BLOCK_N, 512]`` is loaded once and shared by all
-``BLOCK_H`` heads through ``tl.dot`` (K = V: the same tile feeds QK^T and PV). A query token whose tiles all fall
-into one program is finished there (sink applied, output and lse written); a token split across programs leaves
-one normalized partial per piece in the workspace, and the program that writes the token's last piece merges
-them (:func:`merge_pieces`, in slot order): each piece bumps a per-(token, head block) counter after its partial
-is stored (a CTA barrier, then one release atomic at GPU scope), every thread then reads the count with acquire
-semantics and the CTA takes the smallest value seen; a program that sees the full count reads the partials back
-from L2 (``.cg`` loads), writes the output and resets the counter to 0 for the next call. Which program merges varies from run to run; the merged bits do not (fixed slot order), and no
-combine kernel is launched. With ``MERGE_IN_KERNEL`` off (the plans whose tiles have fewer than 64 rows: see
-:attr:`wavemla.plan.Plan.merge_in_kernel`) the partials are left to :mod:`wavemla.kernels.combine`, which runs the
-same :func:`merge_pieces`.
+One program owns ``BLOCK_H`` query heads and a contiguous range of the flattened work list ``(query token, KV
+tile)``; a query token's tiles are its main-cache tiles followed by its extra-cache tiles (``BLOCK_N`` index entries
+each). Every gathered KV tile ``[BLOCK_N, 512]`` is loaded once and shared by all ``BLOCK_H`` heads through
+``tl.dot`` (K = V: the same tile feeds QK^T and PV). A query token whose tiles all fall into one program is finished
+there (sink applied, output and lse written); a token split across programs leaves one normalized partial per piece
+in the workspace, and the program that writes the token's last piece merges them (:func:`merge_pieces`, in slot
+order): each piece bumps a per-(token, head block) counter after its partial is stored (a CTA barrier, then one
+release atomic at GPU scope), every thread then reads the count with acquire semantics and the CTA takes the
+smallest value seen; a program that sees the full count reads the partials back from L2 (``.cg`` loads), writes the
+output and resets the counter to 0 for the next call. Which program merges varies from run to run; the merged bits
+do not (fixed slot order), and no combine kernel is launched. With ``MERGE_IN_KERNEL`` off (the plans whose tiles
+have fewer than 64 rows: see :attr:`wavemla.plan.Plan.merge_in_kernel`) the partials are left to
+:mod:`wavemla.kernels.combine`, which runs the same :func:`merge_pieces`.
 
 Work ranges come from the planner as ``units_per_part``: program ``p`` covers units
 ``[p*units_per_part, (p+1)*units_per_part)``. The split layout is therefore a pure function of static shapes, so a
