@@ -5,9 +5,8 @@ When the sparse split kernel does not merge cut tokens itself (plans with tiles 
 batch-invariant pieces, one normalized partial output and one base-2 lse per piece in the workspace (slot
 ``token + piece``). This kernel merges them with the split kernel's own :func:`merge_pieces`, in slot order,
 applies the sink and writes the final output and natural-log lse. Tokens held whole by one program (one slot) were
-already written by the split kernel and are skipped here.
-The pieces of token ``t`` are programs ``t*n_tiles // units_per_part .. ((t+1)*n_tiles - 1) // units_per_part`` —
-a pure function of static shapes.
+already written by the split kernel and are skipped here. The pieces of token ``t`` are slots
+``t*n_tiles // units_per_part .. ((t+1)*n_tiles - 1) // units_per_part`` — a pure function of static shapes.
 """
 
 from __future__ import annotations
@@ -70,9 +69,8 @@ def sparse_decode_combine(
     """Merge split pieces into ``out [b, s_q, h, 512]`` and ``lse [b, s_q, h]`` (see module docstring).
 
     ``units_per_part`` is the workspace slot size (the plan's ``slot_units``); every token with more than one slot
-    is merged. One program per (token, ``block_h`` heads): at small
-    batch the pieces of one token are many and the combine is a bandwidth problem, so it is spread over as many
-    programs as there are heads.
+    is merged. One program per (token, ``block_h`` heads): at small batch the pieces of one token are many and the
+    combine is a bandwidth problem, so it is spread over as many programs as there are heads.
     """
     b, s_q, h, d = out.shape
     grid = (b * s_q, triton.cdiv(h, block_h))
