@@ -52,6 +52,7 @@ from typing import Any
 import torch
 
 from wavemla import config
+from wavemla.device import triton_interpreting
 from wavemla.plan import DensePlan, DenseWorkload, Plan, Workload, plan, plan_dense
 from wavemla.reference import fp8_v32
 from wavemla.reference.fp8 import BYTES_PER_TOKEN, D_QK
@@ -82,13 +83,6 @@ def get_mla_metadata(*args: Any, **kwargs: Any) -> tuple[MLAMetadata, None]:
     """An empty metadata object, planned on the first decode call (arguments are accepted and ignored, as in
     FlashMLA, whose signature no longer takes real ones)."""
     return MLAMetadata(), None
-
-
-def _interpreting() -> bool:
-    import triton
-
-    knobs = getattr(triton, "knobs", None)
-    return bool(knobs is not None and knobs.runtime.interpret)
 
 
 def _check_tensor(name: str, t: Any, dtypes: tuple[torch.dtype, ...], ndim: int, device: torch.device) -> None:
@@ -226,7 +220,7 @@ def sparse_mla_decode(
         raise ValueError("extra_indices / extra_topk_length: given without extra_kv_cache")
     if not is_fp8 and kv_cache.dtype != q.dtype:
         raise ValueError(f"kv_cache: bf16/fp16 rows must match q's dtype {q.dtype}, got {kv_cache.dtype}")
-    if not is_fp8 and kv_cache.dtype == torch.bfloat16 and _interpreting():
+    if not is_fp8 and kv_cache.dtype == torch.bfloat16 and triton_interpreting():
         raise ValueError(
             "kv_cache: bf16 rows cannot run under Triton's interpreter (its tl.dot multiplies raw bf16 bits, "
             "triton issue 11584); use fp16 rows or an FP8 MODEL1 cache on CPU"
@@ -346,7 +340,7 @@ def _check_q_common(q: Any) -> torch.device:
         raise ValueError(f"q: h_q (dim 2) must be in 1..128, got {h_q}")
     if q.stride(3) != 1:
         raise ValueError("q: the last dimension must be contiguous (stride 1)")
-    if not (device.type == "cuda" or (device.type == "cpu" and _interpreting())):
+    if not (device.type == "cuda" or (device.type == "cpu" and triton_interpreting())):
         raise ValueError(f"q: expected a CUDA tensor (or Triton's interpreter mode for CPU tensors), got {device}")
     return device
 
@@ -433,7 +427,7 @@ def dense_mla_decode(
     is_fp8 = _check_dense_cache(k_cache, d_qk, device)
     if not is_fp8 and k_cache.dtype != q.dtype:
         raise ValueError(f"k_cache: bf16/fp16 rows must match q's dtype {q.dtype}, got {k_cache.dtype}")
-    if not is_fp8 and k_cache.dtype == torch.bfloat16 and _interpreting():
+    if not is_fp8 and k_cache.dtype == torch.bfloat16 and triton_interpreting():
         raise ValueError(
             "k_cache: bf16 rows cannot run under Triton's interpreter (its tl.dot multiplies raw bf16 bits, "
             "triton issue 11584); use fp16 rows or an FP8 V3.2 cache on CPU"

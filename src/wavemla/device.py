@@ -540,6 +540,14 @@ def fp8_decode_path(device: Any) -> str:
     return str(choice)
 
 
+def triton_interpreting() -> bool:
+    """Whether Triton runs kernels through its interpreter (``TRITON_INTERPRET=1``, read when Triton is imported)."""
+    import triton
+
+    knobs = getattr(triton, "knobs", None)
+    return bool(knobs is not None and knobs.runtime.interpret)
+
+
 @functools.lru_cache(maxsize=16)
 def _device_arch(index: int) -> int:
     import torch

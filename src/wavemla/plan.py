@@ -169,11 +169,13 @@ class Plan:
     @property
     def merge_in_kernel(self) -> bool:
         """Whether the split kernel merges cut tokens itself (the program writing a token's last piece) rather than
-        leaving them to the combine kernel. Chosen by tile: on the H200 the in-kernel merge measured faster with
-        64-row tiles (CSA b=148: 120.1 vs 131.1 µs; b=48: 60.7 vs 65.9) and slower with 16- and 32-row tiles, where
-        small batches cut each token into many pieces and the combine spreads their merge over every head (b=1:
-        33.9 vs 22.4 µs; b=32: 54.3 vs 46.8; benchmarks/results/2026-11-30-h200-fused-merge.log). Either way the
-        merge is the same code in the same order, so the bits do not change."""
+        leaving them to the combine kernel. Chosen by tile: on the H200 (h=64, FP8) the in-kernel merge measured
+        faster with 64-row tiles (CSA b=148: 120.1 vs 131.1 µs; b=48: 60.7 vs 65.9) and slower with 16- and 32-row
+        tiles, where small batches cut each token into many pieces and the combine spreads their merge over every
+        head (CSA b=1: 33.9 vs 22.4 µs; b=32: 54.3 vs 46.8). In-kernel figures from
+        benchmarks/results/2026-11-30-h200-fused-merge.log, combine figures from the same GPU's
+        2026-11-30-h200-sparse-decode-h64.json. Either way the merge is the same code in the same order, so the bits
+        do not change."""
         return self.config.block_n >= 64
 
     def workspace_rows(self, tokens: int) -> int:

@@ -37,7 +37,7 @@ import torch
 import triton
 import triton.language as tl
 
-from wavemla.device import fp8_decode_path
+from wavemla.device import fp8_decode_path, triton_interpreting
 from wavemla.kernels.fp8 import e4m3_times_256_inv_f16, ue8m0_scale_times_256
 
 LOG2E = 1.4426950408889634
@@ -407,10 +407,6 @@ def _sparse_mla_decode_kernel(
 _TL_DTYPE = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 
 
-def _interpreting() -> bool:
-    knobs = getattr(triton, "knobs", None)
-    return bool(knobs is not None and knobs.runtime.interpret)
-
 
 def sparse_decode_split(
     *,
@@ -533,7 +529,7 @@ def sparse_decode_split(
         # Row prefetch needs a second raw tile in registers: measured a win at 32 rows, spills at 64.
         PREFETCH_ROWS=is_fp8 and block_n <= 32,
         MERGE_IN_KERNEL=merge_in_kernel,
-        ACQUIRE_ASM=not _interpreting(),
+        ACQUIRE_ASM=not triton_interpreting(),
         num_warps=num_warps,
         num_stages=num_stages,
     )
