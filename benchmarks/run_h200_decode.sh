@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The sparse-decode part of the H200 run, sized for one 10-minute call (about 6 minutes measured): GPU tests of the kernels, demo, the
-# sparse-decode tables (h=64 s_q 1/2, h=16/128), batch-invariant cost, stress (graphs x streams), the b = 1..256 curve.
+# The sparse-decode part of the H200 run, sized for one 10-minute call (about 7 minutes): GPU tests of the kernels, demo, the
+# sparse-decode tables (h=64 s_q 1/2, h=16/128), batch-invariant cost, stress (graphs x streams), the b = 1..256 curves
+# (CSA and HCA, h=64).
 #   bash benchmarks/run_h200_decode.sh <git-sha>
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-lane-out}
@@ -25,6 +26,8 @@ step() { local limit=$1; shift; echo "== $* (limit ${limit}s)"; timeout "$limit"
   step 45 $W stress
   step 70 $W bench --mode csa --s-q 1 --heads 64 --batch $(seq 1 256) --reps 5 \
     --json "$OUT/curve_h64.json" --label "$LABEL" > "$OUT/curve.log"
+  step 80 $W bench --mode hca --s-q 1 --heads 64 --batch $(seq 1 256) --reps 5 \
+    --json "$OUT/curve_h64_hca.json" --label "$LABEL" > "$OUT/curve_hca.log"
 } > "$OUT/all.log" 2>&1
 tar czf /tmp/wavemla-results.tgz -C "$OUT" --exclude=all.log --exclude=tests.log . && \
   find "$OUT" -mindepth 1 -maxdepth 1 ! -name all.log ! -name tests.log -exec rm -rf {} + && \

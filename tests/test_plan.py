@@ -205,6 +205,23 @@ def test_h200_choices_are_the_measured_ones() -> None:
         assert (str(p.config), p.units_per_part) == (r["config"], r["units_per_part"]), r
 
 
+def test_q_goes_through_the_kernel_scratch_where_it_measured_faster() -> None:
+    """64x64 and 16x32 plans of 3+ tiles per program convert q in the kernel; 64x32 plans (row prefetch at the
+    register cap) and programs of 1-2 tiles do not; and every plan says how many token segments its busiest
+    program starts (programs start at multiples of gcd(units_per_part, n_tiles) into a token)."""
+    by_tile = {(p.config.block_h, p.config.block_n): p for b in range(1, 257) for p in [plan(dsv4(b), H200)]}
+    assert {(64, 64), (64, 32), (16, 32)} <= set(by_tile)
+    for b in range(1, 257):
+        p = plan(dsv4(b), H200)
+        expected = p.units_per_part >= 3 and (p.config.block_h, p.config.block_n) != (64, 32)
+        assert p.q_scratch == expected, (b, p.config, p.units_per_part)
+    p = evaluate(dsv4(80), H200, KernelConfig(64, 64, 8, 1), 7)  # tokens of 10 tiles, programs of 7: gcd 1
+    assert p.segments_per_program == 2
+    assert evaluate(dsv4(80), H200, KernelConfig(64, 64, 8, 1), 5).segments_per_program == 1
+    assert evaluate(dsv4(80), H200, KernelConfig(64, 64, 8, 1), 20).segments_per_program == 2
+    assert evaluate(dsv4(80), H200, KernelConfig(64, 64, 8, 1), 15).segments_per_program == 2  # starts at 0 or 5
+
+
 # ---------------------------------------------------------------- SM120 (99 KB/block, 100 KB/SM): fit and occupancy
 
 
@@ -289,7 +306,8 @@ def test_per_request_cliffs_come_from_tile_or_token_granularity(gpu: str) -> Non
 
     - programs of fewer than 20 tiles (one more tile is more than 5% of a program);
     - b fits the slots without cutting a token and b+1 must cut, paying the combine;
-    - b+1 stays cut-free by taking at most one more token per program (cutting would cost more).
+    - b+1 stays cut-free by taking at most one more token per program (cutting would cost more);
+    - b+1's busiest program starts one more token segment (H200: each costs dependent memory round trips).
 
     Anything else (a jump at long programs with the same cut state) would be a wave cliff of the planner.
     """
@@ -305,7 +323,8 @@ def test_per_request_cliffs_come_from_tile_or_token_granularity(gpu: str) -> Non
             combine_appears = not p.needs_combine and q.needs_combine
             one_token_more = (not q.needs_combine and q.config == p.config
                               and q.units_per_part - p.units_per_part <= q.n_tiles)  # fmt: skip
-            if not (fine_grain or combine_appears or one_token_more):
+            more_segments = q.segments_per_program > p.segments_per_program
+            if not (fine_grain or combine_appears or one_token_more or more_segments):
                 unexplained.append((h, mode, s_q, b, str(p.config), p.units_per_part, str(q.config), q.units_per_part))
     assert not unexplained
 

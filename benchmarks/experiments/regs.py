@@ -16,7 +16,7 @@ fn = mod._sparse_mla_decode_kernel
 parts = [int(x) for x in cfg.split("x")]
 bh, bn, nw = parts[:3]; ns = parts[3] if len(parts) > 3 else 1
 fp8 = os.environ.get("FP8", "1") == "1"
-spec = _sparse_decode_spec(bh, bn, ns, fp8, "fp16" if fp8 else "bf16", arch)
+spec = _sparse_decode_spec(bh, bn, ns, fp8, os.environ.get("QDT", "fp16" if fp8 else "bf16"), arch)
 extra = {k.split("=")[0]: k.split("=")[1] for k in sys.argv[3:] if "=" in k}
 for k, v in extra.items():
     spec["constexprs"][k] = int(v)

@@ -72,6 +72,7 @@ class MLAMetadata:
     o_ws: torch.Tensor | None = field(default=None, repr=False)
     lse_ws: torch.Tensor | None = field(default=None, repr=False)
     counts: torch.Tensor | None = field(default=None, repr=False)  # sparse: pieces written per (token, head block)
+    q_ws: torch.Tensor | None = field(default=None, repr=False)  # sparse, FP8 rows, bf16 q: per-program q in fp16
     split_kernel: Any = field(default=None, repr=False)  # Triton's compiled split kernel (resource report)
     dense_plan: DensePlan | None = None  # the dense decode's plan (``plan`` stays None for it)
     sched: torch.Tensor | None = field(default=None, repr=False)  # dense: [num_parts, 4] int32 work ranges
@@ -274,6 +275,11 @@ def sparse_mla_decode(
                 meta.lse_ws = torch.empty((rows, h_q), dtype=torch.float32, device=device)
                 # zero once; the program that merges a token's pieces puts its counter back to zero
                 meta.counts = torch.zeros(b * s_q * meta.plan.num_head_blocks, dtype=torch.int32, device=device)
+            if is_fp8 and q.dtype != torch.float16 and meta.plan.q_scratch:
+                p0 = meta.plan
+                meta.q_ws = torch.empty(
+                    (p0.num_parts * p0.num_head_blocks, p0.config.block_h, D_QK), dtype=torch.float16, device=device
+                )
         elif meta.key != key:
             raise ValueError(
                 f"metadata (tile_scheduler_metadata): planned for {meta.key}, called with {key}; "
@@ -311,6 +317,7 @@ def sparse_mla_decode(
             num_parts=p.num_parts,
             pieces_tiles=p.pieces_tiles,
             merge_in_kernel=p.merge_in_kernel,
+            q_ws=meta.q_ws,
         )
         if p.writes_partials and not p.merge_in_kernel:
             assert meta.o_ws is not None and meta.lse_ws is not None

@@ -540,6 +540,22 @@ def fp8_decode_path(device: Any) -> str:
     return str(choice)
 
 
+# griddepcontrol (programmatic dependent launch) starts at sm_90.
+_PDL_MIN_ARCH = 90
+
+
+def dependent_launch(device: Any) -> bool:
+    """Whether kernels on ``device`` use programmatic dependent launch: a kernel that reads its predecessor's
+    output is launched while the predecessor still runs and waits in ``griddepcontrol.wait`` (sm_90 and newer,
+    compiled kernels only: not under Triton's interpreter)."""
+    import torch
+
+    dev = torch.device(device)
+    if dev.type != "cuda" or triton_interpreting():
+        return False
+    return _device_arch(dev.index if dev.index is not None else torch.cuda.current_device()) >= _PDL_MIN_ARCH
+
+
 def triton_interpreting() -> bool:
     """Whether Triton runs kernels through its interpreter (``TRITON_INTERPRET=1``, read when Triton is imported)."""
     import triton

@@ -115,6 +115,11 @@ class Resources:
     note: str = ""  # where the numbers come from, for reasons
 
 
+def merges_in_kernel(cfg: KernelConfig) -> bool:
+    """Whether the split kernel merges cut tokens itself for this tile shape (see :attr:`Plan.merge_in_kernel`)."""
+    return cfg.block_n >= 64
+
+
 @dataclass(frozen=True)
 class Plan:
     """Launch choices for one workload on one device, and why.
@@ -176,7 +181,27 @@ class Plan:
         benchmarks/results/2026-11-30-h200-fused-merge.log, combine figures from the same GPU's
         2026-11-30-h200-sparse-decode-h64.json. Either way the merge is the same code in the same order, so the bits
         do not change."""
-        return self.config.block_n >= 64
+        return merges_in_kernel(self.config)
+
+    @property
+    def q_scratch(self) -> bool:
+        """Whether a bf16 q over FP8 rows is converted to fp16 inside the split kernel through per-program scratch
+        rows, rather than by a conversion kernel launched before it (programs of 3 tiles or more) or in registers
+        (1 or 2 tiles: no extra launch, and the registers last only a short loop). Chosen by tile from H200
+        measurements (CSA h=64, each pair in one run): faster with 64x64 tiles (b=96: 82.3 vs 85.4 µs, b=128: 87.9
+        vs 90.9) and 16x32 tiles (b=8: 26.8 vs 29.6); slower with 64x32 tiles, whose row prefetch already fills
+        the register file (b=32: 46.1 vs 45.8, b=80: 99.3 vs 96.2; HCA b=32: 64.5 vs 62.9), and than registers for
+        one-tile programs (b=1, 16x32: 20.5 vs 17.6, a build converting 64 columns at a time). Logs:
+        benchmarks/results/2026-11-30-h200-q-scratch.log. The fp16 values are the same either way."""
+        small = self.units_per_part < 3
+        return not small and not (self.config.block_h >= 64 and self.config.block_n <= 32)
+
+    @property
+    def segments_per_program(self) -> int:
+        """Token segments in the busiest program: programs start at multiples of gcd(units_per_part, n_tiles)
+        tiles into a token, so the worst start is that many tiles before a token's end."""
+        g = math.gcd(self.units_per_part, self.n_tiles)
+        return -(-(self.n_tiles - g + self.units_per_part) // self.n_tiles)
 
     def workspace_rows(self, tokens: int) -> int:
         """Rows of the split workspace (query tokens + slots); 0 when no partial is written."""
@@ -189,14 +214,16 @@ class Plan:
 # compiled kernel on an H200 (Triton 3.6: n_regs, shared memory), with the time of one tile measured there. These
 # win over the compiled table on sm_90: they carry a measured tile cost.
 _SM90_TABLE: dict[tuple[int, int, int, int, bool], Resources] = {
-    # FP8 MODEL1 rows: tile µs = median time / tiles per program at CSA h=64, b=128 (64x64x8: 93.3 µs / 10 tiles,
-    # 64x32x8: 97.9 µs / 20; benchmarks/results/2026-11-30-h200-kernel-variants.log, "e4m3 cvt + prefetch" block);
-    # 32x32x8 and 16x32x4: tile µs from earlier rows of that log (kernel before the row prefetch), shared memory of
-    # the current kernel compiled by the H200's Triton 3.6 for sm_90
-    (64, 64, 8, 1, True): Resources(131072, 255, "table", tile_us=9.3),
-    (64, 32, 8, 1, True): Resources(98304, 255, "table", tile_us=4.9),
+    # FP8 MODEL1 rows: tile µs of 64x64x8, 64x32x8, 16x32x4 and 16x16x4 fitted, with _SEGMENT_US, to 38 measured
+    # (tile, tiles per program) points at CSA/HCA h=64 (benchmarks/results/2026-11-30-h200-partition-grid.json):
+    # the fit ranks every pair of partitions measured >3% apart at one batch as measured. 32x32x8: the time of an
+    # earlier kernel (2026-11-30-h200-kernel-variants.log). Shared memory: the kernel compiled by the H200's
+    # Triton 3.6 for sm_90.
+    (64, 64, 8, 1, True): Resources(131072, 255, "table", tile_us=6.0),
+    (64, 32, 8, 1, True): Resources(98304, 255, "table", tile_us=3.5),
     (32, 32, 8, 1, True): Resources(67584, 255, "table", tile_us=8.6),  # spills: slow
-    (16, 32, 4, 1, True): Resources(50176, 255, "table", tile_us=5.7),
+    (16, 32, 4, 1, True): Resources(50176, 255, "table", tile_us=3.0),
+    (16, 16, 4, 1, True): Resources(33280, 255, "table", tile_us=5.0),
     # bf16 rows (Triton pipelines the row gather into shared memory at 2 stages): tile µs from the v2ns2 rows of the
     # same log; shared memory of the current kernel (index prefetch) compiled by Triton 3.6 for sm_90
     (64, 64, 8, 2, False): Resources(197632, 255, "table", tile_us=7.9),
@@ -219,6 +246,9 @@ _DRAM_EFFICIENCY = 0.85
 # How much faster an SM reads data it just wrote (from L2) than its share of DRAM bandwidth: H200 L2 delivers about
 # 100 GB/s to one SM (64 B/clock at 1.6-1.9 GHz) against a ~31 GB/s share of DRAM.
 _L2_OVER_DRAM_PER_SM = 3.0
+# Starting a token segment in a program: q staged, the first index and row loads not yet overlapped (dependent
+# memory round trips). Fitted with the measured tile times, so charged only where a tile time is measured (sm_90).
+_SEGMENT_US = 10.0
 _ROW_BYTES_FP8 = 584  # MODEL1: 448 e4m3 + 64 bf16 rope + 8 scale bytes
 _ROW_BYTES_BF16 = 1024
 
@@ -348,9 +378,9 @@ def _tile_us(
 def _workspace_bytes(workload: Workload, device: DeviceSpec) -> int:
     """Bytes per element of a cut token's partial, as the cost model charges them.
 
-    The kernel keeps partials of FP8 caches in fp16 (half the traffic of fp32). On sm_90 the model is the one
-    fitted to the H200 measurements, taken when partials were fp32, so it keeps charging 4 bytes there (and the
-    H200 choices stay those measured) until the H200 is re-measured; elsewhere it charges what the kernel moves.
+    The kernel keeps partials of FP8 caches in fp16 (half the traffic of fp32). On sm_90 the measured tile times
+    and the segment cost were fitted with the model charging 4 bytes (its first fit dates from fp32 partials), so it
+    keeps charging 4 there; elsewhere it charges what the kernel moves.
     """
     return 2 if workload.is_fp8 and device.arch != _MEASURED_ARCH else 4
 
@@ -362,12 +392,9 @@ def _segment_us(cfg: KernelConfig, device: DeviceSpec, cut: bool, ws_bytes: int)
 
 
 def _combine_us(tokens: int, parts: int, h: int, device: DeviceSpec, ws_bytes: int) -> float:
-    """Merging cut tokens: write + read of the partial workspace, sized for every token and part, plus a launch.
-
-    Fitted when a combine kernel did every merge; with 64-row tiles the split kernel now merges in the program that
-    writes a token's last piece (no launch, partials read from L2), so this overcharges those plans. It is kept so
-    that the H200 choices stay those measured, until the H200 is re-measured.
-    """
+    """The combine kernel merging cut tokens (plans with tiles under 64 rows; with 64-row tiles the split kernel
+    merges them, see :meth:`_Coster._merge`): write + read of the partial workspace, sized for every token and
+    part, plus a launch."""
     return _LAUNCH_US + 2 * (tokens + parts) * h * 512 * ws_bytes / (device.mem_gbps * _DRAM_EFFICIENCY * 1e3)
 
 
@@ -401,6 +428,9 @@ class _Coster:
         self.seg_whole = _segment_us(cfg, device, False, ws_bytes)
         self.combine_base = _combine_us(tokens, 0, workload.h_q, device, ws_bytes)
         self.combine_per_part = _combine_us(tokens, 1, workload.h_q, device, ws_bytes) - self.combine_base
+        self.in_kernel = merges_in_kernel(cfg)
+        # a measured tile time was fitted with the segment start charged apart (see _SEGMENT_US)
+        self.segment_us = _SEGMENT_US if res.tile_us is not None else 0.0
         self.tiles = [_tile_us(cfg, workload, device, a, res.tile_us, num_hb) for a in range(occ + 1)]
 
     def __call__(self, upp: int, piece: int | None = None) -> _Split:
@@ -418,10 +448,12 @@ class _Coster:
             program = upp * tile + (upp // piece) * (self.seg_cut if cut else self.seg_whole) + _PROGRAM_US
             if cut:
                 # tokens whose pieces all run here are merged in the program (pieces read back from L2, output
-                # written); tokens cut between programs are charged the combine term (see _combine_us)
-                merge = (n_tiles // piece) * self.seg_cut / _L2_OVER_DRAM_PER_SM + self.seg_whole
+                # written); tokens cut between programs are merged by a program (64-row tiles) or by the combine
+                merge = self._merge(n_tiles // piece)
                 program += (upp // n_tiles) * merge
                 cut = upp % n_tiles != 0
+                if cut and self.in_kernel:
+                    program += self._merge(n_tiles // piece)
             slots = self.total // piece
         else:
             cut = parts > 1 and upp % n_tiles != 0
@@ -431,9 +463,21 @@ class _Coster:
                 if cut
                 else upp * tile + whole * self.seg_whole + _PROGRAM_US
             )
+            # the busiest program's token segments (see Plan.segments_per_program)
+            program += -(-(n_tiles - math.gcd(upp, n_tiles) + upp) // n_tiles) * self.segment_us
+            if cut and self.in_kernel:
+                # the program writing a token's last piece merges it: at most one such token per program
+                aligned = n_tiles % upp == 0
+                program += self._merge(n_tiles // upp if aligned else -(-(n_tiles - 1) // upp) + 1)
             slots = parts
-        combine = self.combine_base + slots * self.combine_per_part if cut else 0.0
+        combine = self.combine_base + slots * self.combine_per_part if cut and not self.in_kernel else 0.0
         return _Split(upp, parts, waves, active, tile, _LAUNCH_US + waves * program + combine, combine)
+
+
+    def _merge(self, pieces: int) -> float:
+        """One program merging a token of ``pieces`` partials: read back from L2, output written. (The count
+        handshake of pieces written by other programs fitted at no measurable cost.)"""
+        return pieces * self.seg_cut / _L2_OVER_DRAM_PER_SM + self.seg_whole
 
 
 @functools.lru_cache(maxsize=256)
@@ -464,6 +508,8 @@ def _partition(cost: _Coster, device: DeviceSpec, forced_slots: bool) -> _Split:
             candidates.add(-(-u // n_tiles) * n_tiles)  # the next cut-free size
             if u < n_tiles:  # the next size that splits every token into equal pieces
                 candidates.add(next(e for e in _even_sizes(n_tiles) if e >= u))
+            if cost.segment_us:  # the next sizes that start programs at fewer offsets into a token (fewer segments)
+                candidates.update(-(-u // g) * g for g in _even_sizes(n_tiles))
     candidates.update(n_tiles * k for k in range(1, -(-cost.tokens // max(slots // num_hb, 1)) + 2))
     best: _Split | None = None
     for u in sorted(candidates):

@@ -61,7 +61,7 @@ KERNELS: tuple[str, ...] = (KERNEL, DENSE_KERNEL)
 # The sources each split kernel is built from: their digest is part of every key, so an edited kernel misses the
 # cache.
 _KERNEL_SOURCES: dict[str, tuple[str, ...]] = {
-    KERNEL: ("kernels/sparse_decode.py", "kernels/fp8.py"),
+    KERNEL: ("kernels/sparse_decode.py", "kernels/fp8.py", "kernels/gdc.py"),
     DENSE_KERNEL: ("kernels/dense_decode.py", "kernels/fp8.py"),
 }
 ARCHES: tuple[int, ...] = (80, 86, 89, 90, 100, 120)
@@ -242,8 +242,8 @@ def _sparse_decode_spec(
     workspace = "*fp16" if is_fp8 else "*fp32"
     pointers = {
         "p_q": f"*{q_dtype}", "p_out": "*bf16", "p_lse": "*fp32", "p_o_ws": workspace, "p_lse_ws": "*fp32",
-        "p_cnt": "*i32", "p_sink": "*fp32", "p_kv": rows, "p_idx": "*i32", "p_len": "*i32", "p_kv_x": rows,
-        "p_idx_x": "*i32", "p_len_x": "*i32",
+        "p_cnt": "*i32", "p_q_ws": "*fp16", "p_sink": "*fp32", "p_kv": rows, "p_idx": "*i32", "p_len": "*i32",
+        "p_kv_x": rows, "p_idx_x": "*i32", "p_len_x": "*i32",
     }  # fmt: skip
     h, s_q, topk, topk_x, page, page_x = 64, 2, 128, 512, 256, 64
     row_stride = 584 if is_fp8 else 512  # elements of the row pointer's type
@@ -264,7 +264,8 @@ def _sparse_decode_spec(
         "D": 512, "NUM_HB": math.ceil(h / block_h), "NUM_STAGES": num_stages,
         # as the launcher sets them: the hardware e4m3 conversion from sm_89 on, row prefetch for 32-row tiles
         "E4M3_CVT": is_fp8 and arch >= 89, "PREFETCH_ROWS": is_fp8 and block_n <= 32,
-        "MERGE_IN_KERNEL": block_n >= 64, "ACQUIRE_ASM": True,
+        "MERGE_IN_KERNEL": block_n >= 64, "ACQUIRE_ASM": True, "Q_VIA_WS": is_fp8 and q_dtype == "bf16",
+        "PDL": arch >= 90,  # the launcher's choice with a Triton that has grid dependency control
     }  # fmt: skip
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
 

@@ -140,11 +140,11 @@ def test_pieces_packed_several_per_program_keep_the_bits(fp8: bool) -> None:
 @pytest.mark.parametrize("rows", [16, 64], ids=["combine-kernel", "merged-in-kernel"])
 def test_pieces_merged_in_their_program_keep_the_bits(fp8: bool, some: bool, rows: int) -> None:
     """Five one-tile pieces per token. At b = 1 they run in separate programs; at b = 9 with 3 program slots (15
-    tiles per program) every token lies inside one program; with 4 slots (16-row tiles: 12 tiles per program) or 7
-    (64-row tiles: 7) some tokens lie inside one program and the others are cut between programs. With 64-row tiles
+    tiles per program) every token lies inside one program; with 7 slots (7 tiles per program) some tokens lie
+    inside one program and the others are cut between programs. With 64-row tiles
     the split kernel merges every token itself (without counting when its pieces share a program, else the program
     writing the last piece), with 16-row tiles the combine kernel does. Every way must give the same bits."""
-    ctas = (7 if rows == 64 else 4) if some else 3
+    ctas = 7 if some else 3
     if rows == 64:  # 64-row tiles: the split kernel merges every token's pieces itself (counted when spread)
         pinned = {**PINNED[fp8], "WAVEMLA_BLOCK_N": 64, "WAVEMLA_NUM_STAGES": 1}
         shape = {**SMALL, "topk": 2 * 64 + 5, "extra_topk": 2 * 64 - 7, "extra_pool": 256}  # 3 + 2 tiles of 64 rows

@@ -91,6 +91,40 @@ def test_split_merged_in_kernel(forced):
     assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
 
 
+@pytest.mark.parametrize(
+    "forced", [dict(WAVEMLA_TARGET_CTAS=1), dict(WAVEMLA_TARGET_CTAS=4), dict(WAVEMLA_TARGET_CTAS=6)], ids=str
+)
+def test_bf16_q_over_fp8_rows(forced, monkeypatch):
+    """A bf16 q over FP8 rows is converted to fp16 in the kernel and reloaded through per-program scratch rows,
+    which a program reuses for every token it runs (one program for all tokens, cut tokens, one token each): the
+    same bits as q converted before the launch. (The interpreter rounds bf16 outputs its own way, so there the
+    output is held to those bits and the lse to the reference.)"""
+    import wavemla.kernels.sparse_decode as sd
+    from wavemla import get_mla_metadata
+
+    inputs = make_sparse_decode_inputs(
+        batch=3, s_q=2, h_q=16, topk=48, page=32, extra_topk=80, extra_page=16, fp8=True, dtype=torch.bfloat16,
+        device=DEVICE, seed=7,
+    )  # fmt: skip
+    kwargs = {k: v for k, v in inputs.items() if v is not None}
+    meta, _ = get_mla_metadata()
+    with config.override(**forced):
+        if LANE == "gpu":
+            out, lse = check(inputs, metadata=meta)
+        else:
+            out, lse = sparse_mla_decode(**kwargs, metadata=meta)
+            ref_kwargs = {k: v for k, v in kwargs.items() if k not in ("q", "kv_cache", "indices")}
+            _, ref_lse = sparse_decode_ref(kwargs["q"], kwargs["kv_cache"], kwargs["indices"], **ref_kwargs)
+            assert_close("lse", lse, ref_lse, TOLERANCES[("lse", LANE)])
+        assert meta.plan is not None and meta.plan.q_scratch  # 16-row tiles, 3 tiles or more per program
+        assert meta.q_ws is not None and meta.q_ws.dtype == torch.float16
+        assert meta.q_ws.shape == (meta.plan.programs, meta.plan.config.block_h, 512)
+        split = sd.sparse_decode_split
+        monkeypatch.setattr(sd, "sparse_decode_split", lambda **kw: split(**{**kw, "q_ws": None, "q": kw["q"].half()}))
+        out2, lse2 = sparse_mla_decode(**kwargs, metadata=meta)
+    assert torch.equal(out, out2) and torch.equal(lse, lse2)
+
+
 def _base(**kw):
     args = dict(batch=2, h_q=16, topk=40, page=32, extra_topk=40, extra_page=16, fp8=True, dtype=SMALL_DTYPE)
     args.update(kw)

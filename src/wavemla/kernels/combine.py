@@ -15,7 +15,10 @@ import torch
 import triton
 import triton.language as tl
 
+from wavemla.device import dependent_launch
+from wavemla.kernels import gdc
 from wavemla.kernels.dense_decode import finalize_rows
+from wavemla.kernels.gdc import gdc_wait
 from wavemla.kernels.sparse_decode import finalize_heads, merge_pieces
 
 
@@ -36,7 +39,10 @@ def _sparse_mla_combine_kernel(
     HAS_SINK: tl.constexpr,
     BLOCK_H: tl.constexpr,
     D: tl.constexpr,
+    PDL: tl.constexpr,
 ):
+    if PDL:
+        gdc_wait()  # launched while the split kernel runs: its partials are complete and visible past this point
     i_tok = tl.program_id(0)
     i_hb = tl.program_id(1)
     i_first = (i_tok * n_tiles) // units_per_part
@@ -65,13 +71,18 @@ def sparse_decode_combine(
     units_per_part: int,
     block_h: int = 1,
     num_warps: int = 4,
+    pdl: bool | None = None,
 ) -> None:
     """Merge split pieces into ``out [b, s_q, h, 512]`` and ``lse [b, s_q, h]`` (see module docstring).
 
     ``units_per_part`` is the workspace slot size (the plan's ``slot_units``); every token with more than one slot
     is merged. One program per (token, ``block_h`` heads): at small batch the pieces of one token are many and the
-    combine is a bandwidth problem, so it is spread over as many programs as there are heads.
+    combine is a bandwidth problem, so it is spread over as many programs as there are heads. ``pdl`` (None:
+    :func:`wavemla.device.dependent_launch`): launch for programmatic dependent launch behind the split kernel,
+    which lets it start early; every program first waits for the split grid to finish.
     """
+    if pdl is None:
+        pdl = gdc.AVAILABLE and dependent_launch(out.device)
     b, s_q, h, d = out.shape
     grid = (b * s_q, triton.cdiv(h, block_h))
     _sparse_mla_combine_kernel[grid](
@@ -90,7 +101,9 @@ def sparse_decode_combine(
         HAS_SINK=attn_sink is not None,
         BLOCK_H=block_h,
         D=d,
+        PDL=pdl,
         num_warps=num_warps,
+        **({"launch_pdl": True} if pdl else {}),
     )
 
 

@@ -37,8 +37,10 @@ import torch
 import triton
 import triton.language as tl
 
-from wavemla.device import fp8_decode_path, triton_interpreting
+from wavemla.device import dependent_launch, fp8_decode_path, triton_interpreting
+from wavemla.kernels import gdc
 from wavemla.kernels.fp8 import e4m3_times_256_inv_f16, ue8m0_scale_times_256
+from wavemla.kernels.gdc import gdc_launch_dependents
 
 LOG2E = 1.4426950408889634
 
@@ -255,6 +257,7 @@ def _sparse_mla_decode_kernel(
     p_o_ws,
     p_lse_ws,
     p_cnt,
+    p_q_ws,
     p_sink,
     # main cache
     p_kv,
@@ -309,7 +312,13 @@ def _sparse_mla_decode_kernel(
     PREFETCH_ROWS: tl.constexpr,
     MERGE_IN_KERNEL: tl.constexpr,
     ACQUIRE_ASM: tl.constexpr,
+    Q_VIA_WS: tl.constexpr,
+    PDL: tl.constexpr,
 ):
+    if PDL:
+        # Let the combine launch now: its programs wait in griddepcontrol.wait until this grid has finished, so
+        # its launch latency hides behind this kernel instead of following it.
+        gdc_launch_dependents()
     i_pid = tl.program_id(0)
     i_hb = i_pid % NUM_HB
     i_part = i_pid // NUM_HB
@@ -330,6 +339,17 @@ def _sparse_mla_decode_kernel(
 
         p_q_tok = p_q + tl.cast(i_b, tl.int64) * stride_qb + i_s * stride_qs
         b_q = tl.load(p_q_tok + o_h[:, None] * stride_qh + o_d[None, :], mask=m_h[:, None], other=0.0).to(DTYPE)
+        if Q_VIA_WS:
+            # q converted here goes out to this program's scratch rows and comes back as a plain load, which Triton
+            # stages in shared memory for the tensor cores (a converted value would stay in registers across the
+            # tile loop); the round trip is served by L2 and replaces a separate conversion kernel. (Converting
+            # 64 columns at a time spilled less but measured slower, CSA b=8 with 16x32 tiles 32.5 against 26.8 µs
+            # in separate runs: a chunk's load may not move above the previous chunk's store, which may alias it.)
+            p_qw = p_q_ws + tl.cast(i_pid, tl.int64) * (BLOCK_H * D) + tl.arange(0, BLOCK_H)[:, None] * D + o_d[None, :]
+            tl.debug_barrier()  # the previous segment's reads of the scratch rows are done
+            tl.store(p_qw, b_q)
+            tl.debug_barrier()  # every thread's rows are stored before any thread reads them back
+            b_q = tl.load(p_qw)
         b_acc = tl.zeros([BLOCK_H, D], dtype=tl.float32)
         b_m = tl.full([BLOCK_H], float("-inf"), dtype=tl.float32)
         b_l = tl.zeros([BLOCK_H], dtype=tl.float32)
@@ -434,6 +454,8 @@ def sparse_decode_split(
     e4m3_cvt: bool | None = None,
     pieces_tiles: int | None = None,
     merge_in_kernel: bool = True,
+    q_ws: torch.Tensor | None = None,
+    pdl: bool | None = None,
 ) -> Any:
     """Launch the split kernel; returns Triton's compiled-kernel handle (registers, spills, shared memory).
 
@@ -447,17 +469,23 @@ def sparse_decode_split(
     ``pieces_tiles`` (batch-invariant plans): every token is cut into fixed pieces of this many tiles, each written
     to its own workspace slot (``token + piece``), however many pieces a program covers; the workspace then needs
     ``b*s_q + b*s_q*n_tiles/pieces_tiles`` rows. ``merge_in_kernel`` False leaves every partial for
-    :func:`wavemla.kernels.combine.sparse_decode_combine` (``counts`` unused). ``e4m3_cvt`` picks the e4m3 decode
+    :func:`wavemla.kernels.combine.sparse_decode_combine` (``counts`` unused). ``q_ws`` ``[num_parts *
+    ceil(h/block_h), block_h, 512]`` fp16: scratch rows through which the kernel converts a bf16 q for FP8 caches
+    (ignored otherwise). ``pdl`` (None: :func:`wavemla.device.dependent_launch`): let a following kernel launched
+    for programmatic dependent launch (the combine) start while this one runs. ``e4m3_cvt`` picks the e4m3 decode
     (hardware conversion or bit assembly; identical results); None asks :func:`wavemla.device.fp8_decode_path` for
     q's device.
     """
     if e4m3_cvt is None:
         e4m3_cvt = is_fp8 and fp8_decode_path(q.device) == "cvt"
-    if is_fp8 and q.dtype != torch.float16 and units_per_part >= 3:
-        # FP8 rows compute in fp16. Converting q here (one small elementwise kernel) lets the split kernel stage q
-        # straight from global memory into shared memory for the tensor cores; converted in-kernel, q stays in
-        # registers across the tile loop and the kernel runs 15% slower (H200, CSA b=128: 103.7 vs 121.1 µs).
-        # Programs of one or two tiles (small batches) skip the extra launch.
+    # FP8 rows compute in fp16. q must reach the tensor cores from shared memory: converted in-kernel and used
+    # directly it stays in registers across the tile loop and the kernel runs 15% slower (H200, CSA b=128: 103.7 vs
+    # 121.1 µs). With ``q_ws`` the kernel converts q and reloads it through per-program scratch rows; without it, q is
+    # converted here (one more kernel) when programs run three tiles or more.
+    q_via_ws = is_fp8 and q.dtype != torch.float16 and q_ws is not None
+    if pdl is None:
+        pdl = gdc.AVAILABLE and dependent_launch(q.device)
+    if is_fp8 and q.dtype != torch.float16 and not q_via_ws and units_per_part >= 3:
         q = q.to(torch.float16)
     b, s_q, h, d = q.shape
     topk = indices.shape[2]
@@ -476,6 +504,7 @@ def sparse_decode_split(
         p_o_ws=o_ws if o_ws is not None else out,
         p_lse_ws=lse_ws if lse_ws is not None else lse,
         p_cnt=counts if counts is not None else indices,
+        p_q_ws=q_ws if q_via_ws else q,
         p_sink=attn_sink if attn_sink is not None else lse,
         p_kv=kv,
         p_idx=indices,
@@ -530,6 +559,8 @@ def sparse_decode_split(
         PREFETCH_ROWS=is_fp8 and block_n <= 32,
         MERGE_IN_KERNEL=merge_in_kernel,
         ACQUIRE_ASM=not triton_interpreting(),
+        Q_VIA_WS=q_via_ws,
+        PDL=pdl,
         num_warps=num_warps,
         num_stages=num_stages,
     )

@@ -1,0 +1,102 @@
+"""Time the split kernel under chosen (tile, tiles-per-program) partitions, next to the planner's pick.
+
+    PYTHONPATH=src python3 benchmarks/experiments/partition_sweep.py --mode csa hca --batch 80 96 \
+        --specs default 64x64x8x1:7 64x32x8x1:13 default:launcher-q [--reps 20] [--json F]
+    PYTHONPATH=src python3 benchmarks/experiments/partition_sweep.py --points csa:32:default csa:32:64x64x8x1:3 ...
+
+A spec is ``default`` (the planner's plan) or ``BHxBNxWARPSxSTAGES:UPP`` (that tile with UPP tiles per program,
+costed by ``plan.evaluate``); ``:launcher-q`` converts a bf16 q before the launch instead of through the kernel's
+scratch rows; ``:no-pdl`` launches the combine without programmatic dependent launch. Each spec is checked against the fp64 reference (GPU tolerances), then timed: CUDA-graph replay, L2
+flushed, median. DSV4 shapes: h=64, s_q=1, FP8 MODEL1, SWA 128 @ page 256 + CSA 512 @ page 64 or HCA 1024 @ page 2.
+"""
+
+import argparse
+import json
+import sys
+
+import torch
+
+import wavemla.api as api
+import wavemla.kernels.combine as cb
+import wavemla.kernels.sparse_decode as sd
+from wavemla import get_mla_metadata, sparse_mla_decode
+from wavemla.plan import KernelConfig, evaluate, plan
+from wavemla.reference import sparse_decode_ref
+from wavemla.testing import TOLERANCES, check_close, make_sparse_decode_inputs
+from wavemla.tools.bench import MODES, timings_us
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--mode", nargs="+", default=["csa"])
+ap.add_argument("--batch", nargs="+", type=int, default=[])
+ap.add_argument("--specs", nargs="+", default=["default"])
+ap.add_argument("--points", nargs="+", default=[], help="MODE:B:SPEC items, instead of --mode x --batch x --specs")
+ap.add_argument("--reps", type=int, default=20)
+ap.add_argument("--json", default=None)
+args = ap.parse_args()
+
+split = sd.sparse_decode_split
+combine = cb.sparse_decode_combine
+records = []
+groups: dict = {}
+for m in args.mode:
+    for b in args.batch:
+        groups[(m, b)] = list(args.specs)
+for item in args.points:
+    m, b, spec = item.split(":", 2)
+    groups.setdefault((m, int(b)), []).append(spec)
+for (mode, b), specs in groups.items():
+    topk, page, xtopk, xpage, xpool = MODES[mode]
+    if True:
+        inputs = make_sparse_decode_inputs(
+            batch=b, h_q=64, topk=topk, page=page, extra_topk=xtopk, extra_page=xpage, extra_pool=xpool,
+            fp8=True, device="cuda", seed=0,
+        )
+        kw = {k: v for k, v in inputs.items() if v is not None}
+        rest = {k: v for k, v in kw.items() if k not in ("q", "kv_cache", "indices")}
+        ref_o, ref_l = sparse_decode_ref(kw["q"], kw["kv_cache"], kw["indices"], **rest)
+        for spec in specs:
+            name, *opts = spec.split(":")
+            launcher_q = "launcher-q" in opts
+            upp = next((int(o) for o in opts if o.isdigit()), None)
+            if name == "default":
+                api.plan = plan
+            else:
+                bh, bn, nw, ns = (int(x) for x in name.split("x"))
+                cfg = KernelConfig(bh, bn, nw, ns)
+                api.plan = lambda w, d, cfg=cfg, upp=upp: evaluate(w, d, cfg, upp)
+            no_pdl = "no-pdl" in opts
+            extra = {**({"q_ws": None} if launcher_q else {}), **({"pdl": False} if no_pdl else {})}
+            sd.sparse_decode_split = (lambda **k: split(**{**k, **extra})) if extra else split
+            cb.sparse_decode_combine = (lambda **k: combine(**{**k, "pdl": False})) if no_pdl else combine
+            try:
+                meta, _ = get_mla_metadata()
+                out, lse = sparse_mla_decode(**kw, metadata=meta)
+                bad = check_close("out", out, ref_o, TOLERANCES[("out", "gpu")]) or check_close(
+                    "lse", lse, ref_l, TOLERANCES[("lse", "gpu")]
+                )
+                med = timings_us(lambda: sparse_mla_decode(**kw, metadata=meta), reps=args.reps, graph=True)[1]
+            except Exception as e:  # noqa: BLE001 - an experiment: report and go on
+                print(f"{mode} b={b:3d} {spec:24s} ERROR {str(e).splitlines()[0][:100]}", flush=True)
+                continue
+            p = meta.plan
+            k = meta.split_kernel
+            rec = dict(
+                mode=mode, batch=b, spec=spec, config=str(p.config), units_per_part=p.units_per_part,
+                programs=p.programs, cut=p.needs_combine, merge_in_kernel=p.merge_in_kernel, median_us=med,
+                predicted_us=p.predicted_us, regs=getattr(k, "n_regs", None), spills=getattr(k, "n_spills", None),
+                ok=not bad,
+            )
+            records.append(rec)
+            print(
+                f"{mode} b={b:3d} {spec:24s} {str(p.config):10s} upp={p.units_per_part:3d} progs={p.programs:4d} "
+                f"cut={'y' if p.needs_combine else 'n'} {med:7.1f} us  pred {p.predicted_us:6.1f}  "
+                f"spills={rec['spills']} {'ok' if not bad else 'MISMATCH ' + bad[:60]}",
+                flush=True,
+            )
+        del inputs, kw, rest, ref_o, ref_l
+        torch.cuda.empty_cache()
+api.plan = plan
+sd.sparse_decode_split = split
+cb.sparse_decode_combine = combine
+if args.json:
+    json.dump({"argv": sys.argv, "records": records}, open(args.json, "w"), indent=1)
