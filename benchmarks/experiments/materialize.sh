@@ -10,4 +10,6 @@ for v in sd_v0 sd_v2 sd_v3 sd_v3f; do
 done
 # the e4m3-conversion / prefetch round (flags native, prefetch, layout3)
 git show "0b0479a:benchmarks/experiments/sd_next.py" > variants/sd_next.py
+# the sparse combine before the one-load merge (partition_sweep.py ':loop-combine')
+git show "32ccee3:src/wavemla/kernels/combine.py" > variants/combine_loop.py
 echo "wrote $(ls variants | tr '\n' ' ')"

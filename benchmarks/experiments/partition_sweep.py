@@ -6,7 +6,9 @@
 
 A spec is ``default`` (the planner's plan) or ``BHxBNxWARPSxSTAGES:UPP`` (that tile with UPP tiles per program,
 costed by ``plan.evaluate``); ``:launcher-q`` converts a bf16 q before the launch instead of through the kernel's
-scratch rows; ``:no-pdl`` launches the combine without programmatic dependent launch. Each spec is checked against the fp64 reference (GPU tolerances), then timed: CUDA-graph replay, L2
+scratch rows; ``:no-pdl`` launches the combine without programmatic dependent launch; ``:loop-combine`` runs the previous combine
+(a loop over pieces; ``benchmarks/experiments/variants/combine_loop.py``, written by ``materialize.sh``);
+``:bd512`` gives each combine program all 512 columns of its head. Each spec is checked against the fp64 reference (GPU tolerances), then timed: CUDA-graph replay, L2
 flushed, median. DSV4 shapes: h=64, s_q=1, FP8 MODEL1, SWA 128 @ page 256 + CSA 512 @ page 64 or HCA 1024 @ page 2.
 """
 
@@ -36,6 +38,23 @@ args = ap.parse_args()
 
 split = sd.sparse_decode_split
 combine = cb.sparse_decode_combine
+_loop = None
+
+
+def loop_combine():
+    """The combine before the one-load merge (a loop over pieces), from benchmarks/experiments/variants/."""
+    global _loop
+    if _loop is None:
+        import importlib.util
+        from pathlib import Path
+
+        path = Path(__file__).parent / "variants" / "combine_loop.py"
+        spec_ = importlib.util.spec_from_file_location("combine_loop", path)
+        _loop = importlib.util.module_from_spec(spec_)
+        spec_.loader.exec_module(_loop)
+    return _loop.sparse_decode_combine
+
+
 records = []
 groups: dict = {}
 for m in args.mode:
@@ -67,7 +86,9 @@ for (mode, b), specs in groups.items():
             no_pdl = "no-pdl" in opts
             extra = {**({"q_ws": None} if launcher_q else {}), **({"pdl": False} if no_pdl else {})}
             sd.sparse_decode_split = (lambda **k: split(**{**k, **extra})) if extra else split
-            cb.sparse_decode_combine = (lambda **k: combine(**{**k, "pdl": False})) if no_pdl else combine
+            base = loop_combine() if "loop-combine" in opts else combine
+            cextra = {**({"pdl": False} if no_pdl else {}), **({"block_d": 512} if "bd512" in opts else {})}
+            cb.sparse_decode_combine = (lambda **k: base(**{**k, **cextra})) if cextra else base
             try:
                 meta, _ = get_mla_metadata()
                 out, lse = sparse_mla_decode(**kw, metadata=meta)

@@ -125,6 +125,27 @@ def test_bf16_q_over_fp8_rows(forced, monkeypatch):
     assert torch.equal(out, out2) and torch.equal(lse, lse2)
 
 
+@pytest.mark.parametrize("splits", [18, 3], ids=["wide-merge", "loop-merge"])
+def test_combine_merges_many_and_few_pieces(splits):
+    """18 one-tile pieces per token go to the combine kernel that loads every piece at once; 3 pieces to the one
+    that loops over them in slot order (16-row tiles: 8 + 10 tiles per token)."""
+    from wavemla import get_mla_metadata
+    from wavemla.kernels.combine import _WIDE_FROM_PIECES
+
+    inputs = make_sparse_decode_inputs(
+        batch=2, s_q=2, h_q=16, topk=128, page=32, extra_topk=160, extra_page=16, fp8=True, dtype=SMALL_DTYPE,
+        device=DEVICE, seed=8,
+    )  # fmt: skip
+    meta, _ = get_mla_metadata()
+    knobs = dict(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=16, WAVEMLA_NUM_WARPS=4, WAVEMLA_NUM_SPLITS=splits)
+    with config.override(**knobs):
+        check(inputs, metadata=meta)
+    p = meta.plan
+    assert p is not None and p.n_tiles == 18 and p.needs_combine and not p.merge_in_kernel
+    bound = (p.n_tiles + p.units_per_part - 2) // p.units_per_part + 1
+    assert (bound >= _WIDE_FROM_PIECES) == (splits == 18), bound
+
+
 def _base(**kw):
     args = dict(batch=2, h_q=16, topk=40, page=32, extra_topk=40, extra_page=16, fp8=True, dtype=SMALL_DTYPE)
     args.update(kw)

@@ -3,8 +3,9 @@
 When the sparse split kernel does not merge cut tokens itself (plans with tiles under 64 rows:
 :attr:`wavemla.plan.Plan.merge_in_kernel`), it leaves, for every query token whose tiles span several programs or
 batch-invariant pieces, one normalized partial output and one base-2 lse per piece in the workspace (slot
-``token + piece``). This kernel merges them with the split kernel's own :func:`merge_pieces`, in slot order,
-applies the sink and writes the final output and natural-log lse. Tokens held whole by one program (one slot) were
+``token + piece``). This kernel merges them (tokens cut into many pieces: all pieces loaded at once and reduced over
+a fixed-shape piece axis; few pieces: the split kernel's :func:`merge_pieces`, in slot order), applies the sink and
+writes the final output and natural-log lse. Tokens held whole by one program (one slot) were
 already written by the split kernel and are skipped here. The pieces of token ``t`` are slots
 ``t*n_tiles // units_per_part .. ((t+1)*n_tiles - 1) // units_per_part`` — a pure function of static shapes.
 """
@@ -21,9 +22,15 @@ from wavemla.kernels.dense_decode import finalize_rows
 from wavemla.kernels.gdc import gdc_wait
 from wavemla.kernels.sparse_decode import finalize_heads, merge_pieces
 
+# Tokens cut into this many pieces or more (the bound, rounded up to a power of two) are merged by the wide kernel.
+# H200, CSA/HCA h=64 FP8, one run (benchmarks/results/2026-11-30-h200-combine.log): with 20-36 pieces a token the
+# wide kernel is faster (HCA b=1: 15.6 against 22.3 µs; CSA b=1: 16.2 against 17.1), with 5-6 it is slower (CSA b=8:
+# 28.9 against 26.7; b=32: 53.2 against 45.8, all 512 columns per program), so the loop stays there.
+_WIDE_FROM_PIECES = 16
+
 
 @triton.jit
-def _sparse_mla_combine_kernel(
+def _sparse_mla_combine_loop_kernel(
     p_out,
     p_lse,
     p_o_ws,
@@ -60,6 +67,67 @@ def _sparse_mla_combine_kernel(
         tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
 
 
+@triton.jit
+def _sparse_mla_combine_wide_kernel(
+    p_out,
+    p_lse,
+    p_o_ws,
+    p_lse_ws,
+    p_sink,
+    S_Q,
+    H,
+    n_tiles,
+    units_per_part,
+    stride_ob,
+    stride_os,
+    stride_oh,
+    HAS_SINK: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    D: tl.constexpr,
+    MAX_PIECES: tl.constexpr,
+    PDL: tl.constexpr,
+):
+    if PDL:
+        gdc_wait()  # launched while the split kernel runs: its partials are complete and visible past this point
+    i_tok = tl.program_id(0)
+    i_hb = tl.program_id(1)
+    i_db = tl.program_id(2)
+    i_first = (i_tok * n_tiles) // units_per_part
+    i_last = ((i_tok + 1) * n_tiles - 1) // units_per_part
+    if i_last > i_first:
+        o_h = i_hb * BLOCK_H + tl.arange(0, BLOCK_H)
+        m_h = o_h < H
+        o_d = i_db * BLOCK_D + tl.arange(0, BLOCK_D)
+        # Every piece of the token in one load each for the lse and the partials (two memory round trips, not two
+        # per piece), then a fixed-shape reduction over the piece axis: the same arithmetic for every batch.
+        o_p = tl.arange(0, MAX_PIECES)
+        m_p = o_p <= i_last - i_first
+        o_slot = tl.cast(i_tok + i_first + o_p, tl.int64)
+        m_ph = m_p[:, None] & m_h[None, :]
+        p_lse_i = p_lse_ws + o_slot[:, None] * H + o_h[None, :]
+        b_lse = tl.load(p_lse_i, mask=m_ph, other=float("-inf"), cache_modifier=".cg")  # [MAX_PIECES, BLOCK_H]
+        b_max = tl.max(b_lse, 0)
+        b_max_safe = tl.where(b_max == float("-inf"), 0.0, b_max)
+        b_w = tl.exp2(b_lse - b_max_safe[None, :])  # 0 for pieces past the last and for empty pieces
+        p_o_i = p_o_ws + ((o_slot[:, None] * H + o_h[None, :]) * D)[:, :, None]
+        b_o_i = tl.load(
+            p_o_i + o_d[None, None, :], mask=m_ph[:, :, None], other=0.0, cache_modifier=".cg"
+        )  # [MAX_PIECES, BLOCK_H, BLOCK_D]
+        b_sum = tl.sum(b_w, 0)
+        b_acc = tl.sum(b_w[:, :, None] * b_o_i.to(tl.float32), 0)
+        m_seen = b_sum > 0.0
+        b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
+        b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
+        b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
+        i_b = i_tok // S_Q
+        i_s = i_tok - i_b * S_Q
+        p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + i_s * stride_os
+        tl.store(p_o + o_h[:, None] * stride_oh + o_d[None, :], b_o.to(p_out.dtype.element_ty), mask=m_h[:, None])
+        if i_db == 0:
+            tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
+
+
 def sparse_decode_combine(
     *,
     out: torch.Tensor,
@@ -70,22 +138,29 @@ def sparse_decode_combine(
     n_tiles: int,
     units_per_part: int,
     block_h: int = 1,
+    block_d: int = 128,
     num_warps: int = 4,
     pdl: bool | None = None,
 ) -> None:
     """Merge split pieces into ``out [b, s_q, h, 512]`` and ``lse [b, s_q, h]`` (see module docstring).
 
     ``units_per_part`` is the workspace slot size (the plan's ``slot_units``); every token with more than one slot
-    is merged. One program per (token, ``block_h`` heads): at small batch the pieces of one token are many and the
-    combine is a bandwidth problem, so it is spread over as many programs as there are heads. ``pdl`` (None:
+    is merged. At small batch the pieces of one token are many and the combine is a bandwidth problem, so it is
+    spread over every head. A token has at most ``(n_tiles + units_per_part - 2) // units_per_part + 1`` pieces;
+    rounded up to a power of two, from 16 on one program per (token, ``block_h`` heads, ``block_d`` columns) loads
+    them all at once and reduces over the piece axis, below that one program per (token, ``block_h`` heads) runs
+    :func:`merge_pieces` over them in slot order (see ``_WIDE_FROM_PIECES``). The choice depends only on the
+    static shape, so batch-invariant plans (fixed pieces) always merge the same way. ``pdl`` (None:
     :func:`wavemla.device.dependent_launch`): launch for programmatic dependent launch behind the split kernel,
     which lets it start early; every program first waits for the split grid to finish.
     """
     if pdl is None:
         pdl = gdc.AVAILABLE and dependent_launch(out.device)
     b, s_q, h, d = out.shape
-    grid = (b * s_q, triton.cdiv(h, block_h))
-    _sparse_mla_combine_kernel[grid](
+    if d % block_d:
+        raise ValueError(f"block_d: must divide the head dim {d}, got {block_d}")
+    max_pieces = triton.next_power_of_2((n_tiles + units_per_part - 2) // units_per_part + 1)
+    common = dict(
         p_out=out,
         p_lse=lse,
         p_o_ws=o_ws,
@@ -105,6 +180,11 @@ def sparse_decode_combine(
         num_warps=num_warps,
         **({"launch_pdl": True} if pdl else {}),
     )
+    if max_pieces < _WIDE_FROM_PIECES:
+        _sparse_mla_combine_loop_kernel[(b * s_q, triton.cdiv(h, block_h))](**common)
+        return
+    grid = (b * s_q, triton.cdiv(h, block_h), d // block_d)
+    _sparse_mla_combine_wide_kernel[grid](BLOCK_D=block_d, MAX_PIECES=max_pieces, **common)
 
 
 # ---------------------------------------------------------------------------------------------------- dense decode

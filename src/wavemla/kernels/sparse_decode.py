@@ -12,7 +12,8 @@ smallest value seen; a program that sees the full count reads the partials back 
 output and resets the counter to 0 for the next call. Which program merges varies from run to run; the merged bits
 do not (fixed slot order), and no combine kernel is launched. With ``MERGE_IN_KERNEL`` off (the plans whose tiles
 have fewer than 64 rows: see :attr:`wavemla.plan.Plan.merge_in_kernel`) the partials are left to
-:mod:`wavemla.kernels.combine`, which runs the same :func:`merge_pieces`.
+:mod:`wavemla.kernels.combine`, which runs the same :func:`merge_pieces` or, for tokens cut into many pieces, loads
+them all at once and reduces over a fixed-shape piece axis.
 
 Work ranges come from the planner as ``units_per_part``: program ``p`` covers units
 ``[p*units_per_part, (p+1)*units_per_part)``. The split layout is therefore a pure function of static shapes, so a
@@ -24,7 +25,8 @@ program run several whole pieces in turn: each piece is still computed alone and
 (the combine sees pieces as if each were a program of ``pieces_tiles`` units), so the bits do not depend on how
 many programs the batch needs, while the program count adapts to the batch. A program holding all of a token's
 pieces merges them after the last (no counting); pieces spread over programs are merged as any cut token's are.
-Either way :func:`merge_pieces` runs in slot order, so where the pieces ran never changes the bits.
+Either way the merge is a fixed computation over the token's slots (chosen by the pieces per token alone), so where
+the pieces ran never changes the bits.
 
 Scores live in base 2 (``qk_scale = softmax_scale·log2 e``) so the exponentials are single ``exp2`` instructions.
 """
