@@ -247,7 +247,7 @@ _DRAM_EFFICIENCY = 0.85
 # 100 GB/s to one SM (64 B/clock at 1.6-1.9 GHz) against a ~31 GB/s share of DRAM.
 _L2_OVER_DRAM_PER_SM = 3.0
 # Starting a token segment in a program: q staged, the first index and row loads not yet overlapped (dependent
-# memory round trips). Fitted with the measured tile times, so charged only where a tile time is measured (sm_90).
+# memory round trips). Fitted with the measured FP8 tile times, so charged only with those (sm_90, FP8 rows).
 _SEGMENT_US = 10.0
 _ROW_BYTES_FP8 = 584  # MODEL1: 448 e4m3 + 64 bf16 rope + 8 scale bytes
 _ROW_BYTES_BF16 = 1024
@@ -429,8 +429,8 @@ class _Coster:
         self.combine_base = _combine_us(tokens, 0, workload.h_q, device, ws_bytes)
         self.combine_per_part = _combine_us(tokens, 1, workload.h_q, device, ws_bytes) - self.combine_base
         self.in_kernel = merges_in_kernel(cfg)
-        # a measured tile time was fitted with the segment start charged apart (see _SEGMENT_US)
-        self.segment_us = _SEGMENT_US if res.tile_us is not None else 0.0
+        # the measured FP8 tile times were fitted with the segment start charged apart (see _SEGMENT_US)
+        self.segment_us = _SEGMENT_US if res.tile_us is not None and workload.is_fp8 else 0.0
         self.tiles = [_tile_us(cfg, workload, device, a, res.tile_us, num_hb) for a in range(occ + 1)]
 
     def __call__(self, upp: int, piece: int | None = None) -> _Split:

@@ -135,6 +135,26 @@ def test_pieces_packed_several_per_program_keep_the_bits(fp8: bool) -> None:
         _check_invariance(pool, [9, 5], seed=28, batch_invariant=True)
 
 
+def test_many_pieces_merged_by_the_one_load_combine_keep_the_bits() -> None:
+    """18 one-tile pieces per token (16-row tiles): the combine loads all of a token's pieces at once; the bits of a
+    request do not depend on the batch it is in."""
+    from wavemla.kernels.combine import _WIDE_FROM_PIECES
+
+    shape = {**SMALL, "topk": 128, "extra_topk": 160, "page": 32, "extra_pool": 256}  # 8 + 10 tiles of 16 rows
+    knobs: dict[str, Any] = {**PINNED[True], "WAVEMLA_NUM_SPLITS": 18}
+    spec = get_spec(config.get("WAVEMLA_GPU") or "h200") if not HAS_CUDA else _device_spec(torch.device(DEVICE))
+    workload = Workload(
+        batch=1, s_q=1, h_q=shape["h_q"], topk=shape["topk"], extra_topk=shape["extra_topk"], is_fp8=True,
+        dtype="bf16" if HAS_CUDA else "fp16", batch_invariant=True,
+    )  # fmt: skip
+    with config.override(**knobs):
+        p = plan(workload, spec)
+        assert p.n_tiles == 18 and p.pieces_tiles == 1 and not p.merge_in_kernel
+        assert p.n_tiles // p.pieces_tiles >= _WIDE_FROM_PIECES
+        pool = _pool(5, {**shape, "s_q": 1}, True, SMALL_DTYPE, DEVICE, seed=31)
+        _check_invariance(pool, [5, 3], seed=32, batch_invariant=True)
+
+
 @pytest.mark.parametrize("some", [False, True], ids=["all-merged-in-program", "some-merged-in-program"])
 @pytest.mark.parametrize("fp8", [True, False], ids=["fp8", "rows"])
 @pytest.mark.parametrize("rows", [16, 64], ids=["combine-kernel", "merged-in-kernel"])
