@@ -18,6 +18,7 @@ from wavemla.device import (
     DeviceSpec,
     NoCudaDeviceError,
     current_spec,
+    dependent_launch,
     fp8_decode_path,
     get_spec,
 )
@@ -394,3 +395,17 @@ def test_fp8_decode_path_by_arch(monkeypatch: pytest.MonkeyPatch) -> None:
         fp8_decode_path(cuda)
     monkeypatch.setattr(device_mod, "_device_arch", lambda index: 120)
     assert fp8_decode_path(cuda) == "cvt"
+
+
+def test_dependent_launch_from_sm90_on_compiled_kernels_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Programmatic dependent launch (griddepcontrol) is used on sm_90 and newer; never for CPU tensors, which run
+    through Triton's interpreter."""
+    assert dependent_launch("cpu") is False
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(device_mod, "triton_interpreting", lambda: False)
+    cuda = torch.device("cuda", 0)
+    for arch, expected in ((80, False), (89, False), (90, True), (100, True), (120, True)):
+        monkeypatch.setattr(device_mod, "_device_arch", lambda index, arch=arch: arch)
+        assert dependent_launch(cuda) is expected, arch
+    monkeypatch.setattr(device_mod, "triton_interpreting", lambda: True)
+    assert dependent_launch(cuda) is False

@@ -23,9 +23,9 @@ from wavemla.kernels.gdc import gdc_wait
 from wavemla.kernels.sparse_decode import finalize_heads, merge_pieces
 
 # Tokens cut into this many pieces or more (the bound, rounded up to a power of two) are merged by the wide kernel.
-# H200, CSA/HCA h=64 FP8, one run (benchmarks/results/2026-11-30-h200-combine.log): with 20-36 pieces a token the
-# wide kernel is faster (HCA b=1: 15.6 against 22.3 µs; CSA b=1: 16.2 against 17.1), with 5-6 it is slower (CSA b=8:
-# 28.9 against 26.7; b=32: 53.2 against 45.8, all 512 columns per program), so the loop stays there.
+# H200, CSA/HCA h=64 FP8 (benchmarks/results/2026-11-30-h200-combine.log, each pair in one run): with 20-36 pieces a
+# token the wide kernel is faster (HCA b=1: 16.4 against 22.3 µs; CSA b=1: 16.2 against 17.1), with 5-6 it is slower
+# (CSA b=8: 28.9 against 26.7; b=32: 53.2 against 45.8, even with all 512 columns per program), so the loop stays.
 _WIDE_FROM_PIECES = 16
 
 
