@@ -23,7 +23,7 @@ import torch
 from conftest import DEVICE, HAS_CUDA
 from wavemla import config, sparse_mla_decode
 from wavemla.api import _device_spec
-from wavemla.device import get_spec
+from wavemla.device import DeviceSpec, get_spec
 from wavemla.plan import Workload, plan
 from wavemla.testing import make_sparse_decode_inputs
 from wavemla.tools.stress import first_difference
@@ -68,9 +68,14 @@ def _check_invariance(pool: dict[str, Any], sizes: list[int], seed: int, **call:
                 )
 
 
+def _plan_spec(device: torch.device) -> DeviceSpec:
+    """The device the API plans for: the CUDA device, or under the interpreter the ``WAVEMLA_GPU`` preset (H200)."""
+    return _device_spec(device) if device.type == "cuda" else get_spec(config.get("WAVEMLA_GPU") or "h200")
+
+
 def _planner_choices(workload: Workload, sizes: list[int], device: torch.device) -> dict[tuple[Any, ...], list[int]]:
     """Kernel configuration and piece size the planner picks per batch size (planned as the API plans)."""
-    spec = _device_spec(device) if device.type == "cuda" else get_spec(config.get("WAVEMLA_GPU") or "h200")
+    spec = _plan_spec(device)
     seen: dict[tuple[Any, ...], list[int]] = {}
     for b in [1, *sizes]:
         p = plan(Workload(**{**workload.__dict__, "batch": b}), spec)
@@ -117,16 +122,22 @@ def test_pinned_configuration_is_batch_invariant(fp8: bool, via: str) -> None:
         _check_invariance(pool, [2, 4, 9], seed=22, **call)
 
 
+def _invariant_workload(shape: dict[str, Any], fp8: bool) -> tuple[Workload, DeviceSpec]:
+    """The b = 1 batch-invariant workload of ``shape`` and the device the API plans it for."""
+    spec = _plan_spec(torch.device(DEVICE))
+    workload = Workload(
+        batch=1, s_q=1, h_q=shape["h_q"], topk=shape["topk"], extra_topk=shape["extra_topk"], is_fp8=fp8,
+        dtype="bf16" if HAS_CUDA else "fp16", batch_invariant=True,
+    )  # fmt: skip
+    return workload, spec
+
+
 @pytest.mark.parametrize("fp8", [True, False], ids=["fp8", "rows"])
 def test_pieces_packed_several_per_program_keep_the_bits(fp8: bool) -> None:
     """Few program slots (WAVEMLA_TARGET_CTAS=3) make the planner pack several fixed pieces into each program at
     b = 9 but not at b = 1: each piece is still computed alone and combined in the same order, so the bits match."""
     knobs: dict[str, Any] = {**PINNED[fp8], "WAVEMLA_TARGET_CTAS": 3}
-    spec = get_spec(config.get("WAVEMLA_GPU") or "h200") if not HAS_CUDA else _device_spec(torch.device(DEVICE))
-    workload = Workload(
-        batch=1, s_q=1, h_q=SMALL["h_q"], topk=SMALL["topk"], extra_topk=SMALL["extra_topk"], is_fp8=fp8,
-        dtype="bf16" if HAS_CUDA else "fp16", batch_invariant=True,
-    )  # fmt: skip
+    workload, spec = _invariant_workload(SMALL, fp8)
     with config.override(**knobs):
         one, nine = plan(workload, spec), plan(Workload(**{**workload.__dict__, "batch": 9}), spec)
         assert one.pieces_tiles == nine.pieces_tiles and one.pieces_tiles is not None
@@ -142,11 +153,7 @@ def test_many_pieces_merged_by_the_one_load_combine_keep_the_bits() -> None:
 
     shape = {**SMALL, "topk": 128, "extra_topk": 160, "page": 32, "extra_pool": 256}  # 8 + 10 tiles of 16 rows
     knobs: dict[str, Any] = {**PINNED[True], "WAVEMLA_NUM_SPLITS": 18}
-    spec = get_spec(config.get("WAVEMLA_GPU") or "h200") if not HAS_CUDA else _device_spec(torch.device(DEVICE))
-    workload = Workload(
-        batch=1, s_q=1, h_q=shape["h_q"], topk=shape["topk"], extra_topk=shape["extra_topk"], is_fp8=True,
-        dtype="bf16" if HAS_CUDA else "fp16", batch_invariant=True,
-    )  # fmt: skip
+    workload, spec = _invariant_workload(shape, True)
     with config.override(**knobs):
         p = plan(workload, spec)
         assert p.n_tiles == 18 and p.pieces_tiles == 1 and not p.merge_in_kernel
@@ -171,11 +178,7 @@ def test_pieces_merged_in_their_program_keep_the_bits(fp8: bool, some: bool, row
     else:
         pinned, shape = dict(PINNED[fp8]), dict(SMALL)
     knobs: dict[str, Any] = {**pinned, "WAVEMLA_TARGET_CTAS": ctas, "WAVEMLA_NUM_SPLITS": 5}
-    spec = get_spec(config.get("WAVEMLA_GPU") or "h200") if not HAS_CUDA else _device_spec(torch.device(DEVICE))
-    workload = Workload(
-        batch=1, s_q=1, h_q=shape["h_q"], topk=shape["topk"], extra_topk=shape["extra_topk"], is_fp8=fp8,
-        dtype="bf16" if HAS_CUDA else "fp16", batch_invariant=True,
-    )  # fmt: skip
+    workload, spec = _invariant_workload(shape, fp8)
     with config.override(**knobs):
         one, nine = plan(workload, spec), plan(Workload(**{**workload.__dict__, "batch": 9}), spec)
         assert one.n_tiles == 5 and one.pieces_tiles == nine.pieces_tiles == 1
