@@ -16,59 +16,47 @@ import torch
 import triton
 import triton.language as tl
 
-from wavemla.device import dependent_launch
 from wavemla.kernels import gdc
 from wavemla.kernels.dense_decode import finalize_rows
 from wavemla.kernels.gdc import gdc_wait
 from wavemla.kernels.sparse_decode import finalize_heads, merge_pieces
 
-# Tokens cut into this many pieces or more (the bound, rounded up to a power of two) are merged by the wide kernel.
+# Tokens cut into this many pieces or more (the bound, rounded up to a power of two) are merged by _merge_all_pieces.
 # H200, CSA/HCA h=64 FP8 (benchmarks/results/2026-11-30-h200-combine.log, each pair in one run): with 20-36 pieces a
-# token the wide kernel is faster (HCA b=1: 16.4 against 22.3 µs; CSA b=1: 16.2 against 17.1), with 5-6 it is slower
-# (CSA b=8: 28.9 against 26.7; b=32: 53.2 against 45.8, even with all 512 columns per program), so the loop stays.
+# token that is faster (HCA b=1: 16.4 against 22.3 µs; CSA b=1: 16.2 against 17.1), with 5-6 it is slower
+# (CSA b=8: 28.9 against 26.7; b=32: 53.2 against 45.8, even with all 512 columns per program), so merge_pieces' loop
+# over the pieces stays there.
 _WIDE_FROM_PIECES = 16
 
 
 @triton.jit
-def _sparse_mla_combine_loop_kernel(
-    p_out,
-    p_lse,
-    p_o_ws,
-    p_lse_ws,
-    p_sink,
-    S_Q,
-    H,
-    n_tiles,
-    units_per_part,
-    stride_ob,
-    stride_os,
-    stride_oh,
-    HAS_SINK: tl.constexpr,
-    BLOCK_H: tl.constexpr,
-    D: tl.constexpr,
-    PDL: tl.constexpr,
+def _merge_all_pieces(
+    p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D: tl.constexpr, MAX_PIECES: tl.constexpr
 ):
-    if PDL:
-        gdc_wait()  # launched while the split kernel runs: its partials are complete and visible past this point
-    i_tok = tl.program_id(0)
-    i_hb = tl.program_id(1)
-    i_first = (i_tok * n_tiles) // units_per_part
-    i_last = ((i_tok + 1) * n_tiles - 1) // units_per_part
-    if i_last > i_first:
-        o_h = i_hb * BLOCK_H + tl.arange(0, BLOCK_H)
-        m_h = o_h < H
-        o_d = tl.arange(0, D)
-        b_o, b_lse2 = merge_pieces(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D)
-        b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
-        i_b = i_tok // S_Q
-        i_s = i_tok - i_b * S_Q
-        p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + i_s * stride_os
-        tl.store(p_o + o_h[:, None] * stride_oh + o_d[None, :], b_o.to(p_out.dtype.element_ty), mask=m_h[:, None])
-        tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
+    """:func:`merge_pieces` with every piece in one load each for the lse and the partials (two memory round trips,
+    not two per piece), then a reduction over a piece axis of fixed size ``MAX_PIECES``; same arguments and
+    returns (``o_d`` may be a block of the ``D`` columns)."""
+    o_p = tl.arange(0, MAX_PIECES)
+    m_p = o_p <= i_last - i_first
+    o_slot = tl.cast(i_tok + i_first + o_p, tl.int64)
+    m_ph = m_p[:, None] & m_h[None, :]
+    p_lse_i = p_lse_ws + o_slot[:, None] * H + o_h[None, :]
+    b_lse = tl.load(p_lse_i, mask=m_ph, other=float("-inf"), cache_modifier=".cg")  # [MAX_PIECES, BLOCK_H]
+    b_max = tl.max(b_lse, 0)
+    b_max_safe = tl.where(b_max == float("-inf"), 0.0, b_max)
+    b_w = tl.exp2(b_lse - b_max_safe[None, :])  # 0 for pieces past the last and for empty pieces
+    p_o_i = p_o_ws + ((o_slot[:, None] * H + o_h[None, :]) * D)[:, :, None] + o_d[None, None, :]
+    b_o_i = tl.load(p_o_i, mask=m_ph[:, :, None], other=0.0, cache_modifier=".cg")  # [MAX_PIECES, BLOCK_H, len(o_d)]
+    b_sum = tl.sum(b_w, 0)
+    b_acc = tl.sum(b_w[:, :, None] * b_o_i.to(tl.float32), 0)
+    m_seen = b_sum > 0.0
+    b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
+    b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
+    return b_o, b_lse2
 
 
 @triton.jit
-def _sparse_mla_combine_wide_kernel(
+def _sparse_mla_combine_kernel(
     p_out,
     p_lse,
     p_o_ws,
@@ -88,6 +76,8 @@ def _sparse_mla_combine_wide_kernel(
     MAX_PIECES: tl.constexpr,
     PDL: tl.constexpr,
 ):
+    """One program per (token, ``BLOCK_H`` heads, ``BLOCK_D`` columns). ``MAX_PIECES`` 0: :func:`merge_pieces` over
+    the slots in order (``BLOCK_D`` = ``D``); otherwise :func:`_merge_all_pieces` with that bound."""
     if PDL:
         gdc_wait()  # launched while the split kernel runs: its partials are complete and visible past this point
     i_tok = tl.program_id(0)
@@ -99,26 +89,10 @@ def _sparse_mla_combine_wide_kernel(
         o_h = i_hb * BLOCK_H + tl.arange(0, BLOCK_H)
         m_h = o_h < H
         o_d = i_db * BLOCK_D + tl.arange(0, BLOCK_D)
-        # Every piece of the token in one load each for the lse and the partials (two memory round trips, not two
-        # per piece), then a fixed-shape reduction over the piece axis: the same arithmetic for every batch.
-        o_p = tl.arange(0, MAX_PIECES)
-        m_p = o_p <= i_last - i_first
-        o_slot = tl.cast(i_tok + i_first + o_p, tl.int64)
-        m_ph = m_p[:, None] & m_h[None, :]
-        p_lse_i = p_lse_ws + o_slot[:, None] * H + o_h[None, :]
-        b_lse = tl.load(p_lse_i, mask=m_ph, other=float("-inf"), cache_modifier=".cg")  # [MAX_PIECES, BLOCK_H]
-        b_max = tl.max(b_lse, 0)
-        b_max_safe = tl.where(b_max == float("-inf"), 0.0, b_max)
-        b_w = tl.exp2(b_lse - b_max_safe[None, :])  # 0 for pieces past the last and for empty pieces
-        p_o_i = p_o_ws + ((o_slot[:, None] * H + o_h[None, :]) * D)[:, :, None]
-        b_o_i = tl.load(
-            p_o_i + o_d[None, None, :], mask=m_ph[:, :, None], other=0.0, cache_modifier=".cg"
-        )  # [MAX_PIECES, BLOCK_H, BLOCK_D]
-        b_sum = tl.sum(b_w, 0)
-        b_acc = tl.sum(b_w[:, :, None] * b_o_i.to(tl.float32), 0)
-        m_seen = b_sum > 0.0
-        b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
-        b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
+        if MAX_PIECES == 0:
+            b_o, b_lse2 = merge_pieces(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D)
+        else:
+            b_o, b_lse2 = _merge_all_pieces(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D, MAX_PIECES)
         b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
         i_b = i_tok // S_Q
         i_s = i_tok - i_b * S_Q
@@ -151,16 +125,18 @@ def sparse_decode_combine(
     them all at once and reduces over the piece axis, below that one program per (token, ``block_h`` heads) runs
     :func:`merge_pieces` over them in slot order (see ``_WIDE_FROM_PIECES``). The choice depends only on the
     static shape, so batch-invariant plans (fixed pieces) always merge the same way. ``pdl`` (None:
-    :func:`wavemla.device.dependent_launch`): launch for programmatic dependent launch behind the split kernel,
+    :func:`wavemla.kernels.gdc.enabled`): launch for programmatic dependent launch behind the split kernel,
     which lets it start early; every program first waits for the split grid to finish.
     """
     if pdl is None:
-        pdl = gdc.AVAILABLE and dependent_launch(out.device)
+        pdl = gdc.enabled(out.device)
     b, s_q, h, d = out.shape
     if d % block_d:
         raise ValueError(f"block_d: must divide the head dim {d}, got {block_d}")
     max_pieces = triton.next_power_of_2((n_tiles + units_per_part - 2) // units_per_part + 1)
-    common = dict(
+    wide = max_pieces >= _WIDE_FROM_PIECES
+    grid = (b * s_q, triton.cdiv(h, block_h), d // block_d if wide else 1)
+    _sparse_mla_combine_kernel[grid](
         p_out=out,
         p_lse=lse,
         p_o_ws=o_ws,
@@ -175,16 +151,13 @@ def sparse_decode_combine(
         stride_oh=out.stride(2),
         HAS_SINK=attn_sink is not None,
         BLOCK_H=block_h,
+        BLOCK_D=block_d if wide else d,
         D=d,
+        MAX_PIECES=max_pieces if wide else 0,
         PDL=pdl,
         num_warps=num_warps,
         **({"launch_pdl": True} if pdl else {}),
     )
-    if max_pieces < _WIDE_FROM_PIECES:
-        _sparse_mla_combine_loop_kernel[(b * s_q, triton.cdiv(h, block_h))](**common)
-        return
-    grid = (b * s_q, triton.cdiv(h, block_h), d // block_d)
-    _sparse_mla_combine_wide_kernel[grid](BLOCK_D=block_d, MAX_PIECES=max_pieces, **common)
 
 
 # ---------------------------------------------------------------------------------------------------- dense decode

@@ -39,7 +39,7 @@ import torch
 import triton
 import triton.language as tl
 
-from wavemla.device import dependent_launch, fp8_decode_path, triton_interpreting
+from wavemla.device import fp8_decode_path, triton_interpreting
 from wavemla.kernels import gdc
 from wavemla.kernels.fp8 import e4m3_times_256_inv_f16, ue8m0_scale_times_256
 from wavemla.kernels.gdc import gdc_launch_dependents
@@ -473,7 +473,7 @@ def sparse_decode_split(
     ``b*s_q + b*s_q*n_tiles/pieces_tiles`` rows. ``merge_in_kernel`` False leaves every partial for
     :func:`wavemla.kernels.combine.sparse_decode_combine` (``counts`` unused). ``q_ws`` ``[num_parts *
     ceil(h/block_h), block_h, 512]`` fp16: scratch rows through which the kernel converts a bf16 q for FP8 caches
-    (ignored otherwise). ``pdl`` (None: :func:`wavemla.device.dependent_launch`): let a following kernel launched
+    (ignored otherwise). ``pdl`` (None: :func:`wavemla.kernels.gdc.enabled`): let a following kernel launched
     for programmatic dependent launch (the combine) start while this one runs. ``e4m3_cvt`` picks the e4m3 decode
     (hardware conversion or bit assembly; identical results); None asks :func:`wavemla.device.fp8_decode_path` for
     q's device.
@@ -486,7 +486,7 @@ def sparse_decode_split(
     # converted here (one more kernel) when programs run three tiles or more.
     q_via_ws = is_fp8 and q.dtype != torch.float16 and q_ws is not None
     if pdl is None:
-        pdl = gdc.AVAILABLE and dependent_launch(q.device)
+        pdl = gdc.enabled(q.device)
     if is_fp8 and q.dtype != torch.float16 and not q_via_ws and units_per_part >= 3:
         q = q.to(torch.float16)
     b, s_q, h, d = q.shape
