@@ -36,6 +36,11 @@ want initcheck-eager && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step 90 initcheck-eager
 want racecheck-csa && step ${RACECHECK_LIMIT:-150} racecheck-csa $CS --tool racecheck --racecheck-report hazard $S --small --mode csa --replays 6
 want racecheck-hca-bf16 && step ${RACECHECK_LIMIT:-150} racecheck-hca-bf16 $CS --tool racecheck --racecheck-report hazard $S --small --mode hca --bf16 --replays 6
 want synccheck && step 90 synccheck $CS --tool synccheck $S --small --replays 6
+# the q conversion kernel with the split kernel launched behind it (dependent launch, first tile prefetched) and the
+# combine behind that: CSA b=32, 64x32 tiles, 5 per program
+Q="python3 benchmarks/experiments/partition_sweep.py --reps 2 --points csa:32:default"
+want memcheck-qwait && step 120 memcheck-qwait $CS --tool memcheck $Q
+want racecheck-qwait && step ${RACECHECK_LIMIT:-150} racecheck-qwait $CS --tool racecheck --racecheck-report hazard $Q
 # batch-invariant pieces merged inside their program and by the combine (the tests that pin both paths)
 M="python3 -m pytest tests/kernels/test_batch_invariance.py -k merged -q -p no:cacheprovider -p no:xdist"
 want memcheck-merge && step 120 memcheck-merge $CS --tool memcheck $M

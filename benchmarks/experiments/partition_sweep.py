@@ -8,7 +8,10 @@ A spec is ``default`` (the planner's plan) or ``BHxBNxWARPSxSTAGES:UPP`` (that t
 costed by ``plan.evaluate``); ``:launcher-q`` converts a bf16 q before the launch instead of through the kernel's
 scratch rows; ``:no-pdl`` launches the combine without programmatic dependent launch; ``:loop-combine`` runs the previous combine
 (a loop over pieces; ``benchmarks/experiments/variants/combine_loop.py``, written by ``materialize.sh``);
-``:bd512`` gives each combine program all 512 columns of its head. Each spec is checked against the fp64 reference (GPU tolerances), then timed: CUDA-graph replay, L2
+``:bd512`` gives each combine program all 512 columns of its head; ``:torch-q`` converts a bf16 q with torch before
+the split kernel (no dependent launch of the split); ``:no-prefetch`` keeps the dependent launch behind the
+conversion kernel without the first tile's L2 prefetch; ``:bi`` runs in batch-invariant mode, ``:splits=N`` with N
+pieces per token (64x64 tiles pinned); ``:mdc=N`` merges cut tokens in the split kernel N columns at a time (0: all at once). Each spec is checked against the fp64 reference (GPU tolerances), then timed: CUDA-graph replay, L2
 flushed, median. DSV4 shapes: h=64, s_q=1, FP8 MODEL1, SWA 128 @ page 256 + CSA 512 @ page 64 or HCA 1024 @ page 2.
 """
 
@@ -21,7 +24,7 @@ import torch
 import wavemla.api as api
 import wavemla.kernels.combine as cb
 import wavemla.kernels.sparse_decode as sd
-from wavemla import get_mla_metadata, sparse_mla_decode
+from wavemla import config, get_mla_metadata, sparse_mla_decode
 from wavemla.plan import KernelConfig, evaluate, plan
 from wavemla.reference import sparse_decode_ref
 from wavemla.testing import TOLERANCES, check_close, make_sparse_decode_inputs
@@ -84,19 +87,35 @@ for (mode, b), specs in groups.items():
                 cfg = KernelConfig(bh, bn, nw, ns)
                 api.plan = lambda w, d, cfg=cfg, upp=upp: evaluate(w, d, cfg, upp)
             no_pdl = "no-pdl" in opts
-            extra = {**({"q_ws": None} if launcher_q else {}), **({"pdl": False} if no_pdl else {})}
-            sd.sparse_decode_split = (lambda **k: split(**{**k, **extra})) if extra else split
+            extra = {
+                **({"q_ws": None} if launcher_q else {}),
+                **({"pdl": False} if no_pdl else {}),
+                **({"prefetch_first": False} if "no-prefetch" in opts else {}),
+                **{"merge_chunk": int(o.split("=")[1]) for o in opts if o.startswith("mdc=")},
+            }
+            torch_q = "torch-q" in opts
+
+            def split_with(*, split=split, extra=extra, torch_q=torch_q, **k):
+                if torch_q:
+                    k["q"] = k["q"].to(torch.float16)
+                return split(**{**k, **extra})
+
+            sd.sparse_decode_split = split_with
+            splits = next((int(o.split("=")[1]) for o in opts if o.startswith("splits=")), None)
+            knobs = dict(WAVEMLA_NUM_SPLITS=splits, WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64) if splits else {}
+            call_kw = {**kw, **({"batch_invariant": True} if "bi" in opts else {})}
             base = loop_combine() if "loop-combine" in opts else combine
             cextra = {**({"pdl": False} if no_pdl else {}), **({"block_d": 512} if "bd512" in opts else {})}
             cb.sparse_decode_combine = (lambda **k: base(**{**k, **cextra})) if cextra else base
             try:
-                meta, _ = get_mla_metadata()
-                out, lse = sparse_mla_decode(**kw, metadata=meta)
+                with config.override(**knobs):
+                    meta, _ = get_mla_metadata()
+                    out, lse = sparse_mla_decode(**call_kw, metadata=meta)
                 bad = check_close("out", out, ref_o, TOLERANCES[("out", "gpu")]) or check_close(
                     "lse", lse, ref_l, TOLERANCES[("lse", "gpu")]
                 )
-                med = timings_us(lambda: sparse_mla_decode(**kw, metadata=meta), reps=args.reps, graph=True)[1]
-            except Exception as e:  # noqa: BLE001 - an experiment: report and go on
+                med = timings_us(lambda: sparse_mla_decode(**call_kw, metadata=meta), reps=args.reps, graph=True)[1]
+            except Exception as e:
                 print(f"{mode} b={b:3d} {spec:24s} ERROR {str(e).splitlines()[0][:100]}", flush=True)
                 continue
             p = meta.plan
@@ -109,7 +128,7 @@ for (mode, b), specs in groups.items():
             )
             records.append(rec)
             print(
-                f"{mode} b={b:3d} {spec:24s} {str(p.config):10s} upp={p.units_per_part:3d} progs={p.programs:4d} "
+                f"{mode} b={b:3d} {spec:24s} {p.config!s:10s} upp={p.units_per_part:3d} progs={p.programs:4d} "
                 f"cut={'y' if p.needs_combine else 'n'} {med:7.1f} us  pred {p.predicted_us:6.1f}  "
                 f"spills={rec['spills']} {'ok' if not bad else 'MISMATCH ' + bad[:60]}",
                 flush=True,

@@ -36,7 +36,8 @@ for i, name in enumerate(fn.arg_names):
         signature[name] = "constexpr"
         if name not in spec["constexprs"]:
             raise SystemExit(f"constexpr {name} needs a value: pass {name}=V")
-src = ASTSource(fn=fn, signature=signature, constexprs=spec["constexprs"], attrs=attrs)
+consts = {k: v for k, v in spec["constexprs"].items() if k in fn.arg_names}  # older kernels lack newer flags
+src = ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs)
 c = triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": nw, "num_stages": ns})
 regs, stack, shared, local = _res_usage(c.asm["cubin"])
 tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")

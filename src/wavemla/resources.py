@@ -267,6 +267,10 @@ def _sparse_decode_spec(
         "E4M3_CVT": is_fp8 and arch >= 89, "PREFETCH_ROWS": is_fp8 and block_n <= 32,
         "MERGE_IN_KERNEL": block_n >= 64, "ACQUIRE_ASM": True, "Q_VIA_WS": is_fp8 and q_dtype == "bf16",
         "PDL": arch >= 90,  # the launcher's choice with a Triton that has grid dependency control
+        # q converted by the launcher's kernel, this one launched behind it, the first tile prefetched meanwhile
+        "WAIT_Q": is_fp8 and q_dtype == "fp16" and arch >= 90,
+        "PREFETCH_FIRST": is_fp8 and q_dtype == "fp16" and arch >= 90,
+        "MERGE_DC": 128,
     }  # fmt: skip
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
 

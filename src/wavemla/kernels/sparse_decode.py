@@ -42,7 +42,7 @@ import triton.language as tl
 from wavemla.device import fp8_decode_path, triton_interpreting
 from wavemla.kernels import gdc
 from wavemla.kernels.fp8 import e4m3_times_256_inv_f16, ue8m0_scale_times_256
-from wavemla.kernels.gdc import gdc_launch_dependents
+from wavemla.kernels.gdc import gdc_launch_dependents, gdc_wait
 
 LOG2E = 1.4426950408889634
 
@@ -252,6 +252,80 @@ def merge_pieces(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D: 
 
 
 @triton.jit
+def _q_to_f16_kernel(p_q, p_out, n, BLOCK: tl.constexpr, PDL: tl.constexpr):
+    """fp16 copy of a contiguous q (FP8 rows compute in fp16). With ``PDL`` the split kernel, launched for
+    programmatic dependent launch behind it, starts at once and waits for this grid only where it reads q."""
+    if PDL:
+        gdc_launch_dependents()
+    o = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = o < n
+    tl.store(p_out + o, tl.load(p_q + o, mask=m).to(tl.float16), mask=m)
+
+
+@triton.jit
+def _prefetch_l2(p):
+    """Bring the 128-byte line at each address of ``p`` into L2 (no register result; nothing waits for it)."""
+    return tl.inline_asm_elementwise(
+        "prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [p], dtype=tl.int32, is_pure=False, pack=1
+    )
+
+
+@triton.jit
+def _prefetch_first_tile(
+    p_cache, p_idx, i_tile, n_valid, num_slots, stride_blk, PAGE: tl.constexpr, BLOCK_N: tl.constexpr
+):
+    """L2 prefetch of the FP8 MODEL1 rows of one tile (every 128-byte line of a 576-byte row, and its scales)."""
+    b_idx = _tile_idx(p_idx, i_tile, n_valid, num_slots, BLOCK_N)
+    m_n = b_idx >= 0
+    b_idx = tl.where(m_n, b_idx, 0)
+    p_page = p_cache + (b_idx // PAGE).to(tl.int64) * stride_blk
+    b_tok = b_idx % PAGE
+    o_l = tl.arange(0, 8)
+    # lines of the row at offsets 0, 128, ..., 512 and its last byte (575); the scales after the page's rows
+    o_b = tl.where(o_l < 5, o_l * 128, tl.where(o_l == 5, 575, PAGE * 576 + b_tok[:, None] * 8 - b_tok[:, None] * 576))
+    _prefetch_l2(tl.where(m_n[:, None] & (o_l < 7)[None, :], p_page[:, None] + b_tok[:, None] * 576 + o_b, p_cache))
+
+
+@triton.jit
+def _merge_pieces_out(
+    p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, p_sink, p_o, stride_oh, p_lse_tok,
+    HAS_SINK: tl.constexpr, D: tl.constexpr, DC: tl.constexpr,
+):  # fmt: skip
+    """:func:`merge_pieces` and :func:`finalize_heads` for a whole head block, written out ``DC`` columns at a time
+    (output rows at ``p_o``, lse at ``p_lse_tok``): each column chunk holds a ``[BLOCK_H, DC]`` accumulator instead
+    of ``[BLOCK_H, D]``. Every output element sees the same operations in the same order as in
+    :func:`merge_pieces`, so the bits are the same."""
+    b_max = tl.full(o_h.shape, float("-inf"), dtype=tl.float32)
+    for i_part in range(i_first, i_last + 1):
+        i_slot = tl.cast(i_tok + i_part, tl.int64)
+        b_lse_i = tl.load(p_lse_ws + i_slot * H + o_h, mask=m_h, other=float("-inf"), cache_modifier=".cg")
+        b_max = tl.maximum(b_max, b_lse_i)
+    b_max_safe = tl.where(b_max == float("-inf"), 0.0, b_max)
+    b_sum = tl.zeros(o_h.shape, dtype=tl.float32)
+    for i_part in range(i_first, i_last + 1):
+        i_slot = tl.cast(i_tok + i_part, tl.int64)
+        b_lse_i = tl.load(p_lse_ws + i_slot * H + o_h, mask=m_h, other=float("-inf"), cache_modifier=".cg")
+        b_sum += tl.exp2(b_lse_i - b_max_safe)
+    m_seen = b_sum > 0.0
+    b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
+    for i_dc in range(D // DC):
+        o_dc = i_dc * DC + tl.arange(0, DC)
+        b_acc = tl.zeros([o_h.shape[0], DC], dtype=tl.float32)
+        for i_part in range(i_first, i_last + 1):
+            i_slot = tl.cast(i_tok + i_part, tl.int64)
+            b_lse_i = tl.load(p_lse_ws + i_slot * H + o_h, mask=m_h, other=float("-inf"), cache_modifier=".cg")
+            b_w = tl.exp2(b_lse_i - b_max_safe)
+            p_o_i = p_o_ws + (i_slot * H + o_h[:, None]) * D + o_dc[None, :]
+            b_o_i = tl.load(p_o_i, mask=m_h[:, None], other=0.0, cache_modifier=".cg")
+            b_acc += b_w[:, None] * b_o_i.to(tl.float32)
+        b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
+        b_o, _ = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
+        tl.store(p_o + o_h[:, None] * stride_oh + o_dc[None, :], b_o.to(p_o.dtype.element_ty), mask=m_h[:, None])
+    b_lse = tl.where(b_lse2 > float("-inf"), b_lse2 * 0.6931471805599453, float("inf"))  # as finalize_heads
+    tl.store(p_lse_tok + o_h, b_lse, mask=m_h)
+
+
+@triton.jit
 def _sparse_mla_decode_kernel(
     p_q,
     p_out,
@@ -316,6 +390,9 @@ def _sparse_mla_decode_kernel(
     ACQUIRE_ASM: tl.constexpr,
     Q_VIA_WS: tl.constexpr,
     PDL: tl.constexpr,
+    WAIT_Q: tl.constexpr,
+    PREFETCH_FIRST: tl.constexpr,
+    MERGE_DC: tl.constexpr,
 ):
     if PDL:
         # Let the combine launch now: its programs wait in griddepcontrol.wait until this grid has finished, so
@@ -339,6 +416,22 @@ def _sparse_mla_decode_kernel(
         t_lo = seg_lo - i_tok * n_tiles
         t_hi = tl.minimum((i_seg + 1) * seg_units, unit_hi) - i_tok * n_tiles
 
+        if WAIT_Q:
+            # Launched behind the q conversion kernel (programmatic dependent launch): everything but q was
+            # written before that kernel started, so the first tile's rows can be on their way to L2 while it runs.
+            if PREFETCH_FIRST:
+                first = i_seg == unit_lo // seg_units
+                if first & (t_lo < n_tiles_main):
+                    _prefetch_first_tile(
+                        p_kv, p_idx + tl.cast(i_b, tl.int64) * stride_ib + i_s * stride_is, t_lo, topk,
+                        num_slots, stride_kv_blk, PAGE, BLOCK_N,
+                    )  # fmt: skip
+                if first & (t_lo >= n_tiles_main) & HAS_EXTRA:
+                    _prefetch_first_tile(
+                        p_kv_x, p_idx_x + tl.cast(i_b, tl.int64) * stride_ixb + i_s * stride_ixs,
+                        t_lo - n_tiles_main, topk_x, num_slots_x, stride_kvx_blk, PAGE_X, BLOCK_N,
+                    )  # fmt: skip
+            gdc_wait()
         p_q_tok = p_q + tl.cast(i_b, tl.int64) * stride_qb + i_s * stride_qs
         b_q = tl.load(p_q_tok + o_h[:, None] * stride_qh + o_d[None, :], mask=m_h[:, None], other=0.0).to(DTYPE)
         if Q_VIA_WS:
@@ -414,12 +507,18 @@ def _sparse_mla_decode_kernel(
                     n_seen = tl.min(_load_acquire(p_cnt_tok + o_h * 0, ACQUIRE_ASM), 0)
                     is_last = n_seen == i_last - i_first + 1
                 if is_last:
-                    b_o, b_lse2 = merge_pieces(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D)
-                    b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
                     p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + i_s * stride_os
-                    p_o_h = p_o + o_h[:, None] * stride_oh + o_d[None, :]
-                    tl.store(p_o_h, b_o.to(p_out.dtype.element_ty), mask=m_h[:, None])
-                    tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
+                    if MERGE_DC == 0:
+                        b_o, b_lse2 = merge_pieces(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D)
+                        b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
+                        p_o_h = p_o + o_h[:, None] * stride_oh + o_d[None, :]
+                        tl.store(p_o_h, b_o.to(p_out.dtype.element_ty), mask=m_h[:, None])
+                        tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
+                    else:
+                        _merge_pieces_out(
+                            p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, p_sink, p_o, stride_oh,
+                            p_lse + tl.cast(i_tok, tl.int64) * H, HAS_SINK, D, MERGE_DC,
+                        )  # fmt: skip
                     # Every piece has counted in (if any did): zero for the next call. Two programs may both have
                     # seen the full count (both increments landed before either read); both then merge in full and
                     # write the same bits, and a program that reads after a reset sees less and leaves it.
@@ -427,7 +526,16 @@ def _sparse_mla_decode_kernel(
 
 
 _TL_DTYPE = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
+_Q_BLOCK = 2048
 
+
+def _q_to_f16(q: torch.Tensor, pdl: bool) -> torch.Tensor:
+    """fp16 copy of ``q`` by :func:`_q_to_f16_kernel` (which lets a dependent launch start at once when ``pdl``)."""
+    q = q.contiguous()
+    out = torch.empty(q.shape, dtype=torch.float16, device=q.device)
+    n = q.numel()
+    _q_to_f16_kernel[(triton.cdiv(n, _Q_BLOCK),)](q, out, n, BLOCK=_Q_BLOCK, PDL=pdl, num_warps=4)
+    return out
 
 
 def sparse_decode_split(
@@ -458,6 +566,8 @@ def sparse_decode_split(
     merge_in_kernel: bool = True,
     q_ws: torch.Tensor | None = None,
     pdl: bool | None = None,
+    prefetch_first: bool = True,
+    merge_chunk: int = 128,
 ) -> Any:
     """Launch the split kernel; returns Triton's compiled-kernel handle (registers, spills, shared memory).
 
@@ -487,8 +597,10 @@ def sparse_decode_split(
     q_via_ws = is_fp8 and q.dtype != torch.float16 and q_ws is not None
     if pdl is None:
         pdl = gdc.enabled(q.device)
+    wait_q = False
     if is_fp8 and q.dtype != torch.float16 and not q_via_ws and units_per_part >= 3:
-        q = q.to(torch.float16)
+        q = _q_to_f16(q, pdl)
+        wait_q = pdl
     b, s_q, h, d = q.shape
     topk = indices.shape[2]
     n_tiles_main = triton.cdiv(topk, block_n)
@@ -563,6 +675,10 @@ def sparse_decode_split(
         ACQUIRE_ASM=not triton_interpreting(),
         Q_VIA_WS=q_via_ws,
         PDL=pdl,
+        WAIT_Q=wait_q,
+        PREFETCH_FIRST=wait_q and is_fp8 and prefetch_first,
+        MERGE_DC=merge_chunk,
         num_warps=num_warps,
         num_stages=num_stages,
+        **({"launch_pdl": True} if wait_q else {}),
     )
