@@ -125,6 +125,64 @@ def test_bf16_q_over_fp8_rows(forced, monkeypatch):
     assert torch.equal(out, out2) and torch.equal(lse, lse2)
 
 
+def test_merge_in_column_chunks_gives_the_same_bits(monkeypatch):
+    """Cut tokens of 64-row plans are merged 128 output columns at a time: the same bits as all 512 at once."""
+    import wavemla.kernels.sparse_decode as sd
+    from wavemla import get_mla_metadata
+
+    inputs = make_sparse_decode_inputs(
+        batch=3, s_q=2, h_q=16, topk=100, page=32, extra_topk=160, extra_page=16, fp8=True, dtype=SMALL_DTYPE,
+        device=DEVICE, seed=5,
+    )  # fmt: skip
+    meta, _ = get_mla_metadata()
+    with config.override(**MERGE_IN_KERNEL, WAVEMLA_TARGET_CTAS=4):
+        chunked = check(inputs, metadata=meta)
+        assert meta.plan is not None and meta.plan.merge_in_kernel and meta.plan.needs_combine
+        split = sd.sparse_decode_split
+        monkeypatch.setattr(sd, "sparse_decode_split", lambda **kw: split(**{**kw, "merge_chunk": 0}))
+        whole = check(inputs, metadata=meta)
+    assert torch.equal(chunked[0], whole[0]) and torch.equal(chunked[1], whole[1])
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast")  # the interpreter's numpy cast of 7e4 to fp16
+def test_q_conversion_kernel():
+    """The kernel that converts a bf16 q to fp16 before the split kernel gives torch's bits, strided q included."""
+    from wavemla.kernels.sparse_decode import _q_to_f16
+
+    q = torch.randn(3, 2, 20, 512, device=DEVICE).to(torch.bfloat16) * 300
+    q[0, 0, 0, :4] = torch.tensor([float("inf"), float("-inf"), 7e4, -1e-8])
+    for x in (q, q.transpose(1, 2)):
+        got = _q_to_f16(x, pdl=False)
+        assert got.dtype == torch.float16 and got.shape == x.shape and got.is_contiguous()
+        assert torch.equal(got, x.to(torch.float16))
+
+
+def test_bf16_q_converted_before_the_split_kernel(monkeypatch):
+    """64x32 plans of 3+ tiles per program get a bf16 q converted by a kernel ahead of the split kernel (on sm_90+
+    the split kernel launches behind it and prefetches its first tile before waiting for q): the same bits as an
+    fp16 q passed straight in."""
+    import wavemla.kernels.sparse_decode as sd
+    from wavemla import get_mla_metadata
+
+    inputs = make_sparse_decode_inputs(
+        batch=3, s_q=1, h_q=16, topk=64, page=32, extra_topk=96, extra_page=16, fp8=True, dtype=torch.bfloat16,
+        device=DEVICE, seed=8,
+    )  # fmt: skip
+    kwargs = {k: v for k, v in inputs.items() if v is not None}
+    meta, _ = get_mla_metadata()
+    forced = dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_WARPS=4, WAVEMLA_NUM_STAGES=1)
+    with config.override(**forced, WAVEMLA_TARGET_CTAS=4):
+        out, lse = sparse_mla_decode(**kwargs, metadata=meta)
+        assert meta.plan is not None and meta.plan.units_per_part >= 3 and not meta.plan.q_scratch
+        ref_kwargs = {k: v for k, v in kwargs.items() if k not in ("q", "kv_cache", "indices")}
+        _, ref_lse = sparse_decode_ref(kwargs["q"], kwargs["kv_cache"], kwargs["indices"], **ref_kwargs)
+        assert_close("lse", lse, ref_lse, TOLERANCES[("lse", LANE)])
+        split = sd.sparse_decode_split
+        monkeypatch.setattr(sd, "sparse_decode_split", lambda **kw: split(**{**kw, "q": kw["q"].half()}))
+        out2, lse2 = sparse_mla_decode(**kwargs, metadata=meta)
+    assert torch.equal(out, out2) and torch.equal(lse, lse2)
+
+
 @pytest.mark.parametrize("splits", [18, 3], ids=["wide-merge", "loop-merge"])
 def test_combine_merges_many_and_few_pieces(splits):
     """18 one-tile pieces per token go to the combine kernel that loads every piece at once; 3 pieces to the one

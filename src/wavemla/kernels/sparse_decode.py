@@ -584,7 +584,10 @@ def sparse_decode_split(
     :func:`wavemla.kernels.combine.sparse_decode_combine` (``counts`` unused). ``q_ws`` ``[num_parts *
     ceil(h/block_h), block_h, 512]`` fp16: scratch rows through which the kernel converts a bf16 q for FP8 caches
     (ignored otherwise). ``pdl`` (None: :func:`wavemla.kernels.gdc.enabled`): let a following kernel launched
-    for programmatic dependent launch (the combine) start while this one runs. ``e4m3_cvt`` picks the e4m3 decode
+    for programmatic dependent launch (the combine) start while this one runs, and, where q is converted by a kernel
+    before this one, launch this one behind it the same way (with ``prefetch_first``, its programs first prefetch
+    their first tile's rows into L2, then wait for q). ``merge_chunk``: output columns per step of the in-kernel
+    merge of cut tokens (0: all 512 at once; same bits either way). ``e4m3_cvt`` picks the e4m3 decode
     (hardware conversion or bit assembly; identical results); None asks :func:`wavemla.device.fp8_decode_path` for
     q's device.
     """
@@ -593,7 +596,7 @@ def sparse_decode_split(
     # FP8 rows compute in fp16. q must reach the tensor cores from shared memory: converted in-kernel and used
     # directly it stays in registers across the tile loop and the kernel runs 15% slower (H200, CSA b=128: 103.7 vs
     # 121.1 µs). With ``q_ws`` the kernel converts q and reloads it through per-program scratch rows; without it, q is
-    # converted here (one more kernel) when programs run three tiles or more.
+    # converted by _q_to_f16 (one more kernel, which this one launches behind) when programs run three tiles or more.
     q_via_ws = is_fp8 and q.dtype != torch.float16 and q_ws is not None
     if pdl is None:
         pdl = gdc.enabled(q.device)
