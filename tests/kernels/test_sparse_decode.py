@@ -144,6 +144,18 @@ def test_merge_in_column_chunks_gives_the_same_bits(monkeypatch):
     assert torch.equal(chunked[0], whole[0]) and torch.equal(chunked[1], whole[1])
 
 
+@pytest.mark.parametrize("chunk", [-128, 96, 1024])
+def test_merge_chunk_must_divide_the_head_dim(chunk, monkeypatch):
+    """The in-kernel merge's column chunk must be 0 or a power of two dividing 512: anything else is refused."""
+    import wavemla.kernels.sparse_decode as sd
+
+    inputs = make_sparse_decode_inputs(batch=1, h_q=16, topk=64, page=64, fp8=True, dtype=SMALL_DTYPE, device=DEVICE)
+    split = sd.sparse_decode_split
+    monkeypatch.setattr(sd, "sparse_decode_split", lambda **kw: split(**{**kw, "merge_chunk": chunk}))
+    with pytest.raises(ValueError, match="merge_chunk"):
+        sparse_mla_decode(**{k: v for k, v in inputs.items() if v is not None})
+
+
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast")  # the interpreter's numpy cast of 7e4 to fp16
 def test_q_conversion_kernel():
     """The kernel that converts a bf16 q to fp16 before the split kernel gives torch's bits, strided q included."""

@@ -591,6 +591,8 @@ def sparse_decode_split(
     (hardware conversion or bit assembly; identical results); None asks :func:`wavemla.device.fp8_decode_path` for
     q's device.
     """
+    if merge_chunk < 0 or (merge_chunk and (q.shape[-1] % merge_chunk or merge_chunk & (merge_chunk - 1))):
+        raise ValueError(f"merge_chunk: 0 or a power of two dividing {q.shape[-1]}, got {merge_chunk}")
     if e4m3_cvt is None:
         e4m3_cvt = is_fp8 and fp8_decode_path(q.device) == "cvt"
     # FP8 rows compute in fp16. q must reach the tensor cores from shared memory: converted in-kernel and used
