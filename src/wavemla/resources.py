@@ -259,6 +259,8 @@ def _sparse_decode_spec(
     unspecialized = ("n_tiles_main", "n_tiles", "total_units", "units_per_part", "seg_units", "slot_units")
     import triton.language as tl
 
+    from wavemla.kernels.sparse_decode import MERGE_CHUNK
+
     constexprs: dict[str, Any] = {
         "IS_FP8": is_fp8, "PAGE": page, "PAGE_X": page_x, "HAS_LEN": True, "HAS_EXTRA": True, "HAS_LEN_X": True,
         "HAS_SINK": True, "DTYPE": tl.float16 if is_fp8 else tl.bfloat16, "BLOCK_H": block_h, "BLOCK_N": block_n,
@@ -270,7 +272,7 @@ def _sparse_decode_spec(
         # q converted by the launcher's kernel, this one launched behind it, the first tile prefetched meanwhile
         "WAIT_Q": is_fp8 and q_dtype == "fp16" and arch >= 90,
         "PREFETCH_FIRST": is_fp8 and q_dtype == "fp16" and arch >= 90,
-        "MERGE_DC": 128,
+        "MERGE_DC": MERGE_CHUNK,
     }  # fmt: skip
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
 

@@ -220,6 +220,23 @@ def _load_acquire(p, ASM: tl.constexpr):
 
 
 @triton.jit
+def _piece_lse(p_lse_ws, i_slot, H, o_h, m_h):
+    """Base-2 lse of workspace slot ``i_slot`` for heads ``o_h`` (-inf where masked). The load skips L1: other
+    programs wrote the partials during this kernel."""
+    return tl.load(p_lse_ws + i_slot * H + o_h, mask=m_h, other=float("-inf"), cache_modifier=".cg")
+
+
+@triton.jit
+def _pieces_max(p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h):
+    """Largest piece lse per head over slots ``i_tok + i_first .. i_tok + i_last``, 0 where every piece is empty,
+    so that every weight 2^(lse_i - max) is <= 1."""
+    b_max = tl.full(o_h.shape, float("-inf"), dtype=tl.float32)
+    for i_part in range(i_first, i_last + 1):
+        b_max = tl.maximum(b_max, _piece_lse(p_lse_ws, tl.cast(i_tok + i_part, tl.int64), H, o_h, m_h))
+    return tl.where(b_max == float("-inf"), 0.0, b_max)
+
+
+@triton.jit
 def merge_pieces(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D: tl.constexpr):
     """Merge the normalized partials of token ``i_tok`` in workspace slots ``i_tok + i_first .. i_tok + i_last``
     (base-2 lse each) in slot order; returns the merged output ``[BLOCK_H, D]`` fp32 and its base-2 lse.
@@ -227,20 +244,12 @@ def merge_pieces(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D: 
     The same arithmetic in the same order whichever program runs it, so a token's bits do not depend on which of
     its pieces finished last.
     """
-    # Pass 1: the largest piece lse per head, so that every weight 2^(lse_i - max) is <= 1. The loads skip L1:
-    # other programs wrote these partials during this kernel.
-    b_max = tl.full(o_h.shape, float("-inf"), dtype=tl.float32)
-    for i_part in range(i_first, i_last + 1):
-        i_slot = tl.cast(i_tok + i_part, tl.int64)
-        b_lse_i = tl.load(p_lse_ws + i_slot * H + o_h, mask=m_h, other=float("-inf"), cache_modifier=".cg")
-        b_max = tl.maximum(b_max, b_lse_i)
-    b_max_safe = tl.where(b_max == float("-inf"), 0.0, b_max)
+    b_max_safe = _pieces_max(p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h)
     b_sum = tl.zeros(o_h.shape, dtype=tl.float32)
     b_acc = tl.zeros([o_h.shape[0], D], dtype=tl.float32)
     for i_part in range(i_first, i_last + 1):
         i_slot = tl.cast(i_tok + i_part, tl.int64)
-        b_lse_i = tl.load(p_lse_ws + i_slot * H + o_h, mask=m_h, other=float("-inf"), cache_modifier=".cg")
-        b_w = tl.exp2(b_lse_i - b_max_safe)
+        b_w = tl.exp2(_piece_lse(p_lse_ws, i_slot, H, o_h, m_h) - b_max_safe)
         p_o_i = p_o_ws + (i_slot * H + o_h[:, None]) * D + o_d[None, :]
         b_o_i = tl.load(p_o_i, mask=m_h[:, None], other=0.0, cache_modifier=".cg")
         b_acc += b_w[:, None] * b_o_i.to(tl.float32)
@@ -295,17 +304,10 @@ def _merge_pieces_out(
     (output rows at ``p_o``, lse at ``p_lse_tok``): each column chunk holds a ``[BLOCK_H, DC]`` accumulator instead
     of ``[BLOCK_H, D]``. Every output element sees the same operations in the same order as in
     :func:`merge_pieces`, so the bits are the same."""
-    b_max = tl.full(o_h.shape, float("-inf"), dtype=tl.float32)
-    for i_part in range(i_first, i_last + 1):
-        i_slot = tl.cast(i_tok + i_part, tl.int64)
-        b_lse_i = tl.load(p_lse_ws + i_slot * H + o_h, mask=m_h, other=float("-inf"), cache_modifier=".cg")
-        b_max = tl.maximum(b_max, b_lse_i)
-    b_max_safe = tl.where(b_max == float("-inf"), 0.0, b_max)
+    b_max_safe = _pieces_max(p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h)
     b_sum = tl.zeros(o_h.shape, dtype=tl.float32)
     for i_part in range(i_first, i_last + 1):
-        i_slot = tl.cast(i_tok + i_part, tl.int64)
-        b_lse_i = tl.load(p_lse_ws + i_slot * H + o_h, mask=m_h, other=float("-inf"), cache_modifier=".cg")
-        b_sum += tl.exp2(b_lse_i - b_max_safe)
+        b_sum += tl.exp2(_piece_lse(p_lse_ws, tl.cast(i_tok + i_part, tl.int64), H, o_h, m_h) - b_max_safe)
     m_seen = b_sum > 0.0
     b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
     for i_dc in range(D // DC):
@@ -313,8 +315,7 @@ def _merge_pieces_out(
         b_acc = tl.zeros([o_h.shape[0], DC], dtype=tl.float32)
         for i_part in range(i_first, i_last + 1):
             i_slot = tl.cast(i_tok + i_part, tl.int64)
-            b_lse_i = tl.load(p_lse_ws + i_slot * H + o_h, mask=m_h, other=float("-inf"), cache_modifier=".cg")
-            b_w = tl.exp2(b_lse_i - b_max_safe)
+            b_w = tl.exp2(_piece_lse(p_lse_ws, i_slot, H, o_h, m_h) - b_max_safe)
             p_o_i = p_o_ws + (i_slot * H + o_h[:, None]) * D + o_dc[None, :]
             b_o_i = tl.load(p_o_i, mask=m_h[:, None], other=0.0, cache_modifier=".cg")
             b_acc += b_w[:, None] * b_o_i.to(tl.float32)
@@ -527,6 +528,8 @@ def _sparse_mla_decode_kernel(
 
 _TL_DTYPE = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 _Q_BLOCK = 2048
+# Output columns per step of the in-kernel merge (H200: 128 beat 64 and all 512; 2026-11-30-h200-merge.log).
+MERGE_CHUNK = 128
 
 
 def _q_to_f16(q: torch.Tensor, pdl: bool) -> torch.Tensor:
@@ -567,7 +570,7 @@ def sparse_decode_split(
     q_ws: torch.Tensor | None = None,
     pdl: bool | None = None,
     prefetch_first: bool = True,
-    merge_chunk: int = 128,
+    merge_chunk: int = MERGE_CHUNK,
 ) -> Any:
     """Launch the split kernel; returns Triton's compiled-kernel handle (registers, spills, shared memory).
 
@@ -681,7 +684,7 @@ def sparse_decode_split(
         Q_VIA_WS=q_via_ws,
         PDL=pdl,
         WAIT_Q=wait_q,
-        PREFETCH_FIRST=wait_q and is_fp8 and prefetch_first,
+        PREFETCH_FIRST=wait_q and prefetch_first,  # wait_q: FP8 rows (the conversion is for them)
         MERGE_DC=merge_chunk,
         num_warps=num_warps,
         num_stages=num_stages,
