@@ -193,7 +193,7 @@ class Plan:
         the register file (b=32: 46.1 vs 45.8, b=80: 99.3 vs 96.2; HCA b=32: 64.5 vs 62.9), and than registers for
         one-tile programs (b=1, 16x32: 20.5 vs 17.6, a build converting 64 columns at a time). Logs:
         benchmarks/results/2026-11-30-h200-q-scratch.log. The conversion kernel has since become a dependent launch
-        with the first tile prefetched (b=32: 41.3 µs; 2026-11-30-h200-qwait.log). The fp16 values are the same
+        with the first tile prefetched (b=32: 41.3 µs; 2026-11-30-h200-run-qwait.log). The fp16 values are the same
         either way."""
         small = self.units_per_part < 3
         return not small and not (self.config.block_h >= 64 and self.config.block_n <= 32)
