@@ -111,6 +111,8 @@ class Resources:
     regs_per_thread: int
     source: str  # "table" (H200 measured), "compiled" (from a cubin: disk cache or packaged table) or "estimate"
     tile_us: float | None = None  # measured time of one tile in one program at this config's occupancy
+    segment_us: float | None = None  # measured start of a token segment in a program (sm_90 FP8 table entries)
+    first_segment_us: float | None = None  # the same for a program's first segment (None: segment_us)
     stack_bytes: int | None = None  # per-thread stack frame (spills) from the cubin, when compiled
     note: str = ""  # where the numbers come from, for reasons
 
@@ -187,16 +189,21 @@ class Plan:
     def q_scratch(self) -> bool:
         """Whether a bf16 q over FP8 rows is converted to fp16 inside the split kernel through per-program scratch
         rows, rather than by a conversion kernel launched before it (programs of 3 tiles or more) or in registers
-        (1 or 2 tiles: no extra launch, and the registers last only a short loop). Chosen by tile from H200
-        measurements (CSA h=64, each pair in one run): faster with 64x64 tiles (b=96: 82.3 vs 85.4 µs, b=128: 87.9
-        vs 90.9) and 16x32 tiles (b=8: 26.8 vs 29.6); slower with 64x32 tiles, whose row prefetch already fills
-        the register file (b=32: 46.1 vs 45.8, b=80: 99.3 vs 96.2; HCA b=32: 64.5 vs 62.9), and than registers for
-        one-tile programs (b=1, 16x32: 20.5 vs 17.6, a build converting 64 columns at a time). Logs:
-        benchmarks/results/2026-11-30-h200-q-scratch.log. The conversion kernel has since become a dependent launch
-        with the first tile prefetched (b=32: 41.3 µs; 2026-11-30-h200-run-qwait.log). The fp16 values are the same
-        either way."""
+        (1 or 2 tiles: no extra launch, and the registers last only a short loop). Only 16-head tiles use the
+        scratch rows. H200 measurements, CSA h=64, each pair in one run:
+
+        - 64-head tiles take the conversion kernel, which the split kernel is launched behind (programmatic
+          dependent launch), prefetching its first tile's rows into L2 while q converts. 64x64: 2-6% faster than
+          the scratch rows at CSA b = 34..256 (b=128: 80.3 vs 84.9 µs, b=256: 149.8 vs 157.1) and 0-3% at HCA
+          (2026-11-30-h200-qpath.log). 64x32: the scratch rows were slower even against a plain torch conversion,
+          the row prefetch already filling the register file (b=32: 46.1 vs 45.8; 2026-11-30-h200-q-scratch.log).
+        - 16x32 tiles: the scratch rows measured faster than a torch conversion before the split kernel (b=8: 26.8
+          vs 29.6; same log); not re-measured against the dependent launch.
+        - Registers beat both for one-tile programs (b=1, 16x32: 17.6 vs 20.5).
+
+        The fp16 values are the same either way."""
         small = self.units_per_part < 3
-        return not small and not (self.config.block_h >= 64 and self.config.block_n <= 32)
+        return not small and self.config.block_h < 64
 
     @property
     def segments_per_program(self) -> int:
@@ -216,15 +223,18 @@ class Plan:
 # compiled kernel on an H200 (Triton 3.6: n_regs, shared memory), with the time of one tile measured there. These
 # win over the compiled table on sm_90: they carry a measured tile cost.
 _SM90_TABLE: dict[tuple[int, int, int, int, bool], Resources] = {
-    # FP8 MODEL1 rows: tile µs of 64x64x8, 64x32x8, 16x32x4 and 16x16x4 fitted, with _SEGMENT_US, to 38 measured
-    # (tile, tiles per program) points at CSA/HCA h=64 (benchmarks/results/2026-11-30-h200-partition-grid.json):
-    # the fit ranks every pair of partitions measured >3% apart at one batch as measured. 32x32x8: the time of an
-    # earlier kernel (2026-11-30-h200-kernel-variants.log). Shared memory: the kernel compiled by the H200's
-    # Triton 3.6 for sm_90.
-    (64, 64, 8, 1, True): Resources(131072, 255, "table", tile_us=6.0),
-    (64, 32, 8, 1, True): Resources(98304, 255, "table", tile_us=3.5),
+    # FP8 MODEL1 rows: tile, segment and first-segment µs of 64x64x8, 64x32x8 and 16x32x4 fitted, with _SM90_BUSY,
+    # to 72 measured (tile, tiles per program) points at CSA/HCA h=64 b = 1..256 that ran today's launch path
+    # (benchmarks/experiments/fit_sm90.py over benchmarks/results/2026-11-30-h200-refit.json and -qpath.json;
+    # rms log error 4-8% per configuration; 2 of 38 pairs of partitions measured >3% apart at one batch ranked the
+    # wrong way round). 64x32 programs of 3+ tiles start their first segment behind the q conversion with its rows
+    # prefetched: that start fits at 0. 16x16x4: an earlier
+    # fit (2026-11-30-h200-partition-grid.json, with _SEGMENT_US); 32x32x8: the time of an earlier kernel
+    # (2026-11-30-h200-kernel-variants.log). Shared memory: the kernel compiled by the H200's Triton 3.6 for sm_90.
+    (64, 64, 8, 1, True): Resources(131072, 255, "table", tile_us=5.0, segment_us=3.5, first_segment_us=8.25),
+    (64, 32, 8, 1, True): Resources(98304, 255, "table", tile_us=3.2, segment_us=2.75, first_segment_us=0.0),
     (32, 32, 8, 1, True): Resources(67584, 255, "table", tile_us=8.6),  # spills: slow
-    (16, 32, 4, 1, True): Resources(50176, 255, "table", tile_us=3.0),
+    (16, 32, 4, 1, True): Resources(50176, 255, "table", tile_us=2.4, segment_us=3.5, first_segment_us=4.5),
     (16, 16, 4, 1, True): Resources(33280, 255, "table", tile_us=5.0),
     # bf16 rows (Triton pipelines the row gather into shared memory at 2 stages): tile µs from the v2ns2 rows of the
     # same log; shared memory of the current kernel (index prefetch) compiled by Triton 3.6 for sm_90
@@ -249,8 +259,13 @@ _DRAM_EFFICIENCY = 0.85
 # 100 GB/s to one SM (64 B/clock at 1.6-1.9 GHz) against a ~31 GB/s share of DRAM.
 _L2_OVER_DRAM_PER_SM = 3.0
 # Starting a token segment in a program: q staged, the first index and row loads not yet overlapped (dependent
-# memory round trips). Fitted with the measured FP8 tile times, so charged only with those (sm_90, FP8 rows).
+# memory round trips). Charged only with the measured FP8 tile times (sm_90, FP8 rows); entries that carry no fitted
+# segment cost of their own use this one, fitted with the earlier grid.
 _SEGMENT_US = 10.0
+# A measured tile slows down as more of the GPU's program slots run: its time is multiplied by 1 + _SM90_BUSY x the
+# fraction of slots busy (fitted with the table above; e.g. CSA 64x64, 10 tiles per program: 76.1 µs on 80 SMs,
+# 85.5 on 132).
+_SM90_BUSY = 0.3
 _ROW_BYTES_FP8 = 584  # MODEL1: 448 e4m3 + 64 bf16 rope + 8 scale bytes
 _ROW_BYTES_BF16 = 1024
 
@@ -400,6 +415,22 @@ def _combine_us(tokens: int, parts: int, h: int, device: DeviceSpec, ws_bytes: i
     return _LAUNCH_US + 2 * (tokens + parts) * h * 512 * ws_bytes / (device.mem_gbps * _DRAM_EFFICIENCY * 1e3)
 
 
+# Programs of fewer tiles than this convert a bf16 q over FP8 rows in registers instead of through a conversion
+# kernel or scratch rows (kernels/sparse_decode.py; Plan.q_scratch).
+_REGISTER_Q_MIN_UPP = 3
+
+
+def _register_q_slow(cfg: KernelConfig, workload: Workload) -> bool:
+    """Whether programs of under ``_REGISTER_Q_MIN_UPP`` tiles are kept out of the partition search for ``cfg``.
+
+    With 64 heads and 32-row tiles a q converted in registers stays there next to the prefetched rows of the next
+    tile: measured on the H200 (CSA h=64) 20-35% slower than the same tiles behind the conversion kernel, e.g. b=8
+    with 2 tiles per program 38.9 µs where the model predicts 31.5, b=12 46.2 against 34.4
+    (benchmarks/results/2026-11-30-h200-refit.json). The cost model does not price that path, so the planner does
+    not offer it; 16-head tiles hold a quarter of the q and are fine."""
+    return workload.is_fp8 and workload.dtype != "fp16" and cfg.block_h >= 64 and cfg.block_n <= 32
+
+
 @dataclass(frozen=True)
 class _Split:
     upp: int
@@ -431,8 +462,14 @@ class _Coster:
         self.combine_base = _combine_us(tokens, 0, workload.h_q, device, ws_bytes)
         self.combine_per_part = _combine_us(tokens, 1, workload.h_q, device, ws_bytes) - self.combine_base
         self.in_kernel = merges_in_kernel(cfg)
+        # The smallest partition offered: see _register_q_slow.
+        self.min_upp = min(_REGISTER_Q_MIN_UPP, self.total) if _register_q_slow(cfg, workload) else 1
         # the measured FP8 tile times were fitted with the segment start charged apart (see _SEGMENT_US)
-        self.segment_us = _SEGMENT_US if res.tile_us is not None and workload.is_fp8 else 0.0
+        measured_fp8 = res.tile_us is not None and workload.is_fp8
+        self.segment_us = (_SEGMENT_US if res.segment_us is None else res.segment_us) if measured_fp8 else 0.0
+        first = res.first_segment_us if res.first_segment_us is not None else self.segment_us
+        self.first_segment_us = first if measured_fp8 else 0.0
+        self.busy = _SM90_BUSY if measured_fp8 else 0.0
         self.tiles = [_tile_us(cfg, workload, device, a, res.tile_us, num_hb) for a in range(occ + 1)]
 
     def __call__(self, upp: int, piece: int | None = None) -> _Split:
@@ -444,10 +481,12 @@ class _Coster:
         waves = -(-programs // self.slots)
         # the busiest SM: full waves hold `occ` programs per SM; a single partial wave spreads one per SM first
         active = self.occ if waves > 1 else max(1, min(self.occ, -(-programs // self.num_sms)))
-        tile = self.tiles[active]
+        # measured tiles slow down as more of the GPU's slots run programs (gathers contend for L2 and DRAM)
+        tile = self.tiles[active] * (1.0 + self.busy * min(programs, self.slots) / self.slots)
         if piece is not None:
             cut = piece < n_tiles
             program = upp * tile + (upp // piece) * (self.seg_cut if cut else self.seg_whole) + _PROGRAM_US
+            program += self._starts(upp // piece)
             if cut:
                 # tokens whose pieces all run here are merged in the program (pieces read back from L2, output
                 # written); tokens cut between programs are merged by a program (64-row tiles) or by the combine
@@ -466,15 +505,20 @@ class _Coster:
                 else upp * tile + whole * self.seg_whole + _PROGRAM_US
             )
             # the busiest program's token segments (see Plan.segments_per_program)
-            program += -(-(n_tiles - math.gcd(upp, n_tiles) + upp) // n_tiles) * self.segment_us
+            program += self._starts(-(-(n_tiles - math.gcd(upp, n_tiles) + upp) // n_tiles))
             if cut and self.in_kernel:
                 # the program writing a token's last piece merges it: at most one such token per program
                 aligned = n_tiles % upp == 0
                 program += self._merge(n_tiles // upp if aligned else -(-(n_tiles - 1) // upp) + 1)
             slots = parts
         combine = self.combine_base + slots * self.combine_per_part if cut and not self.in_kernel else 0.0
-        return _Split(upp, parts, waves, active, tile, _LAUNCH_US + waves * program + combine, combine)
+        # only the first wave's programs start behind the q conversion (a cheaper first segment, see _SM90_TABLE)
+        later = (waves - 1) * max(0.0, self.segment_us - self.first_segment_us)
+        return _Split(upp, parts, waves, active, tile, _LAUNCH_US + waves * program + later + combine, combine)
 
+    def _starts(self, segments: int) -> float:
+        """Starting ``segments`` token segments (or batch-invariant pieces) in one program."""
+        return self.first_segment_us + (segments - 1) * self.segment_us if segments > 0 else 0.0
 
     def _merge(self, pieces: int) -> float:
         """One program merging a token of ``pieces`` partials: read back from L2, output written. (The count
@@ -514,7 +558,7 @@ def _partition(cost: _Coster, device: DeviceSpec, forced_slots: bool) -> _Split:
                 candidates.update(-(-u // g) * g for g in _even_sizes(n_tiles))
     candidates.update(n_tiles * k for k in range(1, -(-cost.tokens // max(slots // num_hb, 1)) + 2))
     best: _Split | None = None
-    for u in sorted(candidates):
+    for u in sorted({max(u, cost.min_upp) for u in candidates}):
         s = cost(min(u, total))
         if best is None or s.predicted_us < best.predicted_us - 1e-9:
             best = s
@@ -652,9 +696,7 @@ def _invariant_choice(
     return cfg, pieces, worst, measured is not None and (cfg.block_h, cfg.block_n, pieces) == measured
 
 
-def _fit(
-    cfg: KernelConfig, workload: Workload, device: DeviceSpec, reasons: list[str]
-) -> tuple[Resources, int] | None:
+def _fit(cfg: KernelConfig, workload: Workload, device: DeviceSpec, reasons: list[str]) -> tuple[Resources, int] | None:
     """(resources, programs per SM) of ``cfg`` on ``device``, or None with the reason appended when it does not fit."""
     return _fit_resources(cfg, static_resources(cfg, workload, device), device, reasons)
 

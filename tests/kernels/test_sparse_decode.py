@@ -176,8 +176,9 @@ def test_q_conversion_kernel():
         assert torch.equal(got, x.to(torch.float16))
 
 
-def test_bf16_q_converted_before_the_split_kernel(monkeypatch):
-    """64x32 plans of 3+ tiles per program get a bf16 q converted by a kernel ahead of the split kernel (on sm_90+
+@pytest.mark.parametrize("block_n", [32, 64])
+def test_bf16_q_converted_before_the_split_kernel(block_n, monkeypatch):
+    """64-head plans of 3+ tiles per program get a bf16 q converted by a kernel ahead of the split kernel (on sm_90+
     the split kernel launches behind it and prefetches its first tile before waiting for q): the same bits as an
     fp16 q passed straight in."""
     import wavemla.kernels.sparse_decode as sd
@@ -189,8 +190,8 @@ def test_bf16_q_converted_before_the_split_kernel(monkeypatch):
     )  # fmt: skip
     kwargs = {k: v for k, v in inputs.items() if v is not None}
     meta, _ = get_mla_metadata()
-    forced = dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_WARPS=4, WAVEMLA_NUM_STAGES=1)
-    with config.override(**forced, WAVEMLA_TARGET_CTAS=4):
+    forced = dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=block_n, WAVEMLA_NUM_WARPS=4, WAVEMLA_NUM_STAGES=1)
+    with config.override(**forced, WAVEMLA_TARGET_CTAS=2 if block_n == 64 else 4):
         out, lse = check_bf16_q(inputs, meta)
         assert meta.plan is not None and meta.plan.units_per_part >= 3 and not meta.plan.q_scratch
         split = sd.sparse_decode_split
