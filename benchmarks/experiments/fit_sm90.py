@@ -1,6 +1,6 @@
 """Fit the sm_90 tile and segment costs of the planner's model (``_SM90_TABLE`` in wavemla/plan.py) to measured
-partition grids (``partition_sweep.py`` JSON from ``gpu_refit.sh`` and ``gpu_round_refit2.sh``), one configuration
-at a time, over the points that ran the path the launcher takes now.
+partition grids (``partition_sweep.py`` JSON from ``gpu_refit.sh`` and ``gpu_round_refit2.sh``) and ``wavemla bench``
+curves (every third batch), one configuration at a time, over the points that ran the path the launcher takes now.
 
     PYTHONPATH=src python3 benchmarks/experiments/fit_sm90.py benchmarks/results/2026-11-30-h200-refit.json \
         benchmarks/results/2026-11-30-h200-qpath.json [BUSY ...]
@@ -37,13 +37,22 @@ def current_path(r: dict) -> bool:
 
 
 paths = [Path(a) for a in sys.argv[1:] if a.endswith(".json")]
-records = [r for path in paths for r in json.loads(path.read_text())["records"]]
-records = [r for r in records if r["ok"] and current_path(r)]
+records = []
+for path in paths:
+    for r in json.loads(path.read_text())["records"]:
+        if "provider" in r:  # a `wavemla bench` curve: the planner's own plans, every third batch (and b <= 16)
+            if r["provider"] != "wavemla" or not (r["batch"] <= 16 or r["batch"] % 3 == 0):
+                continue
+            r = {**r, "spec": "curve", "ok": True}
+        records.append(r)
+records = [r for r in records if r["ok"] and (r["spec"] == "curve" or current_path(r))]
 
 
-def workload(mode: str, batch: int) -> pl.Workload:
-    topk, _, xtopk, _, _ = MODES[mode]
-    return pl.Workload(batch=batch, s_q=1, h_q=64, topk=topk, extra_topk=xtopk, is_fp8=True)
+def workload(r: dict) -> pl.Workload:
+    topk, _, xtopk, _, _ = MODES[r["mode"]]
+    return pl.Workload(
+        batch=r["batch"], s_q=r.get("s_q", 1), h_q=r.get("h_q", 64), topk=topk, extra_topk=xtopk, is_fp8=True
+    )
 
 
 def cfg_of(r: dict) -> pl.KernelConfig:
@@ -51,7 +60,7 @@ def cfg_of(r: dict) -> pl.KernelConfig:
 
 
 def predict(r: dict) -> float:
-    return pl.evaluate(workload(r["mode"], r["batch"]), DEVICE, cfg_of(r), r["units_per_part"]).predicted_us
+    return pl.evaluate(workload(r), DEVICE, cfg_of(r), r["units_per_part"]).predicted_us
 
 
 def set_entry(cfg: pl.KernelConfig, tile: float, seg: float, first: float) -> None:
@@ -117,9 +126,9 @@ for name, points in sorted(by_cfg.items()):
             f"   {r['mode']} b={r['batch']:3d} upp={r['units_per_part']:3d} meas {r['median_us']:6.1f} pred {p:6.1f}"
             f" {100 * (p / r['median_us'] - 1):+5.0f}%"
         )
-groups: dict[tuple[str, int], list[dict]] = {}
+groups: dict[tuple[str, int, int, int], list[dict]] = {}
 for r in records:
-    groups.setdefault((r["mode"], r["batch"]), []).append(r)
+    groups.setdefault((r["mode"], r.get("h_q", 64), r.get("s_q", 1), r["batch"]), []).append(r)
 wrong = total = 0
 for key, rs in sorted(groups.items()):
     for a, b in itertools.combinations(rs, 2):

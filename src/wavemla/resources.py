@@ -232,9 +232,9 @@ def _sparse_decode_spec(
 
     The launch: h = 64 heads, MTP s_q = 2 (so S_Q stays a runtime argument), a 128-wide SWA list at page 256 and a
     512-wide compressed list at page 64, lengths and sink given, bf16 output. FP8 caches compute in fp16: with
-    ``q_dtype="fp16"`` (the table's launch) q arrives converted, as the launcher does for 64x32 plans of 3 or more
-    tiles; with ``"bf16"`` the kernel converts it through its scratch rows (``Q_VIA_WS``), as 64x64 and 16x32 plans
-    of 3 or more tiles do. Their split workspace is fp16, that of row caches fp32. As Triton's
+    ``q_dtype="fp16"`` (the table's launch) q arrives converted, as the launcher does for 64-head plans of 3 or
+    more tiles; with ``"bf16"`` the kernel converts it through its scratch rows (``Q_VIA_WS``), as 16x32 plans of 3
+    or more tiles do. Their split workspace is fp16, that of row caches fp32. As Triton's
     launcher does, pointers (torch allocations are 256-byte aligned) and the integer arguments whose DSV4 values are
     multiples of 16 get ``tt.divisibility = 16``; the MODEL1 row stride (584 B) and the batch-dependent work
     counters do not.

@@ -767,7 +767,7 @@ def summary(cfg: StressConfig, report: StressReport) -> str:
     lines.append(
         f"  result: {'FAIL' if report.exit_code else 'PASS'} "
         f"({len(report.mismatches)} mismatching output(s) in "
-        f"{len({m.replay for m in report.mismatches})} replay(s))"
+        f"{len({m.replay for m in report.mismatches})} of {report.replays} replay(s))"
     )
     return "\n".join(lines)
 
