@@ -38,8 +38,21 @@ def sparse_table(data: dict, mode: str, h: int, s_q: int) -> str:
     return "\n".join(out)
 
 
-def cliffs(curve: dict, mode: str) -> tuple[str, int]:
-    rows = sorted((r for r in curve["records"] if r["mode"] == mode), key=lambda r: r["batch"])
+# The b = 1..256 curves: (file suffix, mode, heads, s_q)
+CURVES = [
+    ("sparse-decode-curve-h64", "csa", 64, 1), ("sparse-decode-curve-h64-hca", "hca", 64, 1),
+    ("sparse-decode-curve-h64-s2", "csa", 64, 2), ("sparse-decode-curve-h64-s2-hca", "hca", 64, 2),
+    ("sparse-decode-curve-h16", "csa", 16, 1), ("sparse-decode-curve-h16-hca", "hca", 16, 1),
+    ("sparse-decode-curve-h128", "csa", 128, 1), ("sparse-decode-curve-h128-hca", "hca", 128, 1),
+]  # fmt: skip
+ANCHORS = (1, 8, 32, 48, 64, 80, 96, 128, 148, 256)
+
+
+def curve_rows(name: str) -> list[dict]:
+    return sorted((r for r in load(name)["records"] if r["provider"] == "wavemla"), key=lambda r: r["batch"])
+
+
+def cliffs(rows: list[dict]) -> tuple[str, int]:
     lines = ["| b → b+1 | µs/request at b | at b+1 | increase |", "|---|---|---|---|"]
     count = 0
     for a, b in itertools.pairwise(rows):
@@ -79,49 +92,54 @@ def indexer_table(records: list[dict]) -> str:
     return "\n".join(out)
 
 
-def png(curve: dict, path: str) -> None:
+def png(path: str) -> None:
+    """µs per request against batch, measured and predicted, one panel per (heads, s_q), CSA and HCA in each."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(9, 4.5))
-    ax = fig.add_subplot(1, 1, 1)
-    for mode in sorted({r["mode"] for r in curve["records"]}):
-        rows = sorted((r for r in curve["records"] if r["mode"] == mode), key=lambda r: r["batch"])
-        b = [r["batch"] for r in rows]
-        ax.plot(b, [r["median_us"] / r["batch"] for r in rows], label=f"{mode.upper()} measured")
-        ax.plot(b, [r["predicted_us"] / r["batch"] for r in rows], "--", label=f"{mode.upper()} planner prediction")
-    ax.set_xlabel("batch (requests, s_q = 1, h = 64)")
-    ax.set_ylabel("µs per request")
-    ax.set_yscale("log")
-    ax.set_title("wavemla sparse decode on H200: time per request vs batch")
-    ax.legend()
+    panels = [(64, 1), (64, 2), (16, 1), (128, 1)]
+    fig = Figure(figsize=(12, 8))
+    for i, (h, s_q) in enumerate(panels):
+        ax = fig.add_subplot(2, 2, i + 1)
+        for name, mode, hh, ss in CURVES:
+            if (hh, ss) != (h, s_q):
+                continue
+            rows = curve_rows(name)
+            b = [r["batch"] for r in rows]
+            ax.plot(b, [r["median_us"] / r["batch"] for r in rows], label=f"{mode.upper()} measured")
+            ax.plot(b, [r["predicted_us"] / r["batch"] for r in rows], "--", label=f"{mode.upper()} planner")
+        ax.set_xlabel(f"batch (requests; h = {h}, s_q = {s_q})")
+        ax.set_ylabel("µs per request")
+        ax.set_yscale("log")
+        ax.legend(fontsize=8)
+    fig.suptitle("wavemla sparse decode on H200 (FP8 MODEL1): time per request vs batch, b = 1..256")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--png")
     args = parser.parse_args()
-    h64 = load("sparse-decode-h64")
-    s2 = load("sparse-decode-h64-s2")
-    other = load("sparse-decode-h16-h128")
-    curve = load("sparse-decode-curve-h64")
     if args.png:
-        png(curve, args.png)
+        png(args.png)
         return
+    h64 = load("sparse-decode-h64")
     c = h64["ceilings"]
     print(f"Ceilings measured in the same run: copy {c['copy_gbps']:.0f} GB/s, ", end="")
     print(f"bf16 GEMM {c['gemm_tflops']:.0f} TFLOP/s.")
     print()
-    for mode, s_q, h, data in [
-        ("csa", 1, 64, h64), ("hca", 1, 64, h64), ("csa", 2, 64, s2), ("hca", 2, 64, s2),
-        ("csa", 1, 16, other), ("csa", 1, 128, other),
-    ]:  # fmt: skip
-        print(f"### {mode.upper()}, h={h}, s_q={s_q}\n")
-        print(sparse_table(data, mode, h, s_q) + "\n")
-    for mode in sorted({r["mode"] for r in curve["records"]}):
-        table, n = cliffs(curve, mode)
-        print(f"### Per-request steps above 5%, {mode.upper()} h=64 s_q=1, b = 1..256: {n}\n")
+    for mode in ("csa", "hca"):
+        print(f"### {mode.upper()}, h=64, s_q=1 (median of 30)\n")
+        print(sparse_table(h64, mode, 64, 1) + "\n")
+    for name, mode, h, s_q in CURVES:
+        if (h, s_q) == (64, 1):
+            continue
+        anchors = {"records": [r for r in curve_rows(name) if r["batch"] in ANCHORS]}
+        print(f"### {mode.upper()}, h={h}, s_q={s_q} (from the b = 1..256 curve, median of 5)\n")
+        print(sparse_table(anchors, mode, h, s_q) + "\n")
+    for name, mode, h, s_q in CURVES:
+        table, n = cliffs(curve_rows(name))
+        print(f"### Per-request steps above 5%, {mode.upper()} h={h} s_q={s_q}, b = 1..256: {n}\n")
         print(table + "\n")
     print("### Lightning indexer\n")
     print(indexer_table(json.loads((RESULTS / f"{STAMP}-indexer.json").read_text())))

@@ -198,7 +198,8 @@ class Plan:
           (2026-11-30-h200-qpath.log). 64x32: the scratch rows were slower even against a plain torch conversion,
           the row prefetch already filling the register file (b=32: 46.1 vs 45.8; 2026-11-30-h200-q-scratch.log).
         - 16x32 tiles: the scratch rows measured faster than a torch conversion before the split kernel (b=8: 26.8
-          vs 29.6; same log); not re-measured against the dependent launch.
+          vs 29.6; same log) and are a wash against the dependent launch: CSA b=8 27.5 vs 29.6 µs, b=12 and 16
+          equal, HCA b=8 and 16 1-2% slower (2026-11-30-h200-qpath16.log).
         - Registers beat both for one-tile programs (b=1, 16x32: 17.6 vs 20.5).
 
         The fp16 values are the same either way."""
