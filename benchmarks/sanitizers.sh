@@ -30,7 +30,7 @@ want memcheck-csa && step 90 memcheck-csa $CS --tool memcheck $S --small --mode 
 want memcheck-hca && step 90 memcheck-hca $CS --tool memcheck $S --small --mode hca --replays 20
 want memcheck-swa-bf16 && step 90 memcheck-swa-bf16 $CS --tool memcheck $S --small --mode swa --bf16 --replays 20
 # eager calls with caching off: every tensor its own allocation, so a read past any tensor is seen
-want memcheck-exact-csa && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step 90 memcheck-exact-csa $CS --tool memcheck $S --small --mode csa --no-graph --replays 6
+want memcheck-exact-csa && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step ${MEMCHECK_LIMIT:-90} memcheck-exact-csa $CS --tool memcheck $S --small --mode csa --no-graph --replays 6
 want memcheck-exact-hca && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step 90 memcheck-exact-hca $CS --tool memcheck $S --small --mode hca --no-graph --replays 6
 want initcheck-eager && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step 90 initcheck-eager $CS --tool initcheck $S --small --no-graph --replays 6
 want racecheck-csa && step ${RACECHECK_LIMIT:-150} racecheck-csa $CS --tool racecheck --racecheck-report hazard $S --small --mode csa --replays 6
@@ -46,6 +46,6 @@ M="python3 -m pytest tests/kernels/test_batch_invariance.py -k merged -q -p no:c
 want memcheck-merge && step 120 memcheck-merge $CS --tool memcheck $M
 want racecheck-merge && step ${RACECHECK_LIMIT:-150} racecheck-merge $CS --tool racecheck --racecheck-report hazard $M
 # dense decode: scheduler, split and combine kernels, bf16 and FP8 V3.2 rows, lengths 0..1000
-want memcheck-dense && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step 90 memcheck-dense $CS --tool memcheck python3 benchmarks/sanitize_dense.py
+want memcheck-dense && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step ${MEMCHECK_LIMIT:-90} memcheck-dense $CS --tool memcheck python3 benchmarks/sanitize_dense.py
 want racecheck-dense && step ${RACECHECK_LIMIT:-150} racecheck-dense $CS --tool racecheck --racecheck-report hazard python3 benchmarks/sanitize_dense.py
 exit 0

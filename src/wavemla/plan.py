@@ -911,7 +911,8 @@ DENSE_D_QK = (576, 512)
 
 # Dense cost model (µs, bytes). Not yet calibrated against measurements; the constants say where they come from.
 _DENSE_LATENCY_US = 1.5  # DRAM latency under load on HBM parts (H100/H200 microbenchmarks report ~1-2 µs loaded)
-_DENSE_MMA_EFFICIENCY = 0.5  # fraction of the tensor peak a Triton mma loop with a BLOCK_N-row tile reaches
+_DENSE_MMA_EFFICIENCY = 0.5  # fraction of the tensor peak a Triton mma.sync loop with a BLOCK_N-row tile reaches
+_DENSE_WGMMA_EFFICIENCY = 0.6  # the same for wgmma with operands in shared memory and small N (64 query rows)
 _DENSE_FP8_DECODE_ROW_US = 0.02  # e4m3 bit decode + scale of one 512-value row on one SM (~40 cycles at 2 GHz)
 _DENSE_SCHEDULER_US = 3.0  # the one-program scheduler launch inside a CUDA graph
 _DENSE_MAX_OVERHEAD_TILES = 16
@@ -998,9 +999,10 @@ class DensePlan:
 
 def _dense_base_configs(rows: int, is_fp8: bool) -> list[KernelConfig]:
     """Candidate tiles by query rows (``s_q · h_q``). BLOCK_H covers the rows that share a KV tile. bf16/fp16 rows
-    are staged through shared memory by Triton's pipeliner (the block-table entries two tiles ahead, the KV tile one
-    ahead, at 3 stages); FP8 rows are decoded in registers with the next tile prefetched by hand (``num_stages``
-    1). The 16-row tiles are the fallbacks that fit 99 KB per block (sm_86/89/120)."""
+    are staged through shared memory by Triton's pipeliner, tile ``i + NUM_STAGES - 1`` in flight while tile ``i`` is
+    computed (block ids come a chunk at a time, so no stage goes to a block-table load); FP8 rows are decoded in
+    registers with the next tile prefetched by hand (``num_stages`` 1). The 16-row tiles are the fallbacks that fit
+    99 KB per block (sm_86/89/120)."""
     if is_fp8:
         if rows <= 16:
             return [KernelConfig(16, 32, 8, 1), KernelConfig(16, 32, 4, 1), KernelConfig(16, 64, 8, 1),
@@ -1009,13 +1011,16 @@ def _dense_base_configs(rows: int, is_fp8: bool) -> list[KernelConfig]:
             return [KernelConfig(32, 32, 8, 1), KernelConfig(16, 32, 8, 1), KernelConfig(16, 16, 4, 1)]
         return [KernelConfig(64, 32, 8, 1), KernelConfig(32, 32, 8, 1), KernelConfig(16, 32, 8, 1),
                 KernelConfig(16, 16, 4, 1)]  # fmt: skip
-    # Rows: BLOCK_H = 64 is not offered. Its fp32 accumulator [64, 512] plus the pipelined tiles spill ~8 KB per
-    # thread on sm_90 and ran 40x slower on an H200 (benchmarks/results/2026-11-30-h200-dense-sweep.log); 32-row
-    # tiles with 8 warps serve the larger head counts. Nor is 16x64 (one program per SM): slower than 16x32 at
-    # every measured shape there (26-34% against 37-50% of copy bandwidth at h = 16).
+    # Rows at 3 stages: 2 tile buffers with mma.sync (its operands are read into registers, freeing a buffer), one
+    # tile in flight during the math; at 2 stages the one buffer serializes load and math. 64x64x8x2 runs
+    # keys-major (wgmma on sm_90, see kernels/dense_decode.keys_major): 64 query rows per program share each tile,
+    # but its 2 buffers of 64 keys (230 KB with q) leave no third, so each tile's load follows the previous math.
     if rows <= 16:
-        return [KernelConfig(16, 32, 4, 2), KernelConfig(16, 32, 4, 3), KernelConfig(16, 16, 4, 3)]
-    return [KernelConfig(32, 32, 8, 3), KernelConfig(16, 32, 4, 2), KernelConfig(16, 16, 4, 3)]
+        return [KernelConfig(16, 32, 4, 3), KernelConfig(16, 64, 4, 3), KernelConfig(16, 16, 4, 3)]
+    if rows <= 32:
+        return [KernelConfig(32, 32, 8, 3), KernelConfig(16, 32, 4, 3), KernelConfig(16, 16, 4, 3)]
+    return [KernelConfig(64, 64, 8, 2), KernelConfig(32, 32, 8, 3), KernelConfig(16, 32, 4, 3),
+            KernelConfig(16, 16, 4, 3)]  # fmt: skip
 
 
 def dense_candidate_configs(workload: DenseWorkload) -> list[KernelConfig]:
@@ -1066,22 +1071,44 @@ def _dense_tile_us(cfg: KernelConfig, workload: DenseWorkload, device: DeviceSpe
     """SM time of one KV tile for one program when ``active`` programs share the SM.
 
     The largest of three: the tile's DRAM bytes for all ``active`` programs at the SM's share of bandwidth (the row
-    blocks of a part read the same tile, adjacent in launch order, so DRAM serves it once); the loaded latency over
-    the tiles a program keeps in flight (one: rows through cp.async at 2+ stages, FP8 rows by a register prefetch);
-    and the tensor-core work of ``QKᵀ`` and ``PV`` plus the FP8 decode of all
-    ``active`` programs.
+    blocks of a part read the same tile, adjacent in launch order, so DRAM serves it once); one program's own time
+    per tile; and the tensor-core work (plus the FP8 decode) of all ``active`` programs. A program whose next tile
+    is in flight during the math (rows at 3 stages; FP8 rows by a register prefetch) takes the larger of the loaded
+    latency and its math; one whose tile load follows the previous tile's math (rows at 1-2 stages, the
+    keys-major 64x64x8x2 included) takes their sum.
     """
     tile_bytes = cfg.block_n * workload.row_bytes
     share = device.mem_gbps * _DRAM_EFFICIENCY * 1e3 / device.num_sms  # bytes per µs per SM
-    # One KV tile in flight per program: Triton's pipeliner stages the block-table entries ahead and the KV tile one
-    # iteration ahead (rows, 2+ stages); FP8 rows prefetch the next raw tile into registers by hand.
-    depth = 1.0 if (workload.is_fp8 or cfg.num_stages >= 2) else 0.5
     dram = active * tile_bytes / num_rb / share
-    latency = _DENSE_LATENCY_US / depth
-    flops = 2.0 * cfg.block_h * cfg.block_n * (workload.d_qk + DENSE_D_V)
-    mma = flops / (device.bf16_tflops * 1e6 / device.num_sms * _DENSE_MMA_EFFICIENCY)
+    mma = _dense_tile_flops(cfg, workload) / (device.bf16_tflops * 1e6 / device.num_sms * _dense_mma_efficiency(
+        cfg, workload, device))  # fmt: skip
     decode = cfg.block_n * _DENSE_FP8_DECODE_ROW_US if workload.is_fp8 else 0.0
-    return max(dram, latency, active * (mma + decode))
+    overlapped = workload.is_fp8 or cfg.num_stages >= 3
+    own = max(_DENSE_LATENCY_US, mma + decode) if overlapped else _DENSE_LATENCY_US + mma + decode
+    return max(dram, own, active * (mma + decode))
+
+
+def _dense_tile_flops(cfg: KernelConfig, workload: DenseWorkload) -> float:
+    """Tensor FLOPs one program issues per tile: ``QKᵀ`` over d_qk and ``PV`` over 512 (twice for bf16 rows, whose
+    P goes in as bf16(P) + bf16(P - bf16(P))). Keys-major with more warps than the 64-key M needs repeats ``QKᵀ`` in
+    each warpgroup (Triton lays chained dots out with every warp along M)."""
+    pv = 2 if (not workload.is_fp8 and workload.dtype == "bf16") else 1
+    qk_repeat = max(1, cfg.num_warps * 16 // cfg.block_n) if _dense_keys_major(workload, cfg) else 1
+    return 2.0 * cfg.block_h * cfg.block_n * (workload.d_qk * qk_repeat + DENSE_D_V * pv)
+
+
+def _dense_keys_major(workload: DenseWorkload, cfg: KernelConfig) -> bool:
+    """The split kernel's own rule for running a tile transposed (imported, not repeated)."""
+    from wavemla.kernels.dense_decode import keys_major
+
+    return keys_major(workload.is_fp8, cfg.block_h)
+
+
+def _dense_mma_efficiency(cfg: KernelConfig, workload: DenseWorkload, device: DeviceSpec) -> float:
+    """Fraction of the bf16 tensor peak the tile loop reaches: wgmma (keys-major tiles on sm_90) or mma.sync."""
+    if device.arch == 90 and _dense_keys_major(workload, cfg):
+        return _DENSE_WGMMA_EFFICIENCY
+    return _DENSE_MMA_EFFICIENCY
 
 
 def _dense_segment_us(cfg: KernelConfig, workload: DenseWorkload, device: DeviceSpec) -> float:

@@ -300,10 +300,13 @@ def _dense_decode_spec(block_h: int, block_n: int, num_stages: int, is_fp8: bool
     unspecialized = ("num_blocks", "max_len", "stride_bt")
     import triton.language as tl
 
+    from wavemla.kernels.dense_decode import CHUNK_TILES, keys_major
+
     constexprs: dict[str, Any] = {
         "IS_FP8": is_fp8, "HAS_PE": True, "CAUSAL": False, "PAGE": page,
         "DTYPE": tl.float16 if is_fp8 else tl.bfloat16, "SPLIT_P": not is_fp8, "BLOCK_H": block_h,
         "BLOCK_N": block_n, "NUM_RB": math.ceil(s_q * h / block_h), "NUM_STAGES": num_stages,
+        "KEYS_MAJOR": keys_major(is_fp8, block_h), "TILE_IN_PAGE": page % block_n == 0, "BLOCK_C": CHUNK_TILES,
     }  # fmt: skip
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
 

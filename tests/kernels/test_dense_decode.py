@@ -6,6 +6,7 @@ import torch
 
 from conftest import DEVICE, HAS_CUDA
 from wavemla import config, dense_mla_decode, flash_mla_with_kvcache, get_mla_metadata
+from wavemla.kernels import dense_decode as dense_decode_kernels
 from wavemla.kernels.dense_decode import dense_decode_schedule
 from wavemla.plan import dense_schedule
 from wavemla.reference import dense_decode_ref
@@ -48,6 +49,43 @@ CASES = [
 def test_matches_reference(shape, causal):
     inputs = make_dense_decode_inputs(**shape, dtype=SMALL_DTYPE, device=DEVICE, seed=1)
     check(inputs, causal=causal)
+
+
+# Keys-major 64-row tiles (wgmma on sm_90) and the chunked block ids of the row path, forced through the tile knobs:
+# pages that hold whole tiles (64, 128: one block id per tile) and pages that do not (16, 61: one id per key).
+KEYS_MAJOR = dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64, WAVEMLA_NUM_WARPS=8, WAVEMLA_NUM_STAGES=2)
+KEYS_MAJOR_P3 = {**KEYS_MAJOR, "WAVEMLA_TARGET_CTAS": 3}
+N16_P5 = dict(WAVEMLA_BLOCK_N=16, WAVEMLA_TARGET_CTAS=5)
+N16_P3 = dict(WAVEMLA_BLOCK_N=16, WAVEMLA_TARGET_CTAS=3)
+TILE_CASES = [
+    pytest.param(dict(lengths=[150, 0, 17, 64], h_q=64, page=64), False, KEYS_MAJOR, id="km-B4-H64-p64-len0"),
+    pytest.param(dict(lengths=[70, 3], s_q=2, h_q=32, page=16, d_qk=512), True, KEYS_MAJOR, id="km-S2-H32-p16-d512"),
+    pytest.param(dict(lengths=[130, 61, 1], h_q=3, page=61), False, KEYS_MAJOR, id="km-B3-H3-p61"),
+    pytest.param(dict(lengths=[200, 33], s_q=4, h_q=16, page=128), True, KEYS_MAJOR, id="km-S4-H16-p128-causal"),
+    pytest.param(dict(lengths=[65, 0], h_q=128, page=64), False, KEYS_MAJOR, id="km-B2-H128-p64"),
+    # past one chunk of block ids (CHUNK_TILES tiles of 16 keys = 512 keys), segments starting inside a chunk
+    pytest.param(dict(lengths=[1100, 5, 600], h_q=16, page=64), False, N16_P5, id="chunks-B3-H16-p64-n16"),
+    pytest.param(dict(lengths=[1100, 530], s_q=2, h_q=8, page=61), True, N16_P3, id="chunks-S2-H8-p61-n16"),
+    pytest.param(dict(lengths=[1100, 40], h_q=64, page=64), False, KEYS_MAJOR_P3, id="km-chunks-B2-H64-p64"),
+]
+
+
+@pytest.mark.parametrize(("shape", "causal", "knobs"), TILE_CASES)
+def test_tile_paths_match_reference(shape, causal, knobs):
+    inputs = make_dense_decode_inputs(**shape, dtype=SMALL_DTYPE, device=DEVICE, seed=11)
+    with config.override(**knobs):
+        check(inputs, causal=causal)
+
+
+@pytest.mark.parametrize("knobs", [KEYS_MAJOR, dict(WAVEMLA_BLOCK_H=16)], ids=["keys-major", "rows"])
+def test_split_p_matches_reference(knobs, monkeypatch):
+    """The two-dot P (bf16(P) + bf16(P - bf16(P)) on bf16 rows), run on fp16 rows here: the interpreter's bf16 dot
+    is not real bf16, and the split is the same arithmetic in either 16-bit type."""
+    monkeypatch.setattr(dense_decode_kernels, "split_p", lambda is_fp8, dtype: not is_fp8)
+    inputs = make_dense_decode_inputs(lengths=[2, 90, 0], s_q=2, h_q=16, page=16, dtype=SMALL_DTYPE, device=DEVICE,
+                                      seed=12)  # fmt: skip
+    with config.override(**knobs):
+        check(inputs, causal=True)
 
 
 def test_poison_and_padding_are_present():

@@ -8,6 +8,7 @@ scores exercise the lowest-row tie rule. Unused cache rows, unused pages and unu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -19,9 +20,12 @@ import pytest
 import torch
 
 import wavemla
+import wavemla.kernels.indexer as indexer_kernels
 from wavemla import config
 from wavemla.indexer_glue import indexer_extra_args, sparse_decode_extra_args
 from wavemla.kernels.indexer import (
+    SELECT_PATHS,
+    TOKEN_LIST_CAP,
     choose_config,
     indexer_scores,
     indexer_workspace_numel,
@@ -113,9 +117,7 @@ def run_both(p: Problem, topk: int, **kwargs):
     # the kernel runs before the reference allocates anything
     got = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, topk, index_k_layout=p.layout, **kwargs)
     max_n = kwargs.get("max_n_comp")
-    want = lightning_indexer_ref(
-        p.q, p.w, p.cache, p.table, p.n_comp, topk, max_n_comp=max_n, index_k_layout=p.layout
-    )
+    want = lightning_indexer_ref(p.q, p.w, p.cache, p.table, p.n_comp, topk, max_n_comp=max_n, index_k_layout=p.layout)
     return got, want
 
 
@@ -148,11 +150,12 @@ CASES = [
 
 @pytest.mark.parametrize(("b", "s_q", "page", "n_comp", "topk", "fp8", "chunk"), CASES)
 @pytest.mark.parametrize("dtype", LANE_DTYPES, ids=lambda d: str(d).removeprefix("torch."))
-def test_matches_reference(b, s_q, page, n_comp, topk, fp8, chunk, dtype, device):
+@pytest.mark.parametrize("select", SELECT_PATHS)
+def test_matches_reference(b, s_q, page, n_comp, topk, fp8, chunk, dtype, select, device):
     if fp8 and dtype != LANE_DTYPES[0]:
         pytest.skip("FP8 rows are dequantized in-kernel the same way for every q dtype")
     p = make_problem(b, s_q, page, n_comp, device=device, dtype=dtype, fp8=fp8, seed=b * 131 + s_q * 17 + page)
-    assert_same(*run_both(p, topk, select_chunk=chunk))
+    assert_same(*run_both(p, topk, select_chunk=chunk, select=select))
 
 
 FP8_CASES = [c for c in CASES if c.values[5]]
@@ -192,11 +195,12 @@ def test_selection_is_not_trivial(device):
         pytest.param("negative-weights", -2, 2, -0.25, id="negative-weights"),
     ],
 )
-def test_ties_take_lowest_rows_across_chunks(name, lo, hi, weight, device):
+@pytest.mark.parametrize("select", SELECT_PATHS)
+def test_ties_take_lowest_rows_across_chunks(name, lo, hi, weight, select, device):
     p = make_problem(2, 1, 61, [250, 180], device=device, seed=11, lo=lo, hi=hi)
     if weight is not None:
         p.w.fill_(weight)
-    got, want = run_both(p, 64, select_chunk=16)
+    got, want = run_both(p, 64, select_chunk=16, select=select)
     assert_same(got, want)
     # the data must split a tie at the threshold, and the tied rows must span several 16-key chunks
     scores = indexer_scores_ref(p.q, p.w, p.cache, p.table, p.n_comp)[0, 0, :250]
@@ -217,11 +221,12 @@ def test_nan_in_visible_row_ranks_last(device):
     assert int(p.table[0, 0]) * 64 + 7 not in idx[0, 0].tolist()
 
 
-def test_max_n_comp_clamps_and_short_path(device):
+@pytest.mark.parametrize("select", SELECT_PATHS)
+def test_max_n_comp_clamps_and_short_path(select, device):
     p = make_problem(2, 2, 64, [300, 40], device=device, seed=4)
-    assert_same(*run_both(p, 32, max_n_comp=120))
+    assert_same(*run_both(p, 32, max_n_comp=120, select=select))
     # max_n_comp <= topk: no token can exceed topk, nothing is scored
-    got, want = run_both(p, 64, max_n_comp=50)
+    got, want = run_both(p, 64, max_n_comp=50, select=select)
     assert_same(got, want)
     assert got[1].tolist() == [[50, 50], [39, 40]]  # 299 and 300 rows clamped to 50
 
@@ -267,23 +272,26 @@ def test_deterministic_and_configuration_independent(device):
     p = make_problem(2, 2, 61, [400, 260], device=device, seed=6, lo=0, hi=1)
     first = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 100)
     again = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 100)
-    other = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 100, select_chunk=32)
-    for run in (again, other):
+    other = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 100, select_chunk=32, select="chunked")
+    token = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 100, select="token")
+    for run in (again, other, token):
         assert torch.equal(first[0], run[0]) and torch.equal(first[1], run[1])
 
 
-def test_out_and_workspace_reuse(device):
+@pytest.mark.parametrize("select", SELECT_PATHS)
+def test_out_and_workspace_reuse(select, device):
     p = make_problem(2, 1, 64, [200, 30], device=device, seed=8)
     idx = torch.full((2, 1, 48), 12345, dtype=torch.int32, device=device)
     length = torch.full((2, 1), -7, dtype=torch.int32, device=device)
     numel = indexer_workspace_numel(2, 1, 64, p.table.shape[1] * 64)
     ws = torch.randint(-(2**31), 2**31 - 1, (numel,), dtype=torch.int32, device=device)
-    got = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 48, out=(idx, length), workspace=ws)
+    kwargs = {"out": (idx, length), "workspace": ws, "select": select}
+    got = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 48, **kwargs)
     assert got[0].data_ptr() == idx.data_ptr() and got[1].data_ptr() == length.data_ptr()
     assert_same(got, lightning_indexer_ref(p.q, p.w, p.cache, p.table, p.n_comp, 48))
-    # second call into the same buffers (stale keys and histograms in the workspace)
+    # second call into the same buffers (stale keys, histograms and candidate lists in the workspace)
     p.n_comp[0] = 150
-    got = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 48, out=(idx, length), workspace=ws)
+    got = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 48, **kwargs)
     assert_same(got, lightning_indexer_ref(p.q, p.w, p.cache, p.table, p.n_comp, 48))
     with pytest.raises(ValueError, match="workspace"):
         lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 48, workspace=ws[: numel - 1])
@@ -301,6 +309,107 @@ def test_workspace_layout_is_static():
     assert cfg.reasons and all(isinstance(r, str) for r in cfg.reasons)
     with pytest.raises(ValueError, match="select_chunk"):
         choose_config(4, 2, 64, 10_000, select_chunk=48)
+
+
+# ------------------------------------------------------------------------------------------- per-token select
+# A small candidate list and sample put every branch of the per-token select within reach of interpreter-sized
+# problems: "ladder" (the sample's thresholds bracket the k-th key in one walk), "split" (more walks split the
+# bracket), "tie" (more keys than the list holds equal the k-th key).
+TOKEN_CASES = [
+    pytest.param(2, 1, 61, [600, 450], 32, False, (-2, 2), 128, 256, None, "ladder", id="B2-S1-P61-N600,450-K32"),
+    pytest.param(2, 1, 61, [600, 450], 32, False, (-2, 2), 40, 64, None, "split", id="B2-S1-P61-N600,450-K32-L40"),
+    pytest.param(1, 1, 61, [700], 24, False, (0, 0), 64, 64, None, "tie", id="B1-S1-P61-N700-K24-all-equal"),
+    pytest.param(2, 1, 61, [500, 300], 40, False, (0, 1), 48, 64, None, "ladder", id="B2-S1-P61-N500,300-K40-binary"),
+    pytest.param(1, 4, 7, [650], 16, True, (-2, 2), 64, 128, None, "ladder", id="B1-S4-P7-N650-K16-fp8"),
+    pytest.param(
+        2,
+        3,
+        64,
+        [[300, 700, 9], [700, 16, 17]],
+        16,
+        False,
+        (-2, 2),
+        64,
+        128,
+        500,
+        "ladder",
+        id="B2-S3-P64-pertoken-M500",
+    ),
+]
+
+
+def _record_walks(monkeypatch) -> dict[str, int]:
+    """Interpreter lane: count the per-token select's walks (its jit helpers run as Python functions there)."""
+    seen = {"count_walks": 0, "tie_lists": 0}
+    counts, compact = indexer_kernels._walker_counts, indexer_kernels._walker_compact
+
+    def counting(*args):
+        seen["count_walks"] += 1
+        return counts(*args)
+
+    def compacting(*args):
+        seen["tie_lists"] += int(args[compact.arg_names.index("need_eq")]) > 0
+        return compact(*args)
+
+    monkeypatch.setattr(indexer_kernels, "_walker_counts", counting)
+    monkeypatch.setattr(indexer_kernels, "_walker_compact", compacting)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("b", "s_q", "page", "n_comp", "topk", "fp8", "data", "list_cap", "sample", "max_n", "branch"), TOKEN_CASES
+)
+@pytest.mark.parametrize("dtype", LANE_DTYPES, ids=lambda d: str(d).removeprefix("torch."))
+def test_token_select_matches_chunked_and_reference(
+    b, s_q, page, n_comp, topk, fp8, data, list_cap, sample, max_n, branch, dtype, device, monkeypatch
+):
+    if fp8 and dtype != LANE_DTYPES[0]:
+        pytest.skip("FP8 rows are dequantized in-kernel the same way for every q dtype")
+    choose = indexer_kernels.choose_config
+    monkeypatch.setattr(
+        indexer_kernels,
+        "choose_config",
+        lambda *a, **k: dataclasses.replace(choose(*a, **k), list_cap=list_cap, sample=sample),
+    )
+    p = make_problem(b, s_q, page, n_comp, device=device, dtype=dtype, fp8=fp8, seed=7, lo=data[0], hi=data[1])
+    seen = _record_walks(monkeypatch) if indexer_kernels._interpreted() else None
+    token = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, topk, max_n_comp=max_n, select="token")
+    chunked = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, topk, max_n_comp=max_n, select="chunked")
+    want = lightning_indexer_ref(p.q, p.w, p.cache, p.table, p.n_comp, topk, max_n_comp=max_n)
+    assert_same(token, want)
+    assert_same(chunked, want)
+    if seen is not None:  # the branch the case is named for really ran
+        listed_whole = min(list_cap, choose(b, s_q, 64, p.table.shape[1] * page, topk=topk).block_list)
+        long_tokens = int((visible_rows(p.n_comp.cpu(), s_q, max_n) > listed_whole).sum())
+        assert long_tokens > 0
+        if branch == "ladder":
+            assert seen["count_walks"] == long_tokens and seen["tie_lists"] == 0
+        elif branch == "split":
+            assert seen["count_walks"] > long_tokens and seen["tie_lists"] == 0
+        else:
+            assert seen["tie_lists"] > 0
+
+
+def test_choose_config_picks_the_select_path():
+    assert choose_config(32, 1, 64, 262144).select == "token"  # a program per token fills the GPU
+    assert choose_config(4, 4, 64, 262144).select == "token"  # 16 query tokens (MTP)
+    assert choose_config(1, 1, 64, 32768).select == "token"  # one token, short rows: one launch beats five
+    assert choose_config(1, 1, 64, 262144).select == "chunked"  # one token over long rows: chunks spread it
+    assert choose_config(64, 1, 64, 32768, topk=4096).select == "chunked"  # topk crowds the list
+    for path in SELECT_PATHS:
+        cfg = choose_config(1, 1, 64, 262144, select=path)
+        assert cfg.select == path and any("forced by select" in r for r in cfg.reasons)
+    token = choose_config(32, 1, 64, 32768)
+    assert any(r.startswith("select=token") for r in token.reasons)
+    assert token.list_cap >= 2 * 512 and token.block_list >= 512 and token.sample >= 256
+    # the path never changes the workspace
+    for path in SELECT_PATHS:
+        cfg = choose_config(32, 1, 64, 32768, select=path)
+        assert workspace_layout(32, 1, 32768, cfg) == workspace_layout(32, 1, 32768, token)
+    with pytest.raises(ValueError, match="select"):
+        choose_config(1, 1, 64, 1000, select="chunk")
+    with pytest.raises(ValueError, match="select"):
+        choose_config(1, 1, 64, 1000, topk=TOKEN_LIST_CAP + 1, select="token")
 
 
 # ----------------------------------------------------------------------------------------------- validation
@@ -353,6 +462,8 @@ def test_rejects_bad_argument(name, mutate, device):
         pytest.param({"topk": 8, "max_n_comp": -1}, "max_n_comp", id="max-n-negative"),
         pytest.param({"topk": 8, "out": "idx"}, "out", id="out-not-tuple"),
         pytest.param({"topk": 8, "select_chunk": 100}, "select_chunk", id="chunk"),
+        pytest.param({"topk": 8, "select": "tokens"}, "select", id="select-name"),
+        pytest.param({"topk": TOKEN_LIST_CAP + 1, "select": "token"}, "select", id="select-token-topk"),
         pytest.param({"topk": 8, "index_k_layout": "blocked"}, "index_k_layout", id="layout-name"),
         pytest.param({"topk": 8, "index_k_layout": "paged"}, "index_k_layout", id="layout-paged-bf16-rows"),
     ],
@@ -447,6 +558,7 @@ def test_kernels_compile_for_every_architecture():
 
 # -------------------------------------------------------------------------------------------------- GPU lane
 @pytest.mark.gpu
+@pytest.mark.parametrize("select", SELECT_PATHS)
 @pytest.mark.parametrize("fmt", ["bf16", "fp8", "fp8q", "fp8q-paged"])
 @pytest.mark.parametrize(
     ("b", "s_q", "page", "n_comp", "topk"),
@@ -457,22 +569,38 @@ def test_kernels_compile_for_every_architecture():
         pytest.param(2, 3, 1, [3000, 520], 512, id="B2-S3-P1"),
     ],
 )
-def test_gpu_matches_reference(fmt, b, s_q, page, n_comp, topk):
+def test_gpu_matches_reference(fmt, b, s_q, page, n_comp, topk, select):
     layout = "paged" if fmt.endswith("paged") else "rows"
     p = make_problem(
         b, s_q, page, n_comp, device="cuda", dtype=torch.bfloat16, fp8=fmt != "bf16", seed=b + page, layout=layout
     )
     if fmt.startswith("fp8q"):
         p.q = p.q.to(torch.float8_e4m3fn)
-    got, want = run_both(p, topk)
+    got, want = run_both(p, topk, select=select)
     assert_same(got, want)
-    again = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, topk, index_k_layout=layout)
+    again = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, topk, index_k_layout=layout, select=select)
     assert torch.equal(got[0], again[0]) and torch.equal(got[1], again[1])
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("lo", "hi"),
+    [pytest.param(0, 0, id="all-scores-zero"), pytest.param(0, 1, id="binary"), pytest.param(-2, 2, id="small-ints")],
+)
+def test_gpu_token_select_on_tied_long_rows(lo, hi):
+    """Production list and sample sizes on rows full of ties: the per-token select's tie and split branches."""
+    p = make_problem(3, 2, 64, [70000, 20000, 4097], device="cuda", dtype=torch.bfloat16, seed=5, lo=lo, hi=hi)
+    token = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 512, select="token")
+    chunked = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 512, select="chunked")
+    want = lightning_indexer_ref(p.q, p.w, p.cache, p.table, p.n_comp, 512)
+    assert_same(token, want)
+    assert_same(chunked, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("select", SELECT_PATHS)
 @pytest.mark.parametrize("fmt", ["bf16", "fp8", "fp8q"])
-def test_gpu_random_data_selects_the_top_scores(fmt):
+def test_gpu_random_data_selects_the_top_scores(fmt, select):
     """Real-valued data: fp32 rounding may reorder near-equal scores, never anything separated by more.
 
     ``tol`` bounds the fp32 error of a score: 2^-15 · Σ_h |w_h| · Σ_d |q_hd · k_d| (the dot sums 128 exact bf16
@@ -490,7 +618,7 @@ def test_gpu_random_data_selects_the_top_scores(fmt):
         q = (q * 64).to(torch.float8_e4m3fn)  # DeepSeek's scale-folded queries: codes times codes on the MMA
     w = torch.randn(b, 1, 64, device="cuda", generator=g) * (128 * 64) ** -0.5
     n_comp = torch.full((b,), n, dtype=torch.int32, device="cuda")
-    idx, length = lightning_indexer(q, w, cache, table, n_comp, topk)
+    idx, length = lightning_indexer(q, w, cache, table, n_comp, topk, select=select)
     got_scores = indexer_scores(q, w, cache, table, n_comp)[:, 0, :n]
     ref = indexer_scores_ref(q, w, cache, table, n_comp)[:, 0, :n]
     dense = dequantize_index_k(cache).double() if fp8 else cache.double()
@@ -514,7 +642,8 @@ def test_gpu_random_data_selects_the_top_scores(fmt):
 
 
 @pytest.mark.gpu
-def test_gpu_cuda_graph_replay():
+@pytest.mark.parametrize("select", SELECT_PATHS)
+def test_gpu_cuda_graph_replay(select):
     """One capture, replayed with new visible-row counts written into n_comp in place."""
     p = make_problem(3, 1, 64, [20000, 20000, 20000], device="cuda", dtype=torch.bfloat16, fp8=True, seed=3)
     topk, max_n = 512, p.table.shape[1] * 64
@@ -525,7 +654,9 @@ def test_gpu_cuda_graph_replay():
     ws = torch.empty(indexer_workspace_numel(3, 1, 64, max_n), dtype=torch.int32, device="cuda")
 
     def call():
-        return lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, topk, max_n_comp=max_n, out=out, workspace=ws)
+        return lightning_indexer(
+            p.q, p.w, p.cache, p.table, p.n_comp, topk, max_n_comp=max_n, out=out, workspace=ws, select=select
+        )
 
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())

@@ -23,6 +23,14 @@ natural-log lse written); a cut request leaves one normalized fp32 partial and i
 Scores live in base 2 (``qk_scale = softmax_scale·log2 e``). Keys at or past the length, block-table padding and
 block ids outside the cache are masked: never read.
 
+Row tiles (bf16/fp16): the latent of a tile is loaded once and feeds both dots from shared memory. Its block ids are
+loaded ``BLOCK_C`` tiles at a time and selected in registers, so no load inside the tile loop feeds a tile address:
+Triton's pipeliner then issues tile ``i + NUM_STAGES - 1`` with cp.async while tile ``i`` is computed (with a
+block-table load in the loop, the pipeliner gives that load a stage and the tile was fetched after the previous one
+was computed: one tile in flight, never overlapped with the math). Row blocks of 16 or 32 run row-major (``mma.sync``);
+64-row blocks run keys-major (:func:`keys_major`: ``Sᵀ = K·qᵀ`` and ``Oᵀ = Vᵀ·Pᵀ``, so the MMA's M is 64 keys or
+512 value columns and its N the 64 query rows: wgmma on sm_90).
+
 Caches: bf16/fp16 rows ``[blocks, page, 1, d_qk]`` (d_qk 576 = 512 latent + 64 rope, or 512), or FlashMLA's V3.2 FP8
 layout ``[blocks, page, 1, 656]`` (512 e4m3, 4 fp32 scales per 128 values, 64 bf16 rope) decoded in registers to
 fp16 (exact for power-of-two scales) and computed in fp16.
@@ -47,6 +55,22 @@ FP8_ROW_BYTES = 656
 SCHED_FIELDS = 4  # (first request, first tile, end request, end tile) per part
 REQ_FIELDS = 4  # (first part, last part, weight prefix, units) per request
 _MAX_BLOCK_B = 1024
+# Tiles whose block ids are loaded at once (a pipeline fill and drain per chunk: 1/32 of a tile loop)
+CHUNK_TILES = 32
+
+
+def keys_major(is_fp8: bool, block_h: int) -> bool:
+    """Whether the split kernel runs transposed (keys as the MMA's M): bf16/fp16 rows with 64-row blocks. Row-major,
+    64 rows are one wgmma M per warpgroup, and Triton gives chained dots (QKᵀ -> PV -> the SPLIT_P PV) every warp
+    along M: each of the 2 warpgroups then holds the whole [64, 512] fp32 accumulator (256 registers; 13-17 KB of
+    spills per thread on sm_90). Transposed, PV's M is the 512 value columns, split between the warpgroups."""
+    return not is_fp8 and block_h == 64
+
+
+def split_p(is_fp8: bool, dtype: torch.dtype) -> bool:
+    """Whether P meets V as ``bf16(P)`` plus ``bf16(P - bf16(P))`` (two dots): bf16 row caches. fp16 keeps 11 bits
+    of P in one dot; FP8 rows compute in fp16."""
+    return not is_fp8 and dtype == torch.bfloat16
 
 
 @triton.jit
@@ -147,6 +171,44 @@ def _tile_rows(p_kv, p_bt_row, i_tile, n_keys, num_blocks, stride_blk, stride_to
 
 
 @triton.jit
+def _chunk_blocks(p_bt_row, i_c0, t_stop, TILE_IN_PAGE: tl.constexpr, PAGE: tl.constexpr, BLOCK_N: tl.constexpr,
+                  BLOCK_C: tl.constexpr):  # fmt: skip
+    """Block ids of tiles ``[i_c0, i_c0 + BLOCK_C)`` (those at or past ``t_stop`` get -1): ``[BLOCK_C]`` (one page
+    holds each tile) or ``[BLOCK_C, BLOCK_N]`` (one id per key)."""
+    o_c = tl.arange(0, BLOCK_C)
+    m_c = i_c0 + o_c < t_stop
+    if TILE_IN_PAGE:
+        b_ids = tl.load(p_bt_row + (i_c0 + o_c) // (PAGE // BLOCK_N), mask=m_c, other=-1)
+    else:
+        o_n = (i_c0 + o_c)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+        b_ids = tl.load(p_bt_row + o_n // PAGE, mask=m_c[:, None], other=-1)
+    return b_ids
+
+
+@triton.jit
+def _chunk_tile_rows(p_kv, b_ids, i_c, i_tile, n_keys, num_blocks, stride_blk, stride_tok, TILE_IN_PAGE: tl.constexpr,
+                     PAGE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_C: tl.constexpr):  # fmt: skip
+    """:func:`_tile_rows` for tile ``i_tile``, entry ``i_c`` of a chunk's block ids (:func:`_chunk_blocks`): the ids
+    are selected in registers, so no load in the tile loop feeds the tile's addresses and Triton's pipeliner can
+    issue the tile ``num_stages - 1`` iterations ahead (a block-table load in the loop takes one of those stages)."""
+    o_r = tl.arange(0, BLOCK_N)
+    o_n = i_tile * BLOCK_N + o_r
+    m_sel = tl.arange(0, BLOCK_C) == i_c
+    if TILE_IN_PAGE:
+        # one page holds the tile: its rows are contiguous, one base address plus loop-invariant offsets
+        blk = tl.sum(tl.where(m_sel, b_ids, 0), 0)
+        ok = (blk >= 0) & (blk < num_blocks)
+        p_tile = p_kv + tl.where(ok, blk, 0).to(tl.int64) * stride_blk + ((i_tile * BLOCK_N) % PAGE) * stride_tok
+        p_row = p_tile + o_r * stride_tok
+        m_n = (o_n < n_keys) & (tl.zeros([BLOCK_N], dtype=tl.int1) | ok)
+    else:
+        b_blk = tl.sum(tl.where(m_sel[:, None], b_ids, 0), 0)
+        m_n = (o_n < n_keys) & (b_blk >= 0) & (b_blk < num_blocks)
+        p_row = p_kv + tl.where(m_n, b_blk, 0).to(tl.int64) * stride_blk + (o_n % PAGE) * stride_tok
+    return p_row, m_n, o_n
+
+
+@triton.jit
 def _load_fp8_raw(p_row, m_n):
     """Issue the loads of one V3.2 tile: codes ``[BLOCK_N, 4, 128]`` uint8, scales ``[BLOCK_N, 4]`` fp32, rope
     ``[BLOCK_N, 64]`` bf16 (token layout: 512 e4m3 | 4 fp32 scales | 64 bf16 rope)."""
@@ -181,6 +243,18 @@ def _online_softmax(b_acc, b_mx, b_l, b_s, m_s, qk_scale):
     b_alpha = tl.exp2(b_mx - b_mx_safe)
     b_l = b_l * b_alpha + tl.sum(b_p, 1)
     return b_acc * b_alpha[:, None], b_mx_new, b_l, b_p
+
+
+@triton.jit
+def _online_softmax_t(b_acc_t, b_mx, b_l, b_st, m_st, qk_scale):
+    """:func:`_online_softmax` on transposed tiles: scores ``[BLOCK_N, BLOCK_H]``, accumulator ``[512, BLOCK_H]``."""
+    b_st = tl.where(m_st, b_st * qk_scale, float("-inf"))
+    b_mx_new = tl.maximum(b_mx, tl.max(b_st, 0))
+    b_mx_safe = tl.where(b_mx_new == float("-inf"), 0.0, b_mx_new)
+    b_pt = tl.exp2(b_st - b_mx_safe[None, :])
+    b_alpha = tl.exp2(b_mx - b_mx_safe)
+    b_l = b_l * b_alpha + tl.sum(b_pt, 0)
+    return b_acc_t * b_alpha[None, :], b_mx_new, b_l, b_pt
 
 
 @triton.jit
@@ -219,6 +293,9 @@ def _dense_mla_decode_kernel(
     BLOCK_N: tl.constexpr,
     NUM_RB: tl.constexpr,
     NUM_STAGES: tl.constexpr,
+    KEYS_MAJOR: tl.constexpr,
+    TILE_IN_PAGE: tl.constexpr,
+    BLOCK_C: tl.constexpr,
 ):
     i_pid = tl.program_id(0)
     i_rb = i_pid % NUM_RB
@@ -276,27 +353,51 @@ def _dense_mla_decode_kernel(
                 b_acc = tl.dot(b_p.to(DTYPE), b_kv, b_acc)
                 b_x, b_sc, b_r, m_n, o_n = b_xn, b_scn, b_rn, m_nn, o_nn
         else:
-            # Rows: the latent is loaded twice, as Kᵀ [512, BLOCK_N] for QKᵀ and as V [BLOCK_N, 512] for PV (the
-            # second read hits L2). Each load then feeds exactly one dot, which is what lets Triton's pipeliner stage
-            # it through shared memory with cp.async NUM_STAGES deep; one load feeding both dots is not pipelined.
-            for i_tile in tl.range(t_lo, t_stop, num_stages=NUM_STAGES):
-                p_row, m_n, o_n = _tile_rows(p_kv, p_bt_row, i_tile, n_keys, num_blocks, stride_kv_blk,
-                                             stride_kv_tok, PAGE, BLOCK_N)  # fmt: skip
-                b_kt = tl.load(p_row[None, :] + o_d[:, None], mask=m_n[None, :], other=0.0)
-                b_s = tl.dot(b_q, b_kt)
-                if HAS_PE:
-                    b_pet = tl.load(p_row[None, :] + _D_V + o_e[:, None], mask=m_n[None, :], other=0.0)
-                    b_s = tl.dot(b_qpe, b_pet, b_s)
-                m_s = m_n[None, :] & (o_n[None, :] < b_lim[:, None])
-                b_acc, b_mx, b_l, b_p = _online_softmax(b_acc, b_mx, b_l, b_s, m_s, qk_scale)
-                b_v = tl.load(p_row[:, None] + o_d[None, :], mask=m_n[:, None], other=0.0)
-                b_p_hi = b_p.to(DTYPE)
-                b_acc = tl.dot(b_p_hi, b_v, b_acc)
-                if SPLIT_P:
-                    # bf16 keeps 8 bits of P: a row holding most of the weight would be off by up to 0.4% of |v|.
-                    # The remainder P - bf16(P) through a second dot restores 16 bits (memory-bound shapes do
-                    # not feel the extra tensor work).
-                    b_acc = tl.dot((b_p - b_p_hi.to(tl.float32)).to(DTYPE), b_v, b_acc)
+            # Rows: one load of the tile's latent [BLOCK_N, 512] (and rope [BLOCK_N, 64]) feeds both dots. The
+            # block ids come BLOCK_C tiles at a time, so no load in the tile loop feeds the tile addresses and
+            # Triton's pipeliner stages the tile NUM_STAGES - 1 iterations ahead through cp.async. With mma.sync
+            # (operands read into registers) 3 stages keep 2 buffers and tile i + 1 lands while tile i is computed;
+            # wgmma reads its operands from shared memory until its wait, so at 2 stages (the 64-key keys-major
+            # tiles: a third buffer does not fit) the next copy starts after the math.
+            if KEYS_MAJOR:
+                b_acc_t = tl.zeros([_D_V, BLOCK_H], dtype=tl.float32)
+            for i_c0 in range(t_lo, t_stop, BLOCK_C):
+                b_ids = _chunk_blocks(p_bt_row, i_c0, t_stop, TILE_IN_PAGE, PAGE, BLOCK_N, BLOCK_C)
+                for i_tile in tl.range(i_c0, tl.minimum(i_c0 + BLOCK_C, t_stop), num_stages=NUM_STAGES):
+                    p_row, m_n, o_n = _chunk_tile_rows(p_kv, b_ids, i_tile - i_c0, i_tile, n_keys, num_blocks,
+                                                       stride_kv_blk, stride_kv_tok, TILE_IN_PAGE, PAGE, BLOCK_N,
+                                                       BLOCK_C)  # fmt: skip
+                    b_kv = tl.load(p_row[:, None] + o_d[None, :], mask=m_n[:, None], other=0.0)
+                    if HAS_PE:
+                        b_pe = tl.load(p_row[:, None] + _D_V + o_e[None, :], mask=m_n[:, None], other=0.0)
+                    if KEYS_MAJOR:
+                        # Transposed: keys are the MMA's M (64 per warpgroup: wgmma on sm_90) and query rows its N,
+                        # so 64 rows run as 2 warpgroups splitting the 512 value columns of Oᵀ = Vᵀ·Pᵀ with no
+                        # replicated accumulator (row-major, the chained PV dots of SPLIT_P make Triton give each
+                        # warpgroup all 64 rows of a [64, 512] fp32 accumulator: 256 registers, spilled).
+                        b_st = tl.dot(b_kv, tl.trans(b_q))
+                        if HAS_PE:
+                            b_st = tl.dot(b_pe, tl.trans(b_qpe), b_st)
+                        m_st = m_n[:, None] & (o_n[:, None] < b_lim[None, :])
+                        b_acc_t, b_mx, b_l, b_pt = _online_softmax_t(b_acc_t, b_mx, b_l, b_st, m_st, qk_scale)
+                        b_pt_hi = b_pt.to(DTYPE)
+                        b_acc_t = tl.dot(tl.trans(b_kv), b_pt_hi, b_acc_t)
+                        if SPLIT_P:
+                            b_acc_t = tl.dot(tl.trans(b_kv), (b_pt - b_pt_hi.to(tl.float32)).to(DTYPE), b_acc_t)
+                    else:
+                        b_s = tl.dot(b_q, tl.trans(b_kv))
+                        if HAS_PE:
+                            b_s = tl.dot(b_qpe, tl.trans(b_pe), b_s)
+                        m_s = m_n[None, :] & (o_n[None, :] < b_lim[:, None])
+                        b_acc, b_mx, b_l, b_p = _online_softmax(b_acc, b_mx, b_l, b_s, m_s, qk_scale)
+                        b_p_hi = b_p.to(DTYPE)
+                        b_acc = tl.dot(b_p_hi, b_kv, b_acc)
+                        if SPLIT_P:
+                            # bf16 keeps 8 bits of P: a row holding most of the weight would be off by up to 0.4%
+                            # of |v|. The remainder P - bf16(P) through a second dot restores 16 bits.
+                            b_acc = tl.dot((b_p - b_p_hi.to(tl.float32)).to(DTYPE), b_kv, b_acc)
+            if KEYS_MAJOR:
+                b_acc = tl.trans(b_acc_t)
 
         m_seen = b_l > 0.0
         b_o = b_acc / tl.where(m_seen, b_l, 1.0)[:, None]
@@ -409,11 +510,14 @@ def dense_decode_split(
         CAUSAL=causal and s_q > 1,
         PAGE=page,
         DTYPE=tl.float16 if is_fp8 else _TL_DTYPE[q.dtype],
-        SPLIT_P=not is_fp8 and q.dtype == torch.bfloat16,
+        SPLIT_P=split_p(is_fp8, q.dtype),
         BLOCK_H=block_h,
         BLOCK_N=block_n,
         NUM_RB=num_rb,
         NUM_STAGES=num_stages,
+        KEYS_MAJOR=keys_major(is_fp8, block_h),
+        TILE_IN_PAGE=page % block_n == 0,
+        BLOCK_C=CHUNK_TILES,
         num_warps=num_warps,
         num_stages=num_stages,
     )

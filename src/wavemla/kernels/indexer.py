@@ -1,25 +1,38 @@
 """DeepSeek-V4 lightning indexer: fused index scores + exact, deterministic top-k (CSA layers).
 
 Semantics are those of :mod:`wavemla.reference.indexer` (visibility, ties to the lower row, ascending row order, −1
-padding, short rows taken without scoring). The work is six kernels (after a memset of the histograms) whose grids
-depend only on static shapes and the ``max_n_comp`` bound, so the whole call is CUDA-graph capturable (no host sync,
-no data-dependent host branch):
+padding, short rows taken without scoring). A score kernel is followed by one of two selects (``choose_config``
+picks, ``select=`` forces); every grid depends only on static shapes and the ``max_n_comp`` bound, so the whole call
+is CUDA-graph capturable (no host sync, no data-dependent host branch):
 
 1. ``_indexer_score_kernel`` — grid (row chunks, B, token groups). Rows are gathered through the block table; a K
    tile ``[BLOCK_N, 128]`` is the M side of ``tl.dot`` against the transposed q tile of ``S_BLOCK`` tokens
    ``[128, S_BLOCK·H]``; ReLU, the weighted head sum (a reduction along each logit row) and (FP8) the row scale
    follow. Each score is stored as an order-preserving int32 *key*.
-2. ``_indexer_hist_kernel`` PASS=0 / 1 / 2 — grid (chunks, T). Pass 0 histograms the top 8 key bits of its chunk
-   in registers and adds the 256 bins once; passes 1 and 2 derive from the histograms so far the key prefix the
-   k-th largest key must have, and the keys that match it (few) add their next 12 bits with one integer atomic each
-   (exact and order-free, hence deterministic).
+
+Per-token select (``select="token"``), one kernel:
+
+2. ``_indexer_select_kernel`` — grid (T,), one program per query token. A sorted sample of the token's keys gives
+   four thresholds; one walk over the keys counts those at or above each (one walker per thread, each over a
+   contiguous row range), which brackets the k-th key with a short candidate list (about 1.5 topk keys); a second
+   walk copies the candidates with their rows into the list in row order; 8-bit radix passes over the list find
+   ``thr`` and ``need_eq``; the list is written out as global slots. More walks split the bracket when the sample
+   misled (or a tie at the k-th key holds more keys than the list).
+
+Chunked select (``select="chunked"``), five kernels after a memset of the histograms, grid (chunks, T):
+
+2. ``_indexer_hist_kernel`` PASS=0 / 1 / 2. Pass 0 histograms the top 8 key bits of its chunk in registers and adds
+   the 256 bins once; passes 1 and 2 derive from the histograms so far the key prefix the k-th largest key must
+   have, and the keys that match it (few) add their next 12 bits with one integer atomic each (exact and
+   order-free, hence deterministic).
 3. ``_indexer_count_kernel`` — the three histograms give the exact k-th key ``thr`` and ``need_eq`` (how many keys
    equal to ``thr`` are taken); each chunk counts its keys ``> thr`` and ``== thr``.
 4. ``_indexer_compact_kernel`` — each chunk starts from the counts of the chunks before it and writes its selected
    rows (all ``> thr``, and ``== thr`` while the global tie rank is ``< need_eq``) in row order, as global slots.
    Chunk 0 also writes the −1 padding and ``topk_length``.
 
-Radix select on keys finds the k-th value exactly, so the selected set never depends on the launch configuration.
+Both find the k-th key exactly from integer counts, so the selected set never depends on the launch configuration
+or the path: the two return the same bits.
 
 FP8 rows hold e4m3 codes and a power-of-two fp32 scale. On sm_89 and newer the codes are converted by the hardware
 (``WAVEMLA_FP8_DECODE``); with float8_e4m3fn queries (DeepSeek's indexer: q quantized, its scale folded into the
@@ -51,6 +64,13 @@ SUPPORTED_HEADS = (16, 32, 64, 128)
 HIST0_BINS = 256  # pass 0: key bits 31..24, histogrammed in registers
 HIST_BINS = 4096  # passes 1 and 2: key bits 23..12 and 11..0, only keys matching the higher digits, in memory
 MAX_TOKENS = 65535  # grid dimension 1 of the select kernels is B·S
+SELECT_PATHS = ("token", "chunked")
+# Per-token select (one program per query token). Its list of candidate keys and their rows fills the token's
+# histogram region of the workspace, which that path leaves unused (and unzeroed).
+TOKEN_LIST_CAP = 4096
+TOKEN_SELECT_WARPS = 16  # one walker per thread: 512 walkers, four keys (16 bytes) per load
+TOKEN_MIN_TOKENS = 16  # this many query tokens or more: the per-token select
+TOKEN_MAX_ROWS = 65536  # visible rows up to this bound (256 KB of keys per program): the per-token select
 _Q_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float8_e4m3fn)
 
 
@@ -64,8 +84,13 @@ class IndexerConfig:
     num_warps: int
     num_stages: int
     rows_per_program: int  # rows one score program walks (a multiple of block_n)
-    chunk: int  # keys one select program walks
-    block_sel: int  # keys per select-loop iteration
+    chunk: int  # keys one select program walks (chunked select)
+    block_sel: int  # keys per select-loop iteration (chunked select)
+    select: str  # "token": one program per query token; "chunked": histogram, count and compact over key chunks
+    list_cap: int  # per-token select: most candidate keys a token's list holds
+    sample: int  # per-token select: keys sorted to guess the k-th key
+    select_warps: int  # per-token select: warps of its program (one walker per thread)
+    block_list: int  # per-token select: list keys per step of its radix passes and output (the first stay in registers)
     reasons: tuple[str, ...]
 
 
@@ -74,12 +99,21 @@ def _next_pow2(x: int) -> int:
 
 
 def choose_config(
-    b: int, s_q: int, heads: int, max_n_comp: int, *, select_chunk: int | None = None, kv_fp8: bool = True
+    b: int,
+    s_q: int,
+    heads: int,
+    max_n_comp: int,
+    *,
+    select_chunk: int | None = None,
+    kv_fp8: bool = True,
+    topk: int = 512,
+    select: str | None = None,
 ) -> IndexerConfig:
-    """Pick tiles for a call from static shapes and the index-K format (pure; no device query).
+    """Pick tiles and the select path for a call from static shapes and the index-K format (pure; no device query).
 
-    ``select_chunk`` forces the keys per select program (a power of two ≥ 16); a value that cannot be honoured raises
-    ValueError naming it. The workspace depends on it (chunk counts), never on ``kv_fp8``.
+    ``select_chunk`` forces the keys per program of the chunked select (a power of two ≥ 16); ``select`` forces the
+    select path (``"token"`` or ``"chunked"``). A value that cannot be honoured raises ValueError naming it. The
+    workspace depends on ``select_chunk`` (chunk counts), never on ``kv_fp8``, ``topk`` or ``select``.
     """
     reasons: list[str] = []
     s_block = 2 if s_q >= 2 and heads <= 64 else 1
@@ -121,6 +155,19 @@ def choose_config(
         chunk = select_chunk
         reasons.append(f"chunk={chunk}: forced by select_chunk")
     block_sel = min(1024, chunk)
+    path = _choose_select(tokens, max_n_comp, topk, select, reasons)
+    sample = min(2048, max(256, _next_pow2(max_n_comp // 64)))
+    block_list = min(TOKEN_LIST_CAP, max(256, _next_pow2(2 * topk)))
+    if path == "token":
+        reasons.append(
+            f"sample={sample}: about one sampled key per 64 rows puts the k-th key near sample rank topk / 64 (8 for "
+            "top-512), enough to bracket it within a list of about 1.5 topk keys; sorting the sample stays cheap"
+        )
+        reasons.append(
+            f"select_warps={TOKEN_SELECT_WARPS}, list_cap={TOKEN_LIST_CAP}, block_list={block_list}: "
+            f"{32 * TOKEN_SELECT_WARPS} walkers (one per thread) keep 32 KB of key loads in flight; a list of about "
+            f"1.5 topk keys fits the first {block_list} that stay in registers through the radix passes"
+        )
     return IndexerConfig(
         block_n=block_n,
         s_block=s_block,
@@ -129,8 +176,44 @@ def choose_config(
         rows_per_program=rows_per_program,
         chunk=chunk,
         block_sel=block_sel,
+        select=path,
+        list_cap=TOKEN_LIST_CAP,
+        sample=sample,
+        select_warps=TOKEN_SELECT_WARPS,
+        block_list=block_list,
         reasons=tuple(reasons),
     )
+
+
+def _choose_select(tokens: int, max_n_comp: int, topk: int, select: str | None, reasons: list[str]) -> str:
+    """The select path: one program per token unless few tokens face long rows (then chunks spread the work)."""
+    if select is not None:
+        if select not in SELECT_PATHS:
+            raise ValueError(f"select: expected one of {SELECT_PATHS} or None, got {select!r}")
+        if select == "token" and topk > TOKEN_LIST_CAP:
+            raise ValueError(f"select: 'token' keeps at most {TOKEN_LIST_CAP} rows per token, got topk={topk}")
+        reasons.append(f"select={select}: forced by select")
+        return select
+    if topk > TOKEN_LIST_CAP // 2:
+        reasons.append(f"select=chunked: topk={topk} leaves the per-token list ({TOKEN_LIST_CAP} keys) too little room")
+        return "chunked"
+    if tokens >= TOKEN_MIN_TOKENS:
+        reasons.append(
+            f"select=token: {tokens} query tokens, one program (one SM) each: one launch instead of five, each key "
+            "read twice instead of five times"
+        )
+        return "token"
+    if max_n_comp <= TOKEN_MAX_ROWS:
+        reasons.append(
+            f"select=token: max_n_comp={max_n_comp} <= {TOKEN_MAX_ROWS}: one program walks at most "
+            f"{TOKEN_MAX_ROWS * 4 // 1024} KB of keys, less time than five launches"
+        )
+        return "token"
+    reasons.append(
+        f"select=chunked: {tokens} query tokens over up to {max_n_comp} rows: one program per token would leave most "
+        "SMs idle while it walks its keys alone"
+    )
+    return "chunked"
 
 
 @dataclass(frozen=True)
@@ -318,6 +401,13 @@ def _indexer_score_kernel(
 
 
 @triton.jit
+def _store_slots(p_out, p_bt_row, o_pos, o_row, m_sel, PAGE: tl.constexpr):
+    """Write rows ``o_row`` as global cache slots ``block_table[row // PAGE] · PAGE + row % PAGE`` at ``o_pos``."""
+    b_blk = tl.load(p_bt_row + o_row // PAGE, mask=m_sel, other=0)
+    tl.store(p_out + o_pos, b_blk * PAGE + o_row % PAGE, mask=m_sel)
+
+
+@triton.jit
 def _indexer_hist_kernel(
     p_keys,
     p_hist,
@@ -488,17 +578,13 @@ def _indexer_compact_kernel(
                 b_eq_rank = eq_seen + tl.cumsum(m_eq.to(tl.int32), 0) - 1
                 m_sel = (m_n & (b_key > thr)) | (m_eq & (b_eq_rank < need_eq))  # ties: lowest rows first
                 b_sel = m_sel.to(tl.int32)
-                o_pos = base + tl.cumsum(b_sel, 0) - 1
-                b_blk = tl.load(p_bt_row + o_n // PAGE, mask=m_sel, other=0)
-                tl.store(p_out + o_pos, b_blk * PAGE + o_n % PAGE, mask=m_sel)
+                _store_slots(p_out, p_bt_row, base + tl.cumsum(b_sel, 0) - 1, o_n, m_sel, PAGE)
                 base += tl.sum(b_sel, 0)
                 eq_seen += tl.sum(m_eq.to(tl.int32), 0)
         else:
             for i_row in range(row_lo, row_hi, BLOCK_SEL):
                 o_n = i_row + tl.arange(0, BLOCK_SEL)
-                m_n = o_n < row_hi
-                b_blk = tl.load(p_bt_row + o_n // PAGE, mask=m_n, other=0)
-                tl.store(p_out + o_n, b_blk * PAGE + o_n % PAGE, mask=m_n)
+                _store_slots(p_out, p_bt_row, o_n, o_n, o_n < row_hi, PAGE)
     if i_c == 0:
         for i_k in range(0, topk, BLOCK_SEL):
             o_k = i_k + tl.arange(0, BLOCK_SEL)
@@ -506,6 +592,339 @@ def _indexer_compact_kernel(
         tl.store(p_len + i_b * stride_lb + i_s * stride_ls, length)
 
 
+# Keys are int32; these bound every key the score kernel writes (−inf is 0x807FFFFF, +inf 0x7F800000).
+_KEY_FLOOR = tl.constexpr(-(2**31))  # below every key: padding of the walkers' loads
+_KEY_CEIL = tl.constexpr(2**31 - 1)  # above every key: no key is >= it
+_WALK_UNROLL = tl.constexpr(4)  # walker steps per loop iteration: four 16-byte loads in flight per thread
+
+
+@triton.jit
+def _load_walk_step(p_row_keys, o_n, o_end):
+    """Four consecutive keys per walker, ``o_n [walkers, 4]``, loaded as one 16-byte vector per thread and returned
+    as four ``[walkers]`` columns (key 0, 1, 2, 3 of each walker's four)."""
+    b_key = tl.load(p_row_keys + o_n, mask=o_n < o_end[:, None], other=_KEY_FLOOR)
+    b_even, b_odd = tl.split(tl.reshape(b_key, [o_n.shape[0], 2, 2]))
+    b_k0, b_k2 = tl.split(b_even)
+    b_k1, b_k3 = tl.split(b_odd)
+    return b_k0, b_k1, b_k2, b_k3
+
+
+@triton.jit
+def _count_ge(b_k0, b_k1, b_k2, b_k3, t):
+    """Per walker, how many of its four keys are ``>= t``."""
+    return (b_k0 >= t).to(tl.int32) + (b_k1 >= t).to(tl.int32) + (b_k2 >= t).to(tl.int32) + (b_k3 >= t).to(tl.int32)
+
+
+@triton.jit
+def _walker_counts(p_row_keys, o_start, o_end, span, t0, t1, t2, t3):
+    """Per-walker counts of the keys ``>= t0 .. t3`` (each threshold above ``_KEY_FLOOR``).
+
+    Walker ``w`` (one per thread) reads rows ``[o_start[w], o_end[w])`` four keys at a time, so each count is a sum
+    inside one thread.
+    """
+    o_v = tl.arange(0, 4)[None, :]
+    c0 = tl.zeros(o_start.shape, dtype=tl.int32)
+    c1 = tl.zeros(o_start.shape, dtype=tl.int32)
+    c2 = tl.zeros(o_start.shape, dtype=tl.int32)
+    c3 = tl.zeros(o_start.shape, dtype=tl.int32)
+    for i_v in tl.range(0, span, 4, loop_unroll_factor=_WALK_UNROLL):
+        b_k0, b_k1, b_k2, b_k3 = _load_walk_step(p_row_keys, o_start[:, None] + i_v + o_v, o_end)
+        c0 += _count_ge(b_k0, b_k1, b_k2, b_k3, t0)
+        c1 += _count_ge(b_k0, b_k1, b_k2, b_k3, t1)
+        c2 += _count_ge(b_k0, b_k1, b_k2, b_k3, t2)
+        c3 += _count_ge(b_k0, b_k1, b_k2, b_k3, t3)
+    return c0, c1, c2, c3
+
+
+@triton.jit
+def _narrow(t, b_cnt, topk, lo, cnt_lo, b_lo, hi, b_hi):
+    """Tighten the bracket ``[lo, hi)`` of the k-th key with a threshold ``t`` whose per-walker counts are ``b_cnt``.
+
+    Invariant: at least ``topk`` keys are ``>= lo`` (``cnt_lo`` of them, ``b_lo`` per walker) and fewer than
+    ``topk`` are ``>= hi`` (``b_hi`` per walker). Thresholds are offered in ascending order.
+    """
+    cnt = tl.sum(b_cnt, 0)
+    up = cnt >= topk
+    down = (cnt < topk) & (t < hi)
+    lo = tl.where(up, t, lo)
+    cnt_lo = tl.where(up, cnt, cnt_lo)
+    b_lo = tl.where(up, b_cnt, b_lo)
+    hi = tl.where(down, t, hi)
+    b_hi = tl.where(down, b_cnt, b_hi)
+    return lo, cnt_lo, b_lo, hi, b_hi
+
+
+@triton.jit
+def _bracket_step(p_row_keys, o_start, o_end, span, topk, t0, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi):
+    """One walk over the token's keys: counts at four ascending thresholds, then the tightened bracket."""
+    c0, c1, c2, c3 = _walker_counts(p_row_keys, o_start, o_end, span, t0, t1, t2, t3)
+    lo, cnt_lo, b_lo, hi, b_hi = _narrow(t0, c0, topk, lo, cnt_lo, b_lo, hi, b_hi)
+    lo, cnt_lo, b_lo, hi, b_hi = _narrow(t1, c1, topk, lo, cnt_lo, b_lo, hi, b_hi)
+    lo, cnt_lo, b_lo, hi, b_hi = _narrow(t2, c2, topk, lo, cnt_lo, b_lo, hi, b_hi)
+    lo, cnt_lo, b_lo, hi, b_hi = _narrow(t3, c3, topk, lo, cnt_lo, b_lo, hi, b_hi)
+    return lo, cnt_lo, b_lo, hi, b_hi
+
+
+@triton.jit
+def _sample_key(b_sorted, rank, SAMPLE: tl.constexpr):
+    """The ``rank``-th largest (1-based, rounded up and clamped to the sample) of an ascending sample."""
+    i_r = tl.minimum(tl.maximum(tl.math.ceil(rank).to(tl.int32), 1), SAMPLE)
+    return tl.sum(tl.where(tl.arange(0, SAMPLE) == SAMPLE - i_r, b_sorted, 0), 0)
+
+
+@triton.jit
+def _sample_ladder(p_row_keys, n_vis, topk, SAMPLE: tl.constexpr):
+    """Four ascending thresholds that likely have just over ``topk`` keys at or above them (a guess, never trusted).
+
+    ``SAMPLE`` keys at evenly spaced rows are sorted; the k-th key is expected near sample rank
+    ``r = topk · SAMPLE / n_vis``. The thresholds are the sample keys at ranks ``r + a·(√r + 1)``, a = 8, 2, 1,
+    1/2: the lowest almost surely has ``topk`` keys at or above it, the highest (enough about 3 times in 4 in a
+    simulation of fp32 score distributions) leaves the shortest list. Equal sample keys (ties) become consecutive
+    keys, so that a tie at the k-th key shows in the counts.
+    """
+    o_i = tl.arange(0, SAMPLE)
+    b_sorted = tl.sort(tl.load(p_row_keys + (o_i.to(tl.int64) * n_vis) // SAMPLE), 0)
+    rank = (topk * SAMPLE) / n_vis
+    spread = tl.sqrt(rank) + 1.0
+    t0 = _sample_key(b_sorted, rank + 8.0 * spread, SAMPLE)
+    t1 = tl.maximum(_sample_key(b_sorted, rank + 2.0 * spread, SAMPLE), t0 + 1)
+    t2 = tl.maximum(_sample_key(b_sorted, rank + spread, SAMPLE), t1 + 1)
+    t3 = tl.maximum(_sample_key(b_sorted, rank + 0.5 * spread, SAMPLE), t2 + 1)
+    return t0, t1, t2, t3
+
+
+@triton.jit
+def _compact_key(b_key, o_n, p_list_keys, p_list_rows, t_ge, t_eq, need_eq, b_pos, b_eq_seen):
+    """One key per walker (``[walkers]``): append it to the list at ``b_pos`` if it is selected."""
+    m_sel = b_key >= t_ge
+    if need_eq > 0:
+        m_eq = b_key == t_eq
+        m_sel = m_sel | (m_eq & (b_eq_seen < need_eq))  # ties: lowest rows first
+        b_eq_seen += m_eq.to(tl.int32)
+    tl.store(p_list_keys + b_pos, b_key, mask=m_sel)
+    tl.store(p_list_rows + b_pos, o_n, mask=m_sel)
+    return b_pos + m_sel.to(tl.int32), b_eq_seen
+
+
+@triton.jit
+def _compact_four(b_k0, b_k1, b_k2, b_k3, o_n, p_list_keys, p_list_rows, t_ge, t_eq, need_eq, b_pos, b_eq_seen):
+    """Rows ``o_n .. o_n + 3`` of each walker, in order, through :func:`_compact_key`."""
+    args = (p_list_keys, p_list_rows, t_ge, t_eq, need_eq)
+    b_pos, b_eq_seen = _compact_key(b_k0, o_n, *args, b_pos, b_eq_seen)
+    b_pos, b_eq_seen = _compact_key(b_k1, o_n + 1, *args, b_pos, b_eq_seen)
+    b_pos, b_eq_seen = _compact_key(b_k2, o_n + 2, *args, b_pos, b_eq_seen)
+    b_pos, b_eq_seen = _compact_key(b_k3, o_n + 3, *args, b_pos, b_eq_seen)
+    return b_pos, b_eq_seen
+
+
+@triton.jit
+def _walker_compact(p_row_keys, p_list_keys, p_list_rows, o_start, o_end, span, t_ge, t_eq, need_eq, b_pos, b_eq_seen):
+    """Copy the keys ``>= t_ge``, and the first ``need_eq`` keys ``== t_eq``, with their rows into the list.
+
+    Walker ``w`` writes from list position ``b_pos[w]`` on, in row order, so the list is in ascending row order;
+    ``b_eq_seen[w]`` counts the keys ``== t_eq`` of the walkers before it. Positions are running counts inside one
+    thread (no scan across threads). The 16 keys of a step are loaded before its stores (which could alias them for
+    all the compiler knows). Returns the largest key walked.
+    """
+    o_v = tl.arange(0, 4)[None, :]
+    b_max = tl.full(o_start.shape, _KEY_FLOOR, tl.int32)
+    for i_v in range(0, span, 16):
+        o_n = o_start + i_v
+        b_k0, b_k1, b_k2, b_k3 = _load_walk_step(p_row_keys, o_n[:, None] + o_v, o_end)
+        b_k4, b_k5, b_k6, b_k7 = _load_walk_step(p_row_keys, o_n[:, None] + 4 + o_v, o_end)
+        b_k8, b_k9, b_k10, b_k11 = _load_walk_step(p_row_keys, o_n[:, None] + 8 + o_v, o_end)
+        b_k12, b_k13, b_k14, b_k15 = _load_walk_step(p_row_keys, o_n[:, None] + 12 + o_v, o_end)
+        b_max = tl.maximum(b_max, tl.maximum(tl.maximum(b_k0, b_k1), tl.maximum(b_k2, b_k3)))
+        b_max = tl.maximum(b_max, tl.maximum(tl.maximum(b_k4, b_k5), tl.maximum(b_k6, b_k7)))
+        b_max = tl.maximum(b_max, tl.maximum(tl.maximum(b_k8, b_k9), tl.maximum(b_k10, b_k11)))
+        b_max = tl.maximum(b_max, tl.maximum(tl.maximum(b_k12, b_k13), tl.maximum(b_k14, b_k15)))
+        args = (p_list_keys, p_list_rows, t_ge, t_eq, need_eq)
+        b_pos, b_eq_seen = _compact_four(b_k0, b_k1, b_k2, b_k3, o_n, *args, b_pos, b_eq_seen)
+        b_pos, b_eq_seen = _compact_four(b_k4, b_k5, b_k6, b_k7, o_n + 4, *args, b_pos, b_eq_seen)
+        b_pos, b_eq_seen = _compact_four(b_k8, b_k9, b_k10, b_k11, o_n + 8, *args, b_pos, b_eq_seen)
+        b_pos, b_eq_seen = _compact_four(b_k12, b_k13, b_k14, b_k15, o_n + 12, *args, b_pos, b_eq_seen)
+    return tl.max(b_max, 0)
+
+
+@triton.jit
+def _digit_hist(b_u, m_u, shift, prefix):
+    """256-bin histogram of key bits ``[shift, shift + 8)`` over the (order-preserving, unsigned) keys whose higher
+    bits equal ``prefix``, and how many keys have higher bits above ``prefix``."""
+    b_top = (b_u >> shift) >> 8
+    b_digit = ((b_u >> shift) & 255).to(tl.int32)
+    b_h = tl.histogram(b_digit, 256, mask=m_u & (b_top == prefix))
+    return b_h, tl.sum((m_u & (b_top > prefix)).to(tl.int32), 0)
+
+
+@triton.jit
+def _list_kth(p_list_keys, m, lo, hi, topk, BLOCK_L: tl.constexpr):
+    """The ``topk``-th largest of the ``m`` list keys, exactly: ``(thr, need_eq, n_eq)``.
+
+    The list holds every key ``>= lo`` and the k-th key lies in ``[lo, hi]``, so only the key bits below the highest
+    bit where ``lo`` and ``hi`` differ are unknown: one 8-bit radix pass per unknown byte (1 to 4), each
+    histogramming the keys that match the digits found so far. ``need_eq`` keys equal to ``thr`` are taken, of the
+    ``n_eq`` in the list. The first ``BLOCK_L`` keys stay in registers across passes.
+    """
+    u_lo = (lo ^ _KEY_FLOOR).to(tl.uint32, bitcast=True)  # flipping the sign bit orders keys as unsigned
+    u_diff = u_lo ^ (hi ^ _KEY_FLOOR).to(tl.uint32, bitcast=True)
+    n_pass = 1 + ((u_diff >> 8) != 0).to(tl.int32) + ((u_diff >> 16) != 0).to(tl.int32)
+    n_pass += ((u_diff >> 24) != 0).to(tl.int32)
+    shift = 8 * (n_pass - 1)
+    prefix = (u_lo >> shift) >> 8  # bits above the first unknown byte: those of lo (and hi)
+    o_l = tl.arange(0, BLOCK_L)
+    m_l0 = o_l < m
+    b_u0 = (tl.load(p_list_keys + o_l, mask=m_l0, other=0) ^ _KEY_FLOOR).to(tl.uint32, bitcast=True)
+    rem = tl.zeros_like(m) + topk
+    n_eq = tl.zeros_like(m)
+    for i_pass in range(0, n_pass):
+        b_h, n_above = _digit_hist(b_u0, m_l0, shift, prefix)
+        for i_l in range(BLOCK_L, m, BLOCK_L):
+            m_l = i_l + o_l < m
+            b_u = (tl.load(p_list_keys + i_l + o_l, mask=m_l, other=0) ^ _KEY_FLOOR).to(tl.uint32, bitcast=True)
+            b_hl, n_al = _digit_hist(b_u, m_l, shift, prefix)
+            b_h += b_hl
+            n_above += n_al
+        if i_pass == 0:
+            rem -= n_above  # keys above the bracket (their higher bits exceed hi's): all taken
+        i_d, rem = _resolve_digit(b_h, rem, 256)
+        n_eq = tl.sum(tl.where(tl.arange(0, 256) == i_d, b_h, 0), 0)
+        prefix = prefix * 256 + i_d.to(tl.uint32)
+        shift -= 8
+    return prefix.to(tl.int32, bitcast=True) ^ _KEY_FLOOR, rem, n_eq
+
+
+@triton.jit
+def _indexer_select_kernel(
+    p_keys,
+    p_list,
+    p_bt,
+    p_ncomp,
+    p_idx,
+    p_len,
+    stride_btb,
+    stride_nb,
+    stride_ns,
+    stride_keys,
+    stride_list,
+    stride_ib,
+    stride_is,
+    stride_lb,
+    stride_ls,
+    max_n,
+    topk,
+    S_Q: tl.constexpr,
+    PER_TOKEN: tl.constexpr,
+    PAGE: tl.constexpr,
+    CAP: tl.constexpr,
+    SAMPLE: tl.constexpr,
+    WALKERS: tl.constexpr,
+    BLOCK_L: tl.constexpr,
+):
+    """The whole exact top-k of one query token (program ``i_t``): its indices and ``topk_length``.
+
+    1. **Bracket.** ``WALKERS`` walkers (one per thread) split the token's rows into contiguous ranges. A sorted
+       sample gives four thresholds; one walk counts, per walker, the keys at or above each, which brackets the k-th
+       key in ``[lo, hi)``: at least ``topk`` keys are ``>= lo``, fewer are ``>= hi``. While more than ``CAP`` keys
+       are ``>= lo``, further walks split the bracket four ways (the first split at ``lo + 1``, so that a tie at the
+       k-th key ends the search). Tokens with ``n_vis <= min(CAP, BLOCK_L)`` skip the sample (every key is
+       listed); tokens with ``n_vis <= topk`` take rows ``0 .. n_vis - 1``, unscored.
+    2. **List.** A walk copies every key ``>= lo`` with its row into the token's list, walker after walker from
+       offsets given by the counts: ascending row order, at most ``CAP`` entries, no scan across threads. (If the
+       bracket shrank to one key value held by more than ``CAP`` keys, the list takes the keys above it and the
+       first ``need_eq`` equal to it.)
+    3. **k-th key.** 8-bit radix passes over the list's keys, only for the bytes where ``lo`` and the largest key
+       below ``hi`` differ: ``thr`` and ``need_eq``, the number of keys ``== thr`` that are taken.
+    4. **Output.** The list in order: keys ``> thr``, and ``== thr`` while their rank is ``< need_eq`` (ties go to
+       the lower rows), as global slots; −1 padding and ``topk_length``.
+
+    Counts are integer and exact, so the result never depends on scheduling or on the launch configuration.
+    """
+    i_t = tl.program_id(0)
+    i_b = i_t // S_Q
+    i_s = i_t % S_Q
+    n_vis = _visible_rows(p_ncomp, i_b, i_s, stride_nb, stride_ns, max_n, S_Q, PER_TOKEN)
+    length = tl.minimum(n_vis, topk)
+    p_out = p_idx + i_b.to(tl.int64) * stride_ib + i_s * stride_is
+    p_bt_row = p_bt + i_b.to(tl.int64) * stride_btb
+    o_l = tl.arange(0, BLOCK_L)
+    if n_vis > topk:
+        p_row_keys = p_keys + i_t.to(tl.int64) * stride_keys
+        p_list_keys = p_list + i_t.to(tl.int64) * stride_list
+        p_list_rows = p_list_keys + CAP
+        # walkers own whole 16-byte groups of keys (vector loads); the rows past n_vis up to the next multiple of 4
+        # are this token's own workspace and get a key below every real key
+        n_vis4 = tl.cdiv(n_vis, 4) * 4
+        o_tail = n_vis + tl.arange(0, 4)
+        tl.store(p_row_keys + o_tail, tl.full([4], _KEY_FLOOR, tl.int32), mask=o_tail < n_vis4)
+        tl.debug_barrier()
+        span = tl.cdiv(tl.cdiv(n_vis, WALKERS), 4) * 4  # rows per walker, whole 16-byte groups
+        o_start = tl.arange(0, WALKERS) * span
+        o_end = tl.minimum(o_start + span, n_vis4)
+        # the bracket [lo, hi): every real key is >= _KEY_FLOOR + 1, none is >= _KEY_CEIL
+        lo = tl.zeros_like(n_vis) + (_KEY_FLOOR + 1)
+        cnt_lo = n_vis
+        b_lo = tl.minimum(tl.maximum(n_vis - o_start, 0), span)
+        hi = tl.zeros_like(n_vis) + _KEY_CEIL
+        b_hi = tl.zeros([WALKERS], dtype=tl.int32)
+        if (n_vis > CAP) | (n_vis > BLOCK_L):  # else every key fits the list's register block: list them all
+            t0, t1, t2, t3 = _sample_ladder(p_row_keys, n_vis, topk, SAMPLE)
+            lo, cnt_lo, b_lo, hi, b_hi = _bracket_step(
+                p_row_keys, o_start, o_end, span, topk, t0, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi
+            )
+            while (cnt_lo > CAP) & (hi.to(tl.int64) - lo > 1):
+                gap = hi.to(tl.int64) - lo  # >= 2: the thresholds ascend and lo + 1 < hi
+                t1 = (lo + tl.maximum(gap // 4, 1)).to(tl.int32)
+                t2 = (lo + gap // 2).to(tl.int32)
+                t3 = (lo + gap - gap // 4).to(tl.int32)
+                lo, cnt_lo, b_lo, hi, b_hi = _bracket_step(
+                    p_row_keys, o_start, o_end, span, topk, lo + 1, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi
+                )
+        if cnt_lo <= CAP:
+            # the list: every key >= lo
+            m_list = cnt_lo
+            need_eq = tl.zeros_like(n_vis)
+            t_ge = lo
+            b_eq_seen = tl.zeros([WALKERS], dtype=tl.int32)
+            b_base = tl.cumsum(b_lo, 0) - b_lo
+            hi_in = hi - 1
+        else:
+            # hi == lo + 1: lo is the k-th key, tied more than CAP times; the list: keys > lo, first ties == lo
+            need_eq = topk - tl.sum(b_hi, 0)
+            m_list = tl.sum(b_hi, 0) + need_eq  # = topk
+            t_ge = hi
+            b_eq = b_lo - b_hi
+            b_eq_seen = tl.cumsum(b_eq, 0) - b_eq
+            b_base = tl.cumsum(b_hi, 0) - b_hi + tl.minimum(b_eq_seen, need_eq)
+            hi_in = lo
+        key_max = _walker_compact(
+            p_row_keys, p_list_keys, p_list_rows, o_start, o_end, span, t_ge, lo, need_eq, b_base, b_eq_seen
+        )
+        tl.debug_barrier()  # the list is read back by other threads
+        thr, need_eq, n_eq = _list_kth(p_list_keys, m_list, lo, tl.minimum(hi_in, key_max), topk, BLOCK_L)
+        base = 0
+        eq_seen = 0
+        for i_l in range(0, m_list, BLOCK_L):
+            m_l = i_l + o_l < m_list
+            b_key = tl.load(p_list_keys + i_l + o_l, mask=m_l, other=_KEY_FLOOR)
+            o_row = tl.load(p_list_rows + i_l + o_l, mask=m_l, other=0)  # with the keys: one round trip
+            m_sel = b_key > thr
+            if n_eq == need_eq:
+                m_sel = m_sel | (b_key == thr)
+            else:
+                m_eq = b_key == thr
+                b_eq_rank = eq_seen + tl.cumsum(m_eq.to(tl.int32), 0) - 1
+                m_sel = m_sel | (m_eq & (b_eq_rank < need_eq))  # ties: lowest rows first
+                eq_seen += tl.sum(m_eq.to(tl.int32), 0)
+            b_sel = m_sel.to(tl.int32)
+            _store_slots(p_out, p_bt_row, base + tl.cumsum(b_sel, 0) - 1, o_row, m_sel, PAGE)
+            base += tl.sum(b_sel, 0)
+    else:
+        for i_l in range(0, n_vis, BLOCK_L):
+            _store_slots(p_out, p_bt_row, i_l + o_l, i_l + o_l, i_l + o_l < n_vis, PAGE)
+    for i_k in range(0, topk, BLOCK_L):
+        o_k = i_k + o_l
+        tl.store(p_out + o_k, tl.full([BLOCK_L], -1, tl.int32), mask=(o_k >= length) & (o_k < topk))
+    tl.store(p_len + i_b * stride_lb + i_s * stride_ls, length)
 
 
 # ---------------------------------------------------------------------------------------------------------- launcher
@@ -762,6 +1181,50 @@ def _launch_scores(
     )
 
 
+def _launch_token_select(
+    call: _Call,
+    cfg: IndexerConfig,
+    block_table: torch.Tensor,
+    n_comp: torch.Tensor,
+    keys: torch.Tensor,
+    hist: torch.Tensor,
+    n_pad: int,
+    indices: torch.Tensor,
+    lengths: torch.Tensor,
+) -> None:
+    """Per-token select: one program per query token; its candidate list lives in its (unzeroed) histogram region."""
+    stride_list = HIST0_BINS + 2 * HIST_BINS
+    assert 2 * cfg.list_cap <= stride_list, "the list keys and rows must fit a token's histogram region"
+    assert call.topk <= cfg.list_cap, "a tie at the k-th key can fill the list with topk rows"
+    _indexer_select_kernel[(call.b * call.s_q,)](
+        p_keys=keys,
+        p_list=hist,
+        p_bt=block_table,
+        p_ncomp=n_comp,
+        p_idx=indices,
+        p_len=lengths,
+        stride_btb=block_table.stride(0),
+        stride_nb=n_comp.stride(0),
+        stride_ns=n_comp.stride(1) if call.per_token else 0,
+        stride_keys=n_pad,
+        stride_list=stride_list,
+        stride_ib=indices.stride(0),
+        stride_is=indices.stride(1),
+        stride_lb=lengths.stride(0),
+        stride_ls=lengths.stride(1),
+        max_n=call.max_n,
+        topk=call.topk,
+        S_Q=call.s_q,
+        PER_TOKEN=call.per_token,
+        PAGE=call.page,
+        CAP=cfg.list_cap,
+        SAMPLE=cfg.sample,
+        WALKERS=32 * cfg.select_warps,
+        BLOCK_L=cfg.block_list,
+        num_warps=cfg.select_warps,
+    )
+
+
 def lightning_indexer(
     q_idx: torch.Tensor,
     weights: torch.Tensor,
@@ -775,6 +1238,7 @@ def lightning_indexer(
     workspace: torch.Tensor | None = None,
     select_chunk: int | None = None,
     index_k_layout: str = "rows",
+    select: str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-k compressed rows per query token (global cache slots), exactly as :func:`lightning_indexer_ref`.
 
@@ -791,11 +1255,14 @@ def lightning_indexer(
             workspace, and visible counts above it are clamped to it. With ``max_n_comp <= topk`` no scoring runs.
         out: optional preallocated ``(indices [b, s_q, topk] int32, topk_length [b, s_q] int32)``.
         workspace: optional int32 buffer of at least :func:`indexer_workspace_numel` elements (else allocated).
-        select_chunk: keys per select program (power of two ≥ 16; default chosen from the shapes). Never changes the
-            result.
+        select_chunk: keys per program of the chunked select (power of two ≥ 16; default chosen from the shapes).
+            Never changes the result.
         index_k_layout: byte layout of FP8 rows: ``"rows"`` (each row's 128 codes then its fp32 scale, as
             :func:`~wavemla.reference.indexer.quantize_index_k` writes by default) or ``"paged"`` (vLLM's V3.2
             indexer cache: a page's code rows, then the page's scales; each page must be contiguous).
+        select: the top-k path, ``"token"`` (one program per query token) or ``"chunked"`` (histogram, count and
+            compact kernels over key chunks); default (None) chosen from the shapes (``choose_config(...).select``).
+            ``"token"`` needs ``topk <= 4096``. Never changes the result.
 
     Returns:
         ``(indices, topk_length)``: ``indices [b, s_q, topk]`` int32 global slots
@@ -815,13 +1282,27 @@ def lightning_indexer(
         lengths = torch.empty((call.b, call.s_q), dtype=torch.int32, device=device)
     else:
         indices, lengths = checked
-    cfg = choose_config(call.b, call.s_q, call.heads, call.max_n, select_chunk=select_chunk, kv_fp8=call.fp8)
+    cfg = choose_config(
+        call.b,
+        call.s_q,
+        call.heads,
+        call.max_n,
+        select_chunk=select_chunk,
+        kv_fp8=call.fp8,
+        topk=call.topk,
+        select=select,
+    )
     layout = workspace_layout(call.b, call.s_q, call.max_n, cfg)
     ws = _workspace(workspace, layout.numel, device)
     keys = ws[layout.keys : layout.hist]
     hist = ws[layout.hist : layout.counts]
     counts = ws[layout.counts : layout.thresh]
     thresh = ws[layout.thresh : layout.numel]
+    if cfg.select == "token":
+        if call.max_n > call.topk:  # static: otherwise no token can have more than topk rows
+            _launch_scores(call, cfg, q_idx, weights, index_k_cache, block_table, n_comp, keys, layout.n_pad, call.topk)
+        _launch_token_select(call, cfg, block_table, n_comp, keys, hist, layout.n_pad, indices, lengths)
+        return indices, lengths
     common = {
         "p_ncomp": n_comp,
         "stride_nb": n_comp.stride(0),
@@ -911,9 +1392,7 @@ def indexer_scores(
 
 
 # ------------------------------------------------------------------------------------------------- compile checking
-def _production_variants(
-    heads: int, page: int, arch: int
-) -> list[tuple[object, str, dict[str, object], int, int]]:
+def _production_variants(heads: int, page: int, arch: int) -> list[tuple[object, str, dict[str, object], int, int]]:
     """(kernel, variant, argument values, num_warps, num_stages) of a V4-Flash decode call: b=32, 256K rows, topk 512.
 
     Score-kernel variants: bf16 rows with bf16 q, FP8 rows with bf16 q, FP8 rows with FP8 q (DeepSeek's path), at
@@ -1016,6 +1495,34 @@ def _production_variants(
         "BLOCK_C": min(1024, _next_pow2(layout.n_chunks)),
     }
     out.append((_indexer_compact_kernel, "", args, 4, 3))
+    token = choose_config(b, 1, heads, max_n, topk=topk, select="token")
+    args = {
+        "p_keys": "*i32",
+        "p_list": "*i32",
+        "p_bt": "*i32",
+        "p_ncomp": "*i32",
+        "p_idx": "*i32",
+        "p_len": "*i32",
+        "stride_btb": blocks,
+        "stride_nb": 1,
+        "stride_ns": 0,
+        "stride_keys": layout.n_pad,
+        "stride_list": HIST0_BINS + 2 * HIST_BINS,
+        "stride_ib": topk,
+        "stride_is": topk,
+        "stride_lb": 1,
+        "stride_ls": 1,
+        "max_n": max_n,
+        "topk": topk,
+        "S_Q": 1,
+        "PER_TOKEN": False,
+        "PAGE": page,
+        "CAP": token.list_cap,
+        "SAMPLE": token.sample,
+        "WALKERS": 32 * token.select_warps,
+        "BLOCK_L": token.block_list,
+    }
+    out.append((_indexer_select_kernel, "per token", args, token.select_warps, 3))
     return out
 
 

@@ -286,7 +286,7 @@ def run_indexer_bench(
             continue
         data = _fill_case(case, generator)
         nbytes = index_k_bytes(case)
-        cfg = choose_config(case.b, case.s_q, case.heads, case.n_comp, kv_fp8=case.kv_format != "bf16")
+        cfg = choose_config(case.b, case.s_q, case.heads, case.n_comp, kv_fp8=case.kv_format != "bf16", topk=case.topk)
         ws = torch.empty(
             indexer_workspace_numel(case.b, case.s_q, case.heads, case.n_comp),
             dtype=torch.int32,
@@ -319,6 +319,7 @@ def run_indexer_bench(
         samples = timing_samples_us(run_triton, reps, graph=True)
         row = make_record(case, "triton", samples, nbytes, env, copy_gbps)
         row["config"] = {
+            "select": cfg.select,
             "rows_per_program": cfg.rows_per_program,
             "chunk": cfg.chunk,
             "s_block": cfg.s_block,
