@@ -69,6 +69,7 @@ NAMES = [
     pytest.param("_fwd_kernel_stage2", "attention", id="triton-sglang-stage2"),
     pytest.param("_tiled_sparse_decode_kernel_mh", "attention", id="triton-sm120-sparse"),
     pytest.param("_sparse_mla_decode_kernel", "attention", id="wavemla-sparse-decode"),
+    pytest.param("_q_to_f16_kernel", "attention", id="wavemla-q-conversion"),
     pytest.param("_mla_combine_kernel", "attention", id="wavemla-combine"),
     pytest.param(
         "void vllm::concat_and_cache_mla_kernel<__nv_bfloat16, unsigned char, (vllm::Fp8KVCacheDataType)1>()",
