@@ -37,8 +37,16 @@ DOCUMENTED_SMS = {
     "rtx-3090": 82,
 }
 ARCH = {
-    "h100": 90, "h200": 90, "b200": 100, "rtx-pro-6000": 120, "rtx-5090": 120, "dgx-spark": 121,
-    "rtx-4090": 89, "l40s": 89, "a100": 80, "rtx-3090": 86,
+    "h100": 90,
+    "h200": 90,
+    "b200": 100,
+    "rtx-pro-6000": 120,
+    "rtx-5090": 120,
+    "dgx-spark": 121,
+    "rtx-4090": 89,
+    "l40s": 89,
+    "a100": 80,
+    "rtx-3090": 86,
 }
 
 
@@ -298,11 +306,20 @@ def test_from_torch_without_cuda_raises(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_from_torch_matches_a_preset(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen = _fake_gpu(monkeypatch, _props(
-        "NVIDIA H100 80GB HBM3", 9, 0, 132,
-        shared_memory_per_multiprocessor=233_472, shared_memory_per_block_optin=232_448,
-        regs_per_multiprocessor=65_536, max_threads_per_multi_processor=2048, L2_cache_size=52_428_800,
-    ))
+    seen = _fake_gpu(
+        monkeypatch,
+        _props(
+            "NVIDIA H100 80GB HBM3",
+            9,
+            0,
+            132,
+            shared_memory_per_multiprocessor=233_472,
+            shared_memory_per_block_optin=232_448,
+            regs_per_multiprocessor=65_536,
+            max_threads_per_multi_processor=2048,
+            L2_cache_size=52_428_800,
+        ),
+    )
     spec = DeviceSpec.from_torch(3)
     assert seen == [3]
     assert dataclasses.replace(spec, display_name="", source="") == dataclasses.replace(
@@ -313,11 +330,20 @@ def test_from_torch_matches_a_preset(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_from_torch_prefers_driver_values(monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake_gpu(monkeypatch, _props(
-        "NVIDIA RTX PRO 6000 Blackwell Server Edition", 12, 0, 188,
-        shared_memory_per_multiprocessor=102_400, shared_memory_per_block_optin=101_376,
-        regs_per_multiprocessor=65_536, max_threads_per_multi_processor=1536, L2_cache_size=100 * MIB,
-    ))
+    _fake_gpu(
+        monkeypatch,
+        _props(
+            "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+            12,
+            0,
+            188,
+            shared_memory_per_multiprocessor=102_400,
+            shared_memory_per_block_optin=101_376,
+            regs_per_multiprocessor=65_536,
+            max_threads_per_multi_processor=1536,
+            L2_cache_size=100 * MIB,
+        ),
+    )
     spec = DeviceSpec.from_torch()
     assert spec.name == "rtx-pro-6000"
     assert spec.l2_bytes == 100 * MIB  # what the driver says wins over the preset
@@ -325,12 +351,21 @@ def test_from_torch_prefers_driver_values(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_from_torch_unknown_gpu_is_estimated(monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake_gpu(monkeypatch, _props(
-        "NVIDIA GeForce RTX 5080", 12, 0, 84,
-        shared_memory_per_multiprocessor=102_400, shared_memory_per_block_optin=101_376,
-        max_threads_per_multi_processor=1536, L2_cache_size=64 * MIB,
-        memory_clock_rate=15_001_000, memory_bus_width=256,
-    ))
+    _fake_gpu(
+        monkeypatch,
+        _props(
+            "NVIDIA GeForce RTX 5080",
+            12,
+            0,
+            84,
+            shared_memory_per_multiprocessor=102_400,
+            shared_memory_per_block_optin=101_376,
+            max_threads_per_multi_processor=1536,
+            L2_cache_size=64 * MIB,
+            memory_clock_rate=15_001_000,
+            memory_bus_width=256,
+        ),
+    )
     spec = DeviceSpec.from_torch()
     ref = PRESETS["rtx-5090"]
     assert spec.name == "geforce-rtx-5080"

@@ -148,8 +148,17 @@ class DeviceSpec:
             raise ValueError("DeviceSpec.name must not be empty")
         if self.arch < 80:
             raise ValueError(f"{self.name}: sm_{self.arch}; wavemla needs sm_80 or newer (bf16 tensor cores)")
-        positive = ("num_sms", "smem_per_sm", "smem_per_block", "regs_per_sm", "max_warps_per_sm",
-                    "max_blocks_per_sm", "l2_bytes", "mem_gbps", "bf16_tflops")
+        positive = (
+            "num_sms",
+            "smem_per_sm",
+            "smem_per_block",
+            "regs_per_sm",
+            "max_warps_per_sm",
+            "max_blocks_per_sm",
+            "l2_bytes",
+            "mem_gbps",
+            "bf16_tflops",
+        )
         for field in positive:
             if not getattr(self, field) > 0:
                 raise ValueError(f"{self.name}: {field} must be positive, got {getattr(self, field)!r}")
@@ -211,9 +220,7 @@ class DeviceSpec:
         if not 1 <= num_warps <= max_warps_per_block:
             raise ValueError(f"num_warps must be in 1..{max_warps_per_block}, got {num_warps}")
         if not 1 <= regs_per_thread <= self.max_regs_per_thread:
-            raise ValueError(
-                f"regs_per_thread must be in 1..{self.max_regs_per_thread}, got {regs_per_thread}"
-            )
+            raise ValueError(f"regs_per_thread must be in 1..{self.max_regs_per_thread}, got {regs_per_thread}")
         if smem_bytes < 0:
             raise ValueError(f"smem_bytes must be >= 0, got {smem_bytes}")
 
@@ -229,31 +236,43 @@ class DeviceSpec:
             return Occupancy(blocks, limiter, by_smem, by_registers, by_warps, by_blocks, reason)
 
         if smem_bytes > self.smem_per_block:
-            return result(0, "smem_per_block", (
-                f"0 blocks/SM on {self.name}: {smem_bytes:,} B of shared memory exceeds the "
-                f"{self.smem_per_block:,} B a block may use on sm_{self.arch}"
-            ))
+            return result(
+                0,
+                "smem_per_block",
+                (
+                    f"0 blocks/SM on {self.name}: {smem_bytes:,} B of shared memory exceeds the "
+                    f"{self.smem_per_block:,} B a block may use on sm_{self.arch}"
+                ),
+            )
         if regs_per_warp * num_warps > REGS_PER_BLOCK:
-            return result(0, "regs_per_block", (
-                f"0 blocks/SM on {self.name}: {num_warps} warps x {regs_per_warp:,} registers "
-                f"({regs_per_thread}/thread) exceed the {REGS_PER_BLOCK:,} registers a block may use"
-            ))
+            return result(
+                0,
+                "regs_per_block",
+                (
+                    f"0 blocks/SM on {self.name}: {num_warps} warps x {regs_per_warp:,} registers "
+                    f"({regs_per_thread}/thread) exceed the {REGS_PER_BLOCK:,} registers a block may use"
+                ),
+            )
         by_resource = {"smem": by_smem, "registers": by_registers, "warps": by_warps, "blocks": by_blocks}
         blocks = min(by_resource.values())
         binding = [k for k, v in by_resource.items() if v == blocks]
         details = {
             "smem": f"{smem_per_block:,} B per block ({smem_bytes:,} B in {SMEM_ALLOC_UNIT} B units + "
-                    f"{SMEM_RESERVED_PER_BLOCK:,} B reserved) of {self.smem_per_sm:,} B per SM",
+            f"{SMEM_RESERVED_PER_BLOCK:,} B reserved) of {self.smem_per_sm:,} B per SM",
             "registers": f"{regs_per_warp:,} registers per warp, {warps_by_registers} warps fit the "
-                         f"{self.regs_per_sm:,}-register file ({REG_SUB_PARTITIONS} sub-partitions)",
+            f"{self.regs_per_sm:,}-register file ({REG_SUB_PARTITIONS} sub-partitions)",
             "warps": f"{num_warps} warps per block of {self.max_warps_per_sm} per SM",
             "blocks": f"at most {self.max_blocks_per_sm} resident blocks per SM on sm_{self.arch}",
         }
         names = {"smem": "shared memory", "registers": "registers", "warps": "warps", "blocks": "blocks"}
-        return result(blocks, "+".join(binding), (
-            f"{blocks} blocks/SM on {self.name}, limited by "
-            + " and ".join(f"{names[k]}: {details[k]}" for k in binding)
-        ))
+        return result(
+            blocks,
+            "+".join(binding),
+            (
+                f"{blocks} blocks/SM on {self.name}, limited by "
+                + " and ".join(f"{names[k]}: {details[k]}" for k in binding)
+            ),
+        )
 
     def blocks_per_sm(self, smem_bytes: int, regs_per_thread: int, num_warps: int) -> int:
         """Resident blocks per SM (0 when the block cannot launch); see :meth:`occupancy`."""
@@ -597,9 +616,7 @@ def _spec_from_properties(props: Any) -> DeviceSpec:
     named = [
         key
         for key, (require, exclude) in _NAME_MATCH.items()
-        if PRESETS[key].arch == arch
-        and all(s in lower for s in require)
-        and not any(s in lower for s in exclude)
+        if PRESETS[key].arch == arch and all(s in lower for s in require) and not any(s in lower for s in exclude)
     ]
     exact = next((key for key in named if PRESETS[key].num_sms == num_sms), None)
     if exact is not None:

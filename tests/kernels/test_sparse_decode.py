@@ -59,8 +59,17 @@ FORCED = [dict(WAVEMLA_NUM_SPLITS=3), dict(WAVEMLA_TARGET_CTAS=7), dict(WAVEMLA_
 def test_split_and_combine(forced):
     """Tokens cut across programs (combine path) and programs spanning several tokens."""
     inputs = make_sparse_decode_inputs(
-        batch=3, s_q=2, h_q=16, topk=48, page=32, extra_topk=80, extra_page=16, fp8=True, dtype=SMALL_DTYPE,
-        device=DEVICE, seed=2,
+        batch=3,
+        s_q=2,
+        h_q=16,
+        topk=48,
+        page=32,
+        extra_topk=80,
+        extra_page=16,
+        fp8=True,
+        dtype=SMALL_DTYPE,
+        device=DEVICE,
+        seed=2,
     )
     with config.override(**forced):
         check(inputs)
@@ -273,8 +282,16 @@ def test_no_sink_and_custom_scale():
 def test_bf16_rows_nan_poison_does_not_leak():
     """Unused rows of a row cache are NaN; the kernel must never touch them."""
     inputs = make_sparse_decode_inputs(
-        batch=2, h_q=16, topk=40, page=16, extra_topk=24, extra_page=8, fp8=False, dtype=SMALL_DTYPE,
-        device=DEVICE, seed=4,
+        batch=2,
+        h_q=16,
+        topk=40,
+        page=16,
+        extra_topk=24,
+        extra_page=8,
+        fp8=False,
+        dtype=SMALL_DTYPE,
+        device=DEVICE,
+        seed=4,
     )
     assert torch.isnan(inputs["kv_cache"]).any()
     out, lse = check(inputs)

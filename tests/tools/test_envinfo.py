@@ -79,9 +79,7 @@ def test_interpreter_flag_follows_triton(environ: dict[str, str]) -> None:
 
 
 @pytest.mark.parametrize("as_json", [True, False], ids=["json", "text"])
-def test_invalid_knob_exits_2(
-    environ: dict[str, str], capsys: pytest.CaptureFixture[str], as_json: bool
-) -> None:
+def test_invalid_knob_exits_2(environ: dict[str, str], capsys: pytest.CaptureFixture[str], as_json: bool) -> None:
     environ.update({"WAVEMLA_BLOCK_H": "17", "WAVEMLA_NUM_WARPS": "8"})
     code, out = _run(capsys, *(["--json"] if as_json else []))
     assert code == 2

@@ -30,8 +30,6 @@ except ImportError:  # pragma: no cover - Triton builds before grid dependency c
         tl.static_assert(False, "griddepcontrol needs a Triton with triton.language.extra.cuda.gdc_wait")
 
 
-
-
 def enabled(device: Any) -> bool:
     """Whether launches on ``device`` use programmatic dependent launch: this Triton has grid dependency control
     and :func:`wavemla.device.dependent_launch` allows it (sm_90+, compiled kernels)."""

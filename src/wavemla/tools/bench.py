@@ -29,8 +29,21 @@ from typing import Any
 
 # FlashMLA (deepseek-ai/FlashMLA) sparse FP8 decode on an H200, µs, h=64, s_q=1, same shapes and inputs.
 FLASHMLA_H200_US: dict[tuple[str, int, int, int], float] = {
-    **{("csa", 64, 1, b): t for b, t in [(1, 12.1), (8, 14.4), (32, 22.4), (48, 31.1), (64, 43.8), (80, 41.0),
-                                         (96, 43.0), (128, 45.8), (148, 69.3), (256, 88.7)]},
+    **{
+        ("csa", 64, 1, b): t
+        for b, t in [
+            (1, 12.1),
+            (8, 14.4),
+            (32, 22.4),
+            (48, 31.1),
+            (64, 43.8),
+            (80, 41.0),
+            (96, 43.0),
+            (128, 45.8),
+            (148, 69.3),
+            (256, 88.7),
+        ]
+    },
     **{("hca", 64, 1, b): t for b, t in [(1, 14.2), (32, 31.8), (64, 59.7), (128, 73.3), (256, 141.7)]},
     # cliffs quoted for FlashMLA: s_q=2 and h=128 at b=64/96
     ("csa", 64, 2, 64): 45.5,

@@ -39,8 +39,10 @@ def run(args: argparse.Namespace) -> int:
         dtype, device, lane = torch.float16, "cpu", "interp"
     where = "GPU " + torch.cuda.get_device_name() if on_gpu else "CPU (Triton interpreter)"
     print(f"wavemla demo: DSV4-Flash CSA decode step on {where}")
-    print(f"  b={b} s_q=1 h=64 d=512, window {shape['topk']} rows (page 256) + {shape['extra_topk']} compressed rows "
-          f"(page 64), FP8 MODEL1 cache, attention sink on")
+    print(
+        f"  b={b} s_q=1 h=64 d=512, window {shape['topk']} rows (page 256) + {shape['extra_topk']} compressed rows "
+        f"(page 64), FP8 MODEL1 cache, attention sink on"
+    )
     inputs = make_sparse_decode_inputs(**shape, fp8=True, dtype=dtype, device=device, seed=0)
     kwargs = {k: v for k, v in inputs.items() if v is not None}
     meta, _ = get_mla_metadata()
@@ -68,9 +70,11 @@ def run(args: argparse.Namespace) -> int:
         p20, med, p80 = timings_us(lambda: sparse_mla_decode(**kwargs, metadata=meta), reps=50, graph=True)
         floor = max(flops / (ceilings.gemm_tflops * 1e6), nbytes / (ceilings.copy_gbps * 1e3))
         print(f"  time: {med:.1f} us median (p20 {p20:.1f}, p80 {p80:.1f}; CUDA graph, L2 flushed)")
-        print(f"  {flops / med / 1e6:.1f} TFLOP/s, {nbytes / med / 1e3:.0f} GB/s; ceilings: GEMM "
-              f"{ceilings.gemm_tflops:.0f} TFLOP/s, copy {ceilings.copy_gbps:.0f} GB/s -> roofline {floor:.1f} us, "
-              f"{100 * floor / med:.0f}% of roofline")
+        print(
+            f"  {flops / med / 1e6:.1f} TFLOP/s, {nbytes / med / 1e3:.0f} GB/s; ceilings: GEMM "
+            f"{ceilings.gemm_tflops:.0f} TFLOP/s, copy {ceilings.copy_gbps:.0f} GB/s -> roofline {floor:.1f} us, "
+            f"{100 * floor / med:.0f}% of roofline"
+        )
     else:
         print(f"  interpreter run: {first_s:.2f} s for {flops / 1e6:.1f} MFLOP (timing is not meaningful on CPU)")
     bad = [p for p in problems if p]

@@ -100,13 +100,18 @@ def format_text(info: dict[str, Any]) -> str:
         lines.append(f"WAVEMLA_GPU   {_spec_line(info['gpu_preset'])} (plans use this preset)")
     else:
         gpu_raw = next(row["raw"] for row in info["knobs"] if row["name"] == "WAVEMLA_GPU")
-        lines.append("WAVEMLA_GPU   " + ("unset (plans use the CUDA device)" if gpu_raw in (None, "") else
-                                         f"{gpu_raw!r} (not usable, see errors)"))
+        lines.append(
+            "WAVEMLA_GPU   "
+            + (
+                "unset (plans use the CUDA device)"
+                if gpu_raw in (None, "")
+                else f"{gpu_raw!r} (not usable, see errors)"
+            )
+        )
 
     header = ("knob", "default", "raw", "value", "allowed")
     rows = [
-        (r["name"], _show(r["default"]), _show(r["raw"]), "ERROR" if r["error"] else _show(r["value"]),
-         r["allowed"])
+        (r["name"], _show(r["default"]), _show(r["raw"]), "ERROR" if r["error"] else _show(r["value"]), r["allowed"])
         for r in info["knobs"]
     ]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header) - 1)]
