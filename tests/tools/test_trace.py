@@ -574,6 +574,14 @@ def test_fit_recovers_known_slopes(decode_set: list[Path]) -> None:
     assert fit.busy.slope_ms_per_request == pytest.approx(expected_busy_ms(1.0) - expected_busy_ms(0.0), abs=1e-9)
     assert fit.driver == "attention"
     assert fit.driver_share == pytest.approx(LAYERS * 3.0 / (1000 * fit.busy.slope_ms_per_request))
+    # Straight lines: the marginal cost between the two largest batches is the fitted slope, nothing bends.
+    assert fit.top_batches == BATCHES[-2:] and fit.top_slopes is not None and fit.top_driver == "attention"
+    for c in RULES.components:
+        assert fit.top_slopes[c] == pytest.approx(fit.components[c].slope_ms_per_request, abs=1e-9), c
+    assert fit.top_busy == pytest.approx(fit.busy.slope_ms_per_request, abs=1e-9)
+    top = trace.report_to_dict(report)["fit"]["top"]
+    assert top["batches"] == list(BATCHES[-2:]) and top["driver"] == "attention" and top["saturating"] == []
+    assert "at the top of the range" in trace.format_report(report)
 
 
 def test_step_kernel_count_gives_the_same_steps(tmp_path: Path) -> None:
@@ -623,6 +631,33 @@ def test_fit_line_matches_polyfit_on_noisy_points() -> None:
     residual = np.asarray(y) - (a + b * np.asarray(x))
     r2 = 1 - (residual**2).sum() / ((np.asarray(y) - np.mean(y)) ** 2).sum()
     assert line.r2 == pytest.approx(r2) and line.r2 < 1.0
+
+
+def test_top_of_range_slope_names_a_saturating_component() -> None:
+    """A component whose time levels off (MoE while routed-expert coverage saturates) gets a poor line: the report
+    gives the marginal cost between the two largest batches beside the fit and flags it."""
+    batches = [1, 16, 32, 64, 96, 128]
+
+    def profile(b: int) -> trace.TraceProfile:
+        moe = 4.0 * (1 - (1 - 6 / 256) ** b)  # touched experts x a fixed cost each
+        attention = 0.02 + 0.0005 * b
+        comps = {c: trace.ComponentTime(0.0, 0.0, 0.0) for c in RULES.components}
+        comps["moe"] = trace.ComponentTime(moe, moe, 10.0)
+        comps["attention"] = trace.ComponentTime(attention, attention, 2.0)
+        busy = moe + attention
+        return trace.TraceProfile(
+            path=f"bs{b}.json", batch=b, steps=1.0, step_source="kernel", devices=("0",), streams=1, kernels=12,
+            busy_ms=busy, kernel_sum_ms=busy, concurrent_ms=0.0, component_overlap_ms=0.0, span_ms=busy,
+            idle_ms=0.0, graph_kernels=12, uncorrelated_kernels=0, components=comps, unclassified={}, notes=(),
+        )  # fmt: skip
+
+    fit = trace.fit_slopes([profile(b) for b in batches])
+    moe, top = fit.components["moe"], fit.top_slopes
+    assert fit.driver == "moe" and moe.r2 is not None and moe.r2 < 0.95
+    assert fit.top_batches == (96, 128) and top is not None
+    assert top["moe"] == pytest.approx((profile(128).busy_ms - profile(96).busy_ms - 32 * 0.0005) / 32)
+    assert top["moe"] < 0.5 * moe.slope_ms_per_request and trace.saturating(moe, top["moe"])
+    assert not trace.saturating(fit.components["attention"], top["attention"])
 
 
 def test_fit_needs_two_batch_sizes() -> None:
@@ -944,6 +979,10 @@ def test_h200_fit_names_moe_the_slope_driver(h200_report: trace.TraceReport) -> 
     assert fit.components["moe"].slope_ms_per_request == pytest.approx(0.040134, abs=1e-6)
     assert fit.busy.slope_ms_per_request == pytest.approx(0.045773, abs=1e-6)
     assert fit.driver_share == pytest.approx(0.8768, abs=1e-4)
+    # between b = 32 and 64 MoE still adds the most, at about half its fitted slope (experts touched: 116 -> 162)
+    assert fit.top_batches == (32, 64) and fit.top_driver == "moe" and fit.top_slopes is not None
+    assert fit.top_slopes["moe"] == pytest.approx(0.0227, abs=1e-4)
+    assert fit.top_busy == pytest.approx(0.0268, abs=1e-4)
     slopes = {c: f.slope_ms_per_request for c, f in fit.components.items()}
     # next after moe: norm_elementwise, about half of it the MoE counting sort's one-hot cumsum (2 → 81 µs from
     # batch 1 to 64), which only layer-bench's newer rules send to moe

@@ -31,7 +31,7 @@ import math
 import re
 import sys
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -603,6 +603,12 @@ class SlopeFit:
     busy: LineFit  # the union over all components
     driver: str
     driver_share: float | None  # driver slope / busy slope (None when the busy slope is not positive)
+    # The marginal cost at the top of the range: ms per extra request between the two largest batch sizes (their
+    # mean times), per component and for the busy time; None with fewer than 3 batch sizes (the fit is that line).
+    top_batches: tuple[int, int] | None = None
+    top_slopes: dict[str, float] | None = None
+    top_busy: float | None = None
+    top_driver: str | None = None
 
 
 def fit_slopes(profiles: Sequence[TraceProfile]) -> SlopeFit:
@@ -628,6 +634,21 @@ def fit_slopes(profiles: Sequence[TraceProfile]) -> SlopeFit:
     driver = max(present, key=lambda c: comps[c].slope_ms_per_request)
     total = busy.slope_ms_per_request
     share = comps[driver].slope_ms_per_request / total if total > 0 else None
+    top_batches = top_slopes = top_busy = top_driver = None
+    if len(distinct) >= 3:
+        lo, hi = distinct[-2], distinct[-1]
+
+        def mean_at(batch: int, value: Callable[[TraceProfile], float]) -> float:
+            vals = [value(p) for p in profiles if p.batch == batch]
+            return sum(vals) / len(vals)
+
+        def top_slope(value: Callable[[TraceProfile], float]) -> float:
+            return (mean_at(hi, value) - mean_at(lo, value)) / (hi - lo)
+
+        top_batches = (lo, hi)
+        top_slopes = {c: top_slope(lambda p, c=c: p.components[c].busy_ms) for c in names}
+        top_busy = top_slope(lambda p: p.busy_ms)
+        top_driver = max(present, key=lambda c: top_slopes[c])
     return SlopeFit(
         batches=tuple(distinct),
         n_points=len(profiles),
@@ -635,6 +656,22 @@ def fit_slopes(profiles: Sequence[TraceProfile]) -> SlopeFit:
         busy=busy,
         driver=driver,
         driver_share=share,
+        top_batches=top_batches,
+        top_slopes=top_slopes,
+        top_busy=top_busy,
+        top_driver=top_driver,
+    )
+
+
+def saturating(line: LineFit, top_slope: float | None) -> bool:
+    """Whether a component's time bends down with batch: a fit below R² 0.95 whose marginal cost at the top of the
+    range is under half the fitted slope (e.g. MoE time while the routed experts a batch touches saturate)."""
+    return (
+        top_slope is not None
+        and line.r2 is not None
+        and line.r2 < 0.95
+        and line.slope_ms_per_request > 0
+        and top_slope < 0.5 * line.slope_ms_per_request
     )
 
 
@@ -778,6 +815,15 @@ def report_to_dict(report: TraceReport, top: int = 20) -> dict[str, Any]:
                 "slope_ms_per_request": _r(fit.components[fit.driver].slope_ms_per_request),
                 "share_of_busy_slope": _r(fit.driver_share),
             },
+            "top": None
+            if fit.top_batches is None or fit.top_slopes is None
+            else {
+                "batches": list(fit.top_batches),
+                "slope_ms_per_request": {c: _r(v) for c, v in fit.top_slopes.items()},
+                "busy_slope_ms_per_request": _r(fit.top_busy),
+                "driver": fit.top_driver,
+                "saturating": [c for c, f in fit.components.items() if saturating(f, fit.top_slopes[c])],
+            },
         },
         "unclassified": [
             {"name": name, "kernels": count, "total_ms": _r(ms)} for name, count, ms in report.unclassified()[:top]
@@ -809,23 +855,30 @@ def format_report(report: TraceReport, top: int = 15) -> str:
         "",
     ]
     head = f"{'component':<{width}}" + "".join(f"{h:>{col}}" for h in batch_heads)
+    has_top = fit is not None and fit.top_batches is not None and fit.top_slopes is not None
     if fit is not None:
         head += f"{'a ms':>10}{'b ms/req':>11}{'R²':>8}{'of slope':>10}"
+        if has_top:
+            head += f"{'top ms/req':>12}"
     lines += [head, "-" * len(head)]
     busy_slope = fit.busy.slope_ms_per_request if fit is not None else 0.0
 
-    def row(label: str, values: list[float], line: LineFit | None) -> str:
+    def row(label: str, values: list[float], line: LineFit | None, top_slope: float | None = None) -> str:
         text = f"{label:<{width}}" + "".join(_fmt(v, col) for v in values)
         if line is not None:
             share = line.slope_ms_per_request / busy_slope if busy_slope > 0 else None
             text += _fmt(line.intercept_ms, 10) + _fmt(line.slope_ms_per_request, 11, 4) + _fmt(line.r2, 8)
             text += _fmt(None if share is None else 100 * share, 10, 1, "%")
+            if has_top:
+                text += _fmt(top_slope, 12, 4)
         return text
 
     for c in shown:
-        lines.append(row(c, [r[c] for _, r in means], fit.components[c] if fit else None))
+        top_c = fit.top_slopes[c] if fit is not None and fit.top_slopes is not None else None
+        lines.append(row(c, [r[c] for _, r in means], fit.components[c] if fit else None, top_c))
     lines.append("-" * len(head))
-    lines.append(row("busy (union, all)", [r["busy_ms"] for _, r in means], fit.busy if fit else None))
+    top_all = fit.top_busy if fit is not None else None
+    lines.append(row("busy (union, all)", [r["busy_ms"] for _, r in means], fit.busy if fit else None, top_all))
     for label, key in (
         ("kernel time summed", "kernel_sum_ms"),
         ("2+ kernels at once", "concurrent_ms"),
@@ -844,6 +897,21 @@ def format_report(report: TraceReport, top: int = 15) -> str:
         ]
         if len(fit.batches) == 2:
             lines.append("note: with two batch sizes every line passes through both points, so R² is 1 by construction")
+        if fit.top_batches is not None and fit.top_slopes is not None:
+            lo, hi = fit.top_batches
+            lines.append(
+                f"at the top of the range (b = {lo} -> {hi}, 'top ms/req'): {fit.top_driver} adds the most, "
+                f"{fit.top_slopes[fit.top_driver or fit.driver]:.4f} ms per extra request"
+                + ("" if fit.top_busy is None else f" of {fit.top_busy:.4f} in all")
+            )
+            for c in shown:
+                if c in fit.components and saturating(fit.components[c], fit.top_slopes[c]):
+                    f = fit.components[c]
+                    lines.append(
+                        f"{c}: time bends down with batch (R² {f.r2:.2f}; {fit.top_slopes[c]:.4f} ms/req at the "
+                        f"top against {f.slope_ms_per_request:.4f} fitted): the line overstates its marginal cost "
+                        "at large batches"
+                    )
     rows = report.unclassified()
     if rows:
         lines += [
