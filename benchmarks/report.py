@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import statistics
 from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
@@ -138,8 +139,11 @@ def main() -> None:
         print(f"### {mode.upper()}, h={h}, s_q={s_q} (from the b = 1..256 curve, median of 5)\n")
         print(sparse_table(anchors, mode, h, s_q) + "\n")
     for name, mode, h, s_q in CURVES:
-        table, n = cliffs(curve_rows(name))
+        rows = curve_rows(name)
+        table, n = cliffs(rows)
+        ratio = statistics.median(r["predicted_us"] / r["median_us"] for r in rows)
         print(f"### Per-request steps above 5%, {mode.upper()} h={h} s_q={s_q}, b = 1..256: {n}\n")
+        print(f"Planner prediction over measured time, median over the curve: {ratio:.2f}.\n")
         print(table + "\n")
     print("### Lightning indexer\n")
     print(indexer_table(json.loads((RESULTS / f"{STAMP}-indexer.json").read_text())))

@@ -5,10 +5,11 @@ curves (every third batch), one configuration at a time, over the points that ra
     PYTHONPATH=src python3 benchmarks/experiments/fit_sm90.py benchmarks/results/2026-11-30-h200-refit.json \
         benchmarks/results/2026-11-30-h200-qpath.json [BUSY ...]
 
-For each busy factor (``_SM90_BUSY``; default 0, 0.15, 0.3) and configuration it searches (tile µs, segment µs,
-first segment µs) minimizing the squared log error of predicted against
-measured time over that configuration's points, prints the fit and every point's residual, and then how often the
-fitted model ranks two measured partitions of one batch (>3% apart) the wrong way round.
+It first prints the shipped table's error per configuration and the shipped model's prediction for the points it
+leaves out (programs the planner does not offer). Then, for each busy factor (``_SM90_BUSY``; default 0, 0.15,
+0.3) and configuration, it searches (tile µs, segment µs, first segment µs) minimizing the squared log error of
+predicted against measured time over that configuration's points, prints the fit and every point's residual, and
+then how often the fitted model ranks two measured partitions of one batch (>3% apart) the wrong way round.
 """
 
 import dataclasses
@@ -23,29 +24,6 @@ from wavemla.device import get_spec
 from wavemla.tools.bench import MODES
 
 DEVICE = get_spec("h200")
-
-
-def current_path(r: dict) -> bool:
-    """Whether a measured point ran the path the launcher takes now for its plan: 64x32 programs of 1-2 tiles keep
-    a bf16 q in registers, a path the planner does not offer (see _register_q_slow in plan.py); 64x64 programs of 3+
-    tiles now convert q with the conversion kernel (``:launcher-q`` points), not through scratch rows."""
-    if r["config"].startswith("64x32") and r["units_per_part"] < 3:
-        return False
-    if r["config"].startswith("64x64") and r["units_per_part"] >= 3:
-        return "launcher-q" in r["spec"]
-    return "launcher-q" not in r["spec"]
-
-
-paths = [Path(a) for a in sys.argv[1:] if a.endswith(".json")]
-records = []
-for path in paths:
-    for r in json.loads(path.read_text())["records"]:
-        if "provider" in r:  # a `wavemla bench` curve: the planner's own plans, every third batch (and b <= 16)
-            if r["provider"] != "wavemla" or not (r["batch"] <= 16 or r["batch"] % 3 == 0):
-                continue
-            r = {**r, "spec": "curve", "ok": True}
-        records.append(r)
-records = [r for r in records if r["ok"] and (r["spec"] == "curve" or current_path(r))]
 
 
 def workload(r: dict) -> pl.Workload:
@@ -63,6 +41,35 @@ def predict(r: dict) -> float:
     return pl.evaluate(workload(r), DEVICE, cfg_of(r), r["units_per_part"]).predicted_us
 
 
+def register_q(r: dict) -> bool:
+    """A program the planner no longer offers: a bf16 q kept in registers next to 64x32 tiles (_register_q_slow)."""
+    return r["units_per_part"] < pl.Q_CONVERT_MIN_TILES and pl._register_q_slow(cfg_of(r), workload(r))
+
+
+def current_path(r: dict) -> bool:
+    """Whether a measured point converted q the way the launcher does now for its plan. The grids ran when 64x64
+    plans of Q_CONVERT_MIN_TILES+ tiles still went through scratch rows unless forced to the conversion kernel
+    (``:launcher-q``); 64x32 plans already took the conversion kernel and 16x32 plans still take the scratch rows.
+    So 64x64 points of that size count with ``:launcher-q`` only, every other point without it."""
+    if r["config"].startswith("64x64") and r["units_per_part"] >= pl.Q_CONVERT_MIN_TILES:
+        return "launcher-q" in r["spec"]
+    return "launcher-q" not in r["spec"]
+
+
+paths = [Path(a) for a in sys.argv[1:] if a.endswith(".json")]
+measured = []
+for path in paths:
+    for r in json.loads(path.read_text())["records"]:
+        if "provider" in r:  # a `wavemla bench` curve: the planner's own plans, every third batch (and b <= 16)
+            if r["provider"] != "wavemla" or not (r["batch"] <= 16 or r["batch"] % 3 == 0):
+                continue
+            r = {**r, "spec": "curve", "ok": True}
+        measured.append(r)
+measured = [r for r in measured if r["ok"]]
+left_out = [r for r in measured if register_q(r)]
+records = [r for r in measured if not register_q(r) and (r["spec"] == "curve" or current_path(r))]
+
+
 def set_entry(cfg: pl.KernelConfig, tile: float, seg: float, first: float) -> None:
     key = (cfg.block_h, cfg.block_n, cfg.num_warps, cfg.num_stages, True)
     pl._SM90_TABLE[key] = dataclasses.replace(pl._SM90_TABLE[key], tile_us=tile, segment_us=seg, first_segment_us=first)
@@ -76,6 +83,14 @@ def loss(points: list[dict]) -> float:
 by_cfg: dict[str, list[dict]] = {}
 for r in records:
     by_cfg.setdefault(r["config"], []).append(r)
+
+print(f"as shipped (_SM90_TABLE, _SM90_BUSY = {pl._SM90_BUSY}):")
+for name, points in sorted(by_cfg.items()):
+    print(f"  {name}: rms log error {math.sqrt(loss(points) / len(points)):.3f} over {len(points)} points")
+print("left out of the fit (q in registers next to 64x32 tiles), against the shipped model:")
+for r in left_out:
+    meas, pred = r["median_us"], predict(r)
+    print(f"  {r['mode']} b={r['batch']:3d} {r['config']}:{r['units_per_part']} meas {meas:6.1f} pred {pred:6.1f}")
 
 
 def fit_cfg(points: list[dict]) -> tuple[float, float, float, float]:

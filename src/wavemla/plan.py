@@ -199,12 +199,11 @@ class Plan:
           the row prefetch already filling the register file (b=32: 46.1 vs 45.8; 2026-11-30-h200-q-scratch.log).
         - 16x32 tiles: the scratch rows measured faster than a torch conversion before the split kernel (b=8: 26.8
           vs 29.6; same log) and are a wash against the dependent launch: CSA b=8 27.5 vs 29.6 µs, b=12 and 16
-          equal, HCA b=8 and 16 1-2% slower (2026-11-30-h200-qpath16.log).
+          equal, HCA b=8 and 16 38.3 vs 37.6 and 47.3 vs 46.3 (2026-11-30-h200-qpath16.log).
         - Registers beat both for one-tile programs (b=1, 16x32: 17.6 vs 20.5).
 
         The fp16 values are the same either way."""
-        small = self.units_per_part < 3
-        return not small and self.config.block_h < 64
+        return self.units_per_part >= Q_CONVERT_MIN_TILES and self.config.block_h < 64
 
     @property
     def segments_per_program(self) -> int:
@@ -226,14 +225,15 @@ class Plan:
 _SM90_TABLE: dict[tuple[int, int, int, int, bool], Resources] = {
     # FP8 MODEL1 rows: tile, segment and first-segment µs of 64x64x8, 64x32x8 and 16x32x4 fitted, with _SM90_BUSY,
     # to 72 measured (tile, tiles per program) points at CSA/HCA h=64 b = 1..256 that ran today's launch path
-    # (benchmarks/experiments/fit_sm90.py over benchmarks/results/2026-11-30-h200-refit.json and -qpath.json;
-    # rms log error 4-8% per configuration; 2 of 38 pairs of partitions measured >3% apart at one batch ranked the
-    # wrong way round). 64x32 programs of 3+ tiles start their first segment behind the q conversion with its rows
-    # prefetched: that start fits at 0. 16x32: tile 2.4 and first segment 4.5 as fitted, moved to 2.3 and 4.0 (rms
-    # 8.3 -> 8.9%) so that the model ranks the measured choices at HCA b = 8..11 (16x32, 6 tiles: 34.9-38.5 µs
-    # against 64x32, 3 tiles: 40.3-44.8; the b = 1..256 curves) the measured way round. 16x16x4: an earlier
-    # fit (2026-11-30-h200-partition-grid.json, with _SEGMENT_US); 32x32x8: the time of an earlier kernel
-    # (2026-11-30-h200-kernel-variants.log). Shared memory: the kernel compiled by the H200's Triton 3.6 for sm_90.
+    # (benchmarks/experiments/fit_sm90.py over benchmarks/results/2026-11-30-h200-refit.json and -qpath.json, output
+    # in 2026-11-30-h200-fit-sm90.txt: rms log error 4-9% per configuration; the fitted values rank 2 of 38 pairs of
+    # partitions measured >3% apart at one batch the wrong way round). 64x32 programs of 3+ tiles start their first
+    # segment behind the q conversion with its rows prefetched: that start fits at 0. 16x32: tile 2.4 and first
+    # segment 4.5 as fitted, moved to 2.3 and 4.0 (rms 8.3 -> 8.9%) so that the model ranks the measured choices at
+    # HCA b = 8..11 (16x32, 6 tiles: 34.9-38.5 µs against 64x32, 3 tiles: 40.3-44.8; the b = 1..256 curves) the
+    # measured way round. 16x16x4: an earlier fit (2026-11-30-h200-partition-grid.json, with _SEGMENT_US); 32x32x8:
+    # the time of an earlier kernel (2026-11-30-h200-kernel-variants.log). Shared memory: the kernel compiled by the
+    # H200's Triton 3.6 for sm_90.
     (64, 64, 8, 1, True): Resources(131072, 255, "table", tile_us=5.0, segment_us=3.5, first_segment_us=8.25),
     (64, 32, 8, 1, True): Resources(98304, 255, "table", tile_us=3.2, segment_us=2.75, first_segment_us=0.0),
     (32, 32, 8, 1, True): Resources(67584, 255, "table", tile_us=8.6),  # spills: slow
@@ -265,6 +265,10 @@ _L2_OVER_DRAM_PER_SM = 3.0
 # memory round trips). Charged only with the measured FP8 tile times (sm_90, FP8 rows); entries that carry no fitted
 # segment cost of their own use this one, fitted with the earlier grid.
 _SEGMENT_US = 10.0
+# Programs of at least this many tiles get a bf16 q over FP8 rows converted outside the registers: by the kernel
+# that runs before the split kernel (kernels/sparse_decode.py) or through scratch rows (Plan.q_scratch); smaller
+# programs convert it in registers.
+Q_CONVERT_MIN_TILES = 3
 # A measured tile slows down as more of the GPU's program slots run: its time is multiplied by 1 + _SM90_BUSY x the
 # fraction of slots busy (fitted with the table above; e.g. CSA 64x64, 10 tiles per program: 76.1 µs on 80 SMs,
 # 85.5 on 132).
@@ -418,19 +422,14 @@ def _combine_us(tokens: int, parts: int, h: int, device: DeviceSpec, ws_bytes: i
     return _LAUNCH_US + 2 * (tokens + parts) * h * 512 * ws_bytes / (device.mem_gbps * _DRAM_EFFICIENCY * 1e3)
 
 
-# Programs of fewer tiles than this convert a bf16 q over FP8 rows in registers instead of through a conversion
-# kernel or scratch rows (kernels/sparse_decode.py; Plan.q_scratch).
-_REGISTER_Q_MIN_UPP = 3
-
-
 def _register_q_slow(cfg: KernelConfig, workload: Workload) -> bool:
-    """Whether programs of under ``_REGISTER_Q_MIN_UPP`` tiles are kept out of the partition search for ``cfg``.
+    """Whether programs of under ``Q_CONVERT_MIN_TILES`` tiles are kept out of the partition search for ``cfg``.
 
     With 64 heads and 32-row tiles a q converted in registers stays there next to the prefetched rows of the next
-    tile: measured on the H200 (CSA h=64) 20-35% slower than the same tiles behind the conversion kernel, e.g. b=8
-    with 2 tiles per program 38.9 µs where the model predicts 31.5, b=12 46.2 against 34.4
-    (benchmarks/results/2026-11-30-h200-refit.json). The cost model does not price that path, so the planner does
-    not offer it; 16-head tiles hold a quarter of the q and are fine."""
+    tile. Measured on the H200 (CSA h=64, benchmarks/results/2026-11-30-h200-refit.json): b=8 with 2 tiles per
+    program 38.9 µs and b=12 46.2, where 16x32 tiles take 27.8 and 30.4 and the model, fitted to the conversion-kernel
+    path, predicts 28.7 and 32.1 (2026-11-30-h200-fit-sm90.txt). The cost model does not price that path, so the
+    planner does not offer it; 16-head tiles hold a quarter of the q and are fine."""
     return workload.is_fp8 and workload.dtype != "fp16" and cfg.block_h >= 64 and cfg.block_n <= 32
 
 
@@ -466,7 +465,7 @@ class _Coster:
         self.combine_per_part = _combine_us(tokens, 1, workload.h_q, device, ws_bytes) - self.combine_base
         self.in_kernel = merges_in_kernel(cfg)
         # The smallest partition offered: see _register_q_slow.
-        self.min_upp = min(_REGISTER_Q_MIN_UPP, self.total) if _register_q_slow(cfg, workload) else 1
+        self.min_upp = min(Q_CONVERT_MIN_TILES, self.total) if _register_q_slow(cfg, workload) else 1
         # the measured FP8 tile times were fitted with the segment start charged apart (see _SEGMENT_US)
         measured_fp8 = res.tile_us is not None and workload.is_fp8
         self.segment_us = (_SEGMENT_US if res.segment_us is None else res.segment_us) if measured_fp8 else 0.0

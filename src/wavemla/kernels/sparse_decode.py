@@ -43,6 +43,7 @@ from wavemla.device import fp8_decode_path, triton_interpreting
 from wavemla.kernels import gdc
 from wavemla.kernels.fp8 import e4m3_times_256_inv_f16, ue8m0_scale_times_256
 from wavemla.kernels.gdc import gdc_launch_dependents, gdc_wait
+from wavemla.plan import Q_CONVERT_MIN_TILES
 
 LOG2E = 1.4426950408889634
 
@@ -601,12 +602,13 @@ def sparse_decode_split(
     # FP8 rows compute in fp16. q must reach the tensor cores from shared memory: converted in-kernel and used
     # directly it stays in registers across the tile loop and the kernel runs 15% slower (H200, CSA b=128: 103.7 vs
     # 121.1 µs). With ``q_ws`` the kernel converts q and reloads it through per-program scratch rows; without it, q is
-    # converted by _q_to_f16 (one more kernel, which this one launches behind) when programs run three tiles or more.
+    # converted by _q_to_f16 (one more kernel, which this one launches behind) when programs run Q_CONVERT_MIN_TILES
+    # tiles or more.
     q_via_ws = is_fp8 and q.dtype != torch.float16 and q_ws is not None
     if pdl is None:
         pdl = gdc.enabled(q.device)
     wait_q = False
-    if is_fp8 and q.dtype != torch.float16 and not q_via_ws and units_per_part >= 3:
+    if is_fp8 and q.dtype != torch.float16 and not q_via_ws and units_per_part >= Q_CONVERT_MIN_TILES:
         q = _q_to_f16(q, pdl)
         wait_q = pdl
     b, s_q, h, d = q.shape
