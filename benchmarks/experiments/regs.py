@@ -1,56 +1,89 @@
-"""Offline sm_90 compile of a split-kernel module: registers, stack, shared memory and a SASS opcode census.
+"""Offline compile of the sparse or dense split kernel (the package's, or a variant file): registers, stack, shared
+memory and a SASS opcode census.
 
-    python3 benchmarks/experiments/regs.py MODULE_FILE BHxBNxWARPS[xSTAGES] [--sass OUT.sass]
+    PYTHONPATH=src python3 benchmarks/experiments/regs.py MODULE BHxBNxWARPS[xSTAGES] [K=V ...] [--sass OUT.sass]
+
+MODULE is ``sparse`` or ``dense`` (the package's kernels) or a file defining ``_sparse_mla_decode_kernel`` or
+``_dense_mla_decode_kernel``. K=V sets a constexpr (names an older kernel lacks are ignored). Environment: ARCH
+(default 90), FP8 (1 or 0, default 1), QDT (the sparse kernel's q dtype, default fp16 with FP8 rows). The launch is
+the one the compiled resource tables use (``wavemla.resources``). Prints REG/STACK from cuobjdump, Triton's dynamic
+shared memory, the counts of the SASS that show how the loop was built (HGMMA = wgmma, HMMA = mma.sync, LDGSTS =
+cp.async, UTMALDG = TMA loads, LDL/STL = spills, BAR/SYNCS = barriers) and the most common opcodes; ``--sass``
+also writes the ttgir and PTX beside the SASS.
 """
-import importlib.util, os, re, subprocess, sys, tempfile, collections
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-from wavemla.resources import _sparse_decode_spec, _res_usage
 
-path, cfg = sys.argv[1], sys.argv[2]
+import collections
+import importlib
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import triton
+
+from wavemla.resources import _dense_decode_spec, _res_usage, _sparse_decode_spec, compile_for_target
+
+KEYS = ("HGMMA", "HMMA", "LDGSTS", "UTMALDG", "LDG", "LDS", "LDSM", "STS", "LDL", "STL", "BAR", "SYNCS", "MUFU")
+
+args = sys.argv[1:]
+sass_out = None
+if "--sass" in args:
+    i = args.index("--sass")
+    sass_out = args[i + 1]
+    del args[i : i + 2]
+path, cfg, extra = args[0], args[1], [a for a in args[2:] if "=" in a]
+if path in ("sparse", "dense"):
+    mod = importlib.import_module(f"wavemla.kernels.{path}_decode")
+else:
+    spec_ = importlib.util.spec_from_file_location("variant", path)
+    mod = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(mod)
+dense = hasattr(mod, "_dense_mla_decode_kernel")
+fn = mod._dense_mla_decode_kernel if dense else mod._sparse_mla_decode_kernel
 arch = int(os.environ.get("ARCH", "90"))
-spec_ = importlib.util.spec_from_file_location("variant", path)
-mod = importlib.util.module_from_spec(spec_); spec_.loader.exec_module(mod)
-fn = mod._sparse_mla_decode_kernel
-parts = [int(x) for x in cfg.split("x")]
-bh, bn, nw = parts[:3]; ns = parts[3] if len(parts) > 3 else 1
 fp8 = os.environ.get("FP8", "1") == "1"
-spec = _sparse_decode_spec(bh, bn, ns, fp8, os.environ.get("QDT", "fp16" if fp8 else "bf16"), arch)
-extra = {k.split("=")[0]: k.split("=")[1] for k in sys.argv[3:] if "=" in k}
-for k, v in extra.items():
+parts = [int(x) for x in cfg.split("x")]
+bh, bn, nw = parts[:3]
+ns = parts[3] if len(parts) > 3 else 1
+if dense:
+    spec = _dense_decode_spec(bh, bn, ns, fp8, "fp16" if fp8 else "bf16")
+else:
+    spec = _sparse_decode_spec(bh, bn, ns, fp8, os.environ.get("QDT", "fp16" if fp8 else "bf16"), arch)
+for kv in extra:
+    k, v = kv.split("=")
     spec["constexprs"][k] = int(v)
-signature, attrs = {}, {}
-for i, name in enumerate(fn.arg_names):
-    if name in spec["pointers"]:
-        signature[name] = spec["pointers"][name]; attrs[(i,)] = [["tt.divisibility", 16]]
-    elif name == "qk_scale":
-        signature[name] = "fp32"
-    elif name in spec["ints"]:
-        signature[name] = "i32"
-        if spec["ints"][name] % 16 == 0:
-            attrs[(i,)] = [["tt.divisibility", 16]]
-    elif name in spec["unspecialized"]:
-        signature[name] = "i32"
-    else:
-        signature[name] = "constexpr"
-        if name not in spec["constexprs"]:
-            raise SystemExit(f"constexpr {name} needs a value: pass {name}=V")
-consts = {k: v for k, v in spec["constexprs"].items() if k in fn.arg_names}  # older kernels lack newer flags
-src = ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs)
-c = triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": nw, "num_stages": ns})
+c = compile_for_target(
+    fn,
+    arch=arch,
+    num_warps=nw,
+    num_stages=ns,
+    pointers=spec["pointers"],
+    ints=spec["ints"],
+    constexprs=spec["constexprs"],
+    fp32=("qk_scale",),
+    unspecialized=spec["unspecialized"],
+)
 regs, stack, shared, local = _res_usage(c.asm["cubin"])
 tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 with tempfile.TemporaryDirectory() as tmp:
-    p = os.path.join(tmp, "k.cubin"); open(p, "wb").write(c.asm["cubin"])
-    sass = subprocess.run([tool, "-sass", p], capture_output=True, text=True).stdout
-ops = collections.Counter()
+    cubin = Path(tmp) / "k.cubin"
+    cubin.write_bytes(c.asm["cubin"])
+    sass = subprocess.run([tool, "-sass", str(cubin)], capture_output=True, text=True).stdout
+ops: collections.Counter[str] = collections.Counter()
 for line in sass.splitlines():
     m = re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(@!?U?P\w+\s+)?([A-Z0-9_.]+)", line)
     if m:
         ops[m.group(2).split(".")[0]] += 1
-total = sum(ops.values())
-print(f"{os.path.basename(path)} {cfg} sm_{arch}: regs={regs} stack={stack} smem={c.metadata.shared} sass={total}")
+print(
+    f"{os.path.basename(path)} {cfg} {' '.join(extra)} {'fp8' if fp8 else 'rows'} sm_{arch} triton "
+    f"{triton.__version__}: regs={regs} stack={stack} local={local} smem={c.metadata.shared} sass={sum(ops.values())}"
+)
+print("  " + " ".join(f"{k}:{ops[k]}" for k in KEYS))
 print("  " + " ".join(f"{k}:{v}" for k, v in ops.most_common(28)))
-if "--sass" in sys.argv:
-    open(sys.argv[sys.argv.index("--sass") + 1], "w").write(sass)
+if sass_out:
+    Path(sass_out).write_text(sass)
+    Path(sass_out + ".ttgir").write_text(c.asm["ttgir"])
+    Path(sass_out + ".ptx").write_text(c.asm["ptx"])
