@@ -31,7 +31,7 @@ import math
 import re
 import sys
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -611,6 +611,24 @@ class SlopeFit:
     top_driver: str | None = None
 
 
+def batch_means(
+    profiles: Sequence[TraceProfile], components: Sequence[str]
+) -> list[tuple[int | None, dict[str, float]]]:
+    """Mean per-step ms per batch size: each component's busy time, and the trace-wide ``busy_ms``,
+    ``kernel_sum_ms``, ``concurrent_ms``, ``component_overlap_ms`` and ``idle_ms``; batches ascending."""
+    groups: dict[int | None, list[TraceProfile]] = {}
+    for p in profiles:
+        groups.setdefault(p.batch, []).append(p)
+    out = []
+    for b in sorted(groups, key=lambda b: (b is None, b or 0)):
+        ps = groups[b]
+        row = {c: sum(p.components[c].busy_ms for p in ps) / len(ps) for c in components}
+        for attr in ("busy_ms", "kernel_sum_ms", "concurrent_ms", "component_overlap_ms", "idle_ms"):
+            row[attr] = sum(getattr(p, attr) for p in ps) / len(ps)
+        out.append((b, row))
+    return out
+
+
 def fit_slopes(profiles: Sequence[TraceProfile]) -> SlopeFit:
     """Fit ``a + b·batch`` per component and for the total busy time; the driver is the largest ``b``."""
     missing = [p.path for p in profiles if p.batch is None]
@@ -636,18 +654,11 @@ def fit_slopes(profiles: Sequence[TraceProfile]) -> SlopeFit:
     share = comps[driver].slope_ms_per_request / total if total > 0 else None
     top_batches = top_slopes = top_busy = top_driver = None
     if len(distinct) >= 3:
-        lo, hi = distinct[-2], distinct[-1]
-
-        def mean_at(batch: int, value: Callable[[TraceProfile], float]) -> float:
-            vals = [value(p) for p in profiles if p.batch == batch]
-            return sum(vals) / len(vals)
-
-        def top_slope(value: Callable[[TraceProfile], float]) -> float:
-            return (mean_at(hi, value) - mean_at(lo, value)) / (hi - lo)
-
+        (lo, row_lo), (hi, row_hi) = batch_means(profiles, names)[-2:]
+        assert lo is not None and hi is not None  # every profile has a batch (checked above)
         top_batches = (lo, hi)
-        top_slopes = {c: top_slope(lambda p, c=c: p.components[c].busy_ms) for c in names}
-        top_busy = top_slope(lambda p: p.busy_ms)
+        top_slopes = {c: (row_hi[c] - row_lo[c]) / (hi - lo) for c in names}
+        top_busy = (row_hi["busy_ms"] - row_lo["busy_ms"]) / (hi - lo)
         top_driver = max(present, key=lambda c: top_slopes[c])
     return SlopeFit(
         batches=tuple(distinct),
@@ -690,18 +701,7 @@ class TraceReport:
 
     def batch_means(self) -> list[tuple[int | None, dict[str, float]]]:
         """Mean per-step ms per batch size (components plus ``busy``), batches ascending."""
-        groups: dict[int | None, list[TraceProfile]] = {}
-        for p in self.profiles:
-            groups.setdefault(p.batch, []).append(p)
-        keys = sorted(groups, key=lambda b: (b is None, b or 0))
-        out = []
-        for b in keys:
-            ps = groups[b]
-            row = {c: sum(p.components[c].busy_ms for p in ps) / len(ps) for c in self.components}
-            for attr in ("busy_ms", "kernel_sum_ms", "concurrent_ms", "component_overlap_ms", "idle_ms"):
-                row[attr] = sum(getattr(p, attr) for p in ps) / len(ps)
-            out.append((b, row))
-        return out
+        return batch_means(self.profiles, self.components)
 
     def unclassified(self) -> list[tuple[str, int, float]]:
         """Unclassified kernels over all traces: (name, count, total ms), longest first."""
@@ -897,11 +897,11 @@ def format_report(report: TraceReport, top: int = 15) -> str:
         ]
         if len(fit.batches) == 2:
             lines.append("note: with two batch sizes every line passes through both points, so R² is 1 by construction")
-        if fit.top_batches is not None and fit.top_slopes is not None:
+        if fit.top_batches is not None and fit.top_slopes is not None and fit.top_driver is not None:
             lo, hi = fit.top_batches
             lines.append(
                 f"at the top of the range (b = {lo} -> {hi}, 'top ms/req'): {fit.top_driver} adds the most, "
-                f"{fit.top_slopes[fit.top_driver or fit.driver]:.4f} ms per extra request"
+                f"{fit.top_slopes[fit.top_driver]:.4f} ms per extra request"
                 + ("" if fit.top_busy is None else f" of {fit.top_busy:.4f} in all")
             )
             for c in shown:
