@@ -55,7 +55,9 @@ import triton
 import triton.language as tl
 
 from wavemla.device import fp8_decode_path
+from wavemla.kernels import gdc
 from wavemla.kernels.fp8 import e4m3_times_256_inv_f16
+from wavemla.kernels.gdc import gdc_launch_dependents, gdc_wait
 from wavemla.reference.indexer import INDEX_K_LAYOUTS
 
 INDEX_DIM = 128
@@ -71,6 +73,7 @@ TOKEN_LIST_CAP = 4096
 TOKEN_SELECT_WARPS = 16  # one walker per thread: 512 walkers, four keys (16 bytes) per load
 TOKEN_MIN_TOKENS = 16  # this many query tokens or more: the per-token select
 TOKEN_MAX_ROWS = 65536  # visible rows up to this bound (256 KB of keys per program): the per-token select
+TOKEN_RESIDENT_ROWS = 32768  # rows up to this bound: the per-token select holds every key in registers (64/thread)
 _Q_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float8_e4m3fn)
 
 
@@ -91,6 +94,7 @@ class IndexerConfig:
     sample: int  # per-token select: keys sorted to guess the k-th key
     select_warps: int  # per-token select: warps of its program (one walker per thread)
     block_list: int  # per-token select: list keys per step of its radix passes and output (the first stay in registers)
+    resident: int  # per-token select: keys loaded into registers at once (a power of two >= rows); 0: walked in memory
     reasons: tuple[str, ...]
 
 
@@ -158,6 +162,15 @@ def choose_config(
     path = _choose_select(tokens, max_n_comp, topk, select, reasons)
     sample = min(2048, max(256, _next_pow2(max_n_comp // 64)))
     block_list = min(TOKEN_LIST_CAP, max(256, _next_pow2(2 * topk)))
+    resident = 0
+    if path == "token" and max_n_comp <= TOKEN_RESIDENT_ROWS:
+        # at least four keys per walker: a walker's rows are a whole number of 16-byte groups
+        resident = max(_next_pow2(max_n_comp), 4 * 32 * TOKEN_SELECT_WARPS)
+        reasons.append(
+            f"resident={resident}: max_n_comp={max_n_comp} <= {TOKEN_RESIDENT_ROWS}: the select loads every key of "
+            "its token into registers once (at most 64 per thread) and counts each bracket step there instead of "
+            "walking memory"
+        )
     if path == "token":
         reasons.append(
             f"sample={sample}: about one sampled key per 64 rows puts the k-th key near sample rank topk / 64 (8 for "
@@ -181,6 +194,7 @@ def choose_config(
         sample=sample,
         select_warps=TOKEN_SELECT_WARPS,
         block_list=block_list,
+        resident=resident,
         reasons=tuple(reasons),
     )
 
@@ -335,6 +349,7 @@ def _indexer_score_kernel(
     DOT_PRECISION: tl.constexpr,
     SCORE_SCALE: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    PDL: tl.constexpr,
 ):
     """Keys of rows [i_n·rows_per_program, +rows_per_program) of token group i_g of request i_b.
 
@@ -342,8 +357,11 @@ def _indexer_score_kernel(
     M side (64-row wgmma halves on sm_90) and the head sum is a reduction along each row. FP8 rows: ``stride_kb`` and
     ``stride_kp`` count 4-byte words. With per-row scales (``KV_PAGED`` off) every row starts at a multiple of 4 bytes
     and loads as 32-bit vectors; in the page-split layout a page's code rows sit at 128-byte pitch (16-byte vectors)
-    and its scales follow them.
+    and its scales follow them. With ``PDL`` the per-token select may launch at once and wait in
+    ``griddepcontrol.wait`` until this grid has finished, so its launch latency hides behind this kernel.
     """
+    if PDL:
+        gdc_launch_dependents()
     i_n = tl.program_id(0)
     i_b = tl.program_id(1)
     i_g = tl.program_id(2)
@@ -794,6 +812,27 @@ def _list_kth(p_list_keys, m, lo, hi, topk, BLOCK_L: tl.constexpr):
 
 
 @triton.jit
+def _add4(a0, a1, a2, a3, b0, b1, b2, b3):
+    return a0 + b0, a1 + b1, a2 + b2, a3 + b3
+
+
+@triton.jit
+def _resident_step(b_k, topk, t0, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi):
+    """:func:`_bracket_step` on keys held in registers, ``b_k [walkers, span]`` (row ``w`` = walker ``w``'s rows):
+    the four per-walker counts come from one reduction along each row instead of a walk over memory."""
+    c0, c1, c2, c3 = tl.reduce(
+        ((b_k >= t0).to(tl.int32), (b_k >= t1).to(tl.int32), (b_k >= t2).to(tl.int32), (b_k >= t3).to(tl.int32)),
+        1,
+        _add4,
+    )
+    lo, cnt_lo, b_lo, hi, b_hi = _narrow(t0, c0, topk, lo, cnt_lo, b_lo, hi, b_hi)
+    lo, cnt_lo, b_lo, hi, b_hi = _narrow(t1, c1, topk, lo, cnt_lo, b_lo, hi, b_hi)
+    lo, cnt_lo, b_lo, hi, b_hi = _narrow(t2, c2, topk, lo, cnt_lo, b_lo, hi, b_hi)
+    lo, cnt_lo, b_lo, hi, b_hi = _narrow(t3, c3, topk, lo, cnt_lo, b_lo, hi, b_hi)
+    return lo, cnt_lo, b_lo, hi, b_hi
+
+
+@triton.jit
 def _indexer_select_kernel(
     p_keys,
     p_list,
@@ -819,6 +858,8 @@ def _indexer_select_kernel(
     SAMPLE: tl.constexpr,
     WALKERS: tl.constexpr,
     BLOCK_L: tl.constexpr,
+    NKEYS: tl.constexpr,
+    PDL: tl.constexpr,
 ):
     """The whole exact top-k of one query token (program ``i_t``): its indices and ``topk_length``.
 
@@ -837,8 +878,15 @@ def _indexer_select_kernel(
     4. **Output.** The list in order: keys ``> thr``, and ``== thr`` while their rank is ``< need_eq`` (ties go to
        the lower rows), as global slots; −1 padding and ``topk_length``.
 
+    With ``NKEYS`` > 0 (every token has at most ``NKEYS`` rows) the keys are loaded into registers once, walker
+    ``w``'s rows in row ``w``, and every bracket step counts them there (:func:`_resident_step`) instead of walking
+    memory. With ``PDL`` the kernel was launched behind
+    the score kernel (programmatic dependent launch) and waits for it before reading any key.
+
     Counts are integer and exact, so the result never depends on scheduling or on the launch configuration.
     """
+    if PDL:
+        gdc_wait()
     i_t = tl.program_id(0)
     i_b = i_t // S_Q
     i_s = i_t % S_Q
@@ -868,17 +916,29 @@ def _indexer_select_kernel(
         b_hi = tl.zeros([WALKERS], dtype=tl.int32)
         if (n_vis > CAP) | (n_vis > BLOCK_L):  # else every key fits the list's register block: list them all
             t0, t1, t2, t3 = _sample_ladder(p_row_keys, n_vis, topk, SAMPLE)
-            lo, cnt_lo, b_lo, hi, b_hi = _bracket_step(
-                p_row_keys, o_start, o_end, span, topk, t0, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi
-            )
+            if NKEYS > 0:
+                # every key at once, walker w's rows in row w of the registers: no walk over memory per step
+                o_j = tl.arange(0, NKEYS // WALKERS)
+                o_n = o_start[:, None] + o_j[None, :]
+                b_k = tl.load(p_row_keys + o_n, mask=(o_j[None, :] < span) & (o_n < n_vis4), other=_KEY_FLOOR)
+                lo, cnt_lo, b_lo, hi, b_hi = _resident_step(b_k, topk, t0, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi)
+            else:
+                lo, cnt_lo, b_lo, hi, b_hi = _bracket_step(
+                    p_row_keys, o_start, o_end, span, topk, t0, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi
+                )
             while (cnt_lo > CAP) & (hi.to(tl.int64) - lo > 1):
                 gap = hi.to(tl.int64) - lo  # >= 2: the thresholds ascend and lo + 1 < hi
                 t1 = (lo + tl.maximum(gap // 4, 1)).to(tl.int32)
                 t2 = (lo + gap // 2).to(tl.int32)
                 t3 = (lo + gap - gap // 4).to(tl.int32)
-                lo, cnt_lo, b_lo, hi, b_hi = _bracket_step(
-                    p_row_keys, o_start, o_end, span, topk, lo + 1, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi
-                )
+                if NKEYS > 0:
+                    lo, cnt_lo, b_lo, hi, b_hi = _resident_step(
+                        b_k, topk, lo + 1, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi
+                    )
+                else:
+                    lo, cnt_lo, b_lo, hi, b_hi = _bracket_step(
+                        p_row_keys, o_start, o_end, span, topk, lo + 1, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi
+                    )
         if cnt_lo <= CAP:
             # the list: every key >= lo
             m_list = cnt_lo
@@ -1138,8 +1198,10 @@ def _launch_scores(
     keys: torch.Tensor,
     n_pad: int,
     topk_gate: int,
+    pdl: bool = False,
 ) -> None:
-    """Score kernel: keys of every visible row of tokens with more than ``topk_gate`` rows."""
+    """Score kernel: keys of every visible row of tokens with more than ``topk_gate`` rows (``pdl``: a dependent
+    launch follows it)."""
     # FP8 rows: codes read through the byte view, the scale word through an int32 view; strides in 4-byte words
     k_words = index_k_cache.view(torch.int32) if call.fp8 else index_k_cache
     q_arg = q_idx.view(torch.uint8) if q_idx.dtype == torch.float8_e4m3fn else q_idx
@@ -1175,6 +1237,7 @@ def _launch_scores(
         KV_FP8=call.fp8,
         KV_PAGED=call.paged,
         BLOCK_N=cfg.block_n,
+        PDL=pdl,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
         **_dot_setup(q_idx, call.fp8),
@@ -1191,8 +1254,10 @@ def _launch_token_select(
     n_pad: int,
     indices: torch.Tensor,
     lengths: torch.Tensor,
+    pdl: bool = False,
 ) -> None:
-    """Per-token select: one program per query token; its candidate list lives in its (unzeroed) histogram region."""
+    """Per-token select: one program per query token; its candidate list lives in its (unzeroed) histogram region.
+    ``pdl``: launched behind the score kernel (programmatic dependent launch), waiting for it in-kernel."""
     stride_list = HIST0_BINS + 2 * HIST_BINS
     assert 2 * cfg.list_cap <= stride_list, "the list keys and rows must fit a token's histogram region"
     assert call.topk <= cfg.list_cap, "a tie at the k-th key can fill the list with topk rows"
@@ -1221,7 +1286,10 @@ def _launch_token_select(
         SAMPLE=cfg.sample,
         WALKERS=32 * cfg.select_warps,
         BLOCK_L=cfg.block_list,
+        NKEYS=cfg.resident,
+        PDL=pdl,
         num_warps=cfg.select_warps,
+        **({"launch_pdl": True} if pdl else {}),
     )
 
 
@@ -1299,9 +1367,13 @@ def lightning_indexer(
     counts = ws[layout.counts : layout.thresh]
     thresh = ws[layout.thresh : layout.numel]
     if cfg.select == "token":
-        if call.max_n > call.topk:  # static: otherwise no token can have more than topk rows
-            _launch_scores(call, cfg, q_idx, weights, index_k_cache, block_table, n_comp, keys, layout.n_pad, call.topk)
-        _launch_token_select(call, cfg, block_table, n_comp, keys, hist, layout.n_pad, indices, lengths)
+        scored = call.max_n > call.topk  # static: otherwise no token can have more than topk rows
+        pdl = scored and gdc.enabled(device)
+        if scored:
+            _launch_scores(
+                call, cfg, q_idx, weights, index_k_cache, block_table, n_comp, keys, layout.n_pad, call.topk, pdl
+            )
+        _launch_token_select(call, cfg, block_table, n_comp, keys, hist, layout.n_pad, indices, lengths, pdl)
         return indices, lengths
     common = {
         "p_ncomp": n_comp,
@@ -1403,6 +1475,7 @@ def _production_variants(heads: int, page: int, arch: int) -> list[tuple[object,
     b, max_n, topk = 32, 262144, 512
     blocks = max_n // page
     cvt = arch >= 89
+    pdl = arch >= 90 and gdc.AVAILABLE  # the launcher asks gdc.enabled, which needs sm_90+
     out: list[tuple[object, str, dict[str, object], int, int]] = []
     for fmt in ("bf16", "fp8", "fp8q", "fp8q paged"):
         fp8 = fmt != "bf16"
@@ -1448,6 +1521,7 @@ def _production_variants(heads: int, page: int, arch: int) -> list[tuple[object,
                 "DOT_PRECISION": "tf32",
                 "SCORE_SCALE": scale,
                 "BLOCK_N": cfg.block_n,
+                "PDL": pdl,
             }
             out.append((_indexer_score_kernel, f"{fmt} s_q={s_q}", args, cfg.num_warps, cfg.num_stages))
     cfg = choose_config(b, 1, heads, max_n)
@@ -1521,8 +1595,16 @@ def _production_variants(heads: int, page: int, arch: int) -> list[tuple[object,
         "SAMPLE": token.sample,
         "WALKERS": 32 * token.select_warps,
         "BLOCK_L": token.block_list,
+        "NKEYS": token.resident,
+        "PDL": pdl,
     }
     out.append((_indexer_select_kernel, "per token", args, token.select_warps, 3))
+    # rows up to TOKEN_RESIDENT_ROWS: every key of the token in registers
+    short = choose_config(b, 1, heads, TOKEN_RESIDENT_ROWS, topk=topk, select="token")
+    short_layout = workspace_layout(b, 1, TOKEN_RESIDENT_ROWS, short)
+    args = {**args, "stride_keys": short_layout.n_pad, "max_n": TOKEN_RESIDENT_ROWS, "SAMPLE": short.sample}
+    out.append((_indexer_select_kernel, "per token, keys in registers", {**args, "NKEYS": short.resident},
+                short.select_warps, 3))  # fmt: skip
     return out
 
 

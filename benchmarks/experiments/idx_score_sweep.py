@@ -1,0 +1,164 @@
+"""The indexer's score kernel and per-token select, each timed alone, across rows per score program and pipeline depth.
+
+    PYTHONPATH=src python3 benchmarks/experiments/idx_score_sweep.py OUT.json [--rows]       # on a GPU
+
+Shapes: the bandwidth target's corner (n_comp 32K, b 32/64/128, FP8 page-split rows with FP8 queries; bf16 rows at
+b 32 and 64; b 1 at 32K and 2K) and one long-row shape (b 32, 256K). For each, the score kernel alone (with
+``--rows``: at ``rows_per_program`` 512..16384 and, for FP8 rows, ``num_stages`` 3..6); the per-token select alone
+over the keys the default score kernel wrote, with the keys walked in memory and held in registers; and the whole
+call with and without the select launched behind the score kernel (programmatic dependent launch). CUDA-graph replay,
+L2 flushed, median of ``--reps``. Records: shape, kernel, the varied setting, median µs, GB/s of index-K read and % of
+the copy bandwidth measured first in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import wavemla.kernels.indexer as ix
+from wavemla.tools.bench import copy_samples_us, timing_samples_us
+from wavemla.tools.bench_indexer import COPY_BYTES, IndexerBenchCase, _fill_case, index_k_bytes
+
+SHAPES = ((32, 32768, "fp8-paged"), (64, 32768, "fp8-paged"), (128, 32768, "fp8-paged"), (32, 32768, "bf16"),
+          (64, 32768, "bf16"), (1, 32768, "fp8-paged"), (1, 2048, "fp8-paged"), (32, 262144, "fp8-paged"))  # fmt: skip
+ROWS = (512, 1024, 2048, 4096, 8192, 16384)
+STAGES_FP8 = (3, 4, 5, 6)
+
+
+def _setup(case: IndexerBenchCase, data: dict[str, torch.Tensor]) -> tuple[Any, ix.IndexerConfig, Any, torch.Tensor]:
+    layout_name = "paged" if case.kv_format == "fp8-paged" else "rows"
+    call = ix._validate(
+        data["q"], data["w"], data["cache"], data["table"], data["n_comp"], case.topk, case.n_comp, layout_name
+    )
+    cfg = ix.choose_config(call.b, call.s_q, call.heads, call.max_n, kv_fp8=call.fp8, topk=call.topk)
+    layout = ix.workspace_layout(call.b, call.s_q, call.max_n, cfg)
+    ws = torch.empty(layout.numel, dtype=torch.int32, device="cuda")
+    return call, cfg, layout, ws
+
+
+def _measure_shape(
+    b: int,
+    n: int,
+    kv: str,
+    generator: torch.Generator,
+    reps: int,
+    sweep_rows: bool,
+    copy_gbps: float,
+    records: list[dict[str, Any]],
+    out_path: Path,
+) -> None:
+    """Score kernel, selects and whole call of one shape; records appended, the JSON rewritten."""
+    torch.cuda.empty_cache()
+    case = IndexerBenchCase(b=b, n_comp=n, kv_format=kv, q_format="bf16" if kv == "bf16" else "fp8")
+    data = _fill_case(case, generator)
+    nbytes = index_k_bytes(case)
+    call, cfg0, layout, ws = _setup(case, data)
+    keys = ws[layout.keys : layout.hist]
+    hist = ws[layout.hist : layout.counts]
+    stages = STAGES_FP8 if call.fp8 else (cfg0.num_stages,)
+    name = f"b={b:<3d} n={n:<6d} {kv:9s}"
+    for rows in ROWS if sweep_rows else (cfg0.rows_per_program,):
+        for ns in stages if sweep_rows else (cfg0.num_stages,):
+            cfg = dataclasses.replace(cfg0, rows_per_program=max(rows, cfg0.block_n), num_stages=ns)
+
+            def run(cfg: ix.IndexerConfig = cfg) -> None:
+                ix._launch_scores(call, cfg, data["q"], data["w"], data["cache"], data["table"], data["n_comp"],
+                                  keys, layout.n_pad, call.topk)  # fmt: skip
+
+            samples = timing_samples_us(run, reps, graph=True)
+            med = statistics.median(samples)
+            gbps = nbytes / med / 1e3
+            programs = -(-n // cfg.rows_per_program) * b
+            mark = "*" if (rows, ns) == (cfg0.rows_per_program, cfg0.num_stages) else " "
+            print(f"{name} score rows={rows:<5d} stages={ns} programs={programs:<5d}{mark} {med:7.1f} us "
+                  f"{gbps:6.0f} GB/s {100 * gbps / copy_gbps:5.1f}% of copy", flush=True)  # fmt: skip
+            records.append({"b": b, "n_comp": n, "kv_format": kv, "kernel": "score", "rows_per_program": rows,
+                            "num_stages": ns, "programs": programs, "default": mark == "*", "median_us": med,
+                            "p20_us": samples[len(samples) // 5], "p80_us": samples[(4 * len(samples)) // 5],
+                            "gbps": gbps, "pct_of_copy_bw": 100 * gbps / copy_gbps})  # fmt: skip
+    # the per-token select alone, over the keys of the default score kernel: keys walked in memory, and (up to
+    # TOKEN_RESIDENT_ROWS rows) held in registers
+    ix._launch_scores(call, cfg0, data["q"], data["w"], data["cache"], data["table"], data["n_comp"], keys,
+                      layout.n_pad, call.topk)  # fmt: skip
+    idx = torch.empty(b, 1, case.topk, dtype=torch.int32, device="cuda")
+    lens = torch.empty(b, 1, dtype=torch.int32, device="cuda")
+    outs = {}
+    for keys_in, resident in (("walked", 0), ("registers", cfg0.resident)):
+        if keys_in == "registers" and not resident:
+            continue
+        tok = dataclasses.replace(cfg0, select="token", resident=resident)
+
+        def sel(tok: ix.IndexerConfig = tok) -> None:
+            ix._launch_token_select(call, tok, data["table"], data["n_comp"], keys, hist, layout.n_pad, idx, lens)
+
+        samples = timing_samples_us(sel, reps, graph=True)
+        outs[keys_in] = idx.clone()
+        med = statistics.median(samples)
+        print(f"{name} select alone, keys {keys_in:9s} {med:7.1f} us (p20 {samples[len(samples) // 5]:.1f})",
+              flush=True)  # fmt: skip
+        records.append({"b": b, "n_comp": n, "kv_format": kv, "kernel": "select", "keys": keys_in,
+                        "median_us": med})  # fmt: skip
+    if len(outs) == 2:
+        print(f"{name} walked and register selects identical: {torch.equal(*outs.values())}", flush=True)
+    # the whole call, with and without the select launched behind the score kernel
+    for pdl in (True, False):
+        enabled = ix.gdc.enabled
+        if not pdl:
+            ix.gdc.enabled = lambda device: False  # type: ignore[assignment]
+        try:
+
+            def whole() -> None:
+                ix.lightning_indexer(data["q"], data["w"], data["cache"], data["table"], data["n_comp"],
+                                     case.topk, max_n_comp=n, out=(idx, lens), workspace=ws,
+                                     index_k_layout="paged" if kv == "fp8-paged" else "rows")  # fmt: skip
+
+            samples = timing_samples_us(whole, reps, graph=True)
+        finally:
+            ix.gdc.enabled = enabled  # type: ignore[assignment]
+        med = statistics.median(samples)
+        gbps = nbytes / med / 1e3
+        print(f"{name} whole call pdl={pdl!s:5s} {med:7.1f} us {gbps:6.0f} GB/s {100 * gbps / copy_gbps:5.1f}% "
+              "of copy", flush=True)  # fmt: skip
+        records.append({"b": b, "n_comp": n, "kv_format": kv, "kernel": "call", "pdl": pdl, "median_us": med,
+                        "gbps": gbps, "pct_of_copy_bw": 100 * gbps / copy_gbps})  # fmt: skip
+    out_path.write_text(json.dumps(records, indent=1))
+
+
+def measure(out_path: Path, reps: int, sweep_rows: bool) -> list[dict[str, Any]]:
+    free, _ = torch.cuda.mem_get_info()
+    copy_bytes = min(COPY_BYTES, int(free * 0.2))
+    copy_us = statistics.median(copy_samples_us(copy_bytes, reps))
+    copy_gbps = 2 * copy_bytes / copy_us / 1e3
+    print(f"copy: {copy_gbps:.0f} GB/s (read + write)", flush=True)
+    records: list[dict[str, Any]] = [{"provider": "copy", "gbps": copy_gbps, "median_us": copy_us}]
+    generator = torch.Generator(device="cuda")
+    generator.manual_seed(0)
+    for b, n, kv in SHAPES:
+        torch.cuda.empty_cache()
+        _measure_shape(b, n, kv, generator, reps, sweep_rows, copy_gbps, records, out_path)
+    return records
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--rows", action="store_true", help="sweep rows per score program and pipeline depth")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("idx_score_sweep.py: needs a CUDA device", file=sys.stderr)
+        return 2
+    measure(args.out, args.reps, args.rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
