@@ -4,11 +4,10 @@
 
 Shapes: the bandwidth target's corner (n_comp 32K, b 32/64/128, FP8 page-split rows with FP8 queries; bf16 rows at
 b 32 and 64; b 1 at 32K and 2K) and one long-row shape (b 32, 256K). For each, the score kernel alone (with
-``--rows``: at ``rows_per_program`` 512..16384 and, for FP8 rows, ``num_stages`` 3..6); the per-token select alone
-over the keys the default score kernel wrote, with the keys walked in memory and held in registers; and the whole
-call with and without the select launched behind the score kernel (programmatic dependent launch). CUDA-graph replay,
-L2 flushed, median of ``--reps``. Records: shape, kernel, the varied setting, median µs, GB/s of index-K read and % of
-the copy bandwidth measured first in the same run.
+``--rows``: at ``rows_per_program`` 512..16384 and, for FP8 rows, ``num_stages`` 3..6) and the per-token select alone
+over the keys the default score kernel wrote. CUDA-graph replay, L2 flushed, median of ``--reps``. Records: shape,
+kernel, the varied setting, median µs, GB/s of index-K read and % of the copy bandwidth measured first in the same
+run.
 """
 
 from __future__ import annotations
@@ -84,51 +83,21 @@ def _measure_shape(
                             "num_stages": ns, "programs": programs, "default": mark == "*", "median_us": med,
                             "p20_us": samples[len(samples) // 5], "p80_us": samples[(4 * len(samples)) // 5],
                             "gbps": gbps, "pct_of_copy_bw": 100 * gbps / copy_gbps})  # fmt: skip
-    # the per-token select alone, over the keys of the default score kernel: keys walked in memory, and (up to
-    # TOKEN_RESIDENT_ROWS rows) held in registers
-    ix._launch_scores(call, cfg0, data["q"], data["w"], data["cache"], data["table"], data["n_comp"], keys,
-                      layout.n_pad, call.topk)  # fmt: skip
+    # the per-token select alone, over the keys of the default score kernel
+    ix._launch_scores(
+        call, cfg0, data["q"], data["w"], data["cache"], data["table"], data["n_comp"], keys, layout.n_pad, call.topk
+    )
     idx = torch.empty(b, 1, case.topk, dtype=torch.int32, device="cuda")
     lens = torch.empty(b, 1, dtype=torch.int32, device="cuda")
-    outs = {}
-    for keys_in, resident in (("walked", 0), ("registers", cfg0.resident)):
-        if keys_in == "registers" and not resident:
-            continue
-        tok = dataclasses.replace(cfg0, select="token", resident=resident)
+    tok = dataclasses.replace(cfg0, select="token")
 
-        def sel(tok: ix.IndexerConfig = tok) -> None:
-            ix._launch_token_select(call, tok, data["table"], data["n_comp"], keys, hist, layout.n_pad, idx, lens)
+    def sel() -> None:
+        ix._launch_token_select(call, tok, data["table"], data["n_comp"], keys, hist, layout.n_pad, idx, lens)
 
-        samples = timing_samples_us(sel, reps, graph=True)
-        outs[keys_in] = idx.clone()
-        med = statistics.median(samples)
-        print(f"{name} select alone, keys {keys_in:9s} {med:7.1f} us (p20 {samples[len(samples) // 5]:.1f})",
-              flush=True)  # fmt: skip
-        records.append({"b": b, "n_comp": n, "kv_format": kv, "kernel": "select", "keys": keys_in,
-                        "median_us": med})  # fmt: skip
-    if len(outs) == 2:
-        print(f"{name} walked and register selects identical: {torch.equal(*outs.values())}", flush=True)
-    # the whole call, with and without the select launched behind the score kernel
-    for pdl in (True, False):
-        enabled = ix.gdc.enabled
-        if not pdl:
-            ix.gdc.enabled = lambda device: False  # type: ignore[assignment]
-        try:
-
-            def whole() -> None:
-                ix.lightning_indexer(data["q"], data["w"], data["cache"], data["table"], data["n_comp"],
-                                     case.topk, max_n_comp=n, out=(idx, lens), workspace=ws,
-                                     index_k_layout="paged" if kv == "fp8-paged" else "rows")  # fmt: skip
-
-            samples = timing_samples_us(whole, reps, graph=True)
-        finally:
-            ix.gdc.enabled = enabled  # type: ignore[assignment]
-        med = statistics.median(samples)
-        gbps = nbytes / med / 1e3
-        print(f"{name} whole call pdl={pdl!s:5s} {med:7.1f} us {gbps:6.0f} GB/s {100 * gbps / copy_gbps:5.1f}% "
-              "of copy", flush=True)  # fmt: skip
-        records.append({"b": b, "n_comp": n, "kv_format": kv, "kernel": "call", "pdl": pdl, "median_us": med,
-                        "gbps": gbps, "pct_of_copy_bw": 100 * gbps / copy_gbps})  # fmt: skip
+    samples = timing_samples_us(sel, reps, graph=True)
+    med = statistics.median(samples)
+    print(f"{name} select alone {med:7.1f} us (p20 {samples[len(samples) // 5]:.1f})", flush=True)
+    records.append({"b": b, "n_comp": n, "kv_format": kv, "kernel": "select", "median_us": med})
     out_path.write_text(json.dumps(records, indent=1))
 
 

@@ -6,8 +6,9 @@ A copy of ``_indexer_select_kernel`` (from src/wavemla/kernels/indexer.py, patch
 takes a debug buffer and, after a CTA barrier, stores ``%clock64`` at: start, sample sorted, bracket found, list
 written, k-th key found, selected rows written, end. For each shape the score kernel writes the keys, then the
 patched select runs once per repetition (L2 flushed before each); the median over programs and repetitions of each
-phase's cycles is printed in µs at the SM clock read from the device. Variants: keys walked in memory and (up to
-32K rows) held in registers for the bracket steps.
+phase's cycles is printed in µs at the H200's SM clock. Variants: the shipped kernel ("base"), walks of 128 keys per
+walker and step ("walk128"); each variant's output is compared with the base's. (``SAMPLE_256`` gives the
+"sample256" variant of the earlier run: a 256-key sample.)
 """
 
 from __future__ import annotations
@@ -50,14 +51,20 @@ def _clock():
 
 
 """
-SM_MHZ = 1980.0  # H200 boost clock (nvidia-smi clocks.max.sm), cycles -> µs
+SM_MHZ = 1980.0  # H200 boost clock (nvidia-smi clocks.max.sm): cycles -> µs
+SAMPLE_256 = 256  # the "sample256" variant's sample size (the shipped rule takes 512 at 32K rows)
 
 
-def _patched_module() -> Any:
-    """The indexer module with a stamped copy of the select kernel (written to a temporary file, imported)."""
+def _patched_module(name: str, edits: tuple[tuple[str, str], ...] = ()) -> Any:
+    """The indexer module with a stamped copy of the select kernel and ``edits`` (old, new) applied to its text
+    (written to a temporary file, imported as ``name``)."""
     src = Path(ix.__file__).read_text()
-    head, sep, rest = src.partition("@triton.jit\ndef _indexer_select_kernel(\n")
-    assert sep, "select kernel not found"
+    for old, new in edits:
+        assert src.count(old) == 1, f"edit target {old!r}"
+        src = src.replace(old, new)
+    i_def = src.index("def _indexer_select_kernel(\n")
+    i_dec = src.rindex("\n@triton.jit", 0, i_def) + 1
+    head, decorator, rest = src[:i_dec], src[i_dec:i_def], src[i_def + len("def _indexer_select_kernel(\n") :]
     kernel, sep, tail = rest.partition("\n\n\n# ")
     assert sep
     kernel = kernel.replace("    p_keys,\n", "    p_dbg,\n    p_keys,\n", 1) + "\n"
@@ -67,18 +74,20 @@ def _patched_module() -> Any:
         stamp = _STAMP.format(ind=" " * (len(anchor) - len(anchor.lstrip(" "))), k=k)
         j = {"after": i + len(anchor), "before": i, "after_call": kernel.find(")\n", i) + 2}[where]
         kernel = kernel[:j] + stamp + kernel[j:]
-    text = head + _CLOCK + "@triton.jit\ndef _indexer_select_kernel(\n" + kernel.rstrip("\n") + "\n\n\n# " + tail
-    path = Path(tempfile.mkdtemp()) / "indexer_phases.py"
+    text = head + _CLOCK + decorator + "def _indexer_select_kernel(\n" + kernel.rstrip("\n") + "\n\n\n# " + tail
+    path = Path(tempfile.mkdtemp()) / f"{name}.py"
     path.write_text(text)
-    spec = importlib.util.spec_from_file_location("indexer_phases", path)
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
-    sys.modules["indexer_phases"] = mod  # dataclasses resolve their module by name
+    sys.modules[name] = mod  # dataclasses resolve their module by name
     spec.loader.exec_module(mod)
     return mod
 
 
-def _run_shape(mod: Any, b: int, n: int, kv: str, generator: torch.Generator, mhz: float) -> list[dict[str, Any]]:
+def _run_shape(
+    mods: dict[str, Any], b: int, n: int, kv: str, generator: torch.Generator, mhz: float
+) -> list[dict[str, Any]]:
     case = IndexerBenchCase(b=b, n_comp=n, kv_format=kv, q_format="fp8")
     data = _fill_case(case, generator)
     call = ix._validate(data["q"], data["w"], data["cache"], data["table"], data["n_comp"], 512, n, "paged")
@@ -92,33 +101,35 @@ def _run_shape(mod: Any, b: int, n: int, kv: str, generator: torch.Generator, mh
     lens = torch.empty(b, 1, dtype=torch.int32, device="cuda")
     dbg = torch.zeros(b, 8, dtype=torch.int64, device="cuda")
     rows = []
-    for keys_in, resident in (("walked", 0), ("registers", cfg.resident)):
-        if keys_in == "registers" and not resident:
-            continue
+    for variant, module in mods.items():
+        sample = SAMPLE_256 if variant == "sample256" else cfg.sample
+        walk = 128 if variant == "walk128" else ix.TOKEN_WALK
         samples: dict[str, list[float]] = {p: [] for p in (*PHASES, "total")}
         for rep in range(REPS + 2):
             _flush_l2()
-            mod._indexer_select_kernel[(b,)](
+            module._indexer_select_kernel[(b,)](
                 p_dbg=dbg, p_keys=keys, p_list=hist, p_bt=data["table"], p_ncomp=data["n_comp"], p_idx=idx,
                 p_len=lens, stride_btb=data["table"].stride(0), stride_nb=data["n_comp"].stride(0), stride_ns=0,
                 stride_keys=layout.n_pad, stride_list=ix.HIST0_BINS + 2 * ix.HIST_BINS, stride_ib=idx.stride(0),
                 stride_is=idx.stride(1), stride_lb=lens.stride(0), stride_ls=lens.stride(1), max_n=n, topk=512,
-                S_Q=1, PER_TOKEN=False, PAGE=call.page, CAP=cfg.list_cap, SAMPLE=cfg.sample,
-                WALKERS=32 * cfg.select_warps, BLOCK_L=cfg.block_list, NKEYS=resident, PDL=False,
-                num_warps=cfg.select_warps,
+                S_Q=1, PER_TOKEN=False, PAGE=call.page, CAP=cfg.list_cap, SAMPLE=sample,
+                WALKERS=cfg.select_warps, WALK=walk, BLOCK_L=cfg.block_list, num_warps=cfg.select_warps,
             )  # fmt: skip
             torch.cuda.synchronize()
             if rep < 2:
                 continue
-            d = dbg.cpu().tolist()
-            for row in d:
+            for row in dbg.cpu().tolist():
                 for k, phase in enumerate(PHASES):
                     samples[phase].append((row[k + 1] - row[k]) / mhz)
                 samples["total"].append((row[6] - row[0]) / mhz)
+        if variant == "base":
+            want = idx.clone()
+        same = torch.equal(idx, want)
         med = {p: statistics.median(v) for p, v in samples.items()}
-        print(f"b={b:<3d} n={n:<6d} keys {keys_in:9s} " + "  ".join(f"{p} {med[p]:5.2f}" for p in (*PHASES, "total"))
-              + " us", flush=True)  # fmt: skip
-        rows.append({"b": b, "n_comp": n, "kv_format": kv, "keys": keys_in, **{f"{p}_us": med[p] for p in med}})
+        print(f"b={b:<3d} n={n:<6d} {variant:9s} " + "  ".join(f"{p} {med[p]:5.2f}" for p in (*PHASES, "total"))
+              + f" us{'' if same else '  OUTPUT DIFFERS'}", flush=True)  # fmt: skip
+        rows.append({"b": b, "n_comp": n, "kv_format": kv, "variant": variant, "same_output": same,
+                     **{f"{p}_us": med[p] for p in med}})  # fmt: skip
     return rows
 
 
@@ -129,14 +140,15 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("idx_select_phases.py: needs a CUDA device", file=sys.stderr)
         return 2
-    mod = _patched_module()
+    base = _patched_module("indexer_phases")
+    mods = {"base": base, "walk128": base}
     mhz = SM_MHZ
     print(f"SM clock {mhz:.0f} MHz (cycles -> us); phases: {', '.join(PHASES)}", flush=True)
     generator = torch.Generator(device="cuda")
     generator.manual_seed(0)
     rows: list[dict[str, Any]] = []
     for b, n, kv in SHAPES:
-        rows += _run_shape(mod, b, n, kv, generator, mhz)
+        rows += _run_shape(mods, b, n, kv, generator, mhz)
         args.out.write_text(json.dumps(rows, indent=1))
     return 0
 

@@ -339,17 +339,9 @@ TOKEN_CASES = [
 
 
 def _record_walks(monkeypatch) -> dict[str, int]:
-    """Interpreter lane: count the per-token select's walks, and its bracket steps over keys held in registers (its
-    jit helpers run as Python functions there)."""
-    seen = {"count_walks": 0, "tie_lists": 0, "register_steps": 0}
+    """Interpreter lane: count the per-token select's walks (its jit helpers run as Python functions there)."""
+    seen = {"count_walks": 0, "tie_lists": 0}
     counts, compact = indexer_kernels._walker_counts, indexer_kernels._walker_compact
-    step = indexer_kernels._resident_step
-
-    def stepping(*args):
-        seen["register_steps"] += 1
-        return step(*args)
-
-    monkeypatch.setattr(indexer_kernels, "_resident_step", stepping)
 
     def counting(*args):
         seen["count_walks"] += 1
@@ -367,21 +359,18 @@ def _record_walks(monkeypatch) -> dict[str, int]:
 @pytest.mark.parametrize(
     ("b", "s_q", "page", "n_comp", "topk", "fp8", "data", "list_cap", "sample", "max_n", "branch"), TOKEN_CASES
 )
-@pytest.mark.parametrize("keys", ["walked", "registers"])
 @pytest.mark.parametrize("dtype", LANE_DTYPES, ids=lambda d: str(d).removeprefix("torch."))
 def test_token_select_matches_chunked_and_reference(
-    b, s_q, page, n_comp, topk, fp8, data, list_cap, sample, max_n, branch, keys, dtype, device, monkeypatch
+    b, s_q, page, n_comp, topk, fp8, data, list_cap, sample, max_n, branch, dtype, device, monkeypatch
 ):
     if fp8 and dtype != LANE_DTYPES[0]:
         pytest.skip("FP8 rows are dequantized in-kernel the same way for every q dtype")
     choose = indexer_kernels.choose_config
-
-    def chosen(*a, **k):
-        cfg = choose(*a, **k)
-        assert cfg.resident > 0 or cfg.select == "chunked"  # interpreter-sized rows: registers by default
-        return dataclasses.replace(cfg, list_cap=list_cap, sample=sample, resident=cfg.resident * (keys == "registers"))
-
-    monkeypatch.setattr(indexer_kernels, "choose_config", chosen)
+    monkeypatch.setattr(
+        indexer_kernels,
+        "choose_config",
+        lambda *a, **k: dataclasses.replace(choose(*a, **k), list_cap=list_cap, sample=sample),
+    )
     p = make_problem(b, s_q, page, n_comp, device=device, dtype=dtype, fp8=fp8, seed=7, lo=data[0], hi=data[1])
     seen = _record_walks(monkeypatch) if indexer_kernels._interpreted() else None
     token = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, topk, max_n_comp=max_n, select="token")
@@ -393,12 +382,10 @@ def test_token_select_matches_chunked_and_reference(
         listed_whole = min(list_cap, choose(b, s_q, 64, p.table.shape[1] * page, topk=topk).block_list)
         long_tokens = int((visible_rows(p.n_comp.cpu(), s_q, max_n) > listed_whole).sum())
         assert long_tokens > 0
-        steps = seen["register_steps"] if keys == "registers" else seen["count_walks"]
-        assert seen["register_steps" if keys == "walked" else "count_walks"] == 0
         if branch == "ladder":
-            assert steps == long_tokens and seen["tie_lists"] == 0
+            assert seen["count_walks"] == long_tokens and seen["tie_lists"] == 0
         elif branch == "split":
-            assert steps > long_tokens and seen["tie_lists"] == 0
+            assert seen["count_walks"] > long_tokens and seen["tie_lists"] == 0
         else:
             assert seen["tie_lists"] > 0
 

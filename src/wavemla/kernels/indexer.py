@@ -13,7 +13,7 @@ is CUDA-graph capturable (no host sync, no data-dependent host branch):
 Per-token select (``select="token"``), one kernel:
 
 2. ``_indexer_select_kernel`` — grid (T,), one program per query token. A sorted sample of the token's keys gives
-   four thresholds; one walk over the keys counts those at or above each (one walker per thread, each over a
+   four thresholds; one walk over the keys counts those at or above each (one walker per warp, each over a
    contiguous row range), which brackets the k-th key with a short candidate list (about 1.5 topk keys); a second
    walk copies the candidates with their rows into the list in row order; 8-bit radix passes over the list find
    ``thr`` and ``need_eq``; the list is written out as global slots. More walks split the bracket when the sample
@@ -55,9 +55,7 @@ import triton
 import triton.language as tl
 
 from wavemla.device import fp8_decode_path
-from wavemla.kernels import gdc
 from wavemla.kernels.fp8 import e4m3_times_256_inv_f16
-from wavemla.kernels.gdc import gdc_launch_dependents, gdc_wait
 from wavemla.reference.indexer import INDEX_K_LAYOUTS
 
 INDEX_DIM = 128
@@ -70,10 +68,10 @@ SELECT_PATHS = ("token", "chunked")
 # Per-token select (one program per query token). Its list of candidate keys and their rows fills the token's
 # histogram region of the workspace, which that path leaves unused (and unzeroed).
 TOKEN_LIST_CAP = 4096
-TOKEN_SELECT_WARPS = 16  # one walker per thread: 512 walkers, four keys (16 bytes) per load
+TOKEN_SELECT_WARPS = 16  # one walker per warp: 16 walkers
+TOKEN_WALK = 256  # keys a walker reads per step: its warp's lanes on consecutive keys, 1 KB per warp
 TOKEN_MIN_TOKENS = 16  # this many query tokens or more: the per-token select
 TOKEN_MAX_ROWS = 65536  # visible rows up to this bound (256 KB of keys per program): the per-token select
-TOKEN_RESIDENT_ROWS = 32768  # rows up to this bound: the per-token select holds every key in registers (64/thread)
 _Q_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float8_e4m3fn)
 
 
@@ -92,9 +90,8 @@ class IndexerConfig:
     select: str  # "token": one program per query token; "chunked": histogram, count and compact over key chunks
     list_cap: int  # per-token select: most candidate keys a token's list holds
     sample: int  # per-token select: keys sorted to guess the k-th key
-    select_warps: int  # per-token select: warps of its program (one walker per thread)
+    select_warps: int  # per-token select: warps of its program (one walker per warp)
     block_list: int  # per-token select: list keys per step of its radix passes and output (the first stay in registers)
-    resident: int  # per-token select: keys loaded into registers at once (a power of two >= rows); 0: walked in memory
     reasons: tuple[str, ...]
 
 
@@ -162,15 +159,6 @@ def choose_config(
     path = _choose_select(tokens, max_n_comp, topk, select, reasons)
     sample = min(2048, max(256, _next_pow2(max_n_comp // 64)))
     block_list = min(TOKEN_LIST_CAP, max(256, _next_pow2(2 * topk)))
-    resident = 0
-    if path == "token" and max_n_comp <= TOKEN_RESIDENT_ROWS:
-        # at least four keys per walker: a walker's rows are a whole number of 16-byte groups
-        resident = max(_next_pow2(max_n_comp), 4 * 32 * TOKEN_SELECT_WARPS)
-        reasons.append(
-            f"resident={resident}: max_n_comp={max_n_comp} <= {TOKEN_RESIDENT_ROWS}: the select loads every key of "
-            "its token into registers once (at most 64 per thread) and counts each bracket step there instead of "
-            "walking memory"
-        )
     if path == "token":
         reasons.append(
             f"sample={sample}: about one sampled key per 64 rows puts the k-th key near sample rank topk / 64 (8 for "
@@ -178,8 +166,9 @@ def choose_config(
         )
         reasons.append(
             f"select_warps={TOKEN_SELECT_WARPS}, list_cap={TOKEN_LIST_CAP}, block_list={block_list}: "
-            f"{32 * TOKEN_SELECT_WARPS} walkers (one per thread) keep 32 KB of key loads in flight; a list of about "
-            f"1.5 topk keys fits the first {block_list} that stay in registers through the radix passes"
+            f"{TOKEN_SELECT_WARPS} walkers (one per warp, its lanes on consecutive keys: a walk is one coalesced "
+            f"pass, {TOKEN_WALK} keys per walker and step); a list of about 1.5 topk keys fits the first "
+            f"{block_list} that stay in registers through the radix passes"
         )
     return IndexerConfig(
         block_n=block_n,
@@ -194,7 +183,6 @@ def choose_config(
         sample=sample,
         select_warps=TOKEN_SELECT_WARPS,
         block_list=block_list,
-        resident=resident,
         reasons=tuple(reasons),
     )
 
@@ -349,7 +337,6 @@ def _indexer_score_kernel(
     DOT_PRECISION: tl.constexpr,
     SCORE_SCALE: tl.constexpr,
     BLOCK_N: tl.constexpr,
-    PDL: tl.constexpr,
 ):
     """Keys of rows [i_n·rows_per_program, +rows_per_program) of token group i_g of request i_b.
 
@@ -357,11 +344,8 @@ def _indexer_score_kernel(
     M side (64-row wgmma halves on sm_90) and the head sum is a reduction along each row. FP8 rows: ``stride_kb`` and
     ``stride_kp`` count 4-byte words. With per-row scales (``KV_PAGED`` off) every row starts at a multiple of 4 bytes
     and loads as 32-bit vectors; in the page-split layout a page's code rows sit at 128-byte pitch (16-byte vectors)
-    and its scales follow them. With ``PDL`` the per-token select may launch at once and wait in
-    ``griddepcontrol.wait`` until this grid has finished, so its launch latency hides behind this kernel.
+    and its scales follow them.
     """
-    if PDL:
-        gdc_launch_dependents()
     i_n = tl.program_id(0)
     i_b = tl.program_id(1)
     i_g = tl.program_id(2)
@@ -613,44 +597,43 @@ def _indexer_compact_kernel(
 # Keys are int32; these bound every key the score kernel writes (−inf is 0x807FFFFF, +inf 0x7F800000).
 _KEY_FLOOR = tl.constexpr(-(2**31))  # below every key: padding of the walkers' loads
 _KEY_CEIL = tl.constexpr(2**31 - 1)  # above every key: no key is >= it
-_WALK_UNROLL = tl.constexpr(4)  # walker steps per loop iteration: four 16-byte loads in flight per thread
 
 
 @triton.jit
-def _load_walk_step(p_row_keys, o_n, o_end):
-    """Four consecutive keys per walker, ``o_n [walkers, 4]``, loaded as one 16-byte vector per thread and returned
-    as four ``[walkers]`` columns (key 0, 1, 2, 3 of each walker's four)."""
-    b_key = tl.load(p_row_keys + o_n, mask=o_n < o_end[:, None], other=_KEY_FLOOR)
-    b_even, b_odd = tl.split(tl.reshape(b_key, [o_n.shape[0], 2, 2]))
-    b_k0, b_k2 = tl.split(b_even)
-    b_k1, b_k3 = tl.split(b_odd)
-    return b_k0, b_k1, b_k2, b_k3
+def _add4(a0, a1, a2, a3, b0, b1, b2, b3):
+    return a0 + b0, a1 + b1, a2 + b2, a3 + b3
 
 
 @triton.jit
-def _count_ge(b_k0, b_k1, b_k2, b_k3, t):
-    """Per walker, how many of its four keys are ``>= t``."""
-    return (b_k0 >= t).to(tl.int32) + (b_k1 >= t).to(tl.int32) + (b_k2 >= t).to(tl.int32) + (b_k3 >= t).to(tl.int32)
+def _walk_keys(p_row_keys, o_start, i_v, n_vis, WALK: tl.constexpr):
+    """Keys ``[i_v, i_v + WALK)`` of every walker's range, ``[walkers, WALK]``: a warp per walker, its lanes on
+    consecutive keys (each warp load is one contiguous 128-byte segment), rows past ``n_vis`` below every key."""
+    o_n = o_start[:, None] + i_v + tl.arange(0, WALK)[None, :]
+    return tl.load(p_row_keys + o_n, mask=o_n < n_vis, other=_KEY_FLOOR), o_n
 
 
 @triton.jit
-def _walker_counts(p_row_keys, o_start, o_end, span, t0, t1, t2, t3):
+def _walker_counts(p_row_keys, o_start, n_vis, span, t0, t1, t2, t3, WALK: tl.constexpr):
     """Per-walker counts of the keys ``>= t0 .. t3`` (each threshold above ``_KEY_FLOOR``).
 
-    Walker ``w`` (one per thread) reads rows ``[o_start[w], o_end[w])`` four keys at a time, so each count is a sum
-    inside one thread.
+    Walker ``w`` (one warp) reads rows ``[o_start[w], o_start[w] + span)`` ``WALK`` keys at a time; each step's four
+    counts come from one reduction along the walker's row (within its warp).
     """
-    o_v = tl.arange(0, 4)[None, :]
     c0 = tl.zeros(o_start.shape, dtype=tl.int32)
     c1 = tl.zeros(o_start.shape, dtype=tl.int32)
     c2 = tl.zeros(o_start.shape, dtype=tl.int32)
     c3 = tl.zeros(o_start.shape, dtype=tl.int32)
-    for i_v in tl.range(0, span, 4, loop_unroll_factor=_WALK_UNROLL):
-        b_k0, b_k1, b_k2, b_k3 = _load_walk_step(p_row_keys, o_start[:, None] + i_v + o_v, o_end)
-        c0 += _count_ge(b_k0, b_k1, b_k2, b_k3, t0)
-        c1 += _count_ge(b_k0, b_k1, b_k2, b_k3, t1)
-        c2 += _count_ge(b_k0, b_k1, b_k2, b_k3, t2)
-        c3 += _count_ge(b_k0, b_k1, b_k2, b_k3, t3)
+    for i_v in tl.range(0, span, WALK, loop_unroll_factor=2):
+        b_k, _ = _walk_keys(p_row_keys, o_start, i_v, n_vis, WALK)
+        s0, s1, s2, s3 = tl.reduce(
+            ((b_k >= t0).to(tl.int32), (b_k >= t1).to(tl.int32), (b_k >= t2).to(tl.int32), (b_k >= t3).to(tl.int32)),
+            1,
+            _add4,
+        )
+        c0 += s0
+        c1 += s1
+        c2 += s2
+        c3 += s3
     return c0, c1, c2, c3
 
 
@@ -673,9 +656,11 @@ def _narrow(t, b_cnt, topk, lo, cnt_lo, b_lo, hi, b_hi):
 
 
 @triton.jit
-def _bracket_step(p_row_keys, o_start, o_end, span, topk, t0, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi):
+def _bracket_step(
+    p_row_keys, o_start, n_vis, span, topk, t0, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi, WALK: tl.constexpr
+):
     """One walk over the token's keys: counts at four ascending thresholds, then the tightened bracket."""
-    c0, c1, c2, c3 = _walker_counts(p_row_keys, o_start, o_end, span, t0, t1, t2, t3)
+    c0, c1, c2, c3 = _walker_counts(p_row_keys, o_start, n_vis, span, t0, t1, t2, t3, WALK)
     lo, cnt_lo, b_lo, hi, b_hi = _narrow(t0, c0, topk, lo, cnt_lo, b_lo, hi, b_hi)
     lo, cnt_lo, b_lo, hi, b_hi = _narrow(t1, c1, topk, lo, cnt_lo, b_lo, hi, b_hi)
     lo, cnt_lo, b_lo, hi, b_hi = _narrow(t2, c2, topk, lo, cnt_lo, b_lo, hi, b_hi)
@@ -712,56 +697,35 @@ def _sample_ladder(p_row_keys, n_vis, topk, SAMPLE: tl.constexpr):
 
 
 @triton.jit
-def _compact_key(b_key, o_n, p_list_keys, p_list_rows, t_ge, t_eq, need_eq, b_pos, b_eq_seen):
-    """One key per walker (``[walkers]``): append it to the list at ``b_pos`` if it is selected."""
-    m_sel = b_key >= t_ge
-    if need_eq > 0:
-        m_eq = b_key == t_eq
-        m_sel = m_sel | (m_eq & (b_eq_seen < need_eq))  # ties: lowest rows first
-        b_eq_seen += m_eq.to(tl.int32)
-    tl.store(p_list_keys + b_pos, b_key, mask=m_sel)
-    tl.store(p_list_rows + b_pos, o_n, mask=m_sel)
-    return b_pos + m_sel.to(tl.int32), b_eq_seen
-
-
-@triton.jit
-def _compact_four(b_k0, b_k1, b_k2, b_k3, o_n, p_list_keys, p_list_rows, t_ge, t_eq, need_eq, b_pos, b_eq_seen):
-    """Rows ``o_n .. o_n + 3`` of each walker, in order, through :func:`_compact_key`."""
-    args = (p_list_keys, p_list_rows, t_ge, t_eq, need_eq)
-    b_pos, b_eq_seen = _compact_key(b_k0, o_n, *args, b_pos, b_eq_seen)
-    b_pos, b_eq_seen = _compact_key(b_k1, o_n + 1, *args, b_pos, b_eq_seen)
-    b_pos, b_eq_seen = _compact_key(b_k2, o_n + 2, *args, b_pos, b_eq_seen)
-    b_pos, b_eq_seen = _compact_key(b_k3, o_n + 3, *args, b_pos, b_eq_seen)
-    return b_pos, b_eq_seen
-
-
-@triton.jit
-def _walker_compact(p_row_keys, p_list_keys, p_list_rows, o_start, o_end, span, t_ge, t_eq, need_eq, b_pos, b_eq_seen):
+def _walker_compact(
+    p_row_keys, p_list_keys, p_list_rows, o_start, n_vis, span, t_ge, t_eq, need_eq, b_pos, b_eq_seen,
+    WALK: tl.constexpr,
+):  # fmt: skip
     """Copy the keys ``>= t_ge``, and the first ``need_eq`` keys ``== t_eq``, with their rows into the list.
 
-    Walker ``w`` writes from list position ``b_pos[w]`` on, in row order, so the list is in ascending row order;
-    ``b_eq_seen[w]`` counts the keys ``== t_eq`` of the walkers before it. Positions are running counts inside one
-    thread (no scan across threads). The 16 keys of a step are loaded before its stores (which could alias them for
-    all the compiler knows). Returns the largest key walked.
+    Walker ``w`` (one warp) writes from list position ``b_pos[w]`` on, in row order, so the list is in ascending row
+    order; ``b_eq_seen[w]`` counts the keys ``== t_eq`` of the walkers before it. A step's positions are a scan
+    along the walker's row (within its warp). The next step's keys are loaded before this step's stores (which could
+    alias them for all the compiler knows). Returns the largest key walked.
     """
-    o_v = tl.arange(0, 4)[None, :]
-    b_max = tl.full(o_start.shape, _KEY_FLOOR, tl.int32)
-    for i_v in range(0, span, 16):
-        o_n = o_start + i_v
-        b_k0, b_k1, b_k2, b_k3 = _load_walk_step(p_row_keys, o_n[:, None] + o_v, o_end)
-        b_k4, b_k5, b_k6, b_k7 = _load_walk_step(p_row_keys, o_n[:, None] + 4 + o_v, o_end)
-        b_k8, b_k9, b_k10, b_k11 = _load_walk_step(p_row_keys, o_n[:, None] + 8 + o_v, o_end)
-        b_k12, b_k13, b_k14, b_k15 = _load_walk_step(p_row_keys, o_n[:, None] + 12 + o_v, o_end)
-        b_max = tl.maximum(b_max, tl.maximum(tl.maximum(b_k0, b_k1), tl.maximum(b_k2, b_k3)))
-        b_max = tl.maximum(b_max, tl.maximum(tl.maximum(b_k4, b_k5), tl.maximum(b_k6, b_k7)))
-        b_max = tl.maximum(b_max, tl.maximum(tl.maximum(b_k8, b_k9), tl.maximum(b_k10, b_k11)))
-        b_max = tl.maximum(b_max, tl.maximum(tl.maximum(b_k12, b_k13), tl.maximum(b_k14, b_k15)))
-        args = (p_list_keys, p_list_rows, t_ge, t_eq, need_eq)
-        b_pos, b_eq_seen = _compact_four(b_k0, b_k1, b_k2, b_k3, o_n, *args, b_pos, b_eq_seen)
-        b_pos, b_eq_seen = _compact_four(b_k4, b_k5, b_k6, b_k7, o_n + 4, *args, b_pos, b_eq_seen)
-        b_pos, b_eq_seen = _compact_four(b_k8, b_k9, b_k10, b_k11, o_n + 8, *args, b_pos, b_eq_seen)
-        b_pos, b_eq_seen = _compact_four(b_k12, b_k13, b_k14, b_k15, o_n + 12, *args, b_pos, b_eq_seen)
-    return tl.max(b_max, 0)
+    b_max = tl.full([o_start.shape[0], WALK], _KEY_FLOOR, tl.int32)
+    b_next, o_next = _walk_keys(p_row_keys, o_start, 0, n_vis, WALK)
+    for i_v in range(0, span, WALK):
+        b_k, o_n = b_next, o_next
+        b_next, o_next = _walk_keys(p_row_keys, o_start, tl.minimum(i_v + WALK, span - WALK), n_vis, WALK)
+        b_max = tl.maximum(b_max, b_k)
+        m_sel = b_k >= t_ge
+        if need_eq > 0:
+            b_eq = (b_k == t_eq).to(tl.int32)
+            b_eq_rank = b_eq_seen[:, None] + tl.cumsum(b_eq, 1) - b_eq
+            m_sel = m_sel | ((b_eq > 0) & (b_eq_rank < need_eq))  # ties: lowest rows first
+            b_eq_seen += tl.sum(b_eq, 1)
+        b_sel = m_sel.to(tl.int32)
+        o_pos = b_pos[:, None] + tl.cumsum(b_sel, 1) - b_sel
+        tl.store(p_list_keys + o_pos, b_k, mask=m_sel)
+        tl.store(p_list_rows + o_pos, o_n, mask=m_sel)
+        b_pos += tl.sum(b_sel, 1)
+    return tl.max(tl.max(b_max, 1), 0)
 
 
 @triton.jit
@@ -811,28 +775,9 @@ def _list_kth(p_list_keys, m, lo, hi, topk, BLOCK_L: tl.constexpr):
     return prefix.to(tl.int32, bitcast=True) ^ _KEY_FLOOR, rem, n_eq
 
 
-@triton.jit
-def _add4(a0, a1, a2, a3, b0, b1, b2, b3):
-    return a0 + b0, a1 + b1, a2 + b2, a3 + b3
-
-
-@triton.jit
-def _resident_step(b_k, topk, t0, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi):
-    """:func:`_bracket_step` on keys held in registers, ``b_k [walkers, span]`` (row ``w`` = walker ``w``'s rows):
-    the four per-walker counts come from one reduction along each row instead of a walk over memory."""
-    c0, c1, c2, c3 = tl.reduce(
-        ((b_k >= t0).to(tl.int32), (b_k >= t1).to(tl.int32), (b_k >= t2).to(tl.int32), (b_k >= t3).to(tl.int32)),
-        1,
-        _add4,
-    )
-    lo, cnt_lo, b_lo, hi, b_hi = _narrow(t0, c0, topk, lo, cnt_lo, b_lo, hi, b_hi)
-    lo, cnt_lo, b_lo, hi, b_hi = _narrow(t1, c1, topk, lo, cnt_lo, b_lo, hi, b_hi)
-    lo, cnt_lo, b_lo, hi, b_hi = _narrow(t2, c2, topk, lo, cnt_lo, b_lo, hi, b_hi)
-    lo, cnt_lo, b_lo, hi, b_hi = _narrow(t3, c3, topk, lo, cnt_lo, b_lo, hi, b_hi)
-    return lo, cnt_lo, b_lo, hi, b_hi
-
-
-@triton.jit
+# stride_keys unspecialized: the walks load one key per lane (a warp reads 128 contiguous bytes), the layout their
+# scatters to the list need, instead of 16-byte vectors that would be re-laid out through shared memory every step
+@triton.jit(do_not_specialize=["stride_keys"])
 def _indexer_select_kernel(
     p_keys,
     p_list,
@@ -857,20 +802,20 @@ def _indexer_select_kernel(
     CAP: tl.constexpr,
     SAMPLE: tl.constexpr,
     WALKERS: tl.constexpr,
+    WALK: tl.constexpr,
     BLOCK_L: tl.constexpr,
-    NKEYS: tl.constexpr,
-    PDL: tl.constexpr,
 ):
     """The whole exact top-k of one query token (program ``i_t``): its indices and ``topk_length``.
 
-    1. **Bracket.** ``WALKERS`` walkers (one per thread) split the token's rows into contiguous ranges. A sorted
+    1. **Bracket.** ``WALKERS`` walkers (one per warp) split the token's rows into contiguous ranges. A sorted
        sample gives four thresholds; one walk counts, per walker, the keys at or above each, which brackets the k-th
        key in ``[lo, hi)``: at least ``topk`` keys are ``>= lo``, fewer are ``>= hi``. While more than ``CAP`` keys
        are ``>= lo``, further walks split the bracket four ways (the first split at ``lo + 1``, so that a tie at the
        k-th key ends the search). Tokens with ``n_vis <= min(CAP, BLOCK_L)`` skip the sample (every key is
        listed); tokens with ``n_vis <= topk`` take rows ``0 .. n_vis - 1``, unscored.
     2. **List.** A walk copies every key ``>= lo`` with its row into the token's list, walker after walker from
-       offsets given by the counts: ascending row order, at most ``CAP`` entries, no scan across threads. (If the
+       offsets given by the counts and a scan within each walker's warp: ascending row order, at most ``CAP``
+       entries. (If the
        bracket shrank to one key value held by more than ``CAP`` keys, the list takes the keys above it and the
        first ``need_eq`` equal to it.)
     3. **k-th key.** 8-bit radix passes over the list's keys, only for the bytes where ``lo`` and the largest key
@@ -878,15 +823,8 @@ def _indexer_select_kernel(
     4. **Output.** The list in order: keys ``> thr``, and ``== thr`` while their rank is ``< need_eq`` (ties go to
        the lower rows), as global slots; −1 padding and ``topk_length``.
 
-    With ``NKEYS`` > 0 (every token has at most ``NKEYS`` rows) the keys are loaded into registers once, walker
-    ``w``'s rows in row ``w``, and every bracket step counts them there (:func:`_resident_step`) instead of walking
-    memory. With ``PDL`` the kernel was launched behind
-    the score kernel (programmatic dependent launch) and waits for it before reading any key.
-
     Counts are integer and exact, so the result never depends on scheduling or on the launch configuration.
     """
-    if PDL:
-        gdc_wait()
     i_t = tl.program_id(0)
     i_b = i_t // S_Q
     i_s = i_t % S_Q
@@ -899,15 +837,8 @@ def _indexer_select_kernel(
         p_row_keys = p_keys + i_t.to(tl.int64) * stride_keys
         p_list_keys = p_list + i_t.to(tl.int64) * stride_list
         p_list_rows = p_list_keys + CAP
-        # walkers own whole 16-byte groups of keys (vector loads); the rows past n_vis up to the next multiple of 4
-        # are this token's own workspace and get a key below every real key
-        n_vis4 = tl.cdiv(n_vis, 4) * 4
-        o_tail = n_vis + tl.arange(0, 4)
-        tl.store(p_row_keys + o_tail, tl.full([4], _KEY_FLOOR, tl.int32), mask=o_tail < n_vis4)
-        tl.debug_barrier()
-        span = tl.cdiv(tl.cdiv(n_vis, WALKERS), 4) * 4  # rows per walker, whole 16-byte groups
+        span = tl.cdiv(tl.cdiv(n_vis, WALKERS), WALK) * WALK  # rows per walker, whole steps
         o_start = tl.arange(0, WALKERS) * span
-        o_end = tl.minimum(o_start + span, n_vis4)
         # the bracket [lo, hi): every real key is >= _KEY_FLOOR + 1, none is >= _KEY_CEIL
         lo = tl.zeros_like(n_vis) + (_KEY_FLOOR + 1)
         cnt_lo = n_vis
@@ -916,29 +847,17 @@ def _indexer_select_kernel(
         b_hi = tl.zeros([WALKERS], dtype=tl.int32)
         if (n_vis > CAP) | (n_vis > BLOCK_L):  # else every key fits the list's register block: list them all
             t0, t1, t2, t3 = _sample_ladder(p_row_keys, n_vis, topk, SAMPLE)
-            if NKEYS > 0:
-                # every key at once, walker w's rows in row w of the registers: no walk over memory per step
-                o_j = tl.arange(0, NKEYS // WALKERS)
-                o_n = o_start[:, None] + o_j[None, :]
-                b_k = tl.load(p_row_keys + o_n, mask=(o_j[None, :] < span) & (o_n < n_vis4), other=_KEY_FLOOR)
-                lo, cnt_lo, b_lo, hi, b_hi = _resident_step(b_k, topk, t0, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi)
-            else:
-                lo, cnt_lo, b_lo, hi, b_hi = _bracket_step(
-                    p_row_keys, o_start, o_end, span, topk, t0, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi
-                )
+            lo, cnt_lo, b_lo, hi, b_hi = _bracket_step(
+                p_row_keys, o_start, n_vis, span, topk, t0, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi, WALK
+            )
             while (cnt_lo > CAP) & (hi.to(tl.int64) - lo > 1):
                 gap = hi.to(tl.int64) - lo  # >= 2: the thresholds ascend and lo + 1 < hi
                 t1 = (lo + tl.maximum(gap // 4, 1)).to(tl.int32)
                 t2 = (lo + gap // 2).to(tl.int32)
                 t3 = (lo + gap - gap // 4).to(tl.int32)
-                if NKEYS > 0:
-                    lo, cnt_lo, b_lo, hi, b_hi = _resident_step(
-                        b_k, topk, lo + 1, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi
-                    )
-                else:
-                    lo, cnt_lo, b_lo, hi, b_hi = _bracket_step(
-                        p_row_keys, o_start, o_end, span, topk, lo + 1, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi
-                    )
+                lo, cnt_lo, b_lo, hi, b_hi = _bracket_step(
+                    p_row_keys, o_start, n_vis, span, topk, lo + 1, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi, WALK
+                )
         if cnt_lo <= CAP:
             # the list: every key >= lo
             m_list = cnt_lo
@@ -957,7 +876,7 @@ def _indexer_select_kernel(
             b_base = tl.cumsum(b_hi, 0) - b_hi + tl.minimum(b_eq_seen, need_eq)
             hi_in = lo
         key_max = _walker_compact(
-            p_row_keys, p_list_keys, p_list_rows, o_start, o_end, span, t_ge, lo, need_eq, b_base, b_eq_seen
+            p_row_keys, p_list_keys, p_list_rows, o_start, n_vis, span, t_ge, lo, need_eq, b_base, b_eq_seen, WALK
         )
         tl.debug_barrier()  # the list is read back by other threads
         thr, need_eq, n_eq = _list_kth(p_list_keys, m_list, lo, tl.minimum(hi_in, key_max), topk, BLOCK_L)
@@ -1198,10 +1117,8 @@ def _launch_scores(
     keys: torch.Tensor,
     n_pad: int,
     topk_gate: int,
-    pdl: bool = False,
 ) -> None:
-    """Score kernel: keys of every visible row of tokens with more than ``topk_gate`` rows (``pdl``: a dependent
-    launch follows it)."""
+    """Score kernel: keys of every visible row of tokens with more than ``topk_gate`` rows."""
     # FP8 rows: codes read through the byte view, the scale word through an int32 view; strides in 4-byte words
     k_words = index_k_cache.view(torch.int32) if call.fp8 else index_k_cache
     q_arg = q_idx.view(torch.uint8) if q_idx.dtype == torch.float8_e4m3fn else q_idx
@@ -1237,7 +1154,6 @@ def _launch_scores(
         KV_FP8=call.fp8,
         KV_PAGED=call.paged,
         BLOCK_N=cfg.block_n,
-        PDL=pdl,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
         **_dot_setup(q_idx, call.fp8),
@@ -1254,10 +1170,8 @@ def _launch_token_select(
     n_pad: int,
     indices: torch.Tensor,
     lengths: torch.Tensor,
-    pdl: bool = False,
 ) -> None:
-    """Per-token select: one program per query token; its candidate list lives in its (unzeroed) histogram region.
-    ``pdl``: launched behind the score kernel (programmatic dependent launch), waiting for it in-kernel."""
+    """Per-token select: one program per query token; its candidate list lives in its (unzeroed) histogram region."""
     stride_list = HIST0_BINS + 2 * HIST_BINS
     assert 2 * cfg.list_cap <= stride_list, "the list keys and rows must fit a token's histogram region"
     assert call.topk <= cfg.list_cap, "a tie at the k-th key can fill the list with topk rows"
@@ -1284,12 +1198,10 @@ def _launch_token_select(
         PAGE=call.page,
         CAP=cfg.list_cap,
         SAMPLE=cfg.sample,
-        WALKERS=32 * cfg.select_warps,
+        WALKERS=cfg.select_warps,
+        WALK=TOKEN_WALK,
         BLOCK_L=cfg.block_list,
-        NKEYS=cfg.resident,
-        PDL=pdl,
         num_warps=cfg.select_warps,
-        **({"launch_pdl": True} if pdl else {}),
     )
 
 
@@ -1367,13 +1279,9 @@ def lightning_indexer(
     counts = ws[layout.counts : layout.thresh]
     thresh = ws[layout.thresh : layout.numel]
     if cfg.select == "token":
-        scored = call.max_n > call.topk  # static: otherwise no token can have more than topk rows
-        pdl = scored and gdc.enabled(device)
-        if scored:
-            _launch_scores(
-                call, cfg, q_idx, weights, index_k_cache, block_table, n_comp, keys, layout.n_pad, call.topk, pdl
-            )
-        _launch_token_select(call, cfg, block_table, n_comp, keys, hist, layout.n_pad, indices, lengths, pdl)
+        if call.max_n > call.topk:  # static: otherwise no token can have more than topk rows
+            _launch_scores(call, cfg, q_idx, weights, index_k_cache, block_table, n_comp, keys, layout.n_pad, call.topk)
+        _launch_token_select(call, cfg, block_table, n_comp, keys, hist, layout.n_pad, indices, lengths)
         return indices, lengths
     common = {
         "p_ncomp": n_comp,
@@ -1475,7 +1383,6 @@ def _production_variants(heads: int, page: int, arch: int) -> list[tuple[object,
     b, max_n, topk = 32, 262144, 512
     blocks = max_n // page
     cvt = arch >= 89
-    pdl = arch >= 90 and gdc.AVAILABLE  # the launcher asks gdc.enabled, which needs sm_90+
     out: list[tuple[object, str, dict[str, object], int, int]] = []
     for fmt in ("bf16", "fp8", "fp8q", "fp8q paged"):
         fp8 = fmt != "bf16"
@@ -1521,7 +1428,6 @@ def _production_variants(heads: int, page: int, arch: int) -> list[tuple[object,
                 "DOT_PRECISION": "tf32",
                 "SCORE_SCALE": scale,
                 "BLOCK_N": cfg.block_n,
-                "PDL": pdl,
             }
             out.append((_indexer_score_kernel, f"{fmt} s_q={s_q}", args, cfg.num_warps, cfg.num_stages))
     cfg = choose_config(b, 1, heads, max_n)
@@ -1593,18 +1499,11 @@ def _production_variants(heads: int, page: int, arch: int) -> list[tuple[object,
         "PAGE": page,
         "CAP": token.list_cap,
         "SAMPLE": token.sample,
-        "WALKERS": 32 * token.select_warps,
+        "WALKERS": token.select_warps,
+        "WALK": TOKEN_WALK,
         "BLOCK_L": token.block_list,
-        "NKEYS": token.resident,
-        "PDL": pdl,
     }
     out.append((_indexer_select_kernel, "per token", args, token.select_warps, 3))
-    # rows up to TOKEN_RESIDENT_ROWS: every key of the token in registers
-    short = choose_config(b, 1, heads, TOKEN_RESIDENT_ROWS, topk=topk, select="token")
-    short_layout = workspace_layout(b, 1, TOKEN_RESIDENT_ROWS, short)
-    args = {**args, "stride_keys": short_layout.n_pad, "max_n": TOKEN_RESIDENT_ROWS, "SAMPLE": short.sample}
-    out.append((_indexer_select_kernel, "per token, keys in registers", {**args, "NKEYS": short.resident},
-                short.select_warps, 3))  # fmt: skip
     return out
 
 
@@ -1622,13 +1521,16 @@ def compile_report(arch: int, *, heads: int = 64, page: int = 64) -> list[dict[s
     reports: list[dict[str, object]] = []
     for fn, variant, args, num_warps, num_stages in _production_variants(heads, page, arch):
         assert isinstance(fn, triton.runtime.JITFunction)
+        # arguments the JIT launcher leaves unspecialized (names, or indices on some Triton versions)
+        loose = {fn.arg_names[d] if isinstance(d, int) else d for d in fn.do_not_specialize}
         compiled = compile_for_target(
             fn,
             arch=arch,
             num_warps=num_warps,
             num_stages=num_stages,
             pointers={k: v for k, v in args.items() if not k.isupper() and isinstance(v, str)},
-            ints={k: v for k, v in args.items() if not k.isupper() and isinstance(v, int)},
+            ints={k: v for k, v in args.items() if not k.isupper() and isinstance(v, int) and k not in loose},
+            unspecialized=[k for k in args if k in loose],
             constexprs={k: v for k, v in args.items() if k.isupper()},
         )
         ttgir = compiled.asm.get("ttgir", "")

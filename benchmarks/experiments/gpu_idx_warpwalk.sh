@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# GPU: the indexer's per-token select with one walker per warp (coalesced walks). Its GPU tests; the select's phase
+# clock stamps (idx_select_phases.py); both select paths over the shape grid (idx_select.py); the CSA stress harness
+# (indexer + sparse decode in graphs on two streams) for 10,000 replays; memcheck and racecheck of its small variant.
+# One call, about 8 minutes:
+#   OUT=/some/dir bash benchmarks/experiments/gpu_idx_warpwalk.sh
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-lane-out}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader 2>&1 | head -1
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+timeout 100 python3 benchmarks/experiments/idx_select_phases.py "$OUT/idx-phases-warp.json" 2>&1 | grep -v Warn \
+  | tee "$OUT/idx-phases-warp.log"
+echo "phases rc=${PIPESTATUS[0]}"
+timeout 100 python3 benchmarks/experiments/idx_select.py "$OUT/idx-select-warp.json" 2>&1 | grep -v Warn \
+  | tee "$OUT/idx-select-warp.log"
+echo "select rc=${PIPESTATUS[0]}"
+timeout 200 python3 -m pytest tests/kernels/test_indexer.py -m gpu -q -p no:cacheprovider 2>&1 | tail -4 \
+  | tee "$OUT/idx-warp-tests.log"
+echo "tests rc=${PIPESTATUS[0]}"
+timeout 100 python3 -m wavemla.tools.stress --mode csa --replays 10000 2>&1 | tail -3 | tee "$OUT/idx-warp-stress.log"
+echo "stress rc=${PIPESTATUS[0]}"
+SANITIZERS="memcheck-csa racecheck-csa" RACECHECK_LIMIT=100 bash benchmarks/sanitizers.sh
