@@ -5,6 +5,7 @@
 # select paths over the shape grid (idx_select.py); the CSA stress harness (indexer + sparse decode in graphs on two
 # streams) for 10,000 replays; memcheck and racecheck of its small variant. One call, about 6 minutes:
 #   OUT=/some/dir bash benchmarks/experiments/gpu_idx_resident.sh
+# The kernel it measured is the one at commit 461e4c9 (reverted after: slower); at later commits it runs the shipped one.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-lane-out}
 mkdir -p "$OUT"

@@ -4,6 +4,7 @@
 # (indexer + sparse decode in graphs on two streams) for 10,000 replays; memcheck and racecheck of its small variant.
 # One call, about 8 minutes:
 #   OUT=/some/dir bash benchmarks/experiments/gpu_idx_warpwalk.sh
+# The kernel it measured is the one at commit 358ac2a (reverted after: slower); at later commits it runs the shipped one.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-lane-out}
 mkdir -p "$OUT"

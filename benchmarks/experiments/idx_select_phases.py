@@ -6,9 +6,9 @@ A copy of ``_indexer_select_kernel`` (from src/wavemla/kernels/indexer.py, patch
 takes a debug buffer and, after a CTA barrier, stores ``%clock64`` at: start, sample sorted, bracket found, list
 written, k-th key found, selected rows written, end. For each shape the score kernel writes the keys, then the
 patched select runs once per repetition (L2 flushed before each); the median over programs and repetitions of each
-phase's cycles is printed in µs at the H200's SM clock. Variants: the shipped kernel ("base"), walks of 128 keys per
-walker and step ("walk128"); each variant's output is compared with the base's. (``SAMPLE_256`` gives the
-"sample256" variant of the earlier run: a 256-key sample.)
+phase's cycles is printed in µs at the H200's SM clock. Variants: the shipped kernel ("base"), its bracket walk with
+sixteen 16-byte loads in flight per thread instead of four ("unroll16"), and a 256-key sample ("sample256"); each
+variant's output is compared with the base's.
 """
 
 from __future__ import annotations
@@ -103,7 +103,6 @@ def _run_shape(
     rows = []
     for variant, module in mods.items():
         sample = SAMPLE_256 if variant == "sample256" else cfg.sample
-        walk = 128 if variant == "walk128" else ix.TOKEN_WALK
         samples: dict[str, list[float]] = {p: [] for p in (*PHASES, "total")}
         for rep in range(REPS + 2):
             _flush_l2()
@@ -113,7 +112,7 @@ def _run_shape(
                 stride_keys=layout.n_pad, stride_list=ix.HIST0_BINS + 2 * ix.HIST_BINS, stride_ib=idx.stride(0),
                 stride_is=idx.stride(1), stride_lb=lens.stride(0), stride_ls=lens.stride(1), max_n=n, topk=512,
                 S_Q=1, PER_TOKEN=False, PAGE=call.page, CAP=cfg.list_cap, SAMPLE=sample,
-                WALKERS=cfg.select_warps, WALK=walk, BLOCK_L=cfg.block_list, num_warps=cfg.select_warps,
+                WALKERS=32 * cfg.select_warps, BLOCK_L=cfg.block_list, num_warps=cfg.select_warps,
             )  # fmt: skip
             torch.cuda.synchronize()
             if rep < 2:
@@ -141,7 +140,10 @@ def main(argv: list[str] | None = None) -> int:
         print("idx_select_phases.py: needs a CUDA device", file=sys.stderr)
         return 2
     base = _patched_module("indexer_phases")
-    mods = {"base": base, "walk128": base}
+    unroll16 = _patched_module(
+        "indexer_phases_u16", (("_WALK_UNROLL = tl.constexpr(4)", "_WALK_UNROLL = tl.constexpr(16)"),)
+    )
+    mods = {"base": base, "unroll16": unroll16, "sample256": base}
     mhz = SM_MHZ
     print(f"SM clock {mhz:.0f} MHz (cycles -> us); phases: {', '.join(PHASES)}", flush=True)
     generator = torch.Generator(device="cuda")

@@ -13,7 +13,7 @@ is CUDA-graph capturable (no host sync, no data-dependent host branch):
 Per-token select (``select="token"``), one kernel:
 
 2. ``_indexer_select_kernel`` — grid (T,), one program per query token. A sorted sample of the token's keys gives
-   four thresholds; one walk over the keys counts those at or above each (one walker per warp, each over a
+   four thresholds; one walk over the keys counts those at or above each (one walker per thread, each over a
    contiguous row range), which brackets the k-th key with a short candidate list (about 1.5 topk keys); a second
    walk copies the candidates with their rows into the list in row order; 8-bit radix passes over the list find
    ``thr`` and ``need_eq``; the list is written out as global slots. More walks split the bracket when the sample
@@ -68,8 +68,7 @@ SELECT_PATHS = ("token", "chunked")
 # Per-token select (one program per query token). Its list of candidate keys and their rows fills the token's
 # histogram region of the workspace, which that path leaves unused (and unzeroed).
 TOKEN_LIST_CAP = 4096
-TOKEN_SELECT_WARPS = 16  # one walker per warp: 16 walkers
-TOKEN_WALK = 256  # keys a walker reads per step: its warp's lanes on consecutive keys, 1 KB per warp
+TOKEN_SELECT_WARPS = 16  # one walker per thread: 512 walkers, four keys (16 bytes) per load
 TOKEN_MIN_TOKENS = 16  # this many query tokens or more: the per-token select
 TOKEN_MAX_ROWS = 65536  # visible rows up to this bound (256 KB of keys per program): the per-token select
 _Q_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float8_e4m3fn)
@@ -90,7 +89,7 @@ class IndexerConfig:
     select: str  # "token": one program per query token; "chunked": histogram, count and compact over key chunks
     list_cap: int  # per-token select: most candidate keys a token's list holds
     sample: int  # per-token select: keys sorted to guess the k-th key
-    select_warps: int  # per-token select: warps of its program (one walker per warp)
+    select_warps: int  # per-token select: warps of its program (one walker per thread)
     block_list: int  # per-token select: list keys per step of its radix passes and output (the first stay in registers)
     reasons: tuple[str, ...]
 
@@ -166,9 +165,8 @@ def choose_config(
         )
         reasons.append(
             f"select_warps={TOKEN_SELECT_WARPS}, list_cap={TOKEN_LIST_CAP}, block_list={block_list}: "
-            f"{TOKEN_SELECT_WARPS} walkers (one per warp, its lanes on consecutive keys: a walk is one coalesced "
-            f"pass, {TOKEN_WALK} keys per walker and step); a list of about 1.5 topk keys fits the first "
-            f"{block_list} that stay in registers through the radix passes"
+            f"{32 * TOKEN_SELECT_WARPS} walkers (one per thread) keep 32 KB of key loads in flight; a list of about "
+            f"1.5 topk keys fits the first {block_list} that stay in registers through the radix passes"
         )
     return IndexerConfig(
         block_n=block_n,
@@ -597,43 +595,44 @@ def _indexer_compact_kernel(
 # Keys are int32; these bound every key the score kernel writes (−inf is 0x807FFFFF, +inf 0x7F800000).
 _KEY_FLOOR = tl.constexpr(-(2**31))  # below every key: padding of the walkers' loads
 _KEY_CEIL = tl.constexpr(2**31 - 1)  # above every key: no key is >= it
+_WALK_UNROLL = tl.constexpr(4)  # walker steps per loop iteration: four 16-byte loads in flight per thread
 
 
 @triton.jit
-def _add4(a0, a1, a2, a3, b0, b1, b2, b3):
-    return a0 + b0, a1 + b1, a2 + b2, a3 + b3
+def _load_walk_step(p_row_keys, o_n, o_end):
+    """Four consecutive keys per walker, ``o_n [walkers, 4]``, loaded as one 16-byte vector per thread and returned
+    as four ``[walkers]`` columns (key 0, 1, 2, 3 of each walker's four)."""
+    b_key = tl.load(p_row_keys + o_n, mask=o_n < o_end[:, None], other=_KEY_FLOOR)
+    b_even, b_odd = tl.split(tl.reshape(b_key, [o_n.shape[0], 2, 2]))
+    b_k0, b_k2 = tl.split(b_even)
+    b_k1, b_k3 = tl.split(b_odd)
+    return b_k0, b_k1, b_k2, b_k3
 
 
 @triton.jit
-def _walk_keys(p_row_keys, o_start, i_v, n_vis, WALK: tl.constexpr):
-    """Keys ``[i_v, i_v + WALK)`` of every walker's range, ``[walkers, WALK]``: a warp per walker, its lanes on
-    consecutive keys (each warp load is one contiguous 128-byte segment), rows past ``n_vis`` below every key."""
-    o_n = o_start[:, None] + i_v + tl.arange(0, WALK)[None, :]
-    return tl.load(p_row_keys + o_n, mask=o_n < n_vis, other=_KEY_FLOOR), o_n
+def _count_ge(b_k0, b_k1, b_k2, b_k3, t):
+    """Per walker, how many of its four keys are ``>= t``."""
+    return (b_k0 >= t).to(tl.int32) + (b_k1 >= t).to(tl.int32) + (b_k2 >= t).to(tl.int32) + (b_k3 >= t).to(tl.int32)
 
 
 @triton.jit
-def _walker_counts(p_row_keys, o_start, n_vis, span, t0, t1, t2, t3, WALK: tl.constexpr):
+def _walker_counts(p_row_keys, o_start, o_end, span, t0, t1, t2, t3):
     """Per-walker counts of the keys ``>= t0 .. t3`` (each threshold above ``_KEY_FLOOR``).
 
-    Walker ``w`` (one warp) reads rows ``[o_start[w], o_start[w] + span)`` ``WALK`` keys at a time; each step's four
-    counts come from one reduction along the walker's row (within its warp).
+    Walker ``w`` (one per thread) reads rows ``[o_start[w], o_end[w])`` four keys at a time, so each count is a sum
+    inside one thread.
     """
+    o_v = tl.arange(0, 4)[None, :]
     c0 = tl.zeros(o_start.shape, dtype=tl.int32)
     c1 = tl.zeros(o_start.shape, dtype=tl.int32)
     c2 = tl.zeros(o_start.shape, dtype=tl.int32)
     c3 = tl.zeros(o_start.shape, dtype=tl.int32)
-    for i_v in tl.range(0, span, WALK, loop_unroll_factor=2):
-        b_k, _ = _walk_keys(p_row_keys, o_start, i_v, n_vis, WALK)
-        s0, s1, s2, s3 = tl.reduce(
-            ((b_k >= t0).to(tl.int32), (b_k >= t1).to(tl.int32), (b_k >= t2).to(tl.int32), (b_k >= t3).to(tl.int32)),
-            1,
-            _add4,
-        )
-        c0 += s0
-        c1 += s1
-        c2 += s2
-        c3 += s3
+    for i_v in tl.range(0, span, 4, loop_unroll_factor=_WALK_UNROLL):
+        b_k0, b_k1, b_k2, b_k3 = _load_walk_step(p_row_keys, o_start[:, None] + i_v + o_v, o_end)
+        c0 += _count_ge(b_k0, b_k1, b_k2, b_k3, t0)
+        c1 += _count_ge(b_k0, b_k1, b_k2, b_k3, t1)
+        c2 += _count_ge(b_k0, b_k1, b_k2, b_k3, t2)
+        c3 += _count_ge(b_k0, b_k1, b_k2, b_k3, t3)
     return c0, c1, c2, c3
 
 
@@ -656,11 +655,9 @@ def _narrow(t, b_cnt, topk, lo, cnt_lo, b_lo, hi, b_hi):
 
 
 @triton.jit
-def _bracket_step(
-    p_row_keys, o_start, n_vis, span, topk, t0, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi, WALK: tl.constexpr
-):
+def _bracket_step(p_row_keys, o_start, o_end, span, topk, t0, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi):
     """One walk over the token's keys: counts at four ascending thresholds, then the tightened bracket."""
-    c0, c1, c2, c3 = _walker_counts(p_row_keys, o_start, n_vis, span, t0, t1, t2, t3, WALK)
+    c0, c1, c2, c3 = _walker_counts(p_row_keys, o_start, o_end, span, t0, t1, t2, t3)
     lo, cnt_lo, b_lo, hi, b_hi = _narrow(t0, c0, topk, lo, cnt_lo, b_lo, hi, b_hi)
     lo, cnt_lo, b_lo, hi, b_hi = _narrow(t1, c1, topk, lo, cnt_lo, b_lo, hi, b_hi)
     lo, cnt_lo, b_lo, hi, b_hi = _narrow(t2, c2, topk, lo, cnt_lo, b_lo, hi, b_hi)
@@ -697,35 +694,56 @@ def _sample_ladder(p_row_keys, n_vis, topk, SAMPLE: tl.constexpr):
 
 
 @triton.jit
-def _walker_compact(
-    p_row_keys, p_list_keys, p_list_rows, o_start, n_vis, span, t_ge, t_eq, need_eq, b_pos, b_eq_seen,
-    WALK: tl.constexpr,
-):  # fmt: skip
+def _compact_key(b_key, o_n, p_list_keys, p_list_rows, t_ge, t_eq, need_eq, b_pos, b_eq_seen):
+    """One key per walker (``[walkers]``): append it to the list at ``b_pos`` if it is selected."""
+    m_sel = b_key >= t_ge
+    if need_eq > 0:
+        m_eq = b_key == t_eq
+        m_sel = m_sel | (m_eq & (b_eq_seen < need_eq))  # ties: lowest rows first
+        b_eq_seen += m_eq.to(tl.int32)
+    tl.store(p_list_keys + b_pos, b_key, mask=m_sel)
+    tl.store(p_list_rows + b_pos, o_n, mask=m_sel)
+    return b_pos + m_sel.to(tl.int32), b_eq_seen
+
+
+@triton.jit
+def _compact_four(b_k0, b_k1, b_k2, b_k3, o_n, p_list_keys, p_list_rows, t_ge, t_eq, need_eq, b_pos, b_eq_seen):
+    """Rows ``o_n .. o_n + 3`` of each walker, in order, through :func:`_compact_key`."""
+    args = (p_list_keys, p_list_rows, t_ge, t_eq, need_eq)
+    b_pos, b_eq_seen = _compact_key(b_k0, o_n, *args, b_pos, b_eq_seen)
+    b_pos, b_eq_seen = _compact_key(b_k1, o_n + 1, *args, b_pos, b_eq_seen)
+    b_pos, b_eq_seen = _compact_key(b_k2, o_n + 2, *args, b_pos, b_eq_seen)
+    b_pos, b_eq_seen = _compact_key(b_k3, o_n + 3, *args, b_pos, b_eq_seen)
+    return b_pos, b_eq_seen
+
+
+@triton.jit
+def _walker_compact(p_row_keys, p_list_keys, p_list_rows, o_start, o_end, span, t_ge, t_eq, need_eq, b_pos, b_eq_seen):
     """Copy the keys ``>= t_ge``, and the first ``need_eq`` keys ``== t_eq``, with their rows into the list.
 
-    Walker ``w`` (one warp) writes from list position ``b_pos[w]`` on, in row order, so the list is in ascending row
-    order; ``b_eq_seen[w]`` counts the keys ``== t_eq`` of the walkers before it. A step's positions are a scan
-    along the walker's row (within its warp). The next step's keys are loaded before this step's stores (which could
-    alias them for all the compiler knows). Returns the largest key walked.
+    Walker ``w`` writes from list position ``b_pos[w]`` on, in row order, so the list is in ascending row order;
+    ``b_eq_seen[w]`` counts the keys ``== t_eq`` of the walkers before it. Positions are running counts inside one
+    thread (no scan across threads). The 16 keys of a step are loaded before its stores (which could alias them for
+    all the compiler knows). Returns the largest key walked.
     """
-    b_max = tl.full([o_start.shape[0], WALK], _KEY_FLOOR, tl.int32)
-    b_next, o_next = _walk_keys(p_row_keys, o_start, 0, n_vis, WALK)
-    for i_v in range(0, span, WALK):
-        b_k, o_n = b_next, o_next
-        b_next, o_next = _walk_keys(p_row_keys, o_start, tl.minimum(i_v + WALK, span - WALK), n_vis, WALK)
-        b_max = tl.maximum(b_max, b_k)
-        m_sel = b_k >= t_ge
-        if need_eq > 0:
-            b_eq = (b_k == t_eq).to(tl.int32)
-            b_eq_rank = b_eq_seen[:, None] + tl.cumsum(b_eq, 1) - b_eq
-            m_sel = m_sel | ((b_eq > 0) & (b_eq_rank < need_eq))  # ties: lowest rows first
-            b_eq_seen += tl.sum(b_eq, 1)
-        b_sel = m_sel.to(tl.int32)
-        o_pos = b_pos[:, None] + tl.cumsum(b_sel, 1) - b_sel
-        tl.store(p_list_keys + o_pos, b_k, mask=m_sel)
-        tl.store(p_list_rows + o_pos, o_n, mask=m_sel)
-        b_pos += tl.sum(b_sel, 1)
-    return tl.max(tl.max(b_max, 1), 0)
+    o_v = tl.arange(0, 4)[None, :]
+    b_max = tl.full(o_start.shape, _KEY_FLOOR, tl.int32)
+    for i_v in range(0, span, 16):
+        o_n = o_start + i_v
+        b_k0, b_k1, b_k2, b_k3 = _load_walk_step(p_row_keys, o_n[:, None] + o_v, o_end)
+        b_k4, b_k5, b_k6, b_k7 = _load_walk_step(p_row_keys, o_n[:, None] + 4 + o_v, o_end)
+        b_k8, b_k9, b_k10, b_k11 = _load_walk_step(p_row_keys, o_n[:, None] + 8 + o_v, o_end)
+        b_k12, b_k13, b_k14, b_k15 = _load_walk_step(p_row_keys, o_n[:, None] + 12 + o_v, o_end)
+        b_max = tl.maximum(b_max, tl.maximum(tl.maximum(b_k0, b_k1), tl.maximum(b_k2, b_k3)))
+        b_max = tl.maximum(b_max, tl.maximum(tl.maximum(b_k4, b_k5), tl.maximum(b_k6, b_k7)))
+        b_max = tl.maximum(b_max, tl.maximum(tl.maximum(b_k8, b_k9), tl.maximum(b_k10, b_k11)))
+        b_max = tl.maximum(b_max, tl.maximum(tl.maximum(b_k12, b_k13), tl.maximum(b_k14, b_k15)))
+        args = (p_list_keys, p_list_rows, t_ge, t_eq, need_eq)
+        b_pos, b_eq_seen = _compact_four(b_k0, b_k1, b_k2, b_k3, o_n, *args, b_pos, b_eq_seen)
+        b_pos, b_eq_seen = _compact_four(b_k4, b_k5, b_k6, b_k7, o_n + 4, *args, b_pos, b_eq_seen)
+        b_pos, b_eq_seen = _compact_four(b_k8, b_k9, b_k10, b_k11, o_n + 8, *args, b_pos, b_eq_seen)
+        b_pos, b_eq_seen = _compact_four(b_k12, b_k13, b_k14, b_k15, o_n + 12, *args, b_pos, b_eq_seen)
+    return tl.max(b_max, 0)
 
 
 @triton.jit
@@ -775,9 +793,7 @@ def _list_kth(p_list_keys, m, lo, hi, topk, BLOCK_L: tl.constexpr):
     return prefix.to(tl.int32, bitcast=True) ^ _KEY_FLOOR, rem, n_eq
 
 
-# stride_keys unspecialized: the walks load one key per lane (a warp reads 128 contiguous bytes), the layout their
-# scatters to the list need, instead of 16-byte vectors that would be re-laid out through shared memory every step
-@triton.jit(do_not_specialize=["stride_keys"])
+@triton.jit
 def _indexer_select_kernel(
     p_keys,
     p_list,
@@ -802,20 +818,18 @@ def _indexer_select_kernel(
     CAP: tl.constexpr,
     SAMPLE: tl.constexpr,
     WALKERS: tl.constexpr,
-    WALK: tl.constexpr,
     BLOCK_L: tl.constexpr,
 ):
     """The whole exact top-k of one query token (program ``i_t``): its indices and ``topk_length``.
 
-    1. **Bracket.** ``WALKERS`` walkers (one per warp) split the token's rows into contiguous ranges. A sorted
+    1. **Bracket.** ``WALKERS`` walkers (one per thread) split the token's rows into contiguous ranges. A sorted
        sample gives four thresholds; one walk counts, per walker, the keys at or above each, which brackets the k-th
        key in ``[lo, hi)``: at least ``topk`` keys are ``>= lo``, fewer are ``>= hi``. While more than ``CAP`` keys
        are ``>= lo``, further walks split the bracket four ways (the first split at ``lo + 1``, so that a tie at the
        k-th key ends the search). Tokens with ``n_vis <= min(CAP, BLOCK_L)`` skip the sample (every key is
        listed); tokens with ``n_vis <= topk`` take rows ``0 .. n_vis - 1``, unscored.
     2. **List.** A walk copies every key ``>= lo`` with its row into the token's list, walker after walker from
-       offsets given by the counts and a scan within each walker's warp: ascending row order, at most ``CAP``
-       entries. (If the
+       offsets given by the counts: ascending row order, at most ``CAP`` entries, no scan across threads. (If the
        bracket shrank to one key value held by more than ``CAP`` keys, the list takes the keys above it and the
        first ``need_eq`` equal to it.)
     3. **k-th key.** 8-bit radix passes over the list's keys, only for the bytes where ``lo`` and the largest key
@@ -837,8 +851,15 @@ def _indexer_select_kernel(
         p_row_keys = p_keys + i_t.to(tl.int64) * stride_keys
         p_list_keys = p_list + i_t.to(tl.int64) * stride_list
         p_list_rows = p_list_keys + CAP
-        span = tl.cdiv(tl.cdiv(n_vis, WALKERS), WALK) * WALK  # rows per walker, whole steps
+        # walkers own whole 16-byte groups of keys (vector loads); the rows past n_vis up to the next multiple of 4
+        # are this token's own workspace and get a key below every real key
+        n_vis4 = tl.cdiv(n_vis, 4) * 4
+        o_tail = n_vis + tl.arange(0, 4)
+        tl.store(p_row_keys + o_tail, tl.full([4], _KEY_FLOOR, tl.int32), mask=o_tail < n_vis4)
+        tl.debug_barrier()
+        span = tl.cdiv(tl.cdiv(n_vis, WALKERS), 4) * 4  # rows per walker, whole 16-byte groups
         o_start = tl.arange(0, WALKERS) * span
+        o_end = tl.minimum(o_start + span, n_vis4)
         # the bracket [lo, hi): every real key is >= _KEY_FLOOR + 1, none is >= _KEY_CEIL
         lo = tl.zeros_like(n_vis) + (_KEY_FLOOR + 1)
         cnt_lo = n_vis
@@ -848,7 +869,7 @@ def _indexer_select_kernel(
         if (n_vis > CAP) | (n_vis > BLOCK_L):  # else every key fits the list's register block: list them all
             t0, t1, t2, t3 = _sample_ladder(p_row_keys, n_vis, topk, SAMPLE)
             lo, cnt_lo, b_lo, hi, b_hi = _bracket_step(
-                p_row_keys, o_start, n_vis, span, topk, t0, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi, WALK
+                p_row_keys, o_start, o_end, span, topk, t0, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi
             )
             while (cnt_lo > CAP) & (hi.to(tl.int64) - lo > 1):
                 gap = hi.to(tl.int64) - lo  # >= 2: the thresholds ascend and lo + 1 < hi
@@ -856,7 +877,7 @@ def _indexer_select_kernel(
                 t2 = (lo + gap // 2).to(tl.int32)
                 t3 = (lo + gap - gap // 4).to(tl.int32)
                 lo, cnt_lo, b_lo, hi, b_hi = _bracket_step(
-                    p_row_keys, o_start, n_vis, span, topk, lo + 1, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi, WALK
+                    p_row_keys, o_start, o_end, span, topk, lo + 1, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi
                 )
         if cnt_lo <= CAP:
             # the list: every key >= lo
@@ -876,7 +897,7 @@ def _indexer_select_kernel(
             b_base = tl.cumsum(b_hi, 0) - b_hi + tl.minimum(b_eq_seen, need_eq)
             hi_in = lo
         key_max = _walker_compact(
-            p_row_keys, p_list_keys, p_list_rows, o_start, n_vis, span, t_ge, lo, need_eq, b_base, b_eq_seen, WALK
+            p_row_keys, p_list_keys, p_list_rows, o_start, o_end, span, t_ge, lo, need_eq, b_base, b_eq_seen
         )
         tl.debug_barrier()  # the list is read back by other threads
         thr, need_eq, n_eq = _list_kth(p_list_keys, m_list, lo, tl.minimum(hi_in, key_max), topk, BLOCK_L)
@@ -1198,8 +1219,7 @@ def _launch_token_select(
         PAGE=call.page,
         CAP=cfg.list_cap,
         SAMPLE=cfg.sample,
-        WALKERS=cfg.select_warps,
-        WALK=TOKEN_WALK,
+        WALKERS=32 * cfg.select_warps,
         BLOCK_L=cfg.block_list,
         num_warps=cfg.select_warps,
     )
@@ -1499,8 +1519,7 @@ def _production_variants(heads: int, page: int, arch: int) -> list[tuple[object,
         "PAGE": page,
         "CAP": token.list_cap,
         "SAMPLE": token.sample,
-        "WALKERS": token.select_warps,
-        "WALK": TOKEN_WALK,
+        "WALKERS": 32 * token.select_warps,
         "BLOCK_L": token.block_list,
     }
     out.append((_indexer_select_kernel, "per token", args, token.select_warps, 3))
@@ -1521,16 +1540,13 @@ def compile_report(arch: int, *, heads: int = 64, page: int = 64) -> list[dict[s
     reports: list[dict[str, object]] = []
     for fn, variant, args, num_warps, num_stages in _production_variants(heads, page, arch):
         assert isinstance(fn, triton.runtime.JITFunction)
-        # arguments the JIT launcher leaves unspecialized (names, or indices on some Triton versions)
-        loose = {fn.arg_names[d] if isinstance(d, int) else d for d in fn.do_not_specialize}
         compiled = compile_for_target(
             fn,
             arch=arch,
             num_warps=num_warps,
             num_stages=num_stages,
             pointers={k: v for k, v in args.items() if not k.isupper() and isinstance(v, str)},
-            ints={k: v for k, v in args.items() if not k.isupper() and isinstance(v, int) and k not in loose},
-            unspecialized=[k for k in args if k in loose],
+            ints={k: v for k, v in args.items() if not k.isupper() and isinstance(v, int)},
             constexprs={k: v for k, v in args.items() if k.isupper()},
         )
         ttgir = compiled.asm.get("ttgir", "")
