@@ -21,26 +21,23 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from idx_select import call_setup  # this directory: the script's own path entry
 
 import wavemla.kernels.indexer as ix
 from wavemla.tools.bench import copy_samples_us, timing_samples_us
-from wavemla.tools.bench_indexer import COPY_BYTES, IndexerBenchCase, _fill_case, index_k_bytes
+from wavemla.tools.bench_indexer import (
+    COPY_BYTES,
+    IndexerBenchCase,
+    _environment,
+    _fill_case,
+    index_k_bytes,
+    make_record,
+)
 
 SHAPES = ((32, 32768, "fp8-paged"), (64, 32768, "fp8-paged"), (128, 32768, "fp8-paged"), (32, 32768, "bf16"),
           (64, 32768, "bf16"), (1, 32768, "fp8-paged"), (1, 2048, "fp8-paged"), (32, 262144, "fp8-paged"))  # fmt: skip
 ROWS = (512, 1024, 2048, 4096, 8192, 16384)
 STAGES_FP8 = (3, 4, 5, 6)
-
-
-def _setup(case: IndexerBenchCase, data: dict[str, torch.Tensor]) -> tuple[Any, ix.IndexerConfig, Any, torch.Tensor]:
-    layout_name = "paged" if case.kv_format == "fp8-paged" else "rows"
-    call = ix._validate(
-        data["q"], data["w"], data["cache"], data["table"], data["n_comp"], case.topk, case.n_comp, layout_name
-    )
-    cfg = ix.choose_config(call.b, call.s_q, call.heads, call.max_n, kv_fp8=call.fp8, topk=call.topk)
-    layout = ix.workspace_layout(call.b, call.s_q, call.max_n, cfg)
-    ws = torch.empty(layout.numel, dtype=torch.int32, device="cuda")
-    return call, cfg, layout, ws
 
 
 def _measure_shape(
@@ -54,12 +51,12 @@ def _measure_shape(
     records: list[dict[str, Any]],
     out_path: Path,
 ) -> None:
-    """Score kernel, selects and whole call of one shape; records appended, the JSON rewritten."""
-    torch.cuda.empty_cache()
+    """Score kernel and per-token select of one shape; records appended, the JSON rewritten."""
     case = IndexerBenchCase(b=b, n_comp=n, kv_format=kv, q_format="bf16" if kv == "bf16" else "fp8")
     data = _fill_case(case, generator)
     nbytes = index_k_bytes(case)
-    call, cfg0, layout, ws = _setup(case, data)
+    call, cfg0, layout = call_setup(case, data)
+    ws = torch.empty(layout.numel, dtype=torch.int32, device="cuda")
     keys = ws[layout.keys : layout.hist]
     hist = ws[layout.hist : layout.counts]
     stages = STAGES_FP8 if call.fp8 else (cfg0.num_stages,)
@@ -104,10 +101,10 @@ def _measure_shape(
 def measure(out_path: Path, reps: int, sweep_rows: bool) -> list[dict[str, Any]]:
     free, _ = torch.cuda.mem_get_info()
     copy_bytes = min(COPY_BYTES, int(free * 0.2))
-    copy_us = statistics.median(copy_samples_us(copy_bytes, reps))
-    copy_gbps = 2 * copy_bytes / copy_us / 1e3
+    copy_row = make_record(None, "copy", copy_samples_us(copy_bytes, reps), 2 * copy_bytes, _environment(), None)
+    copy_gbps = float(copy_row["gbps"])
     print(f"copy: {copy_gbps:.0f} GB/s (read + write)", flush=True)
-    records: list[dict[str, Any]] = [{"provider": "copy", "gbps": copy_gbps, "median_us": copy_us}]
+    records: list[dict[str, Any]] = [copy_row]
     generator = torch.Generator(device="cuda")
     generator.manual_seed(0)
     for b, n, kv in SHAPES:

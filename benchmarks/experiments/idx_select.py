@@ -83,14 +83,19 @@ def plan(cases: list[IndexerBenchCase]) -> None:
         )
 
 
-def _score_only(case: IndexerBenchCase, data: dict[str, torch.Tensor], ws: torch.Tensor) -> Any:
-    """The score kernel of the call, alone (what both selects start from)."""
+def call_setup(case: IndexerBenchCase, data: dict[str, torch.Tensor]) -> tuple[Any, ix.IndexerConfig, Any]:
+    """(validated call, configuration, workspace layout) that ``lightning_indexer`` would use for this case."""
     layout_name = "paged" if case.kv_format == "fp8-paged" else "rows"
     call = ix._validate(
         data["q"], data["w"], data["cache"], data["table"], data["n_comp"], case.topk, case.n_comp, layout_name
     )
     cfg = ix.choose_config(call.b, call.s_q, call.heads, call.max_n, kv_fp8=call.fp8, topk=call.topk)
-    layout = ix.workspace_layout(call.b, call.s_q, call.max_n, cfg)
+    return call, cfg, ix.workspace_layout(call.b, call.s_q, call.max_n, cfg)
+
+
+def _score_only(case: IndexerBenchCase, data: dict[str, torch.Tensor], ws: torch.Tensor) -> Any:
+    """The score kernel of the call, alone (what both selects start from)."""
+    call, cfg, layout = call_setup(case, data)
     keys = ws[layout.keys : layout.hist]
 
     def run() -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from idx_select import call_setup  # this directory: the script's own path entry
 
 import wavemla.kernels.indexer as ix
 from wavemla.tools.bench import _flush_l2
@@ -90,9 +91,8 @@ def _run_shape(
 ) -> list[dict[str, Any]]:
     case = IndexerBenchCase(b=b, n_comp=n, kv_format=kv, q_format="fp8")
     data = _fill_case(case, generator)
-    call = ix._validate(data["q"], data["w"], data["cache"], data["table"], data["n_comp"], 512, n, "paged")
-    cfg = ix.choose_config(call.b, call.s_q, call.heads, call.max_n, kv_fp8=True, topk=512, select="token")
-    layout = ix.workspace_layout(call.b, call.s_q, call.max_n, cfg)
+    call, cfg, layout = call_setup(case, data)
+    assert cfg.select == "token", "every shape here takes the per-token select"
     ws = torch.empty(layout.numel, dtype=torch.int32, device="cuda")
     keys, hist = ws[layout.keys : layout.hist], ws[layout.hist : layout.counts]
     ix._launch_scores(call, cfg, data["q"], data["w"], data["cache"], data["table"], data["n_comp"], keys,
