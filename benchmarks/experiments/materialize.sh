@@ -12,4 +12,6 @@ done
 git show "0b0479a:benchmarks/experiments/sd_next.py" > variants/sd_next.py
 # the sparse combine before the one-load merge (partition_sweep.py ':loop-combine')
 git show "32ccee3:src/wavemla/kernels/combine.py" > variants/combine_loop.py
+# the split kernel whose merges load one piece per memory round trip (merge_ab.py --old)
+git show "2fd72ff:src/wavemla/kernels/sparse_decode.py" > variants/sd_2fd72ff.py
 echo "wrote $(ls variants | tr '\n' ' ')"

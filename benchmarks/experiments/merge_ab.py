@@ -1,0 +1,102 @@
+"""A/B of the split kernel against a frozen earlier copy: same bits, and the time of each, at chosen plans.
+
+    bash benchmarks/experiments/materialize.sh          # here: writes variants/sd_2fd72ff.py (git-ignored)
+    PYTHONPATH=src python3 benchmarks/experiments/merge_ab.py OUT.json --points csa:128:2 csa:133:0 ...
+
+A point is ``MODE:B:PIECES`` — PIECES 0 for the planner's default plan, N for batch-invariant mode with N pieces a
+token (64x64 tiles pinned). The earlier kernel (``--old``, default ``variants/sd_2fd72ff.py``: the merge that loads
+one piece per memory round trip) and the current one run the same plan on the same inputs; the outputs and lse must
+be bitwise equal, and both are timed in alternation (CUDA-graph replay, L2 flushed; the lower of each kernel's
+per-round medians).
+DSV4 shapes: h=64, s_q=1, FP8 MODEL1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+import wavemla.kernels.sparse_decode as sd
+from wavemla import config, get_mla_metadata, sparse_mla_decode
+from wavemla.testing import make_sparse_decode_inputs
+from wavemla.tools.bench import MODES, timings_us
+
+
+def load_variant(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def time_call(call_kw: dict, meta: object, reps: int, flush: bool = True) -> float:
+    """Median µs of one decode call (CUDA-graph replay; L2 flushed before each unless ``flush`` is off)."""
+    return timings_us(lambda: sparse_mla_decode(**call_kw, metadata=meta), reps=reps, flush=flush, graph=True)[1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", nargs="?", default=None)
+    ap.add_argument("--old", default=str(Path(__file__).parent / "variants" / "sd_2fd72ff.py"))
+    ap.add_argument("--points", nargs="+", default=["csa:128:2", "csa:133:0"])
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--no-flush", action="store_true", help="time back-to-back replays, L2 not flushed")
+    args = ap.parse_args()
+    old = load_variant(Path(args.old))
+    new_split = sd.sparse_decode_split
+    records = []
+    for item in args.points:
+        mode, b, pieces = item.split(":")
+        b, pieces = int(b), int(pieces)
+        topk, page, xtopk, xpage, xpool = MODES[mode]
+        inputs = make_sparse_decode_inputs(
+            batch=b, h_q=64, topk=topk, page=page, extra_topk=xtopk, extra_page=xpage, extra_pool=xpool,
+            fp8=True, device="cuda", seed=1,
+        )  # fmt: skip
+        kw = {k: v for k, v in inputs.items() if v is not None}
+        knobs = dict(WAVEMLA_NUM_SPLITS=pieces, WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64) if pieces else {}
+        call_kw = {**kw, **({"batch_invariant": True} if pieces else {})}
+        with config.override(**knobs):
+            meta, _ = get_mla_metadata()
+            res = {}
+            times: dict[str, list[float]] = {"old": [], "new": []}
+            try:
+                for _ in range(args.rounds):
+                    for name, fn in (("old", old.sparse_decode_split), ("new", new_split)):
+                        sd.sparse_decode_split = fn
+                        o, lse = sparse_mla_decode(**call_kw, metadata=meta)
+                        res[name] = (o.clone(), lse.clone())
+                        times[name].append(time_call(call_kw, meta, args.reps, not args.no_flush))
+            finally:
+                sd.sparse_decode_split = new_split
+        same = torch.equal(res["old"][0].view(torch.int16), res["new"][0].view(torch.int16)) and torch.equal(
+            res["old"][1].view(torch.int32), res["new"][1].view(torch.int32)
+        )
+        t_old, t_new = min(times["old"]), min(times["new"])
+        p = meta.plan
+        rec = dict(
+            mode=mode, batch=b, pieces=pieces or None, config=str(p.config), programs=p.programs,
+            units_per_part=p.units_per_part, old_us=t_old, new_us=t_new, old_all=times["old"],
+            new_all=times["new"], bit_identical=same,
+        )  # fmt: skip
+        records.append(rec)
+        print(
+            f"{mode} b={b:3d} pieces={pieces or '-':>2} {p.config!s:10s} progs={p.programs:4d} "
+            f"upp={p.units_per_part:3d}"
+            f"  old {t_old:7.1f}  new {t_new:7.1f} us  ({t_new / t_old:.3f})  bits {'same' if same else 'DIFFER'}",
+            flush=True,
+        )
+        del inputs, kw, call_kw, res
+        torch.cuda.empty_cache()
+    if args.out:
+        Path(args.out).write_text(json.dumps({"argv": sys.argv, "records": records}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
