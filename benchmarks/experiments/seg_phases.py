@@ -54,18 +54,19 @@ _ANCHORS = (
     ("    for i_seg in range(unit_lo // seg_units, (unit_hi - 1) // seg_units + 1):\n", 0, "after"),
     ("        b_l = tl.zeros([BLOCK_H], dtype=tl.float32)\n", 1, "after"),
     (
-        "            IS_FP8, PAGE, DTYPE, BLOCK_N, D, NUM_STAGES, E4M3_CVT, PREFETCH_ROWS,\n        )  # fmt: skip\n",
+        "            IS_FP8, PAGE, DTYPE, BLOCK_N, D, NUM_STAGES, E4M3_CVT, PREFETCH_ROWS, KV_EVICT,\n"
+        "        )  # fmt: skip\n",
         2,
         "after",
     ),
     (
-        "                IS_FP8, PAGE_X, DTYPE, BLOCK_N, D, NUM_STAGES, E4M3_CVT, PREFETCH_ROWS,\n"
+        "                IS_FP8, PAGE_X, DTYPE, BLOCK_N, D, NUM_STAGES, E4M3_CVT, PREFETCH_ROWS, KV_EVICT,\n"
         "            )  # fmt: skip\n",
         3,
         "after",
     ),
     ('        b_lse2 = tl.where(m_seen, b_m + tl.log2(tl.where(m_seen, b_l, 1.0)), float("-inf"))\n', 4, "after"),
-    ("            tl.store(p_lse_ws + i_slot * H + o_h, b_lse2, mask=m_h)\n", 5, "after"),
+    ("            tl.store(p_lse_ws + i_slot * H + o_h, b_lse2, mask=m_h, eviction_policy=WS_EVICT)\n", 5, "after"),
     (
         "            tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)\n        else:\n",
         5,

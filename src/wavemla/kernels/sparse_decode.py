@@ -46,9 +46,6 @@ from wavemla.kernels.gdc import gdc_launch_dependents, gdc_wait
 from wavemla.plan import Q_CONVERT_MIN_TILES
 
 LOG2E = 1.4426950408889634
-# Pieces a merge loads at a time (their loads issued together: one memory round trip per group, not per piece);
-# _pieces_acc spells out its four loads.
-MERGE_GROUP = tl.constexpr(4)
 
 
 @triton.jit
@@ -60,13 +57,18 @@ def _tile_idx(p_idx, i_tile, n_valid, num_slots, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
-def _load_raw(p_cache, b_idx, m_n, stride_blk, stride_tok, IS_FP8: tl.constexpr, PAGE: tl.constexpr, D: tl.constexpr):
+def _load_raw(
+    p_cache, b_idx, m_n, stride_blk, stride_tok, IS_FP8: tl.constexpr, PAGE: tl.constexpr, D: tl.constexpr,
+    KV_EVICT: tl.constexpr,
+):  # fmt: skip
     """Issue the loads of one tile's rows; returns the raw registers (e4m3 bytes, scale bytes, rope or rows).
 
     FP8 rows stay in their compact form: e4m3 bytes as ``[BLOCK_N, 8, 64]`` (64-wide tile j of the 448 nope dims;
     tile 7 is masked off), one scale byte per tile ``[BLOCK_N, 8]`` and 64 bf16 rope values ``[BLOCK_N, 64]``.
     Broadcasting scales and rope over the tile axis at decode time keeps the register footprint close to the bytes
     loaded (measured on H200: half the time of a flat ``[BLOCK_N, 512]`` form with a per-column scale gather).
+    ``KV_EVICT`` is the rows' L2 eviction policy ("evict_first": each row is read once per program, so it goes
+    before the partials and q; "": none).
     """
     # PAGE is a compile-time constant: the slot -> (page, row) split is a multiply-shift, not a 64-bit division.
     b_blk = (b_idx // PAGE).to(tl.int64)
@@ -78,15 +80,22 @@ def _load_raw(p_cache, b_idx, m_n, stride_blk, stride_tok, IS_FP8: tl.constexpr,
         p_page = p_cache + b_blk * stride_blk
         p_row = p_page + b_tok * 576
         m_x = m_n[:, None, None] & (o_j < 7)[None, :, None]
-        b_x = tl.load(p_row[:, None, None] + (o_j[None, :, None] * 64 + o_e[None, None, :]), mask=m_x, other=0)
+        b_x = tl.load(
+            p_row[:, None, None] + (o_j[None, :, None] * 64 + o_e[None, None, :]),
+            mask=m_x,
+            other=0,
+            eviction_policy=KV_EVICT,
+        )
         m_s = m_n[:, None] & (o_j < 7)[None, :]
-        b_s = tl.load((p_page + PAGE * 576 + b_tok * 8)[:, None] + o_j[None, :], mask=m_s, other=0)
+        b_s = tl.load(
+            (p_page + PAGE * 576 + b_tok * 8)[:, None] + o_j[None, :], mask=m_s, other=0, eviction_policy=KV_EVICT
+        )
         p_rope = (p_row + 448).to(tl.pointer_type(tl.bfloat16))
-        b_r = tl.load(p_rope[:, None] + o_e[None, :], mask=m_n[:, None], other=0.0)
+        b_r = tl.load(p_rope[:, None] + o_e[None, :], mask=m_n[:, None], other=0.0, eviction_policy=KV_EVICT)
     else:
         o_d = tl.arange(0, D)
         p_row = p_cache + b_blk * stride_blk + b_tok * stride_tok
-        b_r = tl.load(p_row[:, None] + o_d[None, :], mask=m_n[:, None], other=0.0)
+        b_r = tl.load(p_row[:, None] + o_d[None, :], mask=m_n[:, None], other=0.0, eviction_policy=KV_EVICT)
         b_x = b_r
         b_s = b_r
     return b_x, b_s, b_r
@@ -153,6 +162,7 @@ def _attend_tiles(
     NUM_STAGES: tl.constexpr,
     E4M3_CVT: tl.constexpr,
     PREFETCH_ROWS: tl.constexpr,
+    KV_EVICT: tl.constexpr,
 ):
     """Online softmax over tiles ``[i_lo, i_hi)`` of one index list; returns the updated (acc, m, l).
 
@@ -168,14 +178,16 @@ def _attend_tiles(
     b_raw_idx = _tile_idx(p_idx, i_lo, n_hi, num_slots, BLOCK_N)
     if PREFETCH_ROWS:
         m_n = b_raw_idx >= 0
-        b_x, b_s, b_r = _load_raw(p_cache, tl.where(m_n, b_raw_idx, 0), m_n, stride_blk, stride_tok, IS_FP8, PAGE, D)
+        b_x, b_s, b_r = _load_raw(
+            p_cache, tl.where(m_n, b_raw_idx, 0), m_n, stride_blk, stride_tok, IS_FP8, PAGE, D, KV_EVICT
+        )
         b_raw_idx = _tile_idx(p_idx, i_lo + 1, n_hi, num_slots, BLOCK_N)
         for i_tile in tl.range(i_lo, i_hi, num_stages=NUM_STAGES):
             b_kv = _decode_raw(b_x, b_s, b_r, IS_FP8, DTYPE, D, E4M3_CVT)
             b_s_qk = tl.dot(b_q, tl.trans(b_kv)) * qk_scale
             m_n_next = b_raw_idx >= 0  # past i_hi every entry is -1: the loads below are masked off
             b_x, b_s, b_r = _load_raw(
-                p_cache, tl.where(m_n_next, b_raw_idx, 0), m_n_next, stride_blk, stride_tok, IS_FP8, PAGE, D
+                p_cache, tl.where(m_n_next, b_raw_idx, 0), m_n_next, stride_blk, stride_tok, IS_FP8, PAGE, D, KV_EVICT
             )
             b_raw_idx = _tile_idx(p_idx, i_tile + 2, n_hi, num_slots, BLOCK_N)
             b_acc, b_m, b_l = _online_update(b_acc, b_m, b_l, b_kv, b_s_qk, m_n, DTYPE)
@@ -184,7 +196,7 @@ def _attend_tiles(
         for i_tile in tl.range(i_lo, i_hi, num_stages=NUM_STAGES):
             m_n = b_raw_idx >= 0
             b_x, b_s, b_r = _load_raw(
-                p_cache, tl.where(m_n, b_raw_idx, 0), m_n, stride_blk, stride_tok, IS_FP8, PAGE, D
+                p_cache, tl.where(m_n, b_raw_idx, 0), m_n, stride_blk, stride_tok, IS_FP8, PAGE, D, KV_EVICT
             )
             b_raw_idx = _tile_idx(p_idx, i_tile + 1, n_hi, num_slots, BLOCK_N)  # all -1 past i_hi
             b_kv = _decode_raw(b_x, b_s, b_r, IS_FP8, DTYPE, D, E4M3_CVT)
@@ -194,34 +206,20 @@ def _attend_tiles(
 
 
 @triton.jit
-def load_sink2(p_sink, o_h, m_h):
-    """The sinks of heads ``o_h`` in base 2 (``sink·log2e``; -inf where masked)."""
-    return tl.load(p_sink + o_h, mask=m_h, other=float("-inf")).to(tl.float32) * 1.4426950408889634
-
-
-@triton.jit
-def finalize_heads_sink2(b_o, b_lse2, b_sink2, HAS_SINK: tl.constexpr):
-    """:func:`finalize_heads` with the base-2 sinks already loaded (:func:`load_sink2`; unused without a sink)."""
-    m_rows = b_lse2 > float("-inf")
-    if HAS_SINK:
-        b_factor = 1.0 / (1.0 + tl.exp2(b_sink2 - b_lse2))
-        b_o = b_o * b_factor[:, None]
-    b_o = tl.where(m_rows[:, None], b_o, 0.0)
-    b_lse = tl.where(m_rows, b_lse2 * 0.6931471805599453, float("inf"))
-    return b_o, b_lse
-
-
-@triton.jit
 def finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK: tl.constexpr):
     """Normalized output ``[BLOCK_H, D]`` and base-2 lse -> (output scaled by the sink factor, natural-log lse).
 
     No valid row (lse2 = -inf) gives output 0 and lse +inf. The sink enters only the denominator:
     ``out = o / (1 + 2^(sink·log2e - lse2))``.
     """
-    b_sink2 = b_lse2
+    m_rows = b_lse2 > float("-inf")
     if HAS_SINK:
-        b_sink2 = load_sink2(p_sink, o_h, m_h)
-    return finalize_heads_sink2(b_o, b_lse2, b_sink2, HAS_SINK)
+        b_sink2 = tl.load(p_sink + o_h, mask=m_h, other=float("-inf")).to(tl.float32) * 1.4426950408889634
+        b_factor = 1.0 / (1.0 + tl.exp2(b_sink2 - b_lse2))
+        b_o = b_o * b_factor[:, None]
+    b_o = tl.where(m_rows[:, None], b_o, 0.0)
+    b_lse = tl.where(m_rows, b_lse2 * 0.6931471805599453, float("inf"))
+    return b_o, b_lse
 
 
 @triton.jit
@@ -238,91 +236,44 @@ def _load_acquire(p, ASM: tl.constexpr):
 
 
 @triton.jit
-def _group_lse(p_lse_ws, i_tok, i_part, i_last, H, o_h, m_h):
-    """Base-2 lse of workspace slot ``i_tok + i_part`` for heads ``o_h``: -inf where masked and, with no load, for
-    a part past ``i_last``. The load skips L1: other programs wrote the partials during this kernel."""
-    m = tl.where(i_part <= i_last, m_h, False)
-    p = p_lse_ws + tl.cast(i_tok + i_part, tl.int64) * H + o_h
-    return tl.load(p, mask=m, other=float("-inf"), cache_modifier=".cg")
-
-
-@triton.jit
-def _group_o(p_o_ws, i_tok, i_part, i_last, H, o_h, m_h, o_d, D: tl.constexpr):
-    """Partial of workspace slot ``i_tok + i_part`` over columns ``o_d``: 0 where masked and, with no load, for a
-    part past ``i_last``."""
-    m = tl.where(i_part <= i_last, m_h, False)[:, None]
-    p = p_o_ws + (tl.cast(i_tok + i_part, tl.int64) * H + o_h[:, None]) * D + o_d[None, :]
-    return tl.load(p, mask=m, other=0.0, cache_modifier=".cg")
+def _piece_lse(p_lse_ws, i_slot, H, o_h, m_h):
+    """Base-2 lse of workspace slot ``i_slot`` for heads ``o_h`` (-inf where masked). The load skips L1: other
+    programs wrote the partials during this kernel."""
+    return tl.load(p_lse_ws + i_slot * H + o_h, mask=m_h, other=float("-inf"), cache_modifier=".cg")
 
 
 @triton.jit
 def _pieces_max(p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h):
     """Largest piece lse per head over slots ``i_tok + i_first .. i_tok + i_last``, 0 where every piece is empty,
-    so that every weight 2^(lse_i - max) is <= 1. Loads ``MERGE_GROUP`` pieces at a time (one memory round trip
-    per group)."""
+    so that every weight 2^(lse_i - max) is <= 1."""
     b_max = tl.full(o_h.shape, float("-inf"), dtype=tl.float32)
-    for i_g in range(i_first, i_last + 1, MERGE_GROUP):
-        for j in tl.static_range(MERGE_GROUP):
-            b_max = tl.maximum(b_max, _group_lse(p_lse_ws, i_tok, i_g + j, i_last, H, o_h, m_h))
+    for i_part in range(i_first, i_last + 1):
+        b_max = tl.maximum(b_max, _piece_lse(p_lse_ws, tl.cast(i_tok + i_part, tl.int64), H, o_h, m_h))
     return tl.where(b_max == float("-inf"), 0.0, b_max)
-
-
-@triton.jit
-def _pieces_sum(p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, b_max_safe):
-    """Sum over the pieces, in slot order, of 2^(lse_i - max), ``MERGE_GROUP`` pieces a memory round trip. A part
-    past the last adds 2^-inf = +0 to a sum that is >= +0, so the bits are those of a loop over the pieces alone."""
-    b_sum = tl.zeros(o_h.shape, dtype=tl.float32)
-    for i_g in range(i_first, i_last + 1, MERGE_GROUP):
-        for j in tl.static_range(MERGE_GROUP):
-            b_sum += tl.exp2(_group_lse(p_lse_ws, i_tok, i_g + j, i_last, H, o_h, m_h) - b_max_safe)
-    return b_sum
-
-
-@triton.jit
-def _pieces_acc(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, b_max_safe, D: tl.constexpr):
-    """Sum over the pieces, in slot order, of 2^(lse_i - max) · partial_i over columns ``o_d``, four pieces a
-    memory round trip: the group's lse and partial loads are all issued before any weight is broadcast over its
-    rows (that broadcast goes through shared memory and CTA barriers, which a later load could not pass). A part
-    past the last adds fma(0, 0, acc) = acc: the accumulator starts at +0 and never becomes -0, so the bits are
-    those of a loop over the pieces alone."""
-    b_acc = tl.zeros([o_h.shape[0], o_d.shape[0]], dtype=tl.float32)
-    for i_g in range(i_first, i_last + 1, 4):
-        b_l0 = _group_lse(p_lse_ws, i_tok, i_g, i_last, H, o_h, m_h)
-        b_l1 = _group_lse(p_lse_ws, i_tok, i_g + 1, i_last, H, o_h, m_h)
-        b_l2 = _group_lse(p_lse_ws, i_tok, i_g + 2, i_last, H, o_h, m_h)
-        b_l3 = _group_lse(p_lse_ws, i_tok, i_g + 3, i_last, H, o_h, m_h)
-        b_o0 = _group_o(p_o_ws, i_tok, i_g, i_last, H, o_h, m_h, o_d, D)
-        b_o1 = _group_o(p_o_ws, i_tok, i_g + 1, i_last, H, o_h, m_h, o_d, D)
-        b_o2 = _group_o(p_o_ws, i_tok, i_g + 2, i_last, H, o_h, m_h, o_d, D)
-        b_o3 = _group_o(p_o_ws, i_tok, i_g + 3, i_last, H, o_h, m_h, o_d, D)
-        b_acc += tl.exp2(b_l0 - b_max_safe)[:, None] * b_o0.to(tl.float32)
-        b_acc += tl.exp2(b_l1 - b_max_safe)[:, None] * b_o1.to(tl.float32)
-        b_acc += tl.exp2(b_l2 - b_max_safe)[:, None] * b_o2.to(tl.float32)
-        b_acc += tl.exp2(b_l3 - b_max_safe)[:, None] * b_o3.to(tl.float32)
-    return b_acc
-
-
-@triton.jit
-def _merged_lse2(b_max_safe, b_sum):
-    """Base-2 lse of merged pieces from their max and weight sum; -inf where no piece saw a row."""
-    m_seen = b_sum > 0.0
-    return tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
 
 
 @triton.jit
 def merge_pieces(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D: tl.constexpr):
     """Merge the normalized partials of token ``i_tok`` in workspace slots ``i_tok + i_first .. i_tok + i_last``
-    (base-2 lse each) in slot order; returns the merged output ``[BLOCK_H, len(o_d)]`` fp32 and its base-2 lse.
+    (base-2 lse each) in slot order; returns the merged output ``[BLOCK_H, D]`` fp32 and its base-2 lse.
 
     The same arithmetic in the same order whichever program runs it, so a token's bits do not depend on which of
-    its pieces finished last. Pieces are loaded four at a time (``MERGE_GROUP``): a merge of P pieces waits on
-    about 3·ceil(P / 4) memory round trips instead of 3·P, with the bits of a loop over one piece at a time.
+    its pieces finished last.
     """
     b_max_safe = _pieces_max(p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h)
-    b_sum = _pieces_sum(p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, b_max_safe)
-    b_acc = _pieces_acc(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, b_max_safe, D)
-    b_o = b_acc / tl.where(b_sum > 0.0, b_sum, 1.0)[:, None]
-    return b_o, _merged_lse2(b_max_safe, b_sum)
+    b_sum = tl.zeros(o_h.shape, dtype=tl.float32)
+    b_acc = tl.zeros([o_h.shape[0], D], dtype=tl.float32)
+    for i_part in range(i_first, i_last + 1):
+        i_slot = tl.cast(i_tok + i_part, tl.int64)
+        b_w = tl.exp2(_piece_lse(p_lse_ws, i_slot, H, o_h, m_h) - b_max_safe)
+        p_o_i = p_o_ws + (i_slot * H + o_h[:, None]) * D + o_d[None, :]
+        b_o_i = tl.load(p_o_i, mask=m_h[:, None], other=0.0, cache_modifier=".cg")
+        b_acc += b_w[:, None] * b_o_i.to(tl.float32)
+        b_sum += b_w
+    m_seen = b_sum > 0.0
+    b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
+    b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
+    return b_o, b_lse2
 
 
 @triton.jit
@@ -362,21 +313,30 @@ def _prefetch_first_tile(
 
 @triton.jit
 def _merge_pieces_out(
-    p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, b_sink2, p_o, stride_oh, p_lse_tok,
+    p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, p_sink, p_o, stride_oh, p_lse_tok,
     HAS_SINK: tl.constexpr, D: tl.constexpr, DC: tl.constexpr,
 ):  # fmt: skip
-    """:func:`merge_pieces` and :func:`finalize_heads_sink2` for a whole head block, written out ``DC`` columns at
-    a time (output rows at ``p_o``, lse at ``p_lse_tok``): each column chunk holds a ``[BLOCK_H, DC]`` accumulator
-    instead of ``[BLOCK_H, D]``. Every output element sees the same operations in the same order as in
-    :func:`merge_pieces` and :func:`finalize_heads_sink2`, so the bits are the same."""
+    """:func:`merge_pieces` and :func:`finalize_heads` for a whole head block, written out ``DC`` columns at a time
+    (output rows at ``p_o``, lse at ``p_lse_tok``): each column chunk holds a ``[BLOCK_H, DC]`` accumulator instead
+    of ``[BLOCK_H, D]``. Every output element sees the same operations in the same order as in
+    :func:`merge_pieces`, so the bits are the same."""
     b_max_safe = _pieces_max(p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h)
-    b_sum = _pieces_sum(p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, b_max_safe)
-    b_lse2 = _merged_lse2(b_max_safe, b_sum)
-    b_den = tl.where(b_sum > 0.0, b_sum, 1.0)
+    b_sum = tl.zeros(o_h.shape, dtype=tl.float32)
+    for i_part in range(i_first, i_last + 1):
+        b_sum += tl.exp2(_piece_lse(p_lse_ws, tl.cast(i_tok + i_part, tl.int64), H, o_h, m_h) - b_max_safe)
+    m_seen = b_sum > 0.0
+    b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
     for i_dc in range(D // DC):
         o_dc = i_dc * DC + tl.arange(0, DC)
-        b_acc = _pieces_acc(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_dc, b_max_safe, D)
-        b_o, _ = finalize_heads_sink2(b_acc / b_den[:, None], b_lse2, b_sink2, HAS_SINK)
+        b_acc = tl.zeros([o_h.shape[0], DC], dtype=tl.float32)
+        for i_part in range(i_first, i_last + 1):
+            i_slot = tl.cast(i_tok + i_part, tl.int64)
+            b_w = tl.exp2(_piece_lse(p_lse_ws, i_slot, H, o_h, m_h) - b_max_safe)
+            p_o_i = p_o_ws + (i_slot * H + o_h[:, None]) * D + o_dc[None, :]
+            b_o_i = tl.load(p_o_i, mask=m_h[:, None], other=0.0, cache_modifier=".cg")
+            b_acc += b_w[:, None] * b_o_i.to(tl.float32)
+        b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
+        b_o, _ = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
         tl.store(p_o + o_h[:, None] * stride_oh + o_dc[None, :], b_o.to(p_o.dtype.element_ty), mask=m_h[:, None])
     b_lse = tl.where(b_lse2 > float("-inf"), b_lse2 * 0.6931471805599453, float("inf"))  # as finalize_heads
     tl.store(p_lse_tok + o_h, b_lse, mask=m_h)
@@ -450,6 +410,8 @@ def _sparse_mla_decode_kernel(
     WAIT_Q: tl.constexpr,
     PREFETCH_FIRST: tl.constexpr,
     MERGE_DC: tl.constexpr,
+    KV_EVICT: tl.constexpr,
+    WS_EVICT: tl.constexpr,
 ):
     if PDL:
         # Let the combine launch now: its programs wait in griddepcontrol.wait until this grid has finished, so
@@ -461,10 +423,6 @@ def _sparse_mla_decode_kernel(
     o_h = i_hb * BLOCK_H + tl.arange(0, BLOCK_H)
     m_h = o_h < H
     o_d = tl.arange(0, D)
-    # The sinks of this program's heads, loaded once: finishing a token then waits on no load for them.
-    b_sink2 = tl.zeros([BLOCK_H], dtype=tl.float32)
-    if HAS_SINK:
-        b_sink2 = load_sink2(p_sink, o_h, m_h)
 
     unit_lo = i_part * units_per_part
     unit_hi = tl.minimum(unit_lo + units_per_part, total_units)
@@ -510,35 +468,34 @@ def _sparse_mla_decode_kernel(
         b_m = tl.full([BLOCK_H], float("-inf"), dtype=tl.float32)
         b_l = tl.zeros([BLOCK_H], dtype=tl.float32)
 
-        # Both lists' lengths are loaded before the first list's tiles: one memory round trip for the two.
         n_main = topk
         if HAS_LEN:
             n_main = tl.minimum(tl.maximum(tl.load(p_len + i_b), 0), topk)
-        n_x = topk_x
-        if HAS_LEN_X:
-            n_x = tl.minimum(tl.maximum(tl.load(p_len_x + i_b), 0), topk_x)
         hi_main = tl.minimum(t_hi, tl.cdiv(n_main, BLOCK_N))
         b_acc, b_m, b_l = _attend_tiles(
             b_acc, b_m, b_l, b_q,
             p_kv, p_idx + tl.cast(i_b, tl.int64) * stride_ib + i_s * stride_is,
             t_lo, hi_main, n_main, num_slots, stride_kv_blk, stride_kv_tok, qk_scale,
-            IS_FP8, PAGE, DTYPE, BLOCK_N, D, NUM_STAGES, E4M3_CVT, PREFETCH_ROWS,
+            IS_FP8, PAGE, DTYPE, BLOCK_N, D, NUM_STAGES, E4M3_CVT, PREFETCH_ROWS, KV_EVICT,
         )  # fmt: skip
         if HAS_EXTRA:
+            n_x = topk_x
+            if HAS_LEN_X:
+                n_x = tl.minimum(tl.maximum(tl.load(p_len_x + i_b), 0), topk_x)
             lo_x = tl.maximum(t_lo - n_tiles_main, 0)
             hi_x = tl.minimum(t_hi - n_tiles_main, tl.cdiv(n_x, BLOCK_N))
             b_acc, b_m, b_l = _attend_tiles(
                 b_acc, b_m, b_l, b_q,
                 p_kv_x, p_idx_x + tl.cast(i_b, tl.int64) * stride_ixb + i_s * stride_ixs,
                 lo_x, hi_x, n_x, num_slots_x, stride_kvx_blk, stride_kvx_tok, qk_scale,
-                IS_FP8, PAGE_X, DTYPE, BLOCK_N, D, NUM_STAGES, E4M3_CVT, PREFETCH_ROWS,
+                IS_FP8, PAGE_X, DTYPE, BLOCK_N, D, NUM_STAGES, E4M3_CVT, PREFETCH_ROWS, KV_EVICT,
             )  # fmt: skip
 
         m_seen = b_l > 0.0
         b_o = b_acc / tl.where(m_seen, b_l, 1.0)[:, None]
         b_lse2 = tl.where(m_seen, b_m + tl.log2(tl.where(m_seen, b_l, 1.0)), float("-inf"))
         if (t_lo == 0) & (t_hi == n_tiles):
-            b_o, b_lse = finalize_heads_sink2(b_o, b_lse2, b_sink2, HAS_SINK)
+            b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
             p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + i_s * stride_os
             tl.store(p_o + o_h[:, None] * stride_oh + o_d[None, :], b_o.to(p_out.dtype.element_ty), mask=m_h[:, None])
             tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
@@ -548,8 +505,9 @@ def _sparse_mla_decode_kernel(
                 p_o_ws + (i_slot * H + o_h[:, None]) * D + o_d[None, :],
                 b_o.to(p_o_ws.dtype.element_ty),
                 mask=m_h[:, None],
+                eviction_policy=WS_EVICT,
             )
-            tl.store(p_lse_ws + i_slot * H + o_h, b_lse2, mask=m_h)
+            tl.store(p_lse_ws + i_slot * H + o_h, b_lse2, mask=m_h, eviction_policy=WS_EVICT)
             if MERGE_IN_KERNEL:
                 tok_lo = i_tok * n_tiles
                 i_first = tok_lo // slot_units
@@ -572,13 +530,13 @@ def _sparse_mla_decode_kernel(
                     p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + i_s * stride_os
                     if MERGE_DC == 0:
                         b_o, b_lse2 = merge_pieces(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D)
-                        b_o, b_lse = finalize_heads_sink2(b_o, b_lse2, b_sink2, HAS_SINK)
+                        b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
                         p_o_h = p_o + o_h[:, None] * stride_oh + o_d[None, :]
                         tl.store(p_o_h, b_o.to(p_out.dtype.element_ty), mask=m_h[:, None])
                         tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
                     else:
                         _merge_pieces_out(
-                            p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, b_sink2, p_o, stride_oh,
+                            p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, p_sink, p_o, stride_oh,
                             p_lse + tl.cast(i_tok, tl.int64) * H, HAS_SINK, D, MERGE_DC,
                         )  # fmt: skip
                     # Every piece has counted in (if any did): zero for the next call. Two programs may both have
@@ -632,6 +590,7 @@ def sparse_decode_split(
     pdl: bool | None = None,
     prefetch_first: bool = True,
     merge_chunk: int = MERGE_CHUNK,
+    l2_hints: bool | None = None,
 ) -> Any:
     """Launch the split kernel; returns Triton's compiled-kernel handle (registers, spills, shared memory).
 
@@ -653,8 +612,11 @@ def sparse_decode_split(
     their first tile's rows into L2, then wait for q). ``merge_chunk``: output columns per step of the in-kernel
     merge of cut tokens (0: all 512 at once; same bits either way). ``e4m3_cvt`` picks the e4m3 decode
     (hardware conversion or bit assembly; identical results); None asks :func:`wavemla.device.fp8_decode_path` for
-    q's device.
+    q's device. ``l2_hints`` (None: FP8 rows in 64-row tiles, where they were measured a gain): load the gathered
+    rows with L2 policy evict_first and store the partials with evict_last (same results either way).
     """
+    if l2_hints is None:
+        l2_hints = is_fp8 and block_n >= 64
     if merge_chunk < 0 or (merge_chunk and (q.shape[-1] % merge_chunk or merge_chunk & (merge_chunk - 1))):
         raise ValueError(f"merge_chunk: 0 or a power of two dividing {q.shape[-1]}, got {merge_chunk}")
     if e4m3_cvt is None:
@@ -748,6 +710,11 @@ def sparse_decode_split(
         WAIT_Q=wait_q,
         PREFETCH_FIRST=wait_q and prefetch_first,  # wait_q: FP8 rows (the conversion is for them)
         MERGE_DC=merge_chunk,
+        # L2 policy (64-row tiles): gathered rows are read once, so they go first; the partials, read back by the
+        # merge, stay. H200: CSA b=128 81.0 -> 75.6 µs, batch-invariant 97.6 -> 90.2, b=133 (cut tokens) 103.0 ->
+        # 96.5; at 32-row tiles the hinted loads measured 2-3% slower (CSA b=32 41.4 -> 42.5), so they go without.
+        KV_EVICT="evict_first" if l2_hints else "",
+        WS_EVICT="evict_last" if l2_hints else "",
         num_warps=num_warps,
         num_stages=num_stages,
         **({"launch_pdl": True} if wait_q else {}),
