@@ -31,6 +31,15 @@ TOLERANCES: dict[tuple[str, str], Tolerance] = {
 }
 
 
+def bf16_weights_tolerance(tol: Tolerance, v_max: float) -> Tolerance:
+    """``tol`` widened for outputs whose softmax weights were rounded to bf16 for the ``PV`` product (bf16 row
+    caches; FP8 rows use fp16 weights). Each weight then carries a relative error up to 2^-9, so an output element
+    can be off by up to 2^-9 · max|v| over the rows it reads — an absolute error, which FlashMLA's ``abs`` of 1e-3
+    does not cover where the weighted rows nearly cancel (docs/reliability.md, "Numeric limits"). The ``abs`` bound
+    becomes ``max(tol.abs, 2^-8 · v_max)`` (twice the worst case) and the cosine bound ``max(tol.cos, 2^-16)``."""
+    return Tolerance(abs=max(tol.abs, v_max / 256.0), rel=tol.rel, cos=max(tol.cos, 2.0**-16))
+
+
 def cosine_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     """1 - 2<a,b>/(|a|^2+|b|^2) over finite positions, in fp64 (0 when both are all zero)."""
     a64, b64 = a.double().flatten(), b.double().flatten()
