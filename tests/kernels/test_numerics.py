@@ -216,8 +216,8 @@ def test_fp8_rope_beyond_fp16() -> None:
 
 def _cancelling_bf16_rows() -> dict[str, Any]:
     """One token, one head, two bf16 rows whose weighted sum nearly cancels. q = e0; row 0 = -4·e1, row 1 =
-    -6.21875·e0 + 6·e1, so row 1's softmax weight, exp(-6.21875 / sqrt(512)) / 1 ≈ 0.76 of row 0's, is not a bf16
-    value: rounded to bf16 it moves output 1 (≈ 0.317) by about 0.006."""
+    -6.21875·e0 + 6·e1, so row 1's softmax weight relative to row 0's, exp(-6.21875 / sqrt(512)) ≈ 0.7597, is not a
+    bf16 value: rounded to bf16 (0.7578) it moves output 1 (≈ 0.317) by about 0.0067."""
     q = torch.zeros(1, 1, 1, 512, dtype=torch.bfloat16)
     q[0, 0, 0, 0] = 1.0
     kv = torch.zeros(1, 2, 1, 512, dtype=torch.bfloat16)
