@@ -34,6 +34,7 @@ from wavemla.tools.bench_indexer import (
     fits,
     index_k_bytes,
     make_record,
+    run_case,
     triton_memory_bytes,
 )
 
@@ -129,19 +130,7 @@ def measure_case(
     for path in PATHS:
 
         def call(path: str = path) -> object:
-            return ix.lightning_indexer(
-                data["q"],
-                data["w"],
-                data["cache"],
-                data["table"],
-                data["n_comp"],
-                case.topk,
-                max_n_comp=case.n_comp,
-                out=out,
-                workspace=ws,
-                index_k_layout="paged" if case.kv_format == "fp8-paged" else "rows",
-                select=path,
-            )
+            return run_case(case, data, ws, out, select=path)
 
         call()
         outputs.append((out[0].clone(), out[1].clone()))

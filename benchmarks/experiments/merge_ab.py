@@ -18,6 +18,7 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -27,11 +28,26 @@ from wavemla.testing import make_sparse_decode_inputs
 from wavemla.tools.bench import MODES, timings_us
 
 
-def load_variant(path: Path):
+def load_variant(path: Path) -> Any:
+    """The Python file at ``path`` imported as a module named after it (a frozen or patched kernel copy)."""
     spec = importlib.util.spec_from_file_location(path.stem, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def decode_point(mode: str, b: int, pieces: int | None, seed: int) -> tuple[dict[str, Any], dict[str, int]]:
+    """(call keywords, knobs) of one point: DSV4 h=64 s_q=1 FP8 inputs for ``mode`` at batch ``b``; with ``pieces``
+    batch-invariant mode with that many pieces a token on pinned 64x64 tiles, else the planner's default plan."""
+    topk, page, xtopk, xpage, xpool = MODES[mode]
+    inputs = make_sparse_decode_inputs(
+        batch=b, h_q=64, topk=topk, page=page, extra_topk=xtopk, extra_page=xpage, extra_pool=xpool,
+        fp8=True, device="cuda", seed=seed,
+    )  # fmt: skip
+    kw = {k: v for k, v in inputs.items() if v is not None}
+    if not pieces:
+        return kw, {}
+    return {**kw, "batch_invariant": True}, dict(WAVEMLA_NUM_SPLITS=pieces, WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64)
 
 
 def time_call(call_kw: dict, meta: object, reps: int, flush: bool = True) -> float:
@@ -54,14 +70,7 @@ def main() -> None:
     for item in args.points:
         mode, b, pieces = item.split(":")
         b, pieces = int(b), int(pieces)
-        topk, page, xtopk, xpage, xpool = MODES[mode]
-        inputs = make_sparse_decode_inputs(
-            batch=b, h_q=64, topk=topk, page=page, extra_topk=xtopk, extra_page=xpage, extra_pool=xpool,
-            fp8=True, device="cuda", seed=1,
-        )  # fmt: skip
-        kw = {k: v for k, v in inputs.items() if v is not None}
-        knobs = dict(WAVEMLA_NUM_SPLITS=pieces, WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64) if pieces else {}
-        call_kw = {**kw, **({"batch_invariant": True} if pieces else {})}
+        call_kw, knobs = decode_point(mode, b, pieces, seed=1)
         with config.override(**knobs):
             meta, _ = get_mla_metadata()
             res = {}
@@ -92,7 +101,7 @@ def main() -> None:
             f"  old {t_old:7.1f}  new {t_new:7.1f} us  ({t_new / t_old:.3f})  bits {'same' if same else 'DIFFER'}",
             flush=True,
         )
-        del inputs, kw, call_kw, res
+        del call_kw, res
         torch.cuda.empty_cache()
     if args.out:
         Path(args.out).write_text(json.dumps({"argv": sys.argv, "records": records}, indent=1))

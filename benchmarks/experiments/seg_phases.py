@@ -17,7 +17,6 @@ time is printed beside it.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import tempfile
@@ -25,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from merge_ab import decode_point, load_variant, time_call  # this directory: the script's own path entry
 
 import wavemla.kernels.sparse_decode as sd
 from wavemla import config, get_mla_metadata, sparse_mla_decode
-from wavemla.testing import make_sparse_decode_inputs
-from wavemla.tools.bench import MODES, _flush_l2, timings_us
+from wavemla.tools.bench import _flush_l2
 
 PHASES = ("q+reset", "main tiles", "extra tiles", "normalize", "store", "merge/tail")
 N_STAMPS = 7
@@ -111,26 +110,16 @@ def patched_module(edits: tuple[tuple[str, str], ...] = ()) -> Any:
     text = head[:i_dec] + _CLOCK + head[i_dec:] + kernel + tail + "\n\nDBG = None\n"
     path = Path(tempfile.mkdtemp()) / "sd_stamped.py"
     path.write_text(text)
-    spec = importlib.util.spec_from_file_location("sd_stamped", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_variant(path)
 
 
 def run_point(mod: Any, mode: str, b: int, pieces: int | None) -> dict[str, Any]:
-    topk, page, xtopk, xpage, xpool = MODES[mode]
-    inputs = make_sparse_decode_inputs(
-        batch=b, h_q=64, topk=topk, page=page, extra_topk=xtopk, extra_page=xpage, extra_pool=xpool,
-        fp8=True, device="cuda", seed=0,
-    )  # fmt: skip
-    kw = {k: v for k, v in inputs.items() if v is not None}
-    knobs = dict(WAVEMLA_NUM_SPLITS=pieces, WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64) if pieces else {}
-    call_kw = {**kw, **({"batch_invariant": True} if pieces else {})}
+    call_kw, knobs = decode_point(mode, b, pieces, seed=0)
     split = sd.sparse_decode_split
     with config.override(**knobs):
         meta, _ = get_mla_metadata()
         sparse_mla_decode(**call_kw, metadata=meta)
-        graph_us = timings_us(lambda: sparse_mla_decode(**call_kw, metadata=meta), reps=20, graph=True)[1]
+        graph_us = time_call(call_kw, meta, 20)
         programs = meta.plan.programs
         mod.DBG = torch.full((programs * MAX_SEG * N_STAMPS,), -1, dtype=torch.int64, device="cuda")
         sd.sparse_decode_split = mod.sparse_decode_split

@@ -230,6 +230,30 @@ def _environment() -> dict[str, Any]:
     }
 
 
+def run_case(
+    case: IndexerBenchCase,
+    data: dict[str, torch.Tensor],
+    ws: torch.Tensor,
+    out: tuple[torch.Tensor, torch.Tensor],
+    **extra: Any,
+) -> object:
+    """One ``lightning_indexer`` call on a case filled by :func:`_fill_case`, into ``out`` with workspace ``ws``
+    (``extra``: further keyword arguments, e.g. ``select``)."""
+    return lightning_indexer(
+        data["q"],
+        data["w"],
+        data["cache"],
+        data["table"],
+        data["n_comp"],
+        case.topk,
+        max_n_comp=case.n_comp,
+        out=out,
+        workspace=ws,
+        index_k_layout="paged" if case.kv_format == "fp8-paged" else "rows",
+        **extra,
+    )
+
+
 def _fill_case(case: IndexerBenchCase, generator: torch.Generator) -> dict[str, torch.Tensor]:
     """Random inputs on the GPU; request r owns blocks [r·blocks, (r+1)·blocks) so rows are also contiguous."""
     dev = torch.device("cuda")
@@ -303,18 +327,7 @@ def run_indexer_bench(
             ws: torch.Tensor = ws,
             out: tuple[torch.Tensor, torch.Tensor] = out,
         ) -> object:
-            return lightning_indexer(
-                data["q"],
-                data["w"],
-                data["cache"],
-                data["table"],
-                data["n_comp"],
-                case.topk,
-                max_n_comp=case.n_comp,
-                out=out,
-                workspace=ws,
-                index_k_layout="paged" if case.kv_format == "fp8-paged" else "rows",
-            )
+            return run_case(case, data, ws, out)
 
         samples = timing_samples_us(run_triton, reps, graph=True)
         row = make_record(case, "triton", samples, nbytes, env, copy_gbps)
