@@ -613,12 +613,12 @@ def sparse_decode_split(
     merge of cut tokens (0: all 512 at once; same bits either way). ``e4m3_cvt`` picks the e4m3 decode
     (hardware conversion or bit assembly; identical results); None asks :func:`wavemla.device.fp8_decode_path` for
     q's device. ``l2_hints``: load the gathered rows with L2 policy evict_first and store the partials with
-    evict_last (same results either way); None turns them on where they were measured a gain on the H200 — FP8
-    rows in 64-row tiles read by one program per query token (s_q = 1, one head block) — and off elsewhere (32-row
-    tiles measured slower; where a row is read by two programs or two query tokens, unmeasured).
+    evict_last (same results either way); None turns them on for FP8 rows except in 64x32 tiles, as measured on
+    the H200: faster in 64x64 tiles (also where two query tokens or two head blocks read each row) and in 16x32
+    tiles, 2-3% slower in 64x32 tiles. Row caches go without them (not measured).
     """
     if l2_hints is None:
-        l2_hints = is_fp8 and block_n >= 64 and q.shape[1] == 1 and q.shape[2] <= block_h
+        l2_hints = is_fp8 and not (block_h >= 64 and block_n < 64)
     if merge_chunk < 0 or (merge_chunk and (q.shape[-1] % merge_chunk or merge_chunk & (merge_chunk - 1))):
         raise ValueError(f"merge_chunk: 0 or a power of two dividing {q.shape[-1]}, got {merge_chunk}")
     if e4m3_cvt is None:
@@ -712,9 +712,10 @@ def sparse_decode_split(
         WAIT_Q=wait_q,
         PREFETCH_FIRST=wait_q and prefetch_first,  # wait_q: FP8 rows (the conversion is for them)
         MERGE_DC=merge_chunk,
-        # L2 policy: gathered rows are read once, so they go first; the partials, read back by the merge, stay.
+        # L2 policy: gathered rows are streamed, so they go first; the partials, read back by the merge, stay.
         # H200, h=64 s_q=1 (2026-11-30-h200-l2-hints.log): CSA b=128 80.3 -> 75.1 µs, batch-invariant 97.1 -> 89.5,
-        # b=133 (cut tokens) 102.0 -> 96.0; 32-row tiles measured 2-3% slower with them (-l2-hints-v1.log).
+        # b=133 (cut tokens) 102.0 -> 96.0; s_q=2 and h=128 5-8% faster, h=16 (16x32 tiles) b=96 7%; 64x32 tiles
+        # 2-3% slower (2026-11-30-h200-l2-shapes.log).
         KV_EVICT="evict_first" if l2_hints else "",
         WS_EVICT="evict_last" if l2_hints else "",
         num_warps=num_warps,

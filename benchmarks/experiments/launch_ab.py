@@ -1,0 +1,95 @@
+"""A/B of one launcher option of the split kernel (a keyword of ``sparse_decode_split``) against the launcher's
+default, at chosen shapes: same bits, and the time of each.
+
+    PYTHONPATH=src python3 benchmarks/experiments/launch_ab.py OUT.json --kw l2_hints=1 --points csa:96:2:64 ...
+
+A point is ``MODE:B:S_Q:H[:PIECES]`` (FP8 MODEL1; PIECES > 0: batch-invariant mode with that many pieces a token on
+pinned 64x64 tiles, else the planner's default plan). ``--kw NAME=INT`` sets the option for the variant (``0``/``1``
+for flags). Both runs use the same plan and inputs; the outputs and lse must be bitwise equal (the options compared
+here change no arithmetic), and both are timed in alternation (CUDA-graph replay, L2 flushed; the lower of each
+variant's per-round medians). The L2-policy round (``-l2-shapes.log``) ran this with ``--kw l2_hints=1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+import wavemla.kernels.sparse_decode as sd
+from wavemla import config, get_mla_metadata, sparse_mla_decode
+from wavemla.testing import make_sparse_decode_inputs
+from wavemla.tools.bench import MODES
+
+sys.path.insert(0, str(Path(__file__).parent))
+from merge_ab import time_call
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", nargs="?", default=None)
+    ap.add_argument("--kw", nargs="+", default=["l2_hints=1"], help="NAME=INT options of the variant")
+    ap.add_argument("--points", nargs="+", default=["csa:96:2:64", "csa:96:1:128"])
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    options = {k: int(v) for k, v in (kv.split("=") for kv in args.kw)}
+    default = sd.sparse_decode_split
+    variants = (("default", default), ("variant", functools.partial(default, **options)))
+    records = []
+    for item in args.points:
+        mode, b, s_q, h, *rest = item.split(":")
+        b, s_q, h, pieces = int(b), int(s_q), int(h), int(rest[0]) if rest else 0
+        topk, page, xtopk, xpage, xpool = MODES[mode]
+        inputs = make_sparse_decode_inputs(
+            batch=b, s_q=s_q, h_q=h, topk=topk, page=page, extra_topk=xtopk, extra_page=xpage, extra_pool=xpool,
+            fp8=True, device="cuda", seed=1,
+        )  # fmt: skip
+        kw = {k: v for k, v in inputs.items() if v is not None}
+        knobs = {}
+        if pieces:
+            kw["batch_invariant"] = True
+            knobs = dict(WAVEMLA_NUM_SPLITS=pieces, WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64)
+        with config.override(**knobs):
+            meta, _ = get_mla_metadata()
+            res = {}
+            times: dict[str, list[float]] = {name: [] for name, _ in variants}
+            try:
+                for _ in range(args.rounds):
+                    for name, fn in variants:
+                        sd.sparse_decode_split = fn
+                        o, lse = sparse_mla_decode(**kw, metadata=meta)
+                        res[name] = (o.clone(), lse.clone())
+                        times[name].append(time_call(kw, meta, args.reps))
+            finally:
+                sd.sparse_decode_split = default
+        same = torch.equal(res["default"][0].view(torch.int16), res["variant"][0].view(torch.int16)) and torch.equal(
+            res["default"][1].view(torch.int32), res["variant"][1].view(torch.int32)
+        )
+        t_def, t_var = min(times["default"]), min(times["variant"])
+        p = meta.plan
+        records.append(
+            dict(
+                mode=mode, batch=b, s_q=s_q, heads=h, pieces=pieces or None, options=options, config=str(p.config),
+                programs=p.programs, units_per_part=p.units_per_part, default_us=t_def, variant_us=t_var,
+                default_all=times["default"], variant_all=times["variant"], bit_identical=same,
+            )
+        )  # fmt: skip
+        print(
+            f"{mode} b={b:3d} s_q={s_q} h={h:3d} pieces={pieces or '-':>2} {p.config!s:10s} progs={p.programs:4d} "
+            f"upp={p.units_per_part:3d}  default {t_def:7.1f}  {args.kw} {t_var:7.1f} us  ({t_var / t_def:.3f})"
+            f"  bits {'same' if same else 'DIFFER'}",
+            flush=True,
+        )
+        del kw, res, inputs
+        torch.cuda.empty_cache()
+    if args.out:
+        Path(args.out).write_text(json.dumps({"argv": sys.argv, "records": records}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
