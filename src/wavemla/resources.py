@@ -273,7 +273,6 @@ def _sparse_decode_spec(
         "WAIT_Q": is_fp8 and q_dtype == "fp16" and arch >= 90,
         "PREFETCH_FIRST": is_fp8 and q_dtype == "fp16" and arch >= 90,
         "MERGE_DC": MERGE_CHUNK,
-        "MERGE_IN_REGISTERS": False,  # batch-invariant plans only
         # the launcher's L2 policies: FP8 rows, except in 64x32 tiles
         "KV_EVICT": "evict_first" if is_fp8 and not (block_h >= 64 and block_n < 64) else "",
         "WS_EVICT": "evict_last" if is_fp8 and not (block_h >= 64 and block_n < 64) else "",

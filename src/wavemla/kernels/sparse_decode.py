@@ -253,67 +253,23 @@ def _pieces_max(p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h):
 
 
 @triton.jit
-def _pieces_sum(p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, b_max_safe, b_lse2_last):
-    """Sum of the pieces' weights 2^(lse_i - max) in merge order: the last slot's first (its base-2 lse given as
-    ``b_lse2_last``), then slots ``i_first .. i_last - 1``."""
-    b_sum = tl.zeros(o_h.shape, dtype=tl.float32)
-    b_sum += tl.exp2(b_lse2_last - b_max_safe)
-    for i_part in range(i_first, i_last):
-        b_sum += tl.exp2(_piece_lse(p_lse_ws, tl.cast(i_tok + i_part, tl.int64), H, o_h, m_h) - b_max_safe)
-    return b_sum
-
-
-@triton.jit
 def merge_pieces(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D: tl.constexpr):
     """Merge the normalized partials of token ``i_tok`` in workspace slots ``i_tok + i_first .. i_tok + i_last``
-    (base-2 lse each); returns the merged output ``[BLOCK_H, D]`` fp32 and its base-2 lse.
+    (base-2 lse each) in slot order; returns the merged output ``[BLOCK_H, D]`` fp32 and its base-2 lse.
 
-    Merge order: the last slot's piece, then the others in slot order (the program that computes a token's last
-    piece can then start from it in registers, :func:`_merge_last_in_registers`). The same arithmetic in the same
-    order whichever program runs it, so a token's bits do not depend on which of its pieces finished last.
+    The same arithmetic in the same order whichever program runs it, so a token's bits do not depend on which of
+    its pieces finished last.
     """
     b_max_safe = _pieces_max(p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h)
-    i_slot = tl.cast(i_tok + i_last, tl.int64)
-    b_lse_last = _piece_lse(p_lse_ws, i_slot, H, o_h, m_h)
-    b_sum = _pieces_sum(p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, b_max_safe, b_lse_last)
+    b_sum = tl.zeros(o_h.shape, dtype=tl.float32)
     b_acc = tl.zeros([o_h.shape[0], D], dtype=tl.float32)
-    b_o_i = tl.load(
-        p_o_ws + (i_slot * H + o_h[:, None]) * D + o_d[None, :], mask=m_h[:, None], other=0.0, cache_modifier=".cg"
-    )
-    b_acc = tl.fma(tl.exp2(b_lse_last - b_max_safe)[:, None], b_o_i.to(tl.float32), b_acc)
-    for i_part in range(i_first, i_last):
+    for i_part in range(i_first, i_last + 1):
         i_slot = tl.cast(i_tok + i_part, tl.int64)
         b_w = tl.exp2(_piece_lse(p_lse_ws, i_slot, H, o_h, m_h) - b_max_safe)
         p_o_i = p_o_ws + (i_slot * H + o_h[:, None]) * D + o_d[None, :]
         b_o_i = tl.load(p_o_i, mask=m_h[:, None], other=0.0, cache_modifier=".cg")
-        b_acc = tl.fma(b_w[:, None], b_o_i.to(tl.float32), b_acc)
-    m_seen = b_sum > 0.0
-    b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
-    b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
-    return b_o, b_lse2
-
-
-@triton.jit
-def _merge_last_in_registers(b_o_last, b_lse2_last, p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d):
-    """:func:`merge_pieces` for the program that computed the token's last piece (slot ``i_tok + i_last``) and
-    still holds it: ``b_o_last`` (normalized, not yet rounded to the workspace dtype) and ``b_lse2_last``. The
-    piece is rounded as its store would round it and merged first, as :func:`merge_pieces` does after loading
-    it, so the bits are the same; its partial is never stored or read back."""
-    b_lse2_last = tl.where(m_h, b_lse2_last, float("-inf"))
-    b_max = b_lse2_last
-    for i_part in range(i_first, i_last):
-        b_max = tl.maximum(b_max, _piece_lse(p_lse_ws, tl.cast(i_tok + i_part, tl.int64), H, o_h, m_h))
-    b_max_safe = tl.where(b_max == float("-inf"), 0.0, b_max)
-    b_sum = _pieces_sum(p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, b_max_safe, b_lse2_last)
-    b_o_last = tl.where(m_h[:, None], b_o_last.to(p_o_ws.dtype.element_ty).to(tl.float32), 0.0)
-    b_acc = tl.zeros(b_o_last.shape, dtype=tl.float32)
-    b_acc = tl.fma(tl.exp2(b_lse2_last - b_max_safe)[:, None], b_o_last, b_acc)
-    for i_part in range(i_first, i_last):
-        i_slot = tl.cast(i_tok + i_part, tl.int64)
-        b_w = tl.exp2(_piece_lse(p_lse_ws, i_slot, H, o_h, m_h) - b_max_safe)
-        p_o_i = p_o_ws + (i_slot * H + o_h[:, None]) * o_d.shape[0] + o_d[None, :]
-        b_o_i = tl.load(p_o_i, mask=m_h[:, None], other=0.0, cache_modifier=".cg")
-        b_acc = tl.fma(b_w[:, None], b_o_i.to(tl.float32), b_acc)
+        b_acc += b_w[:, None] * b_o_i.to(tl.float32)
+        b_sum += b_w
     m_seen = b_sum > 0.0
     b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
     b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
@@ -365,24 +321,20 @@ def _merge_pieces_out(
     of ``[BLOCK_H, D]``. Every output element sees the same operations in the same order as in
     :func:`merge_pieces`, so the bits are the same."""
     b_max_safe = _pieces_max(p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h)
-    i_slot_last = tl.cast(i_tok + i_last, tl.int64)
-    b_lse_last = _piece_lse(p_lse_ws, i_slot_last, H, o_h, m_h)
-    b_w_last = tl.exp2(b_lse_last - b_max_safe)
-    b_sum = _pieces_sum(p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, b_max_safe, b_lse_last)
+    b_sum = tl.zeros(o_h.shape, dtype=tl.float32)
+    for i_part in range(i_first, i_last + 1):
+        b_sum += tl.exp2(_piece_lse(p_lse_ws, tl.cast(i_tok + i_part, tl.int64), H, o_h, m_h) - b_max_safe)
     m_seen = b_sum > 0.0
     b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
     for i_dc in range(D // DC):
         o_dc = i_dc * DC + tl.arange(0, DC)
         b_acc = tl.zeros([o_h.shape[0], DC], dtype=tl.float32)
-        p_o_last = p_o_ws + (i_slot_last * H + o_h[:, None]) * D + o_dc[None, :]
-        b_o_last = tl.load(p_o_last, mask=m_h[:, None], other=0.0, cache_modifier=".cg")
-        b_acc = tl.fma(b_w_last[:, None], b_o_last.to(tl.float32), b_acc)
-        for i_part in range(i_first, i_last):
+        for i_part in range(i_first, i_last + 1):
             i_slot = tl.cast(i_tok + i_part, tl.int64)
             b_w = tl.exp2(_piece_lse(p_lse_ws, i_slot, H, o_h, m_h) - b_max_safe)
             p_o_i = p_o_ws + (i_slot * H + o_h[:, None]) * D + o_dc[None, :]
             b_o_i = tl.load(p_o_i, mask=m_h[:, None], other=0.0, cache_modifier=".cg")
-            b_acc = tl.fma(b_w[:, None], b_o_i.to(tl.float32), b_acc)
+            b_acc += b_w[:, None] * b_o_i.to(tl.float32)
         b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
         b_o, _ = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
         tl.store(p_o + o_h[:, None] * stride_oh + o_dc[None, :], b_o.to(p_o.dtype.element_ty), mask=m_h[:, None])
@@ -458,7 +410,6 @@ def _sparse_mla_decode_kernel(
     WAIT_Q: tl.constexpr,
     PREFETCH_FIRST: tl.constexpr,
     MERGE_DC: tl.constexpr,
-    MERGE_IN_REGISTERS: tl.constexpr,
     KV_EVICT: tl.constexpr,
     WS_EVICT: tl.constexpr,
 ):
@@ -550,66 +501,48 @@ def _sparse_mla_decode_kernel(
             tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
         else:
             i_slot = tl.cast(i_tok + seg_lo // slot_units, tl.int64)
-            tok_lo = i_tok * n_tiles
-            i_first = tok_lo // slot_units
-            i_last = (tok_lo + n_tiles - 1) // slot_units
-            # Batch-invariant pieces all in this program: the last one merges them, no counting.
-            own_all = (tok_lo >= unit_lo) & (tok_lo + n_tiles <= unit_hi)
-            merge_here = own_all & (t_hi == n_tiles) if MERGE_IN_KERNEL & MERGE_IN_REGISTERS else False
-            if merge_here:
-                # The token's last piece is still in registers: merged first, never stored.
-                tl.debug_barrier()  # every thread's partials of the earlier pieces are stored before the loads
-                b_o, b_lse2 = _merge_last_in_registers(
-                    b_o, b_lse2, p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d
-                )
-                b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
-                p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + i_s * stride_os
-                tl.store(
-                    p_o + o_h[:, None] * stride_oh + o_d[None, :], b_o.to(p_out.dtype.element_ty), mask=m_h[:, None]
-                )
-                tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
-            else:
-                tl.store(
-                    p_o_ws + (i_slot * H + o_h[:, None]) * D + o_d[None, :],
-                    b_o.to(p_o_ws.dtype.element_ty),
-                    mask=m_h[:, None],
-                    eviction_policy=WS_EVICT,
-                )
-                tl.store(p_lse_ws + i_slot * H + o_h, b_lse2, mask=m_h, eviction_policy=WS_EVICT)
-                if MERGE_IN_KERNEL:
-                    p_cnt_tok = p_cnt + i_tok * NUM_HB + i_hb
-                    if own_all:
-                        tl.debug_barrier()  # every thread's partials are stored before the loads of the merge
-                        is_last = (t_hi == n_tiles) & (MERGE_IN_REGISTERS == 0)  # else merged above
+            tl.store(
+                p_o_ws + (i_slot * H + o_h[:, None]) * D + o_d[None, :],
+                b_o.to(p_o_ws.dtype.element_ty),
+                mask=m_h[:, None],
+                eviction_policy=WS_EVICT,
+            )
+            tl.store(p_lse_ws + i_slot * H + o_h, b_lse2, mask=m_h, eviction_policy=WS_EVICT)
+            if MERGE_IN_KERNEL:
+                tok_lo = i_tok * n_tiles
+                i_first = tok_lo // slot_units
+                i_last = (tok_lo + n_tiles - 1) // slot_units
+                p_cnt_tok = p_cnt + i_tok * NUM_HB + i_hb
+                if (tok_lo >= unit_lo) & (tok_lo + n_tiles <= unit_hi):
+                    # Batch-invariant pieces all in this program: merge after the last, no counting.
+                    tl.debug_barrier()  # every thread's partials are stored before the loads of the merge
+                    is_last = t_hi == n_tiles
+                else:
+                    # Count this piece in; the writer of the token's last piece merges them all.
+                    tl.debug_barrier()  # every thread's partial is stored before the release below
+                    tl.atomic_add(p_cnt_tok, 1, sem="release", scope="gpu")  # one thread; its result is not used
+                    tl.debug_barrier()  # the increment is ordered before every thread's read below
+                    # Every thread reads the count; the CTA decides on the smallest value it saw, so all its threads
+                    # take the same branch even when another program's increment (or reset) lands mid-read.
+                    n_seen = tl.min(_load_acquire(p_cnt_tok + o_h * 0, ACQUIRE_ASM), 0)
+                    is_last = n_seen == i_last - i_first + 1
+                if is_last:
+                    p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + i_s * stride_os
+                    if MERGE_DC == 0:
+                        b_o, b_lse2 = merge_pieces(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D)
+                        b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
+                        p_o_h = p_o + o_h[:, None] * stride_oh + o_d[None, :]
+                        tl.store(p_o_h, b_o.to(p_out.dtype.element_ty), mask=m_h[:, None])
+                        tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
                     else:
-                        # Count this piece in; the writer of the token's last piece merges them all.
-                        tl.debug_barrier()  # every thread's partial is stored before the release below
-                        tl.atomic_add(p_cnt_tok, 1, sem="release", scope="gpu")  # one thread; its result is not used
-                        tl.debug_barrier()  # the increment is ordered before every thread's read below
-                        # Every thread reads the count; the CTA decides on the smallest value it saw, so all its
-                        # threads take the same branch even when another program's increment (or reset) lands
-                        # mid-read.
-                        n_seen = tl.min(_load_acquire(p_cnt_tok + o_h * 0, ACQUIRE_ASM), 0)
-                        is_last = n_seen == i_last - i_first + 1
-                    if is_last:
-                        p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + i_s * stride_os
-                        if MERGE_DC == 0:
-                            b_o, b_lse2 = merge_pieces(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D)
-                            b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
-                            p_o_h = p_o + o_h[:, None] * stride_oh + o_d[None, :]
-                            tl.store(p_o_h, b_o.to(p_out.dtype.element_ty), mask=m_h[:, None])
-                            tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
-                        else:
-                            _merge_pieces_out(
-                                p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, p_sink, p_o, stride_oh,
-                                p_lse + tl.cast(i_tok, tl.int64) * H, HAS_SINK, D, MERGE_DC,
-                            )  # fmt: skip
-                        # Every piece has counted in (if any did): zero for the next call. Two programs may both
-                        # have seen the full count (both increments landed before either read); both then merge in
-                        # full and write the same bits, and a program that reads after a reset sees less and leaves
-                        # it.
-                        if not own_all:
-                            tl.store(p_cnt_tok, 0)
+                        _merge_pieces_out(
+                            p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, p_sink, p_o, stride_oh,
+                            p_lse + tl.cast(i_tok, tl.int64) * H, HAS_SINK, D, MERGE_DC,
+                        )  # fmt: skip
+                    # Every piece has counted in (if any did): zero for the next call. Two programs may both have
+                    # seen the full count (both increments landed before either read); both then merge in full and
+                    # write the same bits, and a program that reads after a reset sees less and leaves it.
+                    tl.store(p_cnt_tok, 0)
 
 
 _TL_DTYPE = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
@@ -658,7 +591,6 @@ def sparse_decode_split(
     prefetch_first: bool = True,
     merge_chunk: int = MERGE_CHUNK,
     l2_hints: bool | None = None,
-    merge_in_registers: bool = True,
 ) -> Any:
     """Launch the split kernel; returns Triton's compiled-kernel handle (registers, spills, shared memory).
 
@@ -683,9 +615,7 @@ def sparse_decode_split(
     q's device. ``l2_hints``: load the gathered rows with L2 policy evict_first and store the partials with
     evict_last (same results either way); None turns them on for FP8 rows except in 64x32 tiles, as measured on
     the H200: faster in 64x64 tiles (also where two query tokens or two head blocks read each row) and in 16x32
-    tiles, 2-3% slower in 64x32 tiles. Row caches go without them (not measured). ``merge_in_registers``
-    (batch-invariant plans merged in the kernel): a program that computes all of a token's pieces merges them
-    after the last one straight from its registers, without storing that piece (same bits either way).
+    tiles, 2-3% slower in 64x32 tiles. Row caches go without them (not measured).
     """
     if l2_hints is None:
         l2_hints = is_fp8 and not (block_h >= 64 and block_n < 64)
@@ -782,7 +712,6 @@ def sparse_decode_split(
         WAIT_Q=wait_q,
         PREFETCH_FIRST=wait_q and prefetch_first,  # wait_q: FP8 rows (the conversion is for them)
         MERGE_DC=merge_chunk,
-        MERGE_IN_REGISTERS=merge_in_kernel and merge_in_registers and pieces_tiles is not None,
         # L2 policy: gathered rows are streamed, so they go first; the partials, read back by the merge, stay.
         # H200, h=64 s_q=1 (2026-11-30-h200-l2-hints.log): CSA b=128 80.3 -> 75.1 µs, batch-invariant 97.1 -> 89.5,
         # b=133 (cut tokens) 102.0 -> 96.0; s_q=2 and h=128 5-8% faster, h=16 (16x32 tiles) b=96 7%; 64x32 tiles
