@@ -1,11 +1,30 @@
 """Test lanes: without CUDA every Triton kernel runs through the interpreter (set before Triton is imported)."""
 
+import importlib.metadata
+import importlib.util
 import os
+import re
 
 import pytest
 import torch
 
 HAS_CUDA = torch.cuda.is_available()
+# The serving tests' real server: `transformers serve` from the test extra (transformers[serving] >= 5.23).
+SERVING_MODULES = ("transformers", "fastapi", "uvicorn", "openai")
+SERVING_MIN_TRANSFORMERS = (5, 23)
+
+
+def serving_stack_missing() -> str | None:
+    """Why `transformers serve` cannot run here (a missing module, an old transformers), or None."""
+    for name in SERVING_MODULES:
+        if importlib.util.find_spec(name) is None:
+            return f"no module {name!r}"
+    version = importlib.metadata.version("transformers")
+    if tuple(int(x) for x in re.findall(r"\d+", version)[:2]) < SERVING_MIN_TRANSFORMERS:
+        return f"transformers {version} < {'.'.join(map(str, SERVING_MIN_TRANSFORMERS))}"
+    return None
+
+
 if not HAS_CUDA:
     os.environ["TRITON_INTERPRET"] = "1"
 
@@ -14,9 +33,13 @@ DEVICE = "cuda" if HAS_CUDA else "cpu"
 
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
+    missing = serving_stack_missing()
+    skip_serving = pytest.mark.skip(reason=f"needs transformers[serving] (pip install -e '.[test]'): {missing}")
     for item in items:
         if "gpu" in item.keywords and not HAS_CUDA:
             item.add_marker(skip_gpu)
+        if "serving" in item.keywords and missing:
+            item.add_marker(skip_serving)
 
 
 @pytest.fixture

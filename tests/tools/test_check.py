@@ -318,6 +318,7 @@ def test_unreachable_server_exits_3(tmp_path: Path, capsys: pytest.CaptureFixtur
 # ----- against the real server -----
 
 
+@pytest.mark.serving
 def test_real_server_has_no_corruption(tmp_path: Path) -> None:
     server = shared_server()
     extra = ["--concurrency", "1", "8", "32", "--max-tokens", "16", "--reference-runs", "2", "--timeout", "120"]

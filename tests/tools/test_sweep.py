@@ -306,6 +306,7 @@ def test_nan_never_reaches_json(tmp_path: Path) -> None:
     assert lv["tpot_ms"]["n"] == 0 and lv["tpot_ms"]["mean"] is None
 
 
+@pytest.mark.serving
 def test_real_server_sweep_4_levels_x_64_requests(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     server = shared_server()
     out = tmp_path / "real"
