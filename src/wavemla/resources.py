@@ -259,7 +259,7 @@ def _sparse_decode_spec(
     unspecialized = ("n_tiles_main", "n_tiles", "total_units", "units_per_part", "seg_units", "slot_units")
     import triton.language as tl
 
-    from wavemla.kernels.sparse_decode import MERGE_CHUNK
+    from wavemla.kernels.sparse_decode import MERGE_CHUNK, l2_policies
 
     constexprs: dict[str, Any] = {
         "IS_FP8": is_fp8, "PAGE": page, "PAGE_X": page_x, "HAS_LEN": True, "HAS_EXTRA": True, "HAS_LEN_X": True,
@@ -273,9 +273,8 @@ def _sparse_decode_spec(
         "WAIT_Q": is_fp8 and q_dtype == "fp16" and arch >= 90,
         "PREFETCH_FIRST": is_fp8 and q_dtype == "fp16" and arch >= 90,
         "MERGE_DC": MERGE_CHUNK,
-        # the launcher's L2 policies: FP8 rows, except in 64x32 tiles
-        "KV_EVICT": "evict_first" if is_fp8 and not (block_h >= 64 and block_n < 64) else "",
-        "WS_EVICT": "evict_last" if is_fp8 and not (block_h >= 64 and block_n < 64) else "",
+        "KV_EVICT": "evict_first" if l2_policies(is_fp8, block_h, block_n) else "",  # the launcher's L2 policies
+        "WS_EVICT": "evict_last" if l2_policies(is_fp8, block_h, block_n) else "",
     }  # fmt: skip
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
 

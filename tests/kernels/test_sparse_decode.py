@@ -387,3 +387,20 @@ def test_gpu_cuda_graph_replay_matches_eager():
         graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(captured[0], eager[0]) and torch.equal(captured[1], eager[1])
+
+
+@pytest.mark.parametrize(
+    ("is_fp8", "block_h", "block_n", "on"),
+    [
+        (True, 64, 64, True),  # h=64/128, s_q 1 and 2: 5-9% faster on the H200
+        (True, 16, 32, True),  # h=16: 7% faster at b=96
+        (True, 16, 16, True),
+        (True, 64, 32, False),  # 2-3% slower
+        (False, 64, 64, False),  # row caches: not measured
+        (False, 16, 32, False),
+    ],
+)
+def test_l2_policies_follow_the_measured_rule(is_fp8, block_h, block_n, on):
+    from wavemla.kernels.sparse_decode import l2_policies
+
+    assert l2_policies(is_fp8, block_h, block_n) is on

@@ -551,6 +551,15 @@ _Q_BLOCK = 2048
 MERGE_CHUNK = 128
 
 
+def l2_policies(is_fp8: bool, block_h: int, block_n: int) -> bool:
+    """Whether the split kernel loads its gathered rows with L2 policy evict_first and stores cut tokens' partials
+    with evict_last (the launcher's default; same results either way): for FP8 rows except in 64x32 tiles, as
+    measured on the H200 — faster in 64x64 tiles, also where two query tokens (s_q = 2) or two head blocks
+    (h = 128) read each row, and in 16x32 tiles; 2-3% slower in 64x32 tiles (2026-11-30-h200-l2-hints.log,
+    -l2-shapes.log). Row caches go without them (not measured)."""
+    return is_fp8 and not (block_h >= 64 and block_n < 64)
+
+
 def _q_to_f16(q: torch.Tensor, pdl: bool) -> torch.Tensor:
     """fp16 copy of ``q`` by :func:`_q_to_f16_kernel` (which lets a dependent launch start at once when ``pdl``)."""
     q = q.contiguous()
@@ -613,12 +622,10 @@ def sparse_decode_split(
     merge of cut tokens (0: all 512 at once; same bits either way). ``e4m3_cvt`` picks the e4m3 decode
     (hardware conversion or bit assembly; identical results); None asks :func:`wavemla.device.fp8_decode_path` for
     q's device. ``l2_hints``: load the gathered rows with L2 policy evict_first and store the partials with
-    evict_last (same results either way); None turns them on for FP8 rows except in 64x32 tiles, as measured on
-    the H200: faster in 64x64 tiles (also where two query tokens or two head blocks read each row) and in 16x32
-    tiles, 2-3% slower in 64x32 tiles. Row caches go without them (not measured).
+    evict_last (same results either way); None: :func:`l2_policies`.
     """
     if l2_hints is None:
-        l2_hints = is_fp8 and not (block_h >= 64 and block_n < 64)
+        l2_hints = l2_policies(is_fp8, block_h, block_n)
     if merge_chunk < 0 or (merge_chunk and (q.shape[-1] % merge_chunk or merge_chunk & (merge_chunk - 1))):
         raise ValueError(f"merge_chunk: 0 or a power of two dividing {q.shape[-1]}, got {merge_chunk}")
     if e4m3_cvt is None:
@@ -713,9 +720,8 @@ def sparse_decode_split(
         PREFETCH_FIRST=wait_q and prefetch_first,  # wait_q: FP8 rows (the conversion is for them)
         MERGE_DC=merge_chunk,
         # L2 policy: gathered rows are streamed, so they go first; the partials, read back by the merge, stay.
-        # H200, h=64 s_q=1 (2026-11-30-h200-l2-hints.log): CSA b=128 80.3 -> 75.1 µs, batch-invariant 97.1 -> 89.5,
-        # b=133 (cut tokens) 102.0 -> 96.0; s_q=2 and h=128 5-8% faster, h=16 (16x32 tiles) b=96 7%; 64x32 tiles
-        # 2-3% slower (2026-11-30-h200-l2-shapes.log).
+        # H200 (2026-11-30-h200-l2-hints.log, -l2-shapes.log): h=64 s_q=1 CSA b=128 80.3 -> 75.1 µs, batch-invariant
+        # 97.1 -> 89.5, b=133 (cut tokens) 102.0 -> 96.0; s_q=2 and h=128 5-8% faster, h=16 (16x32 tiles) b=96 7%.
         KV_EVICT="evict_first" if l2_hints else "",
         WS_EVICT="evict_last" if l2_hints else "",
         num_warps=num_warps,
