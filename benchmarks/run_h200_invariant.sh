@@ -3,18 +3,9 @@
 # cost of batch-invariant mode, a short table of the default path, and memcheck — inside a fixed time budget.
 #   BUDGET=175 bash benchmarks/run_h200_invariant.sh <label>
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-lane-out}
-mkdir -p "$OUT"
-export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+BUDGET=${BUDGET:-175}
+. "$(dirname "$0")/budget.sh"
 LABEL=${1:-unlabelled}
-END=$((SECONDS + ${BUDGET:-175}))
-step() {  # step LIMIT COMMAND...: runs unless the budget is spent, never past it
-  local limit=$1; shift
-  local left=$((END - SECONDS))
-  [ "$left" -lt 10 ] && { echo "== skipped (budget): $*"; return; }
-  [ "$limit" -gt "$left" ] && limit=$left
-  echo "== $* (limit ${limit}s)"; timeout "$limit" "$@"; echo "== exit $?"
-}
 {
   step 45 python3 -m pytest tests/kernels/test_sparse_decode.py -m gpu -q -p no:cacheprovider -p no:xdist
   step 75 python3 -m pytest tests/kernels/test_batch_invariance.py -q -p no:cacheprovider -p no:xdist

@@ -3,18 +3,8 @@
 # off (s_q = 2, h = 128; launch_ab.py --kw l2_hints=1) and the h=64 s_q=1 b = 1..256 curves of the current kernel, within a budget.
 #   BUDGET=420 bash benchmarks/experiments/gpu_round_l2_shapes.sh   (writes under $OUT)
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-lane-out}
-mkdir -p "$OUT"
-export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
-X=""; python3 -c "import xdist" 2>/dev/null && X="-n 8"
-END=$((SECONDS + ${BUDGET:-420}))
-step() {  # step LIMIT COMMAND...: runs unless the budget is spent, never past it
-  local limit=$1; shift
-  local left=$((END - SECONDS))
-  [ "$left" -lt 10 ] && { echo "== skipped (budget): $*"; return; }
-  [ "$limit" -gt "$left" ] && limit=$left
-  echo "== $* (limit ${limit}s)"; timeout "$limit" "$@"; echo "== exit $?"
-}
+BUDGET=${BUDGET:-420}
+. "$(dirname "$0")/../budget.sh"
 W="python3 -m wavemla.cli"
 {
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader

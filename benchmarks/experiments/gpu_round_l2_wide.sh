@@ -4,18 +4,8 @@
 # curves. PART=B: the h=128 and h=16 b = 1..256 curves. Within a budget.
 #   PART=A BUDGET=480 bash benchmarks/experiments/gpu_round_l2_wide.sh   (writes under $OUT)
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-lane-out}
-mkdir -p "$OUT"
-export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
-X=""; python3 -c "import xdist" 2>/dev/null && X="-n 8"
-END=$((SECONDS + ${BUDGET:-480}))
-step() {  # step LIMIT COMMAND...: runs unless the budget is spent, never past it
-  local limit=$1; shift
-  local left=$((END - SECONDS))
-  [ "$left" -lt 10 ] && { echo "== skipped (budget): $*"; return; }
-  [ "$limit" -gt "$left" ] && limit=$left
-  echo "== $* (limit ${limit}s)"; timeout "$limit" "$@"; echo "== exit $?"
-}
+BUDGET=${BUDGET:-480}
+. "$(dirname "$0")/../budget.sh"
 W="python3 -m wavemla.cli"
 curve() {  # curve LIMIT MODE HEADS S_Q NAME
   step "$1" $W bench --mode "$2" --heads "$3" --s-q "$4" --batch $(seq 1 256) --reps 5 --json "$OUT/$5.json" \

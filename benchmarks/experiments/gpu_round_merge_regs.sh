@@ -5,18 +5,8 @@
 # the in-program merge tests, within a budget.
 #   BUDGET=480 bash benchmarks/experiments/gpu_round_merge_regs.sh   (writes under $OUT)
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-lane-out}
-mkdir -p "$OUT"
-export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
-X=""; python3 -c "import xdist" 2>/dev/null && X="-n 8"
-END=$((SECONDS + ${BUDGET:-480}))
-step() {  # step LIMIT COMMAND...: runs unless the budget is spent, never past it
-  local limit=$1; shift
-  local left=$((END - SECONDS))
-  [ "$left" -lt 10 ] && { echo "== skipped (budget): $*"; return; }
-  [ "$limit" -gt "$left" ] && limit=$left
-  echo "== $* (limit ${limit}s)"; timeout "$limit" "$@"; echo "== exit $?"
-}
+BUDGET=${BUDGET:-480}
+. "$(dirname "$0")/../budget.sh"
 CS="compute-sanitizer --error-exitcode 99"
 K="tests/kernels/test_batch_invariance.py -q -p no:cacheprovider -p no:xdist -k merged_in_their_program"
 {

@@ -3,17 +3,8 @@
 # under memcheck and racecheck (FP8 16-row tiles, which now load with the L2 policies), within a budget.
 #   BUDGET=300 bash benchmarks/experiments/gpu_round_stress_sanitize.sh   (writes under $OUT)
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-lane-out}
-mkdir -p "$OUT"
-export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
-END=$((SECONDS + ${BUDGET:-300}))
-step() {  # step LIMIT COMMAND...: runs unless the budget is spent, never past it
-  local limit=$1; shift
-  local left=$((END - SECONDS))
-  [ "$left" -lt 10 ] && { echo "== skipped (budget): $*"; return; }
-  [ "$limit" -gt "$left" ] && limit=$left
-  echo "== $* (limit ${limit}s)"; timeout "$limit" "$@"; echo "== exit $?"
-}
+BUDGET=${BUDGET:-300}
+. "$(dirname "$0")/../budget.sh"
 {
 step 100 python3 -m pytest tests/tools/test_stress.py -q -p no:cacheprovider -p no:xdist
 SANITIZERS="memcheck-csa racecheck-csa" RACECHECK_LIMIT=120 step 220 bash benchmarks/sanitizers.sh

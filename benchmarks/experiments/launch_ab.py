@@ -21,12 +21,12 @@ from pathlib import Path
 import torch
 
 import wavemla.kernels.sparse_decode as sd
-from wavemla import config, get_mla_metadata, sparse_mla_decode
+from wavemla import config, get_mla_metadata
 from wavemla.testing import make_sparse_decode_inputs
 from wavemla.tools.bench import MODES
 
 sys.path.insert(0, str(Path(__file__).parent))
-from merge_ab import time_call
+from merge_ab import alternate, same_bits
 
 
 def main() -> None:
@@ -56,20 +56,8 @@ def main() -> None:
             knobs = dict(WAVEMLA_NUM_SPLITS=pieces, WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64)
         with config.override(**knobs):
             meta, _ = get_mla_metadata()
-            res = {}
-            times: dict[str, list[float]] = {name: [] for name, _ in variants}
-            try:
-                for _ in range(args.rounds):
-                    for name, fn in variants:
-                        sd.sparse_decode_split = fn
-                        o, lse = sparse_mla_decode(**kw, metadata=meta)
-                        res[name] = (o.clone(), lse.clone())
-                        times[name].append(time_call(kw, meta, args.reps))
-            finally:
-                sd.sparse_decode_split = default
-        same = torch.equal(res["default"][0].view(torch.int16), res["variant"][0].view(torch.int16)) and torch.equal(
-            res["default"][1].view(torch.int32), res["variant"][1].view(torch.int32)
-        )
+            res, times = alternate(variants, kw, meta, args.rounds, args.reps)
+        same = same_bits(res["default"], res["variant"])
         t_def, t_var = min(times["default"]), min(times["variant"])
         p = meta.plan
         records.append(

@@ -55,6 +55,34 @@ def time_call(call_kw: dict, meta: object, reps: int, flush: bool = True) -> flo
     return timings_us(lambda: sparse_mla_decode(**call_kw, metadata=meta), reps=reps, flush=flush, graph=True)[1]
 
 
+def alternate(
+    variants: tuple[tuple[str, Any], ...], call_kw: dict, meta: object, rounds: int, reps: int, flush: bool = True
+) -> tuple[dict[str, tuple[torch.Tensor, torch.Tensor]], dict[str, list[float]]]:
+    """Each variant's split launcher (a ``sparse_decode_split`` stand-in) swapped in behind the public call in turn,
+    ``rounds`` times: its (out, lse) and its per-round median µs (:func:`time_call`). The package's launcher is put
+    back after."""
+    original = sd.sparse_decode_split
+    res: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+    times: dict[str, list[float]] = {name: [] for name, _ in variants}
+    try:
+        for _ in range(rounds):
+            for name, fn in variants:
+                sd.sparse_decode_split = fn
+                o, lse = sparse_mla_decode(**call_kw, metadata=meta)
+                res[name] = (o.clone(), lse.clone())
+                times[name].append(time_call(call_kw, meta, reps, flush))
+    finally:
+        sd.sparse_decode_split = original
+    return res, times
+
+
+def same_bits(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor]) -> bool:
+    """Whether two (out 16-bit, lse fp32) results are bitwise equal."""
+    return torch.equal(a[0].view(torch.int16), b[0].view(torch.int16)) and torch.equal(
+        a[1].view(torch.int32), b[1].view(torch.int32)
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", nargs="?", default=None)
@@ -73,20 +101,9 @@ def main() -> None:
         call_kw, knobs = decode_point(mode, b, pieces, seed=1)
         with config.override(**knobs):
             meta, _ = get_mla_metadata()
-            res = {}
-            times: dict[str, list[float]] = {"old": [], "new": []}
-            try:
-                for _ in range(args.rounds):
-                    for name, fn in (("old", old.sparse_decode_split), ("new", new_split)):
-                        sd.sparse_decode_split = fn
-                        o, lse = sparse_mla_decode(**call_kw, metadata=meta)
-                        res[name] = (o.clone(), lse.clone())
-                        times[name].append(time_call(call_kw, meta, args.reps, not args.no_flush))
-            finally:
-                sd.sparse_decode_split = new_split
-        same = torch.equal(res["old"][0].view(torch.int16), res["new"][0].view(torch.int16)) and torch.equal(
-            res["old"][1].view(torch.int32), res["new"][1].view(torch.int32)
-        )
+            variants = (("old", old.sparse_decode_split), ("new", new_split))
+            res, times = alternate(variants, call_kw, meta, args.rounds, args.reps, not args.no_flush)
+        same = same_bits(res["old"], res["new"])
         t_old, t_new = min(times["old"]), min(times["new"])
         p = meta.plan
         rec = dict(

@@ -1,0 +1,16 @@
+# Sourced by the GPU call scripts that run inside a time budget (set BUDGET, in seconds, before sourcing; default
+# 480): makes OUT (default ./gpu-lane-out), puts the checkout's src first on PYTHONPATH, unbuffers Python, sets X to
+# pytest-xdist's "-n 8" where xdist is installed (else empty), and defines step.
+OUT=${OUT:-$PWD/gpu-lane-out}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+X=""
+python3 -c "import xdist" 2>/dev/null && X="-n 8"
+END=$((SECONDS + ${BUDGET:-480}))
+step() {  # step LIMIT COMMAND...: runs COMMAND under LIMIT seconds capped by the budget left, or skips it
+  local limit=$1; shift
+  local left=$((END - SECONDS))
+  [ "$left" -lt 10 ] && { echo "== skipped (budget): $*"; return; }
+  [ "$limit" -gt "$left" ] && limit=$left
+  echo "== $* (limit ${limit}s)"; timeout "$limit" "$@"; echo "== exit $?"
+}
