@@ -12,5 +12,5 @@ SKIP_BENCH=1 step 240 bash benchmarks/gpu_lane.sh "${1:-unlabelled}"
 step 40 $W demo
 step 110 $W bench --mode csa hca --s-q 1 --heads 64 --batch 1 8 32 48 64 80 96 128 148 256 --reps 30 \
   --json "$OUT/bench_h64.json" --label "${1:-unlabelled}"
-} 2>&1 | grep -v -i "warn" > "$OUT/final_lane.log"
+} 2>&1 | grep -v -E "Warning[:(]|warner\(" > "$OUT/final_lane.log"
 grep -E "^== |passed|failed|error|result|mismatch|ceilings|^(csa|hca) " "$OUT/final_lane.log" | cut -c1-170

@@ -22,5 +22,5 @@ step 25 python3 -m wavemla.cli stress --batch-invariant --replays 2000
 step 100 python3 -m wavemla.cli bench --mode csa hca --s-q 1 --heads 64 --batch 1 8 32 48 64 80 96 128 148 256 \
   --reps 20 --json "$OUT/bench_h64.json" --label l2-hints
 step 90 python3 -m pytest tests/test_hostile_inputs.py -q -x -p no:cacheprovider -p no:xdist --tb=short
-} 2>&1 | grep -v -i "warn" > "$OUT/l2_hints.log"
+} 2>&1 | grep -v -E "Warning[:(]|warner\(" > "$OUT/l2_hints.log"
 grep -E "^== |passed|failed|bits|^(csa|hca) |ratio|result|mismatch|^E |Falsifying" "$OUT/l2_hints.log" | cut -c1-170

@@ -16,5 +16,5 @@ step 80 $W bench --mode csa --s-q 1 --heads 64 --batch $(seq 1 256) --reps 5 --j
   --label l2-hints > "$OUT/curve.log"
 step 90 $W bench --mode hca --s-q 1 --heads 64 --batch $(seq 1 256) --reps 5 --json "$OUT/curve_h64_hca.json" \
   --label l2-hints > "$OUT/curve_hca.log"
-} 2>&1 | grep -v -i "warn" > "$OUT/l2_shapes.log"
+} 2>&1 | grep -v -E "Warning[:(]|warner\(" > "$OUT/l2_shapes.log"
 grep -E "^== |passed|failed|bits|^E |Falsifying" "$OUT/l2_shapes.log" | cut -c1-170

@@ -30,6 +30,6 @@ else
   curve 80 csa 16 1 curve_h16
   curve 80 hca 16 1 curve_h16_hca
 fi
-} 2>&1 | grep -v -i "warn" > "$OUT/l2_wide_${PART:-A}.log"
+} 2>&1 | grep -v -E "Warning[:(]|warner\(" > "$OUT/l2_wide_${PART:-A}.log"
 grep -E "^== |passed|failed|result|mismatch|^E |Falsifying" "$OUT/l2_wide_${PART:-A}.log" | cut -c1-170
 for f in "$OUT"/curve*.log; do [ -f "$f" ] && grep -E "^(csa|hca) .* b(1|32|64|96|128|256) " "$f" | cut -c1-150; done

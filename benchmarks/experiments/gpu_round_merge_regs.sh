@@ -20,5 +20,5 @@ step 60 python3 benchmarks/bi_cost.py --batch 32 64 128 256 --reps 15 --json "$O
 step 30 python3 -m wavemla.cli stress --batch-invariant --replays 2000
 step 90 $CS --tool memcheck python3 -m pytest $K
 step 120 $CS --tool racecheck --racecheck-report hazard python3 -m pytest $K
-} 2>&1 | grep -v -i "warn" > "$OUT/merge_regs.log"
+} 2>&1 | grep -v -E "Warning[:(]|warner\(" > "$OUT/merge_regs.log"
 grep -E "^== |passed|failed|bits|^(csa|hca) |ratio|result|mismatch|SUMMARY|^E " "$OUT/merge_regs.log" | cut -c1-190
