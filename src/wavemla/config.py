@@ -142,6 +142,15 @@ KNOBS: dict[str, Knob] = {
             choices=("auto", "cvt", "bits"),
         ),
         Knob(
+            "WAVEMLA_L2_POLICIES",
+            "str",
+            "auto",
+            "L2 eviction policies of the sparse decode's split kernel: gathered rows evict_first, cut tokens' "
+            "partials evict_last. 'auto': FP8 rows in every tile shape but 64x32 (measured on an H200: 5-9% faster "
+            "there, 2-3% slower in 64x32 tiles), 'on': every launch, 'off': none. Results are the same every way.",
+            choices=("auto", "on", "off"),
+        ),
+        Knob(
             "WAVEMLA_GPU",
             "str",
             None,

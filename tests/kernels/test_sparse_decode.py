@@ -404,3 +404,26 @@ def test_l2_policies_follow_the_measured_rule(is_fp8, block_h, block_n, on):
     from wavemla.kernels.sparse_decode import l2_policies
 
     assert l2_policies(is_fp8, block_h, block_n) is on
+
+
+@pytest.mark.parametrize("choice", ["auto", "on", "off"])
+def test_l2_policies_knob_decides_the_launch(choice):
+    from wavemla.kernels.sparse_decode import l2_policies, launch_l2_policies
+
+    for is_fp8, block_h, block_n in [(True, 64, 64), (True, 64, 32), (True, 16, 32), (False, 64, 64)]:
+        with config.override(WAVEMLA_L2_POLICIES=choice):
+            got = launch_l2_policies(is_fp8, block_h, block_n)
+        assert got is {"on": True, "off": False}.get(choice, l2_policies(is_fp8, block_h, block_n))
+
+
+def test_l2_policies_knob_keeps_the_bits():
+    """The policies change where lines live in L2, not the arithmetic: on and off give the same bits."""
+    inputs = make_sparse_decode_inputs(batch=2, h_q=16, topk=32, page=64, extra_topk=32, extra_page=16, extra_pool=64,
+                                       fp8=True, dtype=SMALL_DTYPE, device=DEVICE, seed=3)  # fmt: skip
+    kwargs = {k: v for k, v in inputs.items() if v is not None}
+    results = []
+    for choice in ("on", "off"):
+        with config.override(WAVEMLA_L2_POLICIES=choice):
+            results.append(sparse_mla_decode(**kwargs))
+    (o_on, lse_on), (o_off, lse_off) = results
+    assert torch.equal(o_on, o_off) and torch.equal(lse_on, lse_off)

@@ -39,6 +39,7 @@ import torch
 import triton
 import triton.language as tl
 
+from wavemla import config
 from wavemla.device import fp8_decode_path, triton_interpreting
 from wavemla.kernels import gdc
 from wavemla.kernels.fp8 import e4m3_times_256_inv_f16, ue8m0_scale_times_256
@@ -553,11 +554,17 @@ MERGE_CHUNK = 128
 
 def l2_policies(is_fp8: bool, block_h: int, block_n: int) -> bool:
     """Whether the split kernel loads its gathered rows with L2 policy evict_first and stores cut tokens' partials
-    with evict_last (the launcher's default; same results either way): for FP8 rows except in 64x32 tiles, as
-    measured on the H200 — faster in 64x64 tiles, also where two query tokens (s_q = 2) or two head blocks
+    with evict_last by default (``WAVEMLA_L2_POLICIES=auto``; same results either way): for FP8 rows except in 64x32
+    tiles, as measured on the H200 — faster in 64x64 tiles, also where two query tokens (s_q = 2) or two head blocks
     (h = 128) read each row, and in 16x32 tiles; 2-3% slower in 64x32 tiles (2026-11-30-h200-l2-hints.log,
     -l2-shapes.log). Row caches go without them (not measured)."""
     return is_fp8 and not (block_h >= 64 and block_n < 64)
+
+
+def launch_l2_policies(is_fp8: bool, block_h: int, block_n: int) -> bool:
+    """The launcher's choice of L2 policies: the ``WAVEMLA_L2_POLICIES`` knob, ``auto`` meaning :func:`l2_policies`."""
+    choice = config.get("WAVEMLA_L2_POLICIES")
+    return choice == "on" or (choice == "auto" and l2_policies(is_fp8, block_h, block_n))
 
 
 def _q_to_f16(q: torch.Tensor, pdl: bool) -> torch.Tensor:
@@ -622,10 +629,10 @@ def sparse_decode_split(
     merge of cut tokens (0: all 512 at once; same bits either way). ``e4m3_cvt`` picks the e4m3 decode
     (hardware conversion or bit assembly; identical results); None asks :func:`wavemla.device.fp8_decode_path` for
     q's device. ``l2_hints``: load the gathered rows with L2 policy evict_first and store the partials with
-    evict_last (same results either way); None: :func:`l2_policies`.
+    evict_last (same results either way); None: :func:`launch_l2_policies`.
     """
     if l2_hints is None:
-        l2_hints = l2_policies(is_fp8, block_h, block_n)
+        l2_hints = launch_l2_policies(is_fp8, block_h, block_n)
     if merge_chunk < 0 or (merge_chunk and (q.shape[-1] % merge_chunk or merge_chunk & (merge_chunk - 1))):
         raise ValueError(f"merge_chunk: 0 or a power of two dividing {q.shape[-1]}, got {merge_chunk}")
     if e4m3_cvt is None:
