@@ -22,11 +22,9 @@ import torch
 
 import wavemla.kernels.sparse_decode as sd
 from wavemla import config, get_mla_metadata
-from wavemla.testing import make_sparse_decode_inputs
-from wavemla.tools.bench import MODES
 
 sys.path.insert(0, str(Path(__file__).parent))
-from merge_ab import alternate, same_bits
+from merge_ab import alternate, decode_point, same_bits
 
 
 def main() -> None:
@@ -44,16 +42,7 @@ def main() -> None:
     for item in args.points:
         mode, b, s_q, h, *rest = item.split(":")
         b, s_q, h, pieces = int(b), int(s_q), int(h), int(rest[0]) if rest else 0
-        topk, page, xtopk, xpage, xpool = MODES[mode]
-        inputs = make_sparse_decode_inputs(
-            batch=b, s_q=s_q, h_q=h, topk=topk, page=page, extra_topk=xtopk, extra_page=xpage, extra_pool=xpool,
-            fp8=True, device="cuda", seed=1,
-        )  # fmt: skip
-        kw = {k: v for k, v in inputs.items() if v is not None}
-        knobs = {}
-        if pieces:
-            kw["batch_invariant"] = True
-            knobs = dict(WAVEMLA_NUM_SPLITS=pieces, WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64)
+        kw, knobs = decode_point(mode, b, pieces, seed=1, s_q=s_q, h=h)
         with config.override(**knobs):
             meta, _ = get_mla_metadata()
             res, times = alternate(variants, kw, meta, args.rounds, args.reps)
@@ -73,7 +62,7 @@ def main() -> None:
             f"  bits {'same' if same else 'DIFFER'}",
             flush=True,
         )
-        del kw, res, inputs
+        del kw, res
         torch.cuda.empty_cache()
     if args.out:
         Path(args.out).write_text(json.dumps({"argv": sys.argv, "records": records}, indent=1))

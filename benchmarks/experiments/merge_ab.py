@@ -36,12 +36,15 @@ def load_variant(path: Path) -> Any:
     return mod
 
 
-def decode_point(mode: str, b: int, pieces: int | None, seed: int) -> tuple[dict[str, Any], dict[str, int]]:
-    """(call keywords, knobs) of one point: DSV4 h=64 s_q=1 FP8 inputs for ``mode`` at batch ``b``; with ``pieces``
-    batch-invariant mode with that many pieces a token on pinned 64x64 tiles, else the planner's default plan."""
+def decode_point(
+    mode: str, b: int, pieces: int | None, seed: int, s_q: int = 1, h: int = 64
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """(call keywords, knobs) of one point: DSV4 FP8 inputs for ``mode`` at batch ``b`` (``h`` heads, ``s_q`` query
+    tokens); with ``pieces`` batch-invariant mode with that many pieces a token on pinned 64x64 tiles, else the
+    planner's default plan."""
     topk, page, xtopk, xpage, xpool = MODES[mode]
     inputs = make_sparse_decode_inputs(
-        batch=b, h_q=64, topk=topk, page=page, extra_topk=xtopk, extra_page=xpage, extra_pool=xpool,
+        batch=b, s_q=s_q, h_q=h, topk=topk, page=page, extra_topk=xtopk, extra_page=xpage, extra_pool=xpool,
         fp8=True, device="cuda", seed=seed,
     )  # fmt: skip
     kw = {k: v for k, v in inputs.items() if v is not None}

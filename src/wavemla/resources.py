@@ -261,6 +261,7 @@ def _sparse_decode_spec(
 
     from wavemla.kernels.sparse_decode import MERGE_CHUNK, l2_policies
 
+    l2 = l2_policies(is_fp8, block_h, block_n)  # the launcher's L2 policies
     constexprs: dict[str, Any] = {
         "IS_FP8": is_fp8, "PAGE": page, "PAGE_X": page_x, "HAS_LEN": True, "HAS_EXTRA": True, "HAS_LEN_X": True,
         "HAS_SINK": True, "DTYPE": tl.float16 if is_fp8 else tl.bfloat16, "BLOCK_H": block_h, "BLOCK_N": block_n,
@@ -273,8 +274,8 @@ def _sparse_decode_spec(
         "WAIT_Q": is_fp8 and q_dtype == "fp16" and arch >= 90,
         "PREFETCH_FIRST": is_fp8 and q_dtype == "fp16" and arch >= 90,
         "MERGE_DC": MERGE_CHUNK,
-        "KV_EVICT": "evict_first" if l2_policies(is_fp8, block_h, block_n) else "",  # the launcher's L2 policies
-        "WS_EVICT": "evict_last" if l2_policies(is_fp8, block_h, block_n) else "",
+        "KV_EVICT": "evict_first" if l2 else "",
+        "WS_EVICT": "evict_last" if l2 else "",
     }  # fmt: skip
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
 

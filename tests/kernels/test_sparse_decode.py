@@ -406,24 +406,34 @@ def test_l2_policies_follow_the_measured_rule(is_fp8, block_h, block_n, on):
     assert l2_policies(is_fp8, block_h, block_n) is on
 
 
-@pytest.mark.parametrize("choice", ["auto", "on", "off"])
-def test_l2_policies_knob_decides_the_launch(choice):
-    from wavemla.kernels.sparse_decode import l2_policies, launch_l2_policies
+@pytest.mark.parametrize(
+    ("choice", "expected"),
+    [
+        # launches: FP8 64x64, FP8 64x32, FP8 16x32, bf16 rows 64x64
+        ("auto", (True, False, True, False)),
+        ("on", (True, True, True, True)),
+        ("off", (False, False, False, False)),
+    ],
+)
+def test_l2_policies_knob_decides_the_launch(choice, expected):
+    from wavemla.kernels.sparse_decode import launch_l2_policies
 
-    for is_fp8, block_h, block_n in [(True, 64, 64), (True, 64, 32), (True, 16, 32), (False, 64, 64)]:
-        with config.override(WAVEMLA_L2_POLICIES=choice):
-            got = launch_l2_policies(is_fp8, block_h, block_n)
-        assert got is {"on": True, "off": False}.get(choice, l2_policies(is_fp8, block_h, block_n))
+    launches = [(True, 64, 64), (True, 64, 32), (True, 16, 32), (False, 64, 64)]
+    with config.override(WAVEMLA_L2_POLICIES=choice):
+        assert tuple(launch_l2_policies(*launch) for launch in launches) == expected
 
 
-def test_l2_policies_knob_keeps_the_bits():
-    """The policies change where lines live in L2, not the arithmetic: on and off give the same bits."""
-    inputs = make_sparse_decode_inputs(batch=2, h_q=16, topk=32, page=64, extra_topk=32, extra_page=16, extra_pool=64,
-                                       fp8=True, dtype=SMALL_DTYPE, device=DEVICE, seed=3)  # fmt: skip
+@pytest.mark.gpu
+@pytest.mark.parametrize("block_n", [64, 32], ids=["64-row", "32-row"])
+def test_gpu_l2_policies_knob_keeps_the_bits(block_n):
+    """The policies change where lines live in L2, not the arithmetic: on and off give the same bits (the
+    interpreter has no L2 policies, so this runs on the GPU only)."""
+    inputs = make_sparse_decode_inputs(batch=3, h_q=64, topk=128, page=64, extra_topk=128, extra_page=16,
+                                       extra_pool=256, fp8=True, device=DEVICE, seed=3)  # fmt: skip
     kwargs = {k: v for k, v in inputs.items() if v is not None}
     results = []
     for choice in ("on", "off"):
-        with config.override(WAVEMLA_L2_POLICIES=choice):
+        with config.override(WAVEMLA_L2_POLICIES=choice, WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=block_n):
             results.append(sparse_mla_decode(**kwargs))
     (o_on, lse_on), (o_off, lse_off) = results
     assert torch.equal(o_on, o_off) and torch.equal(lse_on, lse_off)
