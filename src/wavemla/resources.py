@@ -259,7 +259,7 @@ def _sparse_decode_spec(
     unspecialized = ("n_tiles_main", "n_tiles", "total_units", "units_per_part", "seg_units", "slot_units")
     import triton.language as tl
 
-    from wavemla.kernels.sparse_decode import MERGE_CHUNK, MERGE_STAGES, l2_policies
+    from wavemla.kernels.sparse_decode import MERGE_CHUNK, l2_policies
 
     l2 = l2_policies(is_fp8, block_h, block_n)  # the launcher's L2 policies
     constexprs: dict[str, Any] = {
@@ -274,7 +274,6 @@ def _sparse_decode_spec(
         "WAIT_Q": is_fp8 and q_dtype == "fp16" and arch >= 90,
         "PREFETCH_FIRST": is_fp8 and q_dtype == "fp16" and arch >= 90,
         "MERGE_DC": MERGE_CHUNK,
-        "MERGE_NS": MERGE_STAGES,
         "KV_EVICT": "evict_first" if l2 else "",
         "WS_EVICT": "evict_last" if l2 else "",
     }  # fmt: skip

@@ -313,41 +313,6 @@ def _prefetch_first_tile(
 
 
 @triton.jit
-def _merge_pieces_flat(
-    p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, p_sink, p_o, stride_oh, p_lse_tok,
-    HAS_SINK: tl.constexpr, D: tl.constexpr, DC: tl.constexpr, NS: tl.constexpr,
-):  # fmt: skip
-    """:func:`_merge_pieces_out` as one loop over (column chunk, piece), which Triton's pipeliner runs ``NS`` loads
-    deep (copies into shared memory in flight while the previous pieces are added). Each output element sees the
-    operations of :func:`merge_pieces` in the same order (the weight sum accumulates in slot order during the first
-    chunk), so the bits are the same."""
-    b_max_safe = _pieces_max(p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h)
-    n_parts = i_last - i_first + 1
-    b_sum = tl.zeros(o_h.shape, dtype=tl.float32)
-    b_acc = tl.zeros([o_h.shape[0], DC], dtype=tl.float32)
-    o_c = tl.arange(0, DC)
-    for i_it in tl.range(0, n_parts * (D // DC), num_stages=NS):
-        i_dc = i_it // n_parts
-        i_part = i_it - i_dc * n_parts
-        i_slot = tl.cast(i_tok + i_first + i_part, tl.int64)
-        b_w = tl.exp2(_piece_lse(p_lse_ws, i_slot, H, o_h, m_h) - b_max_safe)
-        o_dc = i_dc * DC + o_c
-        p_o_i = p_o_ws + (i_slot * H + o_h[:, None]) * D + o_dc[None, :]
-        b_o_i = tl.load(p_o_i, mask=m_h[:, None], other=0.0, cache_modifier=".cg")
-        b_sum = tl.where(i_dc == 0, b_sum + b_w, b_sum)
-        b_acc += b_w[:, None] * b_o_i.to(tl.float32)
-        if i_part == n_parts - 1:  # the chunk's last piece: normalize, apply the sink, store
-            m_seen = b_sum > 0.0
-            b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
-            b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
-            b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
-            tl.store(p_o + o_h[:, None] * stride_oh + o_dc[None, :], b_o.to(p_o.dtype.element_ty), mask=m_h[:, None])
-            if i_dc == 0:
-                tl.store(p_lse_tok + o_h, b_lse, mask=m_h)
-        b_acc = tl.where(i_part == n_parts - 1, 0.0, b_acc)
-
-
-@triton.jit
 def _merge_pieces_out(
     p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, p_sink, p_o, stride_oh, p_lse_tok,
     HAS_SINK: tl.constexpr, D: tl.constexpr, DC: tl.constexpr,
@@ -446,7 +411,6 @@ def _sparse_mla_decode_kernel(
     WAIT_Q: tl.constexpr,
     PREFETCH_FIRST: tl.constexpr,
     MERGE_DC: tl.constexpr,
-    MERGE_NS: tl.constexpr,
     KV_EVICT: tl.constexpr,
     WS_EVICT: tl.constexpr,
 ):
@@ -571,15 +535,10 @@ def _sparse_mla_decode_kernel(
                         p_o_h = p_o + o_h[:, None] * stride_oh + o_d[None, :]
                         tl.store(p_o_h, b_o.to(p_out.dtype.element_ty), mask=m_h[:, None])
                         tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
-                    elif MERGE_NS == 0:
+                    else:
                         _merge_pieces_out(
                             p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, p_sink, p_o, stride_oh,
                             p_lse + tl.cast(i_tok, tl.int64) * H, HAS_SINK, D, MERGE_DC,
-                        )  # fmt: skip
-                    else:
-                        _merge_pieces_flat(
-                            p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, p_sink, p_o, stride_oh,
-                            p_lse + tl.cast(i_tok, tl.int64) * H, HAS_SINK, D, MERGE_DC, MERGE_NS,
                         )  # fmt: skip
                     # Every piece has counted in (if any did): zero for the next call. Two programs may both have
                     # seen the full count (both increments landed before either read); both then merge in full and
@@ -591,8 +550,6 @@ _TL_DTYPE = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 _Q_BLOCK = 2048
 # Output columns per step of the in-kernel merge (H200: 128 beat 64 and all 512; 2026-11-30-h200-merge.log).
 MERGE_CHUNK = 128
-# Loads in flight in the in-kernel merge's (chunk, piece) loop; 0: the nested loops of _merge_pieces_out.
-MERGE_STAGES = 2
 
 
 def l2_policies(is_fp8: bool, block_h: int, block_n: int) -> bool:
@@ -649,7 +606,6 @@ def sparse_decode_split(
     pdl: bool | None = None,
     prefetch_first: bool = True,
     merge_chunk: int = MERGE_CHUNK,
-    merge_stages: int = MERGE_STAGES,
     l2_hints: bool | None = None,
 ) -> Any:
     """Launch the split kernel; returns Triton's compiled-kernel handle (registers, spills, shared memory).
@@ -670,8 +626,7 @@ def sparse_decode_split(
     for programmatic dependent launch (the combine) start while this one runs, and, where q is converted by a kernel
     before this one, launch this one behind it the same way (with ``prefetch_first``, its programs first prefetch
     their first tile's rows into L2, then wait for q). ``merge_chunk``: output columns per step of the in-kernel
-    merge of cut tokens (0: all 512 at once; same bits either way); ``merge_stages``: loads the merge keeps in
-    flight over (chunk, piece) (0: one piece at a time; same bits). ``e4m3_cvt`` picks the e4m3 decode
+    merge of cut tokens (0: all 512 at once; same bits either way). ``e4m3_cvt`` picks the e4m3 decode
     (hardware conversion or bit assembly; identical results); None asks :func:`wavemla.device.fp8_decode_path` for
     q's device. ``l2_hints``: load the gathered rows with L2 policy evict_first and store the partials with
     evict_last (same results either way); None: :func:`launch_l2_policies`.
@@ -771,7 +726,6 @@ def sparse_decode_split(
         WAIT_Q=wait_q,
         PREFETCH_FIRST=wait_q and prefetch_first,  # wait_q: FP8 rows (the conversion is for them)
         MERGE_DC=merge_chunk,
-        MERGE_NS=merge_stages if merge_chunk else 0,
         # L2 policy: gathered rows are streamed, so they go first; the partials, read back by the merge, stay.
         # H200 (2026-11-30-h200-l2-hints.log, -l2-shapes.log): h=64 s_q=1 CSA b=128 80.3 -> 75.1 µs, batch-invariant
         # 97.1 -> 89.5, b=133 (cut tokens) 102.0 -> 96.0; s_q=2 and h=128 5-8% faster, h=16 (16x32 tiles) b=96 7%.
