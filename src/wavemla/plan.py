@@ -914,6 +914,10 @@ _DENSE_MMA_EFFICIENCY = 0.5  # fraction of the tensor peak a Triton mma.sync loo
 _DENSE_WGMMA_EFFICIENCY = 0.6  # the same for wgmma with operands in shared memory and small N (64 query rows)
 _DENSE_FP8_DECODE_ROW_US = 0.02  # e4m3 bit decode + scale of one 512-value row on one SM (~40 cycles at 2 GHz)
 _DENSE_SCHEDULER_US = 3.0  # the one-program scheduler launch inside a CUDA graph
+# One step of a combine program (kernels/combine.py merges a request's pieces a group a step, the group's loads
+# issued together): alone on an H200 the combine took 9.4-9.9 µs with one step and 14.0 with 8 steps of 16 pieces
+# (b=1 h=16, 127 pieces; 2026-11-30-h200-dense-combine-micro.log).
+_DENSE_COMBINE_STEP_US = 0.75
 _DENSE_MAX_OVERHEAD_TILES = 16
 _INT32_MAX = 2**31 - 1
 
@@ -1165,8 +1169,7 @@ def _plan_dense_cached(workload: DenseWorkload, device: DeviceSpec, overrides: t
         if fit is None:
             continue
         res, occ = fit
-        levels = [target] if target is not None else [k * device.num_sms for k in range(1, occ + 1)]
-        for slots in levels:
+        for slots in [target] if target is not None else _dense_slot_levels(device, occ, workload, cfg):
             p = _dense_plan_config(workload, device, cfg, res, occ, slots)
             if best is None or p.predicted_us < best.predicted_us - 1e-9:
                 best = p
@@ -1180,6 +1183,19 @@ def _plan_dense_cached(workload: DenseWorkload, device: DeviceSpec, overrides: t
         prefix = f"{knobs}: " if knobs else ""
         raise PlanError(f"{prefix}no kernel configuration fits {device.name} for {workload}; " + "; ".join(reasons))
     return dataclasses.replace(best, reasons=(*reasons, *best.reasons))
+
+
+def _dense_slot_levels(device: DeviceSpec, occ: int, workload: DenseWorkload, cfg: KernelConfig) -> list[int]:
+    """Program slots the dense planner prices: every whole number of programs per SM up to the occupancy, and for
+    small work fewer programs than SMs (halving down to one part per row block): a request cut into a piece per
+    slot leaves the combine many pieces to merge, which can cost more than a short split saves."""
+    levels = [k * device.num_sms for k in range(1, occ + 1)]
+    rows = math.ceil(workload.rows / cfg.block_h)
+    slots = device.num_sms // 2
+    while slots >= rows:
+        levels.append(slots)
+        slots //= 2
+    return levels
 
 
 def _dense_plan_config(
@@ -1206,7 +1222,14 @@ def _dense_plan_config(
     split_us = per_part * tile
     cut = workload.batch > 0 and parts > 1
     share = device.mem_gbps * _DRAM_EFFICIENCY * 1e3
-    combine = (_LAUNCH_US + 2 * (workload.batch + parts) * workload.rows * DENSE_D_V * 4 / share) if cut else 0.0
+    combine = 0.0
+    if cut:
+        from wavemla.kernels.combine import dense_combine_shape
+
+        group, _ = dense_combine_shape(workload.batch, parts)
+        pieces = min(parts, -(-parts // workload.batch) + 1)  # a request's parts at capacity
+        combine = _LAUNCH_US + -(-pieces // group) * _DENSE_COMBINE_STEP_US
+        combine += 2 * (workload.batch + parts) * workload.rows * DENSE_D_V * 4 / share
     predicted = _DENSE_SCHEDULER_US + _LAUNCH_US + split_us + combine
     note = (
         f"{cfg.label} over {slots} slots: {parts} parts x {num_rb} row block(s) = {programs} programs, "

@@ -164,6 +164,28 @@ def sparse_decode_combine(
 # The dense split kernel cuts requests where the device scheduler put part boundaries, so which parts hold pieces of
 # a request is data: the scheduler writes it per request (first part, last part). Request ``b``'s pieces are in
 # workspace slots ``b + first .. b + last``; a request held by one part was finished by the split kernel.
+# Pieces merged per step and output columns per program, by the pieces a request can have (about parts / batch + 1
+# at uniform lengths, from the workspace's shape). Measured alone on an H200 (benchmarks/experiments/
+# dense_combine_micro.py, 2026-11-30-h200-dense-combine-micro.log, CUDA-graph replay, median of 50):
+# - the previous combine (one piece per memory round trip, 128 columns): b=1 h=16 with 127 pieces 57.1 µs, b=1
+#   h=128 with 33 pieces 19.3, b=128 with 2-3 pieces 15.5-17.7;
+# - a group loaded as one [pieces, rows, columns] tensor: reduced across threads (shuffles and shared memory), 23.2 at
+#   127 pieces but 96-148 at b=128;
+# - this one, the group's pieces as separate loads in an unrolled loop (no reduction across threads): 16 pieces over
+#   32 columns 14.0 µs at 127 pieces, 9.8 at 33, 9.5-9.9 at 5-17; 4 pieces over 128 columns 9.4-13.5 at b=128.
+DENSE_COMBINE_MAX_GROUP = 32
+
+
+def dense_combine_shape(batch: int, num_parts: int) -> tuple[int, int]:
+    """(pieces per step, output columns per program) of the dense combine for ``batch`` requests cut by
+    ``num_parts`` parts: a request spans at most about ``num_parts / batch + 1`` parts at uniform lengths (more when
+    skewed: the program then takes more steps)."""
+    pieces = min(num_parts, -(-num_parts // max(batch, 1)) + 1)
+    if pieces <= 4:
+        return 4, 128
+    if pieces <= 8:
+        return 8, 128
+    return 16, 32
 
 
 @triton.jit
@@ -181,7 +203,11 @@ def _dense_mla_combine_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_D: tl.constexpr,
     D: tl.constexpr,
+    GROUP: tl.constexpr,
 ):
+    """One program per (request, ``BLOCK_M`` query rows, ``BLOCK_D`` columns): the request's pieces ``GROUP`` a step,
+    loaded by an unrolled loop (their loads independent of each other), folded into a running maximum, weight sum
+    and output (online softmax over the steps). Pieces past the last one, and empty ones (lse -inf), weigh 0."""
     i_b = tl.program_id(0)
     i_mb = tl.program_id(1)
     i_db = tl.program_id(2)
@@ -193,22 +219,30 @@ def _dense_mla_combine_kernel(
         o_s = o_m // H
         o_h = o_m - o_s * H
         o_d = i_db * BLOCK_D + tl.arange(0, BLOCK_D)
-        # Pass 1: the largest piece lse per row, so that every weight 2^(lse_i - max) is <= 1.
         b_max = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
-        for i_part in range(i_first, i_last + 1):
-            i_slot = tl.cast(i_b + i_part, tl.int64)
-            b_max = tl.maximum(b_max, tl.load(p_lse_ws + i_slot * M + o_m, mask=m_m, other=float("-inf")))
-        b_max_safe = tl.where(b_max == float("-inf"), 0.0, b_max)
         b_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
         b_acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-        for i_part in tl.range(i_first, i_last + 1, num_stages=2):
-            i_slot = tl.cast(i_b + i_part, tl.int64)
-            b_w = tl.exp2(tl.load(p_lse_ws + i_slot * M + o_m, mask=m_m, other=float("-inf")) - b_max_safe)
-            b_o_i = tl.load(p_o_ws + ((i_slot * M + o_m) * D)[:, None] + o_d[None, :], mask=m_m[:, None], other=0.0)
-            b_acc += b_w[:, None] * b_o_i.to(tl.float32)
-            b_sum += b_w
+        for i_grp in range(i_first, i_last + 1, GROUP):
+            b_max_new = b_max
+            for g in tl.static_range(GROUP):
+                i_slot = tl.cast(i_b + i_grp + g, tl.int64)
+                m_g = m_m & (o_m * 0 + (i_grp + g) <= i_last)
+                b_max_new = tl.maximum(b_max_new, tl.load(p_lse_ws + i_slot * M + o_m, mask=m_g, other=float("-inf")))
+            b_max_safe = tl.where(b_max_new == float("-inf"), 0.0, b_max_new)
+            b_alpha = tl.exp2(b_max - b_max_safe)  # the earlier steps' share; 0 while they were all empty
+            b_sum = b_sum * b_alpha
+            b_acc = b_acc * b_alpha[:, None]
+            for g in tl.static_range(GROUP):
+                i_slot = tl.cast(i_b + i_grp + g, tl.int64)
+                m_g = m_m & (o_m * 0 + (i_grp + g) <= i_last)
+                b_w = tl.exp2(tl.load(p_lse_ws + i_slot * M + o_m, mask=m_g, other=float("-inf")) - b_max_safe)
+                p_o_i = p_o_ws + ((i_slot * M + o_m) * D)[:, None] + o_d[None, :]
+                b_acc += b_w[:, None] * tl.load(p_o_i, mask=m_g[:, None], other=0.0).to(tl.float32)
+                b_sum += b_w
+            b_max = b_max_new
         m_seen = b_sum > 0.0
         b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
+        b_max_safe = tl.where(b_max == float("-inf"), 0.0, b_max)
         b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
         b_o, b_lse = finalize_rows(b_o, b_lse2)
         p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + o_s * stride_os + o_h * stride_oh
@@ -225,17 +259,27 @@ def dense_decode_combine(
     lse_ws: torch.Tensor,
     req: torch.Tensor,
     block_m: int = 16,
-    block_d: int = 128,
+    block_d: int | None = None,
+    group: int | None = None,
     num_warps: int = 4,
 ) -> None:
     """Merge the pieces of cut requests into ``out [b, s_q, h, 512]`` and ``lse [b, s_q, h]``.
 
     ``req [b, 4]`` int32 is the scheduler's per-request row (first part, last part, ...). The grid is one program per
-    (request, ``block_m`` query rows, ``block_d`` output columns): at small batch few requests are cut into many
-    pieces, and the merge is a latency chain per program, so it is spread over the columns too. Programs of
-    requests held by one part return at once.
+    (request, ``block_m`` query rows, ``block_d`` output columns); each program merges its request's pieces ``group``
+    a step, their loads issued together (at small batch a request is cut into as many pieces as the GPU has program
+    slots, and one piece per memory round trip made the merge a long latency chain). ``group`` and ``block_d``
+    default to :func:`dense_combine_shape` of the batch and the parts (``o_ws`` has a slot per request and one per
+    part). Programs of requests held by one part return at once.
     """
     b, s_q, h, d = out.shape
+    auto_group, auto_block_d = dense_combine_shape(b, o_ws.shape[0] - b)
+    group = auto_group if group is None else group
+    block_d = auto_block_d if block_d is None else block_d
+    if d % block_d:
+        raise ValueError(f"block_d: must divide the head dim {d}, got {block_d}")
+    if not 1 <= group <= DENSE_COMBINE_MAX_GROUP:
+        raise ValueError(f"group: pieces per step in 1..{DENSE_COMBINE_MAX_GROUP} (an unrolled loop), got {group}")
     m = s_q * h
     _dense_mla_combine_kernel[(b, triton.cdiv(m, block_m), d // block_d)](
         p_out=out,
@@ -251,5 +295,6 @@ def dense_decode_combine(
         BLOCK_M=block_m,
         BLOCK_D=block_d,
         D=d,
+        GROUP=group,
         num_warps=num_warps,
     )

@@ -1,0 +1,80 @@
+"""The dense combine against an fp64 merge of hand-made pieces: many pieces a request (several groups), empty pieces
+(lse -inf) before and after the first non-empty one, rows no piece saw, requests held by one part."""
+
+import math
+
+import pytest
+import torch
+
+from conftest import DEVICE
+from wavemla.kernels.combine import dense_decode_combine
+
+D = 512
+
+
+def _merge_ref(o_ws, lse_ws, req, b, m):
+    """fp64 merge of slots ``r + first .. r + last`` per request: (out [b, m, D], natural lse [b, m])."""
+    out = torch.zeros(b, m, D, dtype=torch.float64)
+    lse = torch.full((b, m), math.inf, dtype=torch.float64)
+    for r in range(b):
+        first, last = int(req[r, 0]), int(req[r, 1])
+        if last <= first:
+            continue
+        l2 = lse_ws[r + first : r + last + 1].double()  # [pieces, m], base 2
+        o = o_ws[r + first : r + last + 1].double()  # [pieces, m, D]
+        mx = l2.max(0).values
+        seen = mx > -math.inf
+        w = torch.exp2(l2 - torch.where(seen, mx, 0.0))
+        s = w.sum(0)
+        out[r] = torch.where(seen[:, None], (w[:, :, None] * o).sum(0) / torch.where(seen, s, 1.0)[:, None], 0.0)
+        lse[r] = torch.where(seen, (torch.where(seen, mx, 0.0) + torch.log2(torch.where(seen, s, 1.0))) * math.log(2),
+                             math.inf)  # fmt: skip
+    return out, lse
+
+
+@pytest.mark.parametrize("group", [16, 5, 1])
+def test_dense_combine_matches_an_fp64_merge(group):
+    torch.manual_seed(0)
+    s_q, h = 2, 12
+    m = s_q * h
+    # request 0: 37 pieces (several groups), request 1: held by one part, request 2: 3 pieces, request 3: 20 pieces
+    spans = [(0, 36), (36, 36), (36, 38), (38, 57)]
+    b = len(spans)
+    slots = b + 58
+    req = torch.zeros(b, 4, dtype=torch.int32)
+    for r, (first, last) in enumerate(spans):
+        req[r, 0], req[r, 1] = first, last
+    lse_ws = torch.randn(slots, m) * 20
+    lse_ws[0:10, :5] = -math.inf  # request 0: rows 0-4 empty in the first group and more
+    lse_ws[0:37, 5] = -math.inf  # request 0: row 5 seen by no piece
+    lse_ws[20:30, 6] = -math.inf  # request 0: empty pieces after non-empty ones
+    lse_ws[3 + 38 : 3 + 50, 7] = -math.inf  # request 3: empty first group for row 7
+    o_ws = torch.randn(slots, m, D)
+    out = torch.full((b, s_q, h, D), 7.0, dtype=torch.float16, device=DEVICE)  # the split kernel's, for whole
+    lse = torch.full((b, s_q, h), 7.0, device=DEVICE)
+    dense_decode_combine(out=out, lse=lse, o_ws=o_ws.to(DEVICE), lse_ws=lse_ws.to(DEVICE), req=req.to(DEVICE),
+                         group=group)  # fmt: skip
+    ref_o, ref_l = _merge_ref(o_ws, lse_ws, req, b, m)
+    out, lse = out.cpu().view(b, m, D), lse.cpu().view(b, m)
+    cut = [0, 2, 3]
+    assert torch.allclose(out[cut].double(), ref_o[cut], atol=2e-3, rtol=2e-3)
+    assert torch.allclose(lse[cut].double(), ref_l[cut], atol=1e-4, rtol=1e-5)  # +inf where no piece saw the row
+    assert torch.isinf(lse[0, 5]) and (out[0, 5] == 0).all()
+    assert (out[1] == 7.0).all() and (lse[1] == 7.0).all()  # a request held by one part is not touched
+
+
+@pytest.mark.parametrize(
+    ("kw", "name"), [({"group": 0}, "group"), ({"group": 33}, "group"), ({"block_d": 48}, "block_d")]
+)
+def test_dense_combine_rejects_bad_shapes(kw, name):
+    z = torch.zeros(1, 1, 1, D, device=DEVICE)
+    with pytest.raises(ValueError, match=name):
+        dense_decode_combine(out=z, lse=z[..., 0], o_ws=z, lse_ws=z, req=torch.zeros(1, 4, dtype=torch.int32), **kw)
+
+
+def test_dense_combine_shape_follows_the_pieces_a_request_can_have():
+    from wavemla.kernels.combine import dense_combine_shape
+
+    assert dense_combine_shape(1, 132) == (16, 32)  # one request in 132 pieces
+    assert dense_combine_shape(32, 132) == (8, 128)  # 5-6 pieces
+    assert dense_combine_shape(128, 264) == (4, 128)  # 3 pieces
