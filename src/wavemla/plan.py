@@ -908,10 +908,17 @@ def _plan_config(
 DENSE_D_V = 512
 DENSE_D_QK = (576, 512)
 
-# Dense cost model (µs, bytes). Not yet calibrated against measurements; the constants say where they come from.
+# Dense cost model (µs, bytes). Partly calibrated (the wgmma efficiency, one program per SM, the combine's steps);
+# the constants say where they come from.
 _DENSE_LATENCY_US = 1.5  # DRAM latency under load on HBM parts (H100/H200 microbenchmarks report ~1-2 µs loaded)
 _DENSE_MMA_EFFICIENCY = 0.5  # fraction of the tensor peak a Triton mma.sync loop with a BLOCK_N-row tile reaches
-_DENSE_WGMMA_EFFICIENCY = 0.6  # the same for wgmma with operands in shared memory and small N (64 query rows)
+_DENSE_WGMMA_EFFICIENCY = 0.8  # the same for wgmma, operands in shared memory, N = 64 query rows (fitted, below)
+# An SM running one program streams its tiles at this fraction of the rate two programs reach (H200: bf16 h=16,
+# b=128, 16x64x4x3 at one program per SM 66% / 75% of copy bandwidth at s_k 4K / 16K, 16x32x4x3 at two 73% / 82%;
+# FP8 16x64x8x1 against 16x32x4x1 6-7% slower; 2026-11-30-h200-dense-cal.log). With the wgmma efficiency at 0.8
+# (0.6 before) the model picks the measured best of the candidate tiles, or one within 3%, at 48 of 54 shapes of that
+# grid with b >= 8 (before: 43), the worst pick 1.08x the best (before 1.18x).
+_DENSE_ONE_PROGRAM_DRAM = 0.9
 _DENSE_FP8_DECODE_ROW_US = 0.02  # e4m3 bit decode + scale of one 512-value row on one SM (~40 cycles at 2 GHz)
 _DENSE_SCHEDULER_US = 3.0  # the one-program scheduler launch inside a CUDA graph
 # One step of a combine program (kernels/combine.py merges a request's pieces a group a step, the group's loads
@@ -1082,6 +1089,8 @@ def _dense_tile_us(cfg: KernelConfig, workload: DenseWorkload, device: DeviceSpe
     """
     tile_bytes = cfg.block_n * workload.row_bytes
     share = device.mem_gbps * _DRAM_EFFICIENCY * 1e3 / device.num_sms  # bytes per µs per SM
+    if active == 1:
+        share *= _DENSE_ONE_PROGRAM_DRAM
     dram = active * tile_bytes / num_rb / share
     mma = _dense_tile_flops(cfg, workload) / (device.bf16_tflops * 1e6 / device.num_sms * _dense_mma_efficiency(
         cfg, workload, device))  # fmt: skip
