@@ -1195,6 +1195,33 @@ def _plan_dense_cached(workload: DenseWorkload, device: DeviceSpec, overrides: t
     return dataclasses.replace(best, reasons=(*reasons, *best.reasons))
 
 
+def dense_combine_pieces(batch: int, num_parts: int) -> int:
+    """The pieces a request is cut into when ``num_parts`` parts share ``batch`` requests of the block table's
+    capacity (uniform lengths): at most about ``num_parts / batch + 1``; skewed lengths can give a long request
+    more."""
+    return min(num_parts, -(-num_parts // max(batch, 1)) + 1)
+
+
+def dense_combine_shape(batch: int, num_parts: int) -> tuple[int, int]:
+    """(pieces per step, output columns per program) of the dense combine (kernels/combine.py) for ``batch``
+    requests cut by ``num_parts`` parts, by the pieces a request can have (:func:`dense_combine_pieces`).
+
+    Measured alone on an H200 (``benchmarks/experiments/dense_combine_micro.py``,
+    ``2026-11-30-h200-dense-combine-micro.log``, CUDA-graph replay, median of 50): the previous combine, one piece
+    per memory round trip over 128 columns, took 57.1 µs for b=1 h=16 cut into 127 pieces, 19.3 for b=1 h=128 in
+    33, 15.5-17.7 at b=128 with 2-3; a group loaded as one ``[pieces, rows, columns]`` tensor (reduced across
+    threads: shuffles and shared memory) 23.2 at 127 pieces but 96-148 at b=128; the group's pieces as separate
+    loads of an unrolled loop, 16 pieces over 32 columns, 14.0 at 127 pieces, 9.8 at 33, 9.5-9.9 at 5-17, and 4
+    pieces over 128 columns 9.4-13.5 at b=128.
+    """
+    pieces = dense_combine_pieces(batch, num_parts)
+    if pieces <= 4:
+        return 4, 128
+    if pieces <= 8:
+        return 8, 128
+    return 16, 32
+
+
 def _dense_slot_levels(device: DeviceSpec, occ: int, workload: DenseWorkload, cfg: KernelConfig) -> list[int]:
     """Program slots the dense planner prices: every whole number of programs per SM up to the occupancy, and for
     small work fewer programs than SMs (halving down to one part per row block): a request cut into a piece per
@@ -1234,11 +1261,8 @@ def _dense_plan_config(
     share = device.mem_gbps * _DRAM_EFFICIENCY * 1e3
     combine = 0.0
     if cut:
-        from wavemla.kernels.combine import dense_combine_shape
-
         group, _ = dense_combine_shape(workload.batch, parts)
-        pieces = min(parts, -(-parts // workload.batch) + 1)  # a request's parts at capacity
-        combine = _LAUNCH_US + -(-pieces // group) * _DENSE_COMBINE_STEP_US
+        combine = _LAUNCH_US + -(-dense_combine_pieces(workload.batch, parts) // group) * _DENSE_COMBINE_STEP_US
         combine += 2 * (workload.batch + parts) * workload.rows * DENSE_D_V * 4 / share
     predicted = _DENSE_SCHEDULER_US + _LAUNCH_US + split_us + combine
     note = (

@@ -70,11 +70,3 @@ def test_dense_combine_rejects_bad_shapes(kw, name):
     z = torch.zeros(1, 1, 1, D, device=DEVICE)
     with pytest.raises(ValueError, match=name):
         dense_decode_combine(out=z, lse=z[..., 0], o_ws=z, lse_ws=z, req=torch.zeros(1, 4, dtype=torch.int32), **kw)
-
-
-def test_dense_combine_shape_follows_the_pieces_a_request_can_have():
-    from wavemla.kernels.combine import dense_combine_shape
-
-    assert dense_combine_shape(1, 132) == (16, 32)  # one request in 132 pieces
-    assert dense_combine_shape(32, 132) == (8, 128)  # 5-6 pieces
-    assert dense_combine_shape(128, 264) == (4, 128)  # 3 pieces

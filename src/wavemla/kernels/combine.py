@@ -20,6 +20,7 @@ from wavemla.kernels import gdc
 from wavemla.kernels.dense_decode import finalize_rows
 from wavemla.kernels.gdc import gdc_wait
 from wavemla.kernels.sparse_decode import finalize_heads, merge_pieces
+from wavemla.plan import dense_combine_shape
 
 # Tokens cut into this many pieces or more (the bound, rounded up to a power of two) are merged by _merge_all_pieces.
 # H200, CSA/HCA h=64 FP8 (benchmarks/results/2026-11-30-h200-combine.log, each pair in one run): with 20-36 pieces a
@@ -164,28 +165,9 @@ def sparse_decode_combine(
 # The dense split kernel cuts requests where the device scheduler put part boundaries, so which parts hold pieces of
 # a request is data: the scheduler writes it per request (first part, last part). Request ``b``'s pieces are in
 # workspace slots ``b + first .. b + last``; a request held by one part was finished by the split kernel.
-# Pieces merged per step and output columns per program, by the pieces a request can have (about parts / batch + 1
-# at uniform lengths, from the workspace's shape). Measured alone on an H200 (benchmarks/experiments/
-# dense_combine_micro.py, 2026-11-30-h200-dense-combine-micro.log, CUDA-graph replay, median of 50):
-# - the previous combine (one piece per memory round trip, 128 columns): b=1 h=16 with 127 pieces 57.1 µs, b=1
-#   h=128 with 33 pieces 19.3, b=128 with 2-3 pieces 15.5-17.7;
-# - a group loaded as one [pieces, rows, columns] tensor: reduced across threads (shuffles and shared memory), 23.2 at
-#   127 pieces but 96-148 at b=128;
-# - this one, the group's pieces as separate loads in an unrolled loop (no reduction across threads): 16 pieces over
-#   32 columns 14.0 µs at 127 pieces, 9.8 at 33, 9.5-9.9 at 5-17; 4 pieces over 128 columns 9.4-13.5 at b=128.
+# The largest group the unrolled loop below is compiled for. The group and the columns per program come from the
+# planner (wavemla.plan.dense_combine_shape, with the measurements behind them).
 DENSE_COMBINE_MAX_GROUP = 32
-
-
-def dense_combine_shape(batch: int, num_parts: int) -> tuple[int, int]:
-    """(pieces per step, output columns per program) of the dense combine for ``batch`` requests cut by
-    ``num_parts`` parts: a request spans at most about ``num_parts / batch + 1`` parts at uniform lengths (more when
-    skewed: the program then takes more steps)."""
-    pieces = min(num_parts, -(-num_parts // max(batch, 1)) + 1)
-    if pieces <= 4:
-        return 4, 128
-    if pieces <= 8:
-        return 8, 128
-    return 16, 32
 
 
 @triton.jit
@@ -269,8 +251,8 @@ def dense_decode_combine(
     (request, ``block_m`` query rows, ``block_d`` output columns); each program merges its request's pieces ``group``
     a step, their loads issued together (at small batch a request is cut into as many pieces as the GPU has program
     slots, and one piece per memory round trip made the merge a long latency chain). ``group`` and ``block_d``
-    default to :func:`dense_combine_shape` of the batch and the parts (``o_ws`` has a slot per request and one per
-    part). Programs of requests held by one part return at once.
+    default to :func:`wavemla.plan.dense_combine_shape` of the batch and the parts (``o_ws`` has a slot per request
+    and one per part). Programs of requests held by one part return at once.
     """
     b, s_q, h, d = out.shape
     auto_group, auto_block_d = dense_combine_shape(b, o_ws.shape[0] - b)
