@@ -3,9 +3,9 @@
     PYTHONPATH=src python3 benchmarks/experiments/dense_combine_micro.py OUT.json
 
 Variants: ``serial`` (the combine before this experiment: one piece per memory round trip, 128 columns a program),
-``grouped-G-BD`` (kernels/combine.py: a group of G pieces in one 3D load, reduced over the piece axis), and
-``unrolled-G-BD`` (G pieces a step as G 2D loads in a static loop: no reduction across threads, the loads free to
-issue together). Each case is timed with CUDA-graph replay (partials left in L2, as the split kernel leaves them;
+``grouped-G-BD`` (a group of G pieces in one 3D load, reduced over the piece axis), and ``unrolled-G-BD`` (G pieces
+a step as G 2D loads in a static loop: no reduction across threads, the loads free to issue together; the shipped
+kernels/combine.py is this one). Each case is timed with CUDA-graph replay (partials left in L2, as the split kernel leaves them;
 median of 50) and compared with the serial combine's output (max abs difference).
 """
 
@@ -18,7 +18,6 @@ import torch
 import triton
 import triton.language as tl
 
-from wavemla.kernels.combine import _dense_mla_combine_kernel
 from wavemla.kernels.dense_decode import finalize_rows
 from wavemla.plan import dense_schedule
 from wavemla.tools.bench import timings_us
@@ -57,6 +56,52 @@ def _combine_serial(
             b_sum += b_w
         m_seen = b_sum > 0.0
         b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
+        b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
+        b_o, b_lse = finalize_rows(b_o, b_lse2)
+        p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + o_s * stride_os + o_h * stride_oh
+        tl.store(p_o[:, None] + o_d[None, :], b_o.to(p_out.dtype.element_ty), mask=m_m[:, None])
+        if i_db == 0:
+            tl.store(p_lse + tl.cast(i_b, tl.int64) * M + o_m, b_lse, mask=m_m)
+
+
+@triton.jit
+def _combine_grouped3d(
+    p_out, p_lse, p_o_ws, p_lse_ws, p_req, H, M, stride_ob, stride_os, stride_oh,
+    BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, D: tl.constexpr, GROUP: tl.constexpr,
+):  # fmt: skip
+    """A group of pieces as one ``[GROUP, BLOCK_M, BLOCK_D]`` load, reduced over the piece axis (tried, not kept:
+    the reduction crosses threads)."""
+    i_b = tl.program_id(0)
+    i_mb = tl.program_id(1)
+    i_db = tl.program_id(2)
+    i_first = tl.load(p_req + i_b * 4 + 0)
+    i_last = tl.load(p_req + i_b * 4 + 1)
+    if i_last > i_first:
+        o_m = i_mb * BLOCK_M + tl.arange(0, BLOCK_M)
+        m_m = o_m < M
+        o_s = o_m // H
+        o_h = o_m - o_s * H
+        o_d = i_db * BLOCK_D + tl.arange(0, BLOCK_D)
+        o_g = tl.arange(0, GROUP)
+        b_max = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+        b_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
+        b_acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+        for i_grp in range(i_first, i_last + 1, GROUP):
+            o_slot = tl.cast(i_b + i_grp + o_g, tl.int64)
+            m_gm = ((i_grp + o_g) <= i_last)[:, None] & m_m[None, :]
+            b_lse = tl.load(p_lse_ws + o_slot[:, None] * M + o_m[None, :], mask=m_gm, other=float("-inf"))
+            p_o_g = p_o_ws + ((o_slot[:, None] * M + o_m[None, :]) * D)[:, :, None] + o_d[None, None, :]
+            b_o_g = tl.load(p_o_g, mask=m_gm[:, :, None], other=0.0)
+            b_max_new = tl.maximum(b_max, tl.max(b_lse, 0))
+            b_max_safe = tl.where(b_max_new == float("-inf"), 0.0, b_max_new)
+            b_alpha = tl.where(b_max == float("-inf"), 0.0, tl.exp2(b_max - b_max_safe))
+            b_w = tl.exp2(b_lse - b_max_safe[None, :])
+            b_sum = b_sum * b_alpha + tl.sum(b_w, 0)
+            b_acc = b_acc * b_alpha[:, None] + tl.sum(b_w[:, :, None] * b_o_g.to(tl.float32), 0)
+            b_max = b_max_new
+        m_seen = b_sum > 0.0
+        b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
+        b_max_safe = tl.where(b_max == float("-inf"), 0.0, b_max)
         b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
         b_o, b_lse = finalize_rows(b_o, b_lse2)
         p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + o_s * stride_os + o_h * stride_oh
