@@ -182,9 +182,7 @@ def main() -> int:
             lse = torch.zeros(b, 1, h, device="cuda")
             name, *shape = v.split("-")
             g, bd = (int(x) for x in shape) if shape else (1, 128)
-            kern = {"serial": _combine_serial, "grouped": _dense_mla_combine_kernel, "unrolled": _combine_unrolled}[
-                name
-            ]
+            kern = {"serial": _combine_serial, "grouped": _combine_grouped3d, "unrolled": _combine_unrolled}[name]
             extra = {} if name == "serial" else {"GROUP": g}
             grid = (b, triton.cdiv(m, 16), D // bd)
 
