@@ -3,10 +3,11 @@
     PYTHONPATH=src python3 benchmarks/experiments/dense_combine_micro.py OUT.json
 
 Variants: ``serial`` (the combine before this experiment: one piece per memory round trip, 128 columns a program),
-``grouped-G-BD`` (a group of G pieces in one 3D load, reduced over the piece axis), and ``unrolled-G-BD`` (G pieces
-a step as G 2D loads in a static loop: no reduction across threads, the loads free to issue together; the shipped
-kernels/combine.py is this one). Each case is timed with CUDA-graph replay (partials left in L2, as the split kernel leaves them;
-median of 50) and compared with the serial combine's output (max abs difference).
+``grouped-G-BD`` (a group of G pieces in one 3D load, reduced over the piece axis), and ``unrolled-G-BD`` (the
+shipped kernels/combine.py: G pieces a step as G 2D loads in a static loop, no reduction across threads, the loads
+free to issue together; the logged run timed a copy of it whose sm_90 build had the same registers, loads and
+barriers). Each case is timed with CUDA-graph replay (partials left in L2, as the split kernel leaves them; median
+of 50) and compared with the serial combine's output (max abs difference).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
+from wavemla.kernels.combine import _dense_mla_combine_kernel
 from wavemla.kernels.dense_decode import finalize_rows
 from wavemla.plan import dense_schedule
 from wavemla.tools.bench import timings_us
@@ -110,54 +112,6 @@ def _combine_grouped3d(
             tl.store(p_lse + tl.cast(i_b, tl.int64) * M + o_m, b_lse, mask=m_m)
 
 
-@triton.jit
-def _combine_unrolled(
-    p_out, p_lse, p_o_ws, p_lse_ws, p_req, H, M, stride_ob, stride_os, stride_oh,
-    BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, D: tl.constexpr, GROUP: tl.constexpr,
-):  # fmt: skip
-    i_b = tl.program_id(0)
-    i_mb = tl.program_id(1)
-    i_db = tl.program_id(2)
-    i_first = tl.load(p_req + i_b * 4 + 0)
-    i_last = tl.load(p_req + i_b * 4 + 1)
-    if i_last > i_first:
-        o_m = i_mb * BLOCK_M + tl.arange(0, BLOCK_M)
-        m_m = o_m < M
-        o_s = o_m // H
-        o_h = o_m - o_s * H
-        o_d = i_db * BLOCK_D + tl.arange(0, BLOCK_D)
-        b_max = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
-        b_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
-        b_acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-        for i_grp in range(i_first, i_last + 1, GROUP):
-            b_max_new = b_max
-            for g in tl.static_range(GROUP):
-                i_slot = tl.cast(i_b + i_grp + g, tl.int64)
-                m_g = m_m & (i_grp + g <= i_last)
-                b_max_new = tl.maximum(b_max_new, tl.load(p_lse_ws + i_slot * M + o_m, mask=m_g, other=float("-inf")))
-            b_max_safe = tl.where(b_max_new == float("-inf"), 0.0, b_max_new)
-            b_alpha = tl.exp2(b_max - b_max_safe)  # 0 while every earlier piece was empty
-            b_sum = b_sum * b_alpha
-            b_acc = b_acc * b_alpha[:, None]
-            for g in tl.static_range(GROUP):
-                i_slot = tl.cast(i_b + i_grp + g, tl.int64)
-                m_g = m_m & (i_grp + g <= i_last)
-                b_w = tl.exp2(tl.load(p_lse_ws + i_slot * M + o_m, mask=m_g, other=float("-inf")) - b_max_safe)
-                p_o_i = p_o_ws + ((i_slot * M + o_m) * D)[:, None] + o_d[None, :]
-                b_acc += b_w[:, None] * tl.load(p_o_i, mask=m_g[:, None], other=0.0)
-                b_sum += b_w
-            b_max = b_max_new
-        m_seen = b_sum > 0.0
-        b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
-        b_max_safe = tl.where(b_max == float("-inf"), 0.0, b_max)
-        b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
-        b_o, b_lse = finalize_rows(b_o, b_lse2)
-        p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + o_s * stride_os + o_h * stride_oh
-        tl.store(p_o[:, None] + o_d[None, :], b_o.to(p_out.dtype.element_ty), mask=m_m[:, None])
-        if i_db == 0:
-            tl.store(p_lse + tl.cast(i_b, tl.int64) * M + o_m, b_lse, mask=m_m)
-
-
 # (batch, heads, parts, s_k, block_n, overhead): the planner's picks at those shapes (bf16 rows)
 CASES = [(1, 16, 16, 1024, 32, 2), (1, 16, 132, 4096, 64, 2), (1, 128, 33, 4096, 32, 2), (8, 16, 132, 4096, 64, 2),
          (8, 128, 33, 4096, 32, 2), (32, 16, 264, 4096, 32, 2), (32, 16, 132, 1024, 64, 2), (32, 128, 33, 1024, 32, 2),
@@ -182,13 +136,16 @@ def main() -> int:
             lse = torch.zeros(b, 1, h, device="cuda")
             name, *shape = v.split("-")
             g, bd = (int(x) for x in shape) if shape else (1, 128)
-            kern = {"serial": _combine_serial, "grouped": _combine_grouped3d, "unrolled": _combine_unrolled}[name]
+            kern = {"serial": _combine_serial, "grouped": _combine_grouped3d, "unrolled": _dense_mla_combine_kernel}[
+                name
+            ]
             extra = {} if name == "serial" else {"GROUP": g}
             grid = (b, triton.cdiv(m, 16), D // bd)
 
-            def call(kern=kern, grid=grid, out=out, lse=lse, bd=bd, extra=extra) -> None:
-                kern[grid](out, lse, o_ws, lse_ws, req, h, m, out.stride(0), out.stride(1), out.stride(2),
-                           BLOCK_M=16, BLOCK_D=bd, D=D, num_warps=4, **extra)  # fmt: skip
+            args = (out, lse, o_ws, lse_ws, req, h, m, out.stride(0), out.stride(1), out.stride(2))
+
+            def call(kern=kern, grid=grid, args=args, bd=bd, extra=extra) -> None:
+                kern[grid](*args, BLOCK_M=16, BLOCK_D=bd, D=D, num_warps=4, **extra)
 
             call()
             torch.cuda.synchronize()
