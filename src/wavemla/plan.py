@@ -1211,7 +1211,7 @@ def dense_combine_shape(batch: int, num_parts: int) -> tuple[int, int]:
     ``2026-11-30-h200-dense-combine-micro.log``, CUDA-graph replay, median of 50): the previous combine, one piece
     per memory round trip over 128 columns, took 57.1 µs for b=1 h=16 cut into 127 pieces, 19.3 for b=1 h=128 in
     33, 15.5-17.7 at b=128 with 2-3; a group loaded as one ``[pieces, rows, columns]`` tensor (reduced across
-    threads: shuffles and shared memory) 23.2 at 127 pieces but 96-148 at b=128; the group's pieces as separate
+    threads: shuffles and shared memory) 23.2 at 127 pieces but 28-148 at b=128; the group's pieces as separate
     loads of an unrolled loop, 16 pieces over 32 columns, 14.0 at 127 pieces, 9.8 at 33, 9.5-9.9 at 5-17, and 4
     pieces over 128 columns 9.4-13.5 at b=128.
     """

@@ -205,6 +205,9 @@ def _dense_mla_combine_kernel(
         b_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
         b_acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
         for i_grp in range(i_first, i_last + 1, GROUP):
+            # The max pass loads the group's lse rows; the weight pass below loads them again (64 bytes a row, just
+            # read) rather than carry GROUP vectors between two unrolled loops. The piece bound is compared as a
+            # tensor (o_m * 0 + ...): the interpreter rejects a mask that mixes a tensor with a scalar bool.
             b_max_new = b_max
             for g in tl.static_range(GROUP):
                 i_slot = tl.cast(i_b + i_grp + g, tl.int64)
