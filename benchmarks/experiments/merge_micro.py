@@ -35,22 +35,6 @@ VARIANTS = [("shipped", 8), ("whole", 8), ("unrolled", 8), ("unrolled", 4)] + [
 
 
 @triton.jit
-def _merge_shipped(
-    p_o_ws, p_lse_ws, p_sink, p_out, p_lse, n_pieces, repeat,
-    BLOCK_H: tl.constexpr, D: tl.constexpr, DC: tl.constexpr,
-):  # fmt: skip
-    i_tok = tl.program_id(0)
-    o_h = tl.arange(0, BLOCK_H)
-    m_h = o_h < BLOCK_H
-    i_first = i_tok * n_pieces
-    for _ in range(repeat):
-        _merge_pieces_out(
-            p_o_ws, p_lse_ws, 0, i_first, i_first + n_pieces - 1, BLOCK_H, o_h, m_h, p_sink,
-            p_out + i_tok * BLOCK_H * D, D, p_lse + i_tok * BLOCK_H, True, D, DC,
-        )  # fmt: skip
-
-
-@triton.jit
 def _merge_whole(p_o_ws, p_lse_ws, p_sink, p_out, p_lse, n_pieces, repeat, BLOCK_H: tl.constexpr, D: tl.constexpr):
     i_tok = tl.program_id(0)
     o_h = tl.arange(0, BLOCK_H)
@@ -135,19 +119,27 @@ def _merge_flat_out(
 
 
 @triton.jit
-def _merge_flat(
+def _merge_chunks(
     p_o_ws, p_lse_ws, p_sink, p_out, p_lse, n_pieces, repeat,
     BLOCK_H: tl.constexpr, D: tl.constexpr, DC: tl.constexpr, NS: tl.constexpr,
 ):  # fmt: skip
+    """Each program merges its token's pieces ``repeat`` times: the shipped ``_merge_pieces_out`` (``NS`` 0) or
+    ``_merge_flat_out`` pipelined ``NS`` deep."""
     i_tok = tl.program_id(0)
     o_h = tl.arange(0, BLOCK_H)
     m_h = o_h < BLOCK_H
     i_first = i_tok * n_pieces
     for _ in range(repeat):
-        _merge_flat_out(
-            p_o_ws, p_lse_ws, 0, i_first, i_first + n_pieces - 1, BLOCK_H, o_h, m_h, p_sink,
-            p_out + i_tok * BLOCK_H * D, D, p_lse + i_tok * BLOCK_H, True, D, DC, NS,
-        )  # fmt: skip
+        if NS == 0:
+            _merge_pieces_out(
+                p_o_ws, p_lse_ws, 0, i_first, i_first + n_pieces - 1, BLOCK_H, o_h, m_h, p_sink,
+                p_out + i_tok * BLOCK_H * D, D, p_lse + i_tok * BLOCK_H, True, D, DC,
+            )  # fmt: skip
+        else:
+            _merge_flat_out(
+                p_o_ws, p_lse_ws, 0, i_first, i_first + n_pieces - 1, BLOCK_H, o_h, m_h, p_sink,
+                p_out + i_tok * BLOCK_H * D, D, p_lse + i_tok * BLOCK_H, True, D, DC, NS,
+            )  # fmt: skip
 
 
 def main() -> int:
@@ -164,10 +156,11 @@ def main() -> int:
                 out = torch.empty(n_prog, H, D, device="cuda", dtype=torch.bfloat16)
                 lse = torch.empty(n_prog, H, device="cuda")
 
-                def call(rep: int, variant: str = variant, warps: int = warps, out=out, lse=lse) -> None:
+                def call(rep: int, variant: str = variant, warps: int = warps, out=out, lse=lse, ws=ws, lse_ws=lse_ws,
+                         sink=sink, n_prog=n_prog, pieces=pieces) -> None:  # fmt: skip
                     if variant == "shipped":
-                        _merge_shipped[(n_prog,)](
-                            ws, lse_ws, sink, out, lse, pieces, rep, H, D, MERGE_CHUNK, num_warps=warps
+                        _merge_chunks[(n_prog,)](
+                            ws, lse_ws, sink, out, lse, pieces, rep, H, D, MERGE_CHUNK, 0, num_warps=warps
                         )
                     elif variant == "whole":
                         _merge_whole[(n_prog,)](ws, lse_ws, sink, out, lse, pieces, rep, H, D, num_warps=warps)
@@ -177,7 +170,7 @@ def main() -> int:
                         )
                     else:  # flat-DC-NS
                         _, dc, ns = variant.split("-")
-                        _merge_flat[(n_prog,)](
+                        _merge_chunks[(n_prog,)](
                             ws, lse_ws, sink, out, lse, pieces, rep, H, D, int(dc), int(ns), num_warps=warps
                         )
 
