@@ -1,15 +1,16 @@
-"""The two top-k selects of the lightning indexer side by side: per-token (one program per query token) and chunked.
+"""The top-k selects of the lightning indexer side by side: per-token (one program per query token), chunked, and
+spread (a token's walks split among several programs, then one program per token).
 
     PYTHONPATH=src python3 benchmarks/experiments/idx_select.py OUT.json            # on a GPU
     PYTHONPATH=src python3 benchmarks/experiments/idx_select.py OUT.json --dry      # CPU: the plan, no timing
 
-Every shape is timed three ways with CUDA-graph replay and L2 flushed (median of ``--reps``): the whole call with
-``select="token"``, the whole call with ``select="chunked"``, and the score kernel alone (so that each select's own
-time is the call minus the score kernel). Shapes: b ∈ {1, 32, 64, 128} × n_comp ∈ {2K, 32K, 256K} with FP8 rows in
+Every shape is timed with CUDA-graph replay and L2 flushed (median of ``--reps``): the whole call on each select
+path (``select="token"``, ``"chunked"``, ``"spread"`` where the shape has it), and the score kernel alone (so that
+each select's own time is the call minus the score kernel). Shapes: b ∈ {1, 32, 64, 128} × n_comp ∈ {2K, 32K, 256K} with FP8 rows in
 the page-split layout and FP8 queries (the production format), and b ∈ {32, 64} × 32K with bf16 rows; s_q 1, 64 heads,
 top-512, page 64. Records follow ``wavemla.tools.bench_indexer`` (``make_record``: median/p20/p80, index-K bytes,
 GB/s, % of the device-to-device copy bandwidth measured first in the same run), plus ``select`` (``token``,
-``chunked`` or ``score``), ``score_us``, ``select_us`` and ``auto`` (the path ``choose_config`` picks). The JSON is
+``chunked``, ``spread`` or ``score``), ``score_us``, ``select_us`` and ``auto`` (the path ``choose_config`` picks). The JSON is
 rewritten after every shape, so a run cut short keeps what it measured.
 """
 
@@ -38,7 +39,7 @@ from wavemla.tools.bench_indexer import (
     triton_memory_bytes,
 )
 
-PATHS = ("token", "chunked")
+PATHS = ix.SELECT_PATHS
 
 
 # (b, n_comp, kv_format): the shapes of the bandwidth target first (n_comp >= 32K, b >= 32), so that a run cut short
@@ -54,6 +55,9 @@ SHAPES = (
     (64, 32768, "bf16"),
     (1, 32768, "fp8-paged"),
     (1, 262144, "fp8-paged"),
+    (8, 32768, "fp8-paged"),
+    (8, 262144, "fp8-paged"),
+    (16, 32768, "fp8-paged"),
     (1, 2048, "fp8-paged"),
     (32, 2048, "fp8-paged"),
     (64, 2048, "fp8-paged"),
@@ -80,7 +84,7 @@ def plan(cases: list[IndexerBenchCase]) -> None:
         )
         print(
             f"{describe(case)}  {triton_memory_bytes(case) / 2**30:5.2f} GiB  auto={cfg.select:7s} "
-            f"sample={cfg.sample} block_list={cfg.block_list} chunk={cfg.chunk}"
+            f"sample={cfg.sample} block_list={cfg.block_list} chunk={cfg.chunk} parts={cfg.parts}"
         )
 
 
@@ -127,7 +131,8 @@ def measure_case(
     score_row.update(select="score", score_us=score_us, select_us=0.0, auto=auto.select)
     rows = [score_row]
     outputs = []
-    for path in PATHS:
+    paths = [p for p in PATHS if p != "spread" or auto.parts]
+    for path in paths:
 
         def call(path: str = path) -> object:
             return run_case(case, data, ws, out, select=path)
@@ -143,8 +148,8 @@ def measure_case(
             f"(score {score_us:.1f})  {row['gbps']:6.0f} GB/s  {row['pct_of_copy_bw']:5.1f}% of copy",
             flush=True,
         )
-    same = all(torch.equal(a, b) for a, b in zip(*outputs, strict=True))
-    print(f"{describe(case)} token and chunked outputs {'identical' if same else 'DIFFER'}", flush=True)
+    same = all(torch.equal(a, b) for other in outputs[1:] for a, b in zip(outputs[0], other, strict=True))
+    print(f"{describe(case)} {', '.join(paths)} outputs {'identical' if same else 'DIFFER'}", flush=True)
     for row in rows[1:]:
         row["paths_identical"] = same
     return rows

@@ -64,13 +64,20 @@ SUPPORTED_HEADS = (16, 32, 64, 128)
 HIST0_BINS = 256  # pass 0: key bits 31..24, histogrammed in registers
 HIST_BINS = 4096  # passes 1 and 2: key bits 23..12 and 11..0, only keys matching the higher digits, in memory
 MAX_TOKENS = 65535  # grid dimension 1 of the select kernels is B·S
-SELECT_PATHS = ("token", "chunked")
+SELECT_PATHS = ("token", "chunked", "spread")
 # Per-token select (one program per query token). Its list of candidate keys and their rows fills the token's
 # histogram region of the workspace, which that path leaves unused (and unzeroed).
 TOKEN_LIST_CAP = 4096
 TOKEN_SELECT_WARPS = 16  # one walker per thread: 512 walkers, four keys (16 bytes) per load
+PART_META = 8  # spread select, head of a part's region: t0..t3, then the part's counts of keys >= t0..t3
 TOKEN_MIN_TOKENS = 16  # this many query tokens or more: the per-token select
 TOKEN_MAX_ROWS = 65536  # visible rows up to this bound (256 KB of keys per program): the per-token select
+# Spread select (a token's walks split among several programs, then one program per token ranks the candidates).
+SPREAD_MAX_TOKENS = 128  # the path exists up to this many query tokens (its workspace regions are sized for it)
+SPREAD_PROGRAMS = 256  # first-launch programs aimed at: about two per SM of a 132-SM part
+SPREAD_MAX_PARTS = 8
+SPREAD_MIN_PART_ROWS = 2048  # rows per part at least (four keys per walker): fewer parts for shorter rows
+SPREAD_MIN_ROWS = 16384  # the default picks the spread select from this many rows on (when tokens allow)
 _Q_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float8_e4m3fn)
 
 
@@ -91,11 +98,33 @@ class IndexerConfig:
     sample: int  # per-token select: keys sorted to guess the k-th key
     select_warps: int  # per-token select: warps of its program (one walker per thread)
     block_list: int  # per-token select: list keys per step of its radix passes and output (the first stay in registers)
+    parts: int  # spread select: programs per token of its first launch (0: more than SPREAD_MAX_TOKENS tokens)
+    part_cap: int  # spread select: candidate keys one part's region holds
     reasons: tuple[str, ...]
 
 
 def _next_pow2(x: int) -> int:
     return 1 if x <= 1 else 1 << (x - 1).bit_length()
+
+
+def spread_parts(tokens: int, max_n_comp: int) -> tuple[int, int]:
+    """``(parts, part_cap)`` of the spread select for these static shapes; ``(0, 0)`` where the path does not exist.
+
+    Parts double from 2 while ``tokens · parts`` stays within about ``SPREAD_PROGRAMS`` programs and each part keeps
+    ``SPREAD_MIN_PART_ROWS`` rows, up to ``SPREAD_MAX_PARTS``. A part's region holds its rows or the per-token list's
+    ``TOKEN_LIST_CAP`` keys, whichever is fewer.
+    """
+    if tokens > SPREAD_MAX_TOKENS:
+        return 0, 0
+    parts = 2
+    while (
+        parts < SPREAD_MAX_PARTS
+        and tokens * parts * 2 <= SPREAD_PROGRAMS
+        and max_n_comp >= 2 * parts * SPREAD_MIN_PART_ROWS
+    ):
+        parts *= 2
+    rows = -(-max(max_n_comp, 1) // parts)
+    return parts, min(TOKEN_LIST_CAP, -(-rows // 16) * 16)
 
 
 def choose_config(
@@ -155,10 +184,16 @@ def choose_config(
         chunk = select_chunk
         reasons.append(f"chunk={chunk}: forced by select_chunk")
     block_sel = min(1024, chunk)
-    path = _choose_select(tokens, max_n_comp, topk, select, reasons)
+    parts, part_cap = spread_parts(tokens, max_n_comp)
+    path = _choose_select(tokens, max_n_comp, topk, select, parts, reasons)
     sample = min(2048, max(256, _next_pow2(max_n_comp // 64)))
     block_list = min(TOKEN_LIST_CAP, max(256, _next_pow2(2 * topk)))
-    if path == "token":
+    if path == "spread":
+        reasons.append(
+            f"parts={parts}, part_cap={part_cap}: {tokens}x{parts} programs count and list the keys, each over "
+            f"{-(-max_n_comp // parts)} rows at most; then one program per token ranks the candidates"
+        )
+    if path in ("token", "spread"):
         reasons.append(
             f"sample={sample}: about one sampled key per 64 rows puts the k-th key near sample rank topk / 64 (8 for "
             "top-512), enough to bracket it within a list of about 1.5 topk keys; sorting the sample stays cheap"
@@ -181,22 +216,38 @@ def choose_config(
         sample=sample,
         select_warps=TOKEN_SELECT_WARPS,
         block_list=block_list,
+        parts=parts,
+        part_cap=part_cap,
         reasons=tuple(reasons),
     )
 
 
-def _choose_select(tokens: int, max_n_comp: int, topk: int, select: str | None, reasons: list[str]) -> str:
-    """The select path: one program per token unless few tokens face long rows (then chunks spread the work)."""
+def spread_gather(parts: int, part_cap: int) -> int:
+    """Region entries per part that the spread select's rank program loads in one step (about 4096 in all)."""
+    return max(16, min(_next_pow2(part_cap), 4096 // parts))
+
+
+def _choose_select(tokens: int, max_n_comp: int, topk: int, select: str | None, parts: int, reasons: list[str]) -> str:
+    """The select path: per token, its walks spread over several programs where few tokens face long rows, or
+    chunks (few tokens, very long rows)."""
     if select is not None:
         if select not in SELECT_PATHS:
             raise ValueError(f"select: expected one of {SELECT_PATHS} or None, got {select!r}")
-        if select == "token" and topk > TOKEN_LIST_CAP:
-            raise ValueError(f"select: 'token' keeps at most {TOKEN_LIST_CAP} rows per token, got topk={topk}")
+        if select in ("token", "spread") and topk > TOKEN_LIST_CAP:
+            raise ValueError(f"select: {select!r} keeps at most {TOKEN_LIST_CAP} rows per token, got topk={topk}")
+        if select == "spread" and parts == 0:
+            raise ValueError(f"select: 'spread' takes at most {SPREAD_MAX_TOKENS} query tokens, got {tokens}")
         reasons.append(f"select={select}: forced by select")
         return select
     if topk > TOKEN_LIST_CAP // 2:
         reasons.append(f"select=chunked: topk={topk} leaves the per-token list ({TOKEN_LIST_CAP} keys) too little room")
         return "chunked"
+    if parts and max_n_comp >= SPREAD_MIN_ROWS:
+        reasons.append(
+            f"select=spread: {tokens} query tokens over up to {max_n_comp} rows: a program per token would walk "
+            f"its keys alone on {tokens} SMs; {parts} programs per token walk a part each"
+        )
+        return "spread"
     if tokens >= TOKEN_MIN_TOKENS:
         reasons.append(
             f"select=token: {tokens} query tokens, one program (one SM) each: one launch instead of five, each key "
@@ -226,6 +277,7 @@ class WorkspaceLayout:
     hist: int  # [T, HIST0_BINS + 2 · HIST_BINS]  (zeroed every call)
     counts: int  # [T, n_chunks, 2]
     thresh: int  # [T, 2]
+    parts: int  # [T, parts, _PART_META + 2 · part_cap]  (spread select; empty past SPREAD_MAX_TOKENS tokens)
     numel: int
 
 
@@ -237,8 +289,9 @@ def workspace_layout(b: int, s_q: int, max_n_comp: int, config: IndexerConfig) -
     hist = keys + tokens * n_pad
     counts = hist + tokens * (HIST0_BINS + 2 * HIST_BINS)
     thresh = counts + tokens * n_chunks * 2
-    numel = thresh + tokens * 2
-    return WorkspaceLayout(n_pad, n_chunks, keys, hist, counts, thresh, numel)
+    parts = thresh + tokens * 2
+    numel = parts + tokens * config.parts * (PART_META + 2 * config.part_cap)
+    return WorkspaceLayout(n_pad, n_chunks, keys, hist, counts, thresh, parts, numel)
 
 
 def indexer_workspace_numel(b: int, s_q: int, heads: int, max_n_comp: int, *, select_chunk: int | None = None) -> int:
@@ -794,6 +847,113 @@ def _list_kth(p_list_keys, m, lo, hi, topk, BLOCK_L: tl.constexpr):
 
 
 @triton.jit
+def _walk_select(
+    p_row_keys,
+    p_list_keys,
+    p_list_rows,
+    n_vis,
+    topk,
+    CAP: tl.constexpr,
+    SAMPLE: tl.constexpr,
+    WALKERS: tl.constexpr,
+    BLOCK_L: tl.constexpr,
+):
+    """Steps 1–3 of the per-token select over all ``n_vis > topk`` keys of a token (see
+    :func:`_indexer_select_kernel`): the list in ascending row order and its k-th key, ``(m_list, thr, need_eq,
+    n_eq)`` as :func:`_emit_list` takes them."""
+    # walkers own whole 16-byte groups of keys (vector loads); the rows past n_vis up to the next multiple of 4
+    # are this token's own workspace and get a key below every real key
+    n_vis4 = tl.cdiv(n_vis, 4) * 4
+    o_tail = n_vis + tl.arange(0, 4)
+    tl.store(p_row_keys + o_tail, tl.full([4], _KEY_FLOOR, tl.int32), mask=o_tail < n_vis4)
+    tl.debug_barrier()
+    span = tl.cdiv(tl.cdiv(n_vis, WALKERS), 4) * 4  # rows per walker, whole 16-byte groups
+    o_start = tl.arange(0, WALKERS) * span
+    o_end = tl.minimum(o_start + span, n_vis4)
+    # the bracket [lo, hi): every real key is >= _KEY_FLOOR + 1, none is >= _KEY_CEIL
+    lo = tl.zeros_like(n_vis) + (_KEY_FLOOR + 1)
+    cnt_lo = n_vis
+    b_lo = tl.minimum(tl.maximum(n_vis - o_start, 0), span)
+    hi = tl.zeros_like(n_vis) + _KEY_CEIL
+    b_hi = tl.zeros([WALKERS], dtype=tl.int32)
+    if (n_vis > CAP) | (n_vis > BLOCK_L):  # else every key fits the list's register block: list them all
+        t0, t1, t2, t3 = _sample_ladder(p_row_keys, n_vis, topk, SAMPLE)
+        lo, cnt_lo, b_lo, hi, b_hi = _bracket_step(
+            p_row_keys, o_start, o_end, span, topk, t0, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi
+        )
+        while (cnt_lo > CAP) & (hi.to(tl.int64) - lo > 1):
+            gap = hi.to(tl.int64) - lo  # >= 2: the thresholds ascend and lo + 1 < hi
+            t1 = (lo + tl.maximum(gap // 4, 1)).to(tl.int32)
+            t2 = (lo + gap // 2).to(tl.int32)
+            t3 = (lo + gap - gap // 4).to(tl.int32)
+            lo, cnt_lo, b_lo, hi, b_hi = _bracket_step(
+                p_row_keys, o_start, o_end, span, topk, lo + 1, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi
+            )
+    if cnt_lo <= CAP:
+        # the list: every key >= lo
+        m_list = cnt_lo
+        need_eq = tl.zeros_like(n_vis)
+        t_ge = lo
+        b_eq_seen = tl.zeros([WALKERS], dtype=tl.int32)
+        b_base = tl.cumsum(b_lo, 0) - b_lo
+        hi_in = hi - 1
+    else:
+        # hi == lo + 1: lo is the k-th key, tied more than CAP times; the list: keys > lo, first ties == lo
+        need_eq = topk - tl.sum(b_hi, 0)
+        m_list = tl.sum(b_hi, 0) + need_eq  # = topk
+        t_ge = hi
+        b_eq = b_lo - b_hi
+        b_eq_seen = tl.cumsum(b_eq, 0) - b_eq
+        b_base = tl.cumsum(b_hi, 0) - b_hi + tl.minimum(b_eq_seen, need_eq)
+        hi_in = lo
+    key_max = _walker_compact(
+        p_row_keys, p_list_keys, p_list_rows, o_start, o_end, span, t_ge, lo, need_eq, b_base, b_eq_seen
+    )
+    tl.debug_barrier()  # the list is read back by other threads
+    thr, need_eq, n_eq = _list_kth(p_list_keys, m_list, lo, tl.minimum(hi_in, key_max), topk, BLOCK_L)
+    return m_list, thr, need_eq, n_eq
+
+
+@triton.jit
+def _emit_list(
+    p_list_keys, p_list_rows, m_list, thr, need_eq, n_eq, p_out, p_bt_row, PAGE: tl.constexpr, BLOCK_L: tl.constexpr
+):
+    """Step 4: the list's keys ``> thr``, and ``== thr`` while their rank is ``< need_eq`` (ties go to the lower
+    rows; ``n_eq`` keys of the list equal ``thr``), in list order, as global slots."""
+    o_l = tl.arange(0, BLOCK_L)
+    base = 0
+    eq_seen = 0
+    for i_l in range(0, m_list, BLOCK_L):
+        m_l = i_l + o_l < m_list
+        b_key = tl.load(p_list_keys + i_l + o_l, mask=m_l, other=_KEY_FLOOR)
+        o_row = tl.load(p_list_rows + i_l + o_l, mask=m_l, other=0)  # with the keys: one round trip
+        m_sel = b_key > thr
+        if n_eq == need_eq:
+            m_sel = m_sel | (b_key == thr)
+        else:
+            m_eq = b_key == thr
+            b_eq_rank = eq_seen + tl.cumsum(m_eq.to(tl.int32), 0) - 1
+            m_sel = m_sel | (m_eq & (b_eq_rank < need_eq))  # ties: lowest rows first
+            eq_seen += tl.sum(m_eq.to(tl.int32), 0)
+        b_sel = m_sel.to(tl.int32)
+        _store_slots(p_out, p_bt_row, base + tl.cumsum(b_sel, 0) - 1, o_row, m_sel, PAGE)
+        base += tl.sum(b_sel, 0)
+
+
+@triton.jit
+def _emit_rest(p_out, p_bt_row, p_len, n_vis, length, topk, PAGE: tl.constexpr, BLOCK_L: tl.constexpr):
+    """A token with ``n_vis <= topk`` takes rows ``0 .. n_vis - 1`` unscored; every token: −1 padding, its length."""
+    o_l = tl.arange(0, BLOCK_L)
+    if n_vis <= topk:
+        for i_l in range(0, n_vis, BLOCK_L):
+            _store_slots(p_out, p_bt_row, i_l + o_l, i_l + o_l, i_l + o_l < n_vis, PAGE)
+    for i_k in range(0, topk, BLOCK_L):
+        o_k = i_k + o_l
+        tl.store(p_out + o_k, tl.full([BLOCK_L], -1, tl.int32), mask=(o_k >= length) & (o_k < topk))
+    tl.store(p_len, length)
+
+
+@triton.jit
 def _indexer_select_kernel(
     p_keys,
     p_list,
@@ -843,88 +1003,201 @@ def _indexer_select_kernel(
     i_b = i_t // S_Q
     i_s = i_t % S_Q
     n_vis = _visible_rows(p_ncomp, i_b, i_s, stride_nb, stride_ns, max_n, S_Q, PER_TOKEN)
-    length = tl.minimum(n_vis, topk)
     p_out = p_idx + i_b.to(tl.int64) * stride_ib + i_s * stride_is
     p_bt_row = p_bt + i_b.to(tl.int64) * stride_btb
-    o_l = tl.arange(0, BLOCK_L)
     if n_vis > topk:
         p_row_keys = p_keys + i_t.to(tl.int64) * stride_keys
         p_list_keys = p_list + i_t.to(tl.int64) * stride_list
         p_list_rows = p_list_keys + CAP
-        # walkers own whole 16-byte groups of keys (vector loads); the rows past n_vis up to the next multiple of 4
-        # are this token's own workspace and get a key below every real key
-        n_vis4 = tl.cdiv(n_vis, 4) * 4
-        o_tail = n_vis + tl.arange(0, 4)
-        tl.store(p_row_keys + o_tail, tl.full([4], _KEY_FLOOR, tl.int32), mask=o_tail < n_vis4)
-        tl.debug_barrier()
-        span = tl.cdiv(tl.cdiv(n_vis, WALKERS), 4) * 4  # rows per walker, whole 16-byte groups
-        o_start = tl.arange(0, WALKERS) * span
-        o_end = tl.minimum(o_start + span, n_vis4)
-        # the bracket [lo, hi): every real key is >= _KEY_FLOOR + 1, none is >= _KEY_CEIL
-        lo = tl.zeros_like(n_vis) + (_KEY_FLOOR + 1)
-        cnt_lo = n_vis
-        b_lo = tl.minimum(tl.maximum(n_vis - o_start, 0), span)
-        hi = tl.zeros_like(n_vis) + _KEY_CEIL
-        b_hi = tl.zeros([WALKERS], dtype=tl.int32)
-        if (n_vis > CAP) | (n_vis > BLOCK_L):  # else every key fits the list's register block: list them all
-            t0, t1, t2, t3 = _sample_ladder(p_row_keys, n_vis, topk, SAMPLE)
-            lo, cnt_lo, b_lo, hi, b_hi = _bracket_step(
-                p_row_keys, o_start, o_end, span, topk, t0, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi
-            )
-            while (cnt_lo > CAP) & (hi.to(tl.int64) - lo > 1):
-                gap = hi.to(tl.int64) - lo  # >= 2: the thresholds ascend and lo + 1 < hi
-                t1 = (lo + tl.maximum(gap // 4, 1)).to(tl.int32)
-                t2 = (lo + gap // 2).to(tl.int32)
-                t3 = (lo + gap - gap // 4).to(tl.int32)
-                lo, cnt_lo, b_lo, hi, b_hi = _bracket_step(
-                    p_row_keys, o_start, o_end, span, topk, lo + 1, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi
-                )
-        if cnt_lo <= CAP:
-            # the list: every key >= lo
-            m_list = cnt_lo
-            need_eq = tl.zeros_like(n_vis)
-            t_ge = lo
-            b_eq_seen = tl.zeros([WALKERS], dtype=tl.int32)
-            b_base = tl.cumsum(b_lo, 0) - b_lo
-            hi_in = hi - 1
-        else:
-            # hi == lo + 1: lo is the k-th key, tied more than CAP times; the list: keys > lo, first ties == lo
-            need_eq = topk - tl.sum(b_hi, 0)
-            m_list = tl.sum(b_hi, 0) + need_eq  # = topk
-            t_ge = hi
-            b_eq = b_lo - b_hi
-            b_eq_seen = tl.cumsum(b_eq, 0) - b_eq
-            b_base = tl.cumsum(b_hi, 0) - b_hi + tl.minimum(b_eq_seen, need_eq)
-            hi_in = lo
-        key_max = _walker_compact(
-            p_row_keys, p_list_keys, p_list_rows, o_start, o_end, span, t_ge, lo, need_eq, b_base, b_eq_seen
+        m_list, thr, need_eq, n_eq = _walk_select(
+            p_row_keys, p_list_keys, p_list_rows, n_vis, topk, CAP, SAMPLE, WALKERS, BLOCK_L
         )
-        tl.debug_barrier()  # the list is read back by other threads
-        thr, need_eq, n_eq = _list_kth(p_list_keys, m_list, lo, tl.minimum(hi_in, key_max), topk, BLOCK_L)
-        base = 0
-        eq_seen = 0
-        for i_l in range(0, m_list, BLOCK_L):
-            m_l = i_l + o_l < m_list
-            b_key = tl.load(p_list_keys + i_l + o_l, mask=m_l, other=_KEY_FLOOR)
-            o_row = tl.load(p_list_rows + i_l + o_l, mask=m_l, other=0)  # with the keys: one round trip
-            m_sel = b_key > thr
-            if n_eq == need_eq:
-                m_sel = m_sel | (b_key == thr)
-            else:
-                m_eq = b_key == thr
-                b_eq_rank = eq_seen + tl.cumsum(m_eq.to(tl.int32), 0) - 1
-                m_sel = m_sel | (m_eq & (b_eq_rank < need_eq))  # ties: lowest rows first
-                eq_seen += tl.sum(m_eq.to(tl.int32), 0)
-            b_sel = m_sel.to(tl.int32)
-            _store_slots(p_out, p_bt_row, base + tl.cumsum(b_sel, 0) - 1, o_row, m_sel, PAGE)
-            base += tl.sum(b_sel, 0)
-    else:
-        for i_l in range(0, n_vis, BLOCK_L):
-            _store_slots(p_out, p_bt_row, i_l + o_l, i_l + o_l, i_l + o_l < n_vis, PAGE)
-    for i_k in range(0, topk, BLOCK_L):
-        o_k = i_k + o_l
-        tl.store(p_out + o_k, tl.full([BLOCK_L], -1, tl.int32), mask=(o_k >= length) & (o_k < topk))
-    tl.store(p_len + i_b * stride_lb + i_s * stride_ls, length)
+        _emit_list(p_list_keys, p_list_rows, m_list, thr, need_eq, n_eq, p_out, p_bt_row, PAGE, BLOCK_L)
+    _emit_rest(
+        p_out, p_bt_row, p_len + i_b * stride_lb + i_s * stride_ls, n_vis, tl.minimum(n_vis, topk), topk, PAGE, BLOCK_L
+    )
+
+
+_PART_META = tl.constexpr(PART_META)
+
+
+@triton.jit
+def _indexer_spread_count_kernel(
+    p_keys,
+    p_parts,
+    p_ncomp,
+    stride_nb,
+    stride_ns,
+    stride_keys,
+    stride_parts,
+    max_n,
+    topk,
+    S_Q: tl.constexpr,
+    PER_TOKEN: tl.constexpr,
+    PARTS: tl.constexpr,
+    PART_CAP: tl.constexpr,
+    CAP: tl.constexpr,
+    SAMPLE: tl.constexpr,
+    WALKERS: tl.constexpr,
+    BLOCK_L: tl.constexpr,
+):
+    """Spread select, first launch: part ``i_p`` of token ``i_t`` (program ``i_t · PARTS + i_p``).
+
+    For a token that the per-token select would sample (``n_vis > topk`` and more keys than its list or register
+    block hold), every part sorts the same sample into the same four thresholds ``t0 < .. < t3``, counts its own
+    rows' keys at or above each, and copies its keys ``>= t0`` with their rows, in row order, into its region
+    (when they fit its ``PART_CAP``). The region's first ``_PART_META`` entries get the thresholds and the counts.
+    """
+    i_t = tl.program_id(0) // PARTS
+    i_p = tl.program_id(0) % PARTS
+    n_vis = _visible_rows(p_ncomp, i_t // S_Q, i_t % S_Q, stride_nb, stride_ns, max_n, S_Q, PER_TOKEN)
+    if (n_vis > topk) & ((n_vis > CAP) | (n_vis > BLOCK_L)):
+        p_row_keys = p_keys + i_t.to(tl.int64) * stride_keys
+        p_part = p_parts + i_t.to(tl.int64) * stride_parts + i_p * (_PART_META + 2 * PART_CAP)
+        n_vis4 = tl.cdiv(n_vis, 4) * 4
+        part = tl.cdiv(tl.cdiv(n_vis4, PARTS), 16) * 16  # rows per part: whole 16-key walker steps
+        o_first = i_p * part
+        o_last = tl.minimum(o_first + part, n_vis4)
+        if (o_first < n_vis4) & (o_last == n_vis4):  # the part holding the last 16-byte group pads it
+            o_tail = n_vis + tl.arange(0, 4)
+            tl.store(p_row_keys + o_tail, tl.full([4], _KEY_FLOOR, tl.int32), mask=o_tail < n_vis4)
+            tl.debug_barrier()
+        span = tl.cdiv(tl.cdiv(tl.maximum(o_last - o_first, 0), WALKERS), 4) * 4
+        o_start = o_first + tl.arange(0, WALKERS) * span
+        o_end = tl.minimum(o_start + span, o_last)
+        t0, t1, t2, t3 = _sample_ladder(p_row_keys, n_vis, topk, SAMPLE)
+        c0, c1, c2, c3 = _walker_counts(p_row_keys, o_start, o_end, span, t0, t1, t2, t3)
+        n0 = tl.sum(c0, 0)
+        if n0 <= PART_CAP:
+            b_none = tl.zeros([WALKERS], dtype=tl.int32)
+            _walker_compact(
+                p_row_keys,
+                p_part + _PART_META,
+                p_part + _PART_META + PART_CAP,
+                o_start,
+                o_end,
+                span,
+                t0,
+                t0,
+                0,
+                tl.cumsum(c0, 0) - c0,
+                b_none,
+            )
+        o_m = tl.arange(0, _PART_META)
+        meta = tl.where(o_m == 0, t0, tl.where(o_m == 1, t1, tl.where(o_m == 2, t2, t3)))
+        meta = tl.where(o_m == 4, n0, meta)
+        meta = tl.where(o_m == 5, tl.sum(c1, 0), meta)
+        meta = tl.where(o_m == 6, tl.sum(c2, 0), meta)
+        meta = tl.where(o_m == 7, tl.sum(c3, 0), meta)
+        tl.store(p_part + o_m, meta)
+
+
+@triton.jit
+def _indexer_spread_rank_kernel(
+    p_keys,
+    p_parts,
+    p_list,
+    p_bt,
+    p_ncomp,
+    p_idx,
+    p_len,
+    stride_btb,
+    stride_nb,
+    stride_ns,
+    stride_keys,
+    stride_parts,
+    stride_list,
+    stride_ib,
+    stride_is,
+    stride_lb,
+    stride_ls,
+    max_n,
+    topk,
+    S_Q: tl.constexpr,
+    PER_TOKEN: tl.constexpr,
+    PAGE: tl.constexpr,
+    PARTS: tl.constexpr,
+    PART_CAP: tl.constexpr,
+    CAP: tl.constexpr,
+    SAMPLE: tl.constexpr,
+    WALKERS: tl.constexpr,
+    BLOCK_L: tl.constexpr,
+    GATHER: tl.constexpr,
+):
+    """Spread select, second launch: token ``i_t``'s indices and ``topk_length`` from its parts.
+
+    The parts' counts add up to the token's counts at ``t0 .. t3``, which bracket the k-th key in ``[lo, hi)`` as
+    one walk of the per-token select would. When ``t0`` has at least ``topk`` keys at or above it, every part's
+    keys ``>= t0`` fitted its region, and at most ``CAP`` keys are ``>= lo``, the keys ``>= lo`` are gathered from
+    the regions (part after part: ascending row order) into the token's list and ranked as in the per-token select
+    (steps 3 and 4 of :func:`_indexer_select_kernel`). Otherwise, and for tokens the per-token select lists whole,
+    this program runs the whole per-token select itself. Both give the same bits.
+    """
+    i_t = tl.program_id(0)
+    i_b = i_t // S_Q
+    i_s = i_t % S_Q
+    n_vis = _visible_rows(p_ncomp, i_b, i_s, stride_nb, stride_ns, max_n, S_Q, PER_TOKEN)
+    p_out = p_idx + i_b.to(tl.int64) * stride_ib + i_s * stride_is
+    p_bt_row = p_bt + i_b.to(tl.int64) * stride_btb
+    if n_vis > topk:
+        p_row_keys = p_keys + i_t.to(tl.int64) * stride_keys
+        p_list_keys = p_list + i_t.to(tl.int64) * stride_list
+        p_list_rows = p_list_keys + CAP
+        m_list = tl.zeros_like(n_vis)
+        thr = tl.zeros_like(n_vis)
+        need_eq = tl.zeros_like(n_vis)
+        n_eq = tl.zeros_like(n_vis)
+        gathered = tl.zeros_like(n_vis)  # 1 once the parts' lists are gathered
+        if (n_vis > CAP) | (n_vis > BLOCK_L):  # the tokens the parts counted
+            p_token = p_parts + i_t.to(tl.int64) * stride_parts
+            o_p = tl.arange(0, PARTS) * (_PART_META + 2 * PART_CAP)
+            t0 = tl.load(p_token)
+            t1 = tl.load(p_token + 1)
+            t2 = tl.load(p_token + 2)
+            t3 = tl.load(p_token + 3)
+            n_part = tl.load(p_token + o_p + 4)  # per part: its keys >= t0, the length of its region's list
+            b_c1 = tl.load(p_token + o_p + 5)
+            b_c2 = tl.load(p_token + o_p + 6)
+            b_c3 = tl.load(p_token + o_p + 7)
+            c0 = tl.sum(n_part, 0)
+            c1 = tl.sum(b_c1, 0)
+            c2 = tl.sum(b_c2, 0)
+            c3 = tl.sum(b_c3, 0)
+            # lo: the highest threshold with >= topk keys at or above it; hi: the next one (none: _KEY_CEIL)
+            lo = tl.where(c3 >= topk, t3, tl.where(c2 >= topk, t2, tl.where(c1 >= topk, t1, t0)))
+            cnt_lo = tl.where(c3 >= topk, c3, tl.where(c2 >= topk, c2, tl.where(c1 >= topk, c1, c0)))
+            b_lo = tl.where(c3 >= topk, b_c3, tl.where(c2 >= topk, b_c2, tl.where(c1 >= topk, b_c1, n_part)))
+            hi = tl.where(c1 < topk, t1, tl.where(c2 < topk, t2, tl.where(c3 < topk, t3, _KEY_CEIL)))
+            if (c0 >= topk) & (tl.max(n_part, 0) <= PART_CAP) & (cnt_lo <= CAP):
+                # every part's keys >= lo go to the list from the part's offset on: all parts in one round trip
+                o_g = tl.arange(0, GATHER)[None, :]
+                p_region = p_token + o_p[:, None] + _PART_META
+                b_pos = tl.cumsum(b_lo, 0) - b_lo
+                b_max = tl.full([PARTS, GATHER], _KEY_FLOOR, tl.int32)
+                for i_g in range(0, tl.max(n_part, 0), GATHER):
+                    m_g = i_g + o_g < n_part[:, None]
+                    b_key = tl.load(p_region + i_g + o_g, mask=m_g, other=_KEY_FLOOR)
+                    m_sel = b_key >= lo
+                    b_sel = m_sel.to(tl.int32)
+                    o_pos = b_pos[:, None] + tl.cumsum(b_sel, 1) - 1
+                    o_row = tl.load(p_region + PART_CAP + i_g + o_g, mask=m_sel, other=0)
+                    tl.store(p_list_keys + o_pos, b_key, mask=m_sel)
+                    tl.store(p_list_rows + o_pos, o_row, mask=m_sel)
+                    b_pos += tl.sum(b_sel, 1)
+                    b_max = tl.maximum(b_max, tl.where(m_sel, b_key, _KEY_FLOOR))
+                tl.debug_barrier()  # the list is read back by other threads
+                m_list = cnt_lo
+                key_max = tl.max(tl.max(b_max, 1), 0)
+                thr, need_eq, n_eq = _list_kth(p_list_keys, m_list, lo, tl.minimum(hi - 1, key_max), topk, BLOCK_L)
+                gathered += 1
+        if gathered == 0:
+            m_list, thr, need_eq, n_eq = _walk_select(
+                p_row_keys, p_list_keys, p_list_rows, n_vis, topk, CAP, SAMPLE, WALKERS, BLOCK_L
+            )
+        _emit_list(p_list_keys, p_list_rows, m_list, thr, need_eq, n_eq, p_out, p_bt_row, PAGE, BLOCK_L)
+    _emit_rest(
+        p_out, p_bt_row, p_len + i_b * stride_lb + i_s * stride_ls, n_vis, tl.minimum(n_vis, topk), topk, PAGE, BLOCK_L
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------- launcher
@@ -1225,6 +1498,63 @@ def _launch_token_select(
     )
 
 
+def _launch_spread_select(
+    call: _Call,
+    cfg: IndexerConfig,
+    block_table: torch.Tensor,
+    n_comp: torch.Tensor,
+    keys: torch.Tensor,
+    parts: torch.Tensor,
+    hist: torch.Tensor,
+    n_pad: int,
+    indices: torch.Tensor,
+    lengths: torch.Tensor,
+) -> None:
+    """Spread select: ``parts`` programs per token count and list their rows' keys, then one program per token ranks
+    the candidates (its list, as in the per-token select, in its unzeroed histogram region)."""
+    stride_list = HIST0_BINS + 2 * HIST_BINS
+    assert 2 * cfg.list_cap <= stride_list, "the list keys and rows must fit a token's histogram region"
+    assert call.topk <= cfg.list_cap, "a tie at the k-th key can fill the list with topk rows"
+    tokens = call.b * call.s_q
+    shared = {
+        "p_keys": keys,
+        "p_parts": parts,
+        "p_ncomp": n_comp,
+        "stride_nb": n_comp.stride(0),
+        "stride_ns": n_comp.stride(1) if call.per_token else 0,
+        "stride_keys": n_pad,
+        "stride_parts": cfg.parts * (PART_META + 2 * cfg.part_cap),
+        "max_n": call.max_n,
+        "topk": call.topk,
+        "S_Q": call.s_q,
+        "PER_TOKEN": call.per_token,
+        "PARTS": cfg.parts,
+        "PART_CAP": cfg.part_cap,
+        "CAP": cfg.list_cap,
+        "SAMPLE": cfg.sample,
+        "WALKERS": 32 * cfg.select_warps,
+        "BLOCK_L": cfg.block_list,
+        "num_warps": cfg.select_warps,
+    }
+    if call.max_n > call.topk:  # static: otherwise no token can have more than topk rows
+        _indexer_spread_count_kernel[(tokens * cfg.parts,)](**shared)
+    _indexer_spread_rank_kernel[(tokens,)](
+        p_list=hist,
+        p_bt=block_table,
+        p_idx=indices,
+        p_len=lengths,
+        stride_btb=block_table.stride(0),
+        stride_list=stride_list,
+        stride_ib=indices.stride(0),
+        stride_is=indices.stride(1),
+        stride_lb=lengths.stride(0),
+        stride_ls=lengths.stride(1),
+        PAGE=call.page,
+        GATHER=spread_gather(cfg.parts, cfg.part_cap),
+        **shared,
+    )
+
+
 def lightning_indexer(
     q_idx: torch.Tensor,
     weights: torch.Tensor,
@@ -1297,11 +1627,15 @@ def lightning_indexer(
     keys = ws[layout.keys : layout.hist]
     hist = ws[layout.hist : layout.counts]
     counts = ws[layout.counts : layout.thresh]
-    thresh = ws[layout.thresh : layout.numel]
-    if cfg.select == "token":
+    thresh = ws[layout.thresh : layout.parts]
+    if cfg.select in ("token", "spread"):
         if call.max_n > call.topk:  # static: otherwise no token can have more than topk rows
             _launch_scores(call, cfg, q_idx, weights, index_k_cache, block_table, n_comp, keys, layout.n_pad, call.topk)
-        _launch_token_select(call, cfg, block_table, n_comp, keys, hist, layout.n_pad, indices, lengths)
+        if cfg.select == "token":
+            _launch_token_select(call, cfg, block_table, n_comp, keys, hist, layout.n_pad, indices, lengths)
+        else:
+            parts = ws[layout.parts : layout.numel]
+            _launch_spread_select(call, cfg, block_table, n_comp, keys, parts, hist, layout.n_pad, indices, lengths)
         return indices, lengths
     common = {
         "p_ncomp": n_comp,
@@ -1523,6 +1857,43 @@ def _production_variants(heads: int, page: int, arch: int) -> list[tuple[object,
         "BLOCK_L": token.block_list,
     }
     out.append((_indexer_select_kernel, "per token", args, token.select_warps, 3))
+    spread = choose_config(b, 1, heads, max_n, topk=topk, select="spread")
+    spread_args: dict[str, object] = {
+        "p_keys": "*i32",
+        "p_parts": "*i32",
+        "p_ncomp": "*i32",
+        "stride_nb": 1,
+        "stride_ns": 0,
+        "stride_keys": layout.n_pad,
+        "stride_parts": spread.parts * (PART_META + 2 * spread.part_cap),
+        "max_n": max_n,
+        "topk": topk,
+        "S_Q": 1,
+        "PER_TOKEN": False,
+        "PARTS": spread.parts,
+        "PART_CAP": spread.part_cap,
+        "CAP": spread.list_cap,
+        "SAMPLE": spread.sample,
+        "WALKERS": 32 * spread.select_warps,
+        "BLOCK_L": spread.block_list,
+    }
+    out.append((_indexer_spread_count_kernel, "spread", spread_args, spread.select_warps, 3))
+    args = {
+        **spread_args,
+        "p_list": "*i32",
+        "p_bt": "*i32",
+        "p_idx": "*i32",
+        "p_len": "*i32",
+        "stride_btb": blocks,
+        "stride_list": HIST0_BINS + 2 * HIST_BINS,
+        "stride_ib": topk,
+        "stride_is": topk,
+        "stride_lb": 1,
+        "stride_ls": 1,
+        "PAGE": page,
+        "GATHER": spread_gather(spread.parts, spread.part_cap),
+    }
+    out.append((_indexer_spread_rank_kernel, "spread", args, spread.select_warps, 3))
     return out
 
 
