@@ -25,11 +25,14 @@ from wavemla import config
 from wavemla.indexer_glue import indexer_extra_args, sparse_decode_extra_args
 from wavemla.kernels.indexer import (
     SELECT_PATHS,
+    SPREAD_MAX_TOKENS,
     TOKEN_LIST_CAP,
     choose_config,
     indexer_scores,
     indexer_workspace_numel,
     lightning_indexer,
+    spread_gather,
+    spread_parts,
     workspace_layout,
 )
 from wavemla.reference.indexer import (
@@ -391,25 +394,94 @@ def test_token_select_matches_chunked_and_reference(
 
 
 def test_choose_config_picks_the_select_path():
-    assert choose_config(32, 1, 64, 262144).select == "token"  # a program per token fills the GPU
-    assert choose_config(4, 4, 64, 262144).select == "token"  # 16 query tokens (MTP)
-    assert choose_config(1, 1, 64, 32768).select == "token"  # one token, short rows: one launch beats five
+    # the measured fastest path at each shape (FP8 page-split rows, H200, 2026-11-30-h200-idx-spread.log)
+    assert choose_config(32, 1, 64, 32768).select == "spread"  # 32 tokens: a token's walks over 8 programs
+    assert choose_config(64, 1, 64, 262144).select == "spread"
+    assert choose_config(1, 1, 64, 32768).select == "spread"
+    assert choose_config(128, 1, 64, 32768).select == "token"  # a program per token fills the GPU
+    assert choose_config(4, 4, 64, 262144).select == "spread"  # 16 query tokens (MTP)
+    assert choose_config(32, 1, 64, 2048).select == "token"  # short rows: one launch beats two
     assert choose_config(1, 1, 64, 262144).select == "chunked"  # one token over long rows: chunks spread it
     assert choose_config(64, 1, 64, 32768, topk=4096).select == "chunked"  # topk crowds the list
     for path in SELECT_PATHS:
         cfg = choose_config(1, 1, 64, 262144, select=path)
         assert cfg.select == path and any("forced by select" in r for r in cfg.reasons)
-    token = choose_config(32, 1, 64, 32768)
+    token = choose_config(128, 1, 64, 32768)
     assert any(r.startswith("select=token") for r in token.reasons)
     assert token.list_cap >= 2 * 512 and token.block_list >= 512 and token.sample >= 256
+    spread = choose_config(32, 1, 64, 32768)
+    assert any(r.startswith("select=spread") for r in spread.reasons) and (spread.parts, spread.part_cap) == (8, 4096)
     # the path never changes the workspace
-    for path in SELECT_PATHS:
-        cfg = choose_config(32, 1, 64, 32768, select=path)
-        assert workspace_layout(32, 1, 32768, cfg) == workspace_layout(32, 1, 32768, token)
+    for b in (32, 128):
+        for path in SELECT_PATHS:
+            cfg = choose_config(b, 1, 64, 32768, select=None if path == "spread" and b > SPREAD_MAX_TOKENS else path)
+            assert workspace_layout(b, 1, 32768, cfg) == workspace_layout(b, 1, 32768, choose_config(b, 1, 64, 32768))
     with pytest.raises(ValueError, match="select"):
         choose_config(1, 1, 64, 1000, select="chunk")
     with pytest.raises(ValueError, match="select"):
         choose_config(1, 1, 64, 1000, topk=TOKEN_LIST_CAP + 1, select="token")
+    with pytest.raises(ValueError, match=r"select.*spread"):
+        choose_config(SPREAD_MAX_TOKENS + 1, 1, 64, 32768, select="spread")
+
+
+def test_spread_parts():
+    assert spread_parts(32, 32768) == (8, 4096)  # 256 programs of 4096 rows
+    assert spread_parts(64, 32768) == (4, 4096)
+    assert spread_parts(16, 32768) == (8, 4096)  # at most 8 parts
+    assert spread_parts(32, 8192) == (4, 2048)  # at least 2048 rows a part
+    assert spread_parts(2, 600) == (2, 304)  # a region holds the part's rows when they are fewer than a list
+    assert spread_parts(SPREAD_MAX_TOKENS + 1, 32768) == (0, 0)  # no spread path, no workspace regions
+    assert spread_gather(8, 4096) == 512 and spread_gather(2, 304) == 512 and spread_gather(2, 4096) == 2048
+
+
+# A part's region, its gather step, the list and the sample shrunk so that interpreter-sized problems reach every
+# branch of the spread select: "gathered" (the parts' lists are ranked), "gathered-steps" (a region longer than one
+# gather step), "part-overflow" (a part's keys >= t0 overflow its region: the rank program walks the keys itself),
+# "tie" (more keys equal the k-th than the list holds: the same).
+SPREAD_CASES = [
+    pytest.param(2, 304, 512, 128, 256, "gathered", id="parts2-gathered"),
+    pytest.param(8, 80, 512, 256, 1024, "gathered", id="parts8-gathered"),
+    pytest.param(4, 160, 16, 128, 256, "gathered", id="parts4-gather16"),
+    pytest.param(2, 16, 512, 64, 64, "walked", id="part-overflow"),
+]
+
+
+@pytest.mark.parametrize(("parts", "part_cap", "gather", "sample", "list_cap", "branch"), SPREAD_CASES)
+@pytest.mark.parametrize(
+    ("b", "s_q", "n_comp", "data", "fp8"),
+    [
+        pytest.param(2, 1, [600, 450], (-2, 2), False, id="B2-S1"),
+        pytest.param(2, 2, [[599, 600], [20, 450]], (-2, 2), True, id="B2-S2-pertoken-fp8"),
+        pytest.param(1, 1, [700], (0, 0), False, id="B1-all-equal"),
+    ],
+)
+def test_spread_select_matches_reference(
+    b, s_q, n_comp, data, fp8, parts, part_cap, gather, sample, list_cap, branch, device, monkeypatch
+):
+    choose = indexer_kernels.choose_config
+    monkeypatch.setattr(
+        indexer_kernels,
+        "choose_config",
+        lambda *a, **k: dataclasses.replace(
+            choose(*a, **k), parts=parts, part_cap=part_cap, sample=sample, list_cap=list_cap
+        ),
+    )
+    monkeypatch.setattr(indexer_kernels, "spread_gather", lambda *_: gather)
+    walks = {"n": 0}
+    if indexer_kernels._interpreted():
+        walk = indexer_kernels._walk_select
+
+        def counting(*args):
+            walks["n"] += 1
+            return walk(*args)
+
+        monkeypatch.setattr(indexer_kernels, "_walk_select", counting)
+    p = make_problem(b, s_q, 61, n_comp, device=device, fp8=fp8, seed=7, lo=data[0], hi=data[1])
+    got = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 32, select="spread")
+    assert_same(got, lightning_indexer_ref(p.q, p.w, p.cache, p.table, p.n_comp, 32))
+    if indexer_kernels._interpreted():
+        tied = data == (0, 0)  # every key equal: more ties at the k-th key than any list holds
+        assert (walks["n"] > 0) == (branch == "walked" or tied)
 
 
 # ----------------------------------------------------------------------------------------------- validation

@@ -73,7 +73,7 @@ PART_META = 8  # spread select, head of a part's region: t0..t3, then the part's
 TOKEN_MIN_TOKENS = 16  # this many query tokens or more: the per-token select
 TOKEN_MAX_ROWS = 65536  # visible rows up to this bound (256 KB of keys per program): the per-token select
 # Spread select (a token's walks split among several programs, then one program per token ranks the candidates).
-SPREAD_MAX_TOKENS = 128  # the path exists up to this many query tokens (its workspace regions are sized for it)
+SPREAD_MAX_TOKENS = 64  # the path exists up to this many query tokens (measured slower than per-token at 128)
 SPREAD_PROGRAMS = 256  # first-launch programs aimed at: about two per SM of a 132-SM part
 SPREAD_MAX_PARTS = 8
 SPREAD_MIN_PART_ROWS = 2048  # rows per part at least (four keys per walker): fewer parts for shorter rows
@@ -228,8 +228,8 @@ def spread_gather(parts: int, part_cap: int) -> int:
 
 
 def _choose_select(tokens: int, max_n_comp: int, topk: int, select: str | None, parts: int, reasons: list[str]) -> str:
-    """The select path: per token, its walks spread over several programs where few tokens face long rows, or
-    chunks (few tokens, very long rows)."""
+    """The select path: chunks for few tokens over very long rows; a token's walks spread over several programs
+    for up to SPREAD_MAX_TOKENS tokens over long rows; otherwise one program per token."""
     if select is not None:
         if select not in SELECT_PATHS:
             raise ValueError(f"select: expected one of {SELECT_PATHS} or None, got {select!r}")
@@ -241,6 +241,12 @@ def _choose_select(tokens: int, max_n_comp: int, topk: int, select: str | None, 
         return select
     if topk > TOKEN_LIST_CAP // 2:
         reasons.append(f"select=chunked: topk={topk} leaves the per-token list ({TOKEN_LIST_CAP} keys) too little room")
+        return "chunked"
+    if tokens < TOKEN_MIN_TOKENS and max_n_comp > TOKEN_MAX_ROWS:
+        reasons.append(
+            f"select=chunked: {tokens} query tokens over up to {max_n_comp} rows: chunks spread each token's keys "
+            "over every SM"
+        )
         return "chunked"
     if parts and max_n_comp >= SPREAD_MIN_ROWS:
         reasons.append(
@@ -254,17 +260,11 @@ def _choose_select(tokens: int, max_n_comp: int, topk: int, select: str | None, 
             "read twice instead of five times"
         )
         return "token"
-    if max_n_comp <= TOKEN_MAX_ROWS:
-        reasons.append(
-            f"select=token: max_n_comp={max_n_comp} <= {TOKEN_MAX_ROWS}: one program walks at most "
-            f"{TOKEN_MAX_ROWS * 4 // 1024} KB of keys, less time than five launches"
-        )
-        return "token"
     reasons.append(
-        f"select=chunked: {tokens} query tokens over up to {max_n_comp} rows: one program per token would leave most "
-        "SMs idle while it walks its keys alone"
+        f"select=token: max_n_comp={max_n_comp} <= {TOKEN_MAX_ROWS}: one program walks at most "
+        f"{TOKEN_MAX_ROWS * 4 // 1024} KB of keys, less time than five launches"
     )
-    return "chunked"
+    return "token"
 
 
 @dataclass(frozen=True)
