@@ -15,7 +15,7 @@ step 150 python3 -m pytest tests/kernels/test_indexer.py -m gpu -q -p no:cachepr
   | tail -4 | tee "$OUT/idx_spread-tests.log"
 CS="compute-sanitizer --error-exitcode 3"
 {
-  step 60 python3 benchmarks/experiments/idx_spread_check.py
+  step 150 python3 benchmarks/experiments/idx_spread_check.py
   step 90 $CS --tool memcheck python3 benchmarks/experiments/idx_spread_check.py
   step 120 $CS --tool racecheck --racecheck-report hazard python3 benchmarks/experiments/idx_spread_check.py
 } 2>&1 | grep -v -E "$F" | tee "$OUT/idx_spread-sanitizers.log" | tail -20

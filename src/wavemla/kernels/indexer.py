@@ -1,7 +1,7 @@
 """DeepSeek-V4 lightning indexer: fused index scores + exact, deterministic top-k (CSA layers).
 
 Semantics are those of :mod:`wavemla.reference.indexer` (visibility, ties to the lower row, ascending row order, −1
-padding, short rows taken without scoring). A score kernel is followed by one of two selects (``choose_config``
+padding, short rows taken without scoring). A score kernel is followed by one of three selects (``choose_config``
 picks, ``select=`` forces); every grid depends only on static shapes and the ``max_n_comp`` bound, so the whole call
 is CUDA-graph capturable (no host sync, no data-dependent host branch):
 
@@ -19,6 +19,17 @@ Per-token select (``select="token"``), one kernel:
    ``thr`` and ``need_eq``; the list is written out as global slots. More walks split the bracket when the sample
    misled (or a tie at the k-th key holds more keys than the list).
 
+Spread select (``select="spread"``, at most ``SPREAD_MAX_TOKENS`` query tokens), the per-token select's walks split
+among ``parts`` programs per token, two kernels:
+
+2. ``_indexer_spread_count_kernel`` — grid (T · parts,). Every part sorts the same sample into the same four
+   thresholds, counts the keys of its own rows at or above each, and copies its keys at or above the lowest, with
+   their rows, into its region of the workspace.
+3. ``_indexer_spread_rank_kernel`` — grid (T,). The parts' counts bracket the k-th key; the candidates are gathered
+   from the regions in row order into the token's list, ranked by the radix passes and written out as in the
+   per-token select. Where the sample misled (or a region overflowed, or a tie filled the list) the program runs
+   the whole per-token select itself.
+
 Chunked select (``select="chunked"``), five kernels after a memset of the histograms, grid (chunks, T):
 
 2. ``_indexer_hist_kernel`` PASS=0 / 1 / 2. Pass 0 histograms the top 8 key bits of its chunk in registers and adds
@@ -31,8 +42,8 @@ Chunked select (``select="chunked"``), five kernels after a memset of the histog
    rows (all ``> thr``, and ``== thr`` while the global tie rank is ``< need_eq``) in row order, as global slots.
    Chunk 0 also writes the −1 padding and ``topk_length``.
 
-Both find the k-th key exactly from integer counts, so the selected set never depends on the launch configuration
-or the path: the two return the same bits.
+All find the k-th key exactly from integer counts, so the selected set never depends on the launch configuration
+or the path: the three return the same bits.
 
 FP8 rows hold e4m3 codes and a power-of-two fp32 scale. On sm_89 and newer the codes are converted by the hardware
 (``WAVEMLA_FP8_DECODE``); with float8_e4m3fn queries (DeepSeek's indexer: q quantized, its scale folded into the
@@ -93,7 +104,7 @@ class IndexerConfig:
     rows_per_program: int  # rows one score program walks (a multiple of block_n)
     chunk: int  # keys one select program walks (chunked select)
     block_sel: int  # keys per select-loop iteration (chunked select)
-    select: str  # "token": one program per query token; "chunked": histogram, count and compact over key chunks
+    select: str  # "token": a program per query token; "spread": its walks over parts; "chunked": over key chunks
     list_cap: int  # per-token select: most candidate keys a token's list holds
     sample: int  # per-token select: keys sorted to guess the k-th key
     select_warps: int  # per-token select: warps of its program (one walker per thread)
@@ -141,8 +152,9 @@ def choose_config(
     """Pick tiles and the select path for a call from static shapes and the index-K format (pure; no device query).
 
     ``select_chunk`` forces the keys per program of the chunked select (a power of two ≥ 16); ``select`` forces the
-    select path (``"token"`` or ``"chunked"``). A value that cannot be honoured raises ValueError naming it. The
-    workspace depends on ``select_chunk`` (chunk counts), never on ``kv_fp8``, ``topk`` or ``select``.
+    select path (``"token"``, ``"chunked"`` or ``"spread"``). A value that cannot be honoured raises ValueError
+    naming it. The workspace depends on ``select_chunk`` (chunk counts), never on ``kv_fp8``, ``topk`` or
+    ``select``.
     """
     reasons: list[str] = []
     s_block = 2 if s_q >= 2 and heads <= 64 else 1
@@ -1590,9 +1602,11 @@ def lightning_indexer(
         index_k_layout: byte layout of FP8 rows: ``"rows"`` (each row's 128 codes then its fp32 scale, as
             :func:`~wavemla.reference.indexer.quantize_index_k` writes by default) or ``"paged"`` (vLLM's V3.2
             indexer cache: a page's code rows, then the page's scales; each page must be contiguous).
-        select: the top-k path, ``"token"`` (one program per query token) or ``"chunked"`` (histogram, count and
-            compact kernels over key chunks); default (None) chosen from the shapes (``choose_config(...).select``).
-            ``"token"`` needs ``topk <= 4096``. Never changes the result.
+        select: the top-k path, ``"token"`` (one program per query token), ``"spread"`` (a token's walks split
+            among several programs, then one program per token; at most 64 query tokens) or ``"chunked"``
+            (histogram, count and compact kernels over key chunks); default (None) chosen from the shapes
+            (``choose_config(...).select``). ``"token"`` and ``"spread"`` need ``topk <= 4096``. Never changes the
+            result.
 
     Returns:
         ``(indices, topk_length)``: ``indices [b, s_q, topk]`` int32 global slots
