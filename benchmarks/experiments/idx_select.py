@@ -183,8 +183,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="JSON records")
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--dry", action="store_true", help="print the shapes and the heuristic's picks; no GPU")
+    parser.add_argument("--shapes", nargs="+", metavar="B:N:ROWS", help="only these shapes, e.g. 32:32768:fp8-paged")
     args = parser.parse_args(argv)
     cases = select_cases()
+    if args.shapes:
+        wanted = {tuple(x.split(":")) for x in args.shapes}
+        cases = [c for c in cases if (str(c.b), str(c.n_comp), c.kv_format) in wanted]
     plan(cases)
     if args.dry:
         return 0

@@ -393,6 +393,32 @@ def test_token_select_matches_chunked_and_reference(
             assert seen["tie_lists"] > 0
 
 
+@pytest.mark.parametrize("select", ["token", "spread"])
+@pytest.mark.parametrize("data", [(-2, 2), (0, 1)], ids=["random", "binary"])
+def test_lists_longer_than_a_register_block_take_the_radix_passes(select, data, device, monkeypatch):
+    """A list longer than ``block_list`` keys: the k-th key by radix passes instead of the in-register sort."""
+    choose = indexer_kernels.choose_config
+    monkeypatch.setattr(
+        indexer_kernels,
+        "choose_config",
+        lambda *a, **k: dataclasses.replace(choose(*a, **k), list_cap=256, block_list=32, sample=64),
+    )
+    passes = {"n": 0}
+    if indexer_kernels._interpreted():
+        hist = indexer_kernels._digit_hist
+
+        def counting(*args):
+            passes["n"] += 1
+            return hist(*args)
+
+        monkeypatch.setattr(indexer_kernels, "_digit_hist", counting)
+    p = make_problem(2, 1, 61, [600, 450], device=device, seed=5, lo=data[0], hi=data[1])
+    got = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 40, select=select)
+    assert_same(got, lightning_indexer_ref(p.q, p.w, p.cache, p.table, p.n_comp, 40))
+    if indexer_kernels._interpreted():
+        assert passes["n"] > 0
+
+
 def test_choose_config_picks_the_select_path():
     # the measured fastest path at each shape (FP8 page-split rows, H200, 2026-11-30-h200-idx-spread.log)
     assert choose_config(32, 1, 64, 32768).select == "spread"  # 32 tokens: a token's walks over 8 programs
