@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The k-th list key by an in-register sort (lists of up to block_list keys) instead of radix passes, on one GPU: the
 # indexer's GPU tests, the spread-select sanitizer check, then the per-token and spread selects timed at the shapes
-# where the select weighs most (benchmarks/experiments/idx_select.py --shapes). Output under $OUT.
+# where the select weighs most (benchmarks/experiments/idx_select.py --shapes). Output under $OUT. Ran on 1168815
+# (the sort in _list_kth; not kept: within 1 µs of the radix passes, 2026-11-30-h200-idx-sortkth.log).
 #   OUT=/some/dir bash benchmarks/experiments/gpu_idx_sortkth.sh <git-sha>
 set -uo pipefail
 BUDGET=${BUDGET:-420}

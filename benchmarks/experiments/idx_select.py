@@ -6,12 +6,13 @@ spread (a token's walks split among several programs, then one program per token
 
 Every shape is timed with CUDA-graph replay and L2 flushed (median of ``--reps``): the whole call on each select
 path (``select="token"``, ``"chunked"``, ``"spread"`` where the shape has it), and the score kernel alone (so that
-each select's own time is the call minus the score kernel). Shapes: b ∈ {1, 32, 64, 128} × n_comp ∈ {2K, 32K, 256K} with FP8 rows in
-the page-split layout and FP8 queries (the production format), and b ∈ {32, 64} × 32K with bf16 rows; s_q 1, 64 heads,
+each select's own time is the call minus the score kernel). Shapes: b ∈ {1, 32, 64, 128} × n_comp ∈ {2K, 32K,
+256K}, b = 8 at 32K and 256K and b = 16 at 32K, with FP8 rows in the page-split layout and FP8 queries (the
+production format), and b ∈ {32, 64} × 32K with bf16 rows (``--shapes`` picks some); s_q 1, 64 heads,
 top-512, page 64. Records follow ``wavemla.tools.bench_indexer`` (``make_record``: median/p20/p80, index-K bytes,
 GB/s, % of the device-to-device copy bandwidth measured first in the same run), plus ``select`` (``token``,
-``chunked``, ``spread`` or ``score``), ``score_us``, ``select_us`` and ``auto`` (the path ``choose_config`` picks). The JSON is
-rewritten after every shape, so a run cut short keeps what it measured.
+``chunked``, ``spread`` or ``score``), ``score_us``, ``select_us`` and ``auto`` (the path ``choose_config`` picks).
+The JSON is rewritten after every shape, so a run cut short keeps what it measured.
 """
 
 from __future__ import annotations

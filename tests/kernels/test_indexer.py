@@ -395,8 +395,8 @@ def test_token_select_matches_chunked_and_reference(
 
 @pytest.mark.parametrize("select", ["token", "spread"])
 @pytest.mark.parametrize("data", [(-2, 2), (0, 1)], ids=["random", "binary"])
-def test_lists_longer_than_a_register_block_take_the_radix_passes(select, data, device, monkeypatch):
-    """A list longer than ``block_list`` keys: the k-th key by radix passes instead of the in-register sort."""
+def test_lists_longer_than_a_register_block(select, data, device, monkeypatch):
+    """A list longer than ``block_list`` keys: the radix passes add the histograms of several register blocks."""
     choose = indexer_kernels.choose_config
     monkeypatch.setattr(
         indexer_kernels,

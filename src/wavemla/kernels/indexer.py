@@ -823,48 +823,39 @@ def _digit_hist(b_u, m_u, shift, prefix):
 
 @triton.jit
 def _list_kth(p_list_keys, m, lo, hi, topk, BLOCK_L: tl.constexpr):
-    """The ``topk``-th largest of the ``m >= topk`` list keys, exactly: ``(thr, need_eq, n_eq)``.
+    """The ``topk``-th largest of the ``m`` list keys, exactly: ``(thr, need_eq, n_eq)``.
 
-    ``need_eq`` keys equal to ``thr`` are taken, of the ``n_eq`` in the list. A list that fits one register block
-    (``m <= BLOCK_L``, the usual case) is sorted in registers and ``thr`` read at rank ``topk``. A longer one: the
-    list holds every key ``>= lo`` and the k-th key lies in ``[lo, hi]``, so only the key bits below the highest bit
-    where ``lo`` and ``hi`` differ are unknown: one 8-bit radix pass per unknown byte (1 to 4), each histogramming
-    the keys that match the digits found so far; the first ``BLOCK_L`` keys stay in registers across passes.
+    The list holds every key ``>= lo`` and the k-th key lies in ``[lo, hi]``, so only the key bits below the highest
+    bit where ``lo`` and ``hi`` differ are unknown: one 8-bit radix pass per unknown byte (1 to 4), each
+    histogramming the keys that match the digits found so far. ``need_eq`` keys equal to ``thr`` are taken, of the
+    ``n_eq`` in the list. The first ``BLOCK_L`` keys stay in registers across passes.
     """
+    u_lo = (lo ^ _KEY_FLOOR).to(tl.uint32, bitcast=True)  # flipping the sign bit orders keys as unsigned
+    u_diff = u_lo ^ (hi ^ _KEY_FLOOR).to(tl.uint32, bitcast=True)
+    n_pass = 1 + ((u_diff >> 8) != 0).to(tl.int32) + ((u_diff >> 16) != 0).to(tl.int32)
+    n_pass += ((u_diff >> 24) != 0).to(tl.int32)
+    shift = 8 * (n_pass - 1)
+    prefix = (u_lo >> shift) >> 8  # bits above the first unknown byte: those of lo (and hi)
     o_l = tl.arange(0, BLOCK_L)
     m_l0 = o_l < m
-    thr = tl.zeros_like(m)
+    b_u0 = (tl.load(p_list_keys + o_l, mask=m_l0, other=0) ^ _KEY_FLOOR).to(tl.uint32, bitcast=True)
     rem = tl.zeros_like(m) + topk
     n_eq = tl.zeros_like(m)
-    if m <= BLOCK_L:
-        b_key = tl.load(p_list_keys + o_l, mask=m_l0, other=_KEY_FLOOR)  # padding below every real key
-        thr = tl.sum(tl.where(o_l == topk - 1, tl.sort(b_key, 0, descending=True), 0), 0)
-        rem -= tl.sum((b_key > thr).to(tl.int32), 0)
-        n_eq = tl.sum((b_key == thr).to(tl.int32), 0)
-    else:
-        u_lo = (lo ^ _KEY_FLOOR).to(tl.uint32, bitcast=True)  # flipping the sign bit orders keys as unsigned
-        u_diff = u_lo ^ (hi ^ _KEY_FLOOR).to(tl.uint32, bitcast=True)
-        n_pass = 1 + ((u_diff >> 8) != 0).to(tl.int32) + ((u_diff >> 16) != 0).to(tl.int32)
-        n_pass += ((u_diff >> 24) != 0).to(tl.int32)
-        shift = 8 * (n_pass - 1)
-        prefix = (u_lo >> shift) >> 8  # bits above the first unknown byte: those of lo (and hi)
-        b_u0 = (tl.load(p_list_keys + o_l, mask=m_l0, other=0) ^ _KEY_FLOOR).to(tl.uint32, bitcast=True)
-        for i_pass in range(0, n_pass):
-            b_h, n_above = _digit_hist(b_u0, m_l0, shift, prefix)
-            for i_l in range(BLOCK_L, m, BLOCK_L):
-                m_l = i_l + o_l < m
-                b_u = (tl.load(p_list_keys + i_l + o_l, mask=m_l, other=0) ^ _KEY_FLOOR).to(tl.uint32, bitcast=True)
-                b_hl, n_al = _digit_hist(b_u, m_l, shift, prefix)
-                b_h += b_hl
-                n_above += n_al
-            if i_pass == 0:
-                rem -= n_above  # keys above the bracket (their higher bits exceed hi's): all taken
-            i_d, rem = _resolve_digit(b_h, rem, 256)
-            n_eq = tl.sum(tl.where(tl.arange(0, 256) == i_d, b_h, 0), 0)
-            prefix = prefix * 256 + i_d.to(tl.uint32)
-            shift -= 8
-        thr = prefix.to(tl.int32, bitcast=True) ^ _KEY_FLOOR
-    return thr, rem, n_eq
+    for i_pass in range(0, n_pass):
+        b_h, n_above = _digit_hist(b_u0, m_l0, shift, prefix)
+        for i_l in range(BLOCK_L, m, BLOCK_L):
+            m_l = i_l + o_l < m
+            b_u = (tl.load(p_list_keys + i_l + o_l, mask=m_l, other=0) ^ _KEY_FLOOR).to(tl.uint32, bitcast=True)
+            b_hl, n_al = _digit_hist(b_u, m_l, shift, prefix)
+            b_h += b_hl
+            n_above += n_al
+        if i_pass == 0:
+            rem -= n_above  # keys above the bracket (their higher bits exceed hi's): all taken
+        i_d, rem = _resolve_digit(b_h, rem, 256)
+        n_eq = tl.sum(tl.where(tl.arange(0, 256) == i_d, b_h, 0), 0)
+        prefix = prefix * 256 + i_d.to(tl.uint32)
+        shift -= 8
+    return prefix.to(tl.int32, bitcast=True) ^ _KEY_FLOOR, rem, n_eq
 
 
 @triton.jit
