@@ -42,6 +42,15 @@ def test_defaults_and_small_preset() -> None:
     assert [cfg.splits_of(g) for g in range(3)] == [None, 2, None]
     shared = stress.config_from_args(_args("--share-metadata", "--batch", "5", "9", "--splits", "3", "auto"))
     assert [shared.batch_of(g) for g in range(3)] == [5, 5, 5] and shared.splits_of(1) == 3
+    assert cfg.indexer_select is None
+    spread = stress.config_from_args(_args("--indexer-select", "spread", "--batch", "48", "16", "--s-q", "1"))
+    assert spread.indexer_select == "spread"
+
+
+def test_indexer_selects_are_the_indexers() -> None:
+    from wavemla.kernels.indexer import SELECT_PATHS
+
+    assert ("auto", *SELECT_PATHS) == stress.INDEXER_SELECTS
 
 
 @pytest.mark.parametrize(
@@ -54,6 +63,7 @@ def test_defaults_and_small_preset() -> None:
         (("--batch", "0"), "--batch"),
         (("--inject-flip", "10", "--replays", "10"), "--inject-flip"),
         (("--variants", "0"), "--variants"),
+        (("--indexer-select", "spread"), "--indexer-select"),  # the default batches reach 96 query tokens
     ],
 )
 def test_bad_options_name_the_option(argv: tuple[str, ...], option: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -138,6 +148,16 @@ def test_cpu_harness_passes_without_faults(capsys: pytest.CaptureFixture[str]) -
     assert "MISMATCH" not in out and "result: PASS (0 mismatching output(s) in 0 of 4 replay(s))" in out
 
 
+@cpu_lane_only
+def test_cpu_harness_with_a_forced_indexer_select(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _run(
+        capsys, "--cpu", "--small", "--mode", "csa", "--batch", "2", "--replays", "3", "--variants", "2",
+        "--indexer-select", "spread",
+    )  # fmt: skip
+    assert code == 0, out
+    assert "indexer in graph (select=spread)" in out and "result: PASS" in out
+
+
 def test_run_without_cuda_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present")
@@ -156,6 +176,9 @@ GPU_RUNS = [
     ),
     pytest.param(("--batch-invariant", "--replays", "2000"), id="batch-invariant"),
     pytest.param(("--small", "--replays", "500"), id="small"),
+    pytest.param(
+        ("--indexer-select", "spread", "--batch", "48", "7", "33", "1", "--replays", "2000"), id="indexer-spread"
+    ),
 ]
 
 

@@ -47,6 +47,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
+# --indexer-select: "auto" and the indexer's SELECT_PATHS (listed here: the kernels are imported only once --cpu has
+# picked the interpreter)
+INDEXER_SELECTS = ("auto", "token", "chunked", "spread")
 # mode -> (topk, page, extra_topk, extra_page, extra_pool): FlashMLA's MODEL1 decode shapes (see tools/bench.py)
 MODES: dict[str, tuple[int, int, int, int, int]] = {
     "swa": (128, 256, 0, 64, 0),
@@ -95,6 +98,7 @@ class StressConfig:
     extra_page: int = 64
     extra_pool: int = 2048
     index_heads: int = INDEX_HEADS
+    indexer_select: str | None = None  # the indexer's select path; None: the one it picks
 
     @property
     def uses_indexer(self) -> bool:
@@ -207,6 +211,7 @@ def config_from_args(args: argparse.Namespace) -> StressConfig:
         extra_page=extra_page,
         extra_pool=extra_pool,
         index_heads=16 if small else INDEX_HEADS,
+        indexer_select=None if args.indexer_select == "auto" else args.indexer_select,
     )
     validate_config(cfg)
     return cfg
@@ -224,6 +229,13 @@ def validate_config(cfg: StressConfig) -> None:
             raise ValueError(f"--{name.replace('_', '-')}: expected a positive integer, got {getattr(cfg, name)}")
     if any(s is not None and s < 1 for s in cfg.splits):
         raise ValueError(f"--splits: expected 'auto' or positive integers, got {list(cfg.splits)}")
+    from wavemla.kernels.indexer import SPREAD_MAX_TOKENS  # not at import: --cpu picks the interpreter first
+
+    if cfg.indexer_select == "spread" and max(cfg.batches) * cfg.s_q > SPREAD_MAX_TOKENS:
+        raise ValueError(
+            f"--indexer-select: 'spread' takes at most {SPREAD_MAX_TOKENS} query tokens, got batch "
+            f"{max(cfg.batches)} x s_q {cfg.s_q}"
+        )
     if cfg.inject_flip is not None and not 0 <= cfg.inject_flip < cfg.replays:
         raise ValueError(f"--inject-flip: expected a replay index in [0, {cfg.replays}), got {cfg.inject_flip}")
 
@@ -471,6 +483,7 @@ def decode_step(
             inputs["n_comp"],
             cfg.extra_topk,
             max_n_comp=cfg.extra_pool,
+            select=cfg.indexer_select,
         )
         outs["indexer_indices"], outs["indexer_length"] = idx, length
         args = sparse_decode_extra_args(idx, length)
@@ -637,7 +650,8 @@ def _setup(cfg: StressConfig, device: torch.device, streams: _Streams, log: Any)
         case.plan_note = (
             f"graph {g}: b={case.batch} splits={'auto' if case.splits is None else case.splits} "
             f"BLOCK_H={p.block_h} BLOCK_N={p.block_n} units/program={p.units_per_part} programs={p.programs} "
-            f"combine={'yes' if p.needs_combine else 'no'}" + (" indexer in graph" if cfg.uses_indexer else "")
+            f"combine={'yes' if p.needs_combine else 'no'}"
+            + (f" indexer in graph (select={cfg.indexer_select or 'auto'})" if cfg.uses_indexer else "")
         )
         log(case.plan_note)
         cases.append(case)
@@ -816,6 +830,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="negative control: every graph is captured into one memory pool, so temporaries of graphs replayed "
         "at the same time on different streams alias; mismatches are expected",
+    )
+    parser.add_argument(
+        "--indexer-select",
+        default="auto",
+        choices=INDEXER_SELECTS,
+        help="CSA: the lightning indexer's top-k select path (default auto: the one it picks; spread takes at most "
+        "64 query tokens)",
     )
     parser.add_argument(
         "--inject-flip", type=int, default=None, metavar="REPLAY", help="self-test: flip one output bit of a replay"
