@@ -341,6 +341,21 @@ TOKEN_CASES = [
 ]
 
 
+def _count_calls(monkeypatch, name: str) -> dict[str, int]:
+    """Interpreter lane: ``{"n": calls}`` of the kernel module's jit helper ``name`` (its jit helpers run as Python
+    functions there); elsewhere the count stays 0."""
+    seen = {"n": 0}
+    if indexer_kernels._interpreted():
+        helper = getattr(indexer_kernels, name)
+
+        def counting(*args):
+            seen["n"] += 1
+            return helper(*args)
+
+        monkeypatch.setattr(indexer_kernels, name, counting)
+    return seen
+
+
 def _record_walks(monkeypatch) -> dict[str, int]:
     """Interpreter lane: count the per-token select's walks (its jit helpers run as Python functions there)."""
     seen = {"count_walks": 0, "tie_lists": 0}
@@ -403,15 +418,7 @@ def test_lists_longer_than_a_register_block(select, data, device, monkeypatch):
         "choose_config",
         lambda *a, **k: dataclasses.replace(choose(*a, **k), list_cap=256, block_list=32, sample=64),
     )
-    passes = {"n": 0}
-    if indexer_kernels._interpreted():
-        hist = indexer_kernels._digit_hist
-
-        def counting(*args):
-            passes["n"] += 1
-            return hist(*args)
-
-        monkeypatch.setattr(indexer_kernels, "_digit_hist", counting)
+    passes = _count_calls(monkeypatch, "_digit_hist")
     p = make_problem(2, 1, 61, [600, 450], device=device, seed=5, lo=data[0], hi=data[1])
     got = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 40, select=select)
     assert_same(got, lightning_indexer_ref(p.q, p.w, p.cache, p.table, p.n_comp, 40))
@@ -493,15 +500,7 @@ def test_spread_select_matches_reference(
         ),
     )
     monkeypatch.setattr(indexer_kernels, "spread_gather", lambda *_: gather)
-    walks = {"n": 0}
-    if indexer_kernels._interpreted():
-        walk = indexer_kernels._walk_select
-
-        def counting(*args):
-            walks["n"] += 1
-            return walk(*args)
-
-        monkeypatch.setattr(indexer_kernels, "_walk_select", counting)
+    walks = _count_calls(monkeypatch, "_walk_select")
     p = make_problem(b, s_q, 61, n_comp, device=device, fp8=fp8, seed=7, lo=data[0], hi=data[1])
     got = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 32, select="spread")
     assert_same(got, lightning_indexer_ref(p.q, p.w, p.cache, p.table, p.n_comp, 32))

@@ -1466,6 +1466,14 @@ def _launch_scores(
     )
 
 
+def _list_stride(call: _Call, cfg: IndexerConfig) -> int:
+    """Elements between two tokens' candidate lists: a token's list lives in its (unzeroed) histogram region."""
+    stride_list = HIST0_BINS + 2 * HIST_BINS
+    assert 2 * cfg.list_cap <= stride_list, "the list keys and rows must fit a token's histogram region"
+    assert call.topk <= cfg.list_cap, "a tie at the k-th key can fill the list with topk rows"
+    return stride_list
+
+
 def _launch_token_select(
     call: _Call,
     cfg: IndexerConfig,
@@ -1478,9 +1486,7 @@ def _launch_token_select(
     lengths: torch.Tensor,
 ) -> None:
     """Per-token select: one program per query token; its candidate list lives in its (unzeroed) histogram region."""
-    stride_list = HIST0_BINS + 2 * HIST_BINS
-    assert 2 * cfg.list_cap <= stride_list, "the list keys and rows must fit a token's histogram region"
-    assert call.topk <= cfg.list_cap, "a tie at the k-th key can fill the list with topk rows"
+    stride_list = _list_stride(call, cfg)
     _indexer_select_kernel[(call.b * call.s_q,)](
         p_keys=keys,
         p_list=hist,
@@ -1524,9 +1530,7 @@ def _launch_spread_select(
 ) -> None:
     """Spread select: ``parts`` programs per token count and list their rows' keys, then one program per token ranks
     the candidates (its list, as in the per-token select, in its unzeroed histogram region)."""
-    stride_list = HIST0_BINS + 2 * HIST_BINS
-    assert 2 * cfg.list_cap <= stride_list, "the list keys and rows must fit a token's histogram region"
-    assert call.topk <= cfg.list_cap, "a tie at the k-th key can fill the list with topk rows"
+    stride_list = _list_stride(call, cfg)
     tokens = call.b * call.s_q
     shared = {
         "p_keys": keys,
