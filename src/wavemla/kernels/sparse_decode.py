@@ -607,6 +607,7 @@ def sparse_decode_split(
     prefetch_first: bool = True,
     merge_chunk: int = MERGE_CHUNK,
     l2_hints: bool | None = None,
+    maxnreg: int | None = None,
 ) -> Any:
     """Launch the split kernel; returns Triton's compiled-kernel handle (registers, spills, shared memory).
 
@@ -734,4 +735,5 @@ def sparse_decode_split(
         num_warps=num_warps,
         num_stages=num_stages,
         **({"launch_pdl": True} if wait_q else {}),
+        **({"maxnreg": maxnreg} if maxnreg else {}),
     )
