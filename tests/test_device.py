@@ -21,6 +21,7 @@ from wavemla.device import (
     dependent_launch,
     fp8_decode_path,
     get_spec,
+    triton_override_arch,
 )
 
 # SM counts as NVIDIA documents them (architecture whitepapers, product pages) and drivers report them.
@@ -406,12 +407,67 @@ def test_from_torch_real_device() -> None:
     spec = DeviceSpec.from_torch()
     props = torch.cuda.get_device_properties(None)
     major, minor = torch.cuda.get_device_capability()
-    assert spec.arch == 10 * major + minor
+    assert spec.arch == (triton_override_arch() or 10 * major + minor)
     assert spec.num_sms == props.multi_processor_count
     assert spec.display_name == props.name
     assert spec.smem_per_block <= spec.smem_per_sm
     assert spec.blocks_per_sm(16 * KIB, 128, 4) >= 1
     assert spec.triton_target().arch == spec.arch
+
+
+def _override_arch(monkeypatch: pytest.MonkeyPatch, value: str | None) -> None:
+    import triton
+
+    monkeypatch.setattr(triton.knobs.runtime, "override_arch", value)
+
+
+def test_triton_override_arch_parses_and_rejects(monkeypatch: pytest.MonkeyPatch) -> None:
+    _override_arch(monkeypatch, None)
+    assert triton_override_arch() is None
+    _override_arch(monkeypatch, "sm86")
+    assert triton_override_arch() == 86
+    for bad in ("86", "sm_86", "ampere"):
+        _override_arch(monkeypatch, bad)
+        with pytest.raises(ValueError, match="TRITON_OVERRIDE_ARCH"):
+            triton_override_arch()
+    _override_arch(monkeypatch, "sm75")
+    with pytest.raises(ValueError, match="sm80 or newer"):
+        triton_override_arch()
+
+
+def test_override_arch_drives_the_arch_choices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With Triton building for sm_80 on an sm_90 GPU, e4m3 is bit-assembled and no launch is dependent."""
+    monkeypatch.setattr(device_mod, "_physical_arch", lambda index: 90)
+    monkeypatch.setattr(device_mod, "triton_interpreting", lambda: False)
+    cuda = torch.device("cuda", 0)
+    _override_arch(monkeypatch, None)
+    assert (fp8_decode_path(cuda), dependent_launch(cuda)) == ("cvt", True)
+    _override_arch(monkeypatch, "sm80")
+    assert (fp8_decode_path(cuda), dependent_launch(cuda)) == ("bits", False)
+    _override_arch(monkeypatch, "sm89")
+    assert (fp8_decode_path(cuda), dependent_launch(cuda)) == ("cvt", False)
+
+
+def test_from_torch_under_override_arch_keeps_the_gpus_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    props = _props(
+        "NVIDIA H200",
+        9,
+        0,
+        132,
+        shared_memory_per_multiprocessor=233_472,
+        shared_memory_per_block_optin=232_448,
+        regs_per_multiprocessor=65_536,
+        max_threads_per_multi_processor=2048,
+        L2_cache_size=52_428_800,
+    )
+    _fake_gpu(monkeypatch, props)
+    native = DeviceSpec.from_torch()
+    _override_arch(monkeypatch, "sm80")
+    spec = DeviceSpec.from_torch()
+    assert spec.arch == 80 and native.arch == 90
+    assert dataclasses.replace(spec, arch=90, source="") == dataclasses.replace(native, source="")
+    assert "built for sm_80 (TRITON_OVERRIDE_ARCH)" in spec.source
+    assert spec.triton_target().arch == 80
 
 
 def test_fp8_decode_path_knob() -> None:

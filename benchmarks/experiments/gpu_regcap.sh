@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Register cap for occupancy (benchmarks/experiments/regcap_ab.py): the sparse split kernel with maxnreg and the
 # planner's slots raised to match, against the default. Output under $OUT: regcap*.{json,log}.
-#   OUT=/some/dir bash benchmarks/experiments/gpu_regcap.sh <git-sha>
+#   OUT=/some/dir bash benchmarks/experiments/gpu_regcap.sh d45d4ef   (run on that commit: its launcher has maxnreg)
 set -uo pipefail
 BUDGET=${BUDGET:-540}
 source benchmarks/budget.sh

@@ -8,7 +8,8 @@ programs fit an SM, and the planner given that many program slots (``WAVEMLA_TAR
 A point is ``MODE:B:S_Q:H`` (FP8 MODEL1 inputs); a variant is ``MAXNREG:PROGRAMS_PER_SM``. Each variant's output
 is checked against the fp64 reference tolerance of the default (max |diff| printed; a different partition changes
 the bits, not the result), and every variant is timed in alternation (CUDA-graph replay, L2 flushed; the lower of
-the per-round medians).
+the per-round medians). Needs the split launcher's ``maxnreg`` keyword, which only commit d45d4ef has (removed after
+this measurement: every cap was slower, ``benchmarks/results/2026-12-01-h200-regcap.log``).
 """
 
 from __future__ import annotations

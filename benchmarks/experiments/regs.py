@@ -65,7 +65,6 @@ c = compile_for_target(
     constexprs=spec["constexprs"],
     fp32=("qk_scale",),
     unspecialized=spec["unspecialized"],
-    maxnreg=int(os.environ["MAXNREG"]) if os.environ.get("MAXNREG") else None,
 )
 regs, stack, shared, local = _res_usage(c.asm["cubin"])
 tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")

@@ -583,8 +583,38 @@ def triton_interpreting() -> bool:
     return bool(knobs is not None and knobs.runtime.interpret)
 
 
-@functools.lru_cache(maxsize=16)
+def triton_override_arch() -> int | None:
+    """The architecture Triton builds kernels for instead of the GPU's, from Triton's ``TRITON_OVERRIDE_ARCH``
+    (``sm80``, ``sm89``, ...), else None.
+
+    With it set, Triton lowers every kernel along that architecture's code path (``mma.sync`` instead of wgmma on
+    ``sm80``, no hardware e4m3 conversion, ...) and only ptxas targets the GPU present: the portable kernels run,
+    and are tested, on a newer GPU. wavemla then makes every architecture-dependent choice for that architecture
+    too (e4m3 decode, dependent launch, compiled resources, the planner's configuration), while the SM count and
+    the memory limits stay the GPU's.
+    """
+    import triton
+
+    knobs = getattr(triton, "knobs", None)
+    value = getattr(getattr(knobs, "runtime", None), "override_arch", None)
+    if not value:
+        return None
+    match = re.fullmatch(r"sm(\d+)", str(value))
+    if match is None:
+        raise ValueError(f"TRITON_OVERRIDE_ARCH={value!r}: expected the form sm<NN>, e.g. sm80")
+    arch = int(match.group(1))
+    if arch < 80:
+        raise ValueError(f"TRITON_OVERRIDE_ARCH={value!r}: wavemla needs sm80 or newer (bf16 tensor cores)")
+    return arch
+
+
 def _device_arch(index: int) -> int:
+    """The architecture kernels on CUDA device ``index`` are built for: Triton's override, else the GPU's."""
+    return triton_override_arch() or _physical_arch(index)
+
+
+@functools.lru_cache(maxsize=16)
+def _physical_arch(index: int) -> int:
     import torch
 
     major, minor = torch.cuda.get_device_capability(index)
@@ -606,6 +636,9 @@ def _spec_from_properties(props: Any) -> DeviceSpec:
     num_sms = int(props.multi_processor_count)
     lower = display_name.lower()
     notes = [f"torch.cuda.get_device_properties: {display_name}, sm_{arch}, {num_sms} SMs"]
+    build_arch = triton_override_arch() or arch
+    if build_arch != arch:
+        notes.append(f"kernels built for sm_{build_arch} (TRITON_OVERRIDE_ARCH); limits and rates are the GPU's")
 
     known_arch = max(a for a in _ARCH_LIMITS if a <= arch)
     limits = _ARCH_LIMITS[known_arch]
@@ -648,7 +681,7 @@ def _spec_from_properties(props: Any) -> DeviceSpec:
     return DeviceSpec(
         name=name,
         display_name=display_name,
-        arch=arch,
+        arch=build_arch,
         num_sms=num_sms,
         smem_per_sm=_prop_int(props, "shared_memory_per_multiprocessor") or limits.smem_sm,
         smem_per_block=_prop_int(props, "shared_memory_per_block_optin") or limits.smem_block,

@@ -342,7 +342,6 @@ def compile_for_target(
     constexprs: Mapping[str, Any],
     fp32: Iterable[str] = (),
     unspecialized: Iterable[str] = (),
-    maxnreg: int | None = None,
 ) -> Any:
     """Compile the JIT function ``fn`` for ``sm_<arch>`` without a GPU, specialised the way the JIT launcher would.
 
@@ -374,10 +373,9 @@ def compile_for_target(
             signature[name] = "constexpr"  # its value from ``constexprs``, else the kernel's default
     values = {k: v for k, v in constexprs.items() if k in signature}  # extra names in a shared mapping are ignored
     src = ASTSource(fn=fn, signature=signature, constexprs=values, attrs=attrs)
-    options: dict[str, Any] = {"num_warps": num_warps, "num_stages": num_stages}
-    if maxnreg is not None:
-        options["maxnreg"] = maxnreg
-    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
+    return triton.compile(
+        src, target=GPUTarget("cuda", arch, 32), options={"num_warps": num_warps, "num_stages": num_stages}
+    )
 
 
 def _compile_here(job: dict[str, Any]) -> dict[str, Any]:

@@ -607,7 +607,6 @@ def sparse_decode_split(
     prefetch_first: bool = True,
     merge_chunk: int = MERGE_CHUNK,
     l2_hints: bool | None = None,
-    maxnreg: int | None = None,
 ) -> Any:
     """Launch the split kernel; returns Triton's compiled-kernel handle (registers, spills, shared memory).
 
@@ -735,5 +734,4 @@ def sparse_decode_split(
         num_warps=num_warps,
         num_stages=num_stages,
         **({"launch_pdl": True} if wait_q else {}),
-        **({"maxnreg": maxnreg} if maxnreg else {}),
     )
