@@ -19,7 +19,7 @@ for arch in ${ARCHS:-sm80}; do
     echo "#### TRITON_OVERRIDE_ARCH=$arch"
     step 90 python3 -m wavemla demo
     step "$LIMIT" python3 -m pytest ${TEST_PATHS:-tests/kernels} -q -p no:cacheprovider $X \
-      -x -rf 2>&1 | tail -15
+      -rf 2>&1 | tail -15
   } 2>&1 | grep -v -E "$F" | tee "$OUT/portable-$arch.log"
   unset TRITON_OVERRIDE_ARCH
 done

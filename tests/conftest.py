@@ -31,6 +31,18 @@ if not HAS_CUDA:
 DEVICE = "cuda" if HAS_CUDA else "cpu"
 
 
+def gpu_lacks_e4m3_cvt() -> bool:
+    """Whether the GPU lane's kernels are built for an architecture without the hardware e4m3 conversion (sm_80/86,
+    or Triton told to build for one with TRITON_OVERRIDE_ARCH)."""
+    if not HAS_CUDA:
+        return False
+    from wavemla import config
+    from wavemla.device import fp8_decode_path
+
+    with config.override(WAVEMLA_FP8_DECODE="auto"):
+        return fp8_decode_path("cuda") == "bits"
+
+
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
     missing = serving_stack_missing()

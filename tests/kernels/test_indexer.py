@@ -21,6 +21,7 @@ import torch
 
 import wavemla
 import wavemla.kernels.indexer as indexer_kernels
+from conftest import gpu_lacks_e4m3_cvt
 from wavemla import config
 from wavemla.indexer_glue import indexer_extra_args, sparse_decode_extra_args
 from wavemla.kernels.indexer import (
@@ -162,7 +163,7 @@ def test_matches_reference(b, s_q, page, n_comp, topk, fp8, chunk, dtype, select
 
 
 FP8_CASES = [c for c in CASES if c.values[5]]
-DECODE_PATHS = ("bits",) if HAS_CUDA and torch.cuda.get_device_capability() < (8, 9) else ("cvt", "bits")
+DECODE_PATHS = ("bits",) if gpu_lacks_e4m3_cvt() else ("cvt", "bits")
 
 
 @pytest.mark.parametrize(("b", "s_q", "page", "n_comp", "topk", "fp8", "chunk"), FP8_CASES)

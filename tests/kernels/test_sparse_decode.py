@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from conftest import DEVICE, HAS_CUDA
+from conftest import DEVICE, HAS_CUDA, gpu_lacks_e4m3_cvt
 from wavemla import config, sparse_mla_decode
 from wavemla.reference import quantize_model1, sparse_decode_ref
 from wavemla.testing import TOLERANCES, assert_close, make_sparse_decode_inputs
@@ -337,7 +337,7 @@ def test_deterministic_bits():
 def test_fp8_decode_paths_give_identical_bits(splits):
     """The hardware e4m3 conversion and the bit-assembly decode produce the same fp16 rows, hence the same bits
     (on the GPU lane this compares the two instruction sequences; on sm_80/86 only the bit path exists)."""
-    if HAS_CUDA and torch.cuda.get_device_capability() < (8, 9):
+    if gpu_lacks_e4m3_cvt():
         pytest.skip("no e4m3 conversion before sm_89")
     kwargs = {k: v for k, v in _base().items() if v is not None}
     with config.override(WAVEMLA_NUM_SPLITS=splits, WAVEMLA_FP8_DECODE="bits"):
