@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Tile configurations of the sparse decode along the portable code paths (TRITON_OVERRIDE_ARCH, see
+# benchmarks/portable_gpu.sh), timed on the GPU present with `wavemla bench --configs`: which tile the mma.sync path
+# runs fastest, against the planner's pick. Output under $OUT: portable-tiles-<arch>.{json,log}.
+#   OUT=/some/dir ARCHS="sm80 sm120" bash benchmarks/portable_tiles.sh <git-sha>
+set -uo pipefail
+BUDGET=${BUDGET:-540}
+source benchmarks/budget.sh
+echo "commit ${1:-unknown}"
+F='Warning[:(]|warner\('
+CONFIGS=${CONFIGS:-64x64x8x1 64x32x8x1 32x32x8x1 16x32x4x1 16x16x4x1}
+for arch in ${ARCHS:-sm80}; do
+  export TRITON_OVERRIDE_ARCH=$arch
+  {
+    echo "#### TRITON_OVERRIDE_ARCH=$arch"
+    step ${LIMIT:-200} python3 -m wavemla bench --mode csa --batch ${BATCH:-64} --heads ${HEADS:-64} --reps 15 \
+      --configs $CONFIGS --json "$OUT/portable-tiles-$arch.json" --label "${1:-unknown} $arch"
+  } 2>&1 | grep -v -E "$F" | tee "$OUT/portable-tiles-$arch.log"
+  unset TRITON_OVERRIDE_ARCH
+done
