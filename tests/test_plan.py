@@ -14,11 +14,13 @@ import torch
 import triton
 
 from wavemla import config
+from wavemla import plan as plan_mod
 from wavemla.config import KnobError
 from wavemla.device import KIB, PRESETS, SMEM_ALLOC_UNIT, SMEM_RESERVED_PER_BLOCK, DeviceSpec
 from wavemla.plan import (
     _SM90_BUSY,
     _SM90_TABLE,
+    _SPILL_STACK_MAX,
     KernelConfig,
     Plan,
     PlanError,
@@ -123,6 +125,33 @@ def test_override_wins_over_the_occupancy_floor() -> None:
         p = plan(dsv4(64), PRO)
     assert p.config == KernelConfig(32, 32, 4, 1)
     assert p.programs_per_sm == 1
+
+
+def test_spilling_configurations_are_left_out_where_no_tile_was_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without measured tile times (every arch but sm_90) a configuration whose compiled stack frame exceeds
+    _SPILL_STACK_MAX bytes per thread is not costed while one within it fits (the model does not price spills;
+    along the mma.sync paths such tiles ran 2-13x slower). A knob still forces one; sm_90 keeps its measured pick."""
+    a100 = PRESETS["a100"]
+    wl = dsv4(64)
+    p = plan(wl, a100)
+    assert (static_resources(p.config, wl, a100).stack_bytes or 0) <= _SPILL_STACK_MAX
+    left = [r for r in p.reasons if "B of stack per thread on sm_80" in r]
+    assert left, p.reasons
+    for cfg in candidate_configs(wl):  # every tile shape for 64 heads
+        res = static_resources(cfg, wl, a100)
+        fits = a100.blocks_per_sm(res.smem_bytes, res.regs_per_thread, cfg.num_warps) >= 1
+        spills = (res.stack_bytes or 0) > _SPILL_STACK_MAX
+        assert any(r.startswith(cfg.label + ": left out") for r in left) == (fits and spills), cfg
+        assert (cfg in candidate_configs(wl, a100)) == (not spills), cfg
+    assert plan(wl, H200).config == KernelConfig(64, 64, 8, 1)  # sm_90: measured tile times, no floor
+    with config.override(WAVEMLA_BLOCK_H=32, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_WARPS=8):
+        assert plan(wl, a100).config == KernelConfig(32, 32, 8, 1)
+    # nothing within the bound: every configuration is costed again, and the plan says so
+    monkeypatch.setattr(plan_mod, "_SPILL_STACK_MAX", -1)
+    clear_caches()
+    p = plan(wl, a100)
+    assert any("every configuration spills more than -1 B per thread on a100" in r for r in p.reasons)
+    clear_caches()
 
 
 def test_override_that_cannot_fit_names_the_knobs() -> None:

@@ -279,6 +279,13 @@ _ROW_BYTES_BF16 = 1024
 # Parts whose SMs have this little shared memory (sm_86, sm_89, sm_120, sm_121) need two programs per SM.
 _SMEM_CAPPED_PER_SM = 100 * KIB
 _MIN_PROGRAMS_PER_SM_CAPPED = 2
+# Where no tile time was measured (every arch but sm_90), configurations whose compiled stack frame (spills) exceeds
+# this many bytes per thread are left out when one within it fits: the cost model does not price spills. Along the
+# mma.sync code paths, run on an H200 with Triton building for sm_80 and sm_120 (TRITON_OVERRIDE_ARCH; CSA h=64
+# b=64, benchmarks/results/2026-12-01-h200-portable-tiles-sm80.log and -sm120.log), 16x32x4x1 (232/256 B of stack
+# in the committed table) took 88.0 and 80.5 µs, 16x16x4x1 (8/128 B) 115.0 and 107.7, 32x32x8x1 (1400/688 B) 196.7
+# and 179.5, 64x64x8x1 (3136/2632 B) 197.5 and 794.6, 64x32x8x1 (6424/5608 B) 1157.0 and 1216.0.
+_SPILL_STACK_MAX = 1024
 # An architecture missing from the compiled table uses the entry of a binary-compatible one.
 _TABLE_ARCH_FALLBACK = {121: 120}
 
@@ -302,17 +309,31 @@ def _smem_capped(device: DeviceSpec) -> bool:
     return device.smem_per_sm <= _SMEM_CAPPED_PER_SM
 
 
-def _candidates(workload: Workload, device: DeviceSpec | None) -> tuple[list[KernelConfig], list[KernelConfig], str]:
-    """(configurations to cost, configurations left out by the occupancy floor, a note when the floor gave way)."""
+def _candidates(
+    workload: Workload, device: DeviceSpec | None
+) -> tuple[list[KernelConfig], list[tuple[KernelConfig, str]], str]:
+    """(configurations to cost, configurations left out with why — ``"occupancy"`` or ``"spills"`` —, a note when
+    a floor gave way because nothing passed it)."""
     base = _base_configs(workload.h_q, workload.is_fp8)
-    if device is None or not _smem_capped(device):
+    if device is None:
         return base, [], ""
-    dense = [
-        c for c in base if _occupancy(c, static_resources(c, workload, device), device) >= _MIN_PROGRAMS_PER_SM_CAPPED
-    ]
-    if not dense:
-        return base, [], f"no configuration fits {_MIN_PROGRAMS_PER_SM_CAPPED} programs/SM on {device.name}"
-    return dense, [c for c in base if c not in dense], ""
+    kept, dropped, notes = base, [], []
+    if _smem_capped(device):
+        floor = _MIN_PROGRAMS_PER_SM_CAPPED
+        dense = [c for c in kept if _occupancy(c, static_resources(c, workload, device), device) >= floor]
+        if dense:
+            dropped += [(c, "occupancy") for c in kept if c not in dense]
+            kept = dense
+        else:
+            notes.append(f"no configuration fits {_MIN_PROGRAMS_PER_SM_CAPPED} programs/SM on {device.name}")
+    if device.arch != _MEASURED_ARCH:
+        lean = [c for c in kept if (static_resources(c, workload, device).stack_bytes or 0) <= _SPILL_STACK_MAX]
+        if lean:
+            dropped += [(c, "spills") for c in kept if c not in lean]
+            kept = lean
+        else:
+            notes.append(f"every configuration spills more than {_SPILL_STACK_MAX} B per thread on {device.name}")
+    return kept, dropped, "; ".join(notes)
 
 
 def candidate_configs(workload: Workload, device: DeviceSpec | None = None) -> list[KernelConfig]:
@@ -741,16 +762,24 @@ def _plan_cached(workload: Workload, device: DeviceSpec, overrides: tuple[object
     if forced:
         reasons.append("forced by " + ", ".join(f"{k}={v}" for k, v in forced.items()))
     else:
-        for cfg in dropped:  # shown with what the model alone would predict for them
+        for cfg, why in dropped:  # shown with what the model alone would predict for them
             fit = _fit(cfg, workload, device, reasons)
             if fit is None:
                 continue
             res, occ = fit
             alone = _plan_config(workload, device, cfg, res, occ, invariant, forced_splits)
+            if why == "occupancy":
+                because = (
+                    f"{res.smem_bytes // KIB} KB smem gives {occ} program/SM on a {device.smem_per_sm // KIB} KB/SM "
+                    f"part, latency-bound below {_MIN_PROGRAMS_PER_SM_CAPPED}"
+                )
+            else:
+                because = (
+                    f"{res.stack_bytes} B of stack per thread on sm_{device.arch} (spills; over {_SPILL_STACK_MAX} B "
+                    "ran 2-13x slower along the mma.sync paths)"
+                )
             reasons.append(
-                f"{cfg.label}: left out, {res.smem_bytes // KIB} KB smem gives {occ} program/SM on a "
-                f"{device.smem_per_sm // KIB} KB/SM part, latency-bound below {_MIN_PROGRAMS_PER_SM_CAPPED} "
-                f"(the cost model alone predicts {alone.predicted_us:.1f} us)"
+                f"{cfg.label}: left out, {because} (the cost model alone predicts {alone.predicted_us:.1f} us)"
             )
     seen: set[KernelConfig] = set()
     best: Plan | None = None
