@@ -278,11 +278,19 @@ def test_occupancy_rejects_impossible_inputs(smem: int, regs: int, warps: int) -
 # ---------------------------------------------------------------- the torch query
 
 
+def _override_arch(monkeypatch: pytest.MonkeyPatch, value: str | None) -> None:
+    import triton
+
+    monkeypatch.setattr(triton.knobs.runtime, "override_arch", value)
+
+
 def _props(name: str, major: int, minor: int, sms: int, **extra: int) -> SimpleNamespace:
     return SimpleNamespace(name=name, major=major, minor=minor, multi_processor_count=sms, **extra)
 
 
 def _fake_gpu(monkeypatch: pytest.MonkeyPatch, props: SimpleNamespace) -> list[Any]:
+    """torch reports ``props``; Triton builds for that GPU's own architecture (no TRITON_OVERRIDE_ARCH)."""
+    _override_arch(monkeypatch, None)
     seen: list[Any] = []
 
     def get_device_properties(device: Any = None) -> SimpleNamespace:
@@ -413,12 +421,6 @@ def test_from_torch_real_device() -> None:
     assert spec.smem_per_block <= spec.smem_per_sm
     assert spec.blocks_per_sm(16 * KIB, 128, 4) >= 1
     assert spec.triton_target().arch == spec.arch
-
-
-def _override_arch(monkeypatch: pytest.MonkeyPatch, value: str | None) -> None:
-    import triton
-
-    monkeypatch.setattr(triton.knobs.runtime, "override_arch", value)
 
 
 def test_triton_override_arch_parses_and_rejects(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,7 +13,9 @@ package (every configuration the planner can pick on sm_80/86/89/90/100/120), an
 Candidates. :func:`candidate_configs` lists tile shapes by head count. On parts with 100 KB of shared memory per SM
 (sm_86, sm_89, sm_120, sm_121) it keeps only those that fit two programs per SM when any does: with one program per
 SM these parts are memory-latency bound (a profile of an RTX PRO 6000 running DSV4 decode showed attention kernels
-capped at 80 KB of shared memory with 4 to 12 of 48 warps active and the SMs stalled on memory).
+capped at 80 KB of shared memory with 4 to 12 of 48 warps active and the SMs stalled on memory). Where no tile
+time was measured (every arch but sm_90) it also leaves out configurations whose compiled stack frame exceeds
+``_SPILL_STACK_MAX`` bytes per thread when one within it fits: the cost model does not price spills.
 
 Work partition. Every query token owns ``n_tiles`` tiles (its main-cache tiles, then its extra-cache tiles), the same
 for all tokens because index lists have a static width. Program ``p`` takes units ``[p·u, (p+1)·u)`` of the
@@ -340,7 +342,8 @@ def candidate_configs(workload: Workload, device: DeviceSpec | None = None) -> l
     """Kernel configurations to consider for this workload (the planner costs each one that fits).
 
     Without a device: every shape for the head count. On a 100 KB/SM part: only those that fit two programs per SM
-    (from their compiled resources), unless none does.
+    (from their compiled resources), unless none does. Off sm_90: only those spilling at most ``_SPILL_STACK_MAX``
+    bytes of stack per thread, unless none does.
     """
     return _candidates(workload, device)[0]
 
