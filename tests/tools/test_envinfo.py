@@ -78,6 +78,20 @@ def test_interpreter_flag_follows_triton(environ: dict[str, str]) -> None:
         assert envinfo.collect()["triton_interpreter"] is False
 
 
+def test_triton_override_arch_is_reported(
+    environ: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(triton.knobs.runtime, "override_arch", None)
+    assert envinfo.collect()["triton_override_arch"] is None
+    monkeypatch.setattr(triton.knobs.runtime, "override_arch", "sm80")
+    assert envinfo.collect()["triton_override_arch"] == 80
+    code, out = _run(capsys)
+    assert code == 0 and "kernels built for sm_80 by TRITON_OVERRIDE_ARCH" in out
+    monkeypatch.setattr(triton.knobs.runtime, "override_arch", "sm_80")
+    code, out = _run(capsys)
+    assert code == 2 and "error: TRITON_OVERRIDE_ARCH='sm_80'" in out
+
+
 @pytest.mark.parametrize("as_json", [True, False], ids=["json", "text"])
 def test_invalid_knob_exits_2(environ: dict[str, str], capsys: pytest.CaptureFixture[str], as_json: bool) -> None:
     environ.update({"WAVEMLA_BLOCK_H": "17", "WAVEMLA_NUM_WARPS": "8"})

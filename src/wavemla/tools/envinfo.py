@@ -1,6 +1,7 @@
 """Print versions, the CUDA device, the WAVEMLA_GPU preset and every WAVEMLA_* knob with its values.
 
-For each knob: its default, the raw environment string, the effective value and the allowed values. ``--json``
+For each knob: its default, the raw environment string, the effective value and the allowed values. Triton's
+``TRITON_OVERRIDE_ARCH`` (kernels built along another architecture's code path) is shown beside its version. ``--json``
 prints the same as one JSON object, for bug reports and benchmark records. An invalid knob value, or a
 ``WAVEMLA_GPU`` that names no preset, is reported as an error and makes the exit code 2.
 
@@ -19,7 +20,7 @@ import platform
 from typing import Any
 
 from wavemla import config
-from wavemla.device import DeviceSpec, NoCudaDeviceError, get_spec
+from wavemla.device import DeviceSpec, NoCudaDeviceError, get_spec, triton_override_arch
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,6 +37,11 @@ def collect() -> dict[str, Any]:
 
     knobs = config.table()
     errors = [row["error"] for row in knobs if row["error"]]
+    try:
+        override_arch = triton_override_arch()
+    except ValueError as exc:
+        override_arch = None
+        errors.append(str(exc))
 
     cuda_device: dict[str, Any] | None = None
     try:
@@ -64,6 +70,8 @@ def collect() -> dict[str, Any]:
         "numpy": numpy.__version__,
         # Triton's own knob (TRITON_INTERPRET): kernels run on the CPU interpreter instead of being compiled.
         "triton_interpreter": bool(triton.knobs.runtime.interpret),
+        # Triton's own knob (TRITON_OVERRIDE_ARCH): kernels built along another architecture's code path
+        "triton_override_arch": override_arch,
         "cuda_device": cuda_device,
         "cuda_device_note": cuda_note,
         "gpu_preset": preset,
@@ -88,7 +96,12 @@ def format_text(info: dict[str, Any]) -> str:
         f"wavemla       {info['wavemla']}",
         f"python        {info['python']} ({info['platform']})",
         f"torch         {info['torch']} (CUDA runtime {info['torch_cuda'] or 'none'})",
-        f"triton        {info['triton']} (interpreter {'on' if info['triton_interpreter'] else 'off'})",
+        f"triton        {info['triton']} (interpreter {'on' if info['triton_interpreter'] else 'off'}"
+        + (
+            f"; kernels built for sm_{info['triton_override_arch']} by TRITON_OVERRIDE_ARCH)"
+            if info["triton_override_arch"]
+            else ")"
+        ),
         f"numpy         {info['numpy']}",
     ]
     if info["cuda_device"] is not None:
