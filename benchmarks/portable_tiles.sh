@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Tile configurations of the sparse (or, with DENSE=1, the dense) decode along the portable code paths
 # (TRITON_OVERRIDE_ARCH, see benchmarks/portable_gpu.sh), timed on the GPU present with `wavemla bench --configs`:
-# which tile the mma.sync path runs fastest, against the planner's pick. Output under $OUT: portable-tiles-<arch>.{json,log}. DENSE=1 times the
-# dense decode's tiles instead (bf16 rows, s_k 4096; CONFIGS defaults to its candidates for h > 32).
+# which tile the mma.sync path runs fastest, against the planner's pick. Output under $OUT:
+# portable-tiles-[dense-]<arch>.{json,log}. DENSE=1: bf16 rows, s_k 4096, CONFIGS defaulting to the dense candidates
+# for h > 32.
 #   OUT=/some/dir ARCHS="sm80 sm120" bash benchmarks/portable_tiles.sh <git-sha>
 #   OUT=/some/dir ARCHS=sm80 DENSE=1 BATCH=32 bash benchmarks/portable_tiles.sh <git-sha>
 set -uo pipefail
