@@ -1,6 +1,7 @@
 # Sourced by the GPU call scripts that run inside a time budget (set BUDGET, in seconds, before sourcing; default
 # 480): makes OUT (default ./gpu-lane-out), puts the checkout's src first on PYTHONPATH, unbuffers Python, sets X to
-# pytest-xdist's "-n 8" where xdist is installed (else empty), and defines step.
+# pytest-xdist's "-n 8" where xdist is installed (else empty), and defines step and machine (the run's header: the
+# commit given, the GPU, torch and Triton).
 OUT=${OUT:-$PWD/gpu-lane-out}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
@@ -13,4 +14,9 @@ step() {  # step LIMIT COMMAND...: runs COMMAND under LIMIT seconds capped by th
   [ "$left" -lt 10 ] && { echo "== skipped (budget): $*"; return; }
   [ "$limit" -gt "$left" ] && limit=$left
   echo "== $* (limit ${limit}s)"; timeout "$limit" "$@"; echo "== exit $?"
+}
+machine() {  # machine SHA: what a run's log starts with
+  echo "commit ${1:-unknown}"
+  nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader 2>&1 | head -1
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 }

@@ -8,9 +8,7 @@
 set -uo pipefail
 BUDGET=${BUDGET:-540}
 source benchmarks/budget.sh
-echo "commit ${1:-unknown}"
-nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader 2>&1 | head -1
-python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+machine "${1:-unknown}"
 F='Warning[:(]|warner\('
 LIMIT=${LIMIT:-240}
 for arch in ${ARCHS:-sm80}; do

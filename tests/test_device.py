@@ -288,6 +288,21 @@ def _props(name: str, major: int, minor: int, sms: int, **extra: int) -> SimpleN
     return SimpleNamespace(name=name, major=major, minor=minor, multi_processor_count=sms, **extra)
 
 
+def _hopper_props(name: str) -> SimpleNamespace:
+    """What torch reports for a 132-SM sm_90 part (H100 SXM, H200)."""
+    return _props(
+        name,
+        9,
+        0,
+        132,
+        shared_memory_per_multiprocessor=233_472,
+        shared_memory_per_block_optin=232_448,
+        regs_per_multiprocessor=65_536,
+        max_threads_per_multi_processor=2048,
+        L2_cache_size=52_428_800,
+    )
+
+
 def _fake_gpu(monkeypatch: pytest.MonkeyPatch, props: SimpleNamespace) -> list[Any]:
     """torch reports ``props``; Triton builds for that GPU's own architecture (no TRITON_OVERRIDE_ARCH)."""
     _override_arch(monkeypatch, None)
@@ -317,17 +332,7 @@ def test_from_torch_without_cuda_raises(monkeypatch: pytest.MonkeyPatch) -> None
 def test_from_torch_matches_a_preset(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _fake_gpu(
         monkeypatch,
-        _props(
-            "NVIDIA H100 80GB HBM3",
-            9,
-            0,
-            132,
-            shared_memory_per_multiprocessor=233_472,
-            shared_memory_per_block_optin=232_448,
-            regs_per_multiprocessor=65_536,
-            max_threads_per_multi_processor=2048,
-            L2_cache_size=52_428_800,
-        ),
+        _hopper_props("NVIDIA H100 80GB HBM3"),
     )
     spec = DeviceSpec.from_torch(3)
     assert seen == [3]
@@ -451,18 +456,7 @@ def test_override_arch_drives_the_arch_choices(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_from_torch_under_override_arch_keeps_the_gpus_limits(monkeypatch: pytest.MonkeyPatch) -> None:
-    props = _props(
-        "NVIDIA H200",
-        9,
-        0,
-        132,
-        shared_memory_per_multiprocessor=233_472,
-        shared_memory_per_block_optin=232_448,
-        regs_per_multiprocessor=65_536,
-        max_threads_per_multi_processor=2048,
-        L2_cache_size=52_428_800,
-    )
-    _fake_gpu(monkeypatch, props)
+    _fake_gpu(monkeypatch, _hopper_props("NVIDIA H200"))
     native = DeviceSpec.from_torch()
     _override_arch(monkeypatch, "sm80")
     spec = DeviceSpec.from_torch()

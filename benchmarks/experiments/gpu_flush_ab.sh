@@ -5,9 +5,7 @@
 set -uo pipefail
 BUDGET=${BUDGET:-540}
 source benchmarks/budget.sh
-echo "commit ${1:-unknown}"
-nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader 2>&1 | head -1
-python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+machine "${1:-unknown}"
 F='Warning[:(]|warner\('
 step 200 python3 -m pytest tests/tools/test_stress.py -m gpu -k indexer-spread -q -p no:cacheprovider 2>&1 \
   | grep -v -E "$F" | tail -4 | tee "$OUT/stress-spread.log"
