@@ -154,6 +154,22 @@ def test_spilling_configurations_are_left_out_where_no_tile_was_measured(monkeyp
     clear_caches()
 
 
+@pytest.mark.parametrize("gpu", sorted(name for name, spec in PRESETS.items() if spec.arch != 90))
+def test_no_preset_off_sm90_plans_a_spilling_tile(gpu: str) -> None:
+    """Every DSV4 shape (h 16/64/128, CSA/HCA, s_q 1/2, FP8 and bf16 rows) on every preset without measured tile
+    times plans a configuration within the spill bound, or says that none fits it."""
+    device = PRESETS[gpu]
+    for h in (16, 64, 128):
+        for mode in ("csa", "hca"):
+            for s_q in (1, 2):
+                for fp8 in (True, False):
+                    for b in (1, 32, 96):
+                        wl = dsv4(b, h=h, mode=mode, s_q=s_q, fp8=fp8)
+                        p = plan(wl, device)
+                        stack = static_resources(p.config, wl, device).stack_bytes or 0
+                        assert stack <= _SPILL_STACK_MAX or any("every configuration spills" in r for r in p.reasons)
+
+
 def test_override_that_cannot_fit_names_the_knobs() -> None:
     with (
         pytest.raises(PlanError, match=r"WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64: no kernel configuration fits"),
