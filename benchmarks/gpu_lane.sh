@@ -3,6 +3,8 @@
 # Usage (on a CUDA machine, from the repository root):
 #   bash benchmarks/gpu_lane.sh LABEL [wavemla bench arguments...]
 # Writes tests.log, bench.json and bench.log under $OUT (default ./gpu-lane-out) and prints a short table last.
+# PORTABLE_ARCHS="sm80 sm120" also runs the kernel tests and the demo along those architectures' code paths
+# (benchmarks/portable_gpu.sh: portable-<arch>.log).
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-lane-out}
 mkdir -p "$OUT"
@@ -26,9 +28,14 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   $PY -m pytest tests/tools/test_stress.py -q -p no:cacheprovider -p no:xdist 2>&1 | tee -a "$OUT/tests.log" | tail -5
 fi
 
+if [ -n "${PORTABLE_ARCHS:-}" ]; then  # e.g. "sm80 sm120": the kernel tests and demo along those code paths
+  OUT="$OUT" ARCHS="$PORTABLE_ARCHS" bash benchmarks/portable_gpu.sh "$LABEL" 2>&1 | tail -40
+fi
+
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   $PY -m wavemla.cli bench --json "$OUT/bench.json" --label "$LABEL" "$@" 2>&1 | tee "$OUT/bench.log"
 fi
 echo "== summary =="
 grep -E "passed|failed|error" "$OUT/tests.log" 2>/dev/null | tail -3
+for f in "$OUT"/portable-sm*.log; do [ -e "$f" ] && echo "$(basename "$f"): $(grep -E "passed|failed" "$f" | tail -1)"; done
 grep -E "ceilings" "$OUT/bench.log" 2>/dev/null || true

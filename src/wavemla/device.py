@@ -180,8 +180,9 @@ class DeviceSpec:
         The SM count, shared memory, registers, threads per SM and L2 come from the driver. Limits torch does
         not expose (blocks per SM) come from the compute capability; DRAM bandwidth and tensor-core rates come
         from the preset whose name, arch and SM count match, else they are estimated from the arch's reference
-        preset scaled by SM count (``source`` says so). Raises :class:`NoCudaDeviceError` when torch sees no
-        CUDA device.
+        preset scaled by SM count (``source`` says so). With Triton's ``TRITON_OVERRIDE_ARCH`` set, ``arch`` is the
+        architecture Triton builds for (:func:`triton_override_arch`); everything else stays the GPU's. Raises
+        :class:`NoCudaDeviceError` when torch sees no CUDA device.
         """
         import torch
 
