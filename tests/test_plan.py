@@ -130,7 +130,7 @@ def test_override_wins_over_the_occupancy_floor() -> None:
 def test_spilling_configurations_are_left_out_where_no_tile_was_measured(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without measured tile times (every arch but sm_90) a configuration whose compiled stack frame exceeds
     _SPILL_STACK_MAX bytes per thread is not costed while one within it fits (the model does not price spills;
-    along the mma.sync paths such tiles ran 2-13x slower). A knob still forces one; sm_90 keeps its measured pick."""
+    along the mma.sync paths such tiles ran 2-15x slower). A knob still forces one; sm_90 keeps its measured pick."""
     a100 = PRESETS["a100"]
     wl = dsv4(64)
     p = plan(wl, a100)

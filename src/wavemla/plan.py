@@ -779,7 +779,7 @@ def _plan_cached(workload: Workload, device: DeviceSpec, overrides: tuple[object
             else:
                 because = (
                     f"{res.stack_bytes} B of stack per thread on sm_{device.arch} (spills; over {_SPILL_STACK_MAX} B "
-                    "ran 2-13x slower along the mma.sync paths)"
+                    "ran 2-15x slower along the mma.sync paths)"
                 )
             reasons.append(
                 f"{cfg.label}: left out, {because} (the cost model alone predicts {alone.predicted_us:.1f} us)"
