@@ -590,10 +590,11 @@ def triton_override_arch() -> int | None:
 
     With it set, Triton lowers every kernel along that architecture's code path (``mma.sync`` instead of wgmma on
     ``sm80``, no hardware e4m3 conversion, ...) and only ptxas targets the GPU present: the portable kernels run,
-    and are tested, on a newer GPU (an override newer than the GPU works only while its path uses nothing the GPU
-    lacks: the sm_120 path runs on an H200, an sm_89 path on an A100 does not, for its e4m3 conversion). wavemla then makes every architecture-dependent choice for that architecture
-    too (e4m3 decode, dependent launch, compiled resources, the planner's configuration), while the SM count and
-    the memory limits stay the GPU's.
+    and are tested, on a newer GPU. (An override newer than the GPU works only while its path uses nothing the GPU
+    lacks: the sm_120 path runs on an H200; an sm_89 path would not run on an A100, for its e4m3 conversion.)
+    wavemla then makes every architecture-dependent choice for that architecture too (e4m3 decode, dependent
+    launch, compiled resources, the planner's configuration), while the SM count and the memory limits stay the
+    GPU's.
     """
     import triton
 
