@@ -3,13 +3,12 @@ batch, each timed against the default plan (CUDA-graph replay, L2 flushed, media
 
     PYTHONPATH=src python3 benchmarks/experiments/bi_sweep.py --batch 32 48 64 96 128 148 256 --json bi_sweep.json
 """
+
 from __future__ import annotations
 
 import argparse
 import functools
 import json
-
-import torch
 
 import wavemla
 from wavemla import config
@@ -39,14 +38,22 @@ def main() -> None:
         topk, page, extra_topk, extra_page, extra_pool = MODES[mode]
         for b in args.batch:
             inputs = make_sparse_decode_inputs(
-                batch=b, h_q=64, topk=topk, page=page, extra_topk=extra_topk, extra_page=extra_page,
-                extra_pool=extra_pool or None, fp8=True, device="cuda",
+                batch=b,
+                h_q=64,
+                topk=topk,
+                page=page,
+                extra_topk=extra_topk,
+                extra_page=extra_page,
+                extra_pool=extra_pool or None,
+                fp8=True,
+                device="cuda",
             )
             kw = {k: v for k, v in inputs.items() if v is not None}
             meta, _ = wavemla.get_mla_metadata()
             wavemla.sparse_mla_decode(**kw, metadata=meta)
-            base = timings_us(functools.partial(wavemla.sparse_mla_decode, **kw, metadata=meta), reps=args.reps,
-                              graph=True)[1]
+            base = timings_us(
+                functools.partial(wavemla.sparse_mla_decode, **kw, metadata=meta), reps=args.reps, graph=True
+            )[1]
             line = [f"{mode} b={b:3d} default {base:6.1f}"]
             for opt in OPTIONS[mode]:
                 knobs = {} if opt is None else {"WAVEMLA_BLOCK_N": opt[0], "WAVEMLA_NUM_SPLITS": opt[1]}
@@ -58,12 +65,26 @@ def main() -> None:
                 t = timings_us(call, reps=args.reps, graph=True)[1]
                 label = "plan" if opt is None else f"bn{opt[0]}p{opt[1]}"
                 pieces = p.n_tiles // p.pieces_tiles
-                records.append({"mode": mode, "batch": b, "option": label, "block_n": p.block_n, "pieces": pieces,
-                                "units_per_part": p.units_per_part, "programs": p.programs,
-                                "combine": p.needs_combine, "predicted_us": p.predicted_us, "us": t,
-                                "default_us": base, "ratio": t / base})
-                line.append(f"{label}[{p.block_n}/{pieces}p k{p.units_per_part // p.pieces_tiles}"
-                            f"{'c' if p.needs_combine else ''}] {t:6.1f} ({t / base:.2f})")
+                records.append(
+                    {
+                        "mode": mode,
+                        "batch": b,
+                        "option": label,
+                        "block_n": p.block_n,
+                        "pieces": pieces,
+                        "units_per_part": p.units_per_part,
+                        "programs": p.programs,
+                        "combine": p.needs_combine,
+                        "predicted_us": p.predicted_us,
+                        "us": t,
+                        "default_us": base,
+                        "ratio": t / base,
+                    }
+                )
+                line.append(
+                    f"{label}[{p.block_n}/{pieces}p k{p.units_per_part // p.pieces_tiles}"
+                    f"{'c' if p.needs_combine else ''}] {t:6.1f} ({t / base:.2f})"
+                )
             print(" | ".join(line), flush=True)
     if args.json:
         with open(args.json, "w") as f:

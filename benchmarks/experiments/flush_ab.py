@@ -30,7 +30,7 @@ from wavemla.testing import make_sparse_decode_inputs
 from wavemla.tools.bench_indexer import IndexerBenchCase, _fill_case, index_k_bytes, run_case
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
-from idx_select import _score_only  # noqa: E402
+from idx_select import _score_only
 
 _BUFS: dict[str, torch.Tensor] = {}
 

@@ -29,7 +29,9 @@ def parse(spec: str) -> tuple[IndexerBenchCase, tuple[int, ...] | None]:
     parts = spec.split(":")
     b, n, fmt = int(parts[0]), int(parts[1]), parts[2]
     tile = tuple(int(x) for x in parts[3].split(",")) if len(parts) > 3 else None
-    kv, q = {"fp8qp": ("fp8-paged", "fp8"), "fp8q": ("fp8", "fp8"), "fp8": ("fp8", "bf16"), "bf16": ("bf16", "bf16")}[fmt]
+    kv, q = {"fp8qp": ("fp8-paged", "fp8"), "fp8q": ("fp8", "fp8"), "fp8": ("fp8", "bf16"), "bf16": ("bf16", "bf16")}[
+        fmt
+    ]
     return IndexerBenchCase(b=b, n_comp=n, kv_format=kv, q_format=q), tile  # type: ignore[return-value]
 
 
@@ -41,7 +43,7 @@ def main(argv: list[str]) -> None:
     for spec in specs:
         case, tile = parse(spec)
 
-        def choose(*a, _tile=tile, **k):  # noqa: ANN002, ANN003, ANN202
+        def choose(*a, _tile=tile, **k):
             cfg = _choose(*a, **k)
             if _tile is None:
                 return cfg
@@ -54,10 +56,18 @@ def main(argv: list[str]) -> None:
         data = _fill_case(case, gen)
         ws = torch.empty(ix.indexer_workspace_numel(case.b, 1, 64, case.n_comp), dtype=torch.int32, device="cuda")
 
-        def call() -> None:
-            ix.lightning_indexer(data["q"], data["w"], data["cache"], data["table"], data["n_comp"], case.topk,
-                                 max_n_comp=case.n_comp, workspace=ws,
-                                 index_k_layout="paged" if case.kv_format == "fp8-paged" else "rows")
+        def call(data: dict = data, ws: torch.Tensor = ws, case: IndexerBenchCase = case) -> None:
+            ix.lightning_indexer(
+                data["q"],
+                data["w"],
+                data["cache"],
+                data["table"],
+                data["n_comp"],
+                case.topk,
+                max_n_comp=case.n_comp,
+                workspace=ws,
+                index_k_layout="paged" if case.kv_format == "fp8-paged" else "rows",
+            )
 
         call()
         torch.cuda.synchronize()
@@ -76,9 +86,12 @@ def main(argv: list[str]) -> None:
                 per[ev.name[:40]] += ev.device_time_total / iters
         med = statistics.median(timing_samples_us(call, 20, graph=True))
         gbps = index_k_bytes(case) / (med * 1e-6) / 1e9
-        print(f"== {spec}: graph {med:.1f} us ({gbps:.0f} GB/s of index-K); kernels " +
-              ", ".join(f"{name.removeprefix('_indexer_')} {us:.1f}" for name, us in
-                        sorted(per.items(), key=lambda kv: -kv[1])))
+        print(
+            f"== {spec}: graph {med:.1f} us ({gbps:.0f} GB/s of index-K); kernels "
+            + ", ".join(
+                f"{name.removeprefix('_indexer_')} {us:.1f}" for name, us in sorted(per.items(), key=lambda kv: -kv[1])
+            )
+        )
         del data, ws
         torch.cuda.empty_cache()
 

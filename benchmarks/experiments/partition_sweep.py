@@ -4,15 +4,16 @@
         --specs default 64x64x8x1:7 64x32x8x1:13 default:launcher-q [--reps 20] [--json F]
     PYTHONPATH=src python3 benchmarks/experiments/partition_sweep.py --points csa:32:default csa:32:64x64x8x1:3 ...
 
-A spec is ``default`` (the planner's plan) or ``BHxBNxWARPSxSTAGES:UPP`` (that tile with UPP tiles per program,
-costed by ``plan.evaluate``); ``:launcher-q`` converts a bf16 q before the launch instead of through the kernel's
-scratch rows; ``:no-pdl`` launches the combine without programmatic dependent launch; ``:loop-combine`` runs the previous combine
-(a loop over pieces; ``benchmarks/experiments/variants/combine_loop.py``, written by ``materialize.sh``);
+A spec is ``default`` (the planner's plan) or ``BHxBNxWARPSxSTAGES:UPP`` (that tile with UPP tiles per program, costed
+by ``plan.evaluate``); ``:launcher-q`` converts a bf16 q before the launch instead of through the kernel's scratch
+rows; ``:no-pdl`` launches the combine without programmatic dependent launch; ``:loop-combine`` runs the previous
+combine (a loop over pieces; ``benchmarks/experiments/variants/combine_loop.py``, written by ``materialize.sh``);
 ``:bd512`` gives each combine program all 512 columns of its head; ``:torch-q`` converts a bf16 q with torch before
-the split kernel (no dependent launch of the split); ``:no-prefetch`` keeps the dependent launch behind the
-conversion kernel without the first tile's L2 prefetch; ``:bi`` runs in batch-invariant mode, ``:splits=N`` with N
-pieces per token (64x64 tiles pinned); ``:mdc=N`` merges cut tokens in the split kernel N columns at a time (0: all at once). Each spec is checked against the fp64 reference (GPU tolerances), then timed: CUDA-graph replay, L2
-flushed, median. DSV4 shapes: h=64, s_q=1, FP8 MODEL1, SWA 128 @ page 256 + CSA 512 @ page 64 or HCA 1024 @ page 2.
+the split kernel (no dependent launch of the split); ``:no-prefetch`` keeps the dependent launch behind the conversion
+kernel without the first tile's L2 prefetch; ``:bi`` runs in batch-invariant mode, ``:splits=N`` with N pieces per
+token (64x64 tiles pinned); ``:mdc=N`` merges cut tokens in the split kernel N columns at a time (0: all at once).
+Each spec is checked against the fp64 reference (GPU tolerances), then timed: CUDA-graph replay, L2 flushed, median.
+DSV4 shapes: h=64, s_q=1, FP8 MODEL1, SWA 128 @ page 256 + CSA 512 @ page 64 or HCA 1024 @ page 2.
 """
 
 import argparse
@@ -70,8 +71,16 @@ for (mode, b), specs in groups.items():
     topk, page, xtopk, xpage, xpool = MODES[mode]
     if True:
         inputs = make_sparse_decode_inputs(
-            batch=b, h_q=64, topk=topk, page=page, extra_topk=xtopk, extra_page=xpage, extra_pool=xpool,
-            fp8=True, device="cuda", seed=0,
+            batch=b,
+            h_q=64,
+            topk=topk,
+            page=page,
+            extra_topk=xtopk,
+            extra_page=xpage,
+            extra_pool=xpool,
+            fp8=True,
+            device="cuda",
+            seed=0,
         )
         kw = {k: v for k, v in inputs.items() if v is not None}
         rest = {k: v for k, v in kw.items() if k not in ("q", "kv_cache", "indices")}
@@ -87,11 +96,12 @@ for (mode, b), specs in groups.items():
                 cfg = KernelConfig(bh, bn, nw, ns)
                 api.plan = lambda w, d, cfg=cfg, upp=upp: evaluate(w, d, cfg, upp)
             no_pdl = "no-pdl" in opts
+            mdc = [int(o.split("=")[1]) for o in opts if o.startswith("mdc=")]  # the last one given wins
             extra = {
                 **({"q_ws": None} if launcher_q else {}),
                 **({"pdl": False} if no_pdl else {}),
                 **({"prefetch_first": False} if "no-prefetch" in opts else {}),
-                **{"merge_chunk": int(o.split("=")[1]) for o in opts if o.startswith("mdc=")},
+                **({"merge_chunk": mdc[-1]} if mdc else {}),
             }
             torch_q = "torch-q" in opts
 
@@ -106,7 +116,9 @@ for (mode, b), specs in groups.items():
             call_kw = {**kw, **({"batch_invariant": True} if "bi" in opts else {})}
             base = loop_combine() if "loop-combine" in opts else combine
             cextra = {**({"pdl": False} if no_pdl else {}), **({"block_d": 512} if "bd512" in opts else {})}
-            cb.sparse_decode_combine = (lambda **k: base(**{**k, **cextra})) if cextra else base
+            cb.sparse_decode_combine = (
+                (lambda base=base, cextra=cextra, **k: base(**{**k, **cextra})) if cextra else base
+            )
             try:
                 with config.override(**knobs):
                     meta, _ = get_mla_metadata()
@@ -114,16 +126,29 @@ for (mode, b), specs in groups.items():
                 bad = check_close("out", out, ref_o, TOLERANCES[("out", "gpu")]) or check_close(
                     "lse", lse, ref_l, TOLERANCES[("lse", "gpu")]
                 )
-                med = timings_us(lambda: sparse_mla_decode(**call_kw, metadata=meta), reps=args.reps, graph=True)[1]
+                med = timings_us(
+                    lambda call_kw=call_kw, meta=meta: sparse_mla_decode(**call_kw, metadata=meta),
+                    reps=args.reps,
+                    graph=True,
+                )[1]
             except Exception as e:
                 print(f"{mode} b={b:3d} {spec:24s} ERROR {str(e).splitlines()[0][:100]}", flush=True)
                 continue
             p = meta.plan
             k = meta.split_kernel
             rec = dict(
-                mode=mode, batch=b, spec=spec, config=str(p.config), units_per_part=p.units_per_part,
-                programs=p.programs, cut=p.needs_combine, merge_in_kernel=p.merge_in_kernel, median_us=med,
-                predicted_us=p.predicted_us, regs=getattr(k, "n_regs", None), spills=getattr(k, "n_spills", None),
+                mode=mode,
+                batch=b,
+                spec=spec,
+                config=str(p.config),
+                units_per_part=p.units_per_part,
+                programs=p.programs,
+                cut=p.needs_combine,
+                merge_in_kernel=p.merge_in_kernel,
+                median_us=med,
+                predicted_us=p.predicted_us,
+                regs=getattr(k, "n_regs", None),
+                spills=getattr(k, "n_spills", None),
                 ok=not bad,
             )
             records.append(rec)
@@ -139,4 +164,5 @@ api.plan = plan
 sd.sparse_decode_split = split
 cb.sparse_decode_combine = combine
 if args.json:
-    json.dump({"argv": sys.argv, "records": records}, open(args.json, "w"), indent=1)
+    with open(args.json, "w") as f:
+        json.dump({"argv": sys.argv, "records": records}, f, indent=1)
