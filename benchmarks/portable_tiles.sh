@@ -9,7 +9,7 @@
 set -uo pipefail
 BUDGET=${BUDGET:-540}
 source benchmarks/budget.sh
-echo "commit ${1:-unknown}"
+machine "${1:-unknown}"
 F='Warning[:(]|warner\('
 if [ "${DENSE:-0}" = 1 ]; then
   CONFIGS=${CONFIGS:-64x64x8x2 32x32x8x3 16x32x4x3 16x16x4x3}

@@ -151,7 +151,6 @@ def test_spilling_configurations_are_left_out_where_no_tile_was_measured(monkeyp
     clear_caches()
     p = plan(wl, a100)
     assert any("every configuration spills more than -1 B per thread on a100" in r for r in p.reasons)
-    clear_caches()
 
 
 @pytest.mark.parametrize("gpu", sorted(name for name, spec in PRESETS.items() if spec.arch != 90))

@@ -12,6 +12,7 @@ choice (and the keys per select program).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import statistics
 import sys
 from collections import defaultdict
@@ -20,7 +21,7 @@ import torch
 
 import wavemla.kernels.indexer as ix
 from wavemla.tools.bench import timing_samples_us
-from wavemla.tools.bench_indexer import IndexerBenchCase, _fill_case, index_k_bytes
+from wavemla.tools.bench_indexer import IndexerBenchCase, _fill_case, index_k_bytes, run_case
 
 _choose = ix.choose_config
 
@@ -56,18 +57,11 @@ def main(argv: list[str]) -> None:
         data = _fill_case(case, gen)
         ws = torch.empty(ix.indexer_workspace_numel(case.b, 1, 64, case.n_comp), dtype=torch.int32, device="cuda")
 
-        def call(data: dict = data, ws: torch.Tensor = ws, case: IndexerBenchCase = case) -> None:
-            ix.lightning_indexer(
-                data["q"],
-                data["w"],
-                data["cache"],
-                data["table"],
-                data["n_comp"],
-                case.topk,
-                max_n_comp=case.n_comp,
-                workspace=ws,
-                index_k_layout="paged" if case.kv_format == "fp8-paged" else "rows",
-            )
+        out = (
+            torch.empty(case.b, case.s_q, case.topk, dtype=torch.int32, device="cuda"),
+            torch.empty(case.b, case.s_q, dtype=torch.int32, device="cuda"),
+        )
+        call = functools.partial(run_case, case, data, ws, out)
 
         call()
         torch.cuda.synchronize()
