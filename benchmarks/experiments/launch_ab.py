@@ -47,6 +47,10 @@ def main() -> None:
             meta, _ = get_mla_metadata()
             res, times = alternate(variants, kw, meta, args.rounds, args.reps)
         same = same_bits(res["default"], res["variant"])
+        (o_d, l_d), (o_v, l_v) = res["default"], res["variant"]
+        # options that change the arithmetic: how far apart the two outputs are, against the output's size
+        out_diff = ((o_d.float() - o_v.float()).abs().max() / o_d.float().abs().max().clamp_min(1e-30)).item()
+        lse_diff = (l_d - l_v).abs().nan_to_num(0.0).max().item()
         t_def, t_var = min(times["default"]), min(times["variant"])
         p = meta.plan
         records.append(
@@ -54,12 +58,13 @@ def main() -> None:
                 mode=mode, batch=b, s_q=s_q, heads=h, pieces=pieces or None, options=options, config=str(p.config),
                 programs=p.programs, units_per_part=p.units_per_part, default_us=t_def, variant_us=t_var,
                 default_all=times["default"], variant_all=times["variant"], bit_identical=same,
+                out_rel_diff=out_diff, lse_abs_diff=lse_diff,
             )
         )  # fmt: skip
         print(
             f"{mode} b={b:3d} s_q={s_q} h={h:3d} pieces={pieces or '-':>2} {p.config!s:10s} progs={p.programs:4d} "
             f"upp={p.units_per_part:3d}  default {t_def:7.1f}  {args.kw} {t_var:7.1f} us  ({t_var / t_def:.3f})"
-            f"  bits {'same' if same else 'DIFFER'}",
+            f"  bits {'same' if same else f'DIFFER (out {out_diff:.1e} of max, lse {lse_diff:.1e})'}",
             flush=True,
         )
         del kw, res

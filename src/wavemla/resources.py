@@ -243,7 +243,7 @@ def _sparse_decode_spec(
     workspace = "*fp16" if is_fp8 else "*fp32"
     pointers = {
         "p_q": f"*{q_dtype}", "p_out": "*bf16", "p_lse": "*fp32", "p_o_ws": workspace, "p_lse_ws": "*fp32",
-        "p_cnt": "*i32", "p_q_ws": "*fp16", "p_sink": "*fp32", "p_kv": rows, "p_idx": "*i32", "p_len": "*i32",
+        "p_cnt": "*i32", "p_q_ws": "*fp16", "p_sink": "*fp32", "p_p_ws": "*fp16", "p_kv": rows, "p_idx": "*i32", "p_len": "*i32",
         "p_kv_x": rows, "p_idx_x": "*i32", "p_len_x": "*i32",
     }  # fmt: skip
     h, s_q, topk, topk_x, page, page_x = 64, 2, 128, 512, 256, 64
@@ -259,7 +259,7 @@ def _sparse_decode_spec(
     unspecialized = ("n_tiles_main", "n_tiles", "total_units", "units_per_part", "seg_units", "slot_units")
     import triton.language as tl
 
-    from wavemla.kernels.sparse_decode import MERGE_CHUNK, l2_policies
+    from wavemla.kernels.sparse_decode import MERGE_CHUNK, l2_policies, l2_prefetch_next
 
     l2 = l2_policies(is_fp8, block_h, block_n)  # the launcher's L2 policies
     constexprs: dict[str, Any] = {
@@ -276,6 +276,9 @@ def _sparse_decode_spec(
         "MERGE_DC": MERGE_CHUNK,
         "KV_EVICT": "evict_first" if l2 else "",
         "WS_EVICT": "evict_last" if l2 else "",
+        "PREFETCH_L2": is_fp8 and block_n > 32 and l2_prefetch_next(is_fp8, block_n),
+        "LAZY_RESCALE": False,
+        "P_VIA_WS": False,
     }  # fmt: skip
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
 

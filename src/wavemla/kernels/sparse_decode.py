@@ -126,17 +126,58 @@ def _decode_raw(b_x, b_s, b_r, IS_FP8: tl.constexpr, DTYPE: tl.constexpr, D: tl.
     return b_kv
 
 
+# Lazy rescaling: the accumulator keeps the reference maximum it is scaled to until a tile's scores exceed it by
+# more than this (base 2), so the weights exp2(s - m) stay below 2^8 (fp16 holds them exactly as well as weights
+# below 1) and the rescale of the [BLOCK_H, 512] accumulator is skipped for most tiles.
+LAZY_RESCALE_BITS = tl.constexpr(8.0)
+
+
 @triton.jit
-def _online_update(b_acc, b_m, b_l, b_kv, b_s_qk, m_n, DTYPE: tl.constexpr):
-    """Fold one tile's scores ``b_s_qk [BLOCK_H, BLOCK_N]`` (base 2, already scaled) into (acc, m, l)."""
+def _online_update(
+    b_acc, b_m, b_l, b_kv, b_s_qk, m_n, p_pws, DTYPE: tl.constexpr, LAZY: tl.constexpr, P_VIA_WS: tl.constexpr
+):
+    """Fold one tile's scores ``b_s_qk [BLOCK_H, BLOCK_N]`` (base 2, already scaled) into (acc, m, l).
+
+    With ``LAZY`` ``m`` is the reference maximum of (acc, l), not necessarily the running maximum: it moves, and the
+    accumulator is rescaled, only when some head's scores pass it by more than :data:`LAZY_RESCALE_BITS`.
+    """
     b_s_qk = tl.where(m_n[None, :], b_s_qk, float("-inf"))
+    if LAZY:
+        b_m_tile = tl.max(b_s_qk, 1)
+        # -inf + 8 stays -inf: a head that has seen no valid score moves at its first one
+        if tl.max((b_m_tile > b_m + LAZY_RESCALE_BITS).to(tl.int32), 0) > 0:
+            b_m_new = tl.maximum(b_m, b_m_tile)
+            b_m_safe = tl.where(b_m_new == float("-inf"), 0.0, b_m_new)
+            b_alpha = tl.exp2(b_m - b_m_safe)
+            b_acc = b_acc * b_alpha[:, None]
+            b_l = b_l * b_alpha
+            b_m = b_m_new
+        b_m_safe = tl.where(b_m == float("-inf"), 0.0, b_m)
+        b_p = tl.exp2(b_s_qk - b_m_safe[:, None])
+        b_l = b_l + tl.sum(b_p, 1)
+        b_acc = tl.dot(b_p.to(DTYPE), b_kv, b_acc)
+        return b_acc, b_m, b_l
     b_m_new = tl.maximum(b_m, tl.max(b_s_qk, 1))
     # A row that has seen no valid score keeps m = -inf; subtract 0 there so exp2 gives 0, not NaN.
     b_m_safe = tl.where(b_m_new == float("-inf"), 0.0, b_m_new)
     b_p = tl.exp2(b_s_qk - b_m_safe[:, None])
     b_alpha = tl.exp2(b_m - b_m_safe)
     b_l = b_l * b_alpha + tl.sum(b_p, 1)
-    b_acc = b_acc * b_alpha[:, None] + tl.dot(b_p.to(DTYPE), b_kv)
+    if P_VIA_WS:
+        # P and alpha reach the PV dot through this program's scratch rows: with no value path from the QK^T dot
+        # to the PV dot, Triton lays QK^T out over both warpgroups (each computes half the tile's columns) instead
+        # of computing all of it in each.
+        o_ph = tl.arange(0, b_p.shape[0])
+        o_pn = tl.arange(0, b_p.shape[1])
+        p_p = p_pws + o_ph[:, None] * b_p.shape[1] + o_pn[None, :]
+        p_a = (p_pws + b_p.shape[0] * b_p.shape[1]).to(tl.pointer_type(tl.float32)) + o_ph
+        tl.debug_barrier()  # the previous tile's reads of the scratch rows are done
+        tl.store(p_p, b_p.to(DTYPE))
+        tl.store(p_a, b_alpha)
+        tl.debug_barrier()  # every thread's values are stored before any thread reads them back
+        b_acc = b_acc * tl.load(p_a)[:, None] + tl.dot(tl.load(p_p), b_kv)
+    else:
+        b_acc = b_acc * b_alpha[:, None] + tl.dot(b_p.to(DTYPE), b_kv)
     return b_acc, b_m_new, b_l
 
 
@@ -155,6 +196,7 @@ def _attend_tiles(
     stride_blk,
     stride_tok,
     qk_scale,
+    p_pws,
     IS_FP8: tl.constexpr,
     PAGE: tl.constexpr,
     DTYPE: tl.constexpr,
@@ -164,6 +206,9 @@ def _attend_tiles(
     E4M3_CVT: tl.constexpr,
     PREFETCH_ROWS: tl.constexpr,
     KV_EVICT: tl.constexpr,
+    PREFETCH_L2: tl.constexpr,
+    LAZY_RESCALE: tl.constexpr,
+    P_VIA_WS: tl.constexpr,
 ):
     """Online softmax over tiles ``[i_lo, i_hi)`` of one index list; returns the updated (acc, m, l).
 
@@ -191,7 +236,7 @@ def _attend_tiles(
                 p_cache, tl.where(m_n_next, b_raw_idx, 0), m_n_next, stride_blk, stride_tok, IS_FP8, PAGE, D, KV_EVICT
             )
             b_raw_idx = _tile_idx(p_idx, i_tile + 2, n_hi, num_slots, BLOCK_N)
-            b_acc, b_m, b_l = _online_update(b_acc, b_m, b_l, b_kv, b_s_qk, m_n, DTYPE)
+            b_acc, b_m, b_l = _online_update(b_acc, b_m, b_l, b_kv, b_s_qk, m_n, p_pws, DTYPE, LAZY_RESCALE, P_VIA_WS)
             m_n = m_n_next
     else:
         for i_tile in tl.range(i_lo, i_hi, num_stages=NUM_STAGES):
@@ -201,8 +246,12 @@ def _attend_tiles(
             )
             b_raw_idx = _tile_idx(p_idx, i_tile + 1, n_hi, num_slots, BLOCK_N)  # all -1 past i_hi
             b_kv = _decode_raw(b_x, b_s, b_r, IS_FP8, DTYPE, D, E4M3_CVT)
+            if PREFETCH_L2:
+                # The next tile's rows on their way to L2 while this one is computed: its gather then waits on an L2
+                # hit instead of a DRAM round trip (no registers held, unlike PREFETCH_ROWS).
+                _prefetch_rows_l2(p_cache, b_raw_idx, stride_blk, PAGE)
             b_s_qk = tl.dot(b_q, tl.trans(b_kv)) * qk_scale
-            b_acc, b_m, b_l = _online_update(b_acc, b_m, b_l, b_kv, b_s_qk, m_n, DTYPE)
+            b_acc, b_m, b_l = _online_update(b_acc, b_m, b_l, b_kv, b_s_qk, m_n, p_pws, DTYPE, LAZY_RESCALE, P_VIA_WS)
     return b_acc, b_m, b_l
 
 
@@ -301,7 +350,13 @@ def _prefetch_first_tile(
     p_cache, p_idx, i_tile, n_valid, num_slots, stride_blk, PAGE: tl.constexpr, BLOCK_N: tl.constexpr
 ):
     """L2 prefetch of the FP8 MODEL1 rows of one tile (every 128-byte line of a 576-byte row, and its scales)."""
-    b_idx = _tile_idx(p_idx, i_tile, n_valid, num_slots, BLOCK_N)
+    _prefetch_rows_l2(p_cache, _tile_idx(p_idx, i_tile, n_valid, num_slots, BLOCK_N), stride_blk, PAGE)
+
+
+@triton.jit
+def _prefetch_rows_l2(p_cache, b_idx, stride_blk, PAGE: tl.constexpr):
+    """L2 prefetch of the FP8 MODEL1 rows at slots ``b_idx`` (-1: none): every 128-byte line of each 576-byte row,
+    and its scale bytes."""
     m_n = b_idx >= 0
     b_idx = tl.where(m_n, b_idx, 0)
     p_page = p_cache + (b_idx // PAGE).to(tl.int64) * stride_blk
@@ -353,6 +408,7 @@ def _sparse_mla_decode_kernel(
     p_cnt,
     p_q_ws,
     p_sink,
+    p_p_ws,
     # main cache
     p_kv,
     p_idx,
@@ -413,6 +469,9 @@ def _sparse_mla_decode_kernel(
     MERGE_DC: tl.constexpr,
     KV_EVICT: tl.constexpr,
     WS_EVICT: tl.constexpr,
+    PREFETCH_L2: tl.constexpr,
+    LAZY_RESCALE: tl.constexpr,
+    P_VIA_WS: tl.constexpr,
 ):
     if PDL:
         # Let the combine launch now: its programs wait in griddepcontrol.wait until this grid has finished, so
@@ -424,6 +483,8 @@ def _sparse_mla_decode_kernel(
     o_h = i_hb * BLOCK_H + tl.arange(0, BLOCK_H)
     m_h = o_h < H
     o_d = tl.arange(0, D)
+    # this program's P scratch rows (P_VIA_WS): BLOCK_H x BLOCK_N values of the compute dtype, then BLOCK_H fp32
+    p_pws = p_p_ws + tl.cast(i_pid, tl.int64) * (BLOCK_H * BLOCK_N + 2 * BLOCK_H)
 
     unit_lo = i_part * units_per_part
     unit_hi = tl.minimum(unit_lo + units_per_part, total_units)
@@ -476,8 +537,9 @@ def _sparse_mla_decode_kernel(
         b_acc, b_m, b_l = _attend_tiles(
             b_acc, b_m, b_l, b_q,
             p_kv, p_idx + tl.cast(i_b, tl.int64) * stride_ib + i_s * stride_is,
-            t_lo, hi_main, n_main, num_slots, stride_kv_blk, stride_kv_tok, qk_scale,
+            t_lo, hi_main, n_main, num_slots, stride_kv_blk, stride_kv_tok, qk_scale, p_pws,
             IS_FP8, PAGE, DTYPE, BLOCK_N, D, NUM_STAGES, E4M3_CVT, PREFETCH_ROWS, KV_EVICT,
+            PREFETCH_L2, LAZY_RESCALE, P_VIA_WS,
         )  # fmt: skip
         if HAS_EXTRA:
             n_x = topk_x
@@ -488,8 +550,9 @@ def _sparse_mla_decode_kernel(
             b_acc, b_m, b_l = _attend_tiles(
                 b_acc, b_m, b_l, b_q,
                 p_kv_x, p_idx_x + tl.cast(i_b, tl.int64) * stride_ixb + i_s * stride_ixs,
-                lo_x, hi_x, n_x, num_slots_x, stride_kvx_blk, stride_kvx_tok, qk_scale,
+                lo_x, hi_x, n_x, num_slots_x, stride_kvx_blk, stride_kvx_tok, qk_scale, p_pws,
                 IS_FP8, PAGE_X, DTYPE, BLOCK_N, D, NUM_STAGES, E4M3_CVT, PREFETCH_ROWS, KV_EVICT,
+                PREFETCH_L2, LAZY_RESCALE, P_VIA_WS,
             )  # fmt: skip
 
         m_seen = b_l > 0.0
@@ -561,6 +624,12 @@ def l2_policies(is_fp8: bool, block_h: int, block_n: int) -> bool:
     return is_fp8 and not (block_h >= 64 and block_n < 64)
 
 
+def l2_prefetch_next(is_fp8: bool, block_n: int) -> bool:
+    """Whether the split kernel prefetches the next tile's rows into L2 while it computes a tile (FP8 rows in tiles
+    of more than 32 rows, whose raw rows are not prefetched into registers; same results either way)."""
+    return False
+
+
 def launch_l2_policies(is_fp8: bool, block_h: int, block_n: int) -> bool:
     """The launcher's choice of L2 policies: the ``WAVEMLA_L2_POLICIES`` knob, ``auto`` meaning :func:`l2_policies`."""
     choice = config.get("WAVEMLA_L2_POLICIES")
@@ -607,6 +676,9 @@ def sparse_decode_split(
     prefetch_first: bool = True,
     merge_chunk: int = MERGE_CHUNK,
     l2_hints: bool | None = None,
+    prefetch_l2: bool | None = None,
+    lazy_rescale: bool = False,
+    p_via_ws: bool = False,
 ) -> Any:
     """Launch the split kernel; returns Triton's compiled-kernel handle (registers, spills, shared memory).
 
@@ -633,6 +705,8 @@ def sparse_decode_split(
     """
     if l2_hints is None:
         l2_hints = launch_l2_policies(is_fp8, block_h, block_n)
+    if prefetch_l2 is None:
+        prefetch_l2 = l2_prefetch_next(is_fp8, block_n)
     if merge_chunk < 0 or (merge_chunk and (q.shape[-1] % merge_chunk or merge_chunk & (merge_chunk - 1))):
         raise ValueError(f"merge_chunk: 0 or a power of two dividing {q.shape[-1]}, got {merge_chunk}")
     if e4m3_cvt is None:
@@ -668,6 +742,11 @@ def sparse_decode_split(
         p_cnt=counts if counts is not None else indices,
         p_q_ws=q_ws if q_via_ws else q,
         p_sink=attn_sink if attn_sink is not None else lse,
+        p_p_ws=(
+            torch.empty(num_parts * num_hb * (block_h * block_n + 2 * block_h), dtype=torch.float16, device=q.device)
+            if p_via_ws
+            else out
+        ),
         p_kv=kv,
         p_idx=indices,
         p_len=topk_length if topk_length is not None else dummy,
@@ -731,6 +810,9 @@ def sparse_decode_split(
         # 97.1 -> 89.5, b=133 (cut tokens) 102.0 -> 96.0; s_q=2 and h=128 5-8% faster, h=16 (16x32 tiles) b=96 7%.
         KV_EVICT="evict_first" if l2_hints else "",
         WS_EVICT="evict_last" if l2_hints else "",
+        PREFETCH_L2=is_fp8 and prefetch_l2 and block_n > 32 and not triton_interpreting(),
+        LAZY_RESCALE=lazy_rescale,
+        P_VIA_WS=p_via_ws,
         num_warps=num_warps,
         num_stages=num_stages,
         **({"launch_pdl": True} if wait_q else {}),
