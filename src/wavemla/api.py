@@ -73,6 +73,7 @@ class MLAMetadata:
     lse_ws: torch.Tensor | None = field(default=None, repr=False)
     counts: torch.Tensor | None = field(default=None, repr=False)  # sparse: pieces written per (token, head block)
     q_ws: torch.Tensor | None = field(default=None, repr=False)  # sparse, FP8 rows, bf16 q: per-program q in fp16
+    p_ws: torch.Tensor | None = field(default=None, repr=False)  # sparse, FP8 rows, 64-head tiles: per-program P
     split_kernel: Any = field(default=None, repr=False)  # Triton's compiled split kernel (resource report)
     dense_plan: DensePlan | None = None  # the dense decode's plan (``plan`` stays None for it)
     sched: torch.Tensor | None = field(default=None, repr=False)  # dense: [num_parts, 4] int32 work ranges
@@ -196,7 +197,7 @@ def sparse_mla_decode(
         out, lse = sparse_mla_decode(q, cache, idx, attn_sink=sink, extra_kv_cache=comp, extra_indices=comp_idx)
     """
     from wavemla.kernels.combine import sparse_decode_combine
-    from wavemla.kernels.sparse_decode import sparse_decode_split
+    from wavemla.kernels.sparse_decode import p_scratch_elems, sparse_decode_split
 
     device = _check_q_common(q)
     b, s_q, h_q, d = q.shape
@@ -275,8 +276,11 @@ def sparse_mla_decode(
                 meta.lse_ws = torch.empty((rows, h_q), dtype=torch.float32, device=device)
                 # zero once; the program that merges a token's pieces puts its counter back to zero
                 meta.counts = torch.zeros(b * s_q * meta.plan.num_head_blocks, dtype=torch.int32, device=device)
+            p0 = meta.plan
+            n_p = p_scratch_elems(is_fp8, p0.block_h, p0.block_n, p0.num_parts * p0.num_head_blocks, device)
+            if n_p:
+                meta.p_ws = torch.empty(n_p, dtype=torch.float16, device=device)
             if is_fp8 and q.dtype != torch.float16 and meta.plan.q_scratch:
-                p0 = meta.plan
                 meta.q_ws = torch.empty(
                     (p0.num_parts * p0.num_head_blocks, p0.config.block_h, D_QK), dtype=torch.float16, device=device
                 )
@@ -318,6 +322,7 @@ def sparse_mla_decode(
             pieces_tiles=p.pieces_tiles,
             merge_in_kernel=p.merge_in_kernel,
             q_ws=meta.q_ws,
+            p_ws=meta.p_ws,
         )
         if p.writes_partials and not p.merge_in_kernel:
             assert meta.o_ws is not None and meta.lse_ws is not None

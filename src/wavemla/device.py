@@ -611,6 +611,17 @@ def triton_override_arch() -> int | None:
     return arch
 
 
+def device_arch(device: Any) -> int:
+    """The architecture (``90`` for sm_90) kernels on CUDA ``device`` are built for: Triton's override
+    (:func:`triton_override_arch`), else the GPU's."""
+    import torch
+
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        raise ValueError(f"device: a CUDA device has an architecture, got {dev}")
+    return _device_arch(dev.index if dev.index is not None else torch.cuda.current_device())
+
+
 def _device_arch(index: int) -> int:
     """The architecture kernels on CUDA device ``index`` are built for: Triton's override, else the GPU's."""
     return triton_override_arch() or _physical_arch(index)

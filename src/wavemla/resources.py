@@ -243,8 +243,8 @@ def _sparse_decode_spec(
     workspace = "*fp16" if is_fp8 else "*fp32"
     pointers = {
         "p_q": f"*{q_dtype}", "p_out": "*bf16", "p_lse": "*fp32", "p_o_ws": workspace, "p_lse_ws": "*fp32",
-        "p_cnt": "*i32", "p_q_ws": "*fp16", "p_sink": "*fp32", "p_p_ws": "*fp16", "p_kv": rows, "p_idx": "*i32", "p_len": "*i32",
-        "p_kv_x": rows, "p_idx_x": "*i32", "p_len_x": "*i32",
+        "p_cnt": "*i32", "p_q_ws": "*fp16", "p_sink": "*fp32", "p_p_ws": "*fp16", "p_kv": rows, "p_idx": "*i32",
+        "p_len": "*i32", "p_kv_x": rows, "p_idx_x": "*i32", "p_len_x": "*i32",
     }  # fmt: skip
     h, s_q, topk, topk_x, page, page_x = 64, 2, 128, 512, 256, 64
     row_stride = 584 if is_fp8 else 512  # elements of the row pointer's type
@@ -277,8 +277,7 @@ def _sparse_decode_spec(
         "KV_EVICT": "evict_first" if l2 else "",
         "WS_EVICT": "evict_last" if l2 else "",
         "PREFETCH_L2": is_fp8 and block_n > 32 and l2_prefetch_next(is_fp8, block_n),
-        "LAZY_RESCALE": False,
-        "P_VIA_WS": False,
+        "P_VIA_WS": is_fp8 and block_h >= 64 and arch == 90,  # as p_scratch_elems decides
     }  # fmt: skip
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
 

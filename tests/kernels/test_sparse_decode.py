@@ -437,3 +437,76 @@ def test_gpu_l2_policies_knob_keeps_the_bits(block_n):
             results.append(sparse_mla_decode(**kwargs))
     (o_on, lse_on), (o_off, lse_off) = results
     assert torch.equal(o_on, o_off) and torch.equal(lse_on, lse_off)
+
+
+@pytest.mark.parametrize(
+    ("is_fp8", "block_n", "on"),
+    [(True, 64, True), (True, 32, False), (True, 16, False), (False, 64, False)],
+    ids=["fp8-64", "fp8-32", "fp8-16", "rows-64"],
+)
+def test_l2_prefetch_follows_the_measured_rule(is_fp8, block_n, on):
+    """The next tile's rows go to L2 ahead of their gather in FP8 tiles of more than 32 rows (measured faster on the
+    H200); 32-row tiles prefetch their raw rows into registers instead."""
+    from wavemla.kernels.sparse_decode import l2_prefetch_next
+
+    assert l2_prefetch_next(is_fp8, block_n) is on
+
+
+@pytest.mark.parametrize(
+    ("is_fp8", "block_h", "arch", "on"),
+    [(True, 64, 90, True), (True, 64, 100, False), (True, 64, 120, False), (True, 64, 80, False),
+     (True, 16, 90, False), (False, 64, 90, False)],
+)  # fmt: skip
+def test_p_scratch_only_on_hopper_64_head_fp8_tiles(is_fp8, block_h, arch, on, monkeypatch):
+    """P goes through scratch rows where it was measured faster (sm_90, warpgroup MMA, FP8 64-head tiles): the grid
+    times one tile's P and its rescale factors, in fp16 elements."""
+    import wavemla.kernels.sparse_decode as sd
+
+    monkeypatch.setattr(sd, "device_arch", lambda device: arch)
+    expected = 3 * (block_h * 64 + 2 * block_h) if on else 0
+    assert sd.p_scratch_elems(is_fp8, block_h, 64, 3, "cuda:0") == expected
+
+
+def test_p_scratch_used_by_the_interpreter():
+    """Under the interpreter the path runs on the CPU (its tests), for FP8 64-head tiles only."""
+    from wavemla.device import triton_interpreting
+    from wavemla.kernels.sparse_decode import p_scratch_elems
+
+    assert p_scratch_elems(True, 64, 32, 2, "cpu") == (2 * (64 * 32 + 128) if triton_interpreting() else 0)
+    assert p_scratch_elems(False, 64, 32, 2, "cpu") == 0
+
+
+@pytest.mark.parametrize("block_n", [64, 32], ids=["64-row", "32-row"])
+@pytest.mark.parametrize("splits", [1, 3], ids=["whole", "split"])
+def test_p_through_scratch_rows_matches_reference(block_n, splits):
+    """64-head FP8 tiles pass P and the rescale factors to the PV dot through per-program scratch rows (on sm_90
+    and under the interpreter): the result matches the reference, whole and cut tokens, and repeats bit for bit."""
+    from wavemla import get_mla_metadata
+
+    inputs = make_sparse_decode_inputs(
+        batch=3, h_q=64, topk=96, page=64, extra_topk=160, extra_page=16, extra_pool=320, fp8=True, dtype=SMALL_DTYPE,
+        device=DEVICE, seed=11,
+    )  # fmt: skip
+    knobs = dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=block_n, WAVEMLA_NUM_WARPS=8, WAVEMLA_NUM_STAGES=1)
+    with config.override(**knobs, WAVEMLA_NUM_SPLITS=splits):
+        meta, _ = get_mla_metadata()
+        out, lse = check(inputs, metadata=meta)
+        uses = meta.p_ws is not None
+        out2, lse2 = check(inputs, metadata=meta)
+    assert torch.equal(out, out2) and torch.equal(lse, lse2)
+    if not HAS_CUDA:
+        assert uses
+
+
+def test_p_scratch_argument_checked():
+    """The launcher refuses a scratch too small or of another dtype, naming the argument."""
+    from wavemla.kernels.sparse_decode import sparse_decode_split
+
+    with pytest.raises(ValueError, match="p_ws"):
+        sparse_decode_split(
+            q=torch.zeros(1, 1, 64, 512), out=torch.zeros(1), lse=torch.zeros(1), o_ws=None, lse_ws=None,
+            counts=None, kv=torch.zeros(1), indices=torch.zeros(1, 1, 64, dtype=torch.int32), topk_length=None,
+            extra_kv=None, extra_indices=None, extra_topk_length=None, attn_sink=None, is_fp8=True,
+            softmax_scale=0.1, block_h=64, block_n=64, num_warps=8, num_stages=1, units_per_part=1, num_parts=1,
+            p_ws=torch.zeros(10, dtype=torch.float16),
+        )  # fmt: skip

@@ -40,7 +40,7 @@ import triton
 import triton.language as tl
 
 from wavemla import config
-from wavemla.device import fp8_decode_path, triton_interpreting
+from wavemla.device import device_arch, fp8_decode_path, triton_interpreting
 from wavemla.kernels import gdc
 from wavemla.kernels.fp8 import e4m3_times_256_inv_f16, ue8m0_scale_times_256
 from wavemla.kernels.gdc import gdc_launch_dependents, gdc_wait
@@ -126,37 +126,17 @@ def _decode_raw(b_x, b_s, b_r, IS_FP8: tl.constexpr, DTYPE: tl.constexpr, D: tl.
     return b_kv
 
 
-# Lazy rescaling: the accumulator keeps the reference maximum it is scaled to until a tile's scores exceed it by
-# more than this (base 2), so the weights exp2(s - m) stay below 2^8 (fp16 holds them exactly as well as weights
-# below 1) and the rescale of the [BLOCK_H, 512] accumulator is skipped for most tiles.
-LAZY_RESCALE_BITS = tl.constexpr(8.0)
-
-
 @triton.jit
-def _online_update(
-    b_acc, b_m, b_l, b_kv, b_s_qk, m_n, p_pws, DTYPE: tl.constexpr, LAZY: tl.constexpr, P_VIA_WS: tl.constexpr
-):
+def _online_update(b_acc, b_m, b_l, b_kv, b_s_qk, m_n, p_pws, DTYPE: tl.constexpr, P_VIA_WS: tl.constexpr):
     """Fold one tile's scores ``b_s_qk [BLOCK_H, BLOCK_N]`` (base 2, already scaled) into (acc, m, l).
 
-    With ``LAZY`` ``m`` is the reference maximum of (acc, l), not necessarily the running maximum: it moves, and the
-    accumulator is rescaled, only when some head's scores pass it by more than :data:`LAZY_RESCALE_BITS`.
+    With ``P_VIA_WS`` the weights P and the rescale factors reach the PV dot through this program's scratch rows at
+    ``p_pws`` (``BLOCK_H x BLOCK_N`` values of ``DTYPE``, then ``BLOCK_H`` fp32): Triton gives a dot whose result
+    feeds another dot every warp along M, so with 64 heads and 8 warps each warpgroup computed all of QK^T; with no
+    value path between the two dots, QK^T is split over the warpgroups (half the tile's columns each; H200, CSA
+    h=64 b=128: 75.4 -> 73.0 µs, s_q=2 b=96 121.9 -> 114.9).
     """
     b_s_qk = tl.where(m_n[None, :], b_s_qk, float("-inf"))
-    if LAZY:
-        b_m_tile = tl.max(b_s_qk, 1)
-        # -inf + 8 stays -inf: a head that has seen no valid score moves at its first one
-        if tl.max((b_m_tile > b_m + LAZY_RESCALE_BITS).to(tl.int32), 0) > 0:
-            b_m_new = tl.maximum(b_m, b_m_tile)
-            b_m_safe = tl.where(b_m_new == float("-inf"), 0.0, b_m_new)
-            b_alpha = tl.exp2(b_m - b_m_safe)
-            b_acc = b_acc * b_alpha[:, None]
-            b_l = b_l * b_alpha
-            b_m = b_m_new
-        b_m_safe = tl.where(b_m == float("-inf"), 0.0, b_m)
-        b_p = tl.exp2(b_s_qk - b_m_safe[:, None])
-        b_l = b_l + tl.sum(b_p, 1)
-        b_acc = tl.dot(b_p.to(DTYPE), b_kv, b_acc)
-        return b_acc, b_m, b_l
     b_m_new = tl.maximum(b_m, tl.max(b_s_qk, 1))
     # A row that has seen no valid score keeps m = -inf; subtract 0 there so exp2 gives 0, not NaN.
     b_m_safe = tl.where(b_m_new == float("-inf"), 0.0, b_m_new)
@@ -207,7 +187,6 @@ def _attend_tiles(
     PREFETCH_ROWS: tl.constexpr,
     KV_EVICT: tl.constexpr,
     PREFETCH_L2: tl.constexpr,
-    LAZY_RESCALE: tl.constexpr,
     P_VIA_WS: tl.constexpr,
 ):
     """Online softmax over tiles ``[i_lo, i_hi)`` of one index list; returns the updated (acc, m, l).
@@ -236,7 +215,7 @@ def _attend_tiles(
                 p_cache, tl.where(m_n_next, b_raw_idx, 0), m_n_next, stride_blk, stride_tok, IS_FP8, PAGE, D, KV_EVICT
             )
             b_raw_idx = _tile_idx(p_idx, i_tile + 2, n_hi, num_slots, BLOCK_N)
-            b_acc, b_m, b_l = _online_update(b_acc, b_m, b_l, b_kv, b_s_qk, m_n, p_pws, DTYPE, LAZY_RESCALE, P_VIA_WS)
+            b_acc, b_m, b_l = _online_update(b_acc, b_m, b_l, b_kv, b_s_qk, m_n, p_pws, DTYPE, P_VIA_WS)
             m_n = m_n_next
     else:
         for i_tile in tl.range(i_lo, i_hi, num_stages=NUM_STAGES):
@@ -251,7 +230,7 @@ def _attend_tiles(
                 # hit instead of a DRAM round trip (no registers held, unlike PREFETCH_ROWS).
                 _prefetch_rows_l2(p_cache, b_raw_idx, stride_blk, PAGE)
             b_s_qk = tl.dot(b_q, tl.trans(b_kv)) * qk_scale
-            b_acc, b_m, b_l = _online_update(b_acc, b_m, b_l, b_kv, b_s_qk, m_n, p_pws, DTYPE, LAZY_RESCALE, P_VIA_WS)
+            b_acc, b_m, b_l = _online_update(b_acc, b_m, b_l, b_kv, b_s_qk, m_n, p_pws, DTYPE, P_VIA_WS)
     return b_acc, b_m, b_l
 
 
@@ -470,7 +449,6 @@ def _sparse_mla_decode_kernel(
     KV_EVICT: tl.constexpr,
     WS_EVICT: tl.constexpr,
     PREFETCH_L2: tl.constexpr,
-    LAZY_RESCALE: tl.constexpr,
     P_VIA_WS: tl.constexpr,
 ):
     if PDL:
@@ -539,7 +517,7 @@ def _sparse_mla_decode_kernel(
             p_kv, p_idx + tl.cast(i_b, tl.int64) * stride_ib + i_s * stride_is,
             t_lo, hi_main, n_main, num_slots, stride_kv_blk, stride_kv_tok, qk_scale, p_pws,
             IS_FP8, PAGE, DTYPE, BLOCK_N, D, NUM_STAGES, E4M3_CVT, PREFETCH_ROWS, KV_EVICT,
-            PREFETCH_L2, LAZY_RESCALE, P_VIA_WS,
+            PREFETCH_L2, P_VIA_WS,
         )  # fmt: skip
         if HAS_EXTRA:
             n_x = topk_x
@@ -552,7 +530,7 @@ def _sparse_mla_decode_kernel(
                 p_kv_x, p_idx_x + tl.cast(i_b, tl.int64) * stride_ixb + i_s * stride_ixs,
                 lo_x, hi_x, n_x, num_slots_x, stride_kvx_blk, stride_kvx_tok, qk_scale, p_pws,
                 IS_FP8, PAGE_X, DTYPE, BLOCK_N, D, NUM_STAGES, E4M3_CVT, PREFETCH_ROWS, KV_EVICT,
-                PREFETCH_L2, LAZY_RESCALE, P_VIA_WS,
+                PREFETCH_L2, P_VIA_WS,
             )  # fmt: skip
 
         m_seen = b_l > 0.0
@@ -625,9 +603,26 @@ def l2_policies(is_fp8: bool, block_h: int, block_n: int) -> bool:
 
 
 def l2_prefetch_next(is_fp8: bool, block_n: int) -> bool:
-    """Whether the split kernel prefetches the next tile's rows into L2 while it computes a tile (FP8 rows in tiles
-    of more than 32 rows, whose raw rows are not prefetched into registers; same results either way)."""
-    return False
+    """Whether the split kernel prefetches the next tile's rows into L2 while it computes a tile by default: FP8
+    rows in tiles of more than 32 rows, whose raw rows are not prefetched into registers (same results either way;
+    H200, 64x64 tiles: 1-5% faster at h=64, neutral at h=128, where a second head block reads each row;
+    2026-12-01-h200-tile-loop.log)."""
+    return is_fp8 and block_n > 32
+
+
+def p_scratch_elems(is_fp8: bool, block_h: int, block_n: int, programs: int, device: Any) -> int:
+    """fp16 elements of the scratch rows through which the split kernel passes P to the PV dot (``p_ws``), 0 where
+    it keeps P in registers.
+
+    Used for FP8 rows in 64-head tiles where Triton lowers ``tl.dot`` to Hopper's warpgroup MMA (sm_90), whose
+    layout rule made each warpgroup compute all of QK^T (:func:`_online_update`), and under Triton's interpreter,
+    so that the CPU tests run the path. sm_100 (tcgen05) and the mma.sync paths were not measured with it.
+    ``programs``: the grid (parts times head blocks)."""
+    if not (is_fp8 and block_h >= 64):
+        return 0
+    dev = torch.device(device)
+    use = triton_interpreting() if dev.type != "cuda" else device_arch(dev) == 90
+    return programs * (block_h * block_n + 2 * block_h) if use else 0
 
 
 def launch_l2_policies(is_fp8: bool, block_h: int, block_n: int) -> bool:
@@ -677,8 +672,7 @@ def sparse_decode_split(
     merge_chunk: int = MERGE_CHUNK,
     l2_hints: bool | None = None,
     prefetch_l2: bool | None = None,
-    lazy_rescale: bool = False,
-    p_via_ws: bool = False,
+    p_ws: torch.Tensor | None = None,
 ) -> Any:
     """Launch the split kernel; returns Triton's compiled-kernel handle (registers, spills, shared memory).
 
@@ -701,12 +695,22 @@ def sparse_decode_split(
     merge of cut tokens (0: all 512 at once; same bits either way). ``e4m3_cvt`` picks the e4m3 decode
     (hardware conversion or bit assembly; identical results); None asks :func:`wavemla.device.fp8_decode_path` for
     q's device. ``l2_hints``: load the gathered rows with L2 policy evict_first and store the partials with
-    evict_last (same results either way); None: :func:`launch_l2_policies`.
+    evict_last (same results either way); None: :func:`launch_l2_policies`. ``prefetch_l2``: prefetch the next
+    tile's FP8 rows into L2 during each tile (tiles of more than 32 rows; same results either way); None:
+    :func:`l2_prefetch_next`. ``p_ws``: fp16 scratch of at least :func:`p_scratch_elems` elements through which P
+    reaches the PV dot (FP8 rows; None keeps P in registers).
     """
     if l2_hints is None:
         l2_hints = launch_l2_policies(is_fp8, block_h, block_n)
     if prefetch_l2 is None:
         prefetch_l2 = l2_prefetch_next(is_fp8, block_n)
+    if p_ws is not None:
+        need = num_parts * triton.cdiv(q.shape[2], block_h) * (block_h * block_n + 2 * block_h)
+        if not is_fp8 or p_ws.dtype != torch.float16 or p_ws.numel() < need:
+            raise ValueError(
+                f"p_ws: FP8 rows and an fp16 tensor of at least {need} elements, got {p_ws.dtype} "
+                f"{p_ws.numel()} ({'FP8' if is_fp8 else 'row'} cache)"
+            )
     if merge_chunk < 0 or (merge_chunk and (q.shape[-1] % merge_chunk or merge_chunk & (merge_chunk - 1))):
         raise ValueError(f"merge_chunk: 0 or a power of two dividing {q.shape[-1]}, got {merge_chunk}")
     if e4m3_cvt is None:
@@ -742,11 +746,7 @@ def sparse_decode_split(
         p_cnt=counts if counts is not None else indices,
         p_q_ws=q_ws if q_via_ws else q,
         p_sink=attn_sink if attn_sink is not None else lse,
-        p_p_ws=(
-            torch.empty(num_parts * num_hb * (block_h * block_n + 2 * block_h), dtype=torch.float16, device=q.device)
-            if p_via_ws
-            else out
-        ),
+        p_p_ws=p_ws if p_ws is not None else out,
         p_kv=kv,
         p_idx=indices,
         p_len=topk_length if topk_length is not None else dummy,
@@ -811,8 +811,7 @@ def sparse_decode_split(
         KV_EVICT="evict_first" if l2_hints else "",
         WS_EVICT="evict_last" if l2_hints else "",
         PREFETCH_L2=is_fp8 and prefetch_l2 and block_n > 32 and not triton_interpreting(),
-        LAZY_RESCALE=lazy_rescale,
-        P_VIA_WS=p_via_ws,
+        P_VIA_WS=p_ws is not None,
         num_warps=num_warps,
         num_stages=num_stages,
         **({"launch_pdl": True} if wait_q else {}),
