@@ -45,6 +45,10 @@ want racecheck-qwait && step ${RACECHECK_LIMIT:-150} racecheck-qwait $CS --tool 
 M="python3 -m pytest tests/kernels/test_batch_invariance.py -k merged -q -p no:cacheprovider -p no:xdist"
 want memcheck-merge && step 120 memcheck-merge $CS --tool memcheck $M
 want racecheck-merge && step ${RACECHECK_LIMIT:-150} racecheck-merge $CS --tool racecheck --racecheck-report hazard $M
+# 64-head FP8 tiles passing P to the PV dot through per-program scratch rows (sm_90), whole and cut tokens
+PS="python3 -m pytest tests/kernels/test_sparse_decode.py -k scratch_rows -q -p no:cacheprovider -p no:xdist"
+want memcheck-pscratch && step 120 memcheck-pscratch $CS --tool memcheck $PS
+want racecheck-pscratch && step ${RACECHECK_LIMIT:-150} racecheck-pscratch $CS --tool racecheck --racecheck-report hazard $PS
 # dense decode: scheduler, split and combine kernels, bf16 and FP8 V3.2 rows, lengths 0..1000
 want memcheck-dense && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step ${MEMCHECK_LIMIT:-90} memcheck-dense $CS --tool memcheck python3 benchmarks/sanitize_dense.py
 want racecheck-dense && step ${RACECHECK_LIMIT:-150} racecheck-dense $CS --tool racecheck --racecheck-report hazard python3 benchmarks/sanitize_dense.py
