@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# GPU: two changes to the split kernel's tile loop, each A/B against the launcher's default at DSV4 shapes
+# GPU: changes to the split kernel's tile loop, each A/B against the launcher's default at DSV4 shapes
 # (launch_ab.py: same plan and inputs, CUDA-graph replay, L2 flushed, alternating rounds):
 #   prefetch_l2=1  - the next tile's FP8 rows prefetched into L2 while a tile is computed (same bits expected)
 #   lazy_rescale=1 - the accumulator rescaled only when a head's maximum grows by more than 2^8 (bits differ)
-#   prefetch_segments=1 - L2 prefetch of the extra list's first tile at each segment start and of the next segment's
-#                    first tile (same bits expected)
+#   prefetch_segments=1 - (the launcher option of commit fe59ec7) L2 prefetch of the extra list's first tile at each
+#                    segment start and of the next segment's first tile (same bits)
 #   p_via_ws=1     - P and alpha passed to the PV dot through per-program scratch rows, so that QK^T is laid out
 #                    over both warpgroups instead of computed in each (reduction order changes: bits may differ)
 #   BUDGET=400 bash benchmarks/experiments/gpu_round_tile_loop.sh SHA [OPTION SETS...]   (writes under $OUT)

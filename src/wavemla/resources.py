@@ -278,7 +278,6 @@ def _sparse_decode_spec(
         "WS_EVICT": "evict_last" if l2 else "",
         "PREFETCH_L2": is_fp8 and block_n > 32 and l2_prefetch_next(is_fp8, block_n),
         "P_VIA_WS": is_fp8 and block_h >= 64 and arch == 90,  # as p_scratch_elems decides
-        "PREFETCH_SEG": False,
     }  # fmt: skip
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
 

@@ -450,7 +450,6 @@ def _sparse_mla_decode_kernel(
     WS_EVICT: tl.constexpr,
     PREFETCH_L2: tl.constexpr,
     P_VIA_WS: tl.constexpr,
-    PREFETCH_SEG: tl.constexpr,
 ):
     if PDL:
         # Let the combine launch now: its programs wait in griddepcontrol.wait until this grid has finished, so
@@ -492,30 +491,6 @@ def _sparse_mla_decode_kernel(
                         t_lo - n_tiles_main, topk_x, num_slots_x, stride_kvx_blk, PAGE_X, BLOCK_N,
                     )  # fmt: skip
             gdc_wait()
-        if PREFETCH_SEG:
-            # Lists whose first tile no earlier tile prefetches: this segment's extra list (gathered after its
-            # main-list tiles) and the next segment's first list (after this segment's last tile).
-            if (t_lo < n_tiles_main) & (t_hi > n_tiles_main) & HAS_EXTRA:
-                _prefetch_first_tile(
-                    p_kv_x, p_idx_x + tl.cast(i_b, tl.int64) * stride_ixb + i_s * stride_ixs, 0, topk_x,
-                    num_slots_x, stride_kvx_blk, PAGE_X, BLOCK_N,
-                )  # fmt: skip
-            nxt_lo = (i_seg + 1) * seg_units
-            if nxt_lo < unit_hi:
-                nxt_tok = nxt_lo // n_tiles
-                nxt_b = nxt_tok // S_Q
-                nxt_s = nxt_tok - nxt_b * S_Q
-                nxt_t = nxt_lo - nxt_tok * n_tiles
-                if nxt_t < n_tiles_main:
-                    _prefetch_first_tile(
-                        p_kv, p_idx + tl.cast(nxt_b, tl.int64) * stride_ib + nxt_s * stride_is, nxt_t, topk,
-                        num_slots, stride_kv_blk, PAGE, BLOCK_N,
-                    )  # fmt: skip
-                if (nxt_t >= n_tiles_main) & HAS_EXTRA:
-                    _prefetch_first_tile(
-                        p_kv_x, p_idx_x + tl.cast(nxt_b, tl.int64) * stride_ixb + nxt_s * stride_ixs,
-                        nxt_t - n_tiles_main, topk_x, num_slots_x, stride_kvx_blk, PAGE_X, BLOCK_N,
-                    )  # fmt: skip
         p_q_tok = p_q + tl.cast(i_b, tl.int64) * stride_qb + i_s * stride_qs
         b_q = tl.load(p_q_tok + o_h[:, None] * stride_qh + o_d[None, :], mask=m_h[:, None], other=0.0).to(DTYPE)
         if Q_VIA_WS:
@@ -698,7 +673,6 @@ def sparse_decode_split(
     l2_hints: bool | None = None,
     prefetch_l2: bool | None = None,
     p_ws: torch.Tensor | None = None,
-    prefetch_segments: bool | None = None,
 ) -> Any:
     """Launch the split kernel; returns Triton's compiled-kernel handle (registers, spills, shared memory).
 
@@ -730,8 +704,6 @@ def sparse_decode_split(
         l2_hints = launch_l2_policies(is_fp8, block_h, block_n)
     if prefetch_l2 is None:
         prefetch_l2 = l2_prefetch_next(is_fp8, block_n)
-    if prefetch_segments is None:
-        prefetch_segments = False
     if p_ws is not None:
         need = num_parts * triton.cdiv(q.shape[2], block_h) * (block_h * block_n + 2 * block_h)
         if not is_fp8 or p_ws.dtype != torch.float16 or p_ws.numel() < need:
@@ -840,7 +812,6 @@ def sparse_decode_split(
         WS_EVICT="evict_last" if l2_hints else "",
         PREFETCH_L2=is_fp8 and prefetch_l2 and block_n > 32 and not triton_interpreting(),
         P_VIA_WS=p_ws is not None,
-        PREFETCH_SEG=is_fp8 and prefetch_segments and block_n > 32 and not triton_interpreting(),
         num_warps=num_warps,
         num_stages=num_stages,
         **({"launch_pdl": True} if wait_q else {}),
