@@ -1,7 +1,7 @@
 """Render the committed benchmark JSON into the tables of BENCHMARKS.md (and a PNG of the per-request curve).
 
     python benchmarks/report.py > /tmp/tables.md          # tables
-    python benchmarks/report.py --png benchmarks/results/2026-11-30-h200-curve.png
+    python benchmarks/report.py --png benchmarks/results/2026-12-01-h200-curve.png
 
 Numbers come only from files under benchmarks/results; nothing here is typed by hand.
 """
@@ -15,11 +15,15 @@ import statistics
 from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
-STAMP = "2026-11-30-h200"
+# The runs of the current sparse-decode build (the 16-head curves, whose 16x32 tiles that build did not change, and
+# the indexer come from the runs before it).
+NOW = "2026-12-01-h200"
+BEFORE = "2026-11-30-h200"
 
 
 def load(name: str) -> dict:
-    return json.loads((RESULTS / f"{STAMP}-{name}.json").read_text())
+    """The committed result ``benchmarks/results/<name>.json``."""
+    return json.loads((RESULTS / f"{name}.json").read_text())
 
 
 def sparse_table(data: dict, mode: str, h: int, s_q: int) -> str:
@@ -39,12 +43,12 @@ def sparse_table(data: dict, mode: str, h: int, s_q: int) -> str:
     return "\n".join(out)
 
 
-# The b = 1..256 curves: (file suffix, mode, heads, s_q)
+# The b = 1..256 curves: (file, mode, heads, s_q)
 CURVES = [
-    ("sparse-decode-curve-h64", "csa", 64, 1), ("sparse-decode-curve-h64-hca", "hca", 64, 1),
-    ("sparse-decode-curve-h64-s2", "csa", 64, 2), ("sparse-decode-curve-h64-s2-hca", "hca", 64, 2),
-    ("sparse-decode-curve-h16", "csa", 16, 1), ("sparse-decode-curve-h16-hca", "hca", 16, 1),
-    ("sparse-decode-curve-h128", "csa", 128, 1), ("sparse-decode-curve-h128-hca", "hca", 128, 1),
+    (f"{NOW}-sparse-decode-curve-h64", "csa", 64, 1), (f"{NOW}-sparse-decode-curve-h64-hca", "hca", 64, 1),
+    (f"{NOW}-sparse-decode-curve-h64-s2", "csa", 64, 2), (f"{NOW}-sparse-decode-curve-h64-s2-hca", "hca", 64, 2),
+    (f"{BEFORE}-sparse-decode-curve-h16", "csa", 16, 1), (f"{BEFORE}-sparse-decode-curve-h16-hca", "hca", 16, 1),
+    (f"{NOW}-sparse-decode-curve-h128", "csa", 128, 1), (f"{NOW}-sparse-decode-curve-h128-hca", "hca", 128, 1),
 ]  # fmt: skip
 ANCHORS = (1, 8, 32, 48, 64, 80, 96, 128, 148, 256)
 
@@ -124,7 +128,7 @@ def main() -> None:
     if args.png:
         png(args.png)
         return
-    h64 = load("sparse-decode-h64")
+    h64 = load(f"{NOW}-sparse-decode-h64")
     c = h64["ceilings"]
     print(f"Ceilings measured in the same run: copy {c['copy_gbps']:.0f} GB/s, ", end="")
     print(f"bf16 GEMM {c['gemm_tflops']:.0f} TFLOP/s.")
@@ -146,7 +150,7 @@ def main() -> None:
         print(f"Planner prediction over measured time, median over the curve: {ratio:.2f}.\n")
         print(table + "\n")
     print("### Lightning indexer\n")
-    print(indexer_table(json.loads((RESULTS / f"{STAMP}-indexer.json").read_text())))
+    print(indexer_table(load(f"{BEFORE}-indexer")))
 
 
 if __name__ == "__main__":

@@ -236,8 +236,11 @@ _SM90_TABLE: dict[tuple[int, int, int, int, bool], Resources] = {
     # measured way round. 16x16x4: an earlier fit (2026-11-30-h200-partition-grid.json, with _SEGMENT_US); 32x32x8:
     # the time of an earlier kernel (2026-11-30-h200-kernel-variants.log). Shared memory: the kernel compiled by the
     # H200's Triton 3.6 for sm_90 (64-head FP8 tiles: with P's scratch rows, 8 KB and 4 KB more than before). The
-    # tile times predate the next-tile L2 prefetch and P's scratch rows, 3-9% faster on 64-head tiles
-    # (2026-12-01-h200-tile-loop-pws.log): not re-fitted.
+    # tile times predate the next-tile L2 prefetch and P's scratch rows (3-9% faster on 64-head tiles,
+    # 2026-12-01-h200-tile-loop-pws.log). A re-fit of 64x64 alone to the new curves (tile 4.15, segment 3.75, first
+    # segment 7.0 µs; rms 3.4% against 15.3%, 2026-12-01-h200-fit-sm90.txt) changed 116 of their 1,536 plans and
+    # measured 2.7% slower over them (64x64 in place of 64x32 at b = 10-33: 17-22% slower;
+    # 2026-12-01-h200-refit64-rejected.log): the values below rank the tiles better, so they stay.
     (64, 64, 8, 1, True): Resources(139264, 255, "table", tile_us=5.0, segment_us=3.5, first_segment_us=8.25),
     (64, 32, 8, 1, True): Resources(102400, 255, "table", tile_us=3.2, segment_us=2.75, first_segment_us=0.0),
     (32, 32, 8, 1, True): Resources(67584, 255, "table", tile_us=8.6),  # spills: slow
