@@ -455,6 +455,32 @@ def test_override_arch_drives_the_arch_choices(monkeypatch: pytest.MonkeyPatch) 
     assert (fp8_decode_path(cuda), dependent_launch(cuda)) == ("cvt", False)
 
 
+def test_device_arch_follows_the_override_and_refuses_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The architecture kernels are built for: the GPU's, or Triton's override; a CPU device has none."""
+    monkeypatch.setattr(device_mod, "_physical_arch", lambda index: 90)
+    _override_arch(monkeypatch, None)
+    assert device_mod.device_arch(torch.device("cuda", 0)) == 90
+    assert device_mod.device_arch("cuda:1") == 90
+    _override_arch(monkeypatch, "sm120")
+    assert device_mod.device_arch(torch.device("cuda", 0)) == 120
+    with pytest.raises(ValueError, match="device"):
+        device_mod.device_arch("cpu")
+
+
+def test_p_scratch_follows_the_built_architecture(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sparse decode's P scratch rows (a warpgroup-MMA layout fix) go with what Triton builds, not with the GPU:
+    on an H200 building along the sm_80 or sm_120 path they are not used."""
+    from wavemla.kernels import sparse_decode
+
+    monkeypatch.setattr(device_mod, "_physical_arch", lambda index: 90)
+    cuda = torch.device("cuda", 0)
+    _override_arch(monkeypatch, None)
+    assert sparse_decode.p_scratch_elems(True, 64, 64, 1, cuda) > 0
+    for arch in ("sm80", "sm120"):
+        _override_arch(monkeypatch, arch)
+        assert sparse_decode.p_scratch_elems(True, 64, 64, 1, cuda) == 0
+
+
 def test_from_torch_under_override_arch_keeps_the_gpus_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     _fake_gpu(monkeypatch, _hopper_props("NVIDIA H200"))
     native = DeviceSpec.from_torch()
