@@ -9,11 +9,15 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import sys
+from pathlib import Path
 
 import wavemla
 from wavemla import config
-from wavemla.testing import make_sparse_decode_inputs
-from wavemla.tools.bench import MODES, environment, timings_us
+from wavemla.tools.bench import environment, timings_us
+
+sys.path.insert(0, str(Path(__file__).parent))
+from merge_ab import decode_point
 
 OPTIONS = {
     "csa": [None, (64, 2), (64, 5), (32, 4), (32, 5)],
@@ -35,20 +39,8 @@ def main() -> None:
             OPTIONS[mode] = [None, *forced]
     records = []
     for mode in args.mode:
-        topk, page, extra_topk, extra_page, extra_pool = MODES[mode]
         for b in args.batch:
-            inputs = make_sparse_decode_inputs(
-                batch=b,
-                h_q=64,
-                topk=topk,
-                page=page,
-                extra_topk=extra_topk,
-                extra_page=extra_page,
-                extra_pool=extra_pool or None,
-                fp8=True,
-                device="cuda",
-            )
-            kw = {k: v for k, v in inputs.items() if v is not None}
+            kw, _ = decode_point(mode, b, 0, seed=0)
             meta, _ = wavemla.get_mla_metadata()
             wavemla.sparse_mla_decode(**kw, metadata=meta)
             base = timings_us(

@@ -19,6 +19,7 @@ DSV4 shapes: h=64, s_q=1, FP8 MODEL1, SWA 128 @ page 256 + CSA 512 @ page 64 or 
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import torch
 
@@ -28,8 +29,11 @@ import wavemla.kernels.sparse_decode as sd
 from wavemla import config, get_mla_metadata, sparse_mla_decode
 from wavemla.plan import KernelConfig, evaluate, plan
 from wavemla.reference import sparse_decode_ref
-from wavemla.testing import TOLERANCES, check_close, make_sparse_decode_inputs
-from wavemla.tools.bench import MODES, timings_us
+from wavemla.testing import TOLERANCES, check_close
+from wavemla.tools.bench import timings_us
+
+sys.path.insert(0, str(Path(__file__).parent))
+from merge_ab import decode_point
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--mode", nargs="+", default=["csa"])
@@ -50,7 +54,6 @@ def loop_combine():
     global _loop
     if _loop is None:
         import importlib.util
-        from pathlib import Path
 
         path = Path(__file__).parent / "variants" / "combine_loop.py"
         spec_ = importlib.util.spec_from_file_location("combine_loop", path)
@@ -68,98 +71,82 @@ for item in args.points:
     m, b, spec = item.split(":", 2)
     groups.setdefault((m, int(b)), []).append(spec)
 for (mode, b), specs in groups.items():
-    topk, page, xtopk, xpage, xpool = MODES[mode]
-    if True:
-        inputs = make_sparse_decode_inputs(
+    kw, _ = decode_point(mode, b, 0, seed=0)
+    rest = {k: v for k, v in kw.items() if k not in ("q", "kv_cache", "indices")}
+    ref_o, ref_l = sparse_decode_ref(kw["q"], kw["kv_cache"], kw["indices"], **rest)
+    for spec in specs:
+        name, *opts = spec.split(":")
+        launcher_q = "launcher-q" in opts
+        upp = next((int(o) for o in opts if o.isdigit()), None)
+        if name == "default":
+            api.plan = plan
+        else:
+            bh, bn, nw, ns = (int(x) for x in name.split("x"))
+            cfg = KernelConfig(bh, bn, nw, ns)
+            api.plan = lambda w, d, cfg=cfg, upp=upp: evaluate(w, d, cfg, upp)
+        no_pdl = "no-pdl" in opts
+        mdc = [int(o.split("=")[1]) for o in opts if o.startswith("mdc=")]  # the last one given wins
+        extra = {
+            **({"q_ws": None} if launcher_q else {}),
+            **({"pdl": False} if no_pdl else {}),
+            **({"prefetch_first": False} if "no-prefetch" in opts else {}),
+            **({"merge_chunk": mdc[-1]} if mdc else {}),
+        }
+        torch_q = "torch-q" in opts
+
+        def split_with(*, split=split, extra=extra, torch_q=torch_q, **k):
+            if torch_q:
+                k["q"] = k["q"].to(torch.float16)
+            return split(**{**k, **extra})
+
+        sd.sparse_decode_split = split_with
+        splits = next((int(o.split("=")[1]) for o in opts if o.startswith("splits=")), None)
+        knobs = dict(WAVEMLA_NUM_SPLITS=splits, WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64) if splits else {}
+        call_kw = {**kw, **({"batch_invariant": True} if "bi" in opts else {})}
+        base = loop_combine() if "loop-combine" in opts else combine
+        cextra = {**({"pdl": False} if no_pdl else {}), **({"block_d": 512} if "bd512" in opts else {})}
+        cb.sparse_decode_combine = (lambda base=base, cextra=cextra, **k: base(**{**k, **cextra})) if cextra else base
+        try:
+            with config.override(**knobs):
+                meta, _ = get_mla_metadata()
+                out, lse = sparse_mla_decode(**call_kw, metadata=meta)
+            bad = check_close("out", out, ref_o, TOLERANCES[("out", "gpu")]) or check_close(
+                "lse", lse, ref_l, TOLERANCES[("lse", "gpu")]
+            )
+            med = timings_us(
+                lambda call_kw=call_kw, meta=meta: sparse_mla_decode(**call_kw, metadata=meta),
+                reps=args.reps,
+                graph=True,
+            )[1]
+        except Exception as e:
+            print(f"{mode} b={b:3d} {spec:24s} ERROR {str(e).splitlines()[0][:100]}", flush=True)
+            continue
+        p = meta.plan
+        k = meta.split_kernel
+        rec = dict(
+            mode=mode,
             batch=b,
-            h_q=64,
-            topk=topk,
-            page=page,
-            extra_topk=xtopk,
-            extra_page=xpage,
-            extra_pool=xpool,
-            fp8=True,
-            device="cuda",
-            seed=0,
+            spec=spec,
+            config=str(p.config),
+            units_per_part=p.units_per_part,
+            programs=p.programs,
+            cut=p.needs_combine,
+            merge_in_kernel=p.merge_in_kernel,
+            median_us=med,
+            predicted_us=p.predicted_us,
+            regs=getattr(k, "n_regs", None),
+            spills=getattr(k, "n_spills", None),
+            ok=not bad,
         )
-        kw = {k: v for k, v in inputs.items() if v is not None}
-        rest = {k: v for k, v in kw.items() if k not in ("q", "kv_cache", "indices")}
-        ref_o, ref_l = sparse_decode_ref(kw["q"], kw["kv_cache"], kw["indices"], **rest)
-        for spec in specs:
-            name, *opts = spec.split(":")
-            launcher_q = "launcher-q" in opts
-            upp = next((int(o) for o in opts if o.isdigit()), None)
-            if name == "default":
-                api.plan = plan
-            else:
-                bh, bn, nw, ns = (int(x) for x in name.split("x"))
-                cfg = KernelConfig(bh, bn, nw, ns)
-                api.plan = lambda w, d, cfg=cfg, upp=upp: evaluate(w, d, cfg, upp)
-            no_pdl = "no-pdl" in opts
-            mdc = [int(o.split("=")[1]) for o in opts if o.startswith("mdc=")]  # the last one given wins
-            extra = {
-                **({"q_ws": None} if launcher_q else {}),
-                **({"pdl": False} if no_pdl else {}),
-                **({"prefetch_first": False} if "no-prefetch" in opts else {}),
-                **({"merge_chunk": mdc[-1]} if mdc else {}),
-            }
-            torch_q = "torch-q" in opts
-
-            def split_with(*, split=split, extra=extra, torch_q=torch_q, **k):
-                if torch_q:
-                    k["q"] = k["q"].to(torch.float16)
-                return split(**{**k, **extra})
-
-            sd.sparse_decode_split = split_with
-            splits = next((int(o.split("=")[1]) for o in opts if o.startswith("splits=")), None)
-            knobs = dict(WAVEMLA_NUM_SPLITS=splits, WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64) if splits else {}
-            call_kw = {**kw, **({"batch_invariant": True} if "bi" in opts else {})}
-            base = loop_combine() if "loop-combine" in opts else combine
-            cextra = {**({"pdl": False} if no_pdl else {}), **({"block_d": 512} if "bd512" in opts else {})}
-            cb.sparse_decode_combine = (
-                (lambda base=base, cextra=cextra, **k: base(**{**k, **cextra})) if cextra else base
-            )
-            try:
-                with config.override(**knobs):
-                    meta, _ = get_mla_metadata()
-                    out, lse = sparse_mla_decode(**call_kw, metadata=meta)
-                bad = check_close("out", out, ref_o, TOLERANCES[("out", "gpu")]) or check_close(
-                    "lse", lse, ref_l, TOLERANCES[("lse", "gpu")]
-                )
-                med = timings_us(
-                    lambda call_kw=call_kw, meta=meta: sparse_mla_decode(**call_kw, metadata=meta),
-                    reps=args.reps,
-                    graph=True,
-                )[1]
-            except Exception as e:
-                print(f"{mode} b={b:3d} {spec:24s} ERROR {str(e).splitlines()[0][:100]}", flush=True)
-                continue
-            p = meta.plan
-            k = meta.split_kernel
-            rec = dict(
-                mode=mode,
-                batch=b,
-                spec=spec,
-                config=str(p.config),
-                units_per_part=p.units_per_part,
-                programs=p.programs,
-                cut=p.needs_combine,
-                merge_in_kernel=p.merge_in_kernel,
-                median_us=med,
-                predicted_us=p.predicted_us,
-                regs=getattr(k, "n_regs", None),
-                spills=getattr(k, "n_spills", None),
-                ok=not bad,
-            )
-            records.append(rec)
-            print(
-                f"{mode} b={b:3d} {spec:24s} {p.config!s:10s} upp={p.units_per_part:3d} progs={p.programs:4d} "
-                f"cut={'y' if p.needs_combine else 'n'} {med:7.1f} us  pred {p.predicted_us:6.1f}  "
-                f"spills={rec['spills']} {'ok' if not bad else 'MISMATCH ' + bad[:60]}",
-                flush=True,
-            )
-        del inputs, kw, rest, ref_o, ref_l
-        torch.cuda.empty_cache()
+        records.append(rec)
+        print(
+            f"{mode} b={b:3d} {spec:24s} {p.config!s:10s} upp={p.units_per_part:3d} progs={p.programs:4d} "
+            f"cut={'y' if p.needs_combine else 'n'} {med:7.1f} us  pred {p.predicted_us:6.1f}  "
+            f"spills={rec['spills']} {'ok' if not bad else 'MISMATCH ' + bad[:60]}",
+            flush=True,
+        )
+    del kw, rest, ref_o, ref_l
+    torch.cuda.empty_cache()
 api.plan = plan
 sd.sparse_decode_split = split
 cb.sparse_decode_combine = combine
