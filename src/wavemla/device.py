@@ -552,7 +552,7 @@ def fp8_decode_path(device: Any) -> str:
     dev = torch.device(device)
     if dev.type != "cuda":
         return "bits" if choice == "bits" else "cvt"
-    arch = _device_arch(dev.index if dev.index is not None else torch.cuda.current_device())
+    arch = device_arch(dev)
     if choice == "cvt" and arch < _E4M3_CVT_MIN_ARCH:
         raise ValueError(f"WAVEMLA_FP8_DECODE=cvt: sm_{arch} has no e4m3 conversion (sm_89 or newer needed)")
     if choice == "auto":
@@ -573,7 +573,7 @@ def dependent_launch(device: Any) -> bool:
     dev = torch.device(device)
     if dev.type != "cuda" or triton_interpreting():
         return False
-    return _device_arch(dev.index if dev.index is not None else torch.cuda.current_device()) >= _PDL_MIN_ARCH
+    return device_arch(dev) >= _PDL_MIN_ARCH
 
 
 def triton_interpreting() -> bool:

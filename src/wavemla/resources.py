@@ -259,7 +259,7 @@ def _sparse_decode_spec(
     unspecialized = ("n_tiles_main", "n_tiles", "total_units", "units_per_part", "seg_units", "slot_units")
     import triton.language as tl
 
-    from wavemla.kernels.sparse_decode import MERGE_CHUNK, l2_policies, l2_prefetch_next
+    from wavemla.kernels.sparse_decode import MERGE_CHUNK, l2_policies, l2_prefetch_next, p_scratch
 
     l2 = l2_policies(is_fp8, block_h, block_n)  # the launcher's L2 policies
     constexprs: dict[str, Any] = {
@@ -276,8 +276,7 @@ def _sparse_decode_spec(
         "MERGE_DC": MERGE_CHUNK,
         "KV_EVICT": "evict_first" if l2 else "",
         "WS_EVICT": "evict_last" if l2 else "",
-        "PREFETCH_L2": is_fp8 and block_n > 32 and l2_prefetch_next(is_fp8, block_n),
-        "P_VIA_WS": is_fp8 and block_h >= 64 and arch == 90,  # as p_scratch_elems decides
+        "PREFETCH_L2": l2_prefetch_next(is_fp8, block_n), "P_VIA_WS": p_scratch(is_fp8, block_h, arch),
     }  # fmt: skip
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
 

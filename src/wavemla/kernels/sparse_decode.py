@@ -134,7 +134,7 @@ def _online_update(b_acc, b_m, b_l, b_kv, b_s_qk, m_n, p_pws, DTYPE: tl.constexp
     ``p_pws`` (``BLOCK_H x BLOCK_N`` values of ``DTYPE``, then ``BLOCK_H`` fp32): Triton gives a dot whose result
     feeds another dot every warp along M, so with 64 heads and 8 warps each warpgroup computed all of QK^T; with no
     value path between the two dots, QK^T is split over the warpgroups (half the tile's columns each; H200, CSA
-    h=64 b=128: 75.4 -> 73.0 µs, s_q=2 b=96 121.9 -> 114.9).
+    h=64 b=128: 75.4 -> 73.0 µs, s_q=2 b=96 121.9 -> 114.9; 2026-12-01-h200-tile-loop-pws.log).
     """
     b_s_qk = tl.where(m_n[None, :], b_s_qk, float("-inf"))
     b_m_new = tl.maximum(b_m, tl.max(b_s_qk, 1))
@@ -610,18 +610,24 @@ def l2_prefetch_next(is_fp8: bool, block_n: int) -> bool:
     return is_fp8 and block_n > 32
 
 
+def p_scratch(is_fp8: bool, block_h: int, arch: int) -> bool:
+    """Whether the split kernel built for sm_``arch`` passes P to the PV dot through scratch rows: FP8 rows in
+    64-head tiles where Triton lowers ``tl.dot`` to Hopper's warpgroup MMA (sm_90), whose layout rule made each
+    warpgroup compute all of QK^T (:func:`_online_update`). sm_100 (tcgen05) and the mma.sync paths were not
+    measured with it."""
+    return is_fp8 and block_h >= 64 and arch == 90
+
+
 def p_scratch_elems(is_fp8: bool, block_h: int, block_n: int, programs: int, device: Any) -> int:
     """fp16 elements of the scratch rows through which the split kernel passes P to the PV dot (``p_ws``), 0 where
-    it keeps P in registers.
-
-    Used for FP8 rows in 64-head tiles where Triton lowers ``tl.dot`` to Hopper's warpgroup MMA (sm_90), whose
-    layout rule made each warpgroup compute all of QK^T (:func:`_online_update`), and under Triton's interpreter,
-    so that the CPU tests run the path. sm_100 (tcgen05) and the mma.sync paths were not measured with it.
-    ``programs``: the grid (parts times head blocks)."""
-    if not (is_fp8 and block_h >= 64):
-        return 0
+    it keeps P in registers: :func:`p_scratch` for the architecture kernels on ``device`` are built for, and under
+    Triton's interpreter the same tiles, so that the CPU tests run the path. ``programs``: the grid (parts times
+    head blocks)."""
     dev = torch.device(device)
-    use = triton_interpreting() if dev.type != "cuda" else device_arch(dev) == 90
+    if dev.type != "cuda":
+        use = triton_interpreting() and p_scratch(is_fp8, block_h, 90)
+    else:
+        use = p_scratch(is_fp8, block_h, device_arch(dev))
     return programs * (block_h * block_n + 2 * block_h) if use else 0
 
 
