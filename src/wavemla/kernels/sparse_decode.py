@@ -188,7 +188,6 @@ def _attend_tiles(
     KV_EVICT: tl.constexpr,
     PREFETCH_L2: tl.constexpr,
     P_VIA_WS: tl.constexpr,
-    PREFETCH_PAST: tl.constexpr,
 ):
     """Online softmax over tiles ``[i_lo, i_hi)`` of one index list; returns the updated (acc, m, l).
 
@@ -199,13 +198,8 @@ def _attend_tiles(
     - with ``PREFETCH_ROWS`` the raw rows of tile i+1 are gathered right after tile i's QK^T is issued, so the
       gather overlaps tile i's softmax and PV (BLOCK_N=32, b=32: 48.3 -> 41.8). At BLOCK_N=64 the extra tile
       does not fit the registers next to the accumulator (864 B of spills, twice as slow), so it stays off there.
-
-    With ``PREFETCH_PAST`` (and ``PREFETCH_L2``) the last tile's index load reads on past ``i_hi`` within the list,
-    so the L2 prefetch covers the list's next tile too: the first tile of the piece that follows this one.
     """
     n_hi = tl.minimum(n_valid, i_hi * BLOCK_N)
-    # bound of the in-loop index loads: tiles past i_hi are never attended, only prefetched
-    n_ahead = n_valid if PREFETCH_PAST and PREFETCH_L2 else n_hi
     b_raw_idx = _tile_idx(p_idx, i_lo, n_hi, num_slots, BLOCK_N)
     if PREFETCH_ROWS:
         m_n = b_raw_idx >= 0
@@ -229,7 +223,7 @@ def _attend_tiles(
             b_x, b_s, b_r = _load_raw(
                 p_cache, tl.where(m_n, b_raw_idx, 0), m_n, stride_blk, stride_tok, IS_FP8, PAGE, D, KV_EVICT
             )
-            b_raw_idx = _tile_idx(p_idx, i_tile + 1, n_ahead, num_slots, BLOCK_N)  # -1 past i_hi (or n_ahead)
+            b_raw_idx = _tile_idx(p_idx, i_tile + 1, n_hi, num_slots, BLOCK_N)  # all -1 past i_hi
             b_kv = _decode_raw(b_x, b_s, b_r, IS_FP8, DTYPE, D, E4M3_CVT)
             if PREFETCH_L2:
                 # The next tile's rows on their way to L2 while this one is computed: its gather then waits on an L2
@@ -456,7 +450,6 @@ def _sparse_mla_decode_kernel(
     WS_EVICT: tl.constexpr,
     PREFETCH_L2: tl.constexpr,
     P_VIA_WS: tl.constexpr,
-    PREFETCH_PAST: tl.constexpr,
 ):
     if PDL:
         # Let the combine launch now: its programs wait in griddepcontrol.wait until this grid has finished, so
@@ -524,7 +517,7 @@ def _sparse_mla_decode_kernel(
             p_kv, p_idx + tl.cast(i_b, tl.int64) * stride_ib + i_s * stride_is,
             t_lo, hi_main, n_main, num_slots, stride_kv_blk, stride_kv_tok, qk_scale, p_pws,
             IS_FP8, PAGE, DTYPE, BLOCK_N, D, NUM_STAGES, E4M3_CVT, PREFETCH_ROWS, KV_EVICT,
-            PREFETCH_L2, P_VIA_WS, PREFETCH_PAST,
+            PREFETCH_L2, P_VIA_WS,
         )  # fmt: skip
         if HAS_EXTRA:
             n_x = topk_x
@@ -537,7 +530,7 @@ def _sparse_mla_decode_kernel(
                 p_kv_x, p_idx_x + tl.cast(i_b, tl.int64) * stride_ixb + i_s * stride_ixs,
                 lo_x, hi_x, n_x, num_slots_x, stride_kvx_blk, stride_kvx_tok, qk_scale, p_pws,
                 IS_FP8, PAGE_X, DTYPE, BLOCK_N, D, NUM_STAGES, E4M3_CVT, PREFETCH_ROWS, KV_EVICT,
-                PREFETCH_L2, P_VIA_WS, PREFETCH_PAST,
+                PREFETCH_L2, P_VIA_WS,
             )  # fmt: skip
 
         m_seen = b_l > 0.0
@@ -686,7 +679,6 @@ def sparse_decode_split(
     l2_hints: bool | None = None,
     prefetch_l2: bool | None = None,
     p_ws: torch.Tensor | None = None,
-    prefetch_past: bool = True,
 ) -> Any:
     """Launch the split kernel; returns Triton's compiled-kernel handle (registers, spills, shared memory).
 
@@ -711,9 +703,8 @@ def sparse_decode_split(
     q's device. ``l2_hints``: load the gathered rows with L2 policy evict_first and store the partials with
     evict_last (same results either way); None: :func:`launch_l2_policies`. ``prefetch_l2``: prefetch the next
     tile's FP8 rows into L2 during each tile (tiles of more than 32 rows; same results either way); None:
-    :func:`l2_prefetch_next`. ``prefetch_past``: with ``prefetch_l2``, a piece's last tile also prefetches the
-    list's next tile (the first of the next piece; same results either way). ``p_ws``: fp16 scratch of at least
-    :func:`p_scratch_elems` elements through which P reaches the PV dot (FP8 rows; None keeps P in registers).
+    :func:`l2_prefetch_next`. ``p_ws``: fp16 scratch of at least :func:`p_scratch_elems` elements through which P
+    reaches the PV dot (FP8 rows; None keeps P in registers).
     """
     if l2_hints is None:
         l2_hints = launch_l2_policies(is_fp8, block_h, block_n)
@@ -827,7 +818,6 @@ def sparse_decode_split(
         WS_EVICT="evict_last" if l2_hints else "",
         PREFETCH_L2=is_fp8 and prefetch_l2 and block_n > 32 and not triton_interpreting(),
         P_VIA_WS=p_ws is not None,
-        PREFETCH_PAST=prefetch_past,
         num_warps=num_warps,
         num_stages=num_stages,
         **({"launch_pdl": True} if wait_q else {}),
