@@ -44,6 +44,7 @@ import torch
 import triton
 import triton.language as tl
 
+from wavemla import config
 from wavemla.kernels.fp8 import e4m3_times_256_inv_f16
 
 LOG2E = 1.4426950408889634
@@ -68,9 +69,9 @@ def keys_major(is_fp8: bool, block_h: int) -> bool:
 
 
 def split_p(is_fp8: bool, dtype: torch.dtype) -> bool:
-    """Whether P meets V as ``bf16(P)`` plus ``bf16(P - bf16(P))`` (two dots): bf16 row caches. fp16 keeps 11 bits
-    of P in one dot; FP8 rows compute in fp16."""
-    return not is_fp8 and dtype == torch.bfloat16
+    """Whether P meets V as ``bf16(P)`` plus ``bf16(P - bf16(P))`` (two dots): bf16 row caches with
+    ``WAVEMLA_DENSE_P=split``. fp16 keeps 11 bits of P in one dot; FP8 rows compute in fp16."""
+    return not is_fp8 and dtype == torch.bfloat16 and config.get("WAVEMLA_DENSE_P") == "split"
 
 
 @triton.jit
