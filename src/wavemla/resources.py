@@ -308,7 +308,7 @@ def _dense_decode_spec(block_h: int, block_n: int, num_stages: int, is_fp8: bool
 
     constexprs: dict[str, Any] = {
         "IS_FP8": is_fp8, "HAS_PE": True, "CAUSAL": False, "PAGE": page,
-        "DTYPE": tl.float16 if is_fp8 else tl.bfloat16, "SPLIT_P": not is_fp8, "BLOCK_H": block_h,
+        "DTYPE": tl.float16 if is_fp8 else tl.bfloat16, "SPLIT_P": False, "BLOCK_H": block_h,  # WAVEMLA_DENSE_P=single
         "BLOCK_N": block_n, "NUM_RB": math.ceil(s_q * h / block_h), "NUM_STAGES": num_stages,
         "KEYS_MAJOR": keys_major(is_fp8, block_h), "TILE_IN_PAGE": page % block_n == 0, "BLOCK_C": CHUNK_TILES,
     }  # fmt: skip

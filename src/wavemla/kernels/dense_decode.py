@@ -70,7 +70,8 @@ def keys_major(is_fp8: bool, block_h: int) -> bool:
 
 def split_p(is_fp8: bool, dtype: torch.dtype) -> bool:
     """Whether P meets V as ``bf16(P)`` plus ``bf16(P - bf16(P))`` (two dots): bf16 row caches with
-    ``WAVEMLA_DENSE_P=split``. fp16 keeps 11 bits of P in one dot; FP8 rows compute in fp16."""
+    ``WAVEMLA_DENSE_P=split`` (the default, ``single``, rounds P to bf16 once, as FlashMLA does). fp16 keeps 11 bits
+    of P in one dot; FP8 rows compute in fp16."""
     return not is_fp8 and dtype == torch.bfloat16 and config.get("WAVEMLA_DENSE_P") == "split"
 
 
