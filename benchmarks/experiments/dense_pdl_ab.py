@@ -1,0 +1,88 @@
+"""A/B of programmatic dependent launch in the dense decode (scheduler -> split -> combine) against plain launches,
+at DeepSeek-V3 shapes: same plan and inputs, bits must be equal, both timed in alternation.
+
+    PYTHONPATH=src python3 benchmarks/experiments/dense_pdl_ab.py OUT.json --points bf16:16:32:4096 fp8:64:128:4096
+
+A point is ``FORMAT:H:B:S_K`` (bf16 rows or FP8 V3.2, s_q 1, uniform lengths, page 64, the planner's pick). The
+variant without dependent launch patches ``wavemla.kernels.gdc.enabled`` to False, which every dense launcher asks.
+Each variant is captured in its own CUDA graph and replayed with L2 flushed before each replay; the lower of its
+per-round medians is reported, with the copy bandwidth measured in the same process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+import torch
+
+import wavemla.kernels.gdc as gdc
+from wavemla import dense_mla_decode, get_mla_metadata
+from wavemla.testing import make_dense_decode_inputs
+from wavemla.tools.bench import DENSE_PAGE, dense_traffic, environment, measure_ceilings, timing_samples_us
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", nargs="?", default=None)
+    ap.add_argument("--points", nargs="+", default=["bf16:16:32:4096", "bf16:16:1:4096"])
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    ceil = measure_ceilings()
+    print(f"copy {ceil.copy_gbps:.0f} GB/s")
+    enabled = gdc.enabled
+    records = []
+    for item in args.points:
+        fmt, h, b, s_k = item.split(":")
+        h, b, s_k = int(h), int(b), int(s_k)
+        fp8 = fmt == "fp8"
+        inputs = make_dense_decode_inputs(lengths=[s_k] * b, h_q=h, page=DENSE_PAGE, fp8=fp8, device="cuda", seed=0)
+        meta, _ = get_mla_metadata()
+        results: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        times: dict[str, list[float]] = {"pdl": [], "plain": []}
+        try:
+            for _ in range(args.rounds):
+                for name in ("pdl", "plain"):
+                    gdc.enabled = enabled if name == "pdl" else (lambda device: False)  # type: ignore[assignment]
+                    o, lse = dense_mla_decode(**inputs, metadata=meta)
+                    results[name] = (o.clone(), lse.clone())
+                    samples = timing_samples_us(
+                        lambda inputs=inputs, meta=meta: dense_mla_decode(**inputs, metadata=meta),
+                        args.reps,
+                        graph=True,
+                    )
+                    times[name].append(statistics.median(samples))
+        finally:
+            gdc.enabled = enabled  # type: ignore[assignment]
+        same = torch.equal(results["pdl"][0], results["plain"][0]) and torch.equal(
+            results["pdl"][1].view(torch.int32), results["plain"][1].view(torch.int32)
+        )
+        _, nbytes = dense_traffic([s_k] * b, 1, h, 576, fp8, DENSE_PAGE)
+        t_pdl, t_plain = min(times["pdl"]), min(times["plain"])
+        p = meta.dense_plan
+        assert p is not None
+        records.append(
+            dict(
+                kv_format=fmt, heads=h, batch=b, s_k=s_k, config=str(p.config), parts=p.num_parts,
+                pdl_us=t_pdl, plain_us=t_plain, pdl_all=times["pdl"], plain_all=times["plain"], bit_identical=same,
+                pdl_pct_copy=100 * nbytes / (t_pdl * 1e-6) / (ceil.copy_gbps * 1e9),
+                plain_pct_copy=100 * nbytes / (t_plain * 1e-6) / (ceil.copy_gbps * 1e9),
+            )
+        )  # fmt: skip
+        r = records[-1]
+        print(
+            f"dense {fmt:4s} h{h:<4d} b{b:<4d} sk{s_k:<6d} {r['config']:10s} parts={p.num_parts:<4d} "
+            f"plain {t_plain:8.1f}  pdl {t_pdl:8.1f} us ({t_pdl / t_plain:.3f})  "
+            f"{r['plain_pct_copy']:.1f}% -> {r['pdl_pct_copy']:.1f}% of copy  {'bits same' if same else 'BITS DIFFER'}"
+        )
+        del inputs, meta, results
+        torch.cuda.empty_cache()
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"environment": environment(), "copy_gbps": ceil.copy_gbps, "records": records}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
