@@ -40,6 +40,17 @@ def bf16_weights_tolerance(tol: Tolerance, v_max: float) -> Tolerance:
     return Tolerance(abs=max(tol.abs, v_max / 256.0), rel=tol.rel, cos=max(tol.cos, 2.0**-16))
 
 
+def dense_out_tolerance(k_cache: torch.Tensor, lane: str) -> Tolerance:
+    """The dense decode's output tolerance on ``lane`` ("gpu" or "interp"): FlashMLA's, widened by
+    :func:`bf16_weights_tolerance` where bf16 rows meet one bf16 dot of P (``WAVEMLA_DENSE_P=single``, the default)."""
+    from wavemla.kernels.dense_decode import split_p
+
+    tol = TOLERANCES[("out", lane)]
+    if k_cache.dtype != torch.bfloat16 or split_p(False, torch.bfloat16):
+        return tol
+    return bf16_weights_tolerance(tol, k_cache[..., :512].float().nan_to_num(0.0).abs().max().item())
+
+
 def cosine_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     """1 - 2<a,b>/(|a|^2+|b|^2) over finite positions, in fp64 (0 when both are all zero)."""
     a64, b64 = a.double().flatten(), b.double().flatten()

@@ -1,0 +1,17 @@
+import torch
+
+from wavemla import config
+from wavemla.testing import TOLERANCES, dense_out_tolerance
+
+
+def test_dense_out_tolerance_widens_only_for_one_bf16_dot_of_p():
+    cache = torch.zeros(2, 4, 1, 576, dtype=torch.bfloat16)
+    cache[0, 1, 0, 7] = -512.0  # the largest |v| of the latent part
+    cache[1, 2, 0, 520] = 4096.0  # rope values are not v
+    cache[1, 3] = float("nan")  # poisoned rows do not count
+    strict = TOLERANCES[("out", "gpu")]
+    tol = dense_out_tolerance(cache, "gpu")
+    assert tol.abs == 2.0 and tol.rel == strict.rel and tol.cos == 2.0**-16
+    with config.override(WAVEMLA_DENSE_P="split"):
+        assert dense_out_tolerance(cache, "gpu") == strict
+    assert dense_out_tolerance(cache.half(), "interp") == TOLERANCES[("out", "interp")]
