@@ -281,9 +281,7 @@ def _sparse_decode_spec(
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
 
 
-def _dense_decode_spec(
-    block_h: int, block_n: int, num_stages: int, is_fp8: bool, q_dtype: str, arch: int
-) -> dict[str, Any]:
+def _dense_decode_spec(block_h: int, block_n: int, num_stages: int, is_fp8: bool, q_dtype: str) -> dict[str, Any]:
     """Signature, constexprs and alignment attributes of the dense split kernel at a DeepSeek-V3 decode launch.
 
     The launch: h = 128 heads, s_q = 1, d_qk = 576, page 64, causal off, bf16 output, fp32 workspace. FP8 V3.2
@@ -313,7 +311,6 @@ def _dense_decode_spec(
         "DTYPE": tl.float16 if is_fp8 else tl.bfloat16, "SPLIT_P": False, "BLOCK_H": block_h,  # WAVEMLA_DENSE_P=single
         "BLOCK_N": block_n, "NUM_RB": math.ceil(s_q * h / block_h), "NUM_STAGES": num_stages,
         "KEYS_MAJOR": keys_major(is_fp8, block_h), "TILE_IN_PAGE": page % block_n == 0, "BLOCK_C": CHUNK_TILES,
-        "PDL": arch >= 90,  # the launcher's choice with a Triton that has grid dependency control
     }  # fmt: skip
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
 
@@ -394,9 +391,7 @@ def _compile_here(job: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(fn, triton.runtime.JITFunction):
         raise CompileError("the kernels were imported under Triton's interpreter; compile in a worker process")
     if kernel == DENSE_KERNEL:
-        spec = _dense_decode_spec(
-            job["block_h"], job["block_n"], job["num_stages"], job["is_fp8"], job["q_dtype"], job["arch"]
-        )
+        spec = _dense_decode_spec(job["block_h"], job["block_n"], job["num_stages"], job["is_fp8"], job["q_dtype"])
     else:
         spec = _sparse_decode_spec(
             job["block_h"], job["block_n"], job["num_stages"], job["is_fp8"], job["q_dtype"], job["arch"]

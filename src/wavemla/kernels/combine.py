@@ -186,13 +186,10 @@ def _dense_mla_combine_kernel(
     BLOCK_D: tl.constexpr,
     D: tl.constexpr,
     GROUP: tl.constexpr,
-    PDL: tl.constexpr,
 ):
     """One program per (request, ``BLOCK_M`` query rows, ``BLOCK_D`` columns): the request's pieces ``GROUP`` a step,
     loaded by an unrolled loop (their loads independent of each other), folded into a running maximum, weight sum
     and output (online softmax over the steps). Pieces past the last one, and empty ones (lse -inf), weigh 0."""
-    if PDL:
-        gdc_wait()  # launched while the split kernel runs: its partials (and the schedule before it) are visible now
     i_b = tl.program_id(0)
     i_mb = tl.program_id(1)
     i_db = tl.program_id(2)
@@ -250,7 +247,6 @@ def dense_decode_combine(
     block_d: int | None = None,
     group: int | None = None,
     num_warps: int = 4,
-    pdl: bool | None = None,
 ) -> None:
     """Merge the pieces of cut requests into ``out [b, s_q, h, 512]`` and ``lse [b, s_q, h]``.
 
@@ -259,12 +255,8 @@ def dense_decode_combine(
     a step, their loads issued together (at small batch a request is cut into as many pieces as the GPU has program
     slots, and one piece per memory round trip made the merge a long latency chain). ``group`` and ``block_d``
     default to :func:`wavemla.plan.dense_combine_shape` of the batch and the parts (``o_ws`` has a slot per request
-    and one per part). Programs of requests held by one part return at once. ``pdl`` (None:
-    :func:`wavemla.kernels.gdc.enabled`): launch for programmatic dependent launch behind the split kernel, which
-    lets it start early; every program waits for the split kernel to finish before it reads.
+    and one per part). Programs of requests held by one part return at once.
     """
-    if pdl is None:
-        pdl = gdc.enabled(out.device)
     b, s_q, h, d = out.shape
     auto_group, auto_block_d = dense_combine_shape(b, o_ws.shape[0] - b)
     group = auto_group if group is None else group
@@ -289,7 +281,5 @@ def dense_decode_combine(
         BLOCK_D=block_d,
         D=d,
         GROUP=group,
-        PDL=pdl,
         num_warps=num_warps,
-        **({"launch_pdl": True} if pdl else {}),
     )

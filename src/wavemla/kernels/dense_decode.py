@@ -45,9 +45,7 @@ import triton
 import triton.language as tl
 
 from wavemla import config
-from wavemla.kernels import gdc
 from wavemla.kernels.fp8 import e4m3_times_256_inv_f16
-from wavemla.kernels.gdc import gdc_launch_dependents, gdc_wait
 
 LOG2E = 1.4426950408889634
 D_V = 512  # value width (the latent part of a key row)
@@ -107,10 +105,7 @@ def _dense_mla_schedule_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_B: tl.constexpr,
     BLOCK_P: tl.constexpr,
-    PDL: tl.constexpr,
 ):
-    if PDL:
-        gdc_launch_dependents()  # the split kernel may launch now; it waits for this grid before reading the schedule
     # Pass 1: total weight W.
     b_total = tl.zeros([BLOCK_B], dtype=tl.int32)
     for i_b0 in range(0, B, BLOCK_B):
@@ -303,13 +298,7 @@ def _dense_mla_decode_kernel(
     KEYS_MAJOR: tl.constexpr,
     TILE_IN_PAGE: tl.constexpr,
     BLOCK_C: tl.constexpr,
-    PDL: tl.constexpr,
 ):
-    if PDL:
-        # Launched behind the scheduler (programmatic dependent launch): let the combine launch now too, then wait
-        # until everything before this grid (the schedule, q, the cache) is complete and visible.
-        gdc_launch_dependents()
-        gdc_wait()
     i_pid = tl.program_id(0)
     i_rb = i_pid % NUM_RB
     i_part = i_pid // NUM_RB
@@ -435,15 +424,10 @@ def dense_decode_schedule(
     num_parts: int,
     segment_overhead: int,
     block_n: int,
-    pdl: bool | None = None,
 ) -> None:
     """Write the work ranges of ``num_parts`` parts into ``sched [num_parts, 4]`` int32 and the parts touching each
     request into ``req [b, 4]`` int32 (first part, last part, weight prefix, units), from ``cache_seqlens [b]``
-    int32 on the device (see the module docstring). One program; no host sync. ``pdl`` (None:
-    :func:`wavemla.kernels.gdc.enabled`): let the split kernel, launched for programmatic dependent launch, start
-    while this one runs."""
-    if pdl is None:
-        pdl = gdc.enabled(sched.device)
+    int32 on the device (see the module docstring). One program; no host sync."""
     b = cache_seqlens.shape[0]
     _dense_mla_schedule_kernel[(1,)](
         p_seqlens=cache_seqlens,
@@ -456,7 +440,6 @@ def dense_decode_schedule(
         BLOCK_N=block_n,
         BLOCK_B=min(triton.next_power_of_2(max(b, 16)), _MAX_BLOCK_B),
         BLOCK_P=triton.next_power_of_2(num_parts + 1),
-        PDL=pdl,
         num_warps=4,
     )
 
@@ -483,7 +466,6 @@ def dense_decode_split(
     num_warps: int,
     num_stages: int,
     num_parts: int,
-    pdl: bool | None = None,
 ) -> Any:
     """Launch the split kernel over ``num_parts`` parts; returns Triton's compiled-kernel handle.
 
@@ -491,12 +473,8 @@ def dense_decode_split(
     q.dtype; lse ``[b, s_q, h]`` fp32; workspace ``o_ws [b + num_parts, s_q·h, 512]`` fp32 and
     ``lse_ws [b + num_parts, s_q·h]`` fp32; kv ``[blocks, page, 1, d_qk]`` rows or ``[blocks, page, 1, 656]`` uint8;
     block_table ``[b, max_blocks]`` int32; cache_seqlens ``[b]`` int32; sched ``[num_parts, 4]`` int32 from
-    :func:`dense_decode_schedule`. ``pdl`` (None: :func:`wavemla.kernels.gdc.enabled`): launch for programmatic
-    dependent launch (behind the scheduler, or whatever ran before; every program first waits for it to finish) and
-    let the combine launch while this kernel runs.
+    :func:`dense_decode_schedule`.
     """
-    if pdl is None:
-        pdl = gdc.enabled(q.device)
     if is_fp8 and q.dtype != torch.float16:
         # FP8 rows compute in fp16; one conversion here lets the split kernel stage q straight into shared memory.
         q = q.to(torch.float16)
@@ -542,8 +520,6 @@ def dense_decode_split(
         KEYS_MAJOR=keys_major(is_fp8, block_h),
         TILE_IN_PAGE=page % block_n == 0,
         BLOCK_C=CHUNK_TILES,
-        PDL=pdl,
         num_warps=num_warps,
         num_stages=num_stages,
-        **({"launch_pdl": True} if pdl else {}),
     )
