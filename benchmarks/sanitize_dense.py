@@ -1,6 +1,6 @@
 """Dense MLA decode at small shapes for compute-sanitizer: every dense kernel (scheduler, split, combine) on bf16
-rows and FP8 V3.2 rows, lengths including 0 and a cut request, causal s_q = 2, each result checked against the
-fp64 reference.
+rows and FP8 V3.2 rows, lengths including 0 and a cut request, causal s_q = 2, and 64-row keys-major tiles (with
+their scratch rows for Pᵀ on sm_90), each result checked against the fp64 reference.
 
     compute-sanitizer --tool memcheck python3 benchmarks/sanitize_dense.py
 """
@@ -12,6 +12,7 @@ import sys
 import torch
 
 import wavemla
+from wavemla import config
 from wavemla.reference.dense_decode import dense_decode_ref
 from wavemla.testing import TOLERANCES, check_close, dense_out_tolerance, make_dense_decode_inputs
 
@@ -25,11 +26,16 @@ def main() -> int:
         dict(lengths=[0, 5, 130, 700], s_q=1, h_q=16, fp8=False),
         dict(lengths=[3, 0, 257, 64], s_q=2, h_q=16, fp8=True),
         dict(lengths=[1000, 1], s_q=1, h_q=64, fp8=False),
-    ]
+        # keys-major 64x64 tiles, a request cut over parts
+        dict(lengths=[700, 0, 90], s_q=2, h_q=32, fp8=False, knobs=dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64,
+                                                                        WAVEMLA_NUM_WARPS=8, WAVEMLA_NUM_STAGES=2)),
+    ]  # fmt: skip
     for case in cases:
-        inputs = make_dense_decode_inputs(**case, dtype=dtype, device=device)
+        shape = {k: v for k, v in case.items() if k != "knobs"}
+        inputs = make_dense_decode_inputs(**shape, dtype=dtype, device=device)
         causal = case["s_q"] > 1
-        out, lse = wavemla.dense_mla_decode(**inputs, causal=causal)
+        with config.override(**case.get("knobs", {})):
+            out, lse = wavemla.dense_mla_decode(**inputs, causal=causal)
         if device == "cuda":
             torch.cuda.synchronize()
         ref_out, ref_lse = dense_decode_ref(**{k: v.cpu() for k, v in inputs.items()}, causal=causal)

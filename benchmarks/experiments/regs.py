@@ -49,7 +49,7 @@ parts = [int(x) for x in cfg.split("x")]
 bh, bn, nw = parts[:3]
 ns = parts[3] if len(parts) > 3 else 1
 if dense:
-    spec = _dense_decode_spec(bh, bn, ns, fp8, "fp16" if fp8 else "bf16")
+    spec = _dense_decode_spec(bh, bn, ns, fp8, "fp16" if fp8 else "bf16", arch)
 else:
     spec = _sparse_decode_spec(bh, bn, ns, fp8, os.environ.get("QDT", "fp16" if fp8 else "bf16"), arch)
 for kv in extra:

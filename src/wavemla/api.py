@@ -73,7 +73,7 @@ class MLAMetadata:
     lse_ws: torch.Tensor | None = field(default=None, repr=False)
     counts: torch.Tensor | None = field(default=None, repr=False)  # sparse: pieces written per (token, head block)
     q_ws: torch.Tensor | None = field(default=None, repr=False)  # sparse, FP8 rows, bf16 q: per-program q in fp16
-    p_ws: torch.Tensor | None = field(default=None, repr=False)  # sparse, FP8 rows, 64-head tiles: per-program P
+    p_ws: torch.Tensor | None = field(default=None, repr=False)  # per-program P: sparse 64-head FP8, dense keys-major
     split_kernel: Any = field(default=None, repr=False)  # Triton's compiled split kernel (resource report)
     dense_plan: DensePlan | None = None  # the dense decode's plan (``plan`` stays None for it)
     sched: torch.Tensor | None = field(default=None, repr=False)  # dense: [num_parts, 4] int32 work ranges
@@ -431,6 +431,7 @@ def dense_mla_decode(
     """
     from wavemla.kernels.combine import dense_decode_combine
     from wavemla.kernels.dense_decode import dense_decode_schedule, dense_decode_split
+    from wavemla.kernels.dense_decode import p_scratch_elems as dense_p_scratch_elems
 
     device = _check_q_common(q)
     b, s_q, h_q, d_qk = q.shape
@@ -481,6 +482,10 @@ def dense_mla_decode(
             meta.lse_ws = torch.empty((rows, s_q * h_q), dtype=torch.float32, device=device)
             meta.sched = torch.empty((planned.num_parts, 4), dtype=torch.int32, device=device)
             meta.req = torch.empty((max(b, 1), 4), dtype=torch.int32, device=device)
+            c = planned.config
+            programs = planned.num_parts * -(-s_q * h_q // c.block_h)
+            n_p = dense_p_scratch_elems(is_fp8, c.block_h, c.block_n, q.dtype, programs, device)
+            meta.p_ws = torch.empty(n_p, dtype=q.dtype, device=device) if n_p else None
         elif meta.key != key:
             raise ValueError(
                 f"metadata (tile_scheduler_metadata): planned for {meta.key}, called with {key}; "
@@ -522,6 +527,7 @@ def dense_mla_decode(
             num_warps=p.config.num_warps,
             num_stages=p.config.num_stages,
             num_parts=p.num_parts,
+            p_ws=meta.p_ws,
         )
         if p.num_parts > 1:
             dense_decode_combine(out=out, lse=lse, o_ws=meta.o_ws, lse_ws=meta.lse_ws, req=meta.req)

@@ -281,7 +281,9 @@ def _sparse_decode_spec(
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
 
 
-def _dense_decode_spec(block_h: int, block_n: int, num_stages: int, is_fp8: bool, q_dtype: str) -> dict[str, Any]:
+def _dense_decode_spec(
+    block_h: int, block_n: int, num_stages: int, is_fp8: bool, q_dtype: str, arch: int
+) -> dict[str, Any]:
     """Signature, constexprs and alignment attributes of the dense split kernel at a DeepSeek-V3 decode launch.
 
     The launch: h = 128 heads, s_q = 1, d_qk = 576, page 64, causal off, bf16 output, fp32 workspace. FP8 V3.2
@@ -292,7 +294,7 @@ def _dense_decode_spec(block_h: int, block_n: int, num_stages: int, is_fp8: bool
     rows = "*u8" if is_fp8 else "*bf16"
     pointers = {
         "p_q": f"*{q_dtype}", "p_out": "*bf16", "p_lse": "*fp32", "p_o_ws": "*fp32", "p_lse_ws": "*fp32",
-        "p_kv": rows, "p_bt": "*i32", "p_seqlens": "*i32", "p_sched": "*i32",
+        "p_kv": rows, "p_bt": "*i32", "p_seqlens": "*i32", "p_sched": "*i32", "p_p_ws": "*bf16",
     }  # fmt: skip
     h, s_q, d_qk, page = 128, 1, 576, 64
     row_stride = 656 if is_fp8 else d_qk  # elements of the row pointer's type
@@ -302,15 +304,17 @@ def _dense_decode_spec(block_h: int, block_n: int, num_stages: int, is_fp8: bool
         "stride_os": h * 512, "stride_oh": 512,
     }  # fmt: skip
     unspecialized = ("num_blocks", "max_len", "stride_bt")
+    import torch
     import triton.language as tl
 
-    from wavemla.kernels.dense_decode import CHUNK_TILES, keys_major
+    from wavemla.kernels.dense_decode import CHUNK_TILES, keys_major, p_scratch
 
     constexprs: dict[str, Any] = {
         "IS_FP8": is_fp8, "HAS_PE": True, "CAUSAL": False, "PAGE": page,
         "DTYPE": tl.float16 if is_fp8 else tl.bfloat16, "SPLIT_P": False, "BLOCK_H": block_h,  # WAVEMLA_DENSE_P=single
         "BLOCK_N": block_n, "NUM_RB": math.ceil(s_q * h / block_h), "NUM_STAGES": num_stages,
         "KEYS_MAJOR": keys_major(is_fp8, block_h), "TILE_IN_PAGE": page % block_n == 0, "BLOCK_C": CHUNK_TILES,
+        "P_VIA_WS": p_scratch(is_fp8, block_h, torch.bfloat16, arch), "SCRATCH_ASM": True,
     }  # fmt: skip
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
 
@@ -391,7 +395,9 @@ def _compile_here(job: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(fn, triton.runtime.JITFunction):
         raise CompileError("the kernels were imported under Triton's interpreter; compile in a worker process")
     if kernel == DENSE_KERNEL:
-        spec = _dense_decode_spec(job["block_h"], job["block_n"], job["num_stages"], job["is_fp8"], job["q_dtype"])
+        spec = _dense_decode_spec(
+            job["block_h"], job["block_n"], job["num_stages"], job["is_fp8"], job["q_dtype"], job["arch"]
+        )
     else:
         spec = _sparse_decode_spec(
             job["block_h"], job["block_n"], job["num_stages"], job["is_fp8"], job["q_dtype"], job["arch"]

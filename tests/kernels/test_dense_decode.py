@@ -94,6 +94,39 @@ def test_split_p_matches_reference(knobs, monkeypatch):
         check(inputs, causal=True)
 
 
+def test_keys_major_p_scratch_rows_match_p_in_registers():
+    """Keys-major tiles pass Pᵀ to the PV dot through the metadata's scratch rows (on sm_90, and under the
+    interpreter); with them removed the kernel keeps P in registers. Both meet the reference and agree closely (the
+    two dots of Sᵀ are summed in another order)."""
+    inputs = make_dense_decode_inputs(lengths=[150, 0, 17, 64], s_q=2, h_q=32, page=16, dtype=SMALL_DTYPE,
+                                      device=DEVICE, seed=13)  # fmt: skip
+    with config.override(**KEYS_MAJOR):
+        meta, _ = get_mla_metadata()
+        out, lse = check(inputs, causal=True, metadata=meta)
+        if HAS_CUDA and torch.cuda.get_device_capability()[0] != 9:
+            assert meta.p_ws is None
+            return
+        assert meta.p_ws is not None and meta.p_ws.dtype == inputs["q"].dtype
+        bare, _ = get_mla_metadata()
+        dense_mla_decode(**inputs, causal=True, metadata=bare)
+        bare.p_ws = None
+        out_r, lse_r = check(inputs, causal=True, metadata=bare)
+    assert (out.float() - out_r.float()).abs().max().item() <= 1e-2 * out_r.float().abs().max().item()
+    assert torch.allclose(lse, lse_r, rtol=1e-5, atol=1e-5)
+
+
+def test_p_scratch_rows_are_checked():
+    inputs = make_dense_decode_inputs(lengths=[20], h_q=16, page=16, dtype=SMALL_DTYPE, device=DEVICE)
+    meta, _ = get_mla_metadata()
+    with config.override(**KEYS_MAJOR):
+        dense_mla_decode(**inputs, metadata=meta)
+    if meta.p_ws is None:
+        pytest.skip("this device keeps P in registers")
+    meta.p_ws = meta.p_ws[:-1]
+    with config.override(**KEYS_MAJOR), pytest.raises(ValueError, match="p_ws"):
+        dense_mla_decode(**inputs, metadata=meta)
+
+
 def test_poison_and_padding_are_present():
     """The inputs the tests use do hold NaN past every length and huge block-table padding."""
     rows = make_dense_decode_inputs(lengths=[5, 20], page=16, dtype=SMALL_DTYPE)

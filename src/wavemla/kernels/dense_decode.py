@@ -45,6 +45,7 @@ import triton
 import triton.language as tl
 
 from wavemla import config
+from wavemla.device import device_arch, triton_interpreting
 from wavemla.kernels.fp8 import e4m3_times_256_inv_f16
 
 LOG2E = 1.4426950408889634
@@ -73,6 +74,27 @@ def split_p(is_fp8: bool, dtype: torch.dtype) -> bool:
     ``WAVEMLA_DENSE_P=split`` (the default, ``single``, rounds P to bf16 once, as FlashMLA does). fp16 keeps 11 bits
     of P in one dot; FP8 rows compute in fp16."""
     return not is_fp8 and dtype == torch.bfloat16 and config.get("WAVEMLA_DENSE_P") == "split"
+
+
+def p_scratch(is_fp8: bool, block_h: int, dtype: torch.dtype, arch: int) -> bool:
+    """Whether the split kernel built for sm_``arch`` passes Pᵀ to the PV dot through scratch rows: keys-major tiles
+    with one dot of P, where Triton lowers ``tl.dot`` to Hopper's warpgroup MMA (sm_90). Triton gives a dot whose
+    result feeds another dot every warp along M, so each warpgroup computed all of Sᵀ; with the scratch rows Sᵀ is
+    split over the two. sm_100 (tcgen05) and the mma.sync paths were not measured with it."""
+    return keys_major(is_fp8, block_h) and not split_p(is_fp8, dtype) and arch == 90
+
+
+def p_scratch_elems(is_fp8: bool, block_h: int, block_n: int, dtype: torch.dtype, programs: int, device: Any) -> int:
+    """Elements (of the rows' dtype) of the split kernel's scratch rows for Pᵀ (``p_ws``), 0 where it keeps P in
+    registers:
+    :func:`p_scratch` for the architecture kernels on ``device`` are built for, and under Triton's interpreter the
+    same tiles, so that the CPU tests run the path. ``programs``: the grid (parts times row blocks)."""
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        use = triton_interpreting() and p_scratch(is_fp8, block_h, dtype, 90)
+    else:
+        use = p_scratch(is_fp8, block_h, dtype, device_arch(dev))
+    return programs * (block_n * block_h + 2 * block_h) if use else 0
 
 
 @triton.jit
@@ -260,6 +282,55 @@ def _online_softmax_t(b_acc_t, b_mx, b_l, b_st, m_st, qk_scale):
 
 
 @triton.jit
+def _bar_sync(x):
+    """``bar.sync 0`` (every thread of the program) as an opaque instruction: Triton's pipeliner keeps pipelining a
+    loop that holds it, where ``tl.debug_barrier`` stops it. ``x``: any scalar (the instruction's operand)."""
+    return tl.inline_asm_elementwise(
+        "bar.sync 0;\n\tmov.u32 $0, 0;", "=r,r", [x], dtype=tl.int32, is_pure=False, pack=1
+    )
+
+
+@triton.jit
+def _st_b16(p, v):
+    """Store the 16-bit ``v`` at ``p`` with an opaque instruction (kept in order with :func:`_bar_sync`)."""
+    return tl.inline_asm_elementwise(
+        "st.global.b16 [$1], $2;\n\tmov.u32 $0, 0;",
+        "=r,l,h",
+        [p.to(tl.int64), v.to(tl.int16, bitcast=True)],
+        dtype=tl.int32,
+        is_pure=False,
+        pack=1,
+    )
+
+
+@triton.jit
+def _ld_b16(p, DTYPE: tl.constexpr):
+    """Load a 16-bit ``DTYPE`` value at ``p`` with an opaque instruction: not turned into a cp.async issued ahead of
+    its store."""
+    b = tl.inline_asm_elementwise("ld.global.b16 $0, [$1];", "=h,l", [p], dtype=tl.int16, is_pure=False, pack=1)
+    return b.to(DTYPE, bitcast=True)
+
+
+@triton.jit
+def _st_f32(p, v):
+    """Store fp32 ``v`` at ``p`` with an opaque instruction."""
+    return tl.inline_asm_elementwise(
+        "st.global.f32 [$1], $2;\n\tmov.u32 $0, 0;",
+        "=r,l,f",
+        [p.to(tl.int64), v],
+        dtype=tl.int32,
+        is_pure=False,
+        pack=1,
+    )
+
+
+@triton.jit
+def _ld_f32(p):
+    """Load fp32 at ``p`` with an opaque instruction."""
+    return tl.inline_asm_elementwise("ld.global.f32 $0, [$1];", "=f,l", [p], dtype=tl.float32, is_pure=False, pack=1)
+
+
+@triton.jit
 def _dense_mla_decode_kernel(
     p_q,
     p_out,
@@ -270,6 +341,7 @@ def _dense_mla_decode_kernel(
     p_bt,
     p_seqlens,
     p_sched,
+    p_p_ws,
     num_blocks,
     max_len,
     stride_kv_blk,
@@ -298,6 +370,8 @@ def _dense_mla_decode_kernel(
     KEYS_MAJOR: tl.constexpr,
     TILE_IN_PAGE: tl.constexpr,
     BLOCK_C: tl.constexpr,
+    P_VIA_WS: tl.constexpr,
+    SCRATCH_ASM: tl.constexpr,
 ):
     i_pid = tl.program_id(0)
     i_rb = i_pid % NUM_RB
@@ -308,6 +382,11 @@ def _dense_mla_decode_kernel(
     o_h = o_m - o_s * H
     o_d = tl.arange(0, _D_V)
     o_e = tl.arange(0, _D_PE)
+    # this program's scratch rows for Pᵀ (P_VIA_WS): BLOCK_N x BLOCK_H bf16, then BLOCK_H fp32 rescale factors
+    o_pn = tl.arange(0, BLOCK_N)
+    o_ph = tl.arange(0, BLOCK_H)
+    p_pws = p_p_ws + tl.cast(i_pid, tl.int64) * (BLOCK_N * BLOCK_H + 2 * BLOCK_H)
+    p_aws = (p_pws + BLOCK_N * BLOCK_H).to(tl.pointer_type(tl.float32))
 
     p_sched_part = p_sched + i_part * 4
     r_begin = tl.load(p_sched_part + 0)
@@ -377,13 +456,47 @@ def _dense_mla_decode_kernel(
                         # so 64 rows run as 2 warpgroups splitting the 512 value columns of Oᵀ = Vᵀ·Pᵀ with no
                         # replicated accumulator (row-major, the chained PV dots of SPLIT_P make Triton give each
                         # warpgroup all 64 rows of a [64, 512] fp32 accumulator: 256 registers, spilled).
-                        b_st = tl.dot(b_kv, tl.trans(b_q))
-                        if HAS_PE:
-                            b_st = tl.dot(b_pe, tl.trans(b_qpe), b_st)
+                        if P_VIA_WS and HAS_PE:
+                            # rope first: the dot whose result feeds another dot is the one Triton repeats in
+                            # each warpgroup, so that is the 64-wide one, not the 512-wide
+                            b_st = tl.dot(b_kv, tl.trans(b_q), tl.dot(b_pe, tl.trans(b_qpe)))
+                        else:
+                            b_st = tl.dot(b_kv, tl.trans(b_q))
+                            if HAS_PE:
+                                b_st = tl.dot(b_pe, tl.trans(b_qpe), b_st)
                         m_st = m_n[:, None] & (o_n[:, None] < b_lim[None, :])
-                        b_acc_t, b_mx, b_l, b_pt = _online_softmax_t(b_acc_t, b_mx, b_l, b_st, m_st, qk_scale)
-                        b_pt_hi = b_pt.to(DTYPE)
-                        b_acc_t = tl.dot(tl.trans(b_kv), b_pt_hi, b_acc_t)
+                        if P_VIA_WS:
+                            # Pᵀ and the rescale factors reach the PV dot through this program's scratch rows, so
+                            # no value path joins the two dots and Triton splits Sᵀ over the warpgroups (half the
+                            # query rows each) instead of computing all of it in each. The barrier and the scratch
+                            # accesses are opaque instructions, which Triton's pipeliner leaves in place and order.
+                            b_st = tl.where(m_st, b_st * qk_scale, float("-inf"))
+                            b_mx_new = tl.maximum(b_mx, tl.max(b_st, 0))
+                            b_mx_safe = tl.where(b_mx_new == float("-inf"), 0.0, b_mx_new)
+                            b_pt = tl.exp2(b_st - b_mx_safe[None, :])
+                            b_alpha = tl.exp2(b_mx - b_mx_safe)
+                            b_l = b_l * b_alpha + tl.sum(b_pt, 0)
+                            b_mx = b_mx_new
+                            p_pt = p_pws + o_pn[:, None] * BLOCK_H + o_ph[None, :]
+                            if SCRATCH_ASM:
+                                _bar_sync(i_tile)  # the previous tile's reads of the scratch rows are done
+                                _st_b16(p_pt, b_pt.to(DTYPE))
+                                _st_f32(p_aws + o_ph, b_alpha)
+                                _bar_sync(i_tile)  # every thread's values are stored before any thread reads them
+                                b_pt_ws = _ld_b16(p_pt, DTYPE)
+                                b_alpha_ws = _ld_f32(p_aws + o_ph)
+                            else:  # Triton's interpreter: the same values through plain loads and stores
+                                tl.debug_barrier()
+                                tl.store(p_pt, b_pt.to(DTYPE))
+                                tl.store(p_aws + o_ph, b_alpha)
+                                tl.debug_barrier()
+                                b_pt_ws = tl.load(p_pt)
+                                b_alpha_ws = tl.load(p_aws + o_ph)
+                            b_acc_t = tl.dot(tl.trans(b_kv), b_pt_ws, b_acc_t * b_alpha_ws[None, :])
+                        else:
+                            b_acc_t, b_mx, b_l, b_pt = _online_softmax_t(b_acc_t, b_mx, b_l, b_st, m_st, qk_scale)
+                            b_pt_hi = b_pt.to(DTYPE)
+                            b_acc_t = tl.dot(tl.trans(b_kv), b_pt_hi, b_acc_t)
                         if SPLIT_P:
                             b_acc_t = tl.dot(tl.trans(b_kv), (b_pt - b_pt_hi.to(tl.float32)).to(DTYPE), b_acc_t)
                     else:
@@ -466,6 +579,7 @@ def dense_decode_split(
     num_warps: int,
     num_stages: int,
     num_parts: int,
+    p_ws: torch.Tensor | None = None,
 ) -> Any:
     """Launch the split kernel over ``num_parts`` parts; returns Triton's compiled-kernel handle.
 
@@ -473,8 +587,18 @@ def dense_decode_split(
     q.dtype; lse ``[b, s_q, h]`` fp32; workspace ``o_ws [b + num_parts, s_q·h, 512]`` fp32 and
     ``lse_ws [b + num_parts, s_q·h]`` fp32; kv ``[blocks, page, 1, d_qk]`` rows or ``[blocks, page, 1, 656]`` uint8;
     block_table ``[b, max_blocks]`` int32; cache_seqlens ``[b]`` int32; sched ``[num_parts, 4]`` int32 from
-    :func:`dense_decode_schedule`.
+    :func:`dense_decode_schedule`. ``p_ws``: scratch of q's dtype, at least :func:`p_scratch_elems` elements, through
+    which Pᵀ reaches the PV dot of keys-major tiles (None keeps P in registers; the same arithmetic but for the
+    order in which the two dots of Sᵀ, rope and latent, are summed).
     """
+    if p_ws is not None:
+        need = num_parts * triton.cdiv(q.shape[1] * q.shape[2], block_h) * (block_n * block_h + 2 * block_h)
+        tiles_ok = keys_major(is_fp8, block_h) and not split_p(is_fp8, q.dtype)
+        if not tiles_ok or p_ws.dtype != q.dtype or p_ws.numel() < need:
+            raise ValueError(
+                f"p_ws: keys-major tiles with one dot of P and a {q.dtype} tensor of at least {need} elements, got "
+                f"{p_ws.dtype} {p_ws.numel()} ({block_h}-row blocks, {'FP8' if is_fp8 else q.dtype} rows)"
+            )
     if is_fp8 and q.dtype != torch.float16:
         # FP8 rows compute in fp16; one conversion here lets the split kernel stage q straight into shared memory.
         q = q.to(torch.float16)
@@ -492,6 +616,7 @@ def dense_decode_split(
         p_bt=block_table,
         p_seqlens=cache_seqlens,
         p_sched=sched,
+        p_p_ws=p_ws if p_ws is not None else out,
         num_blocks=kv.shape[0],
         max_len=block_table.shape[1] * page,
         stride_kv_blk=kv.stride(0),
@@ -520,6 +645,8 @@ def dense_decode_split(
         KEYS_MAJOR=keys_major(is_fp8, block_h),
         TILE_IN_PAGE=page % block_n == 0,
         BLOCK_C=CHUNK_TILES,
+        P_VIA_WS=p_ws is not None,
+        SCRATCH_ASM=not triton_interpreting(),
         num_warps=num_warps,
         num_stages=num_stages,
     )
