@@ -1141,8 +1141,10 @@ def _dense_tile_us(cfg: KernelConfig, workload: DenseWorkload, device: DeviceSpe
 
 def _dense_tile_flops(cfg: KernelConfig, workload: DenseWorkload) -> float:
     """Tensor FLOPs one program issues per tile: ``QKᵀ`` over d_qk and ``PV`` over 512 (twice for bf16 rows, whose
-    P goes in as bf16(P) + bf16(P - bf16(P))). Keys-major with more warps than the 64-key M needs repeats ``QKᵀ`` in
-    each warpgroup (Triton lays chained dots out with every warp along M)."""
+    P went in as bf16(P) + bf16(P - bf16(P))). Keys-major with more warps than the 64-key M needs repeats ``QKᵀ`` in
+    each warpgroup (Triton lays chained dots out with every warp along M). These are the forms of the kernel the
+    fitted constants were measured on; the shipped one-dot P (``WAVEMLA_DENSE_P=single``) and, on sm_90, the
+    keys-major tile's split Sᵀ run 1-15% faster than the model predicts from them (H200: docs/dense-decode.md)."""
     pv = 2 if (not workload.is_fp8 and workload.dtype == "bf16") else 1
     qk_repeat = max(1, cfg.num_warps * 16 // cfg.block_n) if _dense_keys_major(workload, cfg) else 1
     return 2.0 * cfg.block_h * cfg.block_n * (workload.d_qk * qk_repeat + DENSE_D_V * pv)
