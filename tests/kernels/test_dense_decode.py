@@ -176,13 +176,13 @@ def test_flash_mla_entry_point_runs_dense_without_indices():
     args = (inputs["q"], inputs["k_cache"], inputs["block_table"], inputs["cache_seqlens"], 512, meta)
     out, lse = flash_mla_with_kvcache(*args, causal=True)
     ref_out, ref_lse = dense_decode_ref(**inputs, causal=True)
-    assert_close("out", out, ref_out, TOLERANCES[("out", LANE)])
+    assert_close("out", out, ref_out, dense_out_tolerance(inputs["k_cache"], LANE))
     assert_close("lse", lse, ref_lse, TOLERANCES[("lse", LANE)])
     # the metadata is reused by a second layer of the same step; new lengths in place are rescheduled
     inputs["cache_seqlens"].copy_(torch.tensor([20, 2], dtype=torch.int32))
     out2, lse2 = flash_mla_with_kvcache(*args, causal=True)
     ref_out, ref_lse = dense_decode_ref(**inputs, causal=True)
-    assert_close("out", out2, ref_out, TOLERANCES[("out", LANE)])
+    assert_close("out", out2, ref_out, dense_out_tolerance(inputs["k_cache"], LANE))
     assert_close("lse", lse2, ref_lse, TOLERANCES[("lse", LANE)])
 
 
