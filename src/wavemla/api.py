@@ -485,7 +485,8 @@ def dense_mla_decode(
             c = planned.config
             programs = planned.num_parts * -(-s_q * h_q // c.block_h)
             n_p = dense_p_scratch_elems(is_fp8, c.block_h, c.block_n, q.dtype, programs, device)
-            meta.p_ws = torch.empty(n_p, dtype=q.dtype, device=device) if n_p else None
+            p_dtype = torch.float16 if is_fp8 else q.dtype  # the split kernel's compute dtype
+            meta.p_ws = torch.empty(n_p, dtype=p_dtype, device=device) if n_p else None
         elif meta.key != key:
             raise ValueError(
                 f"metadata (tile_scheduler_metadata): planned for {meta.key}, called with {key}; "

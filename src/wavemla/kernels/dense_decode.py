@@ -331,6 +331,45 @@ def _ld_f32(p):
 
 
 @triton.jit
+def _softmax_t_via_ws(
+    b_mx, b_l, b_st, m_st, qk_scale, p_pws, p_aws, i_tile, DTYPE: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_H: tl.constexpr, SCRATCH_ASM: tl.constexpr,
+):  # fmt: skip
+    """:func:`_online_softmax_t` whose weights Pᵀ (as ``DTYPE``) and rescale factors come back through this
+    program's scratch rows (``p_pws``, ``p_aws``); returns (max, sum, Pᵀ, alpha).
+
+    With no value path from the Sᵀ dot to the PV dot, Triton splits Sᵀ over the warpgroups (half the query rows each)
+    instead of computing all of it in each. The barriers and the scratch accesses are opaque instructions, which
+    Triton's pipeliner leaves in place and in order (a ``tl.debug_barrier`` stops it from pipelining the row loads;
+    plain loads of the scratch become cp.async issued ahead of their stores); under the interpreter, plain ones.
+    """
+    b_st = tl.where(m_st, b_st * qk_scale, float("-inf"))
+    b_mx_new = tl.maximum(b_mx, tl.max(b_st, 0))
+    b_mx_safe = tl.where(b_mx_new == float("-inf"), 0.0, b_mx_new)
+    b_pt = tl.exp2(b_st - b_mx_safe[None, :])
+    b_alpha = tl.exp2(b_mx - b_mx_safe)
+    b_l = b_l * b_alpha + tl.sum(b_pt, 0)
+    o_pn = tl.arange(0, BLOCK_N)
+    o_ph = tl.arange(0, BLOCK_H)
+    p_pt = p_pws + o_pn[:, None] * BLOCK_H + o_ph[None, :]
+    if SCRATCH_ASM:
+        _bar_sync(i_tile)  # the previous tile's reads of the scratch rows are done
+        _st_b16(p_pt, b_pt.to(DTYPE))
+        _st_f32(p_aws + o_ph, b_alpha)
+        _bar_sync(i_tile)  # every thread's values are stored before any thread reads them
+        b_pt_ws = _ld_b16(p_pt, DTYPE)
+        b_alpha_ws = _ld_f32(p_aws + o_ph)
+    else:
+        tl.debug_barrier()
+        tl.store(p_pt, b_pt.to(DTYPE))
+        tl.store(p_aws + o_ph, b_alpha)
+        tl.debug_barrier()
+        b_pt_ws = tl.load(p_pt)
+        b_alpha_ws = tl.load(p_aws + o_ph)
+    return b_mx_new, b_l, b_pt_ws, b_alpha_ws
+
+
+@triton.jit
 def _dense_mla_decode_kernel(
     p_q,
     p_out,
@@ -382,9 +421,7 @@ def _dense_mla_decode_kernel(
     o_h = o_m - o_s * H
     o_d = tl.arange(0, _D_V)
     o_e = tl.arange(0, _D_PE)
-    # this program's scratch rows for Pᵀ (P_VIA_WS): BLOCK_N x BLOCK_H bf16, then BLOCK_H fp32 rescale factors
-    o_pn = tl.arange(0, BLOCK_N)
-    o_ph = tl.arange(0, BLOCK_H)
+    # this program's scratch rows for Pᵀ (P_VIA_WS): BLOCK_N x BLOCK_H values of DTYPE, then BLOCK_H fp32 factors
     p_pws = p_p_ws + tl.cast(i_pid, tl.int64) * (BLOCK_N * BLOCK_H + 2 * BLOCK_H)
     p_aws = (p_pws + BLOCK_N * BLOCK_H).to(tl.pointer_type(tl.float32))
 
@@ -423,16 +460,33 @@ def _dense_mla_decode_kernel(
             p_row, m_n, o_n = _tile_rows(p_kv, p_bt_row, t_lo, n_seg, num_blocks, stride_kv_blk, stride_kv_tok,
                                          PAGE, BLOCK_N)  # fmt: skip
             b_x, b_sc, b_r = _load_fp8_raw(p_row, m_n)
+            if KEYS_MAJOR:
+                b_acc_t = tl.zeros([_D_V, BLOCK_H], dtype=tl.float32)
             for i_tile in range(t_lo, t_stop):
                 p_nrow, m_nn, o_nn = _tile_rows(p_kv, p_bt_row, i_tile + 1, n_seg, num_blocks, stride_kv_blk,
                                                 stride_kv_tok, PAGE, BLOCK_N)  # fmt: skip
                 b_xn, b_scn, b_rn = _load_fp8_raw(p_nrow, m_nn)
                 b_kv, b_pe = _decode_fp8(b_x, b_sc, b_r, BLOCK_N)
-                b_s = tl.dot(b_q, tl.trans(b_kv)) + tl.dot(b_qpe, tl.trans(b_pe))
-                m_s = m_n[None, :] & (o_n[None, :] < b_lim[:, None])
-                b_acc, b_mx, b_l, b_p = _online_softmax(b_acc, b_mx, b_l, b_s, m_s, qk_scale)
-                b_acc = tl.dot(b_p.to(DTYPE), b_kv, b_acc)
+                if KEYS_MAJOR:
+                    b_st = tl.dot(b_kv, tl.trans(b_q), tl.dot(b_pe, tl.trans(b_qpe)))
+                    m_st = m_n[:, None] & (o_n[:, None] < b_lim[None, :])
+                    if P_VIA_WS:
+                        b_mx, b_l, b_pt_ws, b_alpha_ws = _softmax_t_via_ws(
+                            b_mx, b_l, b_st, m_st, qk_scale, p_pws, p_aws, i_tile, DTYPE, BLOCK_N, BLOCK_H,
+                            SCRATCH_ASM,
+                        )  # fmt: skip
+                        b_acc_t = tl.dot(tl.trans(b_kv), b_pt_ws, b_acc_t * b_alpha_ws[None, :])
+                    else:
+                        b_acc_t, b_mx, b_l, b_pt = _online_softmax_t(b_acc_t, b_mx, b_l, b_st, m_st, qk_scale)
+                        b_acc_t = tl.dot(tl.trans(b_kv), b_pt.to(DTYPE), b_acc_t)
+                else:
+                    b_s = tl.dot(b_q, tl.trans(b_kv)) + tl.dot(b_qpe, tl.trans(b_pe))
+                    m_s = m_n[None, :] & (o_n[None, :] < b_lim[:, None])
+                    b_acc, b_mx, b_l, b_p = _online_softmax(b_acc, b_mx, b_l, b_s, m_s, qk_scale)
+                    b_acc = tl.dot(b_p.to(DTYPE), b_kv, b_acc)
                 b_x, b_sc, b_r, m_n, o_n = b_xn, b_scn, b_rn, m_nn, o_nn
+            if KEYS_MAJOR:
+                b_acc = tl.trans(b_acc_t)
         else:
             # Rows: one load of the tile's latent [BLOCK_N, 512] (and rope [BLOCK_N, 64]) feeds both dots. The
             # block ids come BLOCK_C tiles at a time, so no load in the tile loop feeds the tile addresses and
@@ -466,32 +520,10 @@ def _dense_mla_decode_kernel(
                                 b_st = tl.dot(b_pe, tl.trans(b_qpe), b_st)
                         m_st = m_n[:, None] & (o_n[:, None] < b_lim[None, :])
                         if P_VIA_WS:
-                            # Pᵀ and the rescale factors reach the PV dot through this program's scratch rows, so
-                            # no value path joins the two dots and Triton splits Sᵀ over the warpgroups (half the
-                            # query rows each) instead of computing all of it in each. The barrier and the scratch
-                            # accesses are opaque instructions, which Triton's pipeliner leaves in place and order.
-                            b_st = tl.where(m_st, b_st * qk_scale, float("-inf"))
-                            b_mx_new = tl.maximum(b_mx, tl.max(b_st, 0))
-                            b_mx_safe = tl.where(b_mx_new == float("-inf"), 0.0, b_mx_new)
-                            b_pt = tl.exp2(b_st - b_mx_safe[None, :])
-                            b_alpha = tl.exp2(b_mx - b_mx_safe)
-                            b_l = b_l * b_alpha + tl.sum(b_pt, 0)
-                            b_mx = b_mx_new
-                            p_pt = p_pws + o_pn[:, None] * BLOCK_H + o_ph[None, :]
-                            if SCRATCH_ASM:
-                                _bar_sync(i_tile)  # the previous tile's reads of the scratch rows are done
-                                _st_b16(p_pt, b_pt.to(DTYPE))
-                                _st_f32(p_aws + o_ph, b_alpha)
-                                _bar_sync(i_tile)  # every thread's values are stored before any thread reads them
-                                b_pt_ws = _ld_b16(p_pt, DTYPE)
-                                b_alpha_ws = _ld_f32(p_aws + o_ph)
-                            else:  # Triton's interpreter: the same values through plain loads and stores
-                                tl.debug_barrier()
-                                tl.store(p_pt, b_pt.to(DTYPE))
-                                tl.store(p_aws + o_ph, b_alpha)
-                                tl.debug_barrier()
-                                b_pt_ws = tl.load(p_pt)
-                                b_alpha_ws = tl.load(p_aws + o_ph)
+                            b_mx, b_l, b_pt_ws, b_alpha_ws = _softmax_t_via_ws(
+                                b_mx, b_l, b_st, m_st, qk_scale, p_pws, p_aws, i_tile, DTYPE, BLOCK_N, BLOCK_H,
+                                SCRATCH_ASM,
+                            )  # fmt: skip
                             b_acc_t = tl.dot(tl.trans(b_kv), b_pt_ws, b_acc_t * b_alpha_ws[None, :])
                         else:
                             b_acc_t, b_mx, b_l, b_pt = _online_softmax_t(b_acc_t, b_mx, b_l, b_st, m_st, qk_scale)
@@ -587,16 +619,17 @@ def dense_decode_split(
     q.dtype; lse ``[b, s_q, h]`` fp32; workspace ``o_ws [b + num_parts, s_q·h, 512]`` fp32 and
     ``lse_ws [b + num_parts, s_q·h]`` fp32; kv ``[blocks, page, 1, d_qk]`` rows or ``[blocks, page, 1, 656]`` uint8;
     block_table ``[b, max_blocks]`` int32; cache_seqlens ``[b]`` int32; sched ``[num_parts, 4]`` int32 from
-    :func:`dense_decode_schedule`. ``p_ws``: scratch of q's dtype, at least :func:`p_scratch_elems` elements, through
-    which Pᵀ reaches the PV dot of keys-major tiles (None keeps P in registers; the same arithmetic but for the
-    order in which the two dots of Sᵀ, rope and latent, are summed).
+    :func:`dense_decode_schedule`. ``p_ws``: scratch of the compute dtype (q's; fp16 for FP8 rows), at least
+    :func:`p_scratch_elems` elements, through which Pᵀ reaches the PV dot of keys-major tiles (None keeps P in
+    registers; the same arithmetic but for the order in which the two dots of Sᵀ, rope and latent, are summed).
     """
     if p_ws is not None:
         need = num_parts * triton.cdiv(q.shape[1] * q.shape[2], block_h) * (block_n * block_h + 2 * block_h)
         tiles_ok = keys_major(is_fp8, block_h) and not split_p(is_fp8, q.dtype)
-        if not tiles_ok or p_ws.dtype != q.dtype or p_ws.numel() < need:
+        compute = torch.float16 if is_fp8 else q.dtype
+        if not tiles_ok or p_ws.dtype != compute or p_ws.numel() < need:
             raise ValueError(
-                f"p_ws: keys-major tiles with one dot of P and a {q.dtype} tensor of at least {need} elements, got "
+                f"p_ws: keys-major tiles with one dot of P and a {compute} tensor of at least {need} elements, got "
                 f"{p_ws.dtype} {p_ws.numel()} ({block_h}-row blocks, {'FP8' if is_fp8 else q.dtype} rows)"
             )
     if is_fp8 and q.dtype != torch.float16:
