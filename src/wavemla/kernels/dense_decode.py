@@ -460,33 +460,16 @@ def _dense_mla_decode_kernel(
             p_row, m_n, o_n = _tile_rows(p_kv, p_bt_row, t_lo, n_seg, num_blocks, stride_kv_blk, stride_kv_tok,
                                          PAGE, BLOCK_N)  # fmt: skip
             b_x, b_sc, b_r = _load_fp8_raw(p_row, m_n)
-            if KEYS_MAJOR:
-                b_acc_t = tl.zeros([_D_V, BLOCK_H], dtype=tl.float32)
             for i_tile in range(t_lo, t_stop):
                 p_nrow, m_nn, o_nn = _tile_rows(p_kv, p_bt_row, i_tile + 1, n_seg, num_blocks, stride_kv_blk,
                                                 stride_kv_tok, PAGE, BLOCK_N)  # fmt: skip
                 b_xn, b_scn, b_rn = _load_fp8_raw(p_nrow, m_nn)
                 b_kv, b_pe = _decode_fp8(b_x, b_sc, b_r, BLOCK_N)
-                if KEYS_MAJOR:
-                    b_st = tl.dot(b_kv, tl.trans(b_q), tl.dot(b_pe, tl.trans(b_qpe)))
-                    m_st = m_n[:, None] & (o_n[:, None] < b_lim[None, :])
-                    if P_VIA_WS:
-                        b_mx, b_l, b_pt_ws, b_alpha_ws = _softmax_t_via_ws(
-                            b_mx, b_l, b_st, m_st, qk_scale, p_pws, p_aws, i_tile, DTYPE, BLOCK_N, BLOCK_H,
-                            SCRATCH_ASM,
-                        )  # fmt: skip
-                        b_acc_t = tl.dot(tl.trans(b_kv), b_pt_ws, b_acc_t * b_alpha_ws[None, :])
-                    else:
-                        b_acc_t, b_mx, b_l, b_pt = _online_softmax_t(b_acc_t, b_mx, b_l, b_st, m_st, qk_scale)
-                        b_acc_t = tl.dot(tl.trans(b_kv), b_pt.to(DTYPE), b_acc_t)
-                else:
-                    b_s = tl.dot(b_q, tl.trans(b_kv)) + tl.dot(b_qpe, tl.trans(b_pe))
-                    m_s = m_n[None, :] & (o_n[None, :] < b_lim[:, None])
-                    b_acc, b_mx, b_l, b_p = _online_softmax(b_acc, b_mx, b_l, b_s, m_s, qk_scale)
-                    b_acc = tl.dot(b_p.to(DTYPE), b_kv, b_acc)
+                b_s = tl.dot(b_q, tl.trans(b_kv)) + tl.dot(b_qpe, tl.trans(b_pe))
+                m_s = m_n[None, :] & (o_n[None, :] < b_lim[:, None])
+                b_acc, b_mx, b_l, b_p = _online_softmax(b_acc, b_mx, b_l, b_s, m_s, qk_scale)
+                b_acc = tl.dot(b_p.to(DTYPE), b_kv, b_acc)
                 b_x, b_sc, b_r, m_n, o_n = b_xn, b_scn, b_rn, m_nn, o_nn
-            if KEYS_MAJOR:
-                b_acc = tl.trans(b_acc_t)
         else:
             # Rows: one load of the tile's latent [BLOCK_N, 512] (and rope [BLOCK_N, 64]) feeds both dots. The
             # block ids come BLOCK_C tiles at a time, so no load in the tile loop feeds the tile addresses and
