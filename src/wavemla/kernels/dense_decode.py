@@ -85,10 +85,9 @@ def p_scratch(is_fp8: bool, block_h: int, dtype: torch.dtype, arch: int) -> bool
 
 
 def p_scratch_elems(is_fp8: bool, block_h: int, block_n: int, dtype: torch.dtype, programs: int, device: Any) -> int:
-    """Elements (of the rows' dtype) of the split kernel's scratch rows for Pᵀ (``p_ws``), 0 where it keeps P in
-    registers:
-    :func:`p_scratch` for the architecture kernels on ``device`` are built for, and under Triton's interpreter the
-    same tiles, so that the CPU tests run the path. ``programs``: the grid (parts times row blocks)."""
+    """Elements (of the compute dtype) of the split kernel's scratch rows for Pᵀ (``p_ws``), 0 where it keeps P in
+    registers: :func:`p_scratch` for the architecture kernels on ``device`` are built for, and under Triton's
+    interpreter the same tiles, so that the CPU tests run the path. ``programs``: the grid (parts times row blocks)."""
     dev = torch.device(device)
     if dev.type != "cuda":
         use = triton_interpreting() and p_scratch(is_fp8, block_h, dtype, 90)
