@@ -949,14 +949,19 @@ DENSE_D_QK = (576, 512)
 # the constants say where they come from.
 _DENSE_LATENCY_US = 1.5  # DRAM latency under load on HBM parts (H100/H200 microbenchmarks report ~1-2 µs loaded)
 _DENSE_MMA_EFFICIENCY = 0.5  # fraction of the tensor peak a Triton mma.sync loop with a BLOCK_N-row tile reaches
-_DENSE_WGMMA_EFFICIENCY = 0.8  # the same for wgmma, operands in shared memory, N = 64 query rows (fitted, below)
+_DENSE_WGMMA_EFFICIENCY = 0.7  # the same for wgmma, operands in shared memory, N = 64 query rows (fitted, below)
 # An SM running one program streams its tiles at this fraction of the rate two programs reach (H200: bf16 h=16,
 # b=128, 16x64x4x3 at one program per SM 66% / 75% of copy bandwidth at s_k 4K / 16K, 16x32x4x3 at two 73% / 82%;
 # FP8 16x64x8x1 against 16x32x4x1 6-8% slower at b >= 32; 2026-11-30-h200-dense-cal.log; at b = 11..15, s_k 4K,
 # 12-18% slower, 2026-11-30-h200-dense-curve2-bf16-h16.json, where 0.9 still let the model flip between the two at
 # odd b). With the wgmma efficiency at 0.8 (0.6 before) the model picks the measured best of the candidate tiles, or
 # one within 3%, at 48 of 54 shapes of that grid with b >= 8 (before: 43), the worst pick 1.08x the best (before
-# 1.18x; benchmarks/experiments/fit_dense.py).
+# 1.18x; benchmarks/experiments/fit_dense.py). Re-fitted to 0.7 on the kernel with one bf16 dot of P and Sᵀ split
+# over the warpgroups (bf16 h = 64 and 128, b = 8..128, s_k 4K, the three tiles forced: 2026-12-01-h200-dense-
+# crossover2.json and -crossover.json): 1 miss of 13 shapes, worst pick 1.05x (h = 64, b = 24), where 0.8 missed 3,
+# worst 1.19x (keys-major tiles at h = 64 b = 16..24 and h = 128 b = 8, where 16x32 row tiles measure faster); 0.75
+# misses as few but moves to keys-major at h = 64 from b = 15 (measured crossover 24..32), 0.7 from b = 21, and at
+# h = 128 from b = 12 (measured 8..16). The 2026-11-30 grid, of the earlier kernel: 7 misses of 54 at 0.7, 6 at 0.8.
 _DENSE_ONE_PROGRAM_DRAM = 0.85
 _DENSE_FP8_DECODE_ROW_US = 0.02  # e4m3 bit decode + scale of one 512-value row on one SM (~40 cycles at 2 GHz)
 _DENSE_SCHEDULER_US = 3.0  # the one-program scheduler launch inside a CUDA graph
