@@ -432,6 +432,7 @@ def dense_mla_decode(
     from wavemla.kernels.combine import dense_decode_combine
     from wavemla.kernels.dense_decode import dense_decode_schedule, dense_decode_split
     from wavemla.kernels.dense_decode import p_scratch_elems as dense_p_scratch_elems
+    from wavemla.kernels.dense_decode import split_p as dense_split_p
 
     device = _check_q_common(q)
     b, s_q, h_q, d_qk = q.shape
@@ -528,7 +529,8 @@ def dense_mla_decode(
             num_warps=p.config.num_warps,
             num_stages=p.config.num_stages,
             num_parts=p.num_parts,
-            p_ws=meta.p_ws,
+            # planned under WAVEMLA_DENSE_P=single; a call under split keeps P in registers (two dots of it)
+            p_ws=None if dense_split_p(is_fp8, q.dtype) else meta.p_ws,
         )
         if p.num_parts > 1:
             dense_decode_combine(out=out, lse=lse, o_ws=meta.o_ws, lse_ws=meta.lse_ws, req=meta.req)

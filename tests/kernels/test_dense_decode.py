@@ -115,6 +115,20 @@ def test_keys_major_p_scratch_rows_match_p_in_registers():
     assert torch.allclose(lse, lse_r, rtol=1e-5, atol=1e-5)
 
 
+def test_dense_p_knob_may_change_after_planning():
+    """Metadata planned under ``single`` (scratch rows for Pᵀ where the tile uses them) serves a call under
+    ``split`` too: that call keeps P in registers and gives the bits of metadata planned under ``split``."""
+    inputs = make_dense_decode_inputs(lengths=[90, 33], h_q=16, page=16, dtype=SMALL_DTYPE, device=DEVICE, seed=14)
+    with config.override(**KEYS_MAJOR):
+        meta, _ = get_mla_metadata()
+        dense_mla_decode(**inputs, metadata=meta)
+        with config.override(WAVEMLA_DENSE_P="split"):
+            out, lse = dense_mla_decode(**inputs, metadata=meta)
+            fresh, _ = get_mla_metadata()
+            out_f, lse_f = dense_mla_decode(**inputs, metadata=fresh)
+    assert torch.equal(out, out_f) and torch.equal(lse, lse_f)
+
+
 def test_p_scratch_rows_are_checked():
     inputs = make_dense_decode_inputs(lengths=[20], h_q=16, page=16, dtype=SMALL_DTYPE, device=DEVICE)
     meta, _ = get_mla_metadata()
