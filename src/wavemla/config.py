@@ -157,7 +157,8 @@ KNOBS: dict[str, Knob] = {
             "How the dense decode's softmax weights P meet V on bf16 rows: 'single' (one dot of bf16(P), 8 bits of "
             "every weight, as FlashMLA and the sparse decode round them: an output element can be off by up to "
             "2^-9 of the largest |v| it reads), 'split' (bf16(P) plus bf16(P - bf16(P)), two dots, 16 bits; on an "
-            "H200 10-15% slower with 16 heads, 1-3% with 64 and 128). fp16 and FP8 rows always use one fp16 dot.",
+            "H200 10-15% slower with 16 heads, and 5-14% with 64 and 128, whose keys-major tiles then also compute "
+            "S^T in both warpgroups). fp16 and FP8 rows always use one fp16 dot.",
             choices=("split", "single"),
         ),
         Knob(
