@@ -269,15 +269,23 @@ def _online_softmax(b_acc, b_mx, b_l, b_s, m_s, qk_scale):
 
 
 @triton.jit
-def _online_softmax_t(b_acc_t, b_mx, b_l, b_st, m_st, qk_scale):
-    """:func:`_online_softmax` on transposed tiles: scores ``[BLOCK_N, BLOCK_H]``, accumulator ``[512, BLOCK_H]``."""
+def _softmax_t_weights(b_mx, b_l, b_st, m_st, qk_scale):
+    """One transposed tile of scores ``[BLOCK_N, BLOCK_H]`` (masked by ``m_st``) into the running max and sum;
+    returns the new (max, sum), the tile's weights Pᵀ (base 2) and the accumulator's rescale factors."""
     b_st = tl.where(m_st, b_st * qk_scale, float("-inf"))
     b_mx_new = tl.maximum(b_mx, tl.max(b_st, 0))
     b_mx_safe = tl.where(b_mx_new == float("-inf"), 0.0, b_mx_new)
     b_pt = tl.exp2(b_st - b_mx_safe[None, :])
     b_alpha = tl.exp2(b_mx - b_mx_safe)
     b_l = b_l * b_alpha + tl.sum(b_pt, 0)
-    return b_acc_t * b_alpha[None, :], b_mx_new, b_l, b_pt
+    return b_mx_new, b_l, b_pt, b_alpha
+
+
+@triton.jit
+def _online_softmax_t(b_acc_t, b_mx, b_l, b_st, m_st, qk_scale):
+    """:func:`_online_softmax` on transposed tiles: scores ``[BLOCK_N, BLOCK_H]``, accumulator ``[512, BLOCK_H]``."""
+    b_mx, b_l, b_pt, b_alpha = _softmax_t_weights(b_mx, b_l, b_st, m_st, qk_scale)
+    return b_acc_t * b_alpha[None, :], b_mx, b_l, b_pt
 
 
 @triton.jit
@@ -342,12 +350,7 @@ def _softmax_t_via_ws(
     Triton's pipeliner leaves in place and in order (a ``tl.debug_barrier`` stops it from pipelining the row loads;
     plain loads of the scratch become cp.async issued ahead of their stores); under the interpreter, plain ones.
     """
-    b_st = tl.where(m_st, b_st * qk_scale, float("-inf"))
-    b_mx_new = tl.maximum(b_mx, tl.max(b_st, 0))
-    b_mx_safe = tl.where(b_mx_new == float("-inf"), 0.0, b_mx_new)
-    b_pt = tl.exp2(b_st - b_mx_safe[None, :])
-    b_alpha = tl.exp2(b_mx - b_mx_safe)
-    b_l = b_l * b_alpha + tl.sum(b_pt, 0)
+    b_mx, b_l, b_pt, b_alpha = _softmax_t_weights(b_mx, b_l, b_st, m_st, qk_scale)
     o_pn = tl.arange(0, BLOCK_N)
     o_ph = tl.arange(0, BLOCK_H)
     p_pt = p_pws + o_pn[:, None] * BLOCK_H + o_ph[None, :]
@@ -365,7 +368,7 @@ def _softmax_t_via_ws(
         tl.debug_barrier()
         b_pt_ws = tl.load(p_pt)
         b_alpha_ws = tl.load(p_aws + o_ph)
-    return b_mx_new, b_l, b_pt_ws, b_alpha_ws
+    return b_mx, b_l, b_pt_ws, b_alpha_ws
 
 
 @triton.jit
