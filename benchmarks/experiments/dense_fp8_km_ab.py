@@ -11,8 +11,8 @@ not offer it). CUDA-graph replay, L2 flushed, median of ``--reps``; % of the cop
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
+import sys
+from pathlib import Path
 
 import torch
 
@@ -20,7 +20,10 @@ import wavemla.kernels.dense_decode as dd
 from wavemla import config, dense_mla_decode, get_mla_metadata
 from wavemla.reference import dense_decode_ref
 from wavemla.testing import TOLERANCES, check_close, make_dense_decode_inputs
-from wavemla.tools.bench import DENSE_PAGE, dense_traffic, environment, measure_ceilings, timing_samples_us
+from wavemla.tools.bench import DENSE_PAGE, dense_traffic, measure_ceilings
+
+sys.path.insert(0, str(Path(__file__).parent))
+from dense_ab import graph_median_us, pct_copy, write_results
 
 TILE64 = dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64, WAVEMLA_NUM_WARPS=8, WAVEMLA_NUM_STAGES=1)
 
@@ -48,7 +51,7 @@ def main() -> None:
                     meta, _ = get_mla_metadata()
                     out, lse = dense_mla_decode(**inputs, metadata=meta)
                     fn = lambda meta=meta, kw=inputs: dense_mla_decode(**kw, metadata=meta)  # noqa: E731
-                    t = statistics.median(timing_samples_us(fn, args.reps, graph=True))
+                    t = graph_median_us(fn, args.reps)
             finally:
                 dd.keys_major = rows_rule  # type: ignore[assignment]
             bad = check_close("out", out, ref_out, TOLERANCES[("out", "gpu")]) or check_close(
@@ -56,7 +59,7 @@ def main() -> None:
             )
             p = meta.dense_plan
             assert p is not None
-            pct = 100 * nbytes / (t * 1e-6) / (ceil.copy_gbps * 1e9)
+            pct = pct_copy(nbytes, t, ceil)
             records.append(dict(heads=h, batch=b, s_k=s_k, variant=name, config=str(p.config), parts=p.num_parts,
                                 scratch=meta.p_ws is not None, median_us=t, pct_copy=pct, mismatch=bad))  # fmt: skip
             used = meta.p_ws is not None
@@ -64,9 +67,7 @@ def main() -> None:
                   f"scratch={used!s:5s} {t:8.1f} us  {pct:5.1f}% of copy  {bad or 'matches'}")  # fmt: skip
         del inputs
         torch.cuda.empty_cache()
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"environment": environment(), "copy_gbps": ceil.copy_gbps, "records": records}, f, indent=1)
+    write_results(args.out, ceil, records)
 
 
 if __name__ == "__main__":

@@ -14,9 +14,9 @@ per-round medians is reported, with the copy bandwidth measured in the same proc
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
+import sys
 import types
+from pathlib import Path
 
 import torch
 
@@ -24,7 +24,10 @@ import wavemla.kernels.combine as combine
 import wavemla.kernels.gdc as gdc
 from wavemla import dense_mla_decode, get_mla_metadata
 from wavemla.testing import make_dense_decode_inputs
-from wavemla.tools.bench import DENSE_PAGE, dense_traffic, environment, measure_ceilings, timing_samples_us
+from wavemla.tools.bench import DENSE_PAGE, dense_traffic, measure_ceilings
+
+sys.path.insert(0, str(Path(__file__).parent))
+from dense_ab import graph_median_us, pct_copy, write_results
 
 
 def main() -> None:
@@ -56,12 +59,8 @@ def main() -> None:
                     combine.gdc = off if name == "pdl-plain-combine" else gdc  # type: ignore[assignment]
                     o, lse = dense_mla_decode(**inputs, metadata=meta)
                     results[name] = (o.clone(), lse.clone())
-                    samples = timing_samples_us(
-                        lambda inputs=inputs, meta=meta: dense_mla_decode(**inputs, metadata=meta),
-                        args.reps,
-                        graph=True,
-                    )
-                    times[name].append(statistics.median(samples))
+                    fn = lambda inputs=inputs, meta=meta: dense_mla_decode(**inputs, metadata=meta)  # noqa: E731
+                    times[name].append(graph_median_us(fn, args.reps))
         finally:
             gdc.enabled = enabled  # type: ignore[assignment]
             combine.gdc = gdc  # type: ignore[assignment]
@@ -79,8 +78,8 @@ def main() -> None:
                 kv_format=fmt, heads=h, batch=b, s_k=s_k, config=str(p.config), parts=p.num_parts,
                 pdl_us=t_pdl, plain_us=t_plain, pdl_all=times["pdl"], plain_all=times["plain"], bit_identical=same,
                 pdl_plain_combine_us=min(times["pdl-plain-combine"]) if args.no_combine else None,
-                pdl_pct_copy=100 * nbytes / (t_pdl * 1e-6) / (ceil.copy_gbps * 1e9),
-                plain_pct_copy=100 * nbytes / (t_plain * 1e-6) / (ceil.copy_gbps * 1e9),
+                pdl_pct_copy=pct_copy(nbytes, t_pdl, ceil),
+                plain_pct_copy=pct_copy(nbytes, t_plain, ceil),
             )
         )  # fmt: skip
         r = records[-1]
@@ -95,9 +94,7 @@ def main() -> None:
         )
         del inputs, meta, results
         torch.cuda.empty_cache()
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"environment": environment(), "copy_gbps": ceil.copy_gbps, "records": records}, f, indent=1)
+    write_results(args.out, ceil, records)
 
 
 if __name__ == "__main__":

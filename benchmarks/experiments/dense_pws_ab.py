@@ -13,14 +13,17 @@ measured in the same process.
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
+import sys
+from pathlib import Path
 
 import torch
 
 from wavemla import dense_mla_decode, get_mla_metadata
 from wavemla.testing import make_dense_decode_inputs
-from wavemla.tools.bench import DENSE_PAGE, dense_traffic, environment, measure_ceilings, timing_samples_us
+from wavemla.tools.bench import DENSE_PAGE, dense_traffic, measure_ceilings
+
+sys.path.insert(0, str(Path(__file__).parent))
+from dense_ab import graph_median_us, pct_copy, write_results
 
 
 def main() -> None:
@@ -50,7 +53,7 @@ def main() -> None:
                 o, lse = dense_mla_decode(**inputs, causal=causal, metadata=meta)
                 results[name] = (o.float(), lse.clone())
                 fn = lambda inputs=inputs, meta=meta, c=causal: dense_mla_decode(**inputs, causal=c, metadata=meta)  # noqa: E731
-                times[name].append(statistics.median(timing_samples_us(fn, args.reps, graph=True)))
+                times[name].append(graph_median_us(fn, args.reps))
         (o_s, l_s), (o_r, l_r) = results["scratch"], results["registers"]
         out_diff = ((o_s - o_r).abs().max() / o_r.abs().max().clamp_min(1e-30)).item()
         lse_diff = (l_s - l_r).abs().nan_to_num(0.0).max().item()
@@ -58,7 +61,7 @@ def main() -> None:
         t_s, t_r = min(times["scratch"]), min(times["registers"])
         p = metas["scratch"].dense_plan
         assert p is not None
-        pct = {name: 100 * nbytes / (t * 1e-6) / (ceil.copy_gbps * 1e9) for name, t in (("s", t_s), ("r", t_r))}
+        pct = {name: pct_copy(nbytes, t, ceil) for name, t in (("s", t_s), ("r", t_r))}
         records.append(
             dict(
                 kv_format=fmt, heads=h, batch=b, s_k=s_k, s_q=s_q, config=str(p.config), parts=p.num_parts,
@@ -74,9 +77,7 @@ def main() -> None:
         )
         del inputs, metas, results
         torch.cuda.empty_cache()
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"environment": environment(), "copy_gbps": ceil.copy_gbps, "records": records}, f, indent=1)
+    write_results(args.out, ceil, records)
 
 
 if __name__ == "__main__":
