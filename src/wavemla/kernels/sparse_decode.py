@@ -252,6 +252,21 @@ def finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK: tl.constexpr):
 
 
 @triton.jit
+def _finalize_scaled(b_acc, b_scale, b_lse2, m_seen, p_sink, o_h, m_h, HAS_SINK: tl.constexpr):
+    """:func:`finalize_heads` on an unnormalized accumulator: ``acc · scale`` with the sink factor folded into the
+    per-row ``scale`` (``1/l``), so an output element costs one product. A row that saw no valid row has acc = +0
+    (its weights were all 0) and gets scale 0: output +0 and lse +inf, as finalize_heads gives, without a select per
+    element (which the compiler moves past the cast to 16 bits, into unpack-select-repack). Returns (output fp32,
+    natural-log lse)."""
+    if HAS_SINK:
+        b_sink2 = tl.load(p_sink + o_h, mask=m_h, other=float("-inf")).to(tl.float32) * 1.4426950408889634
+        b_scale = b_scale / (1.0 + tl.exp2(b_sink2 - b_lse2))
+    b_scale = tl.where(m_seen, b_scale, 0.0)
+    b_lse = tl.where(b_lse2 > float("-inf"), b_lse2 * 0.6931471805599453, float("inf"))
+    return b_acc * b_scale[:, None], b_lse
+
+
+@triton.jit
 def _load_acquire(p, ASM: tl.constexpr):
     """``*p`` (int32 pointers) read with acquire semantics at GPU scope by the threads holding them, so the
     partials released before the count are visible to the loads after it. Under Triton's interpreter (programs run
@@ -378,6 +393,67 @@ def _merge_pieces_out(
 
 
 @triton.jit
+def _merge_two_out(
+    p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, p_sink, p_o, stride_oh, p_lse_tok,
+    HAS_SINK: tl.constexpr, D: tl.constexpr, DC: tl.constexpr,
+):  # fmt: skip
+    """Merge of a token cut into two pieces (slots ``i_tok + i_first`` and ``i_tok + i_first + 1``; with
+    ``i_last == i_first`` the one piece alone), written out ``DC`` columns at a time as :func:`_merge_pieces_out`
+    does, with less code around the weighted sum:
+
+    - both pieces' lse and the sinks are loaded once, together, and each piece's weight ``2^(lse_i - max)`` and the
+      row scale are computed once for all column chunks (not reloaded and re-broadcast per chunk and piece);
+    - the row scale is ``factor / sum`` (factor: the sink's ``1 / (1 + 2^(sink - lse))``), so an output element is
+      one product ``acc · scale`` instead of a division and a product;
+    - the chunks are unrolled and the next chunk's partials are loaded before the current chunk is stored.
+
+    The weighted sum is the same as :func:`_merge_pieces_out`'s (``0 + w_0·o_0``, then ``+ w_1·o_1``, fused
+    multiply-adds in slot order), the max and the lse too; the output differs from it only by the rounding of
+    ``acc · (factor / sum)`` against ``(acc / sum) · factor`` (an fp32 unit or two before the cast). Deterministic,
+    and a function of the token's slots alone, so batch-invariant plans keep their guarantee."""
+    i_s0 = tl.cast(i_tok + i_first, tl.int64)
+    m_two = i_last > i_first
+    b_l0 = tl.load(p_lse_ws + i_s0 * H + o_h, mask=m_h, other=float("-inf"), cache_modifier=".cg")
+    b_l1 = tl.load(p_lse_ws + (i_s0 + 1) * H + o_h, mask=m_h & m_two, other=float("-inf"), cache_modifier=".cg")
+    p_w0 = p_o_ws + (i_s0 * H + o_h[:, None]) * D
+    p_w1 = p_w0 + H * D
+    o_c = tl.arange(0, DC)
+    b_o0 = tl.load(p_w0 + o_c[None, :], mask=m_h[:, None], other=0.0, cache_modifier=".cg")
+    b_o1 = tl.load(p_w1 + o_c[None, :], mask=m_h[:, None] & m_two, other=0.0, cache_modifier=".cg")
+    b_max = tl.maximum(tl.maximum(tl.full(o_h.shape, float("-inf"), dtype=tl.float32), b_l0), b_l1)
+    b_max_safe = tl.where(b_max == float("-inf"), 0.0, b_max)
+    b_w0 = tl.exp2(b_l0 - b_max_safe)
+    b_w1 = tl.exp2(b_l1 - b_max_safe)
+    b_sum = tl.zeros(o_h.shape, dtype=tl.float32)
+    b_sum += b_w0
+    b_sum += b_w1
+    m_seen = b_sum > 0.0
+    b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
+    b_scale = 1.0 / tl.where(m_seen, b_sum, 1.0)
+    if HAS_SINK:
+        b_sink2 = tl.load(p_sink + o_h, mask=m_h, other=float("-inf")).to(tl.float32) * 1.4426950408889634
+        b_scale = b_scale / (1.0 + tl.exp2(b_sink2 - b_lse2))
+    # A row that saw nothing has acc = +0 (both weights 0): scale 0 keeps it +0, as the select of finalize_heads
+    # would, without a select per element (which the compiler moves past the cast, into 16-bit halves).
+    b_scale = tl.where(m_seen, b_scale, 0.0)
+    for i_dc in tl.static_range(D // DC):
+        o_dc = i_dc * DC + o_c
+        if i_dc + 1 < D // DC:
+            b_n0 = tl.load(p_w0 + DC + o_dc[None, :], mask=m_h[:, None], other=0.0, cache_modifier=".cg")
+            b_n1 = tl.load(p_w1 + DC + o_dc[None, :], mask=m_h[:, None] & m_two, other=0.0, cache_modifier=".cg")
+        b_acc = tl.zeros([o_h.shape[0], DC], dtype=tl.float32)
+        b_acc += b_w0[:, None] * b_o0.to(tl.float32)
+        b_acc += b_w1[:, None] * b_o1.to(tl.float32)
+        b_out = (b_acc * b_scale[:, None]).to(p_o.dtype.element_ty)
+        tl.store(p_o + o_h[:, None] * stride_oh + o_dc[None, :], b_out, mask=m_h[:, None])
+        if i_dc + 1 < D // DC:
+            b_o0 = b_n0
+            b_o1 = b_n1
+    b_lse = tl.where(b_lse2 > float("-inf"), b_lse2 * 0.6931471805599453, float("inf"))  # as finalize_heads
+    tl.store(p_lse_tok + o_h, b_lse, mask=m_h)
+
+
+@triton.jit
 def _sparse_mla_decode_kernel(
     p_q,
     p_out,
@@ -450,6 +526,8 @@ def _sparse_mla_decode_kernel(
     WS_EVICT: tl.constexpr,
     PREFETCH_L2: tl.constexpr,
     P_VIA_WS: tl.constexpr,
+    MERGE_PAIR: tl.constexpr,
+    LEAN_NORM: tl.constexpr,
 ):
     if PDL:
         # Let the combine launch now: its programs wait in griddepcontrol.wait until this grid has finished, so
@@ -534,14 +612,24 @@ def _sparse_mla_decode_kernel(
             )  # fmt: skip
 
         m_seen = b_l > 0.0
-        b_o = b_acc / tl.where(m_seen, b_l, 1.0)[:, None]
         b_lse2 = tl.where(m_seen, b_m + tl.log2(tl.where(m_seen, b_l, 1.0)), float("-inf"))
+        if LEAN_NORM:
+            # One product per element: acc times a per-row scale (1/l, with the sink factor for a whole token)
+            # instead of a division per element (and a product and a select for the sink).
+            b_scale = 1.0 / tl.where(m_seen, b_l, 1.0)
+        else:
+            b_o = b_acc / tl.where(m_seen, b_l, 1.0)[:, None]
         if (t_lo == 0) & (t_hi == n_tiles):
-            b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
+            if LEAN_NORM:
+                b_o, b_lse = _finalize_scaled(b_acc, b_scale, b_lse2, m_seen, p_sink, o_h, m_h, HAS_SINK)
+            else:
+                b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
             p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + i_s * stride_os
             tl.store(p_o + o_h[:, None] * stride_oh + o_d[None, :], b_o.to(p_out.dtype.element_ty), mask=m_h[:, None])
             tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
         else:
+            if LEAN_NORM:
+                b_o = b_acc * b_scale[:, None]
             i_slot = tl.cast(i_tok + seg_lo // slot_units, tl.int64)
             tl.store(
                 p_o_ws + (i_slot * H + o_h[:, None]) * D + o_d[None, :],
@@ -570,7 +658,15 @@ def _sparse_mla_decode_kernel(
                     is_last = n_seen == i_last - i_first + 1
                 if is_last:
                     p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + i_s * stride_os
-                    if MERGE_DC == 0:
+                    pair = False
+                    if MERGE_PAIR:
+                        pair = i_last - i_first <= 1
+                    if pair:
+                        _merge_two_out(
+                            p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, p_sink, p_o, stride_oh,
+                            p_lse + tl.cast(i_tok, tl.int64) * H, HAS_SINK, D, D if MERGE_DC == 0 else MERGE_DC,
+                        )  # fmt: skip
+                    elif MERGE_DC == 0:
                         b_o, b_lse2 = merge_pieces(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D)
                         b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
                         p_o_h = p_o + o_h[:, None] * stride_oh + o_d[None, :]
@@ -679,6 +775,8 @@ def sparse_decode_split(
     l2_hints: bool | None = None,
     prefetch_l2: bool | None = None,
     p_ws: torch.Tensor | None = None,
+    merge_pair: bool = True,
+    lean_norm: bool = True,
 ) -> Any:
     """Launch the split kernel; returns Triton's compiled-kernel handle (registers, spills, shared memory).
 
@@ -704,7 +802,10 @@ def sparse_decode_split(
     evict_last (same results either way); None: :func:`launch_l2_policies`. ``prefetch_l2``: prefetch the next
     tile's FP8 rows into L2 during each tile (tiles of more than 32 rows; same results either way); None:
     :func:`l2_prefetch_next`. ``p_ws``: fp16 scratch of at least :func:`p_scratch_elems` elements through which P
-    reaches the PV dot (FP8 rows; None keeps P in registers).
+    reaches the PV dot (FP8 rows; None keeps P in registers). ``merge_pair``: tokens cut into two pieces are
+    merged by :func:`_merge_two_out` (False: by the general merge, whose output can differ by an fp32 unit before
+    the cast). ``lean_norm``: a segment's accumulator is normalized by one product per element with a per-row
+    scale (False: a division per element, then the sink's product; outputs within an fp32 unit or two).
     """
     if l2_hints is None:
         l2_hints = launch_l2_policies(is_fp8, block_h, block_n)
@@ -818,6 +919,8 @@ def sparse_decode_split(
         WS_EVICT="evict_last" if l2_hints else "",
         PREFETCH_L2=is_fp8 and prefetch_l2 and block_n > 32 and not triton_interpreting(),
         P_VIA_WS=p_ws is not None,
+        MERGE_PAIR=merge_pair,
+        LEAN_NORM=lean_norm,
         num_warps=num_warps,
         num_stages=num_stages,
         **({"launch_pdl": True} if wait_q else {}),
