@@ -100,6 +100,37 @@ def test_split_merged_in_kernel(forced):
     assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
 
 
+@pytest.mark.parametrize("splits", [2, 3])
+def test_two_piece_merge_and_lean_normalization(splits, monkeypatch):
+    """Tokens cut into two pieces are merged by ``_merge_two_out`` and every segment is normalized by one product
+    per element (launcher options ``merge_pair`` and ``lean_norm``, on by default): against the reference, and
+    against the general merge and the per-element division (both off) within two units in the last place of each
+    head's largest output (the fp16 partials can round one unit apart, and pieces can cancel), with the same lse
+    bits. Three
+    pieces a token take the general merge either way (the normalization still differs)."""
+    import wavemla.kernels.sparse_decode as sd
+    from wavemla import get_mla_metadata
+
+    inputs = make_sparse_decode_inputs(
+        batch=3, s_q=2, h_q=16, topk=100, page=32, extra_topk=160, extra_page=16, fp8=True, dtype=SMALL_DTYPE,
+        device=DEVICE, seed=8,
+    )  # fmt: skip
+    meta, _ = get_mla_metadata()
+    with config.override(**MERGE_IN_KERNEL, WAVEMLA_NUM_SPLITS=splits):
+        lean = check(inputs, metadata=meta)
+        p = meta.plan
+        assert p is not None and p.merge_in_kernel and p.needs_combine and p.units_per_part * splits >= p.n_tiles
+        split = sd.sparse_decode_split
+        monkeypatch.setattr(
+            sd, "sparse_decode_split", lambda **kw: split(**{**kw, "merge_pair": False, "lean_norm": False})
+        )
+        general = check(inputs, metadata=meta)
+    assert torch.equal(lean[1], general[1])
+    a, b = lean[0].float(), general[0].float()
+    ulp = torch.finfo(lean[0].dtype).eps * b.abs().amax(dim=-1, keepdim=True)  # at each head's largest output
+    assert bool(((a - b).abs() <= 2 * ulp).all()), float((a - b).abs().max())
+
+
 def check_bf16_q(inputs, meta):
     """A bf16-q call over FP8 rows against the reference: output and lse on the GPU; under the interpreter, which
     rounds bf16 outputs its own way, the lse only (callers hold the output to another run's bits)."""
