@@ -45,6 +45,10 @@ want racecheck-qwait && step ${RACECHECK_LIMIT:-150} racecheck-qwait $CS --tool 
 M="python3 -m pytest tests/kernels/test_batch_invariance.py -k merged -q -p no:cacheprovider -p no:xdist"
 want memcheck-merge && step 120 memcheck-merge $CS --tool memcheck $M
 want racecheck-merge && step ${RACECHECK_LIMIT:-150} racecheck-merge $CS --tool racecheck --racecheck-report hazard $M
+# the in-kernel merges of cut tokens (two pieces by _merge_two_out, three by the general merge; 64-row tiles)
+TP="python3 -m pytest tests/kernels/test_sparse_decode.py -k merge -q -p no:cacheprovider -p no:xdist"
+want memcheck-pair && step 120 memcheck-pair $CS --tool memcheck $TP
+want racecheck-pair && step ${RACECHECK_LIMIT:-150} racecheck-pair $CS --tool racecheck --racecheck-report hazard $TP
 # 64-head FP8 tiles passing P to the PV dot through per-program scratch rows (sm_90), whole and cut tokens
 PS="python3 -m pytest tests/kernels/test_sparse_decode.py -k scratch_rows -q -p no:cacheprovider -p no:xdist"
 want memcheck-pscratch && step 120 memcheck-pscratch $CS --tool memcheck $PS
