@@ -14,4 +14,6 @@ git show "0b0479a:benchmarks/experiments/sd_next.py" > variants/sd_next.py
 git show "32ccee3:src/wavemla/kernels/combine.py" > variants/combine_loop.py
 # the split kernel whose merges load one piece per memory round trip (merge_ab.py --old)
 git show "2fd72ff:src/wavemla/kernels/sparse_decode.py" > variants/sd_2fd72ff.py
+# the split kernel before the two-piece merge and the returned count (merge_race.py --old)
+git show "e233f07:src/wavemla/kernels/sparse_decode.py" > variants/sd_e233f07.py
 echo "wrote $(ls variants | tr '\n' ' ')"

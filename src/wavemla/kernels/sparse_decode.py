@@ -1,19 +1,20 @@
 """DeepSeek-V4 sparse MLA decode: the split kernel.
 
-One program owns ``BLOCK_H`` query heads and a contiguous range of the flattened work list ``(query token, KV
-tile)``; a query token's tiles are its main-cache tiles followed by its extra-cache tiles (``BLOCK_N`` index entries
-each). Every gathered KV tile ``[BLOCK_N, 512]`` is loaded once and shared by all ``BLOCK_H`` heads through
-``tl.dot`` (K = V: the same tile feeds QK^T and PV). A query token whose tiles all fall into one program is finished
-there (sink applied, output and lse written); a token split across programs leaves one normalized partial per piece
-in the workspace, and the program that writes the token's last piece merges them (:func:`merge_pieces`, in slot
-order): each piece bumps a per-(token, head block) counter after its partial is stored (a CTA barrier, then one
-release atomic at GPU scope), every thread then reads the count with acquire semantics and the CTA takes the
-smallest value seen; a program that sees the full count reads the partials back from L2 (``.cg`` loads), writes the
-output and resets the counter to 0 for the next call. Which program merges varies from run to run; the merged bits
-do not (fixed slot order), and no combine kernel is launched. With ``MERGE_IN_KERNEL`` off (the plans whose tiles
-have fewer than 64 rows: see :attr:`wavemla.plan.Plan.merge_in_kernel`) the partials are left to
-:mod:`wavemla.kernels.combine`, which runs the same :func:`merge_pieces` or, for tokens cut into many pieces, loads
-them all at once and reduces over a fixed-shape piece axis.
+One program owns ``BLOCK_H`` query heads and a contiguous range of the flattened work list ``(query token, KV tile)``;
+a query token's tiles are its main-cache tiles followed by its extra-cache tiles (``BLOCK_N`` index entries each).
+Every gathered KV tile ``[BLOCK_N, 512]`` is loaded once and shared by all ``BLOCK_H`` heads through ``tl.dot`` (K = V:
+the same tile feeds QK^T and PV). A query token whose tiles all fall into one program is finished there (sink applied,
+output and lse written); a token split across programs leaves one normalized partial per piece in the workspace, and
+the program that writes the token's last piece merges them (:func:`merge_pieces`, in slot order): each piece bumps a
+per-(token, head block) counter after its partial is stored (a CTA barrier, then one release atomic at GPU scope),
+every thread then reads the count with acquire semantics and the CTA takes the smallest value seen; a program that sees
+the full count reads the partials back from L2 (``.cg`` loads), writes the output and resets the counter to 0 for the
+next call. Which program merges varies from run to run; the merged bits do not (fixed slot order), and no combine
+kernel is launched. A token cut into two pieces is merged by :func:`_merge_two_out`, the same weighted sum with its
+weights and row scale computed once. With ``MERGE_IN_KERNEL`` off (the plans whose tiles have fewer than 64 rows: see
+:attr:`wavemla.plan.Plan.merge_in_kernel`) the partials are left to :mod:`wavemla.kernels.combine`, which runs the same
+:func:`merge_pieces` or, for tokens cut into many pieces, loads them all at once and reduces over a fixed-shape piece
+axis.
 
 Work ranges come from the planner as ``units_per_part``: program ``p`` covers units
 ``[p*units_per_part, (p+1)*units_per_part)``. The split layout is therefore a pure function of static shapes, so a
@@ -528,6 +529,7 @@ def _sparse_mla_decode_kernel(
     P_VIA_WS: tl.constexpr,
     MERGE_PAIR: tl.constexpr,
     LEAN_NORM: tl.constexpr,
+    COUNT_RETURN: tl.constexpr,
 ):
     if PDL:
         # Let the combine launch now: its programs wait in griddepcontrol.wait until this grid has finished, so
@@ -647,6 +649,16 @@ def _sparse_mla_decode_kernel(
                     # Batch-invariant pieces all in this program: merge after the last, no counting.
                     tl.debug_barrier()  # every thread's partials are stored before the loads of the merge
                     is_last = t_hi == n_tiles
+                elif COUNT_RETURN:
+                    # Count this piece in; the program whose increment completes the count merges them all. One
+                    # thread adds with acquire-release semantics at GPU scope and gets the count before its own
+                    # increment back (Triton hands a scalar atomic's result to every thread through shared memory,
+                    # behind a CTA barrier, which also orders the other threads' merge loads after the acquire), so
+                    # exactly one program merges a token and no thread depends on seeing an increment it did not
+                    # read back itself.
+                    tl.debug_barrier()  # every thread's partial is stored before the release below
+                    n_before = tl.atomic_add(p_cnt_tok, 1, sem="acq_rel", scope="gpu")
+                    is_last = n_before == i_last - i_first
                 else:
                     # Count this piece in; the writer of the token's last piece merges them all.
                     tl.debug_barrier()  # every thread's partial is stored before the release below
@@ -677,9 +689,9 @@ def _sparse_mla_decode_kernel(
                             p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, p_sink, p_o, stride_oh,
                             p_lse + tl.cast(i_tok, tl.int64) * H, HAS_SINK, D, MERGE_DC,
                         )  # fmt: skip
-                    # Every piece has counted in (if any did): zero for the next call. Two programs may both have
-                    # seen the full count (both increments landed before either read); both then merge in full and
-                    # write the same bits, and a program that reads after a reset sees less and leaves it.
+                    # Every piece has counted in (if any did): zero for the next call. (Without COUNT_RETURN two
+                    # programs may both have seen the full count; both then merge in full and write the same bits,
+                    # and a program that reads after a reset sees less and leaves it.)
                     tl.store(p_cnt_tok, 0)
 
 
@@ -777,6 +789,7 @@ def sparse_decode_split(
     p_ws: torch.Tensor | None = None,
     merge_pair: bool = True,
     lean_norm: bool = True,
+    count_return: bool = True,
 ) -> Any:
     """Launch the split kernel; returns Triton's compiled-kernel handle (registers, spills, shared memory).
 
@@ -806,6 +819,9 @@ def sparse_decode_split(
     merged by :func:`_merge_two_out` (False: by the general merge, whose output can differ by an fp32 unit before
     the cast). ``lean_norm``: a segment's accumulator is normalized by one product per element with a per-row
     scale (False: a division per element, then the sink's product; outputs within an fp32 unit or two).
+    ``count_return``: the program that merges a cut token is the one whose atomic increment returns the count
+    before the last piece (False: every thread reads the count back after a release increment, the CTA taking the
+    smallest value read; same bits).
     """
     if l2_hints is None:
         l2_hints = launch_l2_policies(is_fp8, block_h, block_n)
@@ -921,6 +937,7 @@ def sparse_decode_split(
         P_VIA_WS=p_ws is not None,
         MERGE_PAIR=merge_pair,
         LEAN_NORM=lean_norm,
+        COUNT_RETURN=count_return,
         num_warps=num_warps,
         num_stages=num_stages,
         **({"launch_pdl": True} if wait_q else {}),
