@@ -3,6 +3,8 @@
 # compute-sanitizer racecheck, for the kernel before the two-piece merge, this one with the old counter protocol
 # (count_return=0) and this one (merge_race.py; run materialize.sh first and carry variants/); the returned count's
 # cost (launch_ab.py --kw count_return=0); the GPU tests of the sparse decode and the stress harness on this build.
+# (Ran on 0b6764d, which had the option count_return; the returned count is now done in one inline-asm block
+# and the option is gone, so the launch_ab step no longer applies.)
 #   BUDGET=540 bash benchmarks/experiments/gpu_round_merge_race.sh SHA   (writes under $OUT)
 set -uo pipefail
 BUDGET=${BUDGET:-540}

@@ -277,7 +277,7 @@ def _sparse_decode_spec(
         "KV_EVICT": "evict_first" if l2 else "",
         "WS_EVICT": "evict_last" if l2 else "",
         "PREFETCH_L2": l2_prefetch_next(is_fp8, block_n), "P_VIA_WS": p_scratch(is_fp8, block_h, arch),
-        "MERGE_PAIR": True, "LEAN_NORM": True, "COUNT_RETURN": True,
+        "MERGE_PAIR": True, "LEAN_NORM": True,
     }  # fmt: skip
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
 

@@ -6,15 +6,15 @@ Every gathered KV tile ``[BLOCK_N, 512]`` is loaded once and shared by all ``BLO
 the same tile feeds QK^T and PV). A query token whose tiles all fall into one program is finished there (sink applied,
 output and lse written); a token split across programs leaves one normalized partial per piece in the workspace, and
 the program that writes the token's last piece merges them (:func:`merge_pieces`, in slot order): each piece bumps a
-per-(token, head block) counter after its partial is stored (a CTA barrier, then one release atomic at GPU scope),
-every thread then reads the count with acquire semantics and the CTA takes the smallest value seen; a program that sees
-the full count reads the partials back from L2 (``.cg`` loads), writes the output and resets the counter to 0 for the
-next call. Which program merges varies from run to run; the merged bits do not (fixed slot order), and no combine
-kernel is launched. A token cut into two pieces is merged by :func:`_merge_two_out`, the same weighted sum with its
-weights and row scale computed once. With ``MERGE_IN_KERNEL`` off (the plans whose tiles have fewer than 64 rows: see
-:attr:`wavemla.plan.Plan.merge_in_kernel`) the partials are left to :mod:`wavemla.kernels.combine`, which runs the same
-:func:`merge_pieces` or, for tokens cut into many pieces, loads them all at once and reduces over a fixed-shape piece
-axis.
+per-(token, head block) counter after its partial is stored (a CTA barrier, then one thread's acquire-release atomic
+add at GPU scope, whose returned count reaches every thread through a barrier with an OR reduction:
+:func:`_completes_count`); the program whose increment completes the count reads the partials back from L2 (``.cg``
+loads), writes the output and resets the counter to 0 for the next call. Which program merges varies from run to run;
+the merged bits do not (fixed slot order), and no combine kernel is launched. A token cut into two pieces is merged by
+:func:`_merge_two_out`, the same weighted sum with its weights and row scale computed once. With ``MERGE_IN_KERNEL``
+off (the plans whose tiles have fewer than 64 rows: see :attr:`wavemla.plan.Plan.merge_in_kernel`) the partials are
+left to :mod:`wavemla.kernels.combine`, which runs the same :func:`merge_pieces` or, for tokens cut into many pieces,
+loads them all at once and reduces over a fixed-shape piece axis.
 
 Work ranges come from the planner as ``units_per_part``: program ``p`` covers units
 ``[p*units_per_part, (p+1)*units_per_part)``. The split layout is therefore a pure function of static shapes, so a
@@ -268,16 +268,39 @@ def _finalize_scaled(b_acc, b_scale, b_lse2, m_seen, p_sink, o_h, m_h, HAS_SINK:
 
 
 @triton.jit
-def _load_acquire(p, ASM: tl.constexpr):
-    """``*p`` (int32 pointers) read with acquire semantics at GPU scope by the threads holding them, so the
-    partials released before the count are visible to the loads after it. Under Triton's interpreter (programs run
-    one after another) a plain load."""
+def _completes_count(p_cnt, n_before_last, ASM: tl.constexpr):
+    """Add this program's piece to the counter ``*p_cnt`` and return 1 in every thread if its increment completed
+    the count (the count before it was ``n_before_last``), else 0.
+
+    Thread 0 adds with acquire-release semantics at GPU scope and the CTA learns the value it got back through one
+    barrier with an OR reduction (``bar.red.or.pred``), which also orders every thread's later loads (the merge's)
+    after thread 0's acquire. So all threads of a program take the same branch, exactly one program merges a token,
+    and no thread depends on reading back an increment that another thread made: the earlier scheme (every thread
+    reads the count after a release increment, the CTA taking the smallest value read) lost that uniformity where
+    the compiler folded the reduction over identical loads, and threads of the last program could split between
+    merging and not (seen on the H200 under compute-sanitizer's timing: half-written outputs). Under Triton's
+    interpreter (programs run one after another) a plain atomic add."""
     if ASM:
         return tl.inline_asm_elementwise(
-            "ld.acquire.gpu.global.b32 $0, [$1];", "=r,l", [p], dtype=tl.int32, is_pure=False, pack=1
+            """{
+            .reg .pred p_first, p_last, p_any;
+            .reg .u32 r_tid, r_old;
+            mov.u32 r_tid, %tid.x;
+            setp.eq.u32 p_first, r_tid, 0;
+            mov.u32 r_old, 0xffffffff;
+            @p_first atom.acq_rel.gpu.global.add.u32 r_old, [$1], 1;
+            setp.eq.and.u32 p_last, r_old, $2, p_first;
+            bar.red.or.pred p_any, 0, p_last;
+            selp.u32 $0, 1, 0, p_any;
+            }""",
+            "=r,l,r",
+            [p_cnt, n_before_last],
+            dtype=tl.int32,
+            is_pure=False,
+            pack=1,
         )
     else:
-        return tl.load(p)
+        return (tl.atomic_add(p_cnt, 1, sem="acq_rel", scope="gpu") == n_before_last).to(tl.int32)
 
 
 @triton.jit
@@ -529,7 +552,6 @@ def _sparse_mla_decode_kernel(
     P_VIA_WS: tl.constexpr,
     MERGE_PAIR: tl.constexpr,
     LEAN_NORM: tl.constexpr,
-    COUNT_RETURN: tl.constexpr,
 ):
     if PDL:
         # Let the combine launch now: its programs wait in griddepcontrol.wait until this grid has finished, so
@@ -649,25 +671,11 @@ def _sparse_mla_decode_kernel(
                     # Batch-invariant pieces all in this program: merge after the last, no counting.
                     tl.debug_barrier()  # every thread's partials are stored before the loads of the merge
                     is_last = t_hi == n_tiles
-                elif COUNT_RETURN:
-                    # Count this piece in; the program whose increment completes the count merges them all. One
-                    # thread adds with acquire-release semantics at GPU scope and gets the count before its own
-                    # increment back (Triton hands a scalar atomic's result to every thread through shared memory,
-                    # behind a CTA barrier, which also orders the other threads' merge loads after the acquire), so
-                    # exactly one program merges a token and no thread depends on seeing an increment it did not
-                    # read back itself.
-                    tl.debug_barrier()  # every thread's partial is stored before the release below
-                    n_before = tl.atomic_add(p_cnt_tok, 1, sem="acq_rel", scope="gpu")
-                    is_last = n_before == i_last - i_first
                 else:
-                    # Count this piece in; the writer of the token's last piece merges them all.
+                    # Count this piece in; the program whose increment completes the count merges them all, and
+                    # all of its threads know it (_completes_count).
                     tl.debug_barrier()  # every thread's partial is stored before the release below
-                    tl.atomic_add(p_cnt_tok, 1, sem="release", scope="gpu")  # one thread; its result is not used
-                    tl.debug_barrier()  # the increment is ordered before every thread's read below
-                    # Every thread reads the count; the CTA decides on the smallest value it saw, so all its threads
-                    # take the same branch even when another program's increment (or reset) lands mid-read.
-                    n_seen = tl.min(_load_acquire(p_cnt_tok + o_h * 0, ACQUIRE_ASM), 0)
-                    is_last = n_seen == i_last - i_first + 1
+                    is_last = _completes_count(p_cnt_tok, i_last - i_first, ACQUIRE_ASM) != 0
                 if is_last:
                     p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + i_s * stride_os
                     pair = False
@@ -689,9 +697,7 @@ def _sparse_mla_decode_kernel(
                             p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, p_sink, p_o, stride_oh,
                             p_lse + tl.cast(i_tok, tl.int64) * H, HAS_SINK, D, MERGE_DC,
                         )  # fmt: skip
-                    # Every piece has counted in (if any did): zero for the next call. (Without COUNT_RETURN two
-                    # programs may both have seen the full count; both then merge in full and write the same bits,
-                    # and a program that reads after a reset sees less and leaves it.)
+                    # Every piece has counted in (if any did): zero for the next call.
                     tl.store(p_cnt_tok, 0)
 
 
@@ -789,7 +795,6 @@ def sparse_decode_split(
     p_ws: torch.Tensor | None = None,
     merge_pair: bool = True,
     lean_norm: bool = True,
-    count_return: bool = True,
 ) -> Any:
     """Launch the split kernel; returns Triton's compiled-kernel handle (registers, spills, shared memory).
 
@@ -819,9 +824,6 @@ def sparse_decode_split(
     merged by :func:`_merge_two_out` (False: by the general merge, whose output can differ by an fp32 unit before
     the cast). ``lean_norm``: a segment's accumulator is normalized by one product per element with a per-row
     scale (False: a division per element, then the sink's product; outputs within an fp32 unit or two).
-    ``count_return``: the program that merges a cut token is the one whose atomic increment returns the count
-    before the last piece (False: every thread reads the count back after a release increment, the CTA taking the
-    smallest value read; same bits).
     """
     if l2_hints is None:
         l2_hints = launch_l2_policies(is_fp8, block_h, block_n)
@@ -937,7 +939,6 @@ def sparse_decode_split(
         P_VIA_WS=p_ws is not None,
         MERGE_PAIR=merge_pair,
         LEAN_NORM=lean_norm,
-        COUNT_RETURN=count_return,
         num_warps=num_warps,
         num_stages=num_stages,
         **({"launch_pdl": True} if wait_q else {}),
