@@ -15,8 +15,10 @@ import statistics
 from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
-# The runs of the current sparse-decode build (the 16-head curves, whose 16x32 tiles that build did not change, and
-# the indexer come from the runs before it).
+# The runs of the current sparse-decode build: the h=64 s_q=1 table and curves of the two-piece merge build
+# (MERGE); the s_q=2 and h=128 curves of the tile-loop build before it (NOW), whose whole-token tiles the merge build
+# changes by 0-1.5% (docs/sparse-decode.md, item 3); the 16-head curves and the indexer from the runs before those.
+MERGE = "2026-12-01-h200-mergepair"
 NOW = "2026-12-01-h200"
 BEFORE = "2026-11-30-h200"
 
@@ -45,7 +47,7 @@ def sparse_table(data: dict, mode: str, h: int, s_q: int) -> str:
 
 # The b = 1..256 curves: (file, mode, heads, s_q)
 CURVES = [
-    (f"{NOW}-sparse-decode-curve-h64", "csa", 64, 1), (f"{NOW}-sparse-decode-curve-h64-hca", "hca", 64, 1),
+    (f"{MERGE}-curve-h64", "csa", 64, 1), (f"{MERGE}-curve-h64-hca", "hca", 64, 1),
     (f"{NOW}-sparse-decode-curve-h64-s2", "csa", 64, 2), (f"{NOW}-sparse-decode-curve-h64-s2-hca", "hca", 64, 2),
     (f"{BEFORE}-sparse-decode-curve-h16", "csa", 16, 1), (f"{BEFORE}-sparse-decode-curve-h16-hca", "hca", 16, 1),
     (f"{NOW}-sparse-decode-curve-h128", "csa", 128, 1), (f"{NOW}-sparse-decode-curve-h128-hca", "hca", 128, 1),
@@ -128,7 +130,7 @@ def main() -> None:
     if args.png:
         png(args.png)
         return
-    h64 = load(f"{NOW}-sparse-decode-h64")
+    h64 = load(f"{MERGE}-bench-h64")
     c = h64["ceilings"]
     print(f"Ceilings measured in the same run: copy {c['copy_gbps']:.0f} GB/s, ", end="")
     print(f"bf16 GEMM {c['gemm_tflops']:.0f} TFLOP/s.")
