@@ -436,14 +436,14 @@ def _merge_two_out(
     ``acc · (factor / sum)`` against ``(acc / sum) · factor`` (an fp32 unit or two before the cast). Deterministic,
     and a function of the token's slots alone, so batch-invariant plans keep their guarantee."""
     i_s0 = tl.cast(i_tok + i_first, tl.int64)
-    m_two = i_last > i_first
+    m_h1 = tl.where(i_last > i_first, m_h, False)  # the second piece's heads (none with one piece)
     b_l0 = tl.load(p_lse_ws + i_s0 * H + o_h, mask=m_h, other=float("-inf"), cache_modifier=".cg")
-    b_l1 = tl.load(p_lse_ws + (i_s0 + 1) * H + o_h, mask=m_h & m_two, other=float("-inf"), cache_modifier=".cg")
+    b_l1 = tl.load(p_lse_ws + (i_s0 + 1) * H + o_h, mask=m_h1, other=float("-inf"), cache_modifier=".cg")
     p_w0 = p_o_ws + (i_s0 * H + o_h[:, None]) * D
     p_w1 = p_w0 + H * D
     o_c = tl.arange(0, DC)
     b_o0 = tl.load(p_w0 + o_c[None, :], mask=m_h[:, None], other=0.0, cache_modifier=".cg")
-    b_o1 = tl.load(p_w1 + o_c[None, :], mask=m_h[:, None] & m_two, other=0.0, cache_modifier=".cg")
+    b_o1 = tl.load(p_w1 + o_c[None, :], mask=m_h1[:, None], other=0.0, cache_modifier=".cg")
     b_max = tl.maximum(tl.maximum(tl.full(o_h.shape, float("-inf"), dtype=tl.float32), b_l0), b_l1)
     b_max_safe = tl.where(b_max == float("-inf"), 0.0, b_max)
     b_w0 = tl.exp2(b_l0 - b_max_safe)
@@ -464,7 +464,7 @@ def _merge_two_out(
         o_dc = i_dc * DC + o_c
         if i_dc + 1 < D // DC:
             b_n0 = tl.load(p_w0 + DC + o_dc[None, :], mask=m_h[:, None], other=0.0, cache_modifier=".cg")
-            b_n1 = tl.load(p_w1 + DC + o_dc[None, :], mask=m_h[:, None] & m_two, other=0.0, cache_modifier=".cg")
+            b_n1 = tl.load(p_w1 + DC + o_dc[None, :], mask=m_h1[:, None], other=0.0, cache_modifier=".cg")
         b_acc = tl.zeros([o_h.shape[0], DC], dtype=tl.float32)
         b_acc += b_w0[:, None] * b_o0.to(tl.float32)
         b_acc += b_w1[:, None] * b_o1.to(tl.float32)
