@@ -131,6 +131,45 @@ def test_two_piece_merge_and_lean_normalization(splits, monkeypatch):
     assert bool(((a - b).abs() <= 2 * ulp).all()), float((a - b).abs().max())
 
 
+_MERGE_PTX = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from wavemla.kernels.sparse_decode import _sparse_mla_decode_kernel
+from wavemla.resources import _sparse_decode_spec, compile_for_target
+out = []
+for arch, bh, nw in ((90, 64, 8), (90, 16, 4), (80, 16, 4)):
+    spec = _sparse_decode_spec(bh, 64, 1, True, "fp16", arch)
+    c = compile_for_target(
+        _sparse_mla_decode_kernel, arch=arch, num_warps=nw, num_stages=1, pointers=spec["pointers"],
+        ints=spec["ints"], constexprs=spec["constexprs"], fp32=("qk_scale",), unspecialized=spec["unspecialized"],
+    )
+    ptx = c.asm["ptx"]
+    out.append([arch, bh, ptx.count("atom.acq_rel.gpu.global.add.u32"), ptx.count("bar.red.or.pred"),
+                ptx.count("ld.acquire"), ptx.count("red.release")])
+print(json.dumps(out))
+"""
+
+
+def test_merge_decision_is_one_atomic_and_one_barrier_reduction():
+    """A cut token's merging program is chosen by one thread's acquire-release atomic add, whose result reaches
+    every thread through one barrier with an OR reduction (``_completes_count``), never by threads reading the count
+    back on their own (a reduction over those reads can be folded away, and a CTA then splits between merging and
+    not). Checked in the PTX of the 64-row tiles that merge in the kernel, built for sm_90 and sm_80 without a GPU
+    (a clean environment, so the kernel is a JIT function, not the interpreter's)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import wavemla
+
+    src = str(Path(wavemla.__file__).resolve().parent.parent)
+    proc = subprocess.run([sys.executable, "-c", _MERGE_PTX, src], capture_output=True, text=True, env={}, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for arch, bh, n_atom, n_bar_red, n_ld_acquire, n_red_release in json.loads(proc.stdout):
+        assert (n_atom, n_bar_red, n_ld_acquire, n_red_release) == (1, 1, 0, 0), (arch, bh)
+
+
 def check_bf16_q(inputs, meta):
     """A bf16-q call over FP8 rows against the reference: output and lse on the GPU; under the interpreter, which
     rounds bf16 outputs its own way, the lse only (callers hold the output to another run's bits)."""
