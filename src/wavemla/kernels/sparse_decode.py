@@ -253,18 +253,17 @@ def finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK: tl.constexpr):
 
 
 @triton.jit
-def _finalize_scaled(b_acc, b_scale, b_lse2, m_seen, p_sink, o_h, m_h, HAS_SINK: tl.constexpr):
-    """:func:`finalize_heads` on an unnormalized accumulator: ``acc · scale`` with the sink factor folded into the
-    per-row ``scale`` (``1/l``), so an output element costs one product. A row that saw no valid row has acc = +0
-    (its weights were all 0) and gets scale 0: output +0 and lse +inf, as finalize_heads gives, without a select per
-    element (which the compiler moves past the cast to 16 bits, into unpack-select-repack). Returns (output fp32,
-    natural-log lse)."""
+def _out_scale(b_inv, b_lse2, m_seen, p_sink, o_h, m_h, HAS_SINK: tl.constexpr):
+    """What :func:`finalize_heads` does, as a per-row factor for an unnormalized accumulator: ``b_inv`` (``1/l``,
+    or ``1/sum`` of merged pieces) times the sink factor ``1 / (1 + 2^(sink - lse))``, so an output element costs one
+    product ``acc · scale``. A row that saw no valid row has acc = +0 (its weights were all 0) and gets scale 0:
+    output +0 and lse +inf, as finalize_heads gives, without a select per element (which the compiler moves past the
+    cast to 16 bits, into unpack-select-repack). Returns (scale, natural-log lse)."""
     if HAS_SINK:
         b_sink2 = tl.load(p_sink + o_h, mask=m_h, other=float("-inf")).to(tl.float32) * 1.4426950408889634
-        b_scale = b_scale / (1.0 + tl.exp2(b_sink2 - b_lse2))
-    b_scale = tl.where(m_seen, b_scale, 0.0)
+        b_inv = b_inv / (1.0 + tl.exp2(b_sink2 - b_lse2))
     b_lse = tl.where(b_lse2 > float("-inf"), b_lse2 * 0.6931471805599453, float("inf"))
-    return b_acc * b_scale[:, None], b_lse
+    return tl.where(m_seen, b_inv, 0.0), b_lse
 
 
 @triton.jit
@@ -427,8 +426,8 @@ def _merge_two_out(
 
     - both pieces' lse and the sinks are loaded once, together, and each piece's weight ``2^(lse_i - max)`` and the
       row scale are computed once for all column chunks (not reloaded and re-broadcast per chunk and piece);
-    - the row scale is ``factor / sum`` (factor: the sink's ``1 / (1 + 2^(sink - lse))``), so an output element is
-      one product ``acc · scale`` instead of a division and a product;
+    - the row scale is ``factor / sum`` (:func:`_out_scale`), so an output element is one product ``acc · scale``
+      instead of a division and a product;
     - the chunks are unrolled and the next chunk's partials are loaded before the current chunk is stored.
 
     The weighted sum is the same as :func:`_merge_pieces_out`'s (``0 + w_0·o_0``, then ``+ w_1·o_1``, fused
@@ -453,13 +452,7 @@ def _merge_two_out(
     b_sum += b_w1
     m_seen = b_sum > 0.0
     b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
-    b_scale = 1.0 / tl.where(m_seen, b_sum, 1.0)
-    if HAS_SINK:
-        b_sink2 = tl.load(p_sink + o_h, mask=m_h, other=float("-inf")).to(tl.float32) * 1.4426950408889634
-        b_scale = b_scale / (1.0 + tl.exp2(b_sink2 - b_lse2))
-    # A row that saw nothing has acc = +0 (both weights 0): scale 0 keeps it +0, as the select of finalize_heads
-    # would, without a select per element (which the compiler moves past the cast, into 16-bit halves).
-    b_scale = tl.where(m_seen, b_scale, 0.0)
+    b_scale, b_lse = _out_scale(1.0 / tl.where(m_seen, b_sum, 1.0), b_lse2, m_seen, p_sink, o_h, m_h, HAS_SINK)
     for i_dc in tl.static_range(D // DC):
         o_dc = i_dc * DC + o_c
         if i_dc + 1 < D // DC:
@@ -473,7 +466,6 @@ def _merge_two_out(
         if i_dc + 1 < D // DC:
             b_o0 = b_n0
             b_o1 = b_n1
-    b_lse = tl.where(b_lse2 > float("-inf"), b_lse2 * 0.6931471805599453, float("inf"))  # as finalize_heads
     tl.store(p_lse_tok + o_h, b_lse, mask=m_h)
 
 
@@ -645,7 +637,8 @@ def _sparse_mla_decode_kernel(
             b_o = b_acc / tl.where(m_seen, b_l, 1.0)[:, None]
         if (t_lo == 0) & (t_hi == n_tiles):
             if LEAN_NORM:
-                b_o, b_lse = _finalize_scaled(b_acc, b_scale, b_lse2, m_seen, p_sink, o_h, m_h, HAS_SINK)
+                b_scale, b_lse = _out_scale(b_scale, b_lse2, m_seen, p_sink, o_h, m_h, HAS_SINK)
+                b_o = b_acc * b_scale[:, None]
             else:
                 b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
             p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + i_s * stride_os
