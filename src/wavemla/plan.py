@@ -272,6 +272,22 @@ _L2_OVER_DRAM_PER_SM = 3.0
 # memory round trips). Charged only with the measured FP8 tile times (sm_90, FP8 rows); entries that carry no fitted
 # segment cost of their own use this one, fitted with the earlier grid.
 _SEGMENT_US = 10.0
+# The in-kernel merge of a cut token (64-row tiles) where the tile times were measured (sm_90, FP8 rows): a token of
+# two pieces goes through the two-piece merge (kernels/sparse_decode.py, _merge_two_out: weights and row scale
+# once, about 1,250 instructions a warp), a token of more through the general merge, whose code runs once per piece
+# and column chunk (about 2,270 instructions a warp for two pieces, 450 more for each further one). The merging
+# program pays _MERGE_PAIR_US for two pieces, _MERGE_US + (pieces - 2) x _MERGE_PIECE_US for more. Chosen on an
+# 88-point partition grid of the current kernel (CSA/HCA h=64, b = 12..256; benchmarks/experiments/fit_merge.py over
+# 2026-12-01-h200-refit7.json, output in -fit-merge.txt) with the tile and segment costs above unchanged: among the
+# triples whose picks cost least against the fastest measured partition of each batch (summed excess 0.21, against
+# 0.44 with every merge priced by its bytes), the one with a non-zero two-piece merge. The values are below the
+# merges' own time (the general merge of two pieces took 6.8 µs in the segment stamps of
+# 2026-11-30-h200-seg-phases-l2.log; the two-piece merge took 3.5-4 µs off it, 2026-12-01-h200-merge-pair.log)
+# because the 64x64 tile and segment costs already overpredict this kernel by 10-25%.
+# Elsewhere the merge is priced by its bytes (_Coster._merge).
+_MERGE_PAIR_US = 1.0
+_MERGE_US = 6.0
+_MERGE_PIECE_US = 1.0
 # Programs of at least this many tiles get a bf16 q over FP8 rows converted outside the registers: by the kernel
 # that runs before the split kernel (kernels/sparse_decode.py) or through scratch rows (Plan.q_scratch); smaller
 # programs convert it in registers.
@@ -501,6 +517,7 @@ class _Coster:
         first = res.first_segment_us if res.first_segment_us is not None else self.segment_us
         self.first_segment_us = first if measured_fp8 else 0.0
         self.busy = _SM90_BUSY if measured_fp8 else 0.0
+        self.measured_merge = measured_fp8
         self.tiles = [_tile_us(cfg, workload, device, a, res.tile_us, num_hb) for a in range(occ + 1)]
 
     def __call__(self, upp: int, piece: int | None = None) -> _Split:
@@ -552,8 +569,11 @@ class _Coster:
         return self.first_segment_us + (segments - 1) * self.segment_us if segments > 0 else 0.0
 
     def _merge(self, pieces: int) -> float:
-        """One program merging a token of ``pieces`` partials: read back from L2, output written. (The count
+        """One program merging a token of ``pieces`` partials: the measured merge where the tile times were measured
+        (see _MERGE_PAIR_US), else its bytes: the partials read back from L2 and the output written. (The count
         handshake of pieces written by other programs fitted at no measurable cost.)"""
+        if self.measured_merge:
+            return _MERGE_PAIR_US if pieces <= 2 else _MERGE_US + (pieces - 2) * _MERGE_PIECE_US
         return pieces * self.seg_cut / _L2_OVER_DRAM_PER_SM + self.seg_whole
 
 

@@ -1,0 +1,99 @@
+"""Choose the merge terms of the planner's sm_90 model (``_MERGE_PAIR_US``, ``_MERGE_US``, ``_MERGE_PIECE_US`` in
+wavemla/plan.py) from a measured partition grid, the tile and segment costs left as shipped.
+
+    PYTHONPATH=src python3 benchmarks/experiments/fit_merge.py benchmarks/results/2026-12-01-h200-refit7.json
+
+Every point of the given ``partition_sweep.py`` JSON must have run the launcher's current path (a grid of this
+build). For each triple of a grid it plans every batch of the grid and scores the pick against the grid's fastest
+partition at that batch: the regret (sum over batches of pick / fastest - 1, where the pick was measured), the
+batches whose pick the grid did not measure, and, as in fit_sm90.py, the pairs of partitions of one batch measured
+>3% apart that the model ranks the wrong way round, and the rms log error over the 64-row points (the only ones that
+merge in the kernel). Triples are ranked by (unmeasured picks, regret); the best ten are printed, then the shipped
+triple's picks and misranked pairs.
+"""
+
+import itertools
+import json
+import math
+import sys
+from pathlib import Path
+
+import wavemla.plan as pl
+from wavemla.device import get_spec
+from wavemla.tools.bench import MODES
+
+DEVICE = get_spec("h200")
+
+
+def workload(mode: str, batch: int) -> pl.Workload:
+    topk, _, xtopk, _, _ = MODES[mode]
+    return pl.Workload(batch=batch, s_q=1, h_q=64, topk=topk, extra_topk=xtopk, is_fp8=True)
+
+
+def predict(r: dict) -> float:
+    cfg = pl.KernelConfig(*(int(x) for x in r["config"].split("x")))
+    return pl.evaluate(workload(r["mode"], r["batch"]), DEVICE, cfg, r["units_per_part"]).predicted_us
+
+
+def set_merge(triple: tuple[float, float, float]) -> None:
+    pl._MERGE_PAIR_US, pl._MERGE_US, pl._MERGE_PIECE_US = triple
+    pl.clear_caches()
+
+
+def score(groups: dict[tuple[str, int], list[dict]]) -> tuple[int, float, int, int, float, list[str]]:
+    """(unmeasured picks, regret, pairs ranked wrong, pairs, rms log error of 64-row points, notes)."""
+    unmeasured, regret, notes = 0, 0.0, []
+    for (mode, b), rs in sorted(groups.items()):
+        p = pl.plan(workload(mode, b), DEVICE)
+        pick = next((r for r in rs if (r["config"], r["units_per_part"]) == (str(p.config), p.units_per_part)), None)
+        best = min(r["median_us"] for r in rs)
+        if pick is None:
+            unmeasured += 1
+            notes.append(f"{mode} b={b}: pick {p.config}:{p.units_per_part} not measured (fastest {best:.1f})")
+        else:
+            regret += pick["median_us"] / best - 1
+            notes.append(f"{mode} b={b}: pick {p.config}:{p.units_per_part} {pick['median_us']:.1f}, best {best:.1f}")
+    wrong = total = 0
+    for rs in groups.values():
+        for a, b in itertools.combinations(rs, 2):
+            if abs(a["median_us"] / b["median_us"] - 1) <= 0.03:
+                continue
+            total += 1
+            if (a["median_us"] < b["median_us"]) != (predict(a) < predict(b)):
+                wrong += 1
+                notes.append(
+                    f"misranked {a['mode']} b={a['batch']}: {a['config']}:{a['units_per_part']} {a['median_us']:.1f}"
+                    f" (pred {predict(a):.1f}) vs {b['config']}:{b['units_per_part']} {b['median_us']:.1f} (pred"
+                    f" {predict(b):.1f})"
+                )
+    rows = [r for rs in groups.values() for r in rs if r["config"].split("x")[1] == "64"]
+    rms = math.sqrt(sum(math.log(predict(r) / r["median_us"]) ** 2 for r in rows) / max(1, len(rows)))
+    return unmeasured, regret, wrong, total, rms, notes
+
+
+groups: dict[tuple[str, int], list[dict]] = {}
+for a in sys.argv[1:]:
+    for r in json.loads(Path(a).read_text())["records"]:
+        if r["ok"]:
+            groups.setdefault((r["mode"], r["batch"]), []).append(r)
+shipped = (pl._MERGE_PAIR_US, pl._MERGE_US, pl._MERGE_PIECE_US)
+# the model before the measured terms: every merge priced by its bytes (partials read back from L2, output written)
+measured_merge = pl._Coster._merge
+pl._Coster._merge = lambda self, pieces: pieces * self.seg_cut / pl._L2_OVER_DRAM_PER_SM + self.seg_whole
+pl.clear_caches()
+unmeasured, regret, wrong, total, rms, notes = score(groups)
+print(f"merge priced by its bytes: {unmeasured} unmeasured picks, regret {regret:.3f}, {wrong} of {total} pairs ranked")
+print("\n".join("  " + n for n in notes if "misranked" not in n))
+pl._Coster._merge = measured_merge
+ranked = []
+for triple in itertools.product([0.0, 0.5, 1.0, 2.0, 3.0], [2.0, 4.0, 5.0, 6.0, 8.0], [0.0, 1.0, 2.0, 3.0, 4.4]):
+    set_merge(triple)
+    ranked.append((*score(groups)[:5], triple))
+ranked.sort(key=lambda x: (x[0], x[1], x[2]))
+print("pair, general, per piece (us): unmeasured picks, regret, pairs ranked wrong, rms log error (64-row points)")
+for unmeasured, regret, wrong, total, rms, triple in ranked[:10]:
+    print(f"  {triple}: {unmeasured}, {regret:.3f}, {wrong} of {total}, {rms:.3f}")
+set_merge(shipped)
+unmeasured, regret, wrong, total, rms, notes = score(groups)
+print(f"shipped {shipped}: {unmeasured} unmeasured picks, regret {regret:.3f}, {wrong} of {total} pairs ranked wrong")
+print("\n".join("  " + n for n in notes))
