@@ -238,7 +238,7 @@ def _h200_records() -> list[dict[str, object]]:
     runs of the planner with the measured merge terms (``*-merge-model.json``) after the runs before it."""
     paths = sorted(
         RESULTS.glob("2026-1[12]-*-h200-sparse-decode-*.json"),
-        key=lambda p: (p.name[:10], p.name.endswith("-merge-model.json"), p.name),
+        key=lambda p: (p.name[:10], "-merge-model" in p.name, p.name),
     )
     rows: dict[tuple[object, ...], dict[str, object]] = {}
     for path in paths:

@@ -517,7 +517,9 @@ class _Coster:
         first = res.first_segment_us if res.first_segment_us is not None else self.segment_us
         self.first_segment_us = first if measured_fp8 else 0.0
         self.busy = _SM90_BUSY if measured_fp8 else 0.0
-        self.measured_merge = measured_fp8
+        # the measured merge terms are those of the split kernel's merge in 64-head, 64-row tiles (the only measured
+        # tile that merges in the kernel); a combine kernel's merges keep their bytes
+        self.measured_merge = measured_fp8 and self.in_kernel
         self.tiles = [_tile_us(cfg, workload, device, a, res.tile_us, num_hb) for a in range(occ + 1)]
 
     def __call__(self, upp: int, piece: int | None = None) -> _Split:
