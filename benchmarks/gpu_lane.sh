@@ -3,6 +3,7 @@
 # Usage (on a CUDA machine, from the repository root):
 #   bash benchmarks/gpu_lane.sh LABEL [wavemla bench arguments...]
 # Writes tests.log, bench.json and bench.log under $OUT (default ./gpu-lane-out) and prints a short table last.
+# LANE_WORKERS sets the pytest-xdist workers (default: one per core, up to 16).
 # PORTABLE_ARCHS="sm80 sm120" also runs the kernel tests and the demo along those architectures' code paths
 # (benchmarks/portable_gpu.sh: portable-<arch>.log).
 set -uo pipefail
@@ -18,12 +19,16 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --fo
 $PY -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$OUT/gpu.txt"
 
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  # One worker per core, up to 16: compiling the kernels is most of a lane on a machine whose Triton cache is empty
+  # (8 workers ran out of 430 s at 94% of the tests on a fresh 16-core H200 machine).
   XDIST=""
-  $PY -c "import xdist" 2>/dev/null && XDIST="-n 8"
+  WORKERS=$(nproc); [ "$WORKERS" -gt 16 ] && WORKERS=16
+  $PY -c "import xdist" 2>/dev/null && XDIST="-n ${LANE_WORKERS:-$WORKERS}"
   # The stress tests drive several CUDA graphs on several streams each; they run alone, not beside other
   # pytest workers on the same GPU.
-  $PY -m pytest ${TEST_PATHS:-tests} -q $XDIST -p no:cacheprovider --ignore=tests/tools/test_stress.py \
-    ${TEST_ARGS:-} 2>&1 | tee "$OUT/tests.log" | tail -25
+  # -v: a line per test (PASSED/FAILED with its name), so a lane cut by a time limit still names its failures
+  $PY -m pytest ${TEST_PATHS:-tests} -v $XDIST -p no:cacheprovider --ignore=tests/tools/test_stress.py \
+    ${TEST_ARGS:-} 2>&1 | tee "$OUT/tests.log" | grep -v -E " PASSED| SKIPPED| XFAIL" | tail -25
   echo "tests exit: ${PIPESTATUS[0]}" | tee -a "$OUT/tests.log"
   $PY -m pytest tests/tools/test_stress.py -q -p no:cacheprovider -p no:xdist 2>&1 | tee -a "$OUT/tests.log" | tail -5
 fi

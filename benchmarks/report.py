@@ -15,10 +15,14 @@ import statistics
 from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
-# The runs of the current sparse-decode build: the h=64 s_q=1 table and curves of the two-piece merge build
-# (MERGE); the s_q=2 and h=128 curves of the tile-loop build before it (NOW), whose whole-token tiles the merge build
-# changes by 0-1.5% (docs/sparse-decode.md, item 3); the 16-head curves and the indexer from the runs before those.
-MERGE = "2026-12-01-h200-mergepair"
+# The runs of the current sparse-decode build and planner: the h=64 s_q=1 table of the current kernel (HEAD_CHECK,
+# median of 30; its batches whose pick the planner's merge terms moved re-measured on the curve, marked) and the h=64
+# s_q=1 curves of the planner with the merge terms (MODEL); the s_q=2 and h=128 curves of the tile-loop build (NOW),
+# whose whole-token tiles the two-piece merge build changes by 0-1.5% (docs/sparse-decode.md, item 3), with the
+# batches whose pick the merge terms moved re-measured (MODEL's "changed" files); the 16-head curves (no in-kernel
+# merge, no moved pick) and the indexer from the runs before those.
+HEAD_CHECK = "2026-12-01-h200-head-check"
+MODEL = "2026-12-01-h200-sparse-decode"
 NOW = "2026-12-01-h200"
 BEFORE = "2026-11-30-h200"
 
@@ -28,8 +32,12 @@ def load(name: str) -> dict:
     return json.loads((RESULTS / f"{name}.json").read_text())
 
 
-def sparse_table(data: dict, mode: str, h: int, s_q: int) -> str:
+def sparse_table(data: dict, mode: str, h: int, s_q: int, moved: dict[int, dict] | None = None) -> str:
+    """The anchor rows of one shape; ``moved``: rows of batches whose pick has changed since ``data`` was measured,
+    shown instead (batch marked with *)."""
     rows = [r for r in data["records"] if r["mode"] == mode and r["h_q"] == h and r["s_q"] == s_q]
+    moved = moved or {}
+    rows = [moved.get(r["batch"], r) for r in rows]
     out = [
         "| b | config | programs | split | µs (median) | TFLOP/s | GB/s | % of roofline | FlashMLA µs | ratio |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -37,26 +45,47 @@ def sparse_table(data: dict, mode: str, h: int, s_q: int) -> str:
     for r in sorted(rows, key=lambda r: r["batch"]):
         anchor = f"{r['flashmla_us']:.1f}" if r["flashmla_us"] else "–"
         ratio = f"{r['ratio_to_flashmla']:.2f}×" if r["ratio_to_flashmla"] else "–"
+        mark = "*" if r["batch"] in moved else ""
         out.append(
-            f"| {r['batch']} | {r['config']} | {r['programs']} | {'yes' if r['combine'] else 'no'} | "
+            f"| {r['batch']}{mark} | {r['config']} | {r['programs']} | {'yes' if r['combine'] else 'no'} | "
             f"{r['median_us']:.1f} | {r['tflops']:.1f} | {r['gbps']:.0f} | {r['pct_roofline']:.1f} | "
             f"{anchor} | {ratio} |"
         )
     return "\n".join(out)
 
 
-# The b = 1..256 curves: (file, mode, heads, s_q)
+# The b = 1..256 curves: (file, mode, heads, s_q, the later run of the batches whose pick the merge terms moved, or
+# None). Each curve is one run; the later runs are shown beside them (moved_table), not mixed in: runs differ by
+# 3-4%. The HCA h=64 curve is the second run of the merge-term planner: the first (-hca-merge-model) ran with the
+# GPU below its usual copy and GEMM ceilings (4008 GB/s, 742 TFLOP/s) and holds 20 steps, most of them outliers.
 CURVES = [
-    (f"{MERGE}-curve-h64", "csa", 64, 1), (f"{MERGE}-curve-h64-hca", "hca", 64, 1),
-    (f"{NOW}-sparse-decode-curve-h64-s2", "csa", 64, 2), (f"{NOW}-sparse-decode-curve-h64-s2-hca", "hca", 64, 2),
-    (f"{BEFORE}-sparse-decode-curve-h16", "csa", 16, 1), (f"{BEFORE}-sparse-decode-curve-h16-hca", "hca", 16, 1),
-    (f"{NOW}-sparse-decode-curve-h128", "csa", 128, 1), (f"{NOW}-sparse-decode-curve-h128-hca", "hca", 128, 1),
+    (f"{MODEL}-curve-h64-merge-model", "csa", 64, 1, None),
+    (f"{MODEL}-curve-h64-hca-merge-model-2", "hca", 64, 1, None),
+    (f"{NOW}-sparse-decode-curve-h64-s2", "csa", 64, 2, f"{MODEL}-changed-h64-s2-merge-model"),
+    (f"{NOW}-sparse-decode-curve-h64-s2-hca", "hca", 64, 2, f"{MODEL}-changed-h64-s2-hca-merge-model"),
+    (f"{BEFORE}-sparse-decode-curve-h16", "csa", 16, 1, None),
+    (f"{BEFORE}-sparse-decode-curve-h16-hca", "hca", 16, 1, None),
+    (f"{NOW}-sparse-decode-curve-h128", "csa", 128, 1, f"{MODEL}-changed-h128-merge-model"),
+    (f"{NOW}-sparse-decode-curve-h128-hca", "hca", 128, 1, f"{MODEL}-changed-h128-hca-merge-model"),
 ]  # fmt: skip
 ANCHORS = (1, 8, 32, 48, 64, 80, 96, 128, 148, 256)
 
 
 def curve_rows(name: str) -> list[dict]:
     return sorted((r for r in load(name)["records"] if r["provider"] == "wavemla"), key=lambda r: r["batch"])
+
+
+def moved_table(name: str, later: str) -> str:
+    """The batches of a curve whose pick has moved since, as the curve ran them and as the later run did."""
+    before = {r["batch"]: r for r in curve_rows(name)}
+    out = ["| b | pick then | µs | pick now | µs (later run) |", "|---|---|---|---|---|"]
+    for r in curve_rows(later):
+        a = before[r["batch"]]
+        out.append(
+            f"| {r['batch']} | {a['config']}:{a['units_per_part']} | {a['median_us']:.1f} | "
+            f"{r['config']}:{r['units_per_part']} | {r['median_us']:.1f} |"
+        )
+    return "\n".join(out)
 
 
 def cliffs(rows: list[dict]) -> tuple[str, int]:
@@ -107,7 +136,7 @@ def png(path: str) -> None:
     fig = Figure(figsize=(12, 8))
     for i, (h, s_q) in enumerate(panels):
         ax = fig.add_subplot(2, 2, i + 1)
-        for name, mode, hh, ss in CURVES:
+        for name, mode, hh, ss, _ in CURVES:
             if (hh, ss) != (h, s_q):
                 continue
             rows = curve_rows(name)
@@ -130,27 +159,41 @@ def main() -> None:
     if args.png:
         png(args.png)
         return
-    h64 = load(f"{MERGE}-bench-h64")
+    h64 = load(f"{HEAD_CHECK}-bench-h64")
     c = h64["ceilings"]
     print(f"Ceilings measured in the same run: copy {c['copy_gbps']:.0f} GB/s, ", end="")
     print(f"bf16 GEMM {c['gemm_tflops']:.0f} TFLOP/s.")
     print()
-    for mode in ("csa", "hca"):
-        print(f"### {mode.upper()}, h=64, s_q=1 (median of 30)\n")
-        print(sparse_table(h64, mode, 64, 1) + "\n")
-    for name, mode, h, s_q in CURVES:
+    for name, mode, h, s_q, _ in CURVES:
+        if (h, s_q) != (64, 1):
+            continue
+        curve = {r["batch"]: r for r in curve_rows(name)}
+        moved = {
+            r["batch"]: curve[r["batch"]]
+            for r in h64["records"]
+            if r["mode"] == mode and r["provider"] == "wavemla" and r["h_q"] == 64 and r["s_q"] == 1
+            and (r["config"], r["units_per_part"]) != (curve[r["batch"]]["config"], curve[r["batch"]]["units_per_part"])
+        }  # fmt: skip
+        print(
+            f"### {mode.upper()}, h=64, s_q=1 (median of 30; * the planner's pick now, from its curve, median of 5)\n"
+        )
+        print(sparse_table(h64, mode, 64, 1, moved) + "\n")
+    for name, mode, h, s_q, _ in CURVES:
         if (h, s_q) == (64, 1):
             continue
         anchors = {"records": [r for r in curve_rows(name) if r["batch"] in ANCHORS]}
         print(f"### {mode.upper()}, h={h}, s_q={s_q} (from the b = 1..256 curve, median of 5)\n")
         print(sparse_table(anchors, mode, h, s_q) + "\n")
-    for name, mode, h, s_q in CURVES:
+    for name, mode, h, s_q, later in CURVES:
         rows = curve_rows(name)
         table, n = cliffs(rows)
         ratio = statistics.median(r["predicted_us"] / r["median_us"] for r in rows)
         print(f"### Per-request steps above 5%, {mode.upper()} h={h} s_q={s_q}, b = 1..256: {n}\n")
         print(f"Planner prediction over measured time, median over the curve: {ratio:.2f}.\n")
         print(table + "\n")
+        if later:
+            print("Batches whose pick the planner's merge terms have moved since this curve ran, re-measured later:\n")
+            print(moved_table(name, later) + "\n")
     print("### Lightning indexer\n")
     print(indexer_table(load(f"{BEFORE}-indexer")))
 

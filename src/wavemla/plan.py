@@ -119,6 +119,36 @@ class Resources:
     note: str = ""  # where the numbers come from, for reasons
 
 
+def max_pieces(n_tiles: int, units_per_part: int) -> int:
+    """The most pieces a token of ``n_tiles`` tiles is cut into when every program takes ``units_per_part``
+    consecutive tiles of the flattened (token, tile) space: ``n_tiles / units_per_part`` where that divides, else one
+    more than the most program boundaries that can fall inside a token, ``ceil((n_tiles - 1) / units_per_part)``."""
+    if n_tiles % units_per_part == 0:
+        return n_tiles // units_per_part
+    return -(-(n_tiles - 1) // units_per_part) + 1
+
+
+def _cut_note(cfg: KernelConfig, n_tiles: int, upp: int, pieces_tiles: int | None, needs_combine: bool) -> str:
+    """How a plan's tokens are cut and merged, for its reasons."""
+    if pieces_tiles is not None and pieces_tiles < n_tiles:  # batch-invariant pieces
+        pieces = n_tiles // pieces_tiles
+        if not needs_combine:
+            return f", {pieces} pieces a token, merged in their programs"
+    elif needs_combine:
+        pieces = max_pieces(n_tiles, upp)
+    else:
+        return ", no token cut"
+    into = "into 2 pieces" if pieces <= 2 else f"into up to {pieces} pieces"
+    if not merges_in_kernel(cfg):
+        return f", tokens cut between programs {into}, merged by the combine kernel"
+    if pieces <= 2:
+        return f", tokens cut between programs {into}, merged by the split kernel's two-piece merge"
+    return (
+        f", tokens cut between programs {into}, merged by the split kernel (the two-piece merge for tokens of two"
+        ", the general merge for more)"
+    )
+
+
 def merges_in_kernel(cfg: KernelConfig) -> bool:
     """Whether the split kernel merges cut tokens itself for this tile shape (see :attr:`Plan.merge_in_kernel`)."""
     return cfg.block_n >= 64
@@ -558,8 +588,7 @@ class _Coster:
             program += self._starts(-(-(n_tiles - math.gcd(upp, n_tiles) + upp) // n_tiles))
             if cut and self.in_kernel:
                 # the program writing a token's last piece merges it: at most one such token per program
-                aligned = n_tiles % upp == 0
-                program += self._merge(n_tiles // upp if aligned else -(-(n_tiles - 1) // upp) + 1)
+                program += self._merge(max_pieces(n_tiles, upp))
             slots = parts
         combine = self.combine_base + slots * self.combine_per_part if cut and not self.in_kernel else 0.0
         # only the first wave's programs start behind the q conversion (a cheaper first segment, see _SM90_TABLE)
@@ -571,9 +600,9 @@ class _Coster:
         return self.first_segment_us + (segments - 1) * self.segment_us if segments > 0 else 0.0
 
     def _merge(self, pieces: int) -> float:
-        """One program merging a token of ``pieces`` partials: the measured merge where the tile times were measured
-        (see _MERGE_PAIR_US), else its bytes: the partials read back from L2 and the output written. (The count
-        handshake of pieces written by other programs fitted at no measurable cost.)"""
+        """One program merging a token of ``pieces`` partials: the measured merge where the split kernel merges and
+        the tile times were measured (see _MERGE_PAIR_US), else its bytes: the partials read back from L2 and the
+        output written. (The count handshake of pieces written by other programs fitted at no measurable cost.)"""
         if self.measured_merge:
             return _MERGE_PAIR_US if pieces <= 2 else _MERGE_US + (pieces - 2) * _MERGE_PIECE_US
         return pieces * self.seg_cut / _L2_OVER_DRAM_PER_SM + self.seg_whole
@@ -920,14 +949,7 @@ def _plan_config(
     notes.append(
         f"{tokens} token(s) x {n_tiles} tiles x {num_hb} head block(s) over {slots} slots: "
         f"{upp} tiles/program, {programs} programs, {waves} wave(s), {split.active} active/SM, "
-        f"tail efficiency {tail:.2f}"
-        + (
-            ", tokens cut between programs"
-            if needs_combine
-            else ", pieces merged in their programs"
-            if pieces_tiles is not None and pieces_tiles < n_tiles
-            else ", no token cut"
-        )
+        f"tail efficiency {tail:.2f}" + _cut_note(cfg, n_tiles, upp, pieces_tiles, needs_combine)
     )
     return Plan(
         config=cfg,
