@@ -418,6 +418,25 @@ def test_reasons_cover_every_candidate_and_end_with_the_partition() -> None:
     assert "tail efficiency" in p.reasons[-1] and f"{p.programs} programs" in p.reasons[-1]
 
 
+def test_max_pieces_is_the_most_programs_a_token_spans() -> None:
+    for n_tiles in range(1, 40):
+        for upp in range(1, 60):
+            spans = [((t + 1) * n_tiles - 1) // upp - t * n_tiles // upp + 1 for t in range(2 * upp)]
+            assert plan_mod.max_pieces(n_tiles, upp) == max(spans), (n_tiles, upp)
+
+
+def test_reasons_say_how_tokens_are_cut_and_merged() -> None:
+    """The partition's reason names the pieces a cut token can have and what merges them (H200 picks: CSA b=34 in
+    two pieces, b=67 in up to three, 32-row tiles at b=8 through the combine kernel, none cut at b=128)."""
+    said = {b: plan(dsv4(b), H200).reasons[-1] for b in (8, 34, 67, 128)}
+    assert said[8].endswith("into up to 5 pieces, merged by the combine kernel")
+    assert said[34].endswith("into 2 pieces, merged by the split kernel's two-piece merge")
+    assert "into up to 3 pieces, merged by the split kernel (the two-piece merge" in said[67]
+    assert said[128].endswith("no token cut")
+    invariant = plan(dataclasses.replace(dsv4(128), batch_invariant=True), H200).reasons[-1]
+    assert invariant.endswith("2 pieces a token, merged in their programs")
+
+
 def test_host_cost() -> None:
     """Plans are cached per (workload, device, knobs): a repeated call costs a dictionary lookup. Measured on a
     2-core CI machine: ~0.1-0.2 ms uncached, ~2 µs cached; the bounds are generous."""

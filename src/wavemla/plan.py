@@ -121,8 +121,19 @@ class Resources:
 
 def max_pieces(n_tiles: int, units_per_part: int) -> int:
     """The most pieces a token of ``n_tiles`` tiles is cut into when every program takes ``units_per_part``
-    consecutive tiles of the flattened (token, tile) space: ``n_tiles / units_per_part`` where that divides, else one
-    more than the most program boundaries that can fall inside a token, ``ceil((n_tiles - 1) / units_per_part)``."""
+    consecutive tiles of the flattened (token, tile) space. Tokens start at multiples of ``n_tiles``, so at offsets
+    into a program that are multiples of ``g = gcd(n_tiles, units_per_part)``; the worst starts ``units_per_part - g``
+    tiles into one."""
+    g = math.gcd(n_tiles, units_per_part)
+    return (units_per_part - g + n_tiles - 1) // units_per_part + 1
+
+
+def _merge_pieces_bound(n_tiles: int, units_per_part: int) -> int:
+    """The pieces the cost model charges the merge of a cut token with: ``max_pieces`` where ``gcd(n_tiles,
+    units_per_part)`` is 1 or ``units_per_part`` divides ``n_tiles``, one more in some cases with a larger gcd (18-tile
+    tokens in programs of 12 tiles: 3, where they are cut into 2). The merge terms and tile costs were fitted with this
+    count; counting exactly moves H200 HCA picks at b = 26 and 74..80 (measured faster in 2026-12-01-h200-refit7.json)
+    and at b = 96..110 (not measured), so it waits for a measurement of those."""
     if n_tiles % units_per_part == 0:
         return n_tiles // units_per_part
     return -(-(n_tiles - 1) // units_per_part) + 1
@@ -588,7 +599,7 @@ class _Coster:
             program += self._starts(-(-(n_tiles - math.gcd(upp, n_tiles) + upp) // n_tiles))
             if cut and self.in_kernel:
                 # the program writing a token's last piece merges it: at most one such token per program
-                program += self._merge(max_pieces(n_tiles, upp))
+                program += self._merge(_merge_pieces_bound(n_tiles, upp))
             slots = parts
         combine = self.combine_base + slots * self.combine_per_part if cut and not self.in_kernel else 0.0
         # only the first wave's programs start behind the q conversion (a cheaper first segment, see _SM90_TABLE)
