@@ -132,8 +132,8 @@ def _merge_pieces_bound(n_tiles: int, units_per_part: int) -> int:
     """The pieces the cost model charges the merge of a cut token with: ``max_pieces`` where ``gcd(n_tiles,
     units_per_part)`` is 1 or ``units_per_part`` divides ``n_tiles``, one more in some cases with a larger gcd (18-tile
     tokens in programs of 12 tiles: 3, where they are cut into 2). The merge terms and tile costs were fitted with this
-    count; counting exactly moves H200 HCA picks at b = 26 and 74..80 (measured faster in 2026-12-01-h200-refit7.json)
-    and at b = 96..110 (not measured), so it waits for a measurement of those."""
+    count; counting exactly moves H200 HCA picks at b = 26 and 74..80 (the same moves measured faster at b = 24, 74 and
+    80 in 2026-12-01-h200-refit7.json) and at b = 96..110 (not measured), so it waits for a measurement of those."""
     if n_tiles % units_per_part == 0:
         return n_tiles // units_per_part
     return -(-(n_tiles - 1) // units_per_part) + 1
