@@ -1,6 +1,7 @@
 """Render the committed benchmark JSON into the tables of BENCHMARKS.md (and a PNG of the per-request curve).
 
     python benchmarks/report.py > /tmp/tables.md          # tables
+    python benchmarks/report.py --glance                  # the headline table
     python benchmarks/report.py --png benchmarks/results/2026-12-01-h200-curve.png
 
 Numbers come only from files under benchmarks/results; nothing here is typed by hand.
@@ -152,12 +153,53 @@ def png(path: str) -> None:
     fig.savefig(path, dpi=100)
 
 
+def glance() -> str:
+    """The headline figures of the current runs: one row per kernel and shape, with the file each comes from."""
+    out = ["| kernel | shape | b | µs | against | from |", "|---|---|---|---|---|---|"]
+    h64 = load(f"{HEAD_CHECK}-bench-h64")
+    for mode in ("csa", "hca"):
+        for r in sorted(h64["records"], key=lambda r: r["batch"]):
+            if r["mode"] == mode and r["batch"] in (1, 64, 128, 256) and r["ratio_to_flashmla"]:
+                out.append(
+                    f"| sparse decode | {mode.upper()}, h=64, s_q=1, FP8 MODEL1 | {r['batch']} | {r['median_us']:.1f} "
+                    f"| {r['ratio_to_flashmla']:.2f}× FlashMLA's time | `{HEAD_CHECK}-bench-h64.json` |"
+                )
+    bi = load(f"{HEAD_CHECK}-bi-cost")["records"]
+    for mode in ("csa", "hca"):
+        worst = max((r for r in bi if r["mode"] == mode and r["batch"] >= 32), key=lambda r: r["ratio"])
+        out.append(
+            f"| sparse decode, batch-invariant | {mode.upper()}, h=64, worst of b ≥ 32 | {worst['batch']} | "
+            f"{worst['invariant_us']:.1f} | {worst['ratio']:.2f}× the default plan | `{HEAD_CHECK}-bi-cost.json` |"
+        )
+    dense = load(f"{NOW}-dense-table-final")
+    for r in sorted(dense["records"], key=lambda r: r["h_q"]):
+        if r["batch"] == 128 and r["s_k"] == 16384:
+            out.append(
+                f"| dense decode | bf16, s_k 16K, h={r['h_q']} | 128 | {r['median_us']:.1f} | "
+                f"{r['pct_copy']:.0f}% of copy bandwidth | `{NOW}-dense-table-final.json` |"
+            )
+    idx = sorted(load(f"{BEFORE}-idx-spread"), key=lambda r: (r["n_comp"] or 0, r["b"] or 0))
+    for r in idx:
+        picked = r["provider"] == "triton" and r["select"] == r.get("auto") and r["kv_format"] == "fp8-paged"
+        if picked and r["b"] in (32, 128) and r["n_comp"] in (32768, 262144):
+            out.append(
+                f"| lightning indexer | FP8 rows and q, top-512, n_comp {r['n_comp'] // 1024}K, {r['select']} "
+                f"select | {r['b']} | {r['median_us']:.1f} | {r['pct_of_copy_bw']:.0f}% of copy bandwidth | "
+                f"`{BEFORE}-idx-spread.json` |"
+            )
+    return "\n".join(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--png")
+    parser.add_argument("--glance", action="store_true", help="only the headline table (BENCHMARKS.md, At a glance)")
     args = parser.parse_args()
     if args.png:
         png(args.png)
+        return
+    if args.glance:
+        print(glance())
         return
     h64 = load(f"{HEAD_CHECK}-bench-h64")
     c = h64["ceilings"]
