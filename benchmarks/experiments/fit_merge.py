@@ -19,20 +19,9 @@ import sys
 from pathlib import Path
 
 import wavemla.plan as pl
-from wavemla.device import get_spec
-from wavemla.tools.bench import MODES
 
-DEVICE = get_spec("h200")
-
-
-def workload(mode: str, batch: int) -> pl.Workload:
-    topk, _, xtopk, _, _ = MODES[mode]
-    return pl.Workload(batch=batch, s_q=1, h_q=64, topk=topk, extra_topk=xtopk, is_fp8=True)
-
-
-def predict(r: dict) -> float:
-    cfg = pl.KernelConfig(*(int(x) for x in r["config"].split("x")))
-    return pl.evaluate(workload(r["mode"], r["batch"]), DEVICE, cfg, r["units_per_part"]).predicted_us
+sys.path.insert(0, str(Path(__file__).parent))
+from partition_model import DEVICE, misranked, predict, workload
 
 
 def set_merge(triple: tuple[float, float, float]) -> None:
@@ -44,7 +33,7 @@ def score(groups: dict[tuple[str, int], list[dict]]) -> tuple[int, float, int, i
     """(unmeasured picks, regret, pairs ranked wrong, pairs, rms log error of 64-row points, notes)."""
     unmeasured, regret, notes = 0, 0.0, []
     for (mode, b), rs in sorted(groups.items()):
-        p = pl.plan(workload(mode, b), DEVICE)
+        p = pl.plan(workload(rs[0]), DEVICE)
         pick = next((r for r in rs if (r["config"], r["units_per_part"]) == (str(p.config), p.units_per_part)), None)
         best = min(r["median_us"] for r in rs)
         if pick is None:
@@ -53,19 +42,14 @@ def score(groups: dict[tuple[str, int], list[dict]]) -> tuple[int, float, int, i
         else:
             regret += pick["median_us"] / best - 1
             notes.append(f"{mode} b={b}: pick {p.config}:{p.units_per_part} {pick['median_us']:.1f}, best {best:.1f}")
-    wrong = total = 0
-    for rs in groups.values():
-        for a, b in itertools.combinations(rs, 2):
-            if abs(a["median_us"] / b["median_us"] - 1) <= 0.03:
-                continue
-            total += 1
-            if (a["median_us"] < b["median_us"]) != (predict(a) < predict(b)):
-                wrong += 1
-                notes.append(
-                    f"misranked {a['mode']} b={a['batch']}: {a['config']}:{a['units_per_part']} {a['median_us']:.1f}"
-                    f" (pred {predict(a):.1f}) vs {b['config']}:{b['units_per_part']} {b['median_us']:.1f} (pred"
-                    f" {predict(b):.1f})"
-                )
+    total, pairs = misranked(groups.values())
+    for a, b in pairs:
+        notes.append(
+            f"misranked {a['mode']} b={a['batch']}: {a['config']}:{a['units_per_part']} {a['median_us']:.1f}"
+            f" (pred {predict(a):.1f}) vs {b['config']}:{b['units_per_part']} {b['median_us']:.1f} (pred"
+            f" {predict(b):.1f})"
+        )
+    wrong = len(pairs)
     rows = [r for rs in groups.values() for r in rs if r["config"].split("x")[1] == "64"]
     rms = math.sqrt(sum(math.log(predict(r) / r["median_us"]) ** 2 for r in rows) / max(1, len(rows)))
     return unmeasured, regret, wrong, total, rms, notes

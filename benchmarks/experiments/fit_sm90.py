@@ -20,25 +20,9 @@ import sys
 from pathlib import Path
 
 import wavemla.plan as pl
-from wavemla.device import get_spec
-from wavemla.tools.bench import MODES
 
-DEVICE = get_spec("h200")
-
-
-def workload(r: dict) -> pl.Workload:
-    topk, _, xtopk, _, _ = MODES[r["mode"]]
-    return pl.Workload(
-        batch=r["batch"], s_q=r.get("s_q", 1), h_q=r.get("h_q", 64), topk=topk, extra_topk=xtopk, is_fp8=True
-    )
-
-
-def cfg_of(r: dict) -> pl.KernelConfig:
-    return pl.KernelConfig(*(int(x) for x in r["config"].split("x")))
-
-
-def predict(r: dict) -> float:
-    return pl.evaluate(workload(r), DEVICE, cfg_of(r), r["units_per_part"]).predicted_us
+sys.path.insert(0, str(Path(__file__).parent))
+from partition_model import cfg_of, misranked, predict, workload
 
 
 def register_q(r: dict) -> bool:
@@ -144,16 +128,11 @@ for name, points in sorted(by_cfg.items()):
 groups: dict[tuple[str, int, int, int], list[dict]] = {}
 for r in records:
     groups.setdefault((r["mode"], r.get("h_q", 64), r.get("s_q", 1), r["batch"]), []).append(r)
-wrong = total = 0
-for key, rs in sorted(groups.items()):
-    for a, b in itertools.combinations(rs, 2):
-        if abs(a["median_us"] / b["median_us"] - 1) <= 0.03:
-            continue
-        total += 1
-        if (a["median_us"] < b["median_us"]) != (predict(a) < predict(b)):
-            wrong += 1
-            print(
-                f"misranked {key}: {a['config']}:{a['units_per_part']} {a['median_us']:.1f} (pred {predict(a):.1f})"
-                f" vs {b['config']}:{b['units_per_part']} {b['median_us']:.1f} (pred {predict(b):.1f})"
-            )
-print(f"pairs >3% apart ranked wrong: {wrong} of {total}")
+total, wrong = misranked(rs for _, rs in sorted(groups.items()))
+for a, b in wrong:
+    print(
+        f"misranked {a['mode']} h={a.get('h_q', 64)} s_q={a.get('s_q', 1)} b={a['batch']}:"
+        f" {a['config']}:{a['units_per_part']} {a['median_us']:.1f} (pred {predict(a):.1f})"
+        f" vs {b['config']}:{b['units_per_part']} {b['median_us']:.1f} (pred {predict(b):.1f})"
+    )
+print(f"pairs >3% apart ranked wrong: {len(wrong)} of {total}")
