@@ -55,19 +55,23 @@ def sparse_table(data: dict, mode: str, h: int, s_q: int, moved: dict[int, dict]
     return "\n".join(out)
 
 
-# The b = 1..256 curves: (file, mode, heads, s_q, the later run of the batches whose pick the merge terms moved, or
-# None). Each curve is one run; the later runs are shown beside them (moved_table), not mixed in: runs differ by
-# 3-4%. The HCA h=64 curve is the second run of the merge-term planner: the first (-hca-merge-model) ran with the
-# GPU below its usual copy and GEMM ceilings (4008 GB/s, 742 TFLOP/s) and holds 20 steps, most of them outliers.
+# The b = 1..256 curves: (file, mode, heads, s_q, the later runs of the batches whose pick has moved since, oldest
+# first: the planner's merge terms (MODEL's "-merge-model" files), then its exact count of a cut token's pieces
+# ("-exact-pieces")). Each curve is one run; the later runs are shown beside them (moved_table), not mixed in: runs
+# differ by 3-4%. The HCA h=64 curve is the second run of the merge-term planner: the first (-hca-merge-model) ran
+# with the GPU below its usual copy and GEMM ceilings (4008 GB/s, 742 TFLOP/s) and holds 20 steps, most of them
+# outliers.
 CURVES = [
-    (f"{MODEL}-curve-h64-merge-model", "csa", 64, 1, None),
-    (f"{MODEL}-curve-h64-hca-merge-model-2", "hca", 64, 1, None),
-    (f"{NOW}-sparse-decode-curve-h64-s2", "csa", 64, 2, f"{MODEL}-changed-h64-s2-merge-model"),
-    (f"{NOW}-sparse-decode-curve-h64-s2-hca", "hca", 64, 2, f"{MODEL}-changed-h64-s2-hca-merge-model"),
-    (f"{BEFORE}-sparse-decode-curve-h16", "csa", 16, 1, None),
-    (f"{BEFORE}-sparse-decode-curve-h16-hca", "hca", 16, 1, None),
-    (f"{NOW}-sparse-decode-curve-h128", "csa", 128, 1, f"{MODEL}-changed-h128-merge-model"),
-    (f"{NOW}-sparse-decode-curve-h128-hca", "hca", 128, 1, f"{MODEL}-changed-h128-hca-merge-model"),
+    (f"{MODEL}-curve-h64-merge-model", "csa", 64, 1, ()),
+    (f"{MODEL}-curve-h64-hca-merge-model-2", "hca", 64, 1, (f"{MODEL}-changed-h64-hca-exact-pieces",)),
+    (f"{NOW}-sparse-decode-curve-h64-s2", "csa", 64, 2, (f"{MODEL}-changed-h64-s2-merge-model",)),
+    (f"{NOW}-sparse-decode-curve-h64-s2-hca", "hca", 64, 2,
+     (f"{MODEL}-changed-h64-s2-hca-merge-model", f"{MODEL}-changed-h64-s2-hca-exact-pieces")),
+    (f"{BEFORE}-sparse-decode-curve-h16", "csa", 16, 1, ()),
+    (f"{BEFORE}-sparse-decode-curve-h16-hca", "hca", 16, 1, ()),
+    (f"{NOW}-sparse-decode-curve-h128", "csa", 128, 1, (f"{MODEL}-changed-h128-merge-model",)),
+    (f"{NOW}-sparse-decode-curve-h128-hca", "hca", 128, 1,
+     (f"{MODEL}-changed-h128-hca-merge-model", f"{MODEL}-changed-h128-hca-exact-pieces")),
 ]  # fmt: skip
 ANCHORS = (1, 8, 32, 48, 64, 80, 96, 128, 148, 256)
 
@@ -76,15 +80,23 @@ def curve_rows(name: str) -> list[dict]:
     return sorted((r for r in load(name)["records"] if r["provider"] == "wavemla"), key=lambda r: r["batch"])
 
 
-def moved_table(name: str, later: str) -> str:
-    """The batches of a curve whose pick has moved since, as the curve ran them and as the later run did."""
+def newest_rows(later: tuple[str, ...]) -> dict[int, tuple[dict, str]]:
+    """Per batch, the row of the newest of the ``later`` runs that measured it, with that run's file name."""
+    rows: dict[int, tuple[dict, str]] = {}
+    for name in later:
+        rows.update({r["batch"]: (r, name) for r in curve_rows(name)})
+    return rows
+
+
+def moved_table(name: str, later: tuple[str, ...]) -> str:
+    """The batches of a curve whose pick has moved since, as the curve ran them and as the newest later run did."""
     before = {r["batch"]: r for r in curve_rows(name)}
-    out = ["| b | pick then | µs | pick now | µs (later run) |", "|---|---|---|---|---|"]
-    for r in curve_rows(later):
-        a = before[r["batch"]]
+    out = ["| b | pick then | µs | pick now | µs (later run) | run |", "|---|---|---|---|---|---|"]
+    for b, (r, run) in sorted(newest_rows(later).items()):
+        a = before[b]
         out.append(
-            f"| {r['batch']} | {a['config']}:{a['units_per_part']} | {a['median_us']:.1f} | "
-            f"{r['config']}:{r['units_per_part']} | {r['median_us']:.1f} |"
+            f"| {b} | {a['config']}:{a['units_per_part']} | {a['median_us']:.1f} | "
+            f"{r['config']}:{r['units_per_part']} | {r['median_us']:.1f} | `{run.removeprefix(MODEL)}` |"
         )
     return "\n".join(out)
 
@@ -206,10 +218,10 @@ def main() -> None:
     print(f"Ceilings measured in the same run: copy {c['copy_gbps']:.0f} GB/s, ", end="")
     print(f"bf16 GEMM {c['gemm_tflops']:.0f} TFLOP/s.")
     print()
-    for name, mode, h, s_q, _ in CURVES:
+    for name, mode, h, s_q, later in CURVES:
         if (h, s_q) != (64, 1):
             continue
-        curve = {r["batch"]: r for r in curve_rows(name)}
+        curve = {r["batch"]: r for r in curve_rows(name)} | {b: r for b, (r, _) in newest_rows(later).items()}
         moved = {
             r["batch"]: curve[r["batch"]]
             for r in h64["records"]
@@ -220,12 +232,16 @@ def main() -> None:
             f"### {mode.upper()}, h=64, s_q=1 (median of 30; * the planner's pick now, from its curve, median of 5)\n"
         )
         print(sparse_table(h64, mode, 64, 1, moved) + "\n")
-    for name, mode, h, s_q, _ in CURVES:
+    for name, mode, h, s_q, later in CURVES:
         if (h, s_q) == (64, 1):
             continue
         anchors = {"records": [r for r in curve_rows(name) if r["batch"] in ANCHORS]}
-        print(f"### {mode.upper()}, h={h}, s_q={s_q} (from the b = 1..256 curve, median of 5)\n")
-        print(sparse_table(anchors, mode, h, s_q) + "\n")
+        moved = {b: r for b, (r, _) in newest_rows(later).items() if b in ANCHORS}
+        print(
+            f"### {mode.upper()}, h={h}, s_q={s_q} (from the b = 1..256 curve, median of 5; * the planner's pick "
+            "now, re-measured later)\n"
+        )
+        print(sparse_table(anchors, mode, h, s_q, moved) + "\n")
     for name, mode, h, s_q, later in CURVES:
         rows = curve_rows(name)
         table, n = cliffs(rows)
@@ -234,7 +250,7 @@ def main() -> None:
         print(f"Planner prediction over measured time, median over the curve: {ratio:.2f}.\n")
         print(table + "\n")
         if later:
-            print("Batches whose pick the planner's merge terms have moved since this curve ran, re-measured later:\n")
+            print("Batches whose pick the planner has moved since this curve ran, re-measured later:\n")
             print(moved_table(name, later) + "\n")
     print("### Lightning indexer\n")
     print(indexer_table(load(f"{BEFORE}-indexer")))

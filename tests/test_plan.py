@@ -233,12 +233,21 @@ def test_h200_costs_come_from_its_measurements() -> None:
     assert p.tile_us == pytest.approx(_SM90_TABLE[(64, 64, 8, 1, True)].tile_us * (1 + _SM90_BUSY * 128 / 132))
 
 
+# Runs of one day by the planner they measured, in order: before the measured merge terms, with them
+# (``*-merge-model.json``), with a cut token's pieces counted exactly (``*-exact-pieces.json``).
+_PLANNER_RUNS = ("-merge-model", "-exact-pieces")
+
+
+def _planner_run(name: str) -> int:
+    return max((i + 1 for i, tag in enumerate(_PLANNER_RUNS) if tag in name), default=0)
+
+
 def _h200_records() -> list[dict[str, object]]:
-    """The newest measurement of every (mode, h_q, s_q, FP8, batch) point: files in date order, and on one day the
-    runs of the planner with the measured merge terms (``*-merge-model.json``) after the runs before it."""
+    """The newest measurement of every (mode, h_q, s_q, FP8, batch) point: files in date order, and on one day in
+    the order of the planners they measured (``_PLANNER_RUNS``)."""
     paths = sorted(
         RESULTS.glob("2026-1[12]-*-h200-sparse-decode-*.json"),
-        key=lambda p: (p.name[:10], "-merge-model" in p.name, p.name),
+        key=lambda p: (p.name[:10], _planner_run(p.name), p.name),
     )
     rows: dict[tuple[object, ...], dict[str, object]] = {}
     for path in paths:

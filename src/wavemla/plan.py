@@ -128,17 +128,6 @@ def max_pieces(n_tiles: int, units_per_part: int) -> int:
     return (units_per_part - g + n_tiles - 1) // units_per_part + 1
 
 
-def _merge_pieces_bound(n_tiles: int, units_per_part: int) -> int:
-    """The pieces the cost model charges the merge of a cut token with: ``max_pieces`` where ``gcd(n_tiles,
-    units_per_part)`` is 1 or ``units_per_part`` divides ``n_tiles``, one more in some cases with a larger gcd (18-tile
-    tokens in programs of 12 tiles: 3, where they are cut into 2). The merge terms and tile costs were fitted with this
-    count; counting exactly moves H200 HCA picks at b = 26 and 74..80 (the same moves measured faster at b = 24, 74 and
-    80 in 2026-12-01-h200-refit7.json) and at b = 96..110 (not measured), so it waits for a measurement of those."""
-    if n_tiles % units_per_part == 0:
-        return n_tiles // units_per_part
-    return -(-(n_tiles - 1) // units_per_part) + 1
-
-
 def _cut_note(cfg: KernelConfig, n_tiles: int, upp: int, pieces_tiles: int | None, needs_combine: bool) -> str:
     """How a plan's tokens are cut and merged, for its reasons."""
     if pieces_tiles is not None and pieces_tiles < n_tiles:  # batch-invariant pieces
@@ -599,7 +588,7 @@ class _Coster:
             program += self._starts(-(-(n_tiles - math.gcd(upp, n_tiles) + upp) // n_tiles))
             if cut and self.in_kernel:
                 # the program writing a token's last piece merges it: at most one such token per program
-                program += self._merge(_merge_pieces_bound(n_tiles, upp))
+                program += self._merge(max_pieces(n_tiles, upp))
             slots = parts
         combine = self.combine_base + slots * self.combine_per_part if cut and not self.in_kernel else 0.0
         # only the first wave's programs start behind the q conversion (a cheaper first segment, see _SM90_TABLE)
