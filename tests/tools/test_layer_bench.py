@@ -72,7 +72,7 @@ def test_json_schema_and_values(tiny_run: tuple[dict[str, Any], Path]) -> None:
     assert json.loads((out / RESULTS_FILE).read_text()) == doc
     assert doc["schema"] == SCHEMA
     assert set(doc) >= {"env", "args", "dims", "timer", "units", "modes", "rules"}
-    assert doc["args"]["batches"] == list(BATCHES) and doc["args"]["tiny"] is True
+    assert doc["args"]["batches"] == list(BATCHES) and doc["args"]["tiny"] is True and doc["args"]["ep"] == 1
     assert doc["dims"]["hidden"] == TINY.hidden and doc["dims"]["experts"] == TINY.experts
     assert list(doc["modes"]) == ["csa", "hca"]
     context = doc["args"]["context"]
@@ -91,6 +91,7 @@ def test_json_schema_and_values(tiny_run: tuple[dict[str, Any], Path]) -> None:
             assert all(t["bytes"] > 0 and t["gbps"] > 0 for t in rec["components"].values())
             assert rec["component_sum_us"] == pytest.approx(sum(t["median_us"] for t in rec["components"].values()))
             assert TINY.experts_per_token <= rec["distinct_routed_experts"] <= TINY.experts
+            assert rec["experts_read"] == rec["distinct_routed_experts"] + 1  # one GPU: its routed ones and the shared
             assert rec["trace"] == f"{mode}/layer_bs{rec['batch']}.json.gz"
             if DEVICE == "cuda":  # the traced steps' own times, one per profiled step
                 traced = rec["layer_traced"]
@@ -355,6 +356,50 @@ def test_attention_and_moe_match_fp64_reference(mode: str, moe: MoE) -> None:
         _assert_close(f"token {t} MoE", acts.out[t], ref, rel=TOL["rel"], cos=TOL["cos"])
 
 
+def _expert64(moe: MoE, i: int, v: torch.Tensor) -> torch.Tensor:
+    gu = moe.w13[i].double().cpu() @ v
+    return moe.w2[i].double().cpu() @ (torch.nn.functional.silu(gu[: TINY.moe_inter]) * gu[TINY.moe_inter :])
+
+
+@pytest.mark.parametrize("ep", [2, 4])
+def test_expert_parallel_moe_is_this_gpus_share(ep: int) -> None:
+    """One of ``ep`` expert-parallel GPUs: its tokens get the shared expert and the routed experts it holds
+    (``0 .. E/ep - 1``), nothing from the others'; its weight reads count the local experts chosen by its own and
+    the simulated other GPUs' tokens."""
+    t, local = 3, TINY.experts // ep
+    moe = MoE(TINY, DEVICE, DTYPE, torch.Generator(device=DEVICE).manual_seed(5), ep=ep, max_tokens=t)
+    assert moe.w13.shape[0] == local + 1 and moe.remote_x.shape[0] == (ep - 1) * t
+    h = torch.randn((t, TINY.hidden), generator=torch.Generator().manual_seed(6)).to(DEVICE, DTYPE)
+    out, sel = moe(h)
+    for i in range(t):
+        hv = h[i].double().cpu()
+        hn = _rms64(hv, moe.ffn_norm.cpu())
+        scores = torch.sqrt(torch.nn.functional.softplus(moe.gate.double().cpu() @ hn))
+        chosen = sel[i].cpu()
+        assert _is_topk(scores + moe.bias.double().cpu(), chosen, TINY.experts_per_token, tol=TOL["topk"])
+        gates = scores[chosen] / scores[chosen].sum() * TINY.route_scale
+        here = [(g, int(e)) for g, e in zip(gates, chosen, strict=True) if int(e) < local]
+        ref = hv + sum((g * _expert64(moe, e, hn) for g, e in here), _expert64(moe, local, hn))
+        _assert_close(f"token {i} MoE share", out[i], ref, rel=TOL["rel"], cos=TOL["cos"])
+    mine = sel.reshape(-1).cpu()
+    theirs = moe.remote_sel[: (ep - 1) * t].reshape(-1).cpu()
+    both = torch.cat((mine, theirs))
+    assert moe.experts_read(sel) == int(torch.unique(both[both < local]).numel()) + 1
+    assert moe.remote_pairs_upto[(ep - 1) * t] == int((theirs < local).sum())  # their pairs that reach this GPU
+    with pytest.raises(ValueError, match="h: 4 tokens, more than the 3 built for"):
+        moe(torch.cat((h, h[:1])))
+
+
+def test_expert_parallel_arguments() -> None:
+    gen = torch.Generator(device=DEVICE).manual_seed(0)
+    with pytest.raises(ValueError, match="ep: expected a divisor of the 16 routed experts, got 3"):
+        MoE(TINY, DEVICE, DTYPE, gen, ep=3, max_tokens=2)
+    with pytest.raises(ValueError, match="max_tokens: expected >= 1 with ep = 2"):
+        MoE(TINY, DEVICE, DTYPE, gen, ep=2)
+    cfg = make_config(tiny=True, device="cpu", ep=8)
+    assert cfg.ep == 8 and make_config(tiny=True, device="cpu").ep == 1
+
+
 def test_slicing_a_batch_repeats_the_first_requests(moe: MoE) -> None:
     layer = DecoderLayer(TINY, "hca", 4 * TINY.window * 8, 3, moe, device=DEVICE, dtype=DTYPE, seed=2)
     one = layer.forward(layer.inputs(1))
@@ -381,6 +426,8 @@ def test_slicing_a_batch_repeats_the_first_requests(moe: MoE) -> None:
         ),
         pytest.param(["--experts", "5"], "--experts 5: expected 6..1022 routed experts", id="experts"),
         pytest.param(["--reps", "0"], "--reps: expected >= 1, got 0", id="reps"),
+        pytest.param(["--ep", "0"], "--ep 0: expected a divisor of the 16 routed experts", id="ep-zero"),
+        pytest.param(["--ep", "3"], "--ep 3: expected a divisor of the 16 routed experts", id="ep-divisor"),
     ],
 )
 def test_argument_errors_exit_2(argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -172,6 +172,7 @@ class BenchConfig:
     tiny: bool
     device: str  # "cuda" or "cpu" (Triton interpreter)
     seed: int = 0
+    ep: int = 1  # expert-parallel GPUs: time one of them (see MoE)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -190,6 +191,7 @@ def make_config(
     batches: Sequence[int] | None = None,
     context: int | None = None,
     experts: int | None = None,
+    ep: int | None = None,
     reps: int | None = None,
     profile_steps: int | None = None,
     out: str | Path = "layer_bench",
@@ -224,6 +226,9 @@ def make_config(
             f"--experts {n_exp}: expected {dims.experts_per_token}..{MAX_GROUPS - 1} routed experts "
             f"(top-{dims.experts_per_token} routing; the grouped GEMM takes < 1024 groups with the shared expert)"
         )
+    n_ep = ep if ep is not None else 1
+    if n_ep < 1 or n_exp % n_ep:
+        raise ValueError(f"--ep {n_ep}: expected a divisor of the {n_exp} routed experts (each GPU holds as many)")
     n_reps = reps if reps is not None else (1 if device == "cpu" else 20)
     n_prof = profile_steps if profile_steps is not None else (1 if device == "cpu" else 5)
     if n_reps < 1:
@@ -245,6 +250,7 @@ def make_config(
         tiny=tiny,
         device=device,
         seed=seed,
+        ep=n_ep,
     )
 
 
@@ -317,23 +323,55 @@ def _slots(table: torch.Tensor, rows: torch.Tensor, page: int) -> torch.Tensor:
 class MoE:
     """Router + routed experts + the shared expert, shared by the CSA and HCA layers of one run.
 
-    Weights: ``gate [E, hidden]``, ``bias [E]`` fp32 (selection only), ``w13 [E+1, 2·inter, hidden]`` (gate and up
-    projections), ``w2 [E+1, hidden, inter]``; expert ``E`` is the shared expert. At Flash sizes with E = 256 the
-    expert weights are 12.9 GB in bf16.
+    Weights: ``gate [E, hidden]``, ``bias [E]`` fp32 (selection only), ``w13 [L+1, 2·inter, hidden]`` (gate and up
+    projections), ``w2 [L+1, hidden, inter]``; expert ``L`` is the shared expert. With ``ep`` = 1 every routed expert
+    is here (``L = E``; at Flash sizes with E = 256 the expert weights are 12.9 GB in bf16).
+
+    ``ep`` > 1 times one GPU of ``ep`` expert-parallel ones (data-parallel attention: every GPU runs attention for its
+    own requests): it holds routed experts ``0 .. L-1`` (``L = E / ep``) and the shared expert, and its experts serve
+    the token-expert pairs routed to them from all ``ep`` GPUs' tokens. The other GPUs' tokens stand in as
+    ``(ep - 1)·T`` fixed random hidden states (as the dispatch delivers them: normed) with uniform random top-k
+    routing, drawn once; the all-to-all dispatch and combine themselves are not run. Pairs routed to other GPUs'
+    experts are not computed here, so the layer output holds only this GPU's share of each token's MoE.
     """
 
-    def __init__(self, dims: LayerDims, device: str, dtype: torch.dtype, gen: torch.Generator) -> None:
-        self.dims = dims
+    def __init__(
+        self, dims: LayerDims, device: str, dtype: torch.dtype, gen: torch.Generator, *, ep: int = 1,
+        max_tokens: int = 0,
+    ) -> None:  # fmt: skip
+        if isinstance(ep, bool) or not isinstance(ep, int) or ep < 1 or dims.experts % ep:
+            raise ValueError(f"ep: expected a divisor of the {dims.experts} routed experts, got {ep!r}")
+        if ep > 1 and max_tokens < 1:
+            raise ValueError(f"max_tokens: expected >= 1 with ep = {ep} (the largest batch), got {max_tokens}")
+        self.dims, self.ep = dims, ep
         e, h, i = dims.experts, dims.hidden, dims.moe_inter
+        self.local = e // ep
         self.ffn_norm = 1.0 + _normal((h,), 0.1, gen, device, dtype)
         self.gate = _normal((e, h), h**-0.5, gen, device, dtype)
         self.bias = _normal((e,), 0.1, gen, device, torch.float32)
-        self.w13 = torch.empty((e + 1, 2 * i, h), dtype=dtype, device=device)
-        self.w2 = torch.empty((e + 1, h, i), dtype=dtype, device=device)
-        for k in range(e + 1):  # one expert at a time keeps the generator's temporaries small
+        self.w13 = torch.empty((self.local + 1, 2 * i, h), dtype=dtype, device=device)
+        self.w2 = torch.empty((self.local + 1, h, i), dtype=dtype, device=device)
+        for k in range(self.local + 1):  # one expert at a time keeps the generator's temporaries small
             self.w13[k].normal_(0.0, h**-0.5, generator=gen)
             self.w2[k].normal_(0.0, i**-0.5, generator=gen)
-        self.slot_ids = torch.arange(e + 1, device=device)
+        # GEMM group of each expert id 0..E (E: the shared expert): the local experts keep their number, the shared
+        # expert is group L, and experts held by other GPUs go to group L+1, which the grouped GEMMs leave out.
+        group = torch.full((e + 1,), self.local + 1, dtype=torch.long, device=device)
+        group[: self.local] = torch.arange(self.local, device=device)
+        group[e] = self.local
+        self.group_of = group
+        self.slot_ids = torch.arange(self.local + 2 if ep > 1 else self.local + 1, device=device)
+        n_remote = (ep - 1) * max_tokens if ep > 1 else 0
+        self.remote_x = _normal((n_remote, h), 1.0, gen, device, dtype)
+        self.remote_sel = (
+            torch.rand((n_remote, e), generator=gen, device=device).topk(dims.experts_per_token, dim=-1).indices
+        )
+        # the other GPUs' pairs that reach this GPU (a local expert), in token order, and how many of them the first
+        # n tokens give (a host list: the pair count of a batch is a static shape, as a capturable dispatch needs)
+        here = self.remote_sel < self.local
+        tok, slot = here.nonzero(as_tuple=True)
+        self.remote_pair_token, self.remote_pair_group = tok, self.remote_sel[tok, slot]
+        self.remote_pairs_upto = [0, *here.sum(1).cumsum(0).tolist()]
 
     def route(self, hn: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(experts [T, k] int64, weights [T, k] fp32)``: top-k of sqrt(softplus(logits)) + bias; weights are the
@@ -343,28 +381,55 @@ class MoE:
         w = scores.gather(1, sel)
         return sel, w / w.sum(-1, keepdim=True) * self.dims.route_scale
 
+    def _remote(self, t: int) -> int:
+        """Tokens of the other GPUs at a batch of ``t`` tokens here."""
+        n = (self.ep - 1) * t
+        if n > self.remote_x.shape[0]:
+            raise ValueError(f"h: {t} tokens, more than the {self.remote_x.shape[0] // (self.ep - 1)} built for")
+        return n
+
+    def experts_read(self, sel: torch.Tensor) -> int:
+        """Expert weight sets a step reads here when this GPU's tokens chose ``sel [T, k]``: the distinct local
+        experts among its own and (``ep`` > 1) the other GPUs' pairs, and the shared expert."""
+        chosen = torch.cat((sel.reshape(-1), self.remote_sel[: self._remote(sel.shape[0])].reshape(-1)))
+        return int(torch.unique(chosen[chosen < self.local]).numel()) + 1
+
     def __call__(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``h [T, hidden]`` -> ``(h + moe(rms(h)) [T, hidden], routed experts [T, k])``."""
+        """``h [T, hidden]`` -> ``(h + moe(rms(h)) [T, hidden], routed experts [T, k])`` (``ep`` > 1: this GPU's
+        share of the MoE)."""
         d = self.dims
         t, k, inter = h.shape[0], d.experts_per_token + 1, d.moe_inter
         hn = _rms(h, self.ffn_norm, d.eps)
         sel, w = self.route(hn)
         shared = torch.full((t, 1), d.experts, dtype=sel.dtype, device=h.device)
-        pair_expert = torch.cat((sel, shared), 1).reshape(-1)  # [P = T·k], pair p = (token p // k, slot p % k)
+        pair_expert = torch.cat((sel, shared), 1).reshape(-1)  # pair p = (token p // k, slot p % k)
+        own_group = pair_expert if self.ep == 1 else self.group_of[pair_expert]
         pair_w = torch.cat((w, torch.ones((t, 1), dtype=w.dtype, device=h.device)), 1)
-        # counting sort of pairs by expert: rank inside its expert + where the expert's rows start
-        hits = (pair_expert[:, None] == self.slot_ids[None, :]).to(torch.int32).cumsum(0, dtype=torch.int32)
+        pair_ids = torch.arange(t * k, device=h.device)
+        pair_token = torch.div(pair_ids, k, rounding_mode="floor")
+        x_in, pair_group = hn, own_group
+        if self.ep > 1:  # then the other GPUs' tokens (rows t.. of x_in) and their pairs routed here
+            n_r = self._remote(t)
+            m = self.remote_pairs_upto[n_r]
+            x_in = torch.cat((hn, self.remote_x[:n_r]))
+            pair_group = torch.cat((own_group, self.remote_pair_group[:m]))
+            pair_token = torch.cat((pair_token, t + self.remote_pair_token[:m]))
+        # counting sort of pairs by group: rank inside its group + where the group's rows start
+        hits = (pair_group[:, None] == self.slot_ids[None, :]).to(torch.int32).cumsum(0, dtype=torch.int32)
         counts = hits[-1]
-        offs = counts.cumsum(0, dtype=torch.int32)  # end row of each expert: the grouped GEMM's offsets
-        rank = hits.gather(1, pair_expert[:, None])[:, 0] - 1
-        dest = ((offs - counts).gather(0, pair_expert) + rank).long()  # sorted row of each pair
-        pair_ids = torch.arange(pair_expert.numel(), device=h.device)
-        token = torch.empty_like(pair_ids).scatter_(0, dest, torch.div(pair_ids, k, rounding_mode="floor"))
-        xs = hn[token]  # [P, hidden], rows grouped by expert
+        offs = counts.cumsum(0, dtype=torch.int32)  # end row of each group: the grouped GEMM's offsets
+        rank = hits.gather(1, pair_group[:, None])[:, 0] - 1
+        dest = ((offs - counts).gather(0, pair_group) + rank).long()  # sorted row of each pair
+        token = torch.empty_like(pair_token).scatter_(0, dest, pair_token)
+        xs = x_in[token]  # [P, hidden], rows grouped by expert
+        offs = offs[: self.local + 1]  # the rows of own pairs sent to other GPUs (the last group) are not computed
         g = torch._grouped_mm(xs, self.w13.transpose(1, 2), offs=offs)  # [P, 2·inter]
         act = F.silu(g[:, :inter]) * g[:, inter:]
         y = torch._grouped_mm(act, self.w2.transpose(1, 2), offs=offs)  # [P, hidden]
-        out = (y[dest].view(t, k, -1).float() * pair_w[..., None]).sum(1)
+        y_own = y[dest[: t * k]].view(t, k, -1).float()
+        if self.ep > 1:  # uncomputed rows hold whatever the GEMM left there: select, not multiply
+            y_own = torch.where((own_group <= self.local).view(t, k, 1), y_own, 0.0)
+        out = (y_own * pair_w[..., None]).sum(1)
         return h + out.to(h.dtype), sel
 
 
@@ -633,7 +698,7 @@ class DecoderLayer:
         d = self.dims
         el = torch.finfo(self.dtype).bits // 8
         expert = 3 * d.hidden * d.moe_inter * el
-        touched = int(torch.unique(acts.experts).numel()) + 1  # + the shared expert
+        touched = self.moe.experts_read(acts.experts)  # + the shared expert
         out = {
             "qkv_proj": float((self.w_qkv_a.numel() + self.wq_b.numel()) * el),
             "kv_write": float(b * BYTES_PER_TOKEN),
@@ -747,6 +812,7 @@ def bench_batch(layer: DecoderLayer, b: int, cfg: BenchConfig, trace_path: Path)
         "layer": whole,
         "component_sum_us": sum(r["median_us"] for r in times.values()),
         "distinct_routed_experts": int(torch.unique(acts.experts).numel()),
+        "experts_read": layer.moe.experts_read(acts.experts),
         "trace": f"{layer.mode}/{trace_path.name}",
     }
     if traced:  # CUDA: the traced steps' own times, back to back (the trace's per-step time should match them)
@@ -802,7 +868,8 @@ def _format_record(mode: str, rec: dict[str, Any]) -> str:
     parts = " ".join(f"{k}={v['median_us']:.1f}" for k, v in rec["components"].items())
     return (
         f"{mode} b={rec['batch']:<4d} layer {rec['layer']['median_us']:9.1f} us | {parts} | "
-        f"sum {rec['component_sum_us']:.1f} | experts {rec['distinct_routed_experts']} | {rec['trace']}"
+        f"sum {rec['component_sum_us']:.1f} | experts {rec['distinct_routed_experts']} routed, "
+        f"{rec['experts_read']} read here | {rec['trace']}"
     )
 
 
@@ -832,6 +899,7 @@ def run_layer_bench(cfg: BenchConfig, log: Callable[[str], object] = print) -> d
             "batches": list(cfg.batches),
             "context": cfg.context,
             "experts": cfg.dims.experts,
+            "ep": cfg.ep,
             "reps": cfg.reps,
             "profile_steps": cfg.profile_steps,
             "tiny": cfg.tiny,
@@ -850,13 +918,18 @@ def run_layer_bench(cfg: BenchConfig, log: Callable[[str], object] = print) -> d
     }
     results = cfg.out / RESULTS_FILE
     where = doc["env"]["gpu"] or "CPU (Triton interpreter)"
+    experts = f"{cfg.dims.experts} experts" + (
+        f" over {cfg.ep} expert-parallel GPUs ({cfg.dims.experts // cfg.ep} and the shared one here)"
+        if cfg.ep > 1
+        else ""
+    )
     log(
-        f"layer-bench on {where}: modes {', '.join(cfg.modes)}, context {cfg.context}, {cfg.dims.experts} experts, "
+        f"layer-bench on {where}: modes {', '.join(cfg.modes)}, context {cfg.context}, {experts}, "
         f"{cfg.dtype}, {cfg.reps} reps; times in us (median)"
     )
     with torch.no_grad():
         gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
-        moe = MoE(cfg.dims, cfg.device, cfg.dtype, gen)
+        moe = MoE(cfg.dims, cfg.device, cfg.dtype, gen, ep=cfg.ep, max_tokens=max(cfg.batches))
         for mode in cfg.modes:
             (cfg.out / mode).mkdir(exist_ok=True)
             layer = DecoderLayer(
@@ -905,6 +978,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--context", type=int, help="tokens per request incl. the decoded one (default 65536; --tiny: 1024)"
     )
     parser.add_argument("--experts", type=int, help="routed experts (default 256, 12.9 GB in bf16; --tiny: 16)")
+    parser.add_argument(
+        "--ep",
+        type=int,
+        metavar="N",
+        help="time one of N expert-parallel GPUs: it holds experts/N routed experts and serves the pairs routed to "
+        "them from N times its batch (the other GPUs' tokens simulated; no all-to-all); default 1",
+    )
     parser.add_argument("--reps", type=int, help="timed replays per point (default 20; CPU: 1)")
     parser.add_argument("--profile-steps", type=int, help="whole-layer replays in each trace (default 5; CPU: 1)")
     parser.add_argument("--out", default="layer_bench", metavar="DIR", help="output directory (default layer_bench)")
@@ -927,6 +1007,7 @@ def run(args: argparse.Namespace) -> int:
             batches=args.batch,
             context=args.context,
             experts=args.experts,
+            ep=args.ep,
             reps=args.reps,
             profile_steps=args.profile_steps,
             out=args.out,
