@@ -56,22 +56,26 @@ def sparse_table(data: dict, mode: str, h: int, s_q: int, moved: dict[int, dict]
 
 
 # The b = 1..256 curves: (file, mode, heads, s_q, the later runs of the batches whose pick has moved since, oldest
-# first: the planner's merge terms (MODEL's "-merge-model" files), then its exact count of a cut token's pieces
-# ("-exact-pieces")). Each curve is one run; the later runs are shown beside them (moved_table), not mixed in: runs
-# differ by 3-4%. The HCA h=64 curve is the second run of the merge-term planner: the first (-hca-merge-model) ran
-# with the GPU below its usual copy and GEMM ceilings (4008 GB/s, 742 TFLOP/s) and holds 20 steps, most of them
-# outliers.
+# first: the planner's merge terms (MODEL's "-merge-model" files), its exact count of a cut token's pieces
+# ("-exact-pieces"), its re-chosen 64x64 and 64x32 tile costs ("-refit8")). Each curve is one run; the later runs are
+# shown beside them (moved_table), not mixed in: runs differ by 3-4%. The HCA h=64 curve is the second run of the
+# merge-term planner: the first (-hca-merge-model) ran with the GPU below its usual copy and GEMM ceilings
+# (4008 GB/s, 742 TFLOP/s) and holds 20 steps, most of them outliers.
 CURVES = [
     (f"{MODEL}-curve-h64-merge-model", "csa", 64, 1, ()),
-    (f"{MODEL}-curve-h64-hca-merge-model-2", "hca", 64, 1, (f"{MODEL}-changed-h64-hca-exact-pieces",)),
+    (f"{MODEL}-curve-h64-hca-merge-model-2", "hca", 64, 1,
+     (f"{MODEL}-changed-h64-hca-exact-pieces", f"{MODEL}-changed-h64-hca-refit8")),
     (f"{NOW}-sparse-decode-curve-h64-s2", "csa", 64, 2, (f"{MODEL}-changed-h64-s2-merge-model",)),
     (f"{NOW}-sparse-decode-curve-h64-s2-hca", "hca", 64, 2,
-     (f"{MODEL}-changed-h64-s2-hca-merge-model", f"{MODEL}-changed-h64-s2-hca-exact-pieces")),
+     (f"{MODEL}-changed-h64-s2-hca-merge-model", f"{MODEL}-changed-h64-s2-hca-exact-pieces",
+      f"{MODEL}-changed-h64-s2-hca-refit8")),
     (f"{BEFORE}-sparse-decode-curve-h16", "csa", 16, 1, ()),
     (f"{BEFORE}-sparse-decode-curve-h16-hca", "hca", 16, 1, ()),
-    (f"{NOW}-sparse-decode-curve-h128", "csa", 128, 1, (f"{MODEL}-changed-h128-merge-model",)),
+    (f"{NOW}-sparse-decode-curve-h128", "csa", 128, 1,
+     (f"{MODEL}-changed-h128-merge-model", f"{MODEL}-changed-h128-refit8")),
     (f"{NOW}-sparse-decode-curve-h128-hca", "hca", 128, 1,
-     (f"{MODEL}-changed-h128-hca-merge-model", f"{MODEL}-changed-h128-hca-exact-pieces")),
+     (f"{MODEL}-changed-h128-hca-merge-model", f"{MODEL}-changed-h128-hca-exact-pieces",
+      f"{MODEL}-changed-h128-hca-refit8")),
 ]  # fmt: skip
 ANCHORS = (1, 8, 32, 48, 64, 80, 96, 128, 148, 256)
 

@@ -13,15 +13,13 @@ triple's picks and misranked pairs.
 """
 
 import itertools
-import json
-import math
 import sys
 from pathlib import Path
 
 import wavemla.plan as pl
 
 sys.path.insert(0, str(Path(__file__).parent))
-from partition_model import DEVICE, misranked, predict, workload
+from partition_model import load_groups, score
 
 
 def set_merge(triple: tuple[float, float, float]) -> None:
@@ -29,37 +27,7 @@ def set_merge(triple: tuple[float, float, float]) -> None:
     pl.clear_caches()
 
 
-def score(groups: dict[tuple[str, int], list[dict]]) -> tuple[int, float, int, int, float, list[str]]:
-    """(unmeasured picks, regret, pairs ranked wrong, pairs, rms log error of 64-row points, notes)."""
-    unmeasured, regret, notes = 0, 0.0, []
-    for (mode, b), rs in sorted(groups.items()):
-        p = pl.plan(workload(rs[0]), DEVICE)
-        pick = next((r for r in rs if (r["config"], r["units_per_part"]) == (str(p.config), p.units_per_part)), None)
-        best = min(r["median_us"] for r in rs)
-        if pick is None:
-            unmeasured += 1
-            notes.append(f"{mode} b={b}: pick {p.config}:{p.units_per_part} not measured (fastest {best:.1f})")
-        else:
-            regret += pick["median_us"] / best - 1
-            notes.append(f"{mode} b={b}: pick {p.config}:{p.units_per_part} {pick['median_us']:.1f}, best {best:.1f}")
-    total, pairs = misranked(groups.values())
-    for a, b in pairs:
-        notes.append(
-            f"misranked {a['mode']} b={a['batch']}: {a['config']}:{a['units_per_part']} {a['median_us']:.1f}"
-            f" (pred {predict(a):.1f}) vs {b['config']}:{b['units_per_part']} {b['median_us']:.1f} (pred"
-            f" {predict(b):.1f})"
-        )
-    wrong = len(pairs)
-    rows = [r for rs in groups.values() for r in rs if r["config"].split("x")[1] == "64"]
-    rms = math.sqrt(sum(math.log(predict(r) / r["median_us"]) ** 2 for r in rows) / max(1, len(rows)))
-    return unmeasured, regret, wrong, total, rms, notes
-
-
-groups: dict[tuple[str, int], list[dict]] = {}
-for a in sys.argv[1:]:
-    for r in json.loads(Path(a).read_text())["records"]:
-        if r["ok"]:
-            groups.setdefault((r["mode"], r["batch"]), []).append(r)
+groups = load_groups(sys.argv[1:])
 shipped = (pl._MERGE_PAIR_US, pl._MERGE_US, pl._MERGE_PIECE_US)
 # the model before the measured terms: every merge priced by its bytes (partials read back from L2, output written)
 measured_merge = pl._Coster._merge

@@ -13,11 +13,13 @@ the split kernel (no dependent launch of the split); ``:no-prefetch`` keeps the 
 kernel without the first tile's L2 prefetch; ``:bi`` runs in batch-invariant mode, ``:splits=N`` with N pieces per
 token (64x64 tiles pinned); ``:mdc=N`` merges cut tokens in the split kernel N columns at a time (0: all at once).
 Each spec is checked against the fp64 reference (GPU tolerances), then timed: CUDA-graph replay, L2 flushed, median.
-DSV4 shapes: h=64, s_q=1, FP8 MODEL1, SWA 128 @ page 256 + CSA 512 @ page 64 or HCA 1024 @ page 2.
+DSV4 shapes: h=64, s_q=1, FP8 MODEL1, SWA 128 @ page 256 + CSA 512 @ page 64 or HCA 1024 @ page 2; a mode written
+``hca-s2`` or ``csa-h128`` (in ``--mode`` or a point) runs two query tokens or 128 heads instead.
 """
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -70,8 +72,12 @@ for m in args.mode:
 for item in args.points:
     m, b, spec = item.split(":", 2)
     groups.setdefault((m, int(b)), []).append(spec)
-for (mode, b), specs in groups.items():
-    kw, _ = decode_point(mode, b, 0, seed=0)
+for (shape, b), specs in groups.items():
+    shape_m = re.fullmatch(r"(csa|hca)(?:-s(\d+))?(?:-h(\d+))?", shape)
+    if shape_m is None:
+        sys.exit(f"mode {shape!r}: expected csa or hca, optionally with -sN (query tokens) and -hN (heads)")
+    mode, s_q, heads = shape_m.group(1), int(shape_m.group(2) or 1), int(shape_m.group(3) or 64)
+    kw, _ = decode_point(mode, b, 0, seed=0, s_q=s_q, h=heads)
     rest = {k: v for k, v in kw.items() if k not in ("q", "kv_cache", "indices")}
     ref_o, ref_l = sparse_decode_ref(kw["q"], kw["kv_cache"], kw["indices"], **rest)
     for spec in specs:
@@ -119,12 +125,14 @@ for (mode, b), specs in groups.items():
                 graph=True,
             )[1]
         except Exception as e:
-            print(f"{mode} b={b:3d} {spec:24s} ERROR {str(e).splitlines()[0][:100]}", flush=True)
+            print(f"{shape} b={b:3d} {spec:24s} ERROR {str(e).splitlines()[0][:100]}", flush=True)
             continue
         p = meta.plan
         k = meta.split_kernel
         rec = dict(
             mode=mode,
+            s_q=s_q,
+            h_q=heads,
             batch=b,
             spec=spec,
             config=str(p.config),
@@ -140,7 +148,7 @@ for (mode, b), specs in groups.items():
         )
         records.append(rec)
         print(
-            f"{mode} b={b:3d} {spec:24s} {p.config!s:10s} upp={p.units_per_part:3d} progs={p.programs:4d} "
+            f"{shape} b={b:3d} {spec:24s} {p.config!s:10s} upp={p.units_per_part:3d} progs={p.programs:4d} "
             f"cut={'y' if p.needs_combine else 'n'} {med:7.1f} us  pred {p.predicted_us:6.1f}  "
             f"spills={rec['spills']} {'ok' if not bad else 'MISMATCH ' + bad[:60]}",
             flush=True,
