@@ -58,13 +58,12 @@ def sparse_table(data: dict, mode: str, h: int, s_q: int, moved: dict[int, dict]
 # The b = 1..256 curves: (file, mode, heads, s_q, the later runs of the batches whose pick has moved since, oldest
 # first: the planner's merge terms (MODEL's "-merge-model" files), its exact count of a cut token's pieces
 # ("-exact-pieces"), its re-chosen 64x64 and 64x32 tile costs ("-refit8")). Each curve is one run; the later runs are
-# shown beside them (moved_table), not mixed in: runs differ by 3-4%. The HCA h=64 curve is the second run of the
-# merge-term planner: the first (-hca-merge-model) ran with the GPU below its usual copy and GEMM ceilings
-# (4008 GB/s, 742 TFLOP/s) and holds 20 steps, most of them outliers.
+# shown beside them (moved_table), not mixed in: runs differ by 3-4%. The HCA h=64 curve is of the current planner
+# (-hca-refit8; its b = 7 point is one disturbed set of replays, p80 490 µs); the merge-term planner's runs before it
+# are -hca-merge-model-2 and -hca-merge-model (the latter with the GPU below its usual ceilings: 20 steps).
 CURVES = [
     (f"{MODEL}-curve-h64-merge-model", "csa", 64, 1, ()),
-    (f"{MODEL}-curve-h64-hca-merge-model-2", "hca", 64, 1,
-     (f"{MODEL}-changed-h64-hca-exact-pieces", f"{MODEL}-changed-h64-hca-refit8")),
+    (f"{MODEL}-curve-h64-hca-refit8", "hca", 64, 1, ()),
     (f"{NOW}-sparse-decode-curve-h64-s2", "csa", 64, 2, (f"{MODEL}-changed-h64-s2-merge-model",)),
     (f"{NOW}-sparse-decode-curve-h64-s2-hca", "hca", 64, 2,
      (f"{MODEL}-changed-h64-s2-hca-merge-model", f"{MODEL}-changed-h64-s2-hca-exact-pieces",
