@@ -584,6 +584,25 @@ def test_fit_recovers_known_slopes(decode_set: list[Path]) -> None:
     assert "at the top of the range" in trace.format_report(report)
 
 
+def test_fit_from_fits_the_larger_batches_only(decode_set: list[Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """``fit_from``: the fit is that of the traces from that batch size up; the breakdown keeps every trace."""
+    inputs = trace.resolve_inputs([str(p) for p in decode_set])
+    spec = StepSpec(marker="^decode_step$")
+    part = analyze(inputs, spec, fit_from=16)
+    alone = analyze([t for t in inputs if t.batch is not None and t.batch >= 16], spec)
+    assert [p.batch for p in part.profiles] == list(BATCHES)  # every trace in the breakdown
+    assert part.fit is not None and alone.fit is not None
+    assert part.fit.batches == BATCHES[1:] and part.fit.n_points == len(BATCHES) - 1
+    assert part.fit == alone.fit
+    assert trace.report_to_dict(part)["fit"]["batches"] == list(BATCHES[1:])
+    with pytest.raises(ValueError, match="2 or more batch sizes"):
+        analyze(inputs, spec, fit_from=64)  # one batch size left
+    with pytest.raises(ValueError, match="--fit-from: expected a batch size >= 1, got 0"):
+        analyze(inputs, spec, fit_from=0)
+    assert run_cli([*(str(p) for p in decode_set), "--step-marker", "^decode_step$", "--fit-from", "32"]) == 0
+    assert "2 traces, batch sizes 32, 64" in capsys.readouterr().out
+
+
 def test_step_kernel_count_gives_the_same_steps(tmp_path: Path) -> None:
     data = decode_trace(16)
     prefill = "flash_fwd_kernel<"

@@ -721,17 +721,24 @@ def analyze(
     rules: RuleSet | None = None,
     device: str | None = None,
     fit: bool = True,
+    fit_from: int | None = None,
 ) -> TraceReport:
-    """Profile every trace and, with ``fit``, fit time against batch size per component."""
+    """Profile every trace and, with ``fit``, fit time against batch size per component: over every trace, or with
+    ``fit_from`` over the traces at batch sizes from ``fit_from`` up (the breakdown still holds every trace)."""
     if not inputs:
         raise ValueError("no trace given")
+    if fit_from is not None and (isinstance(fit_from, bool) or not isinstance(fit_from, int) or fit_from < 1):
+        raise ValueError(f"--fit-from: expected a batch size >= 1, got {fit_from!r}")
     spec = spec or StepSpec()
     rules = rules or RuleSet(default_rules())
     ordered = sorted(inputs, key=lambda t: (t.batch is None, t.batch or 0))  # stable: same-batch order kept
     profiles = tuple(profile_trace(t.path, t.batch, rules, spec, device) for t in ordered)
+    fitted = profiles
+    if fit and fit_from is not None:
+        fitted = tuple(p for p in profiles if p.batch is None or p.batch >= fit_from)  # unknown batch: fit_slopes says
     return TraceReport(
         profiles=profiles,
-        fit=fit_slopes(profiles) if fit else None,
+        fit=fit_slopes(fitted) if fit else None,
         components=rules.components,
         rules=rules,
         spec=spec,
@@ -1027,6 +1034,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--png", metavar="PATH", help="write a plot of component time vs batch size")
     parser.add_argument("--top", type=int, default=15, metavar="N", help="unclassified kernels to list (default 15)")
     parser.add_argument("--no-fit", action="store_true", help="breakdown only; no batch sizes needed")
+    parser.add_argument(
+        "--fit-from",
+        type=int,
+        metavar="N",
+        help="fit only the traces at batch sizes >= N (e.g. past an MoE's knee); the breakdown lists every trace",
+    )
     parser.add_argument("--list-rules", action="store_true", help="print the classification rules in order and exit")
     parser.add_argument(
         "--explain",
@@ -1063,7 +1076,7 @@ def run(args: argparse.Namespace) -> int:
             return fail("--top must be >= 0")
         spec = StepSpec(marker=args.step_marker, kernel=args.step_kernel, kernels_per_step=args.kernels_per_step)
         inputs = resolve_inputs(args.traces, args.batch)
-        report = analyze(inputs, spec, rules, device=args.device, fit=not args.no_fit)
+        report = analyze(inputs, spec, rules, device=args.device, fit=not args.no_fit, fit_from=args.fit_from)
         for p in report.profiles:
             for note in p.notes:
                 print(f"note: {note}", file=sys.stderr)
