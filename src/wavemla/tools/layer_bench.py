@@ -698,7 +698,7 @@ class DecoderLayer:
         d = self.dims
         el = torch.finfo(self.dtype).bits // 8
         expert = 3 * d.hidden * d.moe_inter * el
-        touched = self.moe.experts_read(acts.experts)  # + the shared expert
+        touched = self.moe.experts_read(acts.experts)  # the shared expert included
         out = {
             "qkv_proj": float((self.w_qkv_a.numel() + self.wq_b.numel()) * el),
             "kv_write": float(b * BYTES_PER_TOKEN),
