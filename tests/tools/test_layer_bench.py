@@ -400,6 +400,22 @@ def test_expert_parallel_arguments() -> None:
     assert cfg.ep == 8 and make_config(tiny=True, device="cpu").ep == 1
 
 
+def test_expert_parallel_run_end_to_end(tmp_path: Path) -> None:
+    """``--ep 4`` through the whole tool: the record counts the expert weight sets read on this GPU, and the MoE's
+    bytes are those sets."""
+    if not GRAPHS_OK:
+        pytest.skip("the layer bench runs on sm_90/sm_100 GPUs (or the CPU interpreter)")
+    cfg = make_config(tiny=True, modes=["hca"], batches=(2,), ep=4, out=tmp_path, device=DEVICE, reps=1,
+                      profile_steps=1)  # fmt: skip
+    doc = run_layer_bench(cfg, log=lambda _: None)
+    assert doc["args"]["ep"] == 4
+    rec = doc["modes"]["hca"]["batches"][0]
+    assert 2 <= rec["experts_read"] <= TINY.experts // 4 + 1  # local experts chosen by any GPU's tokens + shared
+    expert = 3 * TINY.hidden * TINY.moe_inter * torch.finfo(DTYPE).bits // 8
+    gate = TINY.experts * TINY.hidden * torch.finfo(DTYPE).bits // 8
+    assert rec["components"]["moe"]["bytes"] == gate + rec["experts_read"] * expert
+
+
 def test_slicing_a_batch_repeats_the_first_requests(moe: MoE) -> None:
     layer = DecoderLayer(TINY, "hca", 4 * TINY.window * 8, 3, moe, device=DEVICE, dtype=DTYPE, seed=2)
     one = layer.forward(layer.inputs(1))
