@@ -2,6 +2,7 @@
 # GPU: the whole GPU test lane on a cold machine (every test natively with one worker per core, the stress tests
 # alone after it) and the demo; nothing else, so the lane has the call to itself.
 #   BUDGET=570 bash benchmarks/experiments/gpu_round_lane.sh <git-sha>   (writes under $OUT)
+# A cold lane needs more than one call: LANE_SHARD=1/2 in one call, LANE_SHARD=2/2 (with the stress tests) in the next.
 set -uo pipefail
 BUDGET=${BUDGET:-570}
 . "$(dirname "$0")/../budget.sh"
