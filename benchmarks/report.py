@@ -17,11 +17,11 @@ from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
 # The runs of the current sparse-decode build and planner: the h=64 s_q=1 table of the current kernel (HEAD_CHECK,
-# median of 30; its batches whose pick the planner's merge terms moved re-measured on the curve, marked) and the h=64
-# s_q=1 curves of the planner with the merge terms (MODEL); the s_q=2 and h=128 curves of the tile-loop build (NOW),
-# whose whole-token tiles the two-piece merge build changes by 0-1.5% (docs/sparse-decode.md, item 3), with the
-# batches whose pick the merge terms moved re-measured (MODEL's "changed" files); the 16-head curves (no in-kernel
-# merge, no moved pick) and the indexer from the runs before those.
+# median of 30; its batches whose pick the planner has moved since are shown from the later runs, marked) and the h=64
+# s_q=1 curves of the later planners (MODEL); the s_q=2 and h=128 curves of the tile-loop build (NOW), whose
+# whole-token tiles the two-piece merge build changes by 0-1.5% (docs/sparse-decode.md, item 3), with the batches
+# whose pick the planner has moved since re-measured (MODEL's "changed" files, see CURVES); the 16-head curves (no
+# in-kernel merge, no moved pick) and the indexer from the runs before those.
 HEAD_CHECK = "2026-12-01-h200-head-check"
 MODEL = "2026-12-01-h200-sparse-decode"
 NOW = "2026-12-01-h200"
