@@ -999,7 +999,7 @@ DENSE_D_QK = (576, 512)
 # the constants say where they come from.
 _DENSE_LATENCY_US = 1.5  # DRAM latency under load on HBM parts (H100/H200 microbenchmarks report ~1-2 µs loaded)
 _DENSE_MMA_EFFICIENCY = 0.5  # fraction of the tensor peak a Triton mma.sync loop with a BLOCK_N-row tile reaches
-_DENSE_WGMMA_EFFICIENCY = 0.68  # the same for wgmma, operands in shared memory, N = 64 query rows (fitted, below)
+_DENSE_WGMMA_EFFICIENCY = 0.76  # the same for wgmma, operands in shared memory, N = 64 query rows (fitted, below)
 # An SM running one program streams its tiles at this fraction of the rate two programs reach (H200: bf16 h=16,
 # b=128, 16x64x4x3 at one program per SM 66% / 75% of copy bandwidth at s_k 4K / 16K, 16x32x4x3 at two 73% / 82%;
 # FP8 16x64x8x1 against 16x32x4x1 6-8% slower at b >= 32; 2026-11-30-h200-dense-cal.log; at b = 11..15, s_k 4K,
@@ -1017,7 +1017,11 @@ _DENSE_WGMMA_EFFICIENCY = 0.68  # the same for wgmma, operands in shared memory,
 # tiles at b = 21 and 23, 7-10% slower per request than 16x32 at b = 20 and 22 (-dense-curve-verify-bf16-h64.json):
 # over those 16 and the 12 crossover2 points with b >= 2, 0 picks more than 3% slower than the best (0.7: 2, 0.66: 1,
 # 0.64: 3); it moves to keys-major at h = 64 from b = 23 at 4K (alternating with 16x32 up to b = 27, where the two
-# are within a few percent) and b = 6 at 16K, at h = 128 from b = 14 and 3.
+# are within a few percent) and b = 6 at 16K, at h = 128 from b = 14 and 3. 0.76 on the kernel whose keys-major tiles
+# compute the rope and latent dots of Sᵀ apart (9-19% faster): the three tiles forced at s_k 4K, h = 64 and 128,
+# b = 4..128, and the two at 16K, b = 2..16 (2026-12-01-h200-dense-apart-crossover{4k,16k}.json): 0 of 32 picks more
+# than 3% slower than the best (0.68: 4, up to 1.14x; 0.74-0.78: 0; 0.82: 1). Keys-major from b = 4 (h = 64) and
+# b = 2 (h = 128) at 16K, as measured; at 4K from b = 15-17 (h = 64; the two within 2.4% at b = 12 and 16) and b = 9.
 _DENSE_ONE_PROGRAM_DRAM = 0.85
 _DENSE_FP8_DECODE_ROW_US = 0.02  # e4m3 bit decode + scale of one 512-value row on one SM (~40 cycles at 2 GHz)
 _DENSE_SCHEDULER_US = 3.0  # the one-program scheduler launch inside a CUDA graph
