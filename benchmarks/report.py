@@ -186,12 +186,12 @@ def glance() -> str:
             f"| sparse decode, batch-invariant | {mode.upper()}, h=64, worst of b ≥ 32 | {worst['batch']} | "
             f"{worst['invariant_us']:.1f} | {worst['ratio']:.2f}× the default plan | `{HEAD_CHECK}-bi-cost.json` |"
         )
-    dense = load(f"{NOW}-dense-table-final")
+    dense = load(f"{NOW}-dense-apart-table")
     for r in sorted(dense["records"], key=lambda r: r["h_q"]):
-        if r["batch"] == 128 and r["s_k"] == 16384:
+        if r["kv_format"] == "bf16" and r["lengths"] == "uniform" and r["batch"] == 128 and r["s_k"] == 16384:
             out.append(
                 f"| dense decode | bf16, s_k 16K, h={r['h_q']} | 128 | {r['median_us']:.1f} | "
-                f"{r['pct_copy']:.0f}% of copy bandwidth | `{NOW}-dense-table-final.json` |"
+                f"{r['pct_copy']:.0f}% of copy bandwidth | `{NOW}-dense-apart-table.json` |"
             )
     idx = sorted(load(f"{BEFORE}-idx-spread"), key=lambda r: (r["n_comp"] or 0, r["b"] or 0))
     for r in idx:

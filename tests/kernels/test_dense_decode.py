@@ -1,6 +1,8 @@
 """Paged dense decode vs the fp64 reference: CPU interpreter lane (fp16 rows and FP8 V3.2, small shapes) and GPU lane
 (bf16 and FP8 at DeepSeek-V3 shapes, CUDA-graph capture). Also: the device scheduler against its Python definition."""
 
+import functools
+
 import pytest
 import torch
 
@@ -148,6 +150,36 @@ def test_p_scratch_rows_are_checked():
     meta.p_ws = meta.p_ws[:-1]
     with config.override(**KEYS_MAJOR), pytest.raises(ValueError, match="p_ws"):
         dense_mla_decode(**inputs, metadata=meta)
+
+
+@pytest.mark.parametrize(("fp8", "ahead"), [(False, 1), (False, 2), (True, 1), (True, -1)])
+def test_l2_ahead_is_checked(monkeypatch, fp8, ahead):
+    """The split launcher's L2 prefetch distance: 0, or at least 2 with FP8 rows; anything else names the argument."""
+    launch = dense_decode_kernels.dense_decode_split
+    monkeypatch.setattr(dense_decode_kernels, "dense_decode_split", functools.partial(launch, l2_ahead=ahead))
+    inputs = make_dense_decode_inputs(lengths=[20], h_q=16, page=16, fp8=fp8, dtype=SMALL_DTYPE, device=DEVICE)
+    with pytest.raises(ValueError, match="l2_ahead"):
+        dense_mla_decode(**inputs)
+
+
+def test_l2_ahead_default_follows_the_rows():
+    assert dense_decode_kernels.l2_ahead_tiles(True) == 2
+    assert dense_decode_kernels.l2_ahead_tiles(False) == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("ahead", [2, 3, 7])
+def test_gpu_fp8_l2_prefetch_keeps_the_bits(monkeypatch, ahead):
+    """FP8 rows with the next tiles prefetched into L2 (prefetches past a segment's last tile and across pages
+    included): the same bits as without the prefetch."""
+    inputs = make_dense_decode_inputs(lengths=[3000, 64 * 5 + 3, 0, 129], h_q=64, page=64, fp8=True, device="cuda",
+                                      seed=12)  # fmt: skip
+    launch = dense_decode_kernels.dense_decode_split
+    monkeypatch.setattr(dense_decode_kernels, "dense_decode_split", functools.partial(launch, l2_ahead=0))
+    out0, lse0 = dense_mla_decode(**inputs)
+    monkeypatch.setattr(dense_decode_kernels, "dense_decode_split", functools.partial(launch, l2_ahead=ahead))
+    out, lse = dense_mla_decode(**inputs)
+    assert torch.equal(out, out0) and torch.equal(lse, lse0)
 
 
 def test_poison_and_padding_are_present():
