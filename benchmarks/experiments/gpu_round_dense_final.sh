@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU: the closing run of the dense build with the lazy rescale: its GPU tests (dense, combine, hostile inputs,
+# GPU: the closing run of a dense build: its GPU tests (dense, combine, hostile inputs,
 # dense planner), compute-sanitizer memcheck and racecheck over the dense kernels, the planner's dense table, and
 # its b = 1..128 curves at s_k 4K for bf16 h = 64 and 128.
 #   BUDGET=540 bash benchmarks/experiments/gpu_round_dense_final.sh <git-sha>   (writes under $OUT)

@@ -103,7 +103,7 @@ def p_scratch_elems(is_fp8: bool, block_h: int, block_n: int, dtype: torch.dtype
         use = triton_interpreting() and p_scratch(is_fp8, block_h, dtype, 90)
     else:
         use = p_scratch(is_fp8, block_h, dtype, device_arch(dev))
-    return programs * (block_n * block_h + 2 * block_h + 2) if use else 0
+    return programs * (block_n * block_h + 2 * block_h) if use else 0
 
 
 @triton.jit
@@ -311,28 +311,6 @@ def _softmax_t_weights(b_mx, b_l, b_st, m_st, qk_scale):
     return b_mx_new, b_l, b_pt, b_alpha
 
 
-# Lazy rescaling (keys-major tiles with Pᵀ through scratch rows): a row's reference maximum moves only when a tile's
-# scores pass it by more than this (base 2), so the weights exp2(s - m) stay below 2^8 (bf16 and fp16 hold them as
-# well as weights below 1) and the [512, BLOCK_H] accumulator is rescaled only on tiles where some row moved.
-LAZY_RESCALE_BITS = tl.constexpr(8.0)
-
-
-@triton.jit
-def _softmax_t_weights_lazy(b_mx, b_l, b_st, m_st, qk_scale):
-    """:func:`_softmax_t_weights` with a reference maximum that moves only past :data:`LAZY_RESCALE_BITS`; also
-    returns which rows moved (their factor is below 1; every other row's is exactly 1)."""
-    b_st = tl.where(m_st, b_st * qk_scale, float("-inf"))
-    b_mt = tl.max(b_st, 0)
-    # -inf + 8 stays -inf: a row that has seen no valid score moves at its first one
-    b_moved = b_mt > b_mx + LAZY_RESCALE_BITS
-    b_mx_new = tl.where(b_moved, b_mt, b_mx)
-    b_mx_safe = tl.where(b_mx_new == float("-inf"), 0.0, b_mx_new)
-    b_pt = tl.exp2(b_st - b_mx_safe[None, :])
-    b_alpha = tl.where(b_moved, tl.exp2(b_mx - b_mx_safe), 1.0)
-    b_l = b_l * b_alpha + tl.sum(b_pt, 0)
-    return b_mx_new, b_l, b_pt, b_alpha, b_moved
-
-
 @triton.jit
 def _online_softmax_t(b_acc_t, b_mx, b_l, b_st, m_st, qk_scale):
     """:func:`_online_softmax` on transposed tiles: scores ``[BLOCK_N, BLOCK_H]``, accumulator ``[512, BLOCK_H]``."""
@@ -390,77 +368,37 @@ def _ld_f32(p):
 
 
 @triton.jit
-def _st_b32_if(p, flag, v):
-    """Store the int32 ``v`` at ``p`` where ``flag`` is non-zero, with an opaque instruction."""
-    return tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.b32 [$1], $3; }\n\tmov.u32 $0, 0;",
-        "=r,l,r,r",
-        [p.to(tl.int64), flag.to(tl.int32), v],
-        dtype=tl.int32,
-        is_pure=False,
-        pack=1,
-    )
-
-
-@triton.jit
-def _ld_b32(p):
-    """Load the int32 at ``p`` with an opaque instruction."""
-    return tl.inline_asm_elementwise("ld.global.b32 $0, [$1];", "=r,l", [p], dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
 def _softmax_t_via_ws(
-    b_acc_t, b_mx, b_l, b_st, m_st, qk_scale, p_pws, p_aws, p_tag, i_tile, DTYPE: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr, SCRATCH_ASM: tl.constexpr, LAZY: tl.constexpr,
+    b_mx, b_l, b_st, m_st, qk_scale, p_pws, p_aws, i_tile, DTYPE: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_H: tl.constexpr, SCRATCH_ASM: tl.constexpr,
 ):  # fmt: skip
     """:func:`_online_softmax_t` whose weights Pᵀ (as ``DTYPE``) and rescale factors come back through this
-    program's scratch rows (``p_pws``, ``p_aws``); returns (rescaled accumulator, max, sum, Pᵀ).
+    program's scratch rows (``p_pws``, ``p_aws``); returns (max, sum, Pᵀ, alpha).
 
     With no value path from the Sᵀ dot to the PV dot, Triton splits Sᵀ over the warpgroups (half the query rows each)
     instead of computing all of it in each. The barriers and the scratch accesses are opaque instructions, which
     Triton's pipeliner leaves in place and in order (a ``tl.debug_barrier`` stops it from pipelining the row loads;
     plain loads of the scratch become cp.async issued ahead of their stores); under the interpreter, plain ones.
-
-    ``LAZY``: the reference maxima move as :func:`_softmax_t_weights_lazy` says, and a thread holding a row that moved
-    tags the tile (``p_tag``, written between the barriers like Pᵀ); the accumulator is rescaled only on a tagged
-    tile. A tag left from another tile or call can only cause a rescale by factors that are all exactly 1, so the
-    result does not depend on it.
     """
-    if LAZY:
-        b_mx, b_l, b_pt, b_alpha, b_moved = _softmax_t_weights_lazy(b_mx, b_l, b_st, m_st, qk_scale)
-    else:
-        b_mx, b_l, b_pt, b_alpha = _softmax_t_weights(b_mx, b_l, b_st, m_st, qk_scale)
+    b_mx, b_l, b_pt, b_alpha = _softmax_t_weights(b_mx, b_l, b_st, m_st, qk_scale)
     o_pn = tl.arange(0, BLOCK_N)
     o_ph = tl.arange(0, BLOCK_H)
     p_pt = p_pws + o_pn[:, None] * BLOCK_H + o_ph[None, :]
-    b_tag = tl.zeros([BLOCK_H], dtype=tl.int32) + (i_tile + 1)
     if SCRATCH_ASM:
         _bar_sync(i_tile)  # the previous tile's reads of the scratch rows are done
         _st_b16(p_pt, b_pt.to(DTYPE))
         _st_f32(p_aws + o_ph, b_alpha)
-        if LAZY:
-            _st_b32_if(p_tag + o_ph * 0, b_moved, b_tag)
         _bar_sync(i_tile)  # every thread's values are stored before any thread reads them
         b_pt_ws = _ld_b16(p_pt, DTYPE)
-        if LAZY:
-            if _ld_b32(p_tag) == i_tile + 1:
-                b_acc_t = b_acc_t * _ld_f32(p_aws + o_ph)[None, :]
-        else:
-            b_acc_t = b_acc_t * _ld_f32(p_aws + o_ph)[None, :]
+        b_alpha_ws = _ld_f32(p_aws + o_ph)
     else:
         tl.debug_barrier()
         tl.store(p_pt, b_pt.to(DTYPE))
         tl.store(p_aws + o_ph, b_alpha)
-        if LAZY:
-            tl.store(p_tag + o_ph * 0, b_tag, mask=b_moved)
         tl.debug_barrier()
         b_pt_ws = tl.load(p_pt)
-        if LAZY:
-            if tl.load(p_tag) == i_tile + 1:
-                b_acc_t = b_acc_t * tl.load(p_aws + o_ph)[None, :]
-        else:
-            b_acc_t = b_acc_t * tl.load(p_aws + o_ph)[None, :]
-    return b_acc_t, b_mx, b_l, b_pt_ws
+        b_alpha_ws = tl.load(p_aws + o_ph)
+    return b_mx, b_l, b_pt_ws, b_alpha_ws
 
 
 @triton.jit
@@ -506,7 +444,6 @@ def _dense_mla_decode_kernel(
     P_VIA_WS: tl.constexpr,
     SCRATCH_ASM: tl.constexpr,
     L2_AHEAD: tl.constexpr,
-    LAZY: tl.constexpr,
 ):
     i_pid = tl.program_id(0)
     i_rb = i_pid % NUM_RB
@@ -517,11 +454,9 @@ def _dense_mla_decode_kernel(
     o_h = o_m - o_s * H
     o_d = tl.arange(0, _D_V)
     o_e = tl.arange(0, _D_PE)
-    # this program's scratch rows for Pᵀ (P_VIA_WS): BLOCK_N x BLOCK_H values of DTYPE, then BLOCK_H fp32 factors,
-    # then the int32 tag of the last tile that moved a row's reference maximum (LAZY)
-    p_pws = p_p_ws + tl.cast(i_pid, tl.int64) * (BLOCK_N * BLOCK_H + 2 * BLOCK_H + 2)
+    # this program's scratch rows for Pᵀ (P_VIA_WS): BLOCK_N x BLOCK_H values of DTYPE, then BLOCK_H fp32 factors
+    p_pws = p_p_ws + tl.cast(i_pid, tl.int64) * (BLOCK_N * BLOCK_H + 2 * BLOCK_H)
     p_aws = (p_pws + BLOCK_N * BLOCK_H).to(tl.pointer_type(tl.float32))
-    p_tag = (p_aws + BLOCK_H).to(tl.pointer_type(tl.int32))
 
     p_sched_part = p_sched + i_part * 4
     r_begin = tl.load(p_sched_part + 0)
@@ -611,11 +546,11 @@ def _dense_mla_decode_kernel(
                                 b_st = tl.dot(b_pe, tl.trans(b_qpe), b_st)
                         m_st = m_n[:, None] & (o_n[:, None] < b_lim[None, :])
                         if P_VIA_WS:
-                            b_acc_t, b_mx, b_l, b_pt_ws = _softmax_t_via_ws(
-                                b_acc_t, b_mx, b_l, b_st, m_st, s_scale, p_pws, p_aws, p_tag, i_tile, DTYPE,
-                                BLOCK_N, BLOCK_H, SCRATCH_ASM, LAZY,
+                            b_mx, b_l, b_pt_ws, b_alpha_ws = _softmax_t_via_ws(
+                                b_mx, b_l, b_st, m_st, s_scale, p_pws, p_aws, i_tile, DTYPE, BLOCK_N, BLOCK_H,
+                                SCRATCH_ASM,
                             )  # fmt: skip
-                            b_acc_t = tl.dot(tl.trans(b_kv), b_pt_ws, b_acc_t)
+                            b_acc_t = tl.dot(tl.trans(b_kv), b_pt_ws, b_acc_t * b_alpha_ws[None, :])
                         else:
                             b_acc_t, b_mx, b_l, b_pt = _online_softmax_t(b_acc_t, b_mx, b_l, b_st, m_st, qk_scale)
                             b_pt_hi = b_pt.to(DTYPE)
@@ -704,7 +639,6 @@ def dense_decode_split(
     num_parts: int,
     p_ws: torch.Tensor | None = None,
     l2_ahead: int | None = None,
-    lazy_rescale: bool = True,
 ) -> Any:
     """Launch the split kernel over ``num_parts`` parts; returns Triton's compiled-kernel handle.
 
@@ -716,12 +650,10 @@ def dense_decode_split(
     :func:`p_scratch_elems` elements, through which Pᵀ reaches the PV dot of keys-major tiles (None keeps P in
     registers; the same arithmetic but for how the two dots of Sᵀ, rope and latent, are summed and scaled).
     ``l2_ahead``: prefetch the rows of the tile that many tiles ahead into L2 (FP8 rows; 0: none); None:
-    :func:`l2_ahead_tiles`. Results are the same bits either way. ``lazy_rescale``: with scratch rows for Pᵀ, move
-    a row's reference maximum only past :data:`LAZY_RESCALE_BITS` and rescale the accumulator only on tiles where
-    one moved (results within rounding of the eager rescale).
+    :func:`l2_ahead_tiles`. Results are the same bits either way.
     """
     if p_ws is not None:
-        need = num_parts * triton.cdiv(q.shape[1] * q.shape[2], block_h) * (block_n * block_h + 2 * block_h + 2)
+        need = num_parts * triton.cdiv(q.shape[1] * q.shape[2], block_h) * (block_n * block_h + 2 * block_h)
         tiles_ok = keys_major(is_fp8, block_h) and not split_p(is_fp8, q.dtype)
         compute = torch.float16 if is_fp8 else q.dtype
         if not tiles_ok or p_ws.dtype != compute or p_ws.numel() < need:
@@ -782,7 +714,6 @@ def dense_decode_split(
         P_VIA_WS=p_ws is not None,
         SCRATCH_ASM=not triton_interpreting(),
         L2_AHEAD=0 if triton_interpreting() else l2_ahead,
-        LAZY=lazy_rescale,
         num_warps=num_warps,
         num_stages=num_stages,
     )
