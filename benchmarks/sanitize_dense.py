@@ -1,6 +1,6 @@
 """Dense MLA decode at small shapes for compute-sanitizer: every dense kernel (scheduler, split, combine) on bf16
-rows and FP8 V3.2 rows, lengths including 0 and a cut request, causal s_q = 2, and 64-row keys-major tiles (with
-their scratch rows for Pᵀ on sm_90), each result checked against the fp64 reference.
+rows and FP8 V3.2 rows, lengths including 0 and a cut request, causal s_q = 2, 64-row keys-major tiles and 64-row
+FP8 tiles (with their scratch rows for P on sm_90), each result checked against the fp64 reference.
 
     compute-sanitizer --tool memcheck python3 benchmarks/sanitize_dense.py
 """
@@ -29,6 +29,9 @@ def main() -> int:
         # keys-major 64x64 tiles, a request cut over parts
         dict(lengths=[700, 0, 90], s_q=2, h_q=32, fp8=False, knobs=dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64,
                                                                         WAVEMLA_NUM_WARPS=8, WAVEMLA_NUM_STAGES=2)),
+        # 64-row FP8 tiles (P through scratch rows on sm_90), a request cut over parts
+        dict(lengths=[700, 0, 90], s_q=2, h_q=32, fp8=True, knobs=dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=32,
+                                                                       WAVEMLA_NUM_WARPS=8, WAVEMLA_NUM_STAGES=1)),
     ]  # fmt: skip
     for case in cases:
         shape = {k: v for k, v in case.items() if k != "knobs"}

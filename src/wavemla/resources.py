@@ -295,7 +295,7 @@ def _dense_decode_spec(
     rows = "*u8" if is_fp8 else "*bf16"
     pointers = {
         "p_q": f"*{q_dtype}", "p_out": "*bf16", "p_lse": "*fp32", "p_o_ws": "*fp32", "p_lse_ws": "*fp32",
-        "p_kv": rows, "p_bt": "*i32", "p_seqlens": "*i32", "p_sched": "*i32", "p_p_ws": "*bf16",
+        "p_kv": rows, "p_bt": "*i32", "p_seqlens": "*i32", "p_sched": "*i32", "p_p_ws": "*fp16" if is_fp8 else "*bf16",
     }  # fmt: skip
     h, s_q, d_qk, page = 128, 1, 576, 64
     row_stride = 656 if is_fp8 else d_qk  # elements of the row pointer's type

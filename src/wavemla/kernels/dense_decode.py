@@ -86,12 +86,19 @@ def split_p(is_fp8: bool, dtype: torch.dtype) -> bool:
     return not is_fp8 and dtype == torch.bfloat16 and config.get("WAVEMLA_DENSE_P") == "split"
 
 
+def scratch_tile(is_fp8: bool, block_h: int, dtype: torch.dtype) -> bool:
+    """Whether the split kernel's tile has a path that passes P (or Pᵀ) to the PV dot through scratch rows:
+    keys-major tiles with one dot of P, and FP8 rows in 64-row tiles."""
+    return (keys_major(is_fp8, block_h) and not split_p(is_fp8, dtype)) or (is_fp8 and block_h == 64)
+
+
 def p_scratch(is_fp8: bool, block_h: int, dtype: torch.dtype, arch: int) -> bool:
-    """Whether the split kernel built for sm_``arch`` passes Pᵀ to the PV dot through scratch rows: keys-major tiles
-    with one dot of P, where Triton lowers ``tl.dot`` to Hopper's warpgroup MMA (sm_90). Triton gives a dot whose
-    result feeds another dot every warp along M, so each warpgroup computed all of Sᵀ; with the scratch rows Sᵀ is
-    split over the two. sm_100 (tcgen05) and the mma.sync paths were not measured with it."""
-    return keys_major(is_fp8, block_h) and not split_p(is_fp8, dtype) and arch == 90
+    """Whether the split kernel built for sm_``arch`` passes P to the PV dot through scratch rows: the tiles of
+    :func:`scratch_tile`, where Triton lowers ``tl.dot`` to Hopper's warpgroup MMA (sm_90). Triton gives a dot whose
+    result feeds another dot every warp along M, so each warpgroup computed all of QKᵀ (and, row-major, held all
+    of the [64, 512] accumulator); with the scratch rows both are split over the two. sm_100 (tcgen05) and the
+    mma.sync paths were not measured with it."""
+    return scratch_tile(is_fp8, block_h, dtype) and arch == 90
 
 
 def p_scratch_elems(is_fp8: bool, block_h: int, block_n: int, dtype: torch.dtype, programs: int, device: Any) -> int:
@@ -285,9 +292,9 @@ def _decode_fp8(b_x, b_s, b_r, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
-def _online_softmax(b_acc, b_mx, b_l, b_s, m_s, qk_scale):
-    """One tile of scores ``[BLOCK_H, BLOCK_N]`` (masked by ``m_s``) into the running max and sum; returns the
-    rescaled accumulator, the new (max, sum) and the tile's weights P (base 2)."""
+def _softmax_weights(b_mx, b_l, b_s, m_s, qk_scale):
+    """One tile of scores ``[BLOCK_H, BLOCK_N]`` (masked by ``m_s``) into the running max and sum; returns the new
+    (max, sum), the tile's weights P (base 2) and the accumulator's rescale factors."""
     b_s = tl.where(m_s, b_s * qk_scale, float("-inf"))
     b_mx_new = tl.maximum(b_mx, tl.max(b_s, 1))
     # A row that has seen no valid score keeps m = -inf; subtract 0 there so exp2 gives 0, not NaN.
@@ -295,7 +302,14 @@ def _online_softmax(b_acc, b_mx, b_l, b_s, m_s, qk_scale):
     b_p = tl.exp2(b_s - b_mx_safe[:, None])
     b_alpha = tl.exp2(b_mx - b_mx_safe)
     b_l = b_l * b_alpha + tl.sum(b_p, 1)
-    return b_acc * b_alpha[:, None], b_mx_new, b_l, b_p
+    return b_mx_new, b_l, b_p, b_alpha
+
+
+@triton.jit
+def _online_softmax(b_acc, b_mx, b_l, b_s, m_s, qk_scale):
+    """:func:`_softmax_weights`; returns the rescaled accumulator, the new (max, sum) and the tile's weights P."""
+    b_mx, b_l, b_p, b_alpha = _softmax_weights(b_mx, b_l, b_s, m_s, qk_scale)
+    return b_acc * b_alpha[:, None], b_mx, b_l, b_p
 
 
 @triton.jit
@@ -365,6 +379,36 @@ def _st_f32(p, v):
 def _ld_f32(p):
     """Load fp32 at ``p`` with an opaque instruction."""
     return tl.inline_asm_elementwise("ld.global.f32 $0, [$1];", "=f,l", [p], dtype=tl.float32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _softmax_via_ws(
+    b_acc, b_mx, b_l, b_s, m_s, qk_scale, p_pws, p_aws, i_tile, DTYPE: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_H: tl.constexpr, SCRATCH_ASM: tl.constexpr,
+):  # fmt: skip
+    """:func:`_online_softmax` on row-major tiles whose weights P (as ``DTYPE``) and rescale factors come back
+    through this program's scratch rows; returns (rescaled accumulator, max, sum, P). As in
+    :func:`_softmax_t_via_ws`: with no value path from the QKᵀ dot to the PV dot, Triton splits QKᵀ over the
+    warpgroups and gives each warpgroup half the value columns of the accumulator, instead of all of both."""
+    b_mx, b_l, b_p, b_alpha = _softmax_weights(b_mx, b_l, b_s, m_s, qk_scale)
+    o_ph = tl.arange(0, BLOCK_H)
+    o_pn = tl.arange(0, BLOCK_N)
+    p_p = p_pws + o_ph[:, None] * BLOCK_N + o_pn[None, :]
+    if SCRATCH_ASM:
+        _bar_sync(i_tile)  # the previous tile's reads of the scratch rows are done
+        _st_b16(p_p, b_p.to(DTYPE))
+        _st_f32(p_aws + o_ph, b_alpha)
+        _bar_sync(i_tile)  # every thread's values are stored before any thread reads them
+        b_p_ws = _ld_b16(p_p, DTYPE)
+        b_alpha_ws = _ld_f32(p_aws + o_ph)
+    else:
+        tl.debug_barrier()
+        tl.store(p_p, b_p.to(DTYPE))
+        tl.store(p_aws + o_ph, b_alpha)
+        tl.debug_barrier()
+        b_p_ws = tl.load(p_p)
+        b_alpha_ws = tl.load(p_aws + o_ph)
+    return b_acc * b_alpha_ws[:, None], b_mx, b_l, b_p_ws
 
 
 @triton.jit
@@ -503,10 +547,18 @@ def _dense_mla_decode_kernel(
                                                 stride_kv_tok, PAGE, BLOCK_N)  # fmt: skip
                 b_xn, b_scn, b_rn = _load_fp8_raw(p_nrow, m_nn)
                 b_kv, b_pe = _decode_fp8(b_x, b_sc, b_r, BLOCK_N)
-                b_s = tl.dot(b_q, tl.trans(b_kv)) + tl.dot(b_qpe, tl.trans(b_pe))
                 m_s = m_n[None, :] & (o_n[None, :] < b_lim[:, None])
-                b_acc, b_mx, b_l, b_p = _online_softmax(b_acc, b_mx, b_l, b_s, m_s, qk_scale)
-                b_acc = tl.dot(b_p.to(DTYPE), b_kv, b_acc)
+                if P_VIA_WS:
+                    # the two dots apart, each scaled (see the keys-major tiles below), P through scratch rows
+                    b_s = tl.dot(b_q, tl.trans(b_kv)) * qk_scale + tl.dot(b_qpe, tl.trans(b_pe)) * qk_scale
+                    b_acc, b_mx, b_l, b_p_ws = _softmax_via_ws(
+                        b_acc, b_mx, b_l, b_s, m_s, 1.0, p_pws, p_aws, i_tile, DTYPE, BLOCK_N, BLOCK_H, SCRATCH_ASM
+                    )
+                    b_acc = tl.dot(b_p_ws, b_kv, b_acc)
+                else:
+                    b_s = tl.dot(b_q, tl.trans(b_kv)) + tl.dot(b_qpe, tl.trans(b_pe))
+                    b_acc, b_mx, b_l, b_p = _online_softmax(b_acc, b_mx, b_l, b_s, m_s, qk_scale)
+                    b_acc = tl.dot(b_p.to(DTYPE), b_kv, b_acc)
                 b_x, b_sc, b_r, m_n, o_n = b_xn, b_scn, b_rn, m_nn, o_nn
         else:
             # Rows: one load of the tile's latent [BLOCK_N, 512] (and rope [BLOCK_N, 64]) feeds both dots. The
@@ -654,11 +706,12 @@ def dense_decode_split(
     """
     if p_ws is not None:
         need = num_parts * triton.cdiv(q.shape[1] * q.shape[2], block_h) * (block_n * block_h + 2 * block_h)
-        tiles_ok = keys_major(is_fp8, block_h) and not split_p(is_fp8, q.dtype)
+        tiles_ok = scratch_tile(is_fp8, block_h, q.dtype)
         compute = torch.float16 if is_fp8 else q.dtype
         if not tiles_ok or p_ws.dtype != compute or p_ws.numel() < need:
             raise ValueError(
-                f"p_ws: keys-major tiles with one dot of P and a {compute} tensor of at least {need} elements, got "
+                f"p_ws: keys-major tiles with one dot of P or 64-row FP8 tiles, and a {compute} tensor of at least "
+                f"{need} elements, got "
                 f"{p_ws.dtype} {p_ws.numel()} ({block_h}-row blocks, {'FP8' if is_fp8 else q.dtype} rows)"
             )
     if l2_ahead is None:
