@@ -1023,7 +1023,13 @@ _DENSE_WGMMA_EFFICIENCY = 0.76  # the same for wgmma, operands in shared memory,
 # than 3% slower than the best (0.68: 4, up to 1.14x; 0.74-0.78: 0; 0.82: 1). Keys-major from b = 4 (h = 64) and
 # b = 2 (h = 128) at 16K, as measured; at 4K from b = 15-17 (h = 64; the two within 2.4% at b = 12 and 16) and b = 9.
 _DENSE_ONE_PROGRAM_DRAM = 0.85
-_DENSE_FP8_DECODE_ROW_US = 0.02  # e4m3 bit decode + scale of one 512-value row on one SM (~40 cycles at 2 GHz)
+# e4m3 bit decode + scale of one 512-value row on one SM: 0.02 (~40 cycles at 2 GHz) until the 64-row FP8 tiles
+# took scratch rows for P; 0.08 fitted with them (the three FP8 tiles forced at h = 64 and 128, b = 1..12, s_k 4K
+# and 16K: 2026-12-01-h200-dense-fp8cross{4k,16k}.json): picks more than 3% slower than the best 2 of 22 (h = 64
+# b = 4 and h = 128 b = 2 at 4K, 1.10x), from 5 (up to 1.21x: 32x32 tiles at h = 64, b = 6); 0.1 misses none there
+# but 6 of 9 on the FP8 h = 16 grid of 2026-11-30 (b >= 8; 0.08: 2, 0.02: 5), whose tiles did not change. The model
+# then predicts 0.92 of the crossover grid's measured times (0.02: 0.60).
+_DENSE_FP8_DECODE_ROW_US = 0.08
 _DENSE_SCHEDULER_US = 3.0  # the one-program scheduler launch inside a CUDA graph
 # One step of a combine program (kernels/combine.py merges a request's pieces a group a step, the group's loads
 # issued together): alone on an H200 the combine took 9.4-9.9 µs with one step and 14.0 with 8 steps of 16 pieces
@@ -1223,8 +1229,11 @@ def _dense_keys_major(workload: DenseWorkload, cfg: KernelConfig) -> bool:
 
 
 def _dense_mma_efficiency(cfg: KernelConfig, workload: DenseWorkload, device: DeviceSpec) -> float:
-    """Fraction of the bf16 tensor peak the tile loop reaches: wgmma (keys-major tiles on sm_90) or mma.sync."""
-    if device.arch == 90 and _dense_keys_major(workload, cfg):
+    """Fraction of the bf16 tensor peak the tile loop reaches: wgmma with the dots split over the warpgroups
+    (keys-major tiles and 64-row FP8 tiles on sm_90) or mma.sync."""
+    from wavemla.kernels.dense_decode import fp8_rows64
+
+    if device.arch == 90 and (_dense_keys_major(workload, cfg) or fp8_rows64(workload.is_fp8, cfg.block_h)):
         return _DENSE_WGMMA_EFFICIENCY
     return _DENSE_MMA_EFFICIENCY
 

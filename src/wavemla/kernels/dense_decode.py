@@ -86,10 +86,15 @@ def split_p(is_fp8: bool, dtype: torch.dtype) -> bool:
     return not is_fp8 and dtype == torch.bfloat16 and config.get("WAVEMLA_DENSE_P") == "split"
 
 
+def fp8_rows64(is_fp8: bool, block_h: int) -> bool:
+    """FP8 rows in 64-row tiles: row-major, P to the PV dot through scratch rows on sm_90 (:func:`p_scratch`)."""
+    return is_fp8 and block_h == 64
+
+
 def scratch_tile(is_fp8: bool, block_h: int, dtype: torch.dtype) -> bool:
     """Whether the split kernel's tile has a path that passes P (or Pᵀ) to the PV dot through scratch rows:
     keys-major tiles with one dot of P, and FP8 rows in 64-row tiles."""
-    return (keys_major(is_fp8, block_h) and not split_p(is_fp8, dtype)) or (is_fp8 and block_h == 64)
+    return (keys_major(is_fp8, block_h) and not split_p(is_fp8, dtype)) or fp8_rows64(is_fp8, block_h)
 
 
 def p_scratch(is_fp8: bool, block_h: int, dtype: torch.dtype, arch: int) -> bool:
