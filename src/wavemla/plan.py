@@ -1022,14 +1022,14 @@ _DENSE_WGMMA_EFFICIENCY = 0.76  # the same for wgmma, operands in shared memory,
 # b = 4..128, and the two at 16K, b = 2..16 (2026-12-01-h200-dense-apart-crossover{4k,16k}.json): 0 of 32 picks more
 # than 3% slower than the best (0.68: 4, up to 1.14x; 0.74-0.78: 0; 0.82: 1). Keys-major from b = 4 (h = 64) and
 # b = 2 (h = 128) at 16K, as measured; at 4K from b = 15-17 (h = 64; the two within 2.4% at b = 12 and 16) and b = 9.
+# 64-row FP8 tiles take it too since they pass P through scratch rows on sm_90 (QKᵀ and the accumulator split over
+# the warpgroups, 22% faster): the three FP8 tiles forced at h = 64 and 128, b = 1..12, s_k 4K and 16K
+# (2026-12-01-h200-dense-fp8cross{4k,16k}.json), picks more than 3% slower than the best 3 of 22 (up to 1.10x: 32x32
+# tiles at h = 64 b = 4 and h = 128 b = 2, 4K; h = 64 b = 1, 16K), from 5 (up to 1.21x: 32x32 at h = 64 b = 6 and
+# h = 128 b = 3). A dearer FP8 decode (0.08 µs a row) missed none there but moved the h = 16 FP8 picks from 16x64
+# to 16x32 tiles, measured 4-30% slower (-dense-fp8table.json), so the decode cost stays.
 _DENSE_ONE_PROGRAM_DRAM = 0.85
-# e4m3 bit decode + scale of one 512-value row on one SM: 0.02 (~40 cycles at 2 GHz) until the 64-row FP8 tiles
-# took scratch rows for P; 0.08 fitted with them (the three FP8 tiles forced at h = 64 and 128, b = 1..12, s_k 4K
-# and 16K: 2026-12-01-h200-dense-fp8cross{4k,16k}.json): picks more than 3% slower than the best 2 of 22 (h = 64
-# b = 4 and h = 128 b = 2 at 4K, 1.10x), from 5 (up to 1.21x: 32x32 tiles at h = 64, b = 6); 0.1 misses none there
-# but 6 of 9 on the FP8 h = 16 grid of 2026-11-30 (b >= 8; 0.08: 2, 0.02: 5), whose tiles did not change. The model
-# then predicts 0.92 of the crossover grid's measured times (0.02: 0.60).
-_DENSE_FP8_DECODE_ROW_US = 0.08
+_DENSE_FP8_DECODE_ROW_US = 0.02  # e4m3 bit decode + scale of one 512-value row on one SM (~40 cycles at 2 GHz)
 _DENSE_SCHEDULER_US = 3.0  # the one-program scheduler launch inside a CUDA graph
 # One step of a combine program (kernels/combine.py merges a request's pieces a group a step, the group's loads
 # issued together): alone on an H200 the combine took 9.4-9.9 µs with one step and 14.0 with 8 steps of 16 pieces
