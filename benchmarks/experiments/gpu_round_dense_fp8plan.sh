@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU: the dense planner's FP8 picks after the FP8 decode cost was re-fitted: b = 1..12 at s_k 4K for h = 64 and 128
+# GPU: the dense planner's FP8 picks with the FP8 decode cost at 0.08 µs a row (commit 622029a; reverted to 0.02
+# after this run): b = 1..12 at s_k 4K for h = 64 and 128
 # (against the forced tiles of gpu_round_dense_fp8cross.sh), and the planner's FP8 table (b 32/128, s_k 4K/16K,
 # h 16/64/128).
 #   BUDGET=200 bash benchmarks/experiments/gpu_round_dense_fp8plan.sh <git-sha>   (writes under $OUT)
