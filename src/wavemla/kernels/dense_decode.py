@@ -704,8 +704,9 @@ def dense_decode_split(
     ``lse_ws [b + num_parts, s_q·h]`` fp32; kv ``[blocks, page, 1, d_qk]`` rows or ``[blocks, page, 1, 656]`` uint8;
     block_table ``[b, max_blocks]`` int32; cache_seqlens ``[b]`` int32; sched ``[num_parts, 4]`` int32 from
     :func:`dense_decode_schedule`. ``p_ws``: scratch of the compute dtype (q's; fp16 for FP8 rows), at least
-    :func:`p_scratch_elems` elements, through which Pᵀ reaches the PV dot of keys-major tiles (None keeps P in
-    registers; the same arithmetic but for how the two dots of Sᵀ, rope and latent, are summed and scaled).
+    :func:`p_scratch_elems` elements, through which P (Pᵀ) reaches the PV dot of the tiles of :func:`scratch_tile`
+    (None keeps P in registers; the same arithmetic but for how the two dots of QKᵀ, rope and latent, are summed and
+    scaled).
     ``l2_ahead``: prefetch the rows of the tile that many tiles ahead into L2 (FP8 rows; 0: none); None:
     :func:`l2_ahead_tiles`. Results are the same bits either way.
     """
