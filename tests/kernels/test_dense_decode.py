@@ -96,43 +96,28 @@ def test_split_p_matches_reference(knobs, monkeypatch):
         check(inputs, causal=True)
 
 
-def test_keys_major_p_scratch_rows_match_p_in_registers():
-    """Keys-major tiles pass Pᵀ to the PV dot through the metadata's scratch rows (on sm_90, and under the
-    interpreter); with them removed the kernel keeps P in registers. Both meet the reference and agree closely (the
-    two dots of Sᵀ are summed in another order)."""
-    inputs = make_dense_decode_inputs(lengths=[150, 0, 17, 64], s_q=2, h_q=32, page=16, dtype=SMALL_DTYPE,
-                                      device=DEVICE, seed=13)  # fmt: skip
-    with config.override(**KEYS_MAJOR):
-        meta, _ = get_mla_metadata()
-        out, lse = check(inputs, causal=True, metadata=meta)
-        if HAS_CUDA and torch.cuda.get_device_capability()[0] != 9:
-            assert meta.p_ws is None
-            return
-        assert meta.p_ws is not None and meta.p_ws.dtype == inputs["q"].dtype
-        bare, _ = get_mla_metadata()
-        dense_mla_decode(**inputs, causal=True, metadata=bare)
-        bare.p_ws = None
-        out_r, lse_r = check(inputs, causal=True, metadata=bare)
-    assert (out.float() - out_r.float()).abs().max().item() <= 1e-2 * out_r.float().abs().max().item()
-    assert torch.allclose(lse, lse_r, rtol=1e-5, atol=1e-5)
-
-
 FP8_ROWS64 = dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_WARPS=8, WAVEMLA_NUM_STAGES=1)
 
 
-def test_fp8_64_row_p_scratch_rows_match_p_in_registers():
-    """64-row tiles of FP8 V3.2 rows pass P to the PV dot through the metadata's scratch rows (on sm_90, and under
-    the interpreter), their two QKᵀ dots summed apart; with the rows removed the kernel keeps P in registers. Both
-    meet the reference and agree closely."""
-    inputs = make_dense_decode_inputs(lengths=[150, 0, 17, 100], s_q=2, h_q=32, page=16, fp8=True, dtype=SMALL_DTYPE,
-                                      device=DEVICE, seed=16)  # fmt: skip
-    with config.override(**FP8_ROWS64):
+@pytest.mark.parametrize(
+    ("fp8", "knobs", "lengths", "seed"),
+    [(False, KEYS_MAJOR, [150, 0, 17, 64], 13), (True, FP8_ROWS64, [150, 0, 17, 100], 16)],
+    ids=["keys-major", "fp8-64-rows"],
+)
+def test_p_scratch_rows_match_p_in_registers(fp8, knobs, lengths, seed):
+    """Keys-major tiles (Pᵀ) and 64-row FP8 tiles (P) pass the weights to the PV dot through the metadata's scratch
+    rows (on sm_90, and under the interpreter); with them removed the kernel keeps P in registers. Both meet the
+    reference and agree closely (the two dots of QKᵀ are summed in another order)."""
+    inputs = make_dense_decode_inputs(lengths=lengths, s_q=2, h_q=32, page=16, fp8=fp8, dtype=SMALL_DTYPE,
+                                      device=DEVICE, seed=seed)  # fmt: skip
+    with config.override(**knobs):
         meta, _ = get_mla_metadata()
         out, lse = check(inputs, causal=True, metadata=meta)
         if HAS_CUDA and torch.cuda.get_device_capability()[0] != 9:
             assert meta.p_ws is None
             return
-        assert meta.p_ws is not None and meta.p_ws.dtype == torch.float16
+        # the split kernel's compute dtype: fp16 for FP8 rows, q's for row caches
+        assert meta.p_ws is not None and meta.p_ws.dtype == (torch.float16 if fp8 else inputs["q"].dtype)
         bare, _ = get_mla_metadata()
         dense_mla_decode(**inputs, causal=True, metadata=bare)
         bare.p_ws = None

@@ -387,32 +387,46 @@ def _ld_f32(p):
 
 
 @triton.jit
+def _exchange_via_ws(p_p, b_p, p_a, b_alpha, i_tile, DTYPE: tl.constexpr, SCRATCH_ASM: tl.constexpr):
+    """Weights ``b_p`` (as ``DTYPE``, at ``p_p``) and rescale factors ``b_alpha`` (fp32, at ``p_a``) through this
+    program's scratch rows and back, in whatever layout the reading dot needs; returns (weights, factors).
+
+    With no value path from the QKᵀ dot to the PV dot, Triton splits QKᵀ over the warpgroups instead of computing
+    all of it in each. The barriers and the scratch accesses are opaque instructions, which Triton's pipeliner
+    leaves in place and in order as long as none of their results is used (a ``tl.debug_barrier`` stops it from
+    pipelining the row loads; plain loads of the scratch become cp.async issued ahead of their stores); under the
+    interpreter, plain ones.
+    """
+    if SCRATCH_ASM:
+        _bar_sync(i_tile)  # the previous tile's reads of the scratch rows are done
+        _st_b16(p_p, b_p.to(DTYPE))
+        _st_f32(p_a, b_alpha)
+        _bar_sync(i_tile)  # every thread's values are stored before any thread reads them
+        b_p_ws = _ld_b16(p_p, DTYPE)
+        b_alpha_ws = _ld_f32(p_a)
+    else:
+        tl.debug_barrier()
+        tl.store(p_p, b_p.to(DTYPE))
+        tl.store(p_a, b_alpha)
+        tl.debug_barrier()
+        b_p_ws = tl.load(p_p)
+        b_alpha_ws = tl.load(p_a)
+    return b_p_ws, b_alpha_ws
+
+
+@triton.jit
 def _softmax_via_ws(
     b_acc, b_mx, b_l, b_s, m_s, qk_scale, p_pws, p_aws, i_tile, DTYPE: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_H: tl.constexpr, SCRATCH_ASM: tl.constexpr,
 ):  # fmt: skip
-    """:func:`_online_softmax` on row-major tiles whose weights P (as ``DTYPE``) and rescale factors come back
-    through this program's scratch rows; returns (rescaled accumulator, max, sum, P). As in
-    :func:`_softmax_t_via_ws`: with no value path from the QKᵀ dot to the PV dot, Triton splits QKᵀ over the
-    warpgroups and gives each warpgroup half the value columns of the accumulator, instead of all of both."""
+    """:func:`_online_softmax` on row-major tiles whose weights P and rescale factors come back through this
+    program's scratch rows (:func:`_exchange_via_ws`); returns (rescaled accumulator, max, sum, P). Row-major, the
+    scratch rows also keep Triton from giving each warpgroup all of the [64, 512] accumulator."""
     b_mx, b_l, b_p, b_alpha = _softmax_weights(b_mx, b_l, b_s, m_s, qk_scale)
     o_ph = tl.arange(0, BLOCK_H)
     o_pn = tl.arange(0, BLOCK_N)
     p_p = p_pws + o_ph[:, None] * BLOCK_N + o_pn[None, :]
-    if SCRATCH_ASM:
-        _bar_sync(i_tile)  # the previous tile's reads of the scratch rows are done
-        _st_b16(p_p, b_p.to(DTYPE))
-        _st_f32(p_aws + o_ph, b_alpha)
-        _bar_sync(i_tile)  # every thread's values are stored before any thread reads them
-        b_p_ws = _ld_b16(p_p, DTYPE)
-        b_alpha_ws = _ld_f32(p_aws + o_ph)
-    else:
-        tl.debug_barrier()
-        tl.store(p_p, b_p.to(DTYPE))
-        tl.store(p_aws + o_ph, b_alpha)
-        tl.debug_barrier()
-        b_p_ws = tl.load(p_p)
-        b_alpha_ws = tl.load(p_aws + o_ph)
+    b_p_ws, b_alpha_ws = _exchange_via_ws(p_p, b_p, p_aws + o_ph, b_alpha, i_tile, DTYPE, SCRATCH_ASM)
     return b_acc * b_alpha_ws[:, None], b_mx, b_l, b_p_ws
 
 
@@ -421,32 +435,13 @@ def _softmax_t_via_ws(
     b_mx, b_l, b_st, m_st, qk_scale, p_pws, p_aws, i_tile, DTYPE: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_H: tl.constexpr, SCRATCH_ASM: tl.constexpr,
 ):  # fmt: skip
-    """:func:`_online_softmax_t` whose weights Pᵀ (as ``DTYPE``) and rescale factors come back through this
-    program's scratch rows (``p_pws``, ``p_aws``); returns (max, sum, Pᵀ, alpha).
-
-    With no value path from the Sᵀ dot to the PV dot, Triton splits Sᵀ over the warpgroups (half the query rows each)
-    instead of computing all of it in each. The barriers and the scratch accesses are opaque instructions, which
-    Triton's pipeliner leaves in place and in order (a ``tl.debug_barrier`` stops it from pipelining the row loads;
-    plain loads of the scratch become cp.async issued ahead of their stores); under the interpreter, plain ones.
-    """
+    """:func:`_online_softmax_t` whose weights Pᵀ and rescale factors come back through this program's scratch rows
+    (:func:`_exchange_via_ws`); returns (max, sum, Pᵀ, alpha)."""
     b_mx, b_l, b_pt, b_alpha = _softmax_t_weights(b_mx, b_l, b_st, m_st, qk_scale)
     o_pn = tl.arange(0, BLOCK_N)
     o_ph = tl.arange(0, BLOCK_H)
     p_pt = p_pws + o_pn[:, None] * BLOCK_H + o_ph[None, :]
-    if SCRATCH_ASM:
-        _bar_sync(i_tile)  # the previous tile's reads of the scratch rows are done
-        _st_b16(p_pt, b_pt.to(DTYPE))
-        _st_f32(p_aws + o_ph, b_alpha)
-        _bar_sync(i_tile)  # every thread's values are stored before any thread reads them
-        b_pt_ws = _ld_b16(p_pt, DTYPE)
-        b_alpha_ws = _ld_f32(p_aws + o_ph)
-    else:
-        tl.debug_barrier()
-        tl.store(p_pt, b_pt.to(DTYPE))
-        tl.store(p_aws + o_ph, b_alpha)
-        tl.debug_barrier()
-        b_pt_ws = tl.load(p_pt)
-        b_alpha_ws = tl.load(p_aws + o_ph)
+    b_pt_ws, b_alpha_ws = _exchange_via_ws(p_pt, b_pt, p_aws + o_ph, b_alpha, i_tile, DTYPE, SCRATCH_ASM)
     return b_mx, b_l, b_pt_ws, b_alpha_ws
 
 
