@@ -11,13 +11,15 @@ combine (a loop over pieces; ``benchmarks/experiments/variants/combine_loop.py``
 ``:bd512`` gives each combine program all 512 columns of its head; ``:torch-q`` converts a bf16 q with torch before
 the split kernel (no dependent launch of the split); ``:no-prefetch`` keeps the dependent launch behind the conversion
 kernel without the first tile's L2 prefetch; ``:bi`` runs in batch-invariant mode, ``:splits=N`` with N pieces per
-token (64x64 tiles pinned); ``:mdc=N`` merges cut tokens in the split kernel N columns at a time (0: all at once).
+token (64x64 tiles pinned); ``:mdc=N`` merges cut tokens in the split kernel N columns at a time (0: all at once);
+``default:warps=N`` runs the planner's tile and partition with N warps per program.
 Each spec is checked against the fp64 reference (GPU tolerances), then timed: CUDA-graph replay, L2 flushed, median.
 DSV4 shapes: h=64, s_q=1, FP8 MODEL1, SWA 128 @ page 256 + CSA 512 @ page 64 or HCA 1024 @ page 2; a mode written
 ``hca-s2`` or ``csa-h128`` (in ``--mode`` or a point) runs two query tokens or 128 heads instead.
 """
 
 import argparse
+import dataclasses
 import json
 import re
 import sys
@@ -84,7 +86,13 @@ for (shape, b), specs in groups.items():
         name, *opts = spec.split(":")
         launcher_q = "launcher-q" in opts
         upp = next((int(o) for o in opts if o.isdigit()), None)
-        if name == "default":
+        warps = next((int(o.split("=")[1]) for o in opts if o.startswith("warps=")), None)
+        if name == "default" and warps is not None:
+            # the planner's tile and partition with another warp count
+            api.plan = lambda w, d, warps=warps: evaluate(
+                w, d, dataclasses.replace(plan(w, d).config, num_warps=warps), plan(w, d).units_per_part
+            )
+        elif name == "default":
             api.plan = plan
         else:
             bh, bn, nw, ns = (int(x) for x in name.split("x"))
