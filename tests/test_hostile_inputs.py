@@ -174,28 +174,28 @@ def _fp8_cache(gen: torch.Generator, nb: int, page: int, layout: str, used: torc
     return cache.view(torch.float8_e4m3fn) if layout == "e4m3_view" else cache
 
 
-def _q(gen: torch.Generator, b: int, s_q: int, h: int, dtype: torch.dtype, layout: str) -> torch.Tensor:
-    """q [b, s_q, h, 512] in a layout; padding is NaN so that a stray read shows."""
-    vals = torch.randn((b, s_q, h, 512), generator=gen).clamp(-1.0, 1.0).to(dtype)
+def _q(gen: torch.Generator, b: int, s_q: int, h: int, dtype: torch.dtype, layout: str, d: int = 512) -> torch.Tensor:
+    """q [b, s_q, h, d] in a layout; padding is NaN so that a stray read shows."""
+    vals = torch.randn((b, s_q, h, d), generator=gen).clamp(-1.0, 1.0).to(dtype)
     nan = float("nan")
     view: Callable[[torch.Tensor], torch.Tensor]
     if layout == "head_pad":
-        buf = torch.full((b, s_q, h + 3, 512), nan, dtype=dtype)
+        buf = torch.full((b, s_q, h + 3, d), nan, dtype=dtype)
 
         def view(t: torch.Tensor) -> torch.Tensor:
             return t[:, :, :h]
     elif layout == "transposed":
-        buf = torch.full((s_q, b, h, 512), nan, dtype=dtype)
+        buf = torch.full((s_q, b, h, d), nan, dtype=dtype)
 
         def view(t: torch.Tensor) -> torch.Tensor:
             return t.transpose(0, 1)
     elif layout == "token_stride":
-        buf = torch.full((b, 2 * s_q, h, 512), nan, dtype=dtype)
+        buf = torch.full((b, 2 * s_q, h, d), nan, dtype=dtype)
 
         def view(t: torch.Tensor) -> torch.Tensor:
             return t[:, ::2]
     elif layout == "broadcast_h":
-        return vals[:, :, :1].to(DEVICE).expand(b, s_q, h, 512)
+        return vals[:, :, :1].to(DEVICE).expand(b, s_q, h, d)
     else:
         return vals.to(DEVICE)
     view(buf).copy_(vals)
