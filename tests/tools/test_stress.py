@@ -47,6 +47,15 @@ def test_defaults_and_small_preset() -> None:
     assert spread.indexer_select == "spread"
 
 
+def test_dense_mode_and_its_small_preset() -> None:
+    cfg = stress.config_from_args(_args("--mode", "dense"))
+    assert cfg.dense and not cfg.uses_indexer and (cfg.seqlen, cfg.page) == stress.DENSE_SHAPE
+    assert cfg.splits == (None, 3)  # program slots (WAVEMLA_TARGET_CTAS) of the second graph
+    small = stress.config_from_args(_args("--mode", "dense", "--small", "--seqlen", "100"))
+    assert (small.seqlen, small.page, small.heads) == (100, stress.SMALL_DENSE_SHAPE[1], 16)
+    assert not stress.config_from_args(_args()).dense
+
+
 def test_indexer_selects_are_the_indexers() -> None:
     from wavemla.kernels.indexer import SELECT_PATHS
 
@@ -64,6 +73,10 @@ def test_indexer_selects_are_the_indexers() -> None:
         (("--inject-flip", "10", "--replays", "10"), "--inject-flip"),
         (("--variants", "0"), "--variants"),
         (("--indexer-select", "spread"), "--indexer-select"),  # the default batches reach 96 query tokens
+        (("--seqlen", "64"), "--seqlen"),  # the dense decode's option
+        (("--mode", "dense", "--seqlen", "0"), "--seqlen"),
+        (("--mode", "dense", "--batch-invariant"), "--batch-invariant"),
+        (("--mode", "dense", "--indexer-select", "token"), "--indexer-select"),
     ],
 )
 def test_bad_options_name_the_option(argv: tuple[str, ...], option: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -158,6 +171,21 @@ def test_cpu_harness_with_a_forced_indexer_select(capsys: pytest.CaptureFixture[
     assert "indexer in graph (select=spread)" in out and "result: PASS" in out
 
 
+@cpu_lane_only
+def test_cpu_dense_harness_matches_eager_and_reports_an_injected_flip(capsys: pytest.CaptureFixture[str]) -> None:
+    """The paged dense decode (causal, two query tokens; one graph planned, one on 3 program slots so requests are
+    cut and combined): every replay matches its eager reference but the flipped one."""
+    code, out = _run(
+        capsys, "--cpu", "--small", "--mode", "dense", "--s-q", "2", "--batch", "2", "--graphs", "2",
+        "--variants", "2", "--replays", "5", "--inject-flip", "3", "--check-every", "1",
+    )  # fmt: skip
+    assert code == 1, out
+    lines = [line for line in out.splitlines() if line.startswith("MISMATCH")]
+    assert len(lines) == 1 and " replay 3 " in lines[0] and ": out: 1 of " in lines[0], out
+    assert "program slots=3" in out and "parts=3" in out and "combine=yes" in out
+    assert "mode=dense h=16 s_q=2 FP8 V3.2 caches, 256 keys per request" in out
+
+
 def test_run_without_cuda_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present")
@@ -178,6 +206,11 @@ GPU_RUNS = [
     pytest.param(("--small", "--replays", "500"), id="small"),
     pytest.param(
         ("--indexer-select", "spread", "--batch", "48", "7", "33", "1", "--replays", "2000"), id="indexer-spread"
+    ),
+    pytest.param(("--mode", "dense", "--replays", "2000"), id="dense-fp8"),
+    pytest.param(
+        ("--mode", "dense", "--bf16", "--s-q", "2", "--heads", "128", "--batch", "5", "33", "--replays", "2000"),
+        id="dense-bf16-s2",
     ),
 ]
 

@@ -1,9 +1,11 @@
-"""Stress sparse decode (and the CSA lightning indexer) in CUDA graphs replayed on several streams at once.
+"""Stress decode in CUDA graphs replayed on several streams at once: sparse (with the CSA indexer) or paged dense.
 
 Each of ``--graphs`` graphs owns its inputs, its outputs, its metadata (:func:`wavemla.get_mla_metadata`) and its
-indexer workspace; it is captured once and then replayed ``--replays`` times in total over ``--streams`` streams, in
-a seeded random order that moves every graph from stream to stream. Between replays the streams run unrelated work
-(matmuls, memsets) and tensors are allocated, used on another stream and freed through the caching allocator.
+indexer workspace (``--mode dense``: the paged dense decode of DeepSeek-V3 shapes, whose metadata also holds the
+device scheduler's work ranges); it is captured once and then replayed ``--replays`` times in total over
+``--streams`` streams, in a seeded random order that moves every graph from stream to stream. Between replays the
+streams run unrelated work (matmuls, memsets) and tensors are allocated, used on another stream and freed through
+the caching allocator.
 
 Ordering, per replay of graph ``g`` on stream ``S`` checked on stream ``C`` (``C`` may be ``S``):
 
@@ -30,6 +32,7 @@ graphs replayed at the same time alias — the failure mode of overlapped CUDA-g
 Example::
 
     wavemla stress --mode csa --batch 48 7 96 1 --streams 2 --graphs 4 --replays 10000
+    wavemla stress --mode dense --heads 128 --seqlen 4096 --replays 2000
     python -m wavemla.tools.stress --small --replays 20
 """
 
@@ -62,6 +65,10 @@ SMALL_MODES: dict[str, tuple[int, int, int, int, int]] = {
     "csa": (64, 64, 64, 64, 256),
     "hca": (64, 64, 128, 2, 128),
 }
+# --mode dense: (cached keys per request, page) of the paged dense decode (DeepSeek-V3 shapes; --small: tiny).
+DENSE_SHAPE = (4096, 64)
+SMALL_DENSE_SHAPE = (256, 16)
+MODE_CHOICES = (*sorted(MODES), "dense")
 NOISE_OPS = ("matmul", "memset", "alloc", "alloc_cross")
 DEFAULT_REPLAYS = 10_000
 SMALL_REPLAYS = 40
@@ -99,6 +106,12 @@ class StressConfig:
     extra_pool: int = 2048
     index_heads: int = INDEX_HEADS
     indexer_select: str | None = None  # the indexer's select path; None: the one it picks
+    seqlen: int = DENSE_SHAPE[0]  # dense: cached keys per request (variants draw shorter lengths)
+
+    @property
+    def dense(self) -> bool:
+        """The paged dense decode (``--mode dense``) instead of the sparse decode."""
+        return self.mode == "dense"
 
     @property
     def uses_indexer(self) -> bool:
@@ -173,8 +186,22 @@ class StressReport:
 def config_from_args(args: argparse.Namespace) -> StressConfig:
     """Resolve presets and defaults into a :class:`StressConfig`; raises ValueError naming a bad option."""
     small = bool(args.small)
-    shapes = (SMALL_MODES if small else MODES)[args.mode]
-    topk, page, extra_topk, extra_page, extra_pool = shapes
+    seqlen = 0
+    if args.mode == "dense":
+        seqlen, page = SMALL_DENSE_SHAPE if small else DENSE_SHAPE
+        topk, extra_topk, extra_page, extra_pool = 0, 0, 0, 0
+        seqlen = args.seqlen if args.seqlen is not None else seqlen
+    elif args.mode in MODES:
+        topk, page, extra_topk, extra_page, extra_pool = (SMALL_MODES if small else MODES)[args.mode]
+    else:
+        raise ValueError(f"--mode: expected one of {list(MODE_CHOICES)}, got {args.mode!r}")
+    if args.mode != "dense":
+        if args.seqlen is not None:
+            raise ValueError("--seqlen: the cached keys per request of --mode dense only")
+    elif args.batch_invariant:
+        raise ValueError("--batch-invariant: the sparse decode's mode; --mode dense has none")
+    elif args.indexer_select != "auto":
+        raise ValueError("--indexer-select: CSA layers only; --mode dense has no indexer")
     batches = tuple(args.batch) if args.batch else ((2, 3) if small else (48, 7, 96, 1))
     replays = args.replays if args.replays is not None else (SMALL_REPLAYS if small else DEFAULT_REPLAYS)
     graphs = args.graphs if args.graphs is not None else (2 if small else 4)
@@ -212,14 +239,17 @@ def config_from_args(args: argparse.Namespace) -> StressConfig:
         extra_pool=extra_pool,
         index_heads=16 if small else INDEX_HEADS,
         indexer_select=None if args.indexer_select == "auto" else args.indexer_select,
+        seqlen=seqlen,
     )
     validate_config(cfg)
     return cfg
 
 
 def validate_config(cfg: StressConfig) -> None:
-    if cfg.mode not in MODES:
-        raise ValueError(f"--mode: expected one of {sorted(MODES)}, got {cfg.mode!r}")
+    if cfg.mode not in MODE_CHOICES:
+        raise ValueError(f"--mode: expected one of {list(MODE_CHOICES)}, got {cfg.mode!r}")
+    if cfg.dense and cfg.seqlen < 1:
+        raise ValueError(f"--seqlen: expected a positive integer, got {cfg.seqlen}")
     if not cfg.batches or min(cfg.batches) < 1:
         raise ValueError(f"--batch: expected sizes >= 1, got {list(cfg.batches)}")
     if cfg.streams < 2 and not cfg.cpu:
@@ -362,6 +392,8 @@ def build_case(cfg: StressConfig, graph: int, device: torch.device | str) -> Gra
     b = cfg.batch_of(graph)
     q_dtype, idx_dtype = _dtypes(cfg)
     seed = cfg.seed * 1000 + graph
+    if cfg.dense:
+        return _dense_case(cfg, graph, b, seed, q_dtype, device)
     gen = torch.Generator().manual_seed(seed)
     dev_gen = torch.Generator(device=device).manual_seed(seed)  # bulk values are drawn where they live
     with_extra = cfg.extra_topk > 0 and not cfg.uses_indexer
@@ -407,6 +439,37 @@ def build_case(cfg: StressConfig, graph: int, device: torch.device | str) -> Gra
         fixed["block_table"] = table.to(device)
 
     variants = [_variant(cfg, base, b, v, gen, q_dtype, idx_dtype, device) for v in range(cfg.variants)]
+    static = {k: t.clone() for k, t in variants[0].items()}
+    return GraphCase(index=graph, batch=b, splits=cfg.splits_of(graph), fixed=fixed, static=static, variants=variants)
+
+
+def _dense_case(
+    cfg: StressConfig, graph: int, b: int, seed: int, q_dtype: torch.dtype, device: torch.device | str
+) -> GraphCase:
+    """Inputs of a dense graph: every request owns ``cfg.seqlen`` keys' worth of pages in a shuffled block table
+    (unreferenced rows poisoned); the variants change q and the lengths (variant 0: every request full, the others
+    drawn in ``[0, seqlen]``, so requests end mid-page, are empty or full)."""
+    import torch
+
+    from wavemla.testing import make_dense_decode_inputs
+
+    gen = torch.Generator().manual_seed(seed)
+    base = make_dense_decode_inputs(
+        lengths=[cfg.seqlen] * b,
+        s_q=cfg.s_q,
+        h_q=cfg.heads,
+        page=cfg.page,
+        fp8=cfg.fp8,
+        dtype=q_dtype,
+        device=device,
+        seed=seed,
+    )
+    fixed = {"k_cache": base["k_cache"], "block_table": base["block_table"]}
+    variants = []
+    for v in range(cfg.variants):
+        q = torch.randn((b, cfg.s_q, cfg.heads, 576), generator=gen).clamp(-1.0, 1.0).to(q_dtype).to(device)
+        lengths = torch.full((b,), cfg.seqlen) if v == 0 else torch.randint(0, cfg.seqlen + 1, (b,), generator=gen)
+        variants.append({"q": q, "cache_seqlens": lengths.to(torch.int32).to(device)})
     static = {k: t.clone() for k, t in variants[0].items()}
     return GraphCase(index=graph, batch=b, splits=cfg.splits_of(graph), fixed=fixed, static=static, variants=variants)
 
@@ -466,8 +529,20 @@ def _variant(
 def decode_step(
     cfg: StressConfig, fixed: dict[str, torch.Tensor], inputs: dict[str, torch.Tensor], meta: Any
 ) -> dict[str, torch.Tensor]:
-    """What a graph holds: (CSA) the lightning indexer, then the sparse decode; returns every output tensor."""
-    from wavemla.api import sparse_mla_decode
+    """What a graph holds: (CSA) the lightning indexer, then the sparse decode, or the paged dense decode (causal
+    for s_q > 1, FlashMLA's MTP semantics); returns every output tensor."""
+    from wavemla.api import dense_mla_decode, sparse_mla_decode
+
+    if cfg.dense:
+        out, lse = dense_mla_decode(
+            inputs["q"],
+            fixed["k_cache"],
+            fixed["block_table"],
+            inputs["cache_seqlens"],
+            causal=cfg.s_q > 1,
+            metadata=meta,
+        )
+        return {"out": out, "lse": lse}
 
     outs: dict[str, torch.Tensor] = {}
     extra: dict[str, torch.Tensor] = {}
@@ -513,14 +588,16 @@ def decode_step(
 
 
 @contextlib.contextmanager
-def _splits(n: int | None) -> Iterator[None]:
-    """Force ``WAVEMLA_NUM_SPLITS`` (tokens cut into pieces: the combine kernel runs); None: the planner decides."""
+def _splits(n: int | None, dense: bool = False) -> Iterator[None]:
+    """Force ``WAVEMLA_NUM_SPLITS`` (tokens cut into pieces: the combine kernel runs) or, for the dense decode,
+    ``WAVEMLA_TARGET_CTAS`` (``n`` program slots, each walking several requests' keys; requests cut between them are
+    merged by the combine); None: the planner decides."""
     from wavemla import config
 
     if n is None:
         yield
         return
-    with config.override(WAVEMLA_NUM_SPLITS=n):
+    with config.override(**{"WAVEMLA_TARGET_CTAS" if dense else "WAVEMLA_NUM_SPLITS": n}):
         yield
 
 
@@ -627,7 +704,7 @@ def _setup(cfg: StressConfig, device: torch.device, streams: _Streams, log: Any)
     for g in range(cfg.graphs):
         case = build_case(cfg, g, device)
         case.meta = shared if shared is not None else MLAMetadata()
-        with _splits(case.splits):
+        with _splits(case.splits, cfg.dense):
             # Eager reference outputs, each on fresh metadata (same plan: the planner is a pure function).
             for variant in case.variants:
                 outs = decode_step(cfg, case.fixed, variant, MLAMetadata())
@@ -646,6 +723,16 @@ def _setup(cfg: StressConfig, device: torch.device, streams: _Streams, log: Any)
                 torch.cuda.synchronize(device)
             else:
                 decode_step(cfg, case.fixed, case.static, case.meta)  # plan the metadata now
+        if cfg.dense:
+            d = case.meta.dense_plan
+            case.plan_note = (
+                f"graph {g}: b={case.batch} program slots={'auto' if case.splits is None else case.splits} "
+                f"BLOCK_H={d.config.block_h} BLOCK_N={d.config.block_n} parts={d.num_parts} programs={d.programs} "
+                f"combine={'yes' if d.num_parts > 1 else 'no'}"
+            )
+            log(case.plan_note)
+            cases.append(case)
+            continue
         p = case.meta.plan
         case.plan_note = (
             f"graph {g}: b={case.batch} splits={'auto' if case.splits is None else case.splits} "
@@ -768,7 +855,11 @@ def _collect(
 
 
 def summary(cfg: StressConfig, report: StressReport) -> str:
-    shape = f"mode={cfg.mode} h={cfg.heads} s_q={cfg.s_q} {'FP8 MODEL1' if cfg.fp8 else 'row'} caches"
+    if cfg.dense:
+        cache = "FP8 V3.2" if cfg.fp8 else "row"
+        shape = f"mode=dense h={cfg.heads} s_q={cfg.s_q} {cache} caches, {cfg.seqlen} keys per request"
+    else:
+        shape = f"mode={cfg.mode} h={cfg.heads} s_q={cfg.s_q} {'FP8 MODEL1' if cfg.fp8 else 'row'} caches"
     how = "CUDA graphs" if cfg.use_graphs else ("eager, interpreter" if cfg.cpu else "eager")
     lines = [
         f"wavemla stress: {report.replays} replays of {cfg.graphs} graph(s) on {cfg.streams} stream(s) ({how}), "
@@ -788,7 +879,20 @@ def summary(cfg: StressConfig, report: StressReport) -> str:
 
 # ------------------------------------------------------------------------------------------------------ CLI
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--mode", default="csa", choices=sorted(MODES), help="DSV4 layer type (default csa)")
+    parser.add_argument(
+        "--mode",
+        default="csa",
+        choices=MODE_CHOICES,
+        help="DSV4 layer type (default csa), or dense: the paged dense decode (DeepSeek-V3 shapes: d_qk 576, page "
+        f"{DENSE_SHAPE[1]})",
+    )
+    parser.add_argument(
+        "--seqlen",
+        type=int,
+        default=None,
+        help=f"dense: cached keys per request (default {DENSE_SHAPE[0]}; {SMALL_DENSE_SHAPE[0]} with --small); "
+        "variants draw shorter lengths",
+    )
     parser.add_argument(
         "--batch", type=int, nargs="+", default=None, help="requests per graph, cycled over graphs (default 48 7 96 1)"
     )
@@ -805,14 +909,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variants", type=int, default=3, help="input sets per graph (default 3)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--small", action="store_true", help="tiny shapes for compute-sanitizer runs")
-    parser.add_argument("--bf16", action="store_true", help="bf16 row caches instead of FP8 MODEL1")
+    parser.add_argument(
+        "--bf16", action="store_true", help="bf16 row caches instead of FP8 MODEL1 (dense: instead of FP8 V3.2)"
+    )
     parser.add_argument("--no-indexer", action="store_true", help="CSA: random compressed indices, no indexer")
     parser.add_argument(
         "--splits",
         nargs="+",
         default=None,
         help="WAVEMLA_NUM_SPLITS per graph, cycled ('auto': the planner); default: auto 3 (auto 2 with "
-        "--batch-invariant, where the count must divide the tiles per token), so the combine runs",
+        "--batch-invariant, where the count must divide the tiles per token), so the combine runs; with --mode "
+        "dense the program slots (WAVEMLA_TARGET_CTAS) instead",
     )
     parser.add_argument("--batch-invariant", action="store_true", help="decode with batch_invariant=True")
     parser.add_argument("--noise-mm", type=int, default=None, help="noise matmul size (default 2048; 256 --small)")
