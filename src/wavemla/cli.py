@@ -13,7 +13,10 @@ from collections.abc import Sequence
 
 # verb -> (module, one-line help). Keep alphabetical inside each group.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("wavemla.tools.demo", "run one DSV4-Flash CSA decode step and check it against the fp64 reference"),
+    "demo": (
+        "wavemla.tools.demo",
+        "run one DSV4-Flash CSA decode step (--dense: a V3 paged dense step) and check it against the fp64 reference",
+    ),
     "bench": ("wavemla.tools.bench", "time sparse decode at DSV4 shapes, or --dense paged decode at V3 shapes"),
     "layer-bench": ("wavemla.tools.layer_bench", "time one DSV4-Flash decoder layer by component; traces for trace"),
     "env": ("wavemla.tools.envinfo", "print versions, the device and every WAVEMLA_* knob"),

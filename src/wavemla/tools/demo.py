@@ -3,17 +3,26 @@
 On a CUDA GPU: batch 64, 64 heads, a 128-row sliding window (FP8 MODEL1, page 256) plus 512 compressed rows picked
 from 2048 (page 64), sink on; timed with CUDA-graph replay and a flushed L2 against the copy and GEMM ceilings
 measured in the same run. Without a GPU: a reduced shape through Triton's interpreter (fp16 q), checked the same way.
+
+``--dense`` runs a DeepSeek-V3 paged dense decode step instead (d_qk 576, d_v 512, page 64): on a GPU batch 64, 128
+heads, 4096 cached keys per request, bf16 rows (``--fp8``: the FP8 V3.2 cache), timed the same way; without a GPU
+batch 2, 16 heads, 200 keys per request, fp16 rows.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=None, help="requests (default: 64 on GPU, 2 on CPU)")
     parser.add_argument("--cpu", action="store_true", help="use the interpreter even when a GPU is present")
+    parser.add_argument(
+        "--dense", action="store_true", help="a DeepSeek-V3 paged dense decode step instead (d_qk 576, page 64)"
+    )
+    parser.add_argument("--fp8", action="store_true", help="with --dense: the FP8 V3.2 cache instead of bf16 rows")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -21,9 +30,20 @@ def run(args: argparse.Namespace) -> int:
 
     from wavemla import config
 
+    if args.batch is not None and args.batch < 1:
+        print(f"wavemla demo: --batch: expected a positive integer, got {args.batch}", file=sys.stderr)
+        return 2
+    if args.fp8 and not args.dense:
+        print(
+            "wavemla demo: --fp8: the dense step's cache format (the sparse step always reads FP8 MODEL1); add --dense",
+            file=sys.stderr,
+        )
+        return 2
     on_gpu = torch.cuda.is_available() and not args.cpu
     if not on_gpu:
         config.use_triton_interpreter()
+    if args.dense:
+        return _run_dense(args, on_gpu)
     from wavemla import get_mla_metadata, sparse_mla_decode
     from wavemla.reference import sparse_decode_ref
     from wavemla.testing import TOLERANCES, check_close, make_sparse_decode_inputs
@@ -72,6 +92,66 @@ def run(args: argparse.Namespace) -> int:
         print(f"  time: {med:.1f} us median (p20 {p20:.1f}, p80 {p80:.1f}; CUDA graph, L2 flushed)")
         print(
             f"  {flops / med / 1e6:.1f} TFLOP/s, {nbytes / med / 1e3:.0f} GB/s; ceilings: GEMM "
+            f"{ceilings.gemm_tflops:.0f} TFLOP/s, copy {ceilings.copy_gbps:.0f} GB/s -> roofline {floor:.1f} us, "
+            f"{100 * floor / med:.0f}% of roofline"
+        )
+    else:
+        print(f"  interpreter run: {first_s:.2f} s for {flops / 1e6:.1f} MFLOP (timing is not meaningful on CPU)")
+    bad = [p for p in problems if p]
+    for p in bad:
+        print(f"  MISMATCH: {p}")
+    print("  result: " + ("FAIL" if bad else "PASS (matches the reference within FlashMLA's tolerances)"))
+    return 1 if bad else 0
+
+
+def _run_dense(args: argparse.Namespace, on_gpu: bool) -> int:
+    """One DeepSeek-V3 paged dense decode step, checked against the fp64 reference (and timed on a GPU)."""
+    import torch
+
+    from wavemla import dense_mla_decode, get_mla_metadata
+    from wavemla.reference import dense_decode_ref
+    from wavemla.testing import TOLERANCES, check_close, dense_out_tolerance, make_dense_decode_inputs
+    from wavemla.tools.bench import dense_traffic, measure_ceilings, timings_us
+
+    if on_gpu:
+        b, h, seqlen = args.batch or 64, 128, 4096
+        dtype, device, lane = torch.bfloat16, "cuda", "gpu"
+    else:
+        b, h, seqlen = args.batch or 2, 16, 200
+        dtype, device, lane = torch.float16, "cpu", "interp"
+    page = 64
+    where = "GPU " + torch.cuda.get_device_name() if on_gpu else "CPU (Triton interpreter)"
+    cache = "FP8 V3.2 cache (656 B per key)" if args.fp8 else f"{str(dtype).removeprefix('torch.')} rows"
+    print(f"wavemla demo: DeepSeek-V3 paged dense decode step on {where}")
+    print(f"  b={b} s_q=1 h={h} d_qk=576 d_v=512, {seqlen} keys per request (page {page}), {cache}")
+    inputs = make_dense_decode_inputs(
+        lengths=[seqlen] * b, h_q=h, page=page, fp8=args.fp8, dtype=dtype, device=device, seed=0
+    )
+    meta, _ = get_mla_metadata()
+    t0 = time.perf_counter()
+    out, lse = dense_mla_decode(**inputs, metadata=meta)
+    if on_gpu:
+        torch.cuda.synchronize()
+    first_s = time.perf_counter() - t0
+    ref_out, ref_lse = dense_decode_ref(**inputs)
+    problems = [
+        check_close("out", out, ref_out, dense_out_tolerance(inputs["k_cache"], lane)),
+        check_close("lse", lse, ref_lse, TOLERANCES[("lse", lane)]),
+    ]
+    err = (out.double() - ref_out).abs().max().item()
+    lse_err = (lse.double() - ref_lse).abs().max().item()
+    assert meta.dense_plan is not None
+    print(f"  plan: {meta.dense_plan.reasons[-1]}")
+    print(f"  max |out - ref| = {err:.2e}, max |lse - ref| = {lse_err:.2e} (fp64 reference on the same rows)")
+    flops, nbytes = dense_traffic([seqlen] * b, 1, h, 576, args.fp8, page)
+    if on_gpu:
+        ceilings = measure_ceilings()
+        p20, med, p80 = timings_us(lambda: dense_mla_decode(**inputs, metadata=meta), reps=50, graph=True)
+        floor = max(flops / (ceilings.gemm_tflops * 1e6), nbytes / (ceilings.copy_gbps * 1e3))
+        print(f"  time: {med:.1f} us median (p20 {p20:.1f}, p80 {p80:.1f}; CUDA graph, L2 flushed)")
+        print(
+            f"  {flops / med / 1e6:.1f} TFLOP/s, {nbytes / med / 1e3:.0f} GB/s "
+            f"({100 * nbytes / med / 1e3 / ceilings.copy_gbps:.0f}% of copy); ceilings: GEMM "
             f"{ceilings.gemm_tflops:.0f} TFLOP/s, copy {ceilings.copy_gbps:.0f} GB/s -> roofline {floor:.1f} us, "
             f"{100 * floor / med:.0f}% of roofline"
         )
