@@ -64,3 +64,30 @@ def test_gpu_demo_passes(argv: tuple[str, ...], capsys: pytest.CaptureFixture[st
     code, out, _ = _run(capsys, *argv)
     assert code == 0, out
     assert "result: PASS" in out and "% of roofline" in out
+
+
+def test_gpu_report_lines(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The GPU form of the report (timing, throughput, % of copy and of roofline) from stand-in measurements, so
+    that the lines the GPU prints are checked on every lane."""
+    from wavemla.testing import TOLERANCES
+    from wavemla.tools import bench
+
+    monkeypatch.setattr(bench, "measure_ceilings", lambda: bench.Ceilings(copy_gbps=4000.0, gemm_tflops=800.0))
+    monkeypatch.setattr(bench, "timings_us", lambda fn, reps, graph: (9.0, 10.0, 11.0))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    out = torch.ones(1, 1, 2, 512)
+    lse = torch.zeros(1, 2, 1)
+    code = demo._check_and_time(
+        lambda: (out, lse),
+        lambda: (out.double(), lse.double()),
+        lambda: "a plan",
+        (TOLERANCES[("out", "gpu")], TOLERANCES[("lse", "gpu")]),
+        (4e6, 2e7),  # 4 MFLOP and 20 MB in 10 µs: 0.4 TFLOP/s, 2000 GB/s
+        True,
+        "rows",
+    )
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert "time: 10.0 us median (p20 9.0, p80 11.0; CUDA graph, L2 flushed)" in text
+    assert "0.4 TFLOP/s, 2000 GB/s (50% of copy); ceilings: GEMM 800 TFLOP/s, copy 4000 GB/s" in text
+    assert "roofline 5.0 us, 50% of roofline" in text and "result: PASS" in text

@@ -14,6 +14,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+    from wavemla.testing import Tolerance
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_dense(args, on_gpu)
     from wavemla import get_mla_metadata, sparse_mla_decode
     from wavemla.reference import sparse_decode_ref
-    from wavemla.testing import TOLERANCES, check_close, make_sparse_decode_inputs
-    from wavemla.tools.bench import measure_ceilings, timings_us, traffic
+    from wavemla.testing import TOLERANCES, make_sparse_decode_inputs
+    from wavemla.tools.bench import traffic
 
     if on_gpu:
         b = args.batch or 64
@@ -57,8 +64,7 @@ def run(args: argparse.Namespace) -> int:
         b = args.batch or 2
         shape = dict(batch=b, h_q=64, topk=128, page=256, extra_topk=128, extra_page=64, extra_pool=512)
         dtype, device, lane = torch.float16, "cpu", "interp"
-    where = "GPU " + torch.cuda.get_device_name() if on_gpu else "CPU (Triton interpreter)"
-    print(f"wavemla demo: DSV4-Flash CSA decode step on {where}")
+    print(f"wavemla demo: DSV4-Flash CSA decode step on {_where(on_gpu)}")
     print(
         f"  b={b} s_q=1 h=64 d=512, window {shape['topk']} rows (page 256) + {shape['extra_topk']} compressed rows "
         f"(page 64), FP8 MODEL1 cache, attention sink on"
@@ -66,32 +72,67 @@ def run(args: argparse.Namespace) -> int:
     inputs = make_sparse_decode_inputs(**shape, fp8=True, dtype=dtype, device=device, seed=0)
     kwargs = {k: v for k, v in inputs.items() if v is not None}
     meta, _ = get_mla_metadata()
+
+    def reference() -> tuple[torch.Tensor, torch.Tensor]:
+        return sparse_decode_ref(
+            kwargs["q"], kwargs["kv_cache"], kwargs["indices"], extra_kv_cache=kwargs["extra_kv_cache"],
+            extra_indices=kwargs["extra_indices"], attn_sink=kwargs["attn_sink"],
+        )  # fmt: skip
+
+    return _check_and_time(
+        lambda: sparse_mla_decode(**kwargs, metadata=meta),
+        reference,
+        lambda: meta.plan.reasons[-1] if meta.plan is not None else "none",
+        (TOLERANCES[("out", lane)], TOLERANCES[("lse", lane)]),
+        traffic(inputs),
+        on_gpu,
+        "FP8 rows",
+    )
+
+
+def _where(on_gpu: bool) -> str:
+    import torch
+
+    return "GPU " + torch.cuda.get_device_name() if on_gpu else "CPU (Triton interpreter)"
+
+
+def _check_and_time(
+    call: Callable[[], tuple[torch.Tensor, torch.Tensor]],
+    reference: Callable[[], tuple[torch.Tensor, torch.Tensor]],
+    plan_reason: Callable[[], str],
+    tolerances: tuple[Tolerance, Tolerance],
+    work: tuple[float, float],
+    on_gpu: bool,
+    rows: str,
+) -> int:
+    """Run ``call`` (first, before the reference allocates), compare it with the fp64 ``reference`` within the
+    (out, lse) tolerances, print the plan and the errors, time it on a GPU against the ceilings measured in the same
+    run (``work``: its FLOPs and bytes), print the result; returns the exit code."""
+    import torch
+
+    from wavemla.testing import check_close
+    from wavemla.tools.bench import measure_ceilings, timings_us
+
     t0 = time.perf_counter()
-    out, lse = sparse_mla_decode(**kwargs, metadata=meta)
+    out, lse = call()
     if on_gpu:
         torch.cuda.synchronize()
     first_s = time.perf_counter() - t0
-    ref_out, ref_lse = sparse_decode_ref(
-        kwargs["q"], kwargs["kv_cache"], kwargs["indices"], extra_kv_cache=kwargs["extra_kv_cache"],
-        extra_indices=kwargs["extra_indices"], attn_sink=kwargs["attn_sink"],
-    )  # fmt: skip
-    problems = [
-        check_close("out", out, ref_out, TOLERANCES[("out", lane)]),
-        check_close("lse", lse, ref_lse, TOLERANCES[("lse", lane)]),
-    ]
+    ref_out, ref_lse = reference()
+    problems = [check_close("out", out, ref_out, tolerances[0]), check_close("lse", lse, ref_lse, tolerances[1])]
     err = (out.double() - ref_out).abs().max().item()
     lse_err = (lse.double() - ref_lse).abs().max().item()
-    assert meta.plan is not None
-    print(f"  plan: {meta.plan.reasons[-1]}")
-    print(f"  max |out - ref| = {err:.2e}, max |lse - ref| = {lse_err:.2e} (fp64 reference on the same FP8 rows)")
-    flops, nbytes = traffic(inputs)
+    print(f"  plan: {plan_reason()}")
+    print(f"  max |out - ref| = {err:.2e}, max |lse - ref| = {lse_err:.2e} (fp64 reference on the same {rows})")
+    flops, nbytes = work
     if on_gpu:
         ceilings = measure_ceilings()
-        p20, med, p80 = timings_us(lambda: sparse_mla_decode(**kwargs, metadata=meta), reps=50, graph=True)
+        p20, med, p80 = timings_us(call, reps=50, graph=True)
         floor = max(flops / (ceilings.gemm_tflops * 1e6), nbytes / (ceilings.copy_gbps * 1e3))
         print(f"  time: {med:.1f} us median (p20 {p20:.1f}, p80 {p80:.1f}; CUDA graph, L2 flushed)")
         print(
-            f"  {flops / med / 1e6:.1f} TFLOP/s, {nbytes / med / 1e3:.0f} GB/s; ceilings: GEMM "
+            f"  {flops / med / 1e6:.1f} TFLOP/s, {nbytes / med / 1e3:.0f} GB/s "
+            f"({100 * nbytes / med / 1e3 / ceilings.copy_gbps:.0f}% of copy); ceilings: GEMM "
             f"{ceilings.gemm_tflops:.0f} TFLOP/s, copy {ceilings.copy_gbps:.0f} GB/s -> roofline {floor:.1f} us, "
             f"{100 * floor / med:.0f}% of roofline"
         )
@@ -110,8 +151,8 @@ def _run_dense(args: argparse.Namespace, on_gpu: bool) -> int:
 
     from wavemla import dense_mla_decode, get_mla_metadata
     from wavemla.reference import dense_decode_ref
-    from wavemla.testing import TOLERANCES, check_close, dense_out_tolerance, make_dense_decode_inputs
-    from wavemla.tools.bench import dense_traffic, measure_ceilings, timings_us
+    from wavemla.testing import TOLERANCES, dense_out_tolerance, make_dense_decode_inputs
+    from wavemla.tools.bench import dense_traffic
 
     if on_gpu:
         b, h, seqlen = args.batch or 64, 128, 4096
@@ -120,45 +161,19 @@ def _run_dense(args: argparse.Namespace, on_gpu: bool) -> int:
         b, h, seqlen = args.batch or 2, 16, 200
         dtype, device, lane = torch.float16, "cpu", "interp"
     page = 64
-    where = "GPU " + torch.cuda.get_device_name() if on_gpu else "CPU (Triton interpreter)"
     cache = "FP8 V3.2 cache (656 B per key)" if args.fp8 else f"{str(dtype).removeprefix('torch.')} rows"
-    print(f"wavemla demo: DeepSeek-V3 paged dense decode step on {where}")
+    print(f"wavemla demo: DeepSeek-V3 paged dense decode step on {_where(on_gpu)}")
     print(f"  b={b} s_q=1 h={h} d_qk=576 d_v=512, {seqlen} keys per request (page {page}), {cache}")
     inputs = make_dense_decode_inputs(
         lengths=[seqlen] * b, h_q=h, page=page, fp8=args.fp8, dtype=dtype, device=device, seed=0
     )
     meta, _ = get_mla_metadata()
-    t0 = time.perf_counter()
-    out, lse = dense_mla_decode(**inputs, metadata=meta)
-    if on_gpu:
-        torch.cuda.synchronize()
-    first_s = time.perf_counter() - t0
-    ref_out, ref_lse = dense_decode_ref(**inputs)
-    problems = [
-        check_close("out", out, ref_out, dense_out_tolerance(inputs["k_cache"], lane)),
-        check_close("lse", lse, ref_lse, TOLERANCES[("lse", lane)]),
-    ]
-    err = (out.double() - ref_out).abs().max().item()
-    lse_err = (lse.double() - ref_lse).abs().max().item()
-    assert meta.dense_plan is not None
-    print(f"  plan: {meta.dense_plan.reasons[-1]}")
-    print(f"  max |out - ref| = {err:.2e}, max |lse - ref| = {lse_err:.2e} (fp64 reference on the same rows)")
-    flops, nbytes = dense_traffic([seqlen] * b, 1, h, 576, args.fp8, page)
-    if on_gpu:
-        ceilings = measure_ceilings()
-        p20, med, p80 = timings_us(lambda: dense_mla_decode(**inputs, metadata=meta), reps=50, graph=True)
-        floor = max(flops / (ceilings.gemm_tflops * 1e6), nbytes / (ceilings.copy_gbps * 1e3))
-        print(f"  time: {med:.1f} us median (p20 {p20:.1f}, p80 {p80:.1f}; CUDA graph, L2 flushed)")
-        print(
-            f"  {flops / med / 1e6:.1f} TFLOP/s, {nbytes / med / 1e3:.0f} GB/s "
-            f"({100 * nbytes / med / 1e3 / ceilings.copy_gbps:.0f}% of copy); ceilings: GEMM "
-            f"{ceilings.gemm_tflops:.0f} TFLOP/s, copy {ceilings.copy_gbps:.0f} GB/s -> roofline {floor:.1f} us, "
-            f"{100 * floor / med:.0f}% of roofline"
-        )
-    else:
-        print(f"  interpreter run: {first_s:.2f} s for {flops / 1e6:.1f} MFLOP (timing is not meaningful on CPU)")
-    bad = [p for p in problems if p]
-    for p in bad:
-        print(f"  MISMATCH: {p}")
-    print("  result: " + ("FAIL" if bad else "PASS (matches the reference within FlashMLA's tolerances)"))
-    return 1 if bad else 0
+    return _check_and_time(
+        lambda: dense_mla_decode(**inputs, metadata=meta),
+        lambda: dense_decode_ref(**inputs),
+        lambda: meta.dense_plan.reasons[-1] if meta.dense_plan is not None else "none",
+        (dense_out_tolerance(inputs["k_cache"], lane), TOLERANCES[("lse", lane)]),
+        dense_traffic([seqlen] * b, 1, h, 576, args.fp8, page),
+        on_gpu,
+        "FP8 rows" if args.fp8 else "rows",
+    )
