@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +30,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import DEVICE, HAS_CUDA
-from test_hostile_inputs import INT32_MAX, INT32_MIN, _bad_scale, _int_values, _placed, _q
+from test_hostile_inputs import (
+    INT32_MAX,
+    INT32_MIN,
+    _bad_scale,
+    _examples,
+    _int_values,
+    _placed,
+    _q,
+    _set,
+    expect_named_error,
+    long_run,
+)
 from wavemla import config, dense_mla_decode, flash_mla_with_kvcache, get_mla_metadata
 from wavemla.reference import dense_decode_ref
 from wavemla.reference.fp8_v32 import BYTES_PER_TOKEN as V32_BYTES
@@ -50,13 +60,6 @@ TILE_KNOBS: dict[str, dict[str, int]] = {
     "keys_major": dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64, WAVEMLA_NUM_WARPS=8, WAVEMLA_NUM_STAGES=2),
     "fp8_rows64": dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_WARPS=8, WAVEMLA_NUM_STAGES=1),
 }
-
-
-def _examples() -> int:
-    """The module constant, unless a non-default hypothesis profile was loaded (then its max_examples)."""
-    if settings.get_current_profile_name() == "default":
-        return DENSE_EXAMPLES
-    return settings.default.max_examples
 
 
 # ------------------------------------------------------------------------------------------------ the reference
@@ -259,10 +262,7 @@ def call(case: Case) -> tuple[torch.Tensor, torch.Tensor]:
 def check_case(case: Case) -> None:
     where = "; ".join(case.notes)
     if case.expect is not None:
-        with pytest.raises(ValueError) as info:
-            call(case)
-        message = str(info.value)
-        assert message.startswith(case.expect + ":"), f"expected a ValueError naming {case.expect!r}, got {message!r}"
+        expect_named_error(lambda: call(case), case.expect)
         return
     try:
         out, lse = call(case)
@@ -291,14 +291,6 @@ def check_case(case: Case) -> None:
 
 
 # -------------------------------------------------------------------------------------------------- mutations
-def _set(key: str, value: Any, expect: str) -> Callable[[Case, torch.Generator], str]:
-    def mutate(case: Case, gen: torch.Generator) -> str:
-        case.kwargs[key] = value(case.kwargs) if callable(value) else value
-        return expect
-
-    return mutate
-
-
 def _flash(key: str, value: Any, expect: str | None = None) -> Callable[[Case, torch.Generator], str]:
     """An argument only flash_mla_with_kvcache has (or one it passes on), set on that entry point."""
 
@@ -461,7 +453,7 @@ MUTATIONS: dict[str, Callable[[Case, torch.Generator], str]] = {
 
 # ------------------------------------------------------------------------------------------------------ tests
 DENSE_SETTINGS = settings(
-    max_examples=_examples(),
+    max_examples=_examples(DENSE_EXAMPLES),
     deadline=None,
     database=None,
     derandomize=True,
@@ -526,24 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the property test with more examples (random seeds), outside pytest."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--examples", type=int, default=1000)
-    args = parser.parse_args(argv)
-    counter = {"n": 0, "errors": 0}
-
-    def body(case: Case) -> None:
-        counter["n"] += 1
-        counter["errors"] += case.expect is not None
-        check_case(case)
-
-    run = settings(
-        max_examples=args.examples,
-        deadline=None,
-        database=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )(given(case=cases())(body))
-    start = time.time()
-    run()
-    print(f"{counter['n']} cases ({counter['errors']} with an invalid argument) in {time.time() - start:.0f} s: passed")
-    return 0
+    return long_run(cases(), check_case, parser.parse_args(argv).examples)
 
 
 if __name__ == "__main__":

@@ -49,11 +49,19 @@ REPO = Path(__file__).resolve().parents[1]
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
-def _examples() -> int:
-    """The module constant, unless a non-default hypothesis profile was loaded (then its max_examples)."""
+def _examples(default: int = HOSTILE_EXAMPLES) -> int:
+    """``default``, unless a non-default hypothesis profile was loaded (then its max_examples)."""
     if settings.get_current_profile_name() == "default":
-        return HOSTILE_EXAMPLES
+        return default
     return settings.default.max_examples
+
+
+def expect_named_error(run: Callable[[], Any], name: str) -> None:
+    """``run()`` raises a ValueError whose message starts with the argument's name."""
+    with pytest.raises(ValueError) as info:
+        run()
+    message = str(info.value)
+    assert message.startswith(name + ":"), f"expected a ValueError naming {name!r}, got {message!r}"
 
 
 # ------------------------------------------------------------------------------------------------ the reference
@@ -374,10 +382,7 @@ def call(case: Case) -> tuple[torch.Tensor, torch.Tensor]:
 def check_case(case: Case) -> None:
     where = "; ".join(case.notes)
     if case.expect is not None:
-        with pytest.raises(ValueError) as info:
-            call(case)
-        message = str(info.value)
-        assert message.startswith(case.expect + ":"), f"expected a ValueError naming {case.expect!r}, got {message!r}"
+        expect_named_error(lambda: call(case), case.expect)
         return
     try:
         out, lse = call(case)
@@ -786,24 +791,21 @@ def test_reliability_doc_lists_every_api_check() -> None:
 
 
 # ------------------------------------------------------------------------------------------------ long runs
-def main(argv: list[str] | None = None) -> int:
-    """Run the property test with more examples (random seeds), outside pytest."""
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--examples", type=int, default=2000)
-    args = parser.parse_args(argv)
+def long_run(strategy: Any, check: Callable[[Any], None], examples: int) -> int:
+    """Check ``examples`` cases drawn from ``strategy`` (random seeds, outside pytest); prints the counts."""
     counter = {"n": 0, "errors": 0}
 
-    def body(case: Case) -> None:
+    def body(case: Any) -> None:
         counter["n"] += 1
         counter["errors"] += case.expect is not None
-        check_case(case)
+        check(case)
 
     run = settings(
-        max_examples=args.examples,
+        max_examples=examples,
         deadline=None,
         database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )(given(case=cases())(body))
+    )(given(case=strategy)(body))
     t0 = time.perf_counter()
     run()
     seconds = time.perf_counter() - t0
@@ -812,6 +814,13 @@ def main(argv: list[str] | None = None) -> int:
         f"passed in {seconds:.0f} s ({math.ceil(seconds / max(counter['n'], 1) * 1000)} ms/case) on {DEVICE}"
     )
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the property test with more examples (random seeds), outside pytest."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--examples", type=int, default=2000)
+    return long_run(cases(), check_case, parser.parse_args(argv).examples)
 
 
 if __name__ == "__main__":
