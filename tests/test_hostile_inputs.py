@@ -56,12 +56,19 @@ def _examples(default: int = HOSTILE_EXAMPLES) -> int:
     return settings.default.max_examples
 
 
-def expect_named_error(run: Callable[[], Any], name: str) -> None:
-    """``run()`` raises a ValueError whose message starts with the argument's name."""
-    with pytest.raises(ValueError) as info:
-        run()
-    message = str(info.value)
-    assert message.startswith(name + ":"), f"expected a ValueError naming {name!r}, got {message!r}"
+def outcome(expect: str | None, run: Callable[[], Any], where: str) -> Any:
+    """With ``expect`` (an argument's name): check that ``run()`` raises a ValueError whose message starts with it and
+    return None. Without: ``run()``'s result (a valid call must not be refused)."""
+    if expect is not None:
+        with pytest.raises(ValueError) as info:
+            run()
+        message = str(info.value)
+        assert message.startswith(expect + ":"), f"expected a ValueError naming {expect!r}, got {message!r}"
+        return None
+    try:
+        return run()
+    except ValueError as exc:
+        raise AssertionError(f"valid input refused: {exc} [{where}]") from exc
 
 
 # ------------------------------------------------------------------------------------------------ the reference
@@ -381,13 +388,10 @@ def call(case: Case) -> tuple[torch.Tensor, torch.Tensor]:
 
 def check_case(case: Case) -> None:
     where = "; ".join(case.notes)
-    if case.expect is not None:
-        expect_named_error(lambda: call(case), case.expect)
+    result = outcome(case.expect, lambda: call(case), where)
+    if result is None:
         return
-    try:
-        out, lse = call(case)
-    except ValueError as exc:  # a valid call must not be refused
-        raise AssertionError(f"valid input refused: {exc} [{where}]") from exc
+    out, lse = result
     kw = case.kwargs
     q = kw["q"]
     assert out.dtype == q.dtype and tuple(out.shape) == tuple(q.shape), where
