@@ -12,7 +12,7 @@ import torch
 
 from wavemla import cli, config
 from wavemla.device import PRESETS
-from wavemla.plan import Workload, clear_caches, plan
+from wavemla.plan import DenseWorkload, Workload, clear_caches, plan, plan_dense
 from wavemla.tools import plan_cli
 
 
@@ -80,6 +80,43 @@ def test_json_matches_the_planner(capsys: pytest.CaptureFixture[str]) -> None:
             assert key in r
 
 
+def test_dense_text_table_fits_sm120(capsys: pytest.CaptureFixture[str]) -> None:
+    """The dense decode with the FP8 V3.2 cache on a 99 KB/block part: the planner's tiles fit, and the table is the
+    planner's."""
+    code, out, err = _run(capsys, "--gpu", "rtx-pro-6000", "--mode", "dense", "--heads", "128", "--seqlen", "16384",
+                          "--batch", "1", "32", "128")  # fmt: skip
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[1] == "DENSE decode: h=128, s_q=1, d_qk 576, 16384 keys per block table, FP8 V3.2 cache"
+    assert lines[3].split() == ["b", "config", "smem", "KB", "regs", "prog/SM", "parts", "programs", "seg", "tiles",
+                                "pred", "us", "us/req"]  # fmt: skip
+    device = PRESETS["rtx-pro-6000"]
+    for i, b in enumerate((1, 32, 128)):
+        p = plan_dense(DenseWorkload(batch=b, s_q=1, h_q=128, max_seqlen=16384, is_fp8=True), device)
+        cols = lines[4 + i].split()
+        assert cols[0] == str(b) and cols[1] == str(p.config)
+        assert p.resources.smem_bytes <= device.smem_per_block and p.programs_per_sm >= 1
+        assert float(cols[2]) == pytest.approx(p.resources.smem_bytes / 1024, abs=0.05)
+        assert int(cols[4]) == p.programs_per_sm and int(cols[5]) == p.num_parts and int(cols[6]) == p.programs
+        assert int(cols[7]) == p.segment_overhead
+        assert float(cols[-2]) == pytest.approx(p.predicted_us, abs=0.05)
+        assert f"b={b}: why {p.config}" in out
+
+
+def test_dense_json_matches_the_planner(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "--gpu", "h200", "--mode", "dense", "--bf16", "--d-qk", "512", "--s-q", "2",
+                        "--batch", "4", "64", "--json")  # fmt: skip
+    assert code == 0
+    info = json.loads(out)
+    assert info["workload"] == {"mode": "dense", "heads": 64, "seqlen": 4096, "d_qk": 512, "s_q": 2, "fp8": False}
+    for r in info["plans"]:
+        workload = DenseWorkload(batch=r["batch"], s_q=2, h_q=64, d_qk=512, max_seqlen=4096, is_fp8=False)
+        p = plan_dense(workload, PRESETS["h200"])
+        assert r["config"] == str(p.config) and r["parts"] == p.num_parts and r["programs"] == p.programs
+        assert r["predicted_us"] == pytest.approx(p.predicted_us) and r["reasons"] == list(p.reasons)
+        assert r["us_per_request"] == pytest.approx(p.predicted_us / r["batch"])
+
+
 def test_swa_and_bf16(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "--gpu", "a100", "--mode", "swa", "--window", "256", "--bf16", "--batch", "8",
                         "--json")  # fmt: skip
@@ -114,6 +151,14 @@ def test_auto_without_a_gpu_says_what_to_do(capsys: pytest.CaptureFixture[str]) 
         pytest.param(["--window", "0"], "--window", id="window-0"),
         pytest.param(["--topk", "0"], "--topk", id="topk-0"),
         pytest.param(["--mode", "swa", "--topk", "512"], "--topk: swa layers", id="swa-with-topk"),
+        pytest.param(["--seqlen", "4096"], "--seqlen: an option of --mode dense", id="seqlen-sparse"),
+        pytest.param(["--d-qk", "576"], "--d-qk: an option of --mode dense", id="d-qk-sparse"),
+        pytest.param(["--mode", "dense", "--window", "64"], "--window: an option of the sparse", id="window-dense"),
+        pytest.param(["--mode", "dense", "--topk", "512"], "--topk: an option of the sparse", id="topk-dense"),
+        pytest.param(["--mode", "dense", "--seqlen", "0"], "--seqlen: expected >= 1", id="seqlen-0"),
+        pytest.param(["--mode", "dense", "--d-qk", "512"], "--d-qk: the FP8 V3.2 cache", id="d-qk-fp8"),
+        pytest.param(["--mode", "dense", "--bf16", "--d-qk", "640"], "--d-qk: expected 576", id="d-qk-640"),
+        pytest.param(["--mode", "dense", "--heads", "0"], "--heads", id="dense-heads-0"),
     ],
 )
 def test_bad_arguments_exit_2_naming_them(capsys: pytest.CaptureFixture[str], argv: list[str], says: str) -> None:
@@ -140,6 +185,13 @@ def test_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert code == 0 and f"wrote {path}" in out
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+def test_dense_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "dense.png"
+    code, out, _ = _run(capsys, "--gpu", "h200", "--mode", "dense", "--batch", "8", "24", "--png", str(path))
+    assert code == 0 and f"wrote {path}" in out and path.read_bytes()[:4] == b"\x89PNG"
 
 
 def test_png_needs_no_pyplot() -> None:

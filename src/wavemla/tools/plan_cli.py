@@ -7,17 +7,24 @@ it prints the configuration, its shared memory and registers, programs per SM, p
 (the busy fraction of the launch's program slots), predicted time and predicted µs per request, and the reasons.
 ``--json`` prints the same as one JSON object; ``--png`` plots predicted µs per request against batch size.
 
+``--mode dense`` plans the paged dense decode (DeepSeek-V3 / Kimi-K2 / GLM: d_qk ``--d-qk``, block tables of
+``--seqlen`` keys, FP8 V3.2 or ``--bf16`` rows): per batch the tile, its resources, programs per SM, the parts the
+device scheduler balances the keys over, programs, the segment overhead in tiles, predicted time and the reasons.
+
 Example::
 
     wavemla plan --gpu rtx-pro-6000 --heads 64 --topk 512 --batch 48 64 80 96
     wavemla plan --gpu h200 --mode hca --batch 1 8 64 256 --json
+    wavemla plan --gpu rtx-pro-6000 --mode dense --heads 128 --seqlen 16384 --batch 1 32 128
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -26,6 +33,8 @@ from wavemla.device import KIB, DeviceSpec, NoCudaDeviceError, current_spec, get
 # Compressed index width per layer kind (DeepSeek-V4: CSA 512 and HCA 1024 as in FlashMLA's MODEL1 benchmark).
 DEFAULT_TOPK = {"csa": 512, "hca": 1024, "swa": 0}
 DEFAULT_WINDOW = 128
+MODES = (*sorted(DEFAULT_TOPK), "dense")
+DEFAULT_SEQLEN = 4096  # dense: keys a block table holds (max_blocks · page)
 
 
 def resolve_gpu(name: str) -> DeviceSpec:
@@ -41,6 +50,19 @@ def resolve_gpu(name: str) -> DeviceSpec:
         return get_spec(name)
     except ValueError as exc:
         raise ValueError(f"--gpu: {exc}") from None
+
+
+def _check_common(heads: int, s_q: int, batches: list[int]) -> None:
+    """The checks every mode shares (ValueError naming the option)."""
+    if not 1 <= heads <= 128:
+        raise ValueError(f"--heads: expected 1..128 query heads, got {heads}")
+    if not 1 <= s_q <= 4:
+        raise ValueError(f"--s-q: expected 1..4 query tokens per request, got {s_q}")
+    if not batches:
+        raise ValueError("--batch: give at least one batch size")
+    bad = [b for b in batches if b < 1]
+    if bad:
+        raise ValueError(f"--batch: batch sizes must be >= 1, got {bad[0]}")
 
 
 def plan_rows(
@@ -62,10 +84,7 @@ def plan_rows(
 
     if mode not in DEFAULT_TOPK:
         raise ValueError(f"--mode: expected one of {', '.join(DEFAULT_TOPK)}, got {mode!r}")
-    if not 1 <= heads <= 128:
-        raise ValueError(f"--heads: expected 1..128 query heads, got {heads}")
-    if not 1 <= s_q <= 4:
-        raise ValueError(f"--s-q: expected 1..4 query tokens per request, got {s_q}")
+    _check_common(heads, s_q, batches)
     if window < 1:
         raise ValueError(f"--window: expected >= 1 sliding-window rows, got {window}")
     if mode == "swa":
@@ -76,11 +95,6 @@ def plan_rows(
         extra = DEFAULT_TOPK[mode] if topk is None else topk
         if extra < 1:
             raise ValueError(f"--topk: expected >= 1 compressed rows for --mode {mode}, got {extra}")
-    if not batches:
-        raise ValueError("--batch: give at least one batch size")
-    bad = [b for b in batches if b < 1]
-    if bad:
-        raise ValueError(f"--batch: batch sizes must be >= 1, got {bad[0]}")
     rows = []
     for b in batches:
         p = plan(Workload(batch=b, s_q=s_q, h_q=heads, topk=window, extra_topk=extra, is_fp8=is_fp8), device)
@@ -115,19 +129,95 @@ def plan_rows(
     return rows
 
 
-def format_text(device: DeviceSpec, workload: dict[str, Any], rows: list[dict[str, Any]]) -> str:
-    head = (
-        f"{'b':>5} {'config':<11} {'smem KB':>7} {'regs':>4} {'prog/SM':>7} {'programs':>8} {'waves':>5} "
-        f"{'tail':>5} {'tiles/prog':>10} {'combine':>7} {'pred us':>8} {'us/req':>7}"
-    )
-    lines = [device.summary(), _describe(workload), "", head]
-    for r in rows:
-        lines.append(
-            f"{r['batch']:>5} {r['config']:<11} {r['smem_bytes'] / KIB:>7.1f} {r['regs_per_thread']:>4} "
-            f"{r['programs_per_sm']:>7} {r['programs']:>8} {r['waves']:>5} {r['tail_efficiency']:>5.2f} "
-            f"{r['units_per_part']:>10} {'yes' if r['combine'] else 'no':>7} {r['predicted_us']:>8.1f} "
-            f"{r['us_per_request']:>7.2f}"
+def dense_rows(
+    device: DeviceSpec,
+    *,
+    heads: int,
+    batches: list[int],
+    seqlen: int = DEFAULT_SEQLEN,
+    d_qk: int = 576,
+    s_q: int = 1,
+    is_fp8: bool = True,
+) -> list[dict[str, Any]]:
+    """One row per batch size of the dense decode's plan (what ``wavemla plan --mode dense --json`` prints).
+
+    Raises ValueError naming the argument for bad input, and the planner's PlanError / KnobError.
+    """
+    from wavemla.plan import DenseWorkload, plan_dense
+
+    _check_common(heads, s_q, batches)
+    if seqlen < 1:
+        raise ValueError(f"--seqlen: expected >= 1 keys per block table, got {seqlen}")
+    if d_qk not in (576, 512):
+        raise ValueError(f"--d-qk: expected 576 (512 latent + 64 rope) or 512, got {d_qk}")
+    if is_fp8 and d_qk != 576:
+        raise ValueError("--d-qk: the FP8 V3.2 cache holds 576-wide rows (add --bf16 for 512-wide rows)")
+    rows = []
+    for b in batches:
+        workload = DenseWorkload(batch=b, s_q=s_q, h_q=heads, d_qk=d_qk, max_seqlen=seqlen, is_fp8=is_fp8)
+        p = plan_dense(workload, device)
+        res = p.resources
+        rows.append(
+            {
+                "batch": b,
+                "config": str(p.config),
+                **{k: v for k, v in asdict(p.config).items()},
+                "smem_bytes": res.smem_bytes,
+                "regs_per_thread": res.regs_per_thread,
+                "stack_bytes": res.stack_bytes,
+                "resources": res.source,
+                "resources_note": res.note,
+                "programs_per_sm": p.programs_per_sm,
+                "active_per_sm": p.active_per_sm,
+                "row_blocks": p.num_row_blocks,
+                "parts": p.num_parts,
+                "programs": p.programs,
+                "segment_overhead": p.segment_overhead,
+                "tile_us": p.tile_us,
+                "predicted_us": p.predicted_us,
+                "us_per_request": p.predicted_us / b,
+                "reasons": list(p.reasons),
+            }
         )
+    return rows
+
+
+# The text table's columns: (header, alignment and width, the value's format spec, the value of a row).
+_Column = tuple[str, str, str, Callable[[dict[str, Any]], Any]]
+_HEAD: list[_Column] = [
+    ("b", ">5", "", lambda r: r["batch"]),
+    ("config", "<11", "", lambda r: r["config"]),
+    ("smem KB", ">7", ".1f", lambda r: r["smem_bytes"] / KIB),
+    ("regs", ">4", "", lambda r: r["regs_per_thread"]),
+    ("prog/SM", ">7", "", lambda r: r["programs_per_sm"]),
+]
+_TAIL: list[_Column] = [
+    ("pred us", ">8", ".1f", lambda r: r["predicted_us"]),
+    ("us/req", ">7", ".2f", lambda r: r["us_per_request"]),
+]
+_SPARSE_COLUMNS: list[_Column] = [
+    *_HEAD,
+    ("programs", ">8", "", lambda r: r["programs"]),
+    ("waves", ">5", "", lambda r: r["waves"]),
+    ("tail", ">5", ".2f", lambda r: r["tail_efficiency"]),
+    ("tiles/prog", ">10", "", lambda r: r["units_per_part"]),
+    ("combine", ">7", "", lambda r: "yes" if r["combine"] else "no"),
+    *_TAIL,
+]
+_DENSE_COLUMNS: list[_Column] = [
+    *_HEAD,
+    ("parts", ">5", "", lambda r: r["parts"]),
+    ("programs", ">8", "", lambda r: r["programs"]),
+    ("seg tiles", ">9", "", lambda r: r["segment_overhead"]),
+    *_TAIL,
+]
+
+
+def format_text(device: DeviceSpec, workload: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    columns = _DENSE_COLUMNS if workload["mode"] == "dense" else _SPARSE_COLUMNS
+    head = " ".join(f"{name:{width}}" for name, width, _, _ in columns)
+    lines = [device.summary(), _describe(workload), "", head]
+    lines.extend(" ".join(f"{value(r):{width}{spec}}" for _, width, spec, value in columns) for r in rows)
     for r in rows:
         lines.append("")
         lines.append(f"b={r['batch']}: why {r['config']}")
@@ -136,6 +226,12 @@ def format_text(device: DeviceSpec, workload: dict[str, Any], rows: list[dict[st
 
 
 def _describe(w: dict[str, Any]) -> str:
+    if w["mode"] == "dense":
+        cache = "FP8 V3.2" if w["fp8"] else "bf16 rows"
+        return (
+            f"DENSE decode: h={w['heads']}, s_q={w['s_q']}, d_qk {w['d_qk']}, {w['seqlen']} keys per block table, "
+            f"{cache} cache"
+        )
     cache = "FP8 MODEL1" if w["fp8"] else "bf16 rows"
     extra = f" + {w['topk']} compressed rows" if w["topk"] else ""
     return (
@@ -182,17 +278,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="compressed rows per token (default: 512 for csa, 1024 for hca; none for swa)",
     )
     parser.add_argument(
+        "--seqlen",
+        type=int,
+        default=None,
+        help=f"dense: keys a request's block table holds (max_blocks x page; default {DEFAULT_SEQLEN})",
+    )
+    parser.add_argument("--d-qk", type=int, default=None, help="dense: key width, 576 (default) or 512")
+    parser.add_argument(
         "--batch", type=int, nargs="+", default=[1, 8, 32, 48, 64, 80, 96, 128, 256], help="batch sizes (requests)"
     )
-    parser.add_argument("--mode", choices=sorted(DEFAULT_TOPK), default="csa", help="layer kind (default csa)")
+    parser.add_argument(
+        "--mode", choices=MODES, default="csa", help="layer kind (default csa), or dense: the paged dense decode"
+    )
     parser.add_argument(
         "--window",
         type=int,
-        default=DEFAULT_WINDOW,
+        default=None,
         help=f"sliding-window rows per token, the main index list (default {DEFAULT_WINDOW})",
     )
     parser.add_argument("--s-q", type=int, default=1, help="query tokens per request (MTP: 2; default 1)")
-    parser.add_argument("--bf16", action="store_true", help="bf16 row caches instead of FP8 MODEL1")
+    parser.add_argument(
+        "--bf16", action="store_true", help="bf16 row caches instead of FP8 (MODEL1 sparse, V3.2 dense)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     parser.add_argument("--png", metavar="FILE", help="plot predicted µs per request vs batch to this PNG")
 
@@ -202,21 +309,41 @@ def run(args: argparse.Namespace) -> int:
     from wavemla.config import KnobError
     from wavemla.plan import PlanError
 
-    workload = {
-        "mode": args.mode,
-        "heads": args.heads,
-        "window": args.window,
-        "topk": 0 if args.mode == "swa" else (DEFAULT_TOPK[args.mode] if args.topk is None else args.topk),
-        "s_q": args.s_q,
-        "fp8": not args.bf16,
-    }
+    dense = args.mode == "dense"
+    if dense:
+        seqlen = DEFAULT_SEQLEN if args.seqlen is None else args.seqlen
+        d_qk = 576 if args.d_qk is None else args.d_qk
+        workload = {"mode": "dense", "heads": args.heads, "seqlen": seqlen, "d_qk": d_qk, "s_q": args.s_q,
+                    "fp8": not args.bf16}  # fmt: skip
+    else:
+        window = DEFAULT_WINDOW if args.window is None else args.window
+        workload = {
+            "mode": args.mode,
+            "heads": args.heads,
+            "window": window,
+            "topk": 0 if args.mode == "swa" else (DEFAULT_TOPK[args.mode] if args.topk is None else args.topk),
+            "s_q": args.s_q,
+            "fp8": not args.bf16,
+        }
     try:
+        for name, value, sparse in (("--seqlen", args.seqlen, False), ("--d-qk", args.d_qk, False),
+                                    ("--window", args.window, True), ("--topk", args.topk, True)):  # fmt: skip
+            if value is not None and sparse == dense:
+                where = "the sparse layer modes (csa, hca, swa), not of --mode dense" if sparse else "--mode dense"
+                raise ValueError(f"{name}: an option of {where}")
         device = resolve_gpu(args.gpu)
-        kwargs = {"heads": args.heads, "mode": args.mode, "topk": args.topk, "window": args.window,
+        make: Callable[..., list[dict[str, Any]]]
+        if dense:
+            kw: dict[str, Any] = {"heads": args.heads, "seqlen": workload["seqlen"], "d_qk": workload["d_qk"],
+                                  "s_q": args.s_q, "is_fp8": not args.bf16}  # fmt: skip
+            make = functools.partial(dense_rows, device, **kw)
+        else:
+            kw = {"heads": args.heads, "mode": args.mode, "topk": args.topk, "window": workload["window"],
                   "s_q": args.s_q, "is_fp8": not args.bf16}  # fmt: skip
-        rows = plan_rows(device, batches=list(args.batch), **kwargs)
+            make = functools.partial(plan_rows, device, **kw)
+        rows = make(batches=list(args.batch))
         if args.png:
-            curve = plan_rows(device, batches=list(range(1, max(args.batch) + 1)), **kwargs)
+            curve = make(batches=list(range(1, max(args.batch) + 1)))
             render_png(device, workload, rows, curve, args.png)
     except (ValueError, PlanError, KnobError) as exc:
         print(f"wavemla plan: {exc}", file=sys.stderr)
