@@ -65,6 +65,23 @@ def _check_common(heads: int, s_q: int, batches: list[int]) -> None:
         raise ValueError(f"--batch: batch sizes must be >= 1, got {bad[0]}")
 
 
+def _config_fields(batch: int, p: Any) -> dict[str, Any]:
+    """What both modes' rows report of a plan ``p`` (a Plan or DensePlan): its tile, resources and occupancy."""
+    res = p.resources
+    return {
+        "batch": batch,
+        "config": str(p.config),
+        **asdict(p.config),
+        "smem_bytes": res.smem_bytes,
+        "regs_per_thread": res.regs_per_thread,
+        "stack_bytes": res.stack_bytes,
+        "resources": res.source,
+        "resources_note": res.note,
+        "programs_per_sm": p.programs_per_sm,
+        "active_per_sm": p.active_per_sm,
+    }
+
+
 def plan_rows(
     device: DeviceSpec,
     *,
@@ -98,19 +115,9 @@ def plan_rows(
     rows = []
     for b in batches:
         p = plan(Workload(batch=b, s_q=s_q, h_q=heads, topk=window, extra_topk=extra, is_fp8=is_fp8), device)
-        res = p.resources
         rows.append(
             {
-                "batch": b,
-                "config": str(p.config),
-                **{k: v for k, v in asdict(p.config).items()},
-                "smem_bytes": res.smem_bytes,
-                "regs_per_thread": res.regs_per_thread,
-                "stack_bytes": res.stack_bytes,
-                "resources": res.source,
-                "resources_note": res.note,
-                "programs_per_sm": p.programs_per_sm,
-                "active_per_sm": p.active_per_sm,
+                **_config_fields(b, p),
                 "slots": p.slots,
                 "programs": p.programs,
                 "head_blocks": p.num_head_blocks,
@@ -156,19 +163,9 @@ def dense_rows(
     for b in batches:
         workload = DenseWorkload(batch=b, s_q=s_q, h_q=heads, d_qk=d_qk, max_seqlen=seqlen, is_fp8=is_fp8)
         p = plan_dense(workload, device)
-        res = p.resources
         rows.append(
             {
-                "batch": b,
-                "config": str(p.config),
-                **{k: v for k, v in asdict(p.config).items()},
-                "smem_bytes": res.smem_bytes,
-                "regs_per_thread": res.regs_per_thread,
-                "stack_bytes": res.stack_bytes,
-                "resources": res.source,
-                "resources_note": res.note,
-                "programs_per_sm": p.programs_per_sm,
-                "active_per_sm": p.active_per_sm,
+                **_config_fields(b, p),
                 "row_blocks": p.num_row_blocks,
                 "parts": p.num_parts,
                 "programs": p.programs,
