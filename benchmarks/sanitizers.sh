@@ -24,6 +24,7 @@ want() { [ -z "${SANITIZERS:-}" ] || [[ " $SANITIZERS " == *" $1 "* ]]; }
 # negative controls: a FAIL (non-zero exit, mismatches) is the expected outcome
 want negative-share-pool && step 60 negative-share-pool $S --share-pool --replays 2000
 want negative-share-metadata && step 60 negative-share-metadata $S --share-metadata --batch 64 --splits 3 --replays 2000
+want negative-share-metadata-dense && step 60 negative-share-metadata-dense $S --mode dense --share-metadata --batch 64 --splits 3 --replays 2000
 want self-test-inject-flip && step 30 self-test-inject-flip $S --small --replays 40 --inject-flip 17
 # graphs on the caching allocator (cudaMallocAsync pools fail Triton's launcher pointer check under the sanitizer)
 want memcheck-csa && step 90 memcheck-csa $CS --tool memcheck $S --small --mode csa --replays 20
@@ -56,4 +57,6 @@ want racecheck-pscratch && step ${RACECHECK_LIMIT:-150} racecheck-pscratch $CS -
 # dense decode: scheduler, split and combine kernels, bf16 and FP8 V3.2 rows, lengths 0..1000
 want memcheck-dense && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step ${MEMCHECK_LIMIT:-90} memcheck-dense $CS --tool memcheck python3 benchmarks/sanitize_dense.py
 want racecheck-dense && step ${RACECHECK_LIMIT:-150} racecheck-dense $CS --tool racecheck --racecheck-report hazard python3 benchmarks/sanitize_dense.py
+# ... and in CUDA graphs on two streams (the scheduler's work ranges written on every replay)
+want memcheck-dense-graphs && step 90 memcheck-dense-graphs $CS --tool memcheck $S --small --mode dense --replays 20
 exit 0
