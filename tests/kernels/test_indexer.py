@@ -18,10 +18,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import wavemla
 import wavemla.kernels.indexer as indexer_kernels
-from conftest import gpu_lacks_e4m3_cvt
+from conftest import DEVICE, gpu_lacks_e4m3_cvt
 from wavemla import config
 from wavemla.indexer_glue import indexer_extra_args, sparse_decode_extra_args
 from wavemla.kernels.indexer import (
@@ -777,3 +779,58 @@ def test_gpu_visible_rows_helper_agrees_with_kernel_lengths():
     _, length = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 512)
     assert torch.equal(length.cpu(), visible_rows(p.n_comp.cpu(), 3).clamp_max(512).to(torch.int32))
     assert math.isfinite(float(indexer_scores(p.q, p.w, p.cache, p.table, p.n_comp)[0, 2, 599]))
+
+
+# --------------------------------------------------------------------------------------------- hostile counts
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+HOSTILE_EXAMPLES = 60 if not HAS_CUDA else 40  # each new (page, heads, path, flags) compiles kernels on a GPU
+
+
+@st.composite
+def hostile_problems(draw: st.DrawFn) -> tuple[Problem, int, dict]:
+    """Shapes, caches and select paths as the API takes them, with counts from −2^31 to 2^31−1: the counts the rows
+    were made for (0..300 per request), then, in some cases, overwritten by hostile values (negative, the table's
+    capacity and one past it, 2^31−1), with or without a ``max_n_comp`` bound below the capacity. Counts past the
+    rows a request owns make its poisoned rows (NaN, 0xFF FP8 bytes) visible: they rank last, as in the reference."""
+    b = draw(st.integers(1, 3))
+    s_q = draw(st.integers(1, 4))
+    page = draw(st.sampled_from([1, 3, 16, 61, 64]))
+    fp8 = draw(st.booleans())
+    layout = draw(st.sampled_from(["rows", "paged"])) if fp8 and page > 1 else "rows"
+    per_token = draw(st.booleans())
+    rows = [draw(st.integers(0, 300)) for _ in range(b * (s_q if per_token else 1))]
+    n_comp = [rows[i * s_q : (i + 1) * s_q] for i in range(b)] if per_token else rows
+    seed = draw(st.integers(0, 2**16))
+    p = make_problem(b, s_q, page, n_comp, device=DEVICE, dtype=draw(st.sampled_from(LANE_DTYPES)), fp8=fp8,
+                     heads=draw(st.sampled_from([16, 64])), seed=seed, layout=layout)  # fmt: skip
+    capacity = p.table.shape[1] * page
+    if draw(st.booleans()):
+        specials = [INT32_MIN, -1, 0, 1, capacity, capacity + 1, INT32_MAX]
+        values = [draw(st.sampled_from(specials)) for _ in range(p.n_comp.numel())]
+        p.n_comp = torch.tensor(values, dtype=torch.int32, device=DEVICE).view(p.n_comp.shape)
+    topk = draw(st.sampled_from([16, 32, 64, 128]))
+    kwargs: dict = {"select": draw(st.sampled_from(SELECT_PATHS))}
+    if draw(st.booleans()):
+        kwargs["max_n_comp"] = draw(st.integers(1, capacity))
+    if kwargs["select"] == "chunked" and draw(st.booleans()):
+        kwargs["select_chunk"] = draw(st.sampled_from([16, 64]))
+    return p, topk, kwargs
+
+
+@pytest.mark.parametrize("select", SELECT_PATHS)
+def test_most_negative_count_sees_no_rows(select, device):
+    """n_comp = -2^31 with s_q = 3: every token sees 0 rows. (The shift of an earlier token, n_comp - 2, once wrapped
+    around in int32 to 2^31 - 2 and made the whole table visible; found by the hostile test below.)"""
+    p = make_problem(2, 3, 1, [4, 9], device=device, seed=5)
+    p.n_comp = torch.tensor([INT32_MIN, 9], dtype=torch.int32, device=device)
+    got, want = run_both(p, 16, select=select)
+    assert_same(got, want)
+    assert got[1].tolist() == [[0, 0, 0], [7, 8, 9]] and bool((got[0][0] == -1).all())
+
+
+@settings(max_examples=HOSTILE_EXAMPLES, deadline=None, database=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+@given(case=hostile_problems())
+def test_hostile_counts_and_shapes_match_reference(case: tuple[Problem, int, dict]) -> None:
+    p, topk, kwargs = case
+    assert_same(*run_both(p, topk, **kwargs))

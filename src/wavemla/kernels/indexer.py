@@ -320,8 +320,9 @@ def _visible_rows(p_ncomp, i_b, o_s, stride_nb, stride_ns, max_n, S_Q: tl.conste
     if PER_TOKEN:
         b_n = tl.load(p_ncomp + i_b * stride_nb + o_safe * stride_ns)
     else:
-        # the last query token sees all n_comp rows, each earlier token one fewer
-        b_n = tl.load(p_ncomp + i_b * stride_nb + o_safe * 0) - (S_Q - 1 - o_safe)
+        # the last query token sees all n_comp rows, each earlier token one fewer (a negative count is 0 before the
+        # shift: n_comp = -2^31 minus a shift would wrap around in int32)
+        b_n = tl.maximum(tl.load(p_ncomp + i_b * stride_nb + o_safe * 0), 0) - (S_Q - 1 - o_safe)
     b_n = tl.minimum(tl.maximum(b_n, 0), max_n)
     return tl.where(o_s < S_Q, b_n, 0)
 
