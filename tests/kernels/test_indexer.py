@@ -8,6 +8,7 @@ scores exercise the lowest-row tie rule. Unused cache rows, unused pages and unu
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import math
@@ -832,5 +833,22 @@ def test_most_negative_count_sees_no_rows(select, device):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
 @given(case=hostile_problems())
 def test_hostile_counts_and_shapes_match_reference(case: tuple[Problem, int, dict]) -> None:
+    check_hostile(case)
+
+
+def check_hostile(case: tuple[Problem, int, dict]) -> None:
     p, topk, kwargs = case
     assert_same(*run_both(p, topk, **kwargs))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The hostile-count property test with more examples (random seeds), outside pytest."""
+    from test_hostile_inputs import long_run
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--examples", type=int, default=300)
+    return long_run(hostile_problems(), check_hostile, parser.parse_args(argv).examples)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

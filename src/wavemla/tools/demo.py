@@ -15,7 +15,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
@@ -82,12 +82,18 @@ def run(args: argparse.Namespace) -> int:
     return _check_and_time(
         lambda: sparse_mla_decode(**kwargs, metadata=meta),
         reference,
-        lambda: meta.plan.reasons[-1] if meta.plan is not None else "none",
+        lambda: _last_reason(meta.plan),
         (TOLERANCES[("out", lane)], TOLERANCES[("lse", lane)]),
         traffic(inputs),
         on_gpu,
         "FP8 rows",
     )
+
+
+def _last_reason(plan: Any) -> str:
+    """The last reason of the plan the call made (its partition); the call plans before this is asked."""
+    assert plan is not None, "the decode call did not plan its metadata"
+    return str(plan.reasons[-1])
 
 
 def _where(on_gpu: bool) -> str:
@@ -171,7 +177,7 @@ def _run_dense(args: argparse.Namespace, on_gpu: bool) -> int:
     return _check_and_time(
         lambda: dense_mla_decode(**inputs, metadata=meta),
         lambda: dense_decode_ref(**inputs),
-        lambda: meta.dense_plan.reasons[-1] if meta.dense_plan is not None else "none",
+        lambda: _last_reason(meta.dense_plan),
         (dense_out_tolerance(inputs["k_cache"], lane), TOLERANCES[("lse", lane)]),
         dense_traffic([seqlen] * b, 1, h, 576, args.fp8, page),
         on_gpu,

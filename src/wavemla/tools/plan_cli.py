@@ -82,6 +82,11 @@ def _config_fields(batch: int, p: Any) -> dict[str, Any]:
     }
 
 
+def _prediction_fields(batch: int, p: Any) -> dict[str, Any]:
+    """What both modes' rows report last: the predicted time, per request, and the plan's reasons."""
+    return {"predicted_us": p.predicted_us, "us_per_request": p.predicted_us / batch, "reasons": list(p.reasons)}
+
+
 def plan_rows(
     device: DeviceSpec,
     *,
@@ -128,9 +133,7 @@ def plan_rows(
                 "tail_efficiency": p.tail_efficiency,
                 "tile_us": p.tile_us,
                 "combine_us": p.combine_us,
-                "predicted_us": p.predicted_us,
-                "us_per_request": p.predicted_us / b,
-                "reasons": list(p.reasons),
+                **_prediction_fields(b, p),
             }
         )
     return rows
@@ -171,9 +174,7 @@ def dense_rows(
                 "programs": p.programs,
                 "segment_overhead": p.segment_overhead,
                 "tile_us": p.tile_us,
-                "predicted_us": p.predicted_us,
-                "us_per_request": p.predicted_us / b,
-                "reasons": list(p.reasons),
+                **_prediction_fields(b, p),
             }
         )
     return rows
