@@ -10,7 +10,7 @@ export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 echo "commit ${1:-unknown}"
 timeout 180 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_hostile_dense.py tests/tools/test_demo.py -rf \
   2>&1 | tail -6
-timeout 150 python3 -m pytest -q -p no:cacheprovider -n 8 tests/kernels/test_indexer.py -rf 2>&1 | tail -6
+timeout 300 python3 -m pytest -q -p no:cacheprovider -n 8 tests/kernels/test_indexer.py -rf 2>&1 | tail -6
 timeout 100 python3 -m pytest -q -p no:cacheprovider tests/tools/test_stress.py -k dense -rf 2>&1 | tail -4
 for arch in sm80 sm120; do
   TRITON_OVERRIDE_ARCH=$arch timeout 50 python3 -m pytest -q -p no:cacheprovider -rf \

@@ -124,6 +124,38 @@ def test_first_difference_is_bitwise() -> None:
         stress.first_difference(a, a.float())
 
 
+class _LoggedStreams(stress._Streams):
+    """CPU streams that log the ordering calls the harness makes."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(torch.device("cpu"), n)
+        self.calls: list[tuple[str, int]] = []
+
+    def record(self, i: int) -> object:
+        self.calls.append(("record", i))
+        return ("event", i)
+
+    def wait(self, i: int, event: object) -> None:
+        assert event == ("event", i ^ 1)
+        self.calls.append(("wait", i))
+
+    def mark_used(self, t: torch.Tensor, i: int) -> None:
+        self.calls.append(("mark_used", i))
+
+
+def test_cross_stream_noise_waits_for_the_allocating_stream() -> None:
+    """A block allocated on one stream may still be read by work queued there (the check's temporaries): the stream
+    that fills it first waits for the allocating one. Without the wait the fill raced the check's comparison mask
+    and reported every element of a correct output as different."""
+    cfg = stress.config_from_args(_args("--cpu", "--small"))
+    streams = _LoggedStreams(2)
+    noise = stress._Noise(cfg, streams)
+    noise.run("alloc_cross", 64, stream=0, rnd=0)
+    noise.run("alloc", 64, stream=1, rnd=0)  # same-stream allocation: no handover
+    assert streams.calls == [("record", 1), ("wait", 0), ("mark_used", 0)]
+    assert noise.counts["alloc_cross"] == noise.counts["alloc"] == 1
+
+
 def test_cli_registers_the_verb() -> None:
     assert COMMANDS["stress"][0] == "wavemla.tools.stress"
     args = build_parser().parse_args(["stress", "--small", "--replays", "3"])

@@ -17,8 +17,9 @@ Ordering, per replay of graph ``g`` on stream ``S`` checked on stream ``C`` (``C
    (computed before the loop, on fresh metadata); counts and the first differing element land in device buffers,
    so the loop never synchronizes; an event recorded on ``C`` closes the replay.
 
-Tensors that cross streams are marked with ``record_stream`` before they are freed, the rest are allocated on the
-stream that uses them; static buffers, expected outputs and captured outputs stay referenced until the end. Every
+Tensors that cross streams are handed over (the using stream waits for the allocating one, whose queued work may
+still read the block's last tenant) and marked with ``record_stream`` before they are freed, the rest are allocated
+on the stream that uses them; static buffers, expected outputs and captured outputs stay referenced until the end. Every
 ``--check-every`` rounds the host synchronizes and prints each mismatch (graph, replay, first differing element).
 Exit code: 0 when every replay matched, 1 on any mismatch, 2 on a CUDA (or setup) error.
 
@@ -644,7 +645,8 @@ class _Streams:
 
 class _Noise:
     """Unrelated work between replays: matmuls and memsets on per-stream buffers, and allocator churn (tensors
-    filled with 0xFF, some allocated on another stream and handed over with ``record_stream``)."""
+    filled with 0xFF, some allocated on another stream and handed over: the using stream waits for the allocating
+    one, and ``record_stream`` keeps the block until the user is done)."""
 
     def __init__(self, cfg: StressConfig, streams: _Streams) -> None:
         import torch
@@ -681,6 +683,9 @@ class _Noise:
             other = (stream + 1) % n_streams
             with s.use(other):
                 t = torch.empty(size, dtype=torch.uint8, device=s.device)
+            # The allocator hands out a block once the work queued on its own stream no longer needs it, not once
+            # that work has run: `other` may still be reading the block's last tenant. The handover waits for it.
+            s.wait(stream, s.record(other))
             t.fill_(0xFF)  # used on `stream`, allocated on `other`
             s.mark_used(t, stream)
             self.held.append((rnd, t))
