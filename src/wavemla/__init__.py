@@ -6,6 +6,7 @@ Public calls::
     wavemla.flash_mla_with_kvcache(...)   # FlashMLA-compatible decode: sparse with indices, dense without
     wavemla.sparse_mla_decode(...)        # the native sparse call (keyword arguments)
     wavemla.dense_mla_decode(...)         # the native paged dense call (keyword arguments)
+    wavemla.flash_mla.install()           # stand in for `import flash_mla` in an engine's process
 """
 
 from wavemla.api import (

@@ -1,0 +1,105 @@
+"""FlashMLA's Python names, for engines that import FlashMLA by module name.
+
+An engine whose attention backend says ``from flash_mla import flash_mla_with_kvcache, get_mla_metadata`` runs
+wavemla's decode once this module stands in for ``flash_mla``::
+
+    import wavemla.flash_mla
+    wavemla.flash_mla.install()   # before the engine imports flash_mla: in a launcher script or a site hook
+
+:func:`install` registers this module in ``sys.modules`` under FlashMLA's package name and its interface module's
+(``flash_mla``, ``flash_mla.flash_mla_interface``), or under the names given: an engine that imports FlashMLA from
+its own kernel package names that module instead (``install(["sgl_kernel.flash_mla"])``). Only later imports see
+it; a name some module has already imported is refused unless ``replace=True``, since the engine's references to
+the old module would stay with the old module.
+
+What stands in: :func:`flash_mla_with_kvcache` (sparse decode with ``indices``, paged dense decode without),
+:func:`get_mla_metadata` and ``FlashMLASchedMeta`` (:class:`wavemla.MLAMetadata`). FlashMLA's prefill kernels are
+not here: importing one of them fails with Python's own ``ImportError``, naming it (so installing under a kernel
+package's module name breaks that package's imports of its prefill calls). Engines that start workers with
+``spawn`` need the install in every process: a ``sitecustomize.py`` on ``PYTHONPATH`` does it (README). Which
+backend an engine selects on a given GPU stays the engine's choice; the stand-in changes what its FlashMLA backend
+runs, not whether the engine picks that backend.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from wavemla.api import MLAMetadata, flash_mla_with_kvcache, get_mla_metadata
+
+FlashMLASchedMeta = MLAMetadata
+
+# FlashMLA's package and the module that defines its calls (flash_mla/flash_mla_interface.py).
+DEFAULT_NAMES = ("flash_mla", "flash_mla.flash_mla_interface")
+
+__all__ = [
+    "DEFAULT_NAMES",
+    "FlashMLASchedMeta",
+    "flash_mla_with_kvcache",
+    "get_mla_metadata",
+    "install",
+    "installed_names",
+    "uninstall",
+]
+
+
+def _module_names(names: Sequence[str]) -> list[str]:
+    if isinstance(names, str):
+        raise ValueError(f"names: a sequence of module names, got the string {names!r}")
+    out = []
+    for name in names:
+        if not isinstance(name, str) or not all(part.isidentifier() for part in name.split(".")):
+            raise ValueError(f"names: {name!r} is not a dotted module name")
+        out.append(name)
+    if not out:
+        raise ValueError("names: empty")
+    return out
+
+
+def install(names: Sequence[str] = DEFAULT_NAMES, *, replace: bool = False) -> list[str]:
+    """Register this module under each of ``names`` in ``sys.modules``; returns the names.
+
+    A name already bound to another module raises ``ValueError`` (naming it and that module's file) unless
+    ``replace`` is True. For a dotted name whose parent is this module too (``flash_mla.flash_mla_interface``), the
+    child is also an attribute of the parent, so ``import flash_mla.flash_mla_interface`` followed by attribute
+    access works as with FlashMLA. Installing twice is a no-op.
+    """
+    wanted = _module_names(names)
+    me = sys.modules[__name__]
+    if not replace:
+        for name in wanted:
+            current = sys.modules.get(name)
+            if current is not None and current is not me:
+                where = getattr(current, "__file__", None) or repr(current)
+                raise ValueError(
+                    f"names: {name!r} is already imported ({where}); install before the engine imports it, "
+                    "or pass replace=True (modules that imported the old one keep it)"
+                )
+    for name in wanted:
+        sys.modules[name] = me
+    for name in wanted:
+        parent, _, child = name.rpartition(".")
+        if parent and sys.modules.get(parent) is me and getattr(me, child, me) is me:
+            setattr(me, child, me)  # never over one of this module's own names
+    return wanted
+
+
+def installed_names() -> list[str]:
+    """The ``sys.modules`` names this module stands under (its own excluded), sorted."""
+    me = sys.modules[__name__]
+    return sorted(name for name, module in list(sys.modules.items()) if module is me and name != __name__)
+
+
+def uninstall(names: Sequence[str] | None = None) -> list[str]:
+    """Remove this module from ``sys.modules`` under ``names`` (default: every name :func:`install` gave it);
+    names bound to other modules are left alone. Returns the names removed."""
+    me = sys.modules[__name__]
+    wanted = installed_names() if names is None else _module_names(names)
+    removed = [name for name in wanted if name != __name__ and sys.modules.get(name) is me]
+    for name in removed:
+        del sys.modules[name]
+        parent, _, child = name.rpartition(".")
+        if parent and getattr(me, child, None) is me:
+            delattr(me, child)
+    return removed
