@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -163,3 +164,18 @@ def test_sitecustomize_recipe_reaches_spawned_processes(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["wavemla.flash_mla", "wavemla.flash_mla"]
+    # `wavemla env` in the same environment says so: the check a user runs after setting the recipe up
+    env_json = subprocess.run(
+        [sys.executable, "-m", "wavemla", "env", "--json"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert json.loads(env_json.stdout)["flash_mla"] == "wavemla's stand-in (wavemla.flash_mla)", env_json.stderr
+
+
+def test_resolves_to_without_importing() -> None:
+    assert shim.resolves_to("wavemla_no_such_module") == "not importable"
+    assert shim.resolves_to("wavemla_no_such_pkg.flash_mla").startswith("not importable (ModuleNotFoundError: ")
+    assert shim.resolves_to("json").startswith("another module, already imported (")
+    shim.install(["engine_kernels.mla"])
+    assert shim.resolves_to("engine_kernels.mla") == "wavemla's stand-in (wavemla.flash_mla)"
+    with pytest.raises(ValueError, match=r"^names: 'flash mla' is not a dotted module name"):
+        shim.resolves_to("flash mla")

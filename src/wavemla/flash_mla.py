@@ -40,6 +40,7 @@ __all__ = [
     "get_mla_metadata",
     "install",
     "installed_names",
+    "resolves_to",
     "uninstall",
 ]
 
@@ -103,3 +104,24 @@ def uninstall(names: Sequence[str] | None = None) -> list[str]:
         if parent and getattr(me, child, None) is me:
             delattr(me, child)
     return removed
+
+
+def resolves_to(name: str = "flash_mla") -> str:
+    """What ``import <name>`` gives in this process, in words, without importing a real FlashMLA (its CUDA
+    extension): the stand-in, a module already imported, one that would be imported, or nothing. A dotted name's
+    parent package is imported to look it up."""
+    import importlib.util
+
+    (name,) = _module_names([name])
+    current = sys.modules.get(name)
+    if current is not None:
+        if current is sys.modules[__name__]:
+            return f"wavemla's stand-in ({__name__})"
+        return f"another module, already imported ({getattr(current, '__file__', None) or current!r})"
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError) as exc:  # a parent package that is missing or fails to import
+        return f"not importable ({type(exc).__name__}: {exc})"
+    if spec is None:
+        return "not importable"
+    return f"another module ({spec.origin}); wavemla.flash_mla.install() stands in for it"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import types
 from collections.abc import Iterator
 
 import numpy
@@ -156,3 +158,22 @@ def test_text_report(environ: dict[str, str], capsys: pytest.CaptureFixture[str]
     if not torch.cuda.is_available():
         assert "cuda device   no CUDA device" in lines
     assert "error:" not in out
+
+
+def test_reports_what_import_flash_mla_gets(
+    environ: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import wavemla.flash_mla as shim
+
+    monkeypatch.delitem(sys.modules, "flash_mla", raising=False)
+    monkeypatch.delitem(sys.modules, "flash_mla.flash_mla_interface", raising=False)
+    before = json.loads(_run(capsys, "--json")[1])["flash_mla"]
+    assert before == "not importable" or before.startswith("another module (")  # a real FlashMLA may be installed
+    shim.install()
+    try:
+        code, out = _run(capsys)
+        assert code == 0 and "flash_mla     wavemla's stand-in (wavemla.flash_mla)" in out.splitlines()
+    finally:
+        shim.uninstall()
+    monkeypatch.setitem(sys.modules, "flash_mla", types.ModuleType("flash_mla"))
+    assert json.loads(_run(capsys, "--json")[1])["flash_mla"].startswith("another module, already imported (")

@@ -1,7 +1,8 @@
 """Print versions, the CUDA device, the WAVEMLA_GPU preset and every WAVEMLA_* knob with its values.
 
 For each knob: its default, the raw environment string, the effective value and the allowed values. Triton's
-``TRITON_OVERRIDE_ARCH`` (kernels built along another architecture's code path) is shown beside its version. ``--json``
+``TRITON_OVERRIDE_ARCH`` (kernels built along another architecture's code path) is shown beside its version, and
+what an engine's ``import flash_mla`` gets in this process (wavemla's stand-in, FlashMLA, or nothing). ``--json``
 prints the same as one JSON object, for bug reports and benchmark records. An invalid knob value, or a
 ``WAVEMLA_GPU`` that names no preset, is reported as an error and makes the exit code 2.
 
@@ -34,6 +35,7 @@ def collect() -> dict[str, Any]:
     import triton
 
     import wavemla
+    from wavemla.flash_mla import resolves_to
 
     knobs = config.table()
     errors = [row["error"] for row in knobs if row["error"]]
@@ -75,6 +77,8 @@ def collect() -> dict[str, Any]:
         "cuda_device": cuda_device,
         "cuda_device_note": cuda_note,
         "gpu_preset": preset,
+        # what an engine's `import flash_mla` gets in this process (a sitecustomize may have installed wavemla's)
+        "flash_mla": resolves_to("flash_mla"),
         "knobs": knobs,
         "errors": errors,
     }
@@ -103,6 +107,7 @@ def format_text(info: dict[str, Any]) -> str:
             else ")"
         ),
         f"numpy         {info['numpy']}",
+        f"flash_mla     {info['flash_mla']}",
     ]
     if info["cuda_device"] is not None:
         lines.append(f"cuda device   {_spec_line(info['cuda_device'])}")
