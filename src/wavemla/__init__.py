@@ -7,6 +7,7 @@ Public calls::
     wavemla.sparse_mla_decode(...)        # the native sparse call (keyword arguments)
     wavemla.dense_mla_decode(...)         # the native paged dense call (keyword arguments)
     wavemla.flash_mla.install()           # stand in for `import flash_mla` in an engine's process
+    wavemla.hf_attention.register()       # attn_implementation="wavemla" for transformers' DeepSeek-V4
 """
 
 from wavemla.api import (

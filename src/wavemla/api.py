@@ -58,6 +58,7 @@ from wavemla.reference import fp8_v32
 from wavemla.reference.fp8 import BYTES_PER_TOKEN, D_QK
 
 _Q_DTYPES = (torch.bfloat16, torch.float16)
+MAX_S_Q = 4  # query tokens per request the decodes take (the token and up to 3 speculative ones)
 _FP8_DTYPES = (torch.uint8, torch.float8_e4m3fn)
 # The kernels take softmax_scale·log2(e) as an fp32 argument.
 _MAX_SOFTMAX_SCALE = float(torch.finfo(torch.float32).max) / math.log2(math.e)
@@ -346,8 +347,8 @@ def _check_q_common(q: Any) -> torch.device:
     device = q.device
     _check_tensor("q", q, _Q_DTYPES, 4, device)
     s_q, h_q = q.shape[1], q.shape[2]
-    if not 1 <= s_q <= 4:
-        raise ValueError(f"q: s_q (dim 1) must be in 1..4, got {s_q}")
+    if not 1 <= s_q <= MAX_S_Q:
+        raise ValueError(f"q: s_q (dim 1) must be in 1..{MAX_S_Q}, got {s_q}")
     if not 1 <= h_q <= 128:
         raise ValueError(f"q: h_q (dim 2) must be in 1..128, got {h_q}")
     if q.stride(3) != 1:

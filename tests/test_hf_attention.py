@@ -1,0 +1,195 @@
+"""`wavemla.hf_attention`: transformers' DeepSeek-V4 model decoding through wavemla's sparse decode.
+
+A tiny random DeepSeek-V4 (sliding, CSA and HCA layers, head_dim 512, per-head sinks) generates with
+``attn_implementation="wavemla"``; every decode-step attention call is checked against transformers' own eager
+attention computed in fp64 on the same inputs (FlashMLA's tolerances), and the generation against the eager model.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+
+from conftest import DEVICE
+from wavemla import hf_attention
+from wavemla.testing import TOLERANCES, assert_close
+
+transformers = pytest.importorskip("transformers")
+if not hasattr(transformers, "DeepseekV4ForCausalLM"):
+    pytest.skip("this transformers has no DeepSeek-V4 model", allow_module_level=True)
+
+DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float16
+LANE = "gpu" if DEVICE == "cuda" else "interp"
+LAYERS = ("sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention")
+
+
+def tiny_model(seed: int = 0) -> Any:
+    """DeepSeek-V4's attention at its real head_dim (512, rope 64, one shared key=value head, sinks), everything
+    else tiny; CSA compresses 4 tokens, HCA 8 (128 in the model), so a 21-token prompt has compressed rows of both."""
+    cfg = transformers.DeepseekV4Config(
+        vocab_size=97, hidden_size=64, moe_intermediate_size=32, num_hidden_layers=3, num_attention_heads=4,
+        head_dim=512, q_lora_rank=32, n_routed_experts=4, num_experts_per_tok=2, o_groups=2, o_lora_rank=16,
+        index_n_heads=2, index_head_dim=128, index_topk=3, sliding_window=8, layer_types=list(LAYERS),
+        mlp_layer_types=["moe"] * 3, hc_mult=2, hc_sinkhorn_iters=3, num_nextn_predict_layers=0,
+        compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 8}, pad_token_id=0,
+    )  # fmt: skip
+    torch.manual_seed(seed)
+    model = transformers.DeepseekV4ForCausalLM(cfg).eval()
+    for name, p in model.named_parameters():
+        if name.endswith("sinks"):
+            p.data.normal_(0.0, 2.0)  # initialized to 0; make them matter
+    return model.to(device=DEVICE, dtype=DTYPE)
+
+
+def _prompt() -> tuple[torch.Tensor, torch.Tensor]:
+    """Two prompts of 21 and 5 tokens, the second left-padded into the sliding window: masked rows in every layer."""
+    gen = torch.Generator().manual_seed(7)
+    ids = torch.randint(2, 97, (2, 21), generator=gen)
+    mask = torch.ones_like(ids)
+    ids[1, :16], mask[1, :16] = 0, 0
+    return ids.to(DEVICE), mask.to(DEVICE)
+
+
+@pytest.fixture
+def registered() -> Iterator[list[dict[str, Any]]]:
+    """``attn_implementation="wavemla"``, with every call's inputs and output recorded."""
+    calls: list[dict[str, Any]] = []
+
+    def spy(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+        out = hf_attention._attention(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
+        calls.append({"module": module, "query": query, "key": key, "mask": attention_mask, "scaling": scaling,
+                      "sinks": kwargs.get("s_aux"), "out": out[0]})  # fmt: skip
+        return out
+
+    assert hf_attention.register() == "wavemla"
+    transformers.AttentionInterface.register("wavemla", spy)
+    yield calls
+    hf_attention.register()
+
+
+def _generate(model: Any, implementation: str) -> Any:
+    ids, mask = _prompt()
+    model.config._attn_implementation = implementation
+    with torch.no_grad():
+        return model.generate(ids, attention_mask=mask, max_new_tokens=4, min_new_tokens=4, do_sample=False,
+                              output_logits=True, return_dict_in_generate=True)  # fmt: skip
+
+
+def test_decode_calls_match_eager_attention_in_fp64(registered: list[dict[str, Any]]) -> None:
+    model = tiny_model()
+    _generate(model, "wavemla")
+    decode = [c for c in registered if c["query"].shape[2] == 1]
+    assert len(decode) == 3 * 3  # 3 layers x 3 decode steps (the first token comes from the prefill)
+    masked: dict[str, bool] = dict.fromkeys(LAYERS, False)
+    past_window: dict[str, bool] = dict.fromkeys(LAYERS, False)
+    for c in decode:
+        module = c["module"]
+        eager = importlib.import_module(type(module).__module__).eager_attention_forward
+        with torch.no_grad():
+            ref, _ = eager(module, c["query"].double(), c["key"].double(), c["key"].double(), c["mask"].double(),
+                           scaling=c["scaling"], s_aux=c["sinks"])  # fmt: skip
+        assert_close(f"{module.layer_type} out", c["out"].double(), ref, TOLERANCES[("out", LANE)])
+        masked[module.layer_type] |= bool((c["mask"] < 0).any())
+        past_window[module.layer_type] |= c["key"].shape[2] > model.config.sliding_window
+    # every layer type had masked rows (index lists with -1); CSA and HCA attended compressed rows too
+    assert masked == dict.fromkeys(LAYERS, True)
+    assert past_window == {"sliding_attention": False, "compressed_sparse_attention": True,
+                           "heavily_compressed_attention": True}  # fmt: skip
+
+
+def test_generation_matches_the_eager_model(registered: list[dict[str, Any]]) -> None:
+    model = tiny_model(seed=1)
+    eager = _generate(model, "eager")
+    ours = _generate(model, "wavemla")
+    assert torch.equal(eager.sequences, ours.sequences)
+    assert torch.equal(eager.logits[0], ours.logits[0])  # the prefill runs transformers' eager attention
+    for step, (a, b) in enumerate(zip(eager.logits[1:], ours.logits[1:], strict=True)):
+        diff = float((a.float() - b.float()).abs().max())
+        assert diff <= 4e-3 * max(1.0, float(a.float().abs().max())), (step, diff)
+    assert any(c["query"].shape[2] > 1 for c in registered)  # the prefill went through the registered function
+
+
+# --- the function alone -----------------------------------------------------------------------------------------
+def _layer(model: Any, layer_type: str) -> Any:
+    return next(m for m in model.modules() if getattr(m, "layer_type", None) == layer_type and hasattr(m, "sinks"))
+
+
+def _inputs(b: int = 2, s_q: int = 3, length: int = 11) -> dict[str, Any]:
+    gen = torch.Generator().manual_seed(3)
+    q = torch.randn(b, 4, s_q, 512, generator=gen).to(DEVICE, DTYPE)
+    kv = torch.randn(b, 1, length, 512, generator=gen).to(DEVICE, DTYPE)
+    allowed = torch.rand(b, 1, s_q, length, generator=gen) < 0.7
+    mask = torch.zeros(b, 1, s_q, length).masked_fill(~allowed, torch.finfo(DTYPE).min).to(DEVICE, DTYPE)
+    return {"query": q, "key": kv, "value": kv, "attention_mask": mask, "scaling": 512**-0.5}
+
+
+def test_speculative_tokens_and_boolean_masks() -> None:
+    """s_q 3 (speculative tokens) with a random additive mask, and the same mask as booleans."""
+    module = _layer(tiny_model(), "compressed_sparse_attention")
+    x = _inputs()
+    sinks = module.sinks.detach()
+    out, _ = hf_attention._attention(module, **x, s_aux=sinks)
+    ref, _ = importlib.import_module(type(module).__module__).eager_attention_forward(
+        module, x["query"].double(), x["key"].double(), x["key"].double(), x["attention_mask"].double(),
+        scaling=x["scaling"], s_aux=sinks,
+    )  # fmt: skip
+    assert_close("out", out.double(), ref, TOLERANCES[("out", LANE)])
+    as_bool, _ = hf_attention._attention(module, **{**x, "attention_mask": x["attention_mask"] == 0}, s_aux=sinks)
+    assert torch.equal(as_bool, out)
+
+
+def test_prefill_runs_the_models_eager_attention() -> None:
+    module = _layer(tiny_model(), "sliding_attention")
+    x = _inputs(s_q=5, length=5)
+    out, weights = hf_attention._attention(module, **x, s_aux=module.sinks)
+    ref, _ = importlib.import_module(type(module).__module__).eager_attention_forward(module, **x, s_aux=module.sinks)
+    assert torch.equal(out, ref) and weights is not None
+
+
+@pytest.mark.parametrize(
+    ("change", "name"),
+    [
+        ({"query": "fp32"}, "query"),
+        ({"query": "head_dim"}, "query"),
+        ({"value": "other"}, "value"),
+        ({"key": "two_heads"}, "key"),
+        ({"attention_mask": "bias"}, "attention_mask"),
+        ({"attention_mask": "per_head"}, "attention_mask"),
+        ({"attention_mask": "short"}, "attention_mask"),
+        ({"dropout": 0.1}, "dropout"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "-".join(f"{k}={w}" for k, w in v.items()),
+)
+def test_refusals_name_the_argument(change: dict[str, Any], name: str) -> None:
+    module = _layer(tiny_model(), "sliding_attention")
+    x = _inputs(s_q=1)
+    kwargs: dict[str, Any] = {}
+    for key, how in change.items():
+        if how == "fp32":
+            x["query"] = x["query"].float()
+        elif how == "head_dim":
+            x["query"] = x["query"][..., :256]
+        elif how == "other":
+            x["value"] = x["key"].clone() + 1
+        elif how == "two_heads":
+            x["key"] = x["value"] = x["key"].expand(-1, 2, -1, -1)
+        elif how == "bias":
+            x["attention_mask"] = x["attention_mask"].clone()
+            x["attention_mask"][0, 0, 0, 0] = -1.0
+        elif how == "per_head":
+            x["attention_mask"] = x["attention_mask"].expand(-1, 4, -1, -1)
+        elif how == "short":
+            x["attention_mask"] = x["attention_mask"][..., :-1]
+        else:
+            kwargs[key] = how
+    with pytest.raises(ValueError, match=f"^{name}: "):
+        hf_attention._attention(module, **x, **kwargs, s_aux=module.sinks)
+
+
+def test_register_names_the_argument() -> None:
+    with pytest.raises(ValueError, match=r"^name: "):
+        hf_attention.register("")
