@@ -27,16 +27,18 @@ LANE = "gpu" if DEVICE == "cuda" else "interp"
 LAYERS = ("sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention")
 
 
-def tiny_model(seed: int = 0) -> Any:
-    """DeepSeek-V4's attention at its real head_dim (512, rope 64, one shared key=value head, sinks), everything
-    else tiny; CSA compresses 4 tokens, HCA 8 (128 in the model), so a 21-token prompt has compressed rows of both."""
-    cfg = transformers.DeepseekV4Config(
-        vocab_size=97, hidden_size=64, moe_intermediate_size=32, num_hidden_layers=3, num_attention_heads=4,
-        head_dim=512, q_lora_rank=32, n_routed_experts=4, num_experts_per_tok=2, o_groups=2, o_lora_rank=16,
-        index_n_heads=2, index_head_dim=128, index_topk=3, sliding_window=8, layer_types=list(LAYERS),
-        mlp_layer_types=["moe"] * 3, hc_mult=2, hc_sinkhorn_iters=3, num_nextn_predict_layers=0,
-        compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 8}, pad_token_id=0,
-    )  # fmt: skip
+def tiny_model(seed: int = 0, **overrides: Any) -> Any:
+    """DeepSeek-V4's attention at its real head_dim (512, rope 64, one shared key=value head, sinks) and its
+    indexer's (128), everything else tiny; CSA compresses 4 tokens, HCA 8 (128 in the model), so a 21-token prompt
+    has compressed rows of both. ``overrides``: other config values."""
+    cfg = transformers.DeepseekV4Config(**{
+        "vocab_size": 97, "hidden_size": 64, "moe_intermediate_size": 32, "num_hidden_layers": 3,
+        "num_attention_heads": 4, "head_dim": 512, "q_lora_rank": 32, "n_routed_experts": 4, "num_experts_per_tok": 2,
+        "o_groups": 2, "o_lora_rank": 16, "index_n_heads": 16, "index_head_dim": 128, "index_topk": 3,
+        "sliding_window": 8, "layer_types": list(LAYERS), "mlp_layer_types": ["moe"] * 3, "hc_mult": 2,
+        "hc_sinkhorn_iters": 3, "num_nextn_predict_layers": 0, "pad_token_id": 0,
+        "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 8}, **overrides,
+    })  # fmt: skip
     torch.manual_seed(seed)
     model = transformers.DeepseekV4ForCausalLM(cfg).eval()
     for name, p in model.named_parameters():

@@ -3,7 +3,8 @@
 # dense decode through `import flash_mla`, the sitecustomize recipe through a spawned process); the indexer's tests
 # with the hostile-count test split per select path; the stress tests after the cross-stream noise fix; the dense
 # decode's two sanitizer steps that have not run (the shared-metadata negative control, memcheck under graphs);
-# transformers' DeepSeek-V4 decoding through wavemla.hf_attention (bf16), with a transformers that has the model
+# transformers' DeepSeek-V4 decoding through wavemla.hf_attention (bf16) and its indexer against ours (fp16
+# queries), with a transformers that has the model
 # carried as a wheel in .whl (run with carry [".whl"]; the image's 5.17 may lack it, and the test then skips).
 # About 8 minutes on a cold machine.
 #   bash benchmarks/experiments/gpu_round_pending2.sh SHA   (writes $OUT/pending2.log, $OUT/sanitizers.*)
@@ -16,7 +17,8 @@ fi
 {
 echo "commit ${1:-unknown}"
 python3 -c "import transformers; print('transformers', transformers.__version__)"
-timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_hf_attention.py -rf -rs 2>&1 | tail -4
+timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_hf_attention.py tests/kernels/test_indexer_vs_transformers.py \
+  -rf -rs 2>&1 | tail -4
 timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_flash_mla.py -rf 2>&1 | tail -3
 timeout 300 python3 -m pytest -q -p no:cacheprovider -n 8 tests/kernels/test_indexer.py -rf --durations=4 2>&1 | tail -9
 timeout 200 python3 -m pytest -q -p no:cacheprovider tests/tools/test_stress.py -rf 2>&1 | tail -3
