@@ -744,7 +744,7 @@ def _timing(p20: float, med: float, p80: float) -> dict[str, float]:
     return {"median_us": med, "p20_us": p20, "p80_us": p80}
 
 
-def _profile(step: Callable[[], object], steps: int, path: Path, cuda: bool) -> list[float]:
+def profile_steps(step: Callable[[], object], steps: int, path: Path, cuda: bool) -> list[float]:
     """Profile ``steps`` calls of ``step`` (each in a ``layer_step`` range) into a gzipped Chrome trace.
 
     On CUDA, CUDA events around each call give its own µs, returned in order: the steps run back to back (no L2
@@ -796,12 +796,12 @@ def bench_batch(layer: DecoderLayer, b: int, cfg: BenchConfig, trace_path: Path)
         layer_graph = _capture(lambda: layer.forward(inp))
         graphs.append(layer_graph)
         whole = _timing(*timings_us(layer_graph.replay, reps=cfg.reps, flush=True, graph=False))
-        traced = _profile(layer_graph.replay, cfg.profile_steps, trace_path, cuda=True)
+        traced = profile_steps(layer_graph.replay, cfg.profile_steps, trace_path, cuda=True)
     else:
         for name, fn in calls.items():
             times[name] = _timing(*_cpu_timings_us(fn, cfg.reps))
         whole = _timing(*_cpu_timings_us(lambda: layer.forward(inp), cfg.reps))
-        traced = _profile(lambda: layer.forward(inp), cfg.profile_steps, trace_path, cuda=False)
+        traced = profile_steps(lambda: layer.forward(inp), cfg.profile_steps, trace_path, cuda=False)
     nbytes = layer.model_bytes(b, acts)
     for name, rec in times.items():
         rec["bytes"] = nbytes[name]

@@ -1,0 +1,114 @@
+"""Profiler traces of a stack we did not write: transformers' DeepSeek-V4 model decoding, one trace per batch size,
+for ``wavemla trace``.
+
+The model has DeepSeek-V4-Flash's attention at its real sizes (64 heads of 512, one shared key=value head, sinks,
+window 128, CSA every 4 tokens with a 64-head indexer picking 512, HCA every 128) and random weights; fewer layers
+and experts than the model (``--layers``, ``--experts``; 6 routed experts a token and the shared one, as in the
+model). Per batch size: a random prompt of ``--prompt`` tokens is prefilled, then ``--steps`` decode steps run
+under the profiler, each in a ``decode_step`` range and timed by CUDA events (the same helper as
+``wavemla layer-bench``). ``--attn eager`` runs transformers' own attention, ``--attn wavemla`` this package's sparse
+decode (``wavemla.hf_attention``). Writes ``OUT/hf-dsv4-ATTN-bsB.json.gz`` and ``OUT/hf-dsv4-ATTN.json`` (measured
+step times), then runs ``wavemla trace`` over the traces (``--step-marker decode_step``) into
+``OUT/hf-dsv4-ATTN-slope.json`` and prints its table. ``--tiny`` runs a tiny model on the CPU (a smoke run: CPU
+traces hold no kernels, so the analysis is skipped).
+
+    PYTHONPATH=src python3 benchmarks/experiments/hf_dsv4_trace.py OUT --attn eager --batch 1 8 32 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from wavemla.tools.layer_bench import profile_steps
+
+STEP_MARKER = "decode_step"
+
+
+def build_model(tiny: bool, layers: int, experts: int, device: str) -> Any:
+    import transformers
+
+    if tiny:
+        sizes: dict[str, Any] = {"vocab_size": 97, "hidden_size": 64, "moe_intermediate_size": 32,
+                                 "num_attention_heads": 4, "q_lora_rank": 32, "o_groups": 2, "o_lora_rank": 16,
+                                 "index_n_heads": 16, "index_topk": 3, "sliding_window": 8, "hc_mult": 2,
+                                 "n_routed_experts": 4, "num_experts_per_tok": 2,
+                                 "compress_rates": {"compressed_sparse_attention": 4,
+                                                    "heavily_compressed_attention": 8}}  # fmt: skip
+    else:
+        sizes = {"vocab_size": 32000, "n_routed_experts": experts}
+    cfg = transformers.DeepseekV4Config(num_hidden_layers=layers, num_nextn_predict_layers=0, pad_token_id=0, **sizes)
+    torch.manual_seed(0)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float16
+    with torch.device(device):
+        model = transformers.DeepseekV4ForCausalLM(cfg).to(dtype).eval()
+    for name, p in model.named_parameters():
+        if name.endswith("sinks"):
+            p.data.normal_(0.0, 1.0)
+    return model
+
+
+def trace_batch(model: Any, b: int, prompt: int, steps: int, path: Path, device: str) -> list[float]:
+    """Prefill a random prompt at batch ``b``, then profile ``steps`` decode steps; the CUDA-event µs of each."""
+    gen = torch.Generator().manual_seed(b)
+    ids = torch.randint(2, model.config.vocab_size, (b, prompt), generator=gen).to(device)
+    with torch.no_grad():
+        out = model(input_ids=ids, use_cache=True)
+    state = {"cache": out.past_key_values, "token": out.logits[:, -1:].argmax(-1)}
+
+    def step() -> None:
+        with torch.no_grad():
+            o = model(input_ids=state["token"], past_key_values=state["cache"], use_cache=True)
+        state["cache"], state["token"] = o.past_key_values, o.logits[:, -1:].argmax(-1)
+
+    step()  # warm: compiles wavemla's kernels for this shape, settles the caches
+    return profile_steps(step, steps, path, cuda=device == "cuda")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--attn", choices=("eager", "wavemla"), default="eager")
+    parser.add_argument("--batch", type=int, nargs="+", default=[1, 8, 32, 64])
+    parser.add_argument("--prompt", type=int, default=1024)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--experts", type=int, default=32)
+    parser.add_argument("--tiny", action="store_true")
+    args = parser.parse_args(argv)
+    device = "cpu" if args.tiny else "cuda"
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.attn == "wavemla":
+        import wavemla.hf_attention
+
+        wavemla.hf_attention.register()
+    model = build_model(args.tiny, args.layers, args.experts, device)
+    model.config._attn_implementation = args.attn
+    record: dict[str, Any] = {"attn": args.attn, "prompt": args.prompt, "steps": args.steps, "layers": args.layers,
+                              "experts": args.experts, "layer_types": model.config.layer_types,
+                              "batches": {}}  # fmt: skip
+    paths = []
+    for b in args.batch:
+        path = args.out / f"hf-dsv4-{args.attn}-bs{b}.json.gz"
+        us = trace_batch(model, b, args.prompt, args.steps, path, device)
+        paths.append(str(path))
+        record["batches"][b] = {"step_us": us, "median_step_us": statistics.median(us) if us else None}
+        print(f"b={b}: decode step {record['batches'][b]['median_step_us']} us (median of {len(us)})", flush=True)
+    (args.out / f"hf-dsv4-{args.attn}.json").write_text(json.dumps(record, indent=1))
+    if args.tiny:
+        print("tiny run on the CPU: traces written, no kernels to analyse")
+        return 0
+    slope = args.out / f"hf-dsv4-{args.attn}-slope.json"
+    cmd = [sys.executable, "-m", "wavemla", "trace", *paths, "--step-marker", STEP_MARKER, "--json", str(slope)]
+    return subprocess.run(cmd, check=False).returncode
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
