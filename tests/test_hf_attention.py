@@ -144,6 +144,17 @@ def test_speculative_tokens_and_boolean_masks() -> None:
     assert torch.equal(as_bool, out)
 
 
+def test_a_view_of_the_key_is_the_value() -> None:
+    """Another tensor object over the same memory passes (no values are compared: nothing is read on the host)."""
+    module = _layer(tiny_model(), "heavily_compressed_attention")
+    x = _inputs(s_q=1)
+    out, _ = hf_attention._attention(module, **x, s_aux=module.sinks)
+    viewed, _ = hf_attention._attention(module, **{**x, "value": x["key"].view(x["key"].shape)}, s_aux=module.sinks)
+    assert torch.equal(out, viewed)
+    with pytest.raises(ValueError, match=r"^value: "):
+        hf_attention._attention(module, **{**x, "value": x["key"].clone()}, s_aux=module.sinks)
+
+
 def test_prefill_runs_the_models_eager_attention() -> None:
     module = _layer(tiny_model(), "sliding_attention")
     x = _inputs(s_q=5, length=5)

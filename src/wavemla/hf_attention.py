@@ -74,8 +74,11 @@ def _attention(
         raise ValueError(f"dropout: the decode has none, got {dropout}")
     if query.dtype not in (torch.bfloat16, torch.float16) or d != 512:
         raise ValueError(f"query: expected bf16/fp16 [b, h, s_q, 512], got {query.dtype} {list(query.shape)}")
-    if key is not value and not (key.shape == value.shape and torch.equal(key, value)):
-        raise ValueError("value: the key must be the value (DeepSeek-V4 reads one latent as both)")
+    same = key is value or (
+        key.shape == value.shape and key.stride() == value.stride() and key.data_ptr() == value.data_ptr()
+    )  # the same memory: no host read, so a CUDA-graph capture can take the check
+    if not same:
+        raise ValueError("value: the key must be the value, the same tensor (DeepSeek-V4 reads one latent as both)")
     if key.dim() != 4 or key.shape[0] != b or key.shape[1] != 1 or key.shape[3] != d or key.dtype != query.dtype:
         raise ValueError(f"key: expected [b={b}, 1, L, {d}] {query.dtype}, got {key.dtype} {list(key.shape)}")
     length = key.shape[2]
