@@ -348,7 +348,7 @@ def _check_q_common(q: Any) -> torch.device:
     _check_tensor("q", q, _Q_DTYPES, 4, device)
     s_q, h_q = q.shape[1], q.shape[2]
     if not 1 <= s_q <= MAX_S_Q:
-        raise ValueError(f"q: s_q (dim 1) must be in 1..{MAX_S_Q}, got {s_q}")
+        raise ValueError(f"q: s_q (dim 1) must be in 1..4, got {s_q}")  # 4: MAX_S_Q
     if not 1 <= h_q <= 128:
         raise ValueError(f"q: h_q (dim 2) must be in 1..128, got {h_q}")
     if q.stride(3) != 1:
