@@ -68,6 +68,9 @@ def install(names: Sequence[str] = DEFAULT_NAMES, *, replace: bool = False) -> l
     """
     wanted = _module_names(names)
     me = sys.modules[__name__]
+    for name in wanted:
+        if name.split(".")[0] == "wavemla":
+            raise ValueError(f"names: {name!r} is wavemla's own (the stand-in takes other packages' names)")
     if not replace:
         for name in wanted:
             current = sys.modules.get(name)
