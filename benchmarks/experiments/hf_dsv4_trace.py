@@ -5,10 +5,10 @@ The model has DeepSeek-V4-Flash's attention at its real sizes (64 heads of 512, 
 window 128, CSA every 4 tokens with a 64-head indexer picking 512, HCA every 128) and random weights; fewer layers
 and experts than the model (``--layers``, ``--experts``; 6 routed experts a token and the shared one, as in the
 model). Per batch size: a random prompt of ``--prompt`` tokens is prefilled, then ``--steps`` decode steps run
-under the profiler, each in a ``decode_step`` range and timed by CUDA events (the same helper as
+under the profiler, each in a ``layer_step`` range and timed by CUDA events (the same helper as
 ``wavemla layer-bench``). ``--attn eager`` runs transformers' own attention, ``--attn wavemla`` this package's sparse
 decode (``wavemla.hf_attention``). Writes ``OUT/hf-dsv4-ATTN-bsB.json.gz`` and ``OUT/hf-dsv4-ATTN.json`` (measured
-step times), then runs ``wavemla trace`` over the traces (``--step-marker decode_step``) into
+step times), then runs ``wavemla trace`` over the traces (``--step-marker layer_step``) into
 ``OUT/hf-dsv4-ATTN-slope.json`` and prints its table. ``--tiny`` runs a tiny model on the CPU (a smoke run: CPU
 traces hold no kernels, so the analysis is skipped).
 
@@ -27,9 +27,7 @@ from typing import Any
 
 import torch
 
-from wavemla.tools.layer_bench import profile_steps
-
-STEP_MARKER = "decode_step"
+from wavemla.tools.layer_bench import STEP_MARKER, profile_steps  # each profiled step in a "layer_step" range
 
 
 def build_model(tiny: bool, layers: int, experts: int, device: str) -> Any:
