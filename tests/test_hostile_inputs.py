@@ -71,6 +71,21 @@ def outcome(expect: str | None, run: Callable[[], Any], where: str) -> Any:
         raise AssertionError(f"valid input refused: {exc} [{where}]") from exc
 
 
+def decode_outcome(case: Any, call: Callable[[Any], Any]) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """:func:`outcome` of ``call(case)`` for a decode (``case``: ``expect``, ``notes``, ``kwargs`` with ``q``): None
+    where the case must be refused, else ``(out, lse)`` after checking what every decode returns, ``out [b, s_q, h,
+    512]`` in q's dtype and ``lse [b, h, s_q]`` fp32."""
+    where = "; ".join(case.notes)
+    result = outcome(case.expect, lambda: call(case), where)
+    if result is None:
+        return None
+    out, lse = result
+    b, s_q, h, _ = case.kwargs["q"].shape
+    assert out.dtype == case.kwargs["q"].dtype and tuple(out.shape) == (b, s_q, h, 512), where
+    assert lse.dtype == torch.float32 and tuple(lse.shape) == (b, h, s_q), where
+    return out, lse
+
+
 # ------------------------------------------------------------------------------------------------ the reference
 def reference(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor, **kw: Any) -> tuple[Any, Any]:
     """:func:`sparse_decode_ref` on equivalent inputs for three corners it cannot take as given (it raises on each):
@@ -388,14 +403,12 @@ def call(case: Case) -> tuple[torch.Tensor, torch.Tensor]:
 
 def check_case(case: Case) -> None:
     where = "; ".join(case.notes)
-    result = outcome(case.expect, lambda: call(case), where)
+    result = decode_outcome(case, call)
     if result is None:
         return
     out, lse = result
     kw = case.kwargs
     q = kw["q"]
-    assert out.dtype == q.dtype and tuple(out.shape) == tuple(q.shape), where
-    assert lse.dtype == torch.float32 and tuple(lse.shape) == (q.shape[0], q.shape[2], q.shape[1]), where
     ref_out, ref_lse = reference(
         q,
         kw["kv_cache"],
