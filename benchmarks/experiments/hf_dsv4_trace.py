@@ -9,8 +9,8 @@ under the profiler, each in a ``layer_step`` range and timed by CUDA events (the
 ``wavemla layer-bench``). ``--attn eager`` runs transformers' own attention, ``--attn wavemla`` this package's sparse
 decode (``wavemla.hf_attention``). Writes ``OUT/hf-dsv4-ATTN-bsB.json.gz`` and ``OUT/hf-dsv4-ATTN.json`` (measured
 step times), then runs ``wavemla trace`` over the traces (``--step-marker layer_step``) into
-``OUT/hf-dsv4-ATTN-slope.json`` and prints its table. ``--tiny`` runs a tiny model on the CPU (a smoke run: CPU
-traces hold no kernels, so the analysis is skipped).
+``OUT/hf-dsv4-ATTN-slope.json`` and prints its table. ``--tiny`` runs the tests' tiny model instead (a smoke run; on the
+CPU the traces hold no kernels, so the analysis is skipped).
 
     PYTHONPATH=src python3 benchmarks/experiments/hf_dsv4_trace.py OUT --attn eager --batch 1 8 32 64
 """
@@ -30,27 +30,29 @@ import torch
 from wavemla.tools.layer_bench import STEP_MARKER, profile_steps  # each profiled step in a "layer_step" range
 
 
-def build_model(tiny: bool, layers: int, experts: int, device: str) -> Any:
+def build_model(layers: int, experts: int) -> Any:
+    """The traced model on the GPU: DeepSeek-V4-Flash's attention sizes (the config's defaults), ``layers`` layers,
+    ``experts`` routed experts, random weights in bf16, sinks drawn (they are initialized to 0)."""
     import transformers
 
-    if tiny:
-        sizes: dict[str, Any] = {"vocab_size": 97, "hidden_size": 64, "moe_intermediate_size": 32,
-                                 "num_attention_heads": 4, "q_lora_rank": 32, "o_groups": 2, "o_lora_rank": 16,
-                                 "index_n_heads": 16, "index_topk": 3, "sliding_window": 8, "hc_mult": 2,
-                                 "n_routed_experts": 4, "num_experts_per_tok": 2,
-                                 "compress_rates": {"compressed_sparse_attention": 4,
-                                                    "heavily_compressed_attention": 8}}  # fmt: skip
-    else:
-        sizes = {"vocab_size": 32000, "n_routed_experts": experts}
-    cfg = transformers.DeepseekV4Config(num_hidden_layers=layers, num_nextn_predict_layers=0, pad_token_id=0, **sizes)
+    cfg = transformers.DeepseekV4Config(num_hidden_layers=layers, num_nextn_predict_layers=0, pad_token_id=0,
+                                        vocab_size=32000, n_routed_experts=experts)  # fmt: skip
     torch.manual_seed(0)
-    dtype = torch.bfloat16 if device == "cuda" else torch.float16
-    with torch.device(device):
-        model = transformers.DeepseekV4ForCausalLM(cfg).to(dtype).eval()
+    with torch.device("cuda"):
+        model = transformers.DeepseekV4ForCausalLM(cfg).to(torch.bfloat16).eval()
     for name, p in model.named_parameters():
         if name.endswith("sinks"):
             p.data.normal_(0.0, 1.0)
     return model
+
+
+def tiny_model() -> Any:
+    """The tests' tiny DeepSeek-V4 (tests/test_hf_attention.py), for a smoke run of this script."""
+    root = Path(__file__).resolve().parents[2]
+    sys.path[:0] = [str(root / "tests")]
+    from test_hf_attention import tiny_model as make
+
+    return make()
 
 
 def trace_batch(model: Any, b: int, prompt: int, steps: int, path: Path, device: str) -> list[float]:
@@ -81,13 +83,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--experts", type=int, default=32)
     parser.add_argument("--tiny", action="store_true")
     args = parser.parse_args(argv)
-    device = "cpu" if args.tiny else "cuda"
     args.out.mkdir(parents=True, exist_ok=True)
     if args.attn == "wavemla":
         import wavemla.hf_attention
 
         wavemla.hf_attention.register()
-    model = build_model(args.tiny, args.layers, args.experts, device)
+    model = tiny_model() if args.tiny else build_model(args.layers, args.experts)
+    device = next(model.parameters()).device.type
     model.config._attn_implementation = args.attn
     record: dict[str, Any] = {"attn": args.attn, "prompt": args.prompt, "steps": args.steps, "layers": args.layers,
                               "experts": args.experts, "layer_types": model.config.layer_types,
@@ -100,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         record["batches"][b] = {"step_us": us, "median_step_us": statistics.median(us) if us else None}
         print(f"b={b}: decode step {record['batches'][b]['median_step_us']} us (median of {len(us)})", flush=True)
     (args.out / f"hf-dsv4-{args.attn}.json").write_text(json.dumps(record, indent=1))
-    if args.tiny:
-        print("tiny run on the CPU: traces written, no kernels to analyse")
+    if device != "cuda":
+        print("run on the CPU: traces written, no kernels to analyse")
         return 0
     slope = args.out / f"hf-dsv4-{args.attn}-slope.json"
     cmd = [sys.executable, "-m", "wavemla", "trace", *paths, "--step-marker", STEP_MARKER, "--json", str(slope)]
