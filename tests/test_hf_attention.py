@@ -16,7 +16,7 @@ import torch
 
 from conftest import DEVICE
 from wavemla import hf_attention
-from wavemla.testing import TOLERANCES, assert_close
+from wavemla.testing import TOLERANCES, Tolerance, assert_close, bf16_weights_tolerance
 
 transformers = pytest.importorskip("transformers")
 if not hasattr(transformers, "DeepseekV4ForCausalLM"):
@@ -27,7 +27,7 @@ LANE = "gpu" if DEVICE == "cuda" else "interp"
 LAYERS = ("sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention")
 
 
-def tiny_model(seed: int = 0, **overrides: Any) -> Any:
+def tiny_model(seed: int = 0, dtype: torch.dtype = DTYPE, **overrides: Any) -> Any:
     """DeepSeek-V4's attention at its real head_dim (512, rope 64, one shared key=value head, sinks) and its
     indexer's (128), everything else tiny; CSA compresses 4 tokens, HCA 8 (128 in the model), so a 21-token prompt
     has compressed rows of both. ``overrides``: other config values."""
@@ -44,7 +44,17 @@ def tiny_model(seed: int = 0, **overrides: Any) -> Any:
     for name, p in model.named_parameters():
         if name.endswith("sinks"):
             p.data.normal_(0.0, 2.0)  # initialized to 0; make them matter
-    return model.to(device=DEVICE, dtype=DTYPE)
+    return model.to(device=DEVICE, dtype=dtype)
+
+
+def out_tolerance(rows: torch.Tensor) -> Tolerance:
+    """FlashMLA's output tolerance; on the GPU with bf16 rows widened by the rounding of the softmax weights to bf16
+    for the PV product (:func:`wavemla.testing.bf16_weights_tolerance`: 2^-8 · max|v|): a row list as short as these
+    (11 to 30 rows) does not average that rounding away, and outputs of nearly cancelling rows miss the abs 1e-3."""
+    tol = TOLERANCES[("out", LANE)]
+    if LANE == "gpu" and rows.dtype == torch.bfloat16:
+        return bf16_weights_tolerance(tol, rows.float().abs().max().item())
+    return tol
 
 
 def _prompt() -> tuple[torch.Tensor, torch.Tensor]:
@@ -94,7 +104,7 @@ def test_decode_calls_match_eager_attention_in_fp64(registered: list[dict[str, A
         with torch.no_grad():
             ref, _ = eager(module, c["query"].double(), c["key"].double(), c["key"].double(), c["mask"].double(),
                            scaling=c["scaling"], s_aux=c["sinks"])  # fmt: skip
-        assert_close(f"{module.layer_type} out", c["out"].double(), ref, TOLERANCES[("out", LANE)])
+        assert_close(f"{module.layer_type} out", c["out"].double(), ref, out_tolerance(c["key"]))
         masked[module.layer_type] |= bool((c["mask"] < 0).any())
         past_window[module.layer_type] |= c["key"].shape[2] > model.config.sliding_window
     # every layer type had masked rows (index lists with -1); CSA and HCA attended compressed rows too
@@ -104,7 +114,9 @@ def test_decode_calls_match_eager_attention_in_fp64(registered: list[dict[str, A
 
 
 def test_generation_matches_the_eager_model(registered: list[dict[str, Any]]) -> None:
-    model = tiny_model(seed=1)
+    """fp16 on both lanes: fp16 rows keep the softmax weights 8x more precise than bf16, so the logits of the two
+    implementations stay within 4e-3 (bf16's precision is the decode-call test's, against fp64)."""
+    model = tiny_model(seed=1, dtype=torch.float16)
     eager = _generate(model, "eager")
     ours = _generate(model, "wavemla")
     assert torch.equal(eager.sequences, ours.sequences)
@@ -139,7 +151,7 @@ def test_speculative_tokens_and_boolean_masks() -> None:
         module, x["query"].double(), x["key"].double(), x["key"].double(), x["attention_mask"].double(),
         scaling=x["scaling"], s_aux=sinks,
     )  # fmt: skip
-    assert_close("out", out.double(), ref, TOLERANCES[("out", LANE)])
+    assert_close("out", out.double(), ref, out_tolerance(x["key"]))
     as_bool, _ = hf_attention._attention(module, **{**x, "attention_mask": x["attention_mask"] == 0}, s_aux=sinks)
     assert torch.equal(as_bool, out)
 

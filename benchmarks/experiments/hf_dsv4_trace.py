@@ -101,13 +101,29 @@ def main(argv: list[str] | None = None) -> int:
         paths.append(str(path))
         record["batches"][b] = {"step_us": us, "median_step_us": statistics.median(us) if us else None}
         print(f"b={b}: decode step {record['batches'][b]['median_step_us']} us (median of {len(us)})", flush=True)
-    (args.out / f"hf-dsv4-{args.attn}.json").write_text(json.dumps(record, indent=1))
+        (args.out / f"hf-dsv4-{args.attn}.json").write_text(json.dumps(record, indent=1))  # kept if a later b dies
     if device != "cuda":
         print("run on the CPU: traces written, no kernels to analyse")
         return 0
     slope = args.out / f"hf-dsv4-{args.attn}-slope.json"
     cmd = [sys.executable, "-m", "wavemla", "trace", *paths, "--step-marker", STEP_MARKER, "--json", str(slope)]
-    return subprocess.run(cmd, check=False).returncode
+    rc = subprocess.run(cmd, check=False).returncode
+    if rc == 0:
+        compare_steps(record, json.loads(slope.read_text()))
+    return rc
+
+
+def compare_steps(record: dict[str, Any], analysis: dict[str, Any]) -> None:
+    """Print, per batch, the analyzer's per-step time (first kernel to last, per step) against the CUDA-event step
+    times: their mean (what a span over back-to-back steps averages) and median, and the analyzer's difference."""
+    print(f"\n{'b':>4} {'trace ms/step':>14} {'events mean':>12} {'median':>9} {'max':>9} {'trace/mean':>11}")
+    for t in analysis["traces"]:
+        us = record["batches"][t["batch"]]["step_us"]
+        mean = statistics.fmean(us) / 1e3
+        print(
+            f"{t['batch']:>4} {t['span_ms']:>14.3f} {mean:>12.3f} {statistics.median(us) / 1e3:>9.3f} "
+            f"{max(us) / 1e3:>9.3f} {t['span_ms'] / mean - 1:>+10.1%}"
+        )
 
 
 if __name__ == "__main__":

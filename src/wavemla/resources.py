@@ -236,8 +236,8 @@ def _sparse_decode_spec(
     more tiles; with ``"bf16"`` the kernel converts it through its scratch rows (``Q_VIA_WS``), as 16x32 plans of 3
     or more tiles do. Their split workspace is fp16, that of row caches fp32. As Triton's
     launcher does, pointers (torch allocations are 256-byte aligned) and the integer arguments whose DSV4 values are
-    multiples of 16 get ``tt.divisibility = 16``; the MODEL1 row stride (584 B) and the batch-dependent work
-    counters do not.
+    multiples of 16 get ``tt.divisibility = 16``; the MODEL1 row stride (584 B) does not, nor do the kernel's
+    ``WORKLOAD_INTS`` (slot counts, list widths and strides, work counters), which it never specializes on alignment.
     """
     rows = "*u8" if is_fp8 else "*bf16"
     workspace = "*fp16" if is_fp8 else "*fp32"
@@ -246,20 +246,19 @@ def _sparse_decode_spec(
         "p_cnt": "*i32", "p_q_ws": "*fp16", "p_sink": "*fp32", "p_p_ws": "*fp16", "p_kv": rows, "p_idx": "*i32",
         "p_len": "*i32", "p_kv_x": rows, "p_idx_x": "*i32", "p_len_x": "*i32",
     }  # fmt: skip
-    h, s_q, topk, topk_x, page, page_x = 64, 2, 128, 512, 256, 64
+    h, s_q, page, page_x = 64, 2, 256, 64
     row_stride = 584 if is_fp8 else 512  # elements of the row pointer's type
     ints = {
-        "num_slots": 4096 * page, "stride_kv_blk": 149760 if is_fp8 else page * 512, "stride_kv_tok": row_stride,
-        "num_slots_x": 4096 * page_x, "stride_kvx_blk": 37440 if is_fp8 else page_x * 512,
-        "stride_kvx_tok": row_stride, "S_Q": s_q, "H": h, "topk": topk, "topk_x": topk_x,
+        "stride_kv_blk": 149760 if is_fp8 else page * 512, "stride_kv_tok": row_stride,
+        "stride_kvx_blk": 37440 if is_fp8 else page_x * 512, "stride_kvx_tok": row_stride, "S_Q": s_q, "H": h,
         "stride_qb": s_q * h * 512, "stride_qs": h * 512, "stride_qh": 512, "stride_ob": s_q * h * 512,
-        "stride_os": h * 512, "stride_oh": 512, "stride_ib": s_q * topk, "stride_is": topk,
-        "stride_ixb": s_q * topk_x, "stride_ixs": topk_x,
+        "stride_os": h * 512, "stride_oh": 512,
     }  # fmt: skip
-    unspecialized = ("n_tiles_main", "n_tiles", "total_units", "units_per_part", "seg_units", "slot_units")
     import triton.language as tl
 
-    from wavemla.kernels.sparse_decode import MERGE_CHUNK, l2_policies, l2_prefetch_next, p_scratch
+    from wavemla.kernels.sparse_decode import MERGE_CHUNK, WORKLOAD_INTS, l2_policies, l2_prefetch_next, p_scratch
+
+    unspecialized = WORKLOAD_INTS  # the kernel takes no alignment hint for them (sizes, list widths, counters)
 
     l2 = l2_policies(is_fp8, block_h, block_n)  # the launcher's L2 policies
     constexprs: dict[str, Any] = {
@@ -651,8 +650,8 @@ def table_requests(kernel: str = KERNEL) -> list[tuple[KernelConfig, bool]]:
 
 _LAUNCHES = {
     KERNEL: "DSV4 decode: h=64, s_q=2, SWA 128 @ page 256 + compressed 512 @ page 64, lengths and sink; "
-    "FP8: q fp16, fp16 workspace; bf16 rows: q bf16, fp32 workspace; pointers and 16-multiple strides marked "
-    "tt.divisibility=16",
+    "FP8: q fp16, fp16 workspace; bf16 rows: q bf16, fp32 workspace; pointers and 16-multiple q/out/cache strides "
+    "marked tt.divisibility=16",
     DENSE_KERNEL: "DeepSeek-V3 dense decode: h=128, s_q=1, d_qk=576, page 64, not causal; FP8 V3.2: q fp16; bf16 "
     "rows: q bf16; fp32 workspace; pointers and 16-multiple strides marked tt.divisibility=16",
 }

@@ -469,7 +469,19 @@ def _merge_two_out(
     tl.store(p_lse_tok + o_h, b_lse, mask=m_h)
 
 
-@triton.jit
+# Integer arguments whose values follow the workload: slot counts, list widths and their strides, work counters.
+# Triton compiles a kernel variant per combination of "multiple of 16 or not" over its integer arguments, so a caller
+# whose lists or pools change size (transformers' gathered rows grow by one a step) would compile again mid-decode,
+# seconds a time. Their alignment hints change no instruction: the PTX is identical with and without them for every
+# plannable configuration on sm_80, sm_90 and sm_120 (Triton 3.6); tests/test_resources.py checks one. The kernel
+# ignores their alignment (it still specializes a value of 1, as Triton does).
+WORKLOAD_INTS = (
+    "num_slots", "num_slots_x", "topk", "topk_x", "n_tiles_main", "n_tiles", "total_units", "units_per_part",
+    "seg_units", "slot_units", "stride_ib", "stride_is", "stride_ixb", "stride_ixs",
+)  # fmt: skip
+
+
+@triton.jit(do_not_specialize_on_alignment=WORKLOAD_INTS)
 def _sparse_mla_decode_kernel(
     p_q,
     p_out,
