@@ -487,9 +487,14 @@ def expected_busy_ms(batch: float) -> float:
 
 
 def decode_trace(
-    batch: int, steps: int = STEPS, devices: tuple[int, ...] = (0,), scale: tuple[float, ...] = (1.0,)
+    batch: int,
+    steps: int = STEPS,
+    devices: tuple[int, ...] = (0,),
+    scale: tuple[float, ...] = (1.0,),
+    host_us: float = 0.0,
 ) -> dict[str, Any]:
-    """A Kineto-style trace: ``steps`` decode steps with GPU and CPU step annotations after one prefill."""
+    """A Kineto-style trace: ``steps`` decode steps with GPU and CPU step annotations after one prefill;
+    ``host_us``: the GPU idles that long after each layer (the host has not launched the next one yet)."""
     events: list[dict[str, Any]] = [{"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}}]
     corr = 0
 
@@ -521,6 +526,7 @@ def decode_trace(
                         kernel(COMM[0], device, t, k * (COMM[2] + COMM[3] * batch), 20)
                     kernel(name, device, t, dur, stream)
                     t += dur + 1.0
+                t += host_us
             for name, _, a, b, stream in PER_STEP:
                 dur = k * (a + b * batch)
                 kernel(name, device, t, dur, stream)
@@ -582,6 +588,34 @@ def test_fit_recovers_known_slopes(decode_set: list[Path]) -> None:
     top = trace.report_to_dict(report)["fit"]["top"]
     assert top["batches"] == list(BATCHES[-2:]) and top["driver"] == "attention" and top["saturating"] == []
     assert "at the top of the range" in trace.format_report(report)
+
+
+def test_host_bound_steps_are_named(tmp_path: Path) -> None:
+    """Steps whose GPU idles more than it works (waiting on the host) get a note: the span's slope, not the busy
+    time's, is what a step takes. The span fit is in the JSON either way."""
+    paths = []
+    for b in BATCHES:
+        path = tmp_path / f"host_bs{b}.json"
+        path.write_text(json.dumps(decode_trace(b, host_us=5000.0)))
+        paths.append(path)
+    report = analyze(trace.resolve_inputs([str(p) for p in paths]), StepSpec(marker="^decode_step$"))
+    fit = report.fit
+    assert fit is not None and trace.host_bound(report)
+    assert all(p.idle_ms > p.busy_ms for p in report.profiles)
+    # the host's gaps are the same at every batch: the span rises exactly as the busy time does, LAYERS·5 ms higher
+    assert fit.span.slope_ms_per_request == pytest.approx(fit.busy.slope_ms_per_request, abs=1e-9)
+    assert fit.span.intercept_ms - fit.busy.intercept_ms == pytest.approx(LAYERS * 5.0, rel=0.01)
+    text = trace.format_report(report)
+    assert re.search(r"host-bound: the GPU idles \d+-\d+% of each step's span", text), text
+    doc = trace.report_to_dict(report)["fit"]
+    assert doc["host_bound"] is True
+    assert doc["span"]["slope_ms_per_request"] == pytest.approx(fit.span.slope_ms_per_request)
+
+
+def test_gpu_bound_steps_get_no_host_note(decode_set: list[Path]) -> None:
+    report = analyze(trace.resolve_inputs([str(p) for p in decode_set]), StepSpec(marker="^decode_step$"))
+    assert not trace.host_bound(report) and "host-bound" not in trace.format_report(report)
+    assert trace.report_to_dict(report)["fit"]["host_bound"] is False
 
 
 def test_fit_from_fits_the_larger_batches_only(decode_set: list[Path], capsys: pytest.CaptureFixture[str]) -> None:
@@ -1055,6 +1089,37 @@ def test_h200_cli_on_the_directory(tmp_path: Path, capsys: pytest.CaptureFixture
     }
     assert {u["name"] for u in doc["unclassified"]} == {CUB_SCAN_INIT, CUB_SCAN, EXP2}
     assert sorted(p.name for p in H200.iterdir()) == [f"layer_bs{b}.json.gz" for b in H200_BATCHES]  # wrote nothing
+
+
+# ------------------------------------------------------------------- a stack we did not write: transformers
+
+HF = DATA / "h200_hf_dsv4_eager"
+HF_STEPS = DATA / "h200_hf_dsv4_steps.json"
+
+
+def test_h200_transformers_traces_read_unchanged() -> None:
+    """Real traces of a stack we did not write: transformers' DeepSeek-V4 (4 layers, DSV4-Flash attention sizes,
+    random weights) decoding on the H200 with its own eager attention, no CUDA graphs, one stream; read with the
+    built-in rules and the step marker alone (benchmarks/experiments/hf_dsv4_trace.py, cut to 2 steps by
+    trim_trace.py)."""
+    report = analyze(trace.resolve_inputs([str(HF)]), StepSpec(marker="^layer_step$"))
+    measured = json.loads(HF_STEPS.read_text())["step_us"]
+    assert [p.batch for p in report.profiles] == [1, 64]
+    for p in report.profiles:
+        assert (p.steps, p.streams, p.graph_kernels, p.uncorrelated_kernels) == (2, 1, 0, 0)
+        # the per-step span within 5% of the CUDA-event times of the same two steps (-0.7% and -0.8%)
+        mean_ms = sum(measured[str(p.batch)]) / len(measured[str(p.batch)]) / 1000
+        assert abs(p.span_ms / mean_ms - 1) < 0.05, (p.batch, p.span_ms, mean_ms)
+        # eager attention runs as cuBLAS GEMMs and ATen softmax and elementwise kernels: nothing is named attention
+        assert p.components["attention"].kernels == 0
+        assert (p.components["dense_gemm"].kernels, p.components["moe"].kernels) == (119, 16)
+        # MoE routing's histogram and scan are generic ATen/cub kernels: left to a --rules file, under 1% of busy
+        assert sorted(name.split("<")[0].split("::")[-1] for name in p.unclassified) == [
+            "DeviceScanInitKernel", "DeviceScanKernel", "kernelHistogram1D",
+        ]  # fmt: skip
+        assert p.components["other"].busy_ms < 0.01 * p.busy_ms
+        assert p.idle_ms > 2 * p.busy_ms  # the host sets the pace
+    assert trace.host_bound(report) and "host-bound: the GPU idles" in trace.format_report(report)
 
 
 # --------------------------------------------------------------------------------------------- hygiene

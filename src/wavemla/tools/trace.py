@@ -601,6 +601,7 @@ class SlopeFit:
     n_points: int
     components: dict[str, LineFit]
     busy: LineFit  # the union over all components
+    span: LineFit  # busy plus idle: the step's length on the GPU's clock
     driver: str
     driver_share: float | None  # driver slope / busy slope (None when the busy slope is not positive)
     # The marginal cost at the top of the range: ms per extra request between the two largest batch sizes (their
@@ -647,6 +648,7 @@ def fit_slopes(profiles: Sequence[TraceProfile]) -> SlopeFit:
     names = list(profiles[0].components)
     comps = {c: fit_line(batches, [p.components[c].busy_ms for p in profiles]) for c in names}
     busy = fit_line(batches, [p.busy_ms for p in profiles])
+    span = fit_line(batches, [p.span_ms for p in profiles])
     # Only components that ran can drive the slope (an absent one has slope 0, which could beat negatives).
     present = [c for c in names if any(p.components[c].busy_ms > 0 for p in profiles)] or names
     driver = max(present, key=lambda c: comps[c].slope_ms_per_request)
@@ -665,6 +667,7 @@ def fit_slopes(profiles: Sequence[TraceProfile]) -> SlopeFit:
         n_points=len(profiles),
         components=comps,
         busy=busy,
+        span=span,
         driver=driver,
         driver_share=share,
         top_batches=top_batches,
@@ -745,6 +748,12 @@ def analyze(
     )
 
 
+def host_bound(report: TraceReport) -> bool:
+    """Whether the GPU idles more than it works inside the steps of any trace: those steps wait on the host, and
+    their length follows the host, not the kernels' busy time."""
+    return any(p.idle_ms > p.busy_ms for p in report.profiles)
+
+
 def _r(x: float | None) -> float | None:
     """Nine significant digits: enough for ns-level times and µs-per-request slopes, without float noise."""
     return None if x is None else float(f"{x:.9g}")
@@ -817,6 +826,12 @@ def report_to_dict(report: TraceReport, top: int = 20) -> dict[str, Any]:
                 "slope_ms_per_request": _r(fit.busy.slope_ms_per_request),
                 "r2": _r(fit.busy.r2),
             },
+            "span": {
+                "intercept_ms": _r(fit.span.intercept_ms),
+                "slope_ms_per_request": _r(fit.span.slope_ms_per_request),
+                "r2": _r(fit.span.r2),
+            },
+            "host_bound": host_bound(report),
             "driver": {
                 "component": fit.driver,
                 "slope_ms_per_request": _r(fit.components[fit.driver].slope_ms_per_request),
@@ -904,6 +919,14 @@ def format_report(report: TraceReport, top: int = 15) -> str:
         ]
         if len(fit.batches) == 2:
             lines.append("note: with two batch sizes every line passes through both points, so R² is 1 by construction")
+        if host_bound(report):
+            idle = [r["idle_ms"] / (r["idle_ms"] + r["busy_ms"]) for _, r in means if r["idle_ms"] + r["busy_ms"] > 0]
+            lines.append(
+                f"host-bound: the GPU idles {100 * min(idle):.0f}-{100 * max(idle):.0f}% of each step's span; the "
+                f"span grows {fit.span.slope_ms_per_request:.4f} ms per extra request against "
+                f"{fit.busy.slope_ms_per_request:.4f} of busy time, so the slopes above are what the GPU works, not "
+                "what a step takes"
+            )
         if fit.top_batches is not None and fit.top_slopes is not None and fit.top_driver is not None:
             lo, hi = fit.top_batches
             lines.append(
