@@ -1,0 +1,71 @@
+"""Host time per decode call through the public API on a GPU: what an engine that does not capture CUDA graphs
+pays per layer on the CPU.
+
+For each case, 3 warm calls, then ``--calls`` calls back to back without a sync (the GPU runs behind; the host's
+time per call is measured), then one sync. DSV4 sparse decode (FP8 MODEL1, 128 window rows + 512 compressed, sink)
+through ``sparse_mla_decode`` and through FlashMLA's ``flash_mla_with_kvcache`` with its metadata object;
+the dense decode (V3, FP8 V3.2 layout) through ``flash_mla_with_kvcache``.
+
+    PYTHONPATH=src python3 benchmarks/experiments/api_host_cost.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from wavemla import api
+from wavemla.testing import make_dense_decode_inputs, make_sparse_decode_inputs
+
+
+def host_us(call: Callable[[], Any], calls: int) -> float:
+    for _ in range(3):
+        call()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        call()
+    us = (time.perf_counter() - t0) / calls * 1e6
+    torch.cuda.synchronize()
+    return us
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=300)
+    args = parser.parse_args()
+    print(f"{'case':<58} {'host µs/call':>12}")
+    for b, h in ((1, 64), (64, 64), (128, 128)):
+        kw: dict[str, Any] = make_sparse_decode_inputs(
+            batch=b, h_q=h, topk=128, extra_topk=512, fp8=True, device="cuda"
+        )  # fmt: skip
+        us = host_us(lambda kw=kw: api.sparse_mla_decode(**kw), args.calls)
+        print(f"{f'sparse_mla_decode FP8 b={b} h={h} 128+512':<58} {us:>12.1f}", flush=True)
+        meta, _ = api.get_mla_metadata()
+        fm = {
+            "q": kw["q"], "k_cache": kw["kv_cache"], "block_table": None, "cache_seqlens": None, "head_dim_v": 512,
+            "tile_scheduler_metadata": meta, "softmax_scale": 512**-0.5, "is_fp8_kvcache": True,
+            "indices": kw["indices"], "attn_sink": kw["attn_sink"], "extra_k_cache": kw["extra_kv_cache"],
+            "extra_indices_in_kvcache": kw["extra_indices"],
+        }  # fmt: skip
+        us = host_us(lambda fm=fm: api.flash_mla_with_kvcache(**fm), args.calls)
+        print(f"{f'flash_mla_with_kvcache sparse FP8 b={b} h={h}':<58} {us:>12.1f}", flush=True)
+    for b, h in ((1, 128), (64, 128)):
+        d: dict[str, Any] = make_dense_decode_inputs(lengths=[4096] * b, h_q=h, fp8=True, device="cuda")
+        meta, _ = api.get_mla_metadata()
+
+        def dense(d: dict[str, Any] = d, meta: Any = meta) -> Any:
+            return api.flash_mla_with_kvcache(d["q"], d["k_cache"], d["block_table"], d["cache_seqlens"], 512, meta,
+                                              softmax_scale=576**-0.5, is_fp8_kvcache=True)  # fmt: skip
+
+        us = host_us(dense, args.calls)
+        print(f"{f'flash_mla_with_kvcache dense FP8 b={b} h={h} 4K':<58} {us:>12.1f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
