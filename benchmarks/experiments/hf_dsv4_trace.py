@@ -9,8 +9,9 @@ under the profiler, each in a ``layer_step`` range and timed by CUDA events (the
 ``wavemla layer-bench``). ``--attn eager`` runs transformers' own attention, ``--attn wavemla`` this package's sparse
 decode (``wavemla.hf_attention``). Writes ``OUT/hf-dsv4-ATTN-bsB.json.gz`` and ``OUT/hf-dsv4-ATTN.json`` (measured
 step times), then runs ``wavemla trace`` over the traces (``--step-marker layer_step``) into
-``OUT/hf-dsv4-ATTN-slope.json`` and prints its table. ``--tiny`` runs the tests' tiny model instead (a smoke run; on the
-CPU the traces hold no kernels, so the analysis is skipped).
+``OUT/hf-dsv4-ATTN-slope.json`` and prints its table. ``--stack`` records Python frames and passes ``--scope`` rules
+(``STACK_SCOPES``) that give eager attention's, the indexer's and the MoE block's kernels their components. ``--tiny``
+runs the tests' tiny model instead (a smoke run; on the CPU the traces hold no kernels, so the analysis is skipped).
 
     PYTHONPATH=src python3 benchmarks/experiments/hf_dsv4_trace.py OUT --attn eager --batch 1 8 32 64
 """
@@ -28,6 +29,13 @@ from typing import Any
 import torch
 
 from wavemla.tools.layer_bench import STEP_MARKER, profile_steps  # each profiled step in a "layer_step" range
+
+# With --stack: the host ranges of transformers' DeepSeek-V4 that hold each component's kernels.
+STACK_SCOPES = (
+    "attention=eager_attention_forward",
+    r"indexer=nn\.Module: DeepseekV4Indexer_",
+    r"moe=nn\.Module: DeepseekV4SparseMoeBlock_",
+)
 
 
 def build_model(layers: int, experts: int) -> Any:
@@ -55,7 +63,9 @@ def tiny_model() -> Any:
     return make()
 
 
-def trace_batch(model: Any, b: int, prompt: int, steps: int, path: Path, device: str) -> list[float]:
+def trace_batch(
+    model: Any, b: int, prompt: int, steps: int, path: Path, device: str, with_stack: bool = False
+) -> list[float]:
     """Prefill a random prompt at batch ``b``, then profile ``steps`` decode steps; the CUDA-event µs of each."""
     gen = torch.Generator().manual_seed(b)
     ids = torch.randint(2, model.config.vocab_size, (b, prompt), generator=gen).to(device)
@@ -69,7 +79,7 @@ def trace_batch(model: Any, b: int, prompt: int, steps: int, path: Path, device:
         state["cache"], state["token"] = o.past_key_values, o.logits[:, -1:].argmax(-1)
 
     step()  # warm: compiles wavemla's kernels for this shape, settles the caches
-    return profile_steps(step, steps, path, cuda=device == "cuda")
+    return profile_steps(step, steps, path, cuda=device == "cuda", with_stack=with_stack)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--experts", type=int, default=32)
     parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--stack", action="store_true", help="record Python frames (for wavemla trace --scope)")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.attn == "wavemla":
@@ -97,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = []
     for b in args.batch:
         path = args.out / f"hf-dsv4-{args.attn}-bs{b}.json.gz"
-        us = trace_batch(model, b, args.prompt, args.steps, path, device)
+        us = trace_batch(model, b, args.prompt, args.steps, path, device, args.stack)
         paths.append(str(path))
         record["batches"][b] = {"step_us": us, "median_step_us": statistics.median(us) if us else None}
         print(f"b={b}: decode step {record['batches'][b]['median_step_us']} us (median of {len(us)})", flush=True)
@@ -107,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     slope = args.out / f"hf-dsv4-{args.attn}-slope.json"
     cmd = [sys.executable, "-m", "wavemla", "trace", *paths, "--step-marker", STEP_MARKER, "--json", str(slope)]
+    if args.stack:  # the frames name what the kernels' names do not: eager attention, the indexer, the MoE block
+        cmd += [f"--scope={s}" for s in STACK_SCOPES]
     rc = subprocess.run(cmd, check=False).returncode
     if rc == 0:
         compare_steps(record, json.loads(slope.read_text()))

@@ -828,7 +828,9 @@ def test_cli_table_json_png(decode_set: list[Path], tmp_path: Path, capsys: pyte
         "fit",
         "unclassified",
         "rules",
+        "scopes",
     }
+    assert doc["scopes"] == [] and doc["traces"][0]["scoped_kernels"] == 0
     assert doc["components"] == list(RULES.components)
     assert [t["batch"] for t in doc["traces"]] == list(BATCHES)
     assert doc["traces"][0]["steps"] == STEPS
@@ -1089,6 +1091,120 @@ def test_h200_cli_on_the_directory(tmp_path: Path, capsys: pytest.CaptureFixture
     }
     assert {u["name"] for u in doc["unclassified"]} == {CUB_SCAN_INIT, CUB_SCAN, EXP2}
     assert sorted(p.name for p in H200.iterdir()) == [f"layer_bs{b}.json.gz" for b in H200_BATCHES]  # wrote nothing
+
+
+# ------------------------------------------------------------------------- scopes: the launching host range
+
+GEMM = "nvjet_tst_64x8_64x16_4x1_v_bz_TNT"  # cuBLAS: dense_gemm by name
+SOFTMAX = "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)"  # noqa: E501
+
+
+def scoped_trace(steps: int = 2) -> dict[str, Any]:
+    """Host ranges on thread 1 (an attention module holding a matmul and a softmax, then an MLP holding a
+    matmul) launch kernels; a CUDA graph launched inside the attention module replays two more; a launch on thread
+    2 falls inside the attention range's times but not its thread."""
+    events: list[dict[str, Any]] = []
+    corr = 0
+
+    def host(cat: str, name: str, ts: float, dur: float, tid: int = 1) -> None:
+        events.append({"ph": "X", "cat": cat, "name": name, "pid": 100, "tid": tid, "ts": ts, "dur": dur})
+
+    def launch(name: str, ts: float, gpu_ts: float, tid: int = 1, launcher: str = "cudaLaunchKernel",
+               replays: int = 1) -> None:  # fmt: skip
+        nonlocal corr
+        corr += 1
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": launcher, "pid": 100, "tid": tid, "ts": ts,
+                       "dur": 2.0, "args": {"correlation": corr}})  # fmt: skip
+        for r in range(replays):
+            events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": gpu_ts + 20.0 * r,
+                           "dur": 10.0, "args": {"device": 0, "stream": 7, "correlation": corr}})  # fmt: skip
+
+    for step in range(steps):
+        t = BASE_TS + 1000.0 * step
+        host("user_annotation", "decode_step", t, 900.0)
+        events.append({"ph": "X", "cat": "gpu_user_annotation", "name": "decode_step", "pid": 0, "tid": 7,
+                       "ts": t + 50.0, "dur": 800.0, "args": {}})  # fmt: skip
+        host("python_function", "nn.Module: DeepseekV4Attention_0", t + 10.0, 300.0)
+        host("python_function", "transformers/.../modeling_deepseek_v4.py(730): eager_attention_forward", t + 20, 200)
+        host("cpu_op", "aten::matmul", t + 30.0, 20.0)
+        launch(GEMM, t + 35.0, t + 100.0)
+        host("cpu_op", "aten::softmax", t + 60.0, 20.0)
+        launch(SOFTMAX, t + 65.0, t + 120.0)
+        launch(GEMM, t + 240.0, t + 140.0, launcher="cudaGraphLaunch", replays=2)  # in the module, after the core
+        launch(GEMM, t + 70.0, t + 200.0, tid=2)  # another thread, inside the module's times
+        host("python_function", "nn.Module: DeepseekV4MLP_0", t + 400.0, 100.0)
+        launch(GEMM, t + 420.0, t + 300.0)
+        events.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pinned)", "pid": 0, "tid": 7,
+                       "ts": t + 320.0, "dur": 5.0, "args": {"device": 0, "stream": 7, "correlation": 0}})  # fmt: skip
+        host("cuda_runtime", "cudaMemcpyAsync", t + 80.0, 1.0)  # inside the core's range; copies stay memcpy
+        events[-1]["args"] = {"correlation": 0}
+    return {"traceEvents": events}
+
+
+def _scoped(tmp_path: Path, *scopes: str) -> trace.TraceProfile:
+    path = tmp_path / "scoped_bs4.json"
+    path.write_text(json.dumps(scoped_trace()))
+    report = analyze(trace.resolve_inputs([str(path)]), StepSpec(marker="^decode_step$"), fit=False,
+                     scopes=[trace.Scope.parse(s) for s in scopes])  # fmt: skip
+    return report.profiles[0]
+
+
+def test_without_scopes_names_decide(tmp_path: Path) -> None:
+    p = _scoped(tmp_path)
+    kernels = {c: t.kernels for c, t in p.components.items() if t.kernels}
+    assert kernels == {"dense_gemm": 5, "sampling": 1, "memcpy": 1}  # per step; the softmax rule says sampling
+    assert p.scoped_kernels == 0
+
+
+def test_scope_takes_the_kernels_its_host_range_launched(tmp_path: Path) -> None:
+    p = _scoped(tmp_path, "attention=eager_attention_forward")
+    kernels = {c: t.kernels for c, t in p.components.items() if t.kernels}
+    # the core's GEMM and softmax; not the graph launched after the core, the other thread's launch, the MLP's GEMM
+    assert kernels == {"attention": 2, "dense_gemm": 4, "memcpy": 1}
+    assert p.scoped_kernels == 2 * 2 and not p.notes
+    assert p.components["attention"].busy_ms == pytest.approx(2 * 10.0 / 1000)
+
+
+def test_scope_takes_a_graphs_replayed_kernels_and_the_first_scope_wins(tmp_path: Path) -> None:
+    p = _scoped(tmp_path, "moe=DeepseekV4MLP", "attention=nn\\.Module: DeepseekV4Attention", "indexer=aten::softmax")
+    kernels = {c: t.kernels for c, t in p.components.items() if t.kernels}
+    # the module holds the core and the graph (2 replays); the softmax is inside both: the earlier scope wins
+    assert kernels == {"attention": 4, "moe": 1, "dense_gemm": 1, "memcpy": 1}
+
+
+def test_scope_that_matches_nothing_is_noted(tmp_path: Path) -> None:
+    p = _scoped(tmp_path, "attention=FlashAttention")
+    assert p.scoped_kernels == 0
+    assert len(p.notes) == 1 and "--scope attention=FlashAttention matches no host range" in p.notes[0]
+    assert "with_stack=True" in p.notes[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("attention", r"expected COMPONENT=REGEX"),
+        ("attention=", r"expected COMPONENT=REGEX"),
+        ("=x", r"empty component"),
+        ("attention=[x", r"--scope attention: invalid regular expression"),
+    ],
+)
+def test_bad_scopes_name_the_flag(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        trace.Scope.parse(text)
+
+
+def test_scope_component_must_exist(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ValueError, match=r"--scope kv=x: unknown component 'kv'; components: attention, "):
+        _scoped(tmp_path, "kv=x")
+    path = tmp_path / "scoped_bs4.json"
+    assert run_cli([str(path), "--no-fit", "--step-marker", "decode_step", "--scope", "kv=x"]) == 2
+    assert "unknown component 'kv'" in capsys.readouterr().err
+    assert run_cli([str(path), "--no-fit", "--step-marker", "decode_step", "--scope", "attention=forward$",
+                    "--json", "-"]) == 0  # fmt: skip
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["scopes"] == [{"component": "attention", "pattern": "forward$"}]
+    assert doc["traces"][0]["scoped_kernels"] == 4
+    assert doc["traces"][0]["components"]["attention"]["kernels"] == 2
 
 
 # ------------------------------------------------------------------- a stack we did not write: transformers

@@ -744,8 +744,11 @@ def _timing(p20: float, med: float, p80: float) -> dict[str, float]:
     return {"median_us": med, "p20_us": p20, "p80_us": p80}
 
 
-def profile_steps(step: Callable[[], object], steps: int, path: Path, cuda: bool) -> list[float]:
-    """Profile ``steps`` calls of ``step`` (each in a ``layer_step`` range) into a gzipped Chrome trace.
+def profile_steps(
+    step: Callable[[], object], steps: int, path: Path, cuda: bool, with_stack: bool = False
+) -> list[float]:
+    """Profile ``steps`` calls of ``step`` (each in a ``layer_step`` range) into a gzipped Chrome trace; with
+    ``with_stack`` the trace also holds the Python frames (``nn.Module: ...`` ranges, for ``wavemla trace --scope``).
 
     On CUDA, CUDA events around each call give its own µs, returned in order: the steps run back to back (no L2
     flush, which would put a kernel of its own between them), so these — not the flushed timings — are what a
@@ -757,7 +760,8 @@ def profile_steps(step: Callable[[], object], steps: int, path: Path, cuda: bool
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
-    with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=steps, repeat=1)) as prof:
+    plan = schedule(wait=0, warmup=1, active=steps, repeat=1)
+    with profile(activities=activities, schedule=plan, with_stack=with_stack) as prof:
         for i in range(steps + 1):
             timed = cuda and i > 0
             if timed:

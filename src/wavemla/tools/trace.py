@@ -48,6 +48,9 @@ _MEMCPY_CATEGORIES = frozenset({"gpu_memcpy", "gpu_memset", "memcpy", "memset"})
 _ANNOTATION_CATEGORIES = frozenset({"gpu_user_annotation", "user_annotation"})
 # Launch calls: cudaLaunchKernel / cudaGraphLaunch ("Runtime" in older Kineto); Triton uses cuLaunchKernel.
 _RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "runtime", "cuda_driver"})
+# Host ranges a --scope can name: ATen operators, Python frames (profiler with_stack=True, e.g. "nn.Module: Foo_0"),
+# record_function ranges.
+_SCOPE_CATEGORIES = frozenset({"cpu_op", "python_function", "user_annotation"})
 _US_PER_MS = 1000.0
 
 
@@ -94,6 +97,38 @@ class StepSpec:
     @property
     def source(self) -> str:
         return "marker" if self.marker is not None else "kernel" if self.kernel is not None else "whole"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """``component``: every kernel launched from inside a host range (an ATen operator, a Python frame, a
+    ``record_function`` range) whose name matches ``pattern`` belongs to it, whatever its name. For kernels whose
+    names do not say what they serve: eager attention's GEMMs and softmax, a fused MoE's elementwise kernels.
+    Scopes are tried in order before the name rules; the first whose ranges hold the launch wins. Kernels replayed
+    by a CUDA graph follow their ``cudaGraphLaunch``."""
+
+    component: str
+    pattern: str
+
+    def __post_init__(self) -> None:
+        if not self.component:
+            raise ValueError(f"--scope: expected COMPONENT=REGEX, got an empty component ({self.pattern!r})")
+        try:
+            re.compile(self.pattern)
+        except re.error as e:
+            raise ValueError(f"--scope {self.component}: invalid regular expression {self.pattern!r}: {e}") from None
+
+    @classmethod
+    def parse(cls, text: str) -> Scope:
+        """``"attention=eager_attention_forward"`` -> Scope("attention", "eager_attention_forward").
+
+        >>> Scope.parse("attention=nn.Module: DeepseekV4Attention")
+        Scope(component='attention', pattern='nn.Module: DeepseekV4Attention')
+        """
+        component, sep, pattern = text.partition("=")
+        if not sep or not pattern:
+            raise ValueError(f"--scope: expected COMPONENT=REGEX, got {text!r}")
+        return cls(component.strip(), pattern)
 
 
 _BATCH_PATTERNS = (
@@ -252,13 +287,19 @@ class _TraceData:
     cpu_markers: int = 0  # CPU step annotations (a count: their times are host times)
     launches: set[Any] = field(default_factory=set)  # correlation ids of CUDA runtime/driver launch calls
     graph_launches: set[Any] = field(default_factory=set)  # ... of cudaGraphLaunch calls
+    scoped: list[bool] = field(default_factory=list)  # per kernel event: its component came from a --scope
+    unmatched_scopes: list[Scope] = field(default_factory=list)  # scopes that matched no host range
 
 
-def _read(path: Path, rules: RuleSet, marker: re.Pattern[str] | None) -> _TraceData:
-    """Kernels (classified), step annotations matching ``marker`` and launch correlation ids of one trace."""
+def _read(path: Path, rules: RuleSet, marker: re.Pattern[str] | None, scopes: Sequence[Scope] = ()) -> _TraceData:
+    """Kernels (classified by ``scopes``, then ``rules``), step annotations matching ``marker`` and launch correlation
+    ids of one trace."""
     events = load_events(path)
     data = _TraceData()
     kernels = data.kernels
+    scope_regex = [re.compile(sc.pattern) for sc in scopes]
+    ranges: list[list[tuple[str, float, float]]] = [[] for _ in scopes]  # per scope: (thread, start, end)
+    launched_at: dict[Any, tuple[str, float]] = {}  # correlation -> (thread, host time of the launch call)
     for index, event in enumerate(events):
         if not isinstance(event, dict):
             raise ValueError(f"{path}: event #{index} is not an object: {event!r:.80}")
@@ -290,7 +331,14 @@ def _read(path: Path, rules: RuleSet, marker: re.Pattern[str] | None) -> _TraceD
                 data.launches.add(args["correlation"])
                 if str(event.get("name", "")).startswith("cudaGraphLaunch"):
                     data.graph_launches.add(args["correlation"])
-        elif marker is not None and category in _ANNOTATION_CATEGORIES:
+                if scopes:
+                    launched_at[args["correlation"]] = (_thread(event), _number(event, "ts", path, index))
+        if scopes and category in _SCOPE_CATEGORIES and isinstance(event.get("name"), str):
+            for i, regex in enumerate(scope_regex):
+                if regex.search(event["name"]):
+                    ts = _number(event, "ts", path, index)
+                    ranges[i].append((_thread(event), ts, ts + _number(event, "dur", path, index)))
+        if marker is not None and category in _ANNOTATION_CATEGORIES:
             name = event.get("name")
             if not isinstance(name, str) or not marker.search(name):
                 continue
@@ -308,7 +356,50 @@ def _read(path: Path, rules: RuleSet, marker: re.Pattern[str] | None) -> _TraceD
             f"{path}: no GPU kernel events (ph 'X' with category 'kernel', 'gpu_memcpy' or 'gpu_memset'); "
             "was the profiler run with CUDA activities on?"
         )
+    data.scoped = [False] * len(kernels.names)
+    if scopes:
+        _apply_scopes(data, scopes, ranges, launched_at)
     return data
+
+
+def _thread(event: dict[str, Any]) -> str:
+    return f"{event.get('pid', '?')}/{event.get('tid', '?')}"
+
+
+def _apply_scopes(
+    data: _TraceData,
+    scopes: Sequence[Scope],
+    ranges: list[list[tuple[str, float, float]]],
+    launched_at: dict[Any, tuple[str, float]],
+) -> None:
+    """Give each kernel (not copies) launched inside a scope's host ranges, on the same thread, that scope's
+    component: the first scope in order that holds the launch."""
+    import numpy as np
+
+    merged: list[dict[str, tuple[np.ndarray, np.ndarray]]] = []
+    for scope, found in zip(scopes, ranges, strict=True):
+        if not found:
+            data.unmatched_scopes.append(scope)
+        by_thread: dict[str, tuple[list[float], list[float]]] = {}
+        for thread, start, end in found:
+            starts, ends = by_thread.setdefault(thread, ([], []))
+            starts.append(start)
+            ends.append(end)
+        merged.append({t: _merge(np.asarray(s_), np.asarray(e_)) for t, (s_, e_) in by_thread.items()})
+    kernels = data.kernels
+    for k, corr in enumerate(kernels.correlation):
+        if kernels.components[k] == MEMCPY or corr not in launched_at:
+            continue
+        thread, ts = launched_at[corr]
+        for scope, per_thread in zip(scopes, merged, strict=True):
+            if thread not in per_thread:
+                continue
+            ms, me = per_thread[thread]
+            slot = int(np.searchsorted(ms, ts, side="right")) - 1
+            if slot >= 0 and ts <= me[slot]:
+                kernels.components[k] = scope.component
+                data.scoped[k] = True
+                break
 
 
 # --------------------------------------------------------------------------------------- interval math
@@ -399,6 +490,7 @@ class TraceProfile:
     components: dict[str, ComponentTime]
     unclassified: dict[str, tuple[int, float]]  # kernel name -> (count, total µs) for component "other"
     notes: tuple[str, ...]
+    scoped_kernels: int = 0  # kernels analysed whose component a --scope gave
 
 
 def _device_steps(
@@ -429,7 +521,12 @@ def _device_steps(
 
 
 def profile_trace(
-    path: Path | str, batch: int | None, rules: RuleSet, spec: StepSpec, device: str | None = None
+    path: Path | str,
+    batch: int | None,
+    rules: RuleSet,
+    spec: StepSpec,
+    device: str | None = None,
+    scopes: Sequence[Scope] = (),
 ) -> TraceProfile:
     """Read one trace and measure per-step busy time per component (see :class:`TraceProfile`)."""
     import numpy as np
@@ -437,9 +534,13 @@ def profile_trace(
     path = Path(path)
     marker = re.compile(spec.marker) if spec.marker is not None else None
     kernel_regex = re.compile(spec.kernel) if spec.kernel is not None else None
-    data = _read(path, rules, marker)
+    data = _read(path, rules, marker, scopes)
     kernels, gpu_markers, cpu_markers = data.kernels, data.gpu_markers, data.cpu_markers
-    notes: list[str] = []
+    notes: list[str] = [
+        f"{path}: --scope {sc.component}={sc.pattern} matches no host range (cpu_op, python_function, "
+        "user_annotation); Python frames are in a trace only when the profiler ran with with_stack=True"
+        for sc in data.unmatched_scopes
+    ]
     if marker is not None and not gpu_markers and not cpu_markers:
         raise ValueError(f"{path}: no annotation matches --step-marker {spec.marker!r}")
     if marker is not None and not gpu_markers:
@@ -467,7 +568,8 @@ def profile_trace(
     steps_total = 0.0
     used_devices: list[str] = []
     streams: set[tuple[str, str]] = set()
-    n_kernels = graph = uncorrelated = 0
+    n_kernels = graph = uncorrelated = scoped = 0
+    scoped_mask = np.asarray(data.scoped, dtype=bool)
     unclassified: dict[str, list[float]] = {}
     for d in devices_all:
         on_dev = dev == d
@@ -498,6 +600,7 @@ def profile_trace(
         concurrent += stats.concurrent
         kernel_sum += stats.total
         n_kernels += int(keep.sum())
+        scoped += int((keep & scoped_mask).sum())
         streams.update((d, s) for s in stream[keep])
         for c in component_order:
             sel = keep & (comp == c)
@@ -549,6 +652,7 @@ def profile_trace(
         components=components,
         unclassified={k: (int(v[0]), v[1]) for k, v in unclassified.items()},
         notes=tuple(notes),
+        scoped_kernels=scoped,
     )
 
 
@@ -701,6 +805,7 @@ class TraceReport:
     components: tuple[str, ...]
     rules: RuleSet
     spec: StepSpec
+    scopes: tuple[Scope, ...] = ()
 
     def batch_means(self) -> list[tuple[int | None, dict[str, float]]]:
         """Mean per-step ms per batch size (components plus ``busy``), batches ascending."""
@@ -725,17 +830,25 @@ def analyze(
     device: str | None = None,
     fit: bool = True,
     fit_from: int | None = None,
+    scopes: Sequence[Scope] = (),
 ) -> TraceReport:
     """Profile every trace and, with ``fit``, fit time against batch size per component: over every trace, or with
-    ``fit_from`` over the traces at batch sizes from ``fit_from`` up (the breakdown still holds every trace)."""
+    ``fit_from`` over the traces at batch sizes from ``fit_from`` up (the breakdown still holds every trace).
+    ``scopes`` classify kernels by the host range that launched them, before the name rules (:class:`Scope`)."""
     if not inputs:
         raise ValueError("no trace given")
     if fit_from is not None and (isinstance(fit_from, bool) or not isinstance(fit_from, int) or fit_from < 1):
         raise ValueError(f"--fit-from: expected a batch size >= 1, got {fit_from!r}")
     spec = spec or StepSpec()
     rules = rules or RuleSet(default_rules())
+    for sc in scopes:
+        if sc.component not in rules.components:
+            raise ValueError(
+                f"--scope {sc.component}={sc.pattern}: unknown component {sc.component!r}; components: "
+                f"{', '.join(rules.components)} (a --rules file can add one)"
+            )
     ordered = sorted(inputs, key=lambda t: (t.batch is None, t.batch or 0))  # stable: same-batch order kept
-    profiles = tuple(profile_trace(t.path, t.batch, rules, spec, device) for t in ordered)
+    profiles = tuple(profile_trace(t.path, t.batch, rules, spec, device, scopes) for t in ordered)
     fitted = profiles
     if fit and fit_from is not None:
         fitted = tuple(p for p in profiles if p.batch is None or p.batch >= fit_from)  # unknown batch: fit_slopes says
@@ -745,6 +858,7 @@ def analyze(
         components=rules.components,
         rules=rules,
         spec=spec,
+        scopes=tuple(scopes),
     )
 
 
@@ -782,6 +896,7 @@ def report_to_dict(report: TraceReport, top: int = 20) -> dict[str, Any]:
                 "kernels": p.kernels,
                 "graph_kernels": p.graph_kernels,
                 "uncorrelated_kernels": p.uncorrelated_kernels,
+                "scoped_kernels": p.scoped_kernels,
                 "busy_ms": _r(p.busy_ms),
                 "kernel_sum_ms": _r(p.kernel_sum_ms),
                 "concurrent_ms": _r(p.concurrent_ms),
@@ -851,6 +966,7 @@ def report_to_dict(report: TraceReport, top: int = 20) -> dict[str, Any]:
             {"name": name, "kernels": count, "total_ms": _r(ms)} for name, count, ms in report.unclassified()[:top]
         ],
         "rules": [{"name": r.name, "component": r.component, "pattern": r.pattern} for r in report.rules.rules],
+        "scopes": [{"component": sc.component, "pattern": sc.pattern} for sc in report.scopes],
     }
 
 
@@ -1052,6 +1168,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="kernels matching --step-kernel per step, e.g. the layer count (default 1)",
     )
+    parser.add_argument(
+        "--scope",
+        action="append",
+        default=[],
+        metavar="COMPONENT=REGEX",
+        help="kernels launched inside a host range (ATen op, Python frame, record_function) matching REGEX belong "
+        "to COMPONENT, before the name rules (repeatable; first match wins)",
+    )
     parser.add_argument("--device", metavar="ID", help="analyse only this device (pid / args.device)")
     parser.add_argument("--json", metavar="PATH", help="write the report as JSON ('-' for stdout)")
     parser.add_argument("--png", metavar="PATH", help="write a plot of component time vs batch size")
@@ -1099,7 +1223,10 @@ def run(args: argparse.Namespace) -> int:
             return fail("--top must be >= 0")
         spec = StepSpec(marker=args.step_marker, kernel=args.step_kernel, kernels_per_step=args.kernels_per_step)
         inputs = resolve_inputs(args.traces, args.batch)
-        report = analyze(inputs, spec, rules, device=args.device, fit=not args.no_fit, fit_from=args.fit_from)
+        scopes = [Scope.parse(text) for text in args.scope]
+        report = analyze(
+            inputs, spec, rules, device=args.device, fit=not args.no_fit, fit_from=args.fit_from, scopes=scopes
+        )
         for p in report.profiles:
             for note in p.notes:
                 print(f"note: {note}", file=sys.stderr)
