@@ -2,7 +2,8 @@
 
 A tiny random DeepSeek-V4 (sliding, CSA and HCA layers, head_dim 512, per-head sinks) generates with
 ``attn_implementation="wavemla"``; every decode-step attention call is checked against transformers' own eager
-attention computed in fp64 on the same inputs (FlashMLA's tolerances), and the generation against the eager model.
+attention computed in fp64 on the same inputs (FlashMLA's tolerances; on the GPU with bf16 rows, the bound of bf16
+softmax weights), and the generation against the eager model (in fp16).
 """
 
 from __future__ import annotations
