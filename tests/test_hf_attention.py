@@ -17,7 +17,7 @@ import torch
 
 from conftest import DEVICE
 from wavemla import hf_attention
-from wavemla.testing import TOLERANCES, Tolerance, assert_close, bf16_weights_tolerance
+from wavemla.testing import Tolerance, assert_close, rows_out_tolerance
 
 transformers = pytest.importorskip("transformers")
 if not hasattr(transformers, "DeepseekV4ForCausalLM"):
@@ -50,12 +50,9 @@ def tiny_model(seed: int = 0, dtype: torch.dtype = DTYPE, **overrides: Any) -> A
 
 def out_tolerance(rows: torch.Tensor) -> Tolerance:
     """FlashMLA's output tolerance; on the GPU with bf16 rows widened by the rounding of the softmax weights to bf16
-    for the PV product (:func:`wavemla.testing.bf16_weights_tolerance`: 2^-8 · max|v|): a row list as short as these
-    (11 to 30 rows) does not average that rounding away, and outputs of nearly cancelling rows miss the abs 1e-3."""
-    tol = TOLERANCES[("out", LANE)]
-    if LANE == "gpu" and rows.dtype == torch.bfloat16:
-        return bf16_weights_tolerance(tol, rows.float().abs().max().item())
-    return tol
+    for the PV product (:func:`wavemla.testing.rows_out_tolerance`): a row list as short as these (11 to 30 rows)
+    does not average that rounding away, and outputs of nearly cancelling rows miss the abs 1e-3."""
+    return rows_out_tolerance(LANE, (rows,) if rows.dtype == torch.bfloat16 else ())
 
 
 def _prompt() -> tuple[torch.Tensor, torch.Tensor]:

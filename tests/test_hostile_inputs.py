@@ -40,7 +40,7 @@ from conftest import DEVICE, HAS_CUDA
 from wavemla import config, flash_mla_with_kvcache, get_mla_metadata, sparse_mla_decode
 from wavemla.reference import sparse_decode_ref
 from wavemla.reference.fp8 import BYTES_PER_TOKEN, model1_page_bytes, page_views, quantize_model1
-from wavemla.testing import TOLERANCES, bf16_weights_tolerance, check_close
+from wavemla.testing import TOLERANCES, check_close, rows_out_tolerance
 
 LANE = "gpu" if HAS_CUDA else "interp"
 # GPU: each new (page, flags, tile) combination compiles a kernel, ~1 s each, so fewer examples there.
@@ -427,23 +427,12 @@ def check_case(case: Case) -> None:
 
 def assert_matches(got: tuple[Any, Any], want: tuple[Any, Any], bf16_rows: tuple[Any, ...], where: str) -> None:
     """(out, lse) within the lane's tolerances of the reference's; on a GPU, out's is widened by
-    :func:`bf16_weights_tolerance` where bf16 row caches (``bf16_rows``) meet softmax weights rounded to bf16."""
+    :func:`wavemla.testing.rows_out_tolerance` where bf16 row caches (``bf16_rows``) meet softmax weights rounded to
+    bf16."""
     for name, g, w in (("out", got[0], want[0]), ("lse", got[1], want[1])):
-        tol = TOLERANCES[(name, LANE)]
-        if name == "out" and LANE == "gpu" and bf16_rows:
-            tol = bf16_weights_tolerance(tol, _finite_max(*bf16_rows))
+        tol = rows_out_tolerance(LANE, bf16_rows) if name == "out" else TOLERANCES[(name, LANE)]
         problem = check_close(name, g, w, tol)
         assert problem is None, f"{problem} [{where}]"
-
-
-def _finite_max(*caches: torch.Tensor | None) -> float:
-    """Largest finite |value| over the row caches given (poisoned rows hold NaN or ±inf and do not count)."""
-    vals = [
-        c.float().abs().nan_to_num(0.0, posinf=0.0, neginf=0.0).max().item()
-        for c in caches
-        if c is not None and c.numel()
-    ]
-    return max(vals, default=0.0)
 
 
 # -------------------------------------------------------------------------------------------------- mutations

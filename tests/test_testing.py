@@ -1,7 +1,7 @@
 import torch
 
 from wavemla import config
-from wavemla.testing import TOLERANCES, dense_out_tolerance
+from wavemla.testing import TOLERANCES, dense_out_tolerance, rows_out_tolerance
 
 
 def test_dense_out_tolerance_widens_only_for_one_bf16_dot_of_p():
@@ -15,3 +15,16 @@ def test_dense_out_tolerance_widens_only_for_one_bf16_dot_of_p():
     with config.override(WAVEMLA_DENSE_P="split"):
         assert dense_out_tolerance(cache, "gpu") == strict
     assert dense_out_tolerance(cache.half(), "interp") == TOLERANCES[("out", "interp")]
+
+
+def test_rows_out_tolerance_widens_on_the_gpu_for_bf16_rows_only():
+    main = torch.zeros(3, 512, dtype=torch.bfloat16)
+    main[0, 5] = -64.0
+    main[1] = float("inf")  # poisoned rows do not count
+    extra = torch.full((2, 512), 128.0, dtype=torch.bfloat16)
+    strict = TOLERANCES[("out", "gpu")]
+    assert rows_out_tolerance("gpu") == strict  # no bf16 rows: FlashMLA's
+    assert rows_out_tolerance("interp", (main,)) == TOLERANCES[("out", "interp")]
+    assert rows_out_tolerance("gpu", (main,)).abs == 64.0 / 256
+    tol = rows_out_tolerance("gpu", (main, None, extra))
+    assert tol.abs == 128.0 / 256 and tol.rel == strict.rel and tol.cos == 2.0**-16

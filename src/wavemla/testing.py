@@ -40,15 +40,28 @@ def bf16_weights_tolerance(tol: Tolerance, v_max: float) -> Tolerance:
     return Tolerance(abs=max(tol.abs, v_max / 256.0), rel=tol.rel, cos=max(tol.cos, 2.0**-16))
 
 
+def rows_out_tolerance(lane: str, bf16_rows: tuple[torch.Tensor | None, ...] = ()) -> Tolerance:
+    """The output tolerance on ``lane`` ("gpu" or "interp"): FlashMLA's, widened on the GPU by
+    :func:`bf16_weights_tolerance` where the decode read bf16 row caches (``bf16_rows``, whose softmax weights are
+    rounded to bf16), over their largest finite |value| (poisoned rows hold NaN or ±inf and do not count)."""
+    tol = TOLERANCES[("out", lane)]
+    if lane != "gpu" or not bf16_rows:
+        return tol
+    vals = [
+        c.float().abs().nan_to_num(0.0, posinf=0.0, neginf=0.0).max().item()
+        for c in bf16_rows
+        if c is not None and c.numel()
+    ]
+    return bf16_weights_tolerance(tol, max(vals, default=0.0))
+
+
 def dense_out_tolerance(k_cache: torch.Tensor, lane: str) -> Tolerance:
     """The dense decode's output tolerance on ``lane`` ("gpu" or "interp"): FlashMLA's, widened by
     :func:`bf16_weights_tolerance` where bf16 rows meet one bf16 dot of P (``WAVEMLA_DENSE_P=single``, the default)."""
     from wavemla.kernels.dense_decode import split_p
 
-    tol = TOLERANCES[("out", lane)]
-    if k_cache.dtype != torch.bfloat16 or split_p(False, torch.bfloat16):
-        return tol
-    return bf16_weights_tolerance(tol, k_cache[..., :512].float().nan_to_num(0.0).abs().max().item())
+    one_bf16_dot = k_cache.dtype == torch.bfloat16 and not split_p(False, torch.bfloat16)
+    return rows_out_tolerance(lane, (k_cache[..., :512],) if one_bf16_dot else ())
 
 
 def cosine_diff(a: torch.Tensor, b: torch.Tensor) -> float:
