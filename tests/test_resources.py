@@ -292,18 +292,11 @@ def test_unknown_kernel_is_named(environ: dict[str, str], cache_dir: Path) -> No
 
 # ---------------------------------------------------------------- no recompiles as a workload's sizes change
 
-_ALIGNMENT_PROBE = r"""
-import json, re, sys
-from wavemla import resources as R
+_ALIGNMENT_PROBE = """
+import json
 from wavemla.kernels.sparse_decode import WORKLOAD_INTS, _sparse_mla_decode_kernel as fn
-spec = R._sparse_decode_spec(64, 64, 1, True, "fp16", 90)
-ptx = []
-for marked in (True, False):
-    ints = {**spec["ints"], **{a: 32 for a in WORKLOAD_INTS}} if marked else spec["ints"]
-    c = R.compile_for_target(fn, arch=90, num_warps=8, num_stages=1, pointers=spec["pointers"], ints=ints,
-                             constexprs=spec["constexprs"], fp32=("qk_scale",),
-                             unspecialized=() if marked else WORKLOAD_INTS)
-    ptx.append(re.sub(r"_sparse_mla_decode_kernel\w*", "K", c.asm["ptx"]))
+from wavemla.resources import sparse_decode_ptx
+ptx = [sparse_decode_ptx(64, 64, 8, 1, True, "fp16", 90, mark_workload=m) for m in (True, False)]
 blind = [p.name for p in fn.params if p.do_not_specialize_on_alignment]
 print(json.dumps({"identical": ptx[0] == ptx[1], "blind": blind, "workload": list(WORKLOAD_INTS)}))
 """

@@ -384,6 +384,36 @@ def compile_for_target(
     )
 
 
+def sparse_decode_ptx(
+    block_h: int,
+    block_n: int,
+    num_warps: int,
+    num_stages: int,
+    is_fp8: bool,
+    q_dtype: str,
+    arch: int,
+    *,
+    mark_workload: bool,
+    drop: Sequence[str] = (),
+) -> str:
+    """PTX of the split kernel at the table's launch (:func:`_sparse_decode_spec`) for ``sm_<arch>``, its name
+    masked, for comparing hints. ``mark_workload``: every ``WORKLOAD_INTS`` argument marked a multiple of 16 (what
+    Triton's launcher would pass without the kernel's ``do_not_specialize_on_alignment``); otherwise none is.
+    ``drop``: other integer arguments whose hints are taken away. Triton's interpreter must be off."""
+    from wavemla.kernels.sparse_decode import WORKLOAD_INTS, _sparse_mla_decode_kernel
+
+    spec = _sparse_decode_spec(block_h, block_n, num_stages, is_fp8, q_dtype, arch)
+    ints = {k: v for k, v in spec["ints"].items() if k not in drop}
+    if mark_workload:
+        ints.update(dict.fromkeys(WORKLOAD_INTS, 32))
+    compiled = compile_for_target(
+        _sparse_mla_decode_kernel, arch=arch, num_warps=num_warps, num_stages=num_stages, pointers=spec["pointers"],
+        ints=ints, constexprs=spec["constexprs"], fp32=("qk_scale",),
+        unspecialized=tuple(drop) + (() if mark_workload else WORKLOAD_INTS),
+    )  # fmt: skip
+    return re.sub(r"_sparse_mla_decode_kernel\w*", "K", compiled.asm["ptx"])
+
+
 def _compile_here(job: dict[str, Any]) -> dict[str, Any]:
     """Compile one job in this process (Triton's interpreter must be off) and return a CompiledResources row."""
     import triton
