@@ -1225,7 +1225,7 @@ def _dense_keys_major(workload: DenseWorkload, cfg: KernelConfig) -> bool:
     """The split kernel's own rule for running a tile transposed (imported, not repeated)."""
     from wavemla.kernels.dense_decode import keys_major
 
-    return keys_major(workload.is_fp8, cfg.block_h, cfg.block_n)
+    return keys_major(workload.is_fp8, cfg.block_h)
 
 
 def _dense_mma_efficiency(cfg: KernelConfig, workload: DenseWorkload, device: DeviceSpec) -> float:

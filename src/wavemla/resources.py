@@ -313,8 +313,8 @@ def _dense_decode_spec(
         "IS_FP8": is_fp8, "HAS_PE": True, "CAUSAL": False, "PAGE": page,
         "DTYPE": tl.float16 if is_fp8 else tl.bfloat16, "SPLIT_P": False, "BLOCK_H": block_h,  # WAVEMLA_DENSE_P=single
         "BLOCK_N": block_n, "NUM_RB": math.ceil(s_q * h / block_h), "NUM_STAGES": num_stages,
-        "KEYS_MAJOR": keys_major(is_fp8, block_h, block_n), "TILE_IN_PAGE": page % block_n == 0, "BLOCK_C": CHUNK_TILES,
-        "P_VIA_WS": p_scratch(is_fp8, block_h, block_n, torch.bfloat16, arch), "SCRATCH_ASM": True,
+        "KEYS_MAJOR": keys_major(is_fp8, block_h), "TILE_IN_PAGE": page % block_n == 0, "BLOCK_C": CHUNK_TILES,
+        "P_VIA_WS": p_scratch(is_fp8, block_h, torch.bfloat16, arch), "SCRATCH_ASM": True,
         "L2_AHEAD": l2_ahead_tiles(is_fp8),
     }  # fmt: skip
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}

@@ -63,21 +63,12 @@ _MAX_BLOCK_B = 1024
 CHUNK_TILES = 32
 
 
-def keys_major(is_fp8: bool, block_h: int, block_n: int) -> bool:
-    """Whether the split kernel runs transposed (keys as the MMA's M): bf16/fp16 rows in 64-row blocks of 64 keys.
-    Row-major, 64 rows are one wgmma M per warpgroup, and Triton gives chained dots (QKᵀ -> PV -> the SPLIT_P PV)
-    every warp along M: each of the 2 warpgroups then holds the whole [64, 512] fp32 accumulator (256 registers;
-    13-17 KB of spills per thread on sm_90). Transposed, PV's M is the 512 value columns, split between the
-    warpgroups. 64-row blocks of 32 keys run row-major with P through scratch rows (:func:`rows64`)."""
-    return not is_fp8 and block_h == 64 and block_n == 64
-
-
-def rows64(is_fp8: bool, block_h: int, block_n: int, dtype: torch.dtype) -> bool:
-    """bf16/fp16 rows in 64-row blocks of 32 keys with one dot of P: row-major, P to the PV dot through scratch rows
-    (so the dots are not chained and the accumulator splits over the warpgroups). A tile of 32 keys is 36 KB, so
-    three pipeline stages fit beside q where the keys-major tile's 72 KB fit two: the next tile's copy then runs
-    during the math instead of after it."""
-    return not is_fp8 and block_h == 64 and block_n == 32 and not split_p(is_fp8, dtype)
+def keys_major(is_fp8: bool, block_h: int) -> bool:
+    """Whether the split kernel runs transposed (keys as the MMA's M): bf16/fp16 rows with 64-row blocks. Row-major,
+    64 rows are one wgmma M per warpgroup, and Triton gives chained dots (QKᵀ -> PV -> the SPLIT_P PV) every warp
+    along M: each of the 2 warpgroups then holds the whole [64, 512] fp32 accumulator (256 registers; 13-17 KB of
+    spills per thread on sm_90). Transposed, PV's M is the 512 value columns, split between the warpgroups."""
+    return not is_fp8 and block_h == 64
 
 
 def l2_ahead_tiles(is_fp8: bool) -> int:
@@ -100,23 +91,19 @@ def fp8_rows64(is_fp8: bool, block_h: int) -> bool:
     return is_fp8 and block_h == 64
 
 
-def scratch_tile(is_fp8: bool, block_h: int, block_n: int, dtype: torch.dtype) -> bool:
+def scratch_tile(is_fp8: bool, block_h: int, dtype: torch.dtype) -> bool:
     """Whether the split kernel's tile has a path that passes P (or Pᵀ) to the PV dot through scratch rows:
-    keys-major tiles with one dot of P, row tiles of :func:`rows64`, and FP8 rows in 64-row tiles."""
-    return (
-        (keys_major(is_fp8, block_h, block_n) and not split_p(is_fp8, dtype))
-        or rows64(is_fp8, block_h, block_n, dtype)
-        or fp8_rows64(is_fp8, block_h)
-    )
+    keys-major tiles with one dot of P, and FP8 rows in 64-row tiles."""
+    return (keys_major(is_fp8, block_h) and not split_p(is_fp8, dtype)) or fp8_rows64(is_fp8, block_h)
 
 
-def p_scratch(is_fp8: bool, block_h: int, block_n: int, dtype: torch.dtype, arch: int) -> bool:
+def p_scratch(is_fp8: bool, block_h: int, dtype: torch.dtype, arch: int) -> bool:
     """Whether the split kernel built for sm_``arch`` passes P to the PV dot through scratch rows: the tiles of
     :func:`scratch_tile`, where Triton lowers ``tl.dot`` to Hopper's warpgroup MMA (sm_90). Triton gives a dot whose
     result feeds another dot every warp along M, so each warpgroup computed all of QKᵀ (and, row-major, held all
     of the [64, 512] accumulator); with the scratch rows both are split over the two. sm_100 (tcgen05) and the
     mma.sync paths were not measured with it."""
-    return scratch_tile(is_fp8, block_h, block_n, dtype) and arch == 90
+    return scratch_tile(is_fp8, block_h, dtype) and arch == 90
 
 
 def p_scratch_elems(is_fp8: bool, block_h: int, block_n: int, dtype: torch.dtype, programs: int, device: Any) -> int:
@@ -125,9 +112,9 @@ def p_scratch_elems(is_fp8: bool, block_h: int, block_n: int, dtype: torch.dtype
     interpreter the same tiles, so that the CPU tests run the path. ``programs``: the grid (parts times row blocks)."""
     dev = torch.device(device)
     if dev.type != "cuda":
-        use = triton_interpreting() and p_scratch(is_fp8, block_h, block_n, dtype, 90)
+        use = triton_interpreting() and p_scratch(is_fp8, block_h, dtype, 90)
     else:
-        use = p_scratch(is_fp8, block_h, block_n, dtype, device_arch(dev))
+        use = p_scratch(is_fp8, block_h, dtype, device_arch(dev))
     return programs * (block_n * block_h + 2 * block_h) if use else 0
 
 
@@ -622,17 +609,6 @@ def _dense_mla_decode_kernel(
                             b_acc_t = tl.dot(tl.trans(b_kv), b_pt_hi, b_acc_t)
                         if SPLIT_P:
                             b_acc_t = tl.dot(tl.trans(b_kv), (b_pt - b_pt_hi.to(tl.float32)).to(DTYPE), b_acc_t)
-                    elif P_VIA_WS:
-                        # 64 rows, row-major (rows64): the dots apart, each scaled, and P through scratch rows, as
-                        # the FP8 rows' 64-row tiles do, so that QKᵀ and the accumulator split over the warpgroups
-                        b_s = tl.dot(b_q, tl.trans(b_kv)) * qk_scale
-                        if HAS_PE:
-                            b_s = b_s + tl.dot(b_qpe, tl.trans(b_pe)) * qk_scale
-                        m_s = m_n[None, :] & (o_n[None, :] < b_lim[:, None])
-                        b_acc, b_mx, b_l, b_p_ws = _softmax_via_ws(
-                            b_acc, b_mx, b_l, b_s, m_s, 1.0, p_pws, p_aws, i_tile, DTYPE, BLOCK_N, BLOCK_H, SCRATCH_ASM
-                        )
-                        b_acc = tl.dot(b_p_ws, b_kv, b_acc)
                     else:
                         b_s = tl.dot(b_q, tl.trans(b_kv))
                         if HAS_PE:
@@ -731,12 +707,12 @@ def dense_decode_split(
     """
     if p_ws is not None:
         need = num_parts * triton.cdiv(q.shape[1] * q.shape[2], block_h) * (block_n * block_h + 2 * block_h)
-        tiles_ok = scratch_tile(is_fp8, block_h, block_n, q.dtype)
+        tiles_ok = scratch_tile(is_fp8, block_h, q.dtype)
         compute = torch.float16 if is_fp8 else q.dtype
         if not tiles_ok or p_ws.dtype != compute or p_ws.numel() < need:
             raise ValueError(
-                f"p_ws: 64-row tiles with one dot of P (row caches) or 64-row FP8 tiles, and a {compute} tensor of "
-                f"at least {need} elements, got "
+                f"p_ws: keys-major tiles with one dot of P or 64-row FP8 tiles, and a {compute} tensor of at least "
+                f"{need} elements, got "
                 f"{p_ws.dtype} {p_ws.numel()} ({block_h}-row blocks, {'FP8' if is_fp8 else q.dtype} rows)"
             )
     if l2_ahead is None:
@@ -786,7 +762,7 @@ def dense_decode_split(
         BLOCK_N=block_n,
         NUM_RB=num_rb,
         NUM_STAGES=num_stages,
-        KEYS_MAJOR=keys_major(is_fp8, block_h, block_n),
+        KEYS_MAJOR=keys_major(is_fp8, block_h),
         TILE_IN_PAGE=page % block_n == 0,
         BLOCK_C=CHUNK_TILES,
         P_VIA_WS=p_ws is not None,
