@@ -3,8 +3,10 @@ fixture.
 
 Kept: the GPU events (kernels, memcpy, memset) and GPU step ranges inside the first ``--steps`` step ranges, with
 only the ``device``, ``stream``, ``correlation`` and ``context`` arguments; the CUDA runtime and driver calls that
-launched them (``correlation`` only); the CPU step ranges of those steps; process and thread names. Dropped: CPU
-operators, flow events, Python frames and every other argument.
+launched them (``correlation`` only); the CPU step ranges of those steps; process and thread names; with
+``--keep-scope REGEX`` (repeatable), the host ranges (CPU operators, Python frames, annotations) inside the CPU steps
+whose names match one of them, with no arguments (what ``wavemla trace --scope`` reads). Dropped: every other CPU
+operator and Python frame, flow events and every other argument.
 
     python3 benchmarks/experiments/trim_trace.py IN.json.gz OUT.json.gz --marker layer_step --steps 2
 """
@@ -14,10 +16,12 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 GPU = ("kernel", "gpu_memcpy", "gpu_memset")
+HOST_RANGES = ("cpu_op", "python_function", "user_annotation")
 KERNEL_ARGS = ("device", "stream", "correlation", "context")
 
 
@@ -28,8 +32,10 @@ def _window(events: list[dict[str, Any]], cat: str, marker: str, steps: int) -> 
     return ranges[0]["ts"], ranges[steps - 1]["ts"] + ranges[steps - 1]["dur"]
 
 
-def trim(doc: dict[str, Any], marker: str, steps: int) -> dict[str, Any]:
-    """The trace ``doc`` cut to its first ``steps`` ranges named ``marker`` (on the GPU and the CPU side)."""
+def trim(doc: dict[str, Any], marker: str, steps: int, keep_scopes: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The trace ``doc`` cut to its first ``steps`` ranges named ``marker`` (on the GPU and the CPU side), keeping
+    the host ranges inside those steps whose names match one of ``keep_scopes``."""
+    scopes = [re.compile(p) for p in keep_scopes]
     events = doc["traceEvents"]
     g0, g1 = _window(events, "gpu_user_annotation", marker, steps)
     c0, c1 = _window(events, "user_annotation", marker, steps)
@@ -49,6 +55,12 @@ def trim(doc: dict[str, Any], marker: str, steps: int) -> dict[str, Any]:
                 kept.append({**e, "args": {}})
         elif e.get("cat") in ("cuda_runtime", "cuda_driver") and e.get("args", {}).get("correlation") in launched:
             kept.append({**e, "args": {"correlation": e["args"]["correlation"]}})
+        elif (
+            e.get("cat") in HOST_RANGES
+            and c0 <= e.get("ts", -1) <= c1
+            and any(p.search(str(e.get("name", ""))) for p in scopes)
+        ):
+            kept.append({**e, "args": {}})
     return {"schemaVersion": doc.get("schemaVersion", 1), "traceEvents": kept}
 
 
@@ -58,11 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--marker", default="layer_step")
     parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--keep-scope", action="append", default=[], metavar="REGEX")
     args = parser.parse_args(argv)
     with gzip.open(args.trace, "rt") if args.trace.suffix == ".gz" else args.trace.open() as f:
         doc = json.load(f)
     with gzip.open(args.out, "wt", compresslevel=9) as f:
-        json.dump(trim(doc, args.marker, args.steps), f, separators=(",", ":"))
+        json.dump(trim(doc, args.marker, args.steps, tuple(args.keep_scope)), f, separators=(",", ":"))
     return 0
 
 
