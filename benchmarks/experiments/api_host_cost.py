@@ -7,11 +7,17 @@ through ``sparse_mla_decode`` and through FlashMLA's ``flash_mla_with_kvcache`` 
 the dense decode (V3, FP8 V3.2 layout) through ``flash_mla_with_kvcache``.
 
     PYTHONPATH=src python3 benchmarks/experiments/api_host_cost.py
+    PYTHONPATH=src python3 benchmarks/experiments/api_host_cost.py --profile   # where a call's host time goes
+
+``--profile`` runs cProfile over ``--calls`` calls of ``flash_mla_with_kvcache`` (sparse, FP8, b = 64, h = 64,
+with metadata) and prints the functions by own time and by cumulative time.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import time
 from collections.abc import Callable
 from typing import Any
@@ -37,7 +43,10 @@ def host_us(call: Callable[[], Any], calls: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
+    if args.profile:
+        return profile(args.calls)
     print(f"{'case':<58} {'host µs/call':>12}")
     for b, h in ((1, 64), (64, 64), (128, 128)):
         kw: dict[str, Any] = make_sparse_decode_inputs(
@@ -64,6 +73,29 @@ def main() -> int:
 
         us = host_us(dense, args.calls)
         print(f"{f'flash_mla_with_kvcache dense FP8 b={b} h={h} 4K':<58} {us:>12.1f}", flush=True)
+    return 0
+
+
+def profile(calls: int) -> int:
+    kw: dict[str, Any] = make_sparse_decode_inputs(batch=64, h_q=64, topk=128, extra_topk=512, fp8=True, device="cuda")
+    meta, _ = api.get_mla_metadata()
+
+    def call() -> Any:
+        return api.flash_mla_with_kvcache(
+            kw["q"], kw["kv_cache"], None, None, 512, meta, softmax_scale=512**-0.5, is_fp8_kvcache=True,
+            indices=kw["indices"], attn_sink=kw["attn_sink"], extra_k_cache=kw["extra_kv_cache"],
+            extra_indices_in_kvcache=kw["extra_indices"],
+        )  # fmt: skip
+
+    print(f"host µs/call before profiling: {host_us(call, calls):.1f}")
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        call()
+    prof.disable()
+    torch.cuda.synchronize()
+    for key in ("tottime", "cumulative"):
+        pstats.Stats(prof).strip_dirs().sort_stats(key).print_stats(28)
     return 0
 
 
