@@ -154,6 +154,91 @@ def test_speculative_tokens_and_boolean_masks() -> None:
     assert torch.equal(as_bool, out)
 
 
+def _csa_mask(b: int, s_q: int, length: int, window: int, picks: int, seed: int) -> torch.Tensor:
+    """``[b, 1, s_q, L]`` bool: each token attends the last ``window`` rows and ``picks`` random earlier ones."""
+    gen = torch.Generator().manual_seed(seed)
+    allowed = torch.zeros(b, 1, s_q, length, dtype=torch.bool)
+    allowed[..., -window:] = True
+    chosen = torch.rand(b, 1, s_q, length - window, generator=gen).argsort(-1)[..., :picks]
+    allowed[..., : length - window].scatter_(-1, chosen, True)
+    return allowed
+
+
+def test_long_csa_lists_keep_the_attended_rows_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CSA call over 300 gathered rows, of which each token attends its window (8 in the tiny model) and the
+    indexer's 3 picks: the lists hold those rows only, in row order, in one 64-entry step (window + index_topk
+    rounded up), and the output is eager attention's (fp64). A request that attends no row: the sink takes it all.
+    (The cut applies from CUT_MIN_ENTRIES saved entries; set to 0 here, for a small call.)"""
+    monkeypatch.setattr(hf_attention, "CUT_MIN_ENTRIES", 0)
+    module = _layer(tiny_model(), "compressed_sparse_attention")
+    x = _inputs(b=3, s_q=2, length=300)
+    allowed = _csa_mask(3, 2, 300, module.config.sliding_window, module.config.index_topk, seed=4)
+    allowed[2] = False
+    x["attention_mask"] = torch.zeros(3, 1, 2, 300).masked_fill(~allowed, torch.finfo(DTYPE).min).to(DEVICE, DTYPE)
+    calls = []
+    decode = hf_attention.sparse_mla_decode
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[2])
+        return decode(*args, **kwargs)
+
+    sinks = module.sinks.detach()
+    hf_attention.sparse_mla_decode = spy
+    try:
+        out, _ = hf_attention._attention(module, **x, s_aux=sinks)
+    finally:
+        hf_attention.sparse_mla_decode = decode
+    (indices,) = calls
+    valid = allowed[:, 0].to(DEVICE)
+    assert indices.shape == (3, 2, hf_attention.LIST_STEP)
+    for i in range(3):
+        for t in range(2):
+            rows = torch.nonzero(valid[i, t]).flatten().to(torch.int32) + i * 300
+            n = rows.numel()
+            assert torch.equal(indices[i, t, :n], rows) and bool((indices[i, t, n:] == -1).all())
+    ref, _ = importlib.import_module(type(module).__module__).eager_attention_forward(
+        module, x["query"].double(), x["key"].double(), x["key"].double(), x["attention_mask"].double(),
+        scaling=x["scaling"], s_aux=sinks,
+    )  # fmt: skip
+    assert_close("out", out.double(), ref, out_tolerance(x["key"]))
+
+
+def test_csa_token_attending_more_than_its_list_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More attended rows than a CSA layer's window + index_topk (65 > 64 entries) would be dropped: refused. The
+    width: a CSA layer's cut where it saves CUT_MIN_ENTRIES entries, else every row; other layers every row."""
+    module = _layer(tiny_model(), "compressed_sparse_attention")
+    other = _layer(tiny_model(), "heavily_compressed_attention")  # may attend every row
+    big, width = hf_attention.CUT_MIN_ENTRIES, hf_attention._list_width
+    assert width(module, 1, 300) == 300  # 236 entries saved: not worth the cut's kernels
+    assert width(module, 1, 64 + big) == 64 and width(other, 1, 64 + big) == 64 + big
+    assert width(module, 8, 64 + big // 8) == 64 and width(module, 8, 63 + big // 8) > 64
+    monkeypatch.setattr(hf_attention, "CUT_MIN_ENTRIES", 0)
+    assert width(module, 1, 300) == 64 and width(module, 1, 40) == 40
+    x = _inputs(b=1, s_q=1, length=300)
+    allowed = _csa_mask(1, 1, 300, 8, 57, seed=5)
+    x["attention_mask"] = torch.zeros(1, 1, 1, 300).masked_fill(~allowed, torch.finfo(DTYPE).min).to(DEVICE, DTYPE)
+    refusal = r"^attention_mask: a token of this compressed_sparse_attention layer attends 65 rows"
+    with pytest.raises(ValueError, match=refusal):
+        hf_attention._attention(module, **x, s_aux=module.sinks)
+
+
+def test_index_lists_every_row_or_cut() -> None:
+    """Width L: every row, −1 where masked (no mask: every row), no count. A smaller width: the attended rows
+    first, in row order, and each token's count (rows past the width are dropped: the caller checks the count)."""
+    device = torch.device(DEVICE)
+    lists, count = hf_attention._index_lists(None, 2, 1, 70, 70, device)
+    assert count is None and lists.shape == (2, 1, 70) and int(lists[1, 0, 0]) == 70
+    valid = torch.zeros(2, 1, 70, dtype=torch.bool, device=device)
+    valid[:, :, 5] = True
+    valid[1, :, 60:] = True
+    lists, count = hf_attention._index_lists(valid, 2, 1, 70, 70, device)
+    assert count is None and lists.shape == (2, 1, 70) and lists[:, 0, 5].tolist() == [5, 75]
+    assert int((lists >= 0).sum()) == 12
+    lists, count = hf_attention._index_lists(valid, 2, 1, 70, 8, device)
+    assert lists.shape == (2, 1, 8) and count is not None and count.tolist() == [[1], [11]]
+    assert lists[0, 0].tolist() == [5] + [-1] * 7 and lists[1, 0].tolist() == [75, *range(130, 137)]
+
+
 def test_a_view_of_the_key_is_the_value() -> None:
     """Another tensor object over the same memory passes (no values are compared: nothing is read on the host)."""
     module = _layer(tiny_model(), "heavily_compressed_attention")

@@ -17,9 +17,12 @@ transformers' eager attention of the same module.
 
 What it refuses (``ValueError`` naming the argument): a query that is not bf16/fp16 with head_dim 512, more than one
 key head, a key that is not the value, a mask holding biases other than 0 and "masked" (checked outside CUDA-graph
-capture only: the check reads the mask on the host). The lists hold every gathered row, masked or not, so a CSA layer
-walks its whole compressed prefix where the indexer picked 512 rows; the engines' paths (FlashMLA's call with the
-indexer's lists) do not.
+capture only: the check reads the mask on the host). A CSA layer's gathered rows are its whole compressed prefix, of
+which a token attends at most its window and the indexer's picks: once the context is long enough that it pays
+(:data:`CUT_MIN_ENTRIES`), its lists hold those rows only, ``sliding_window + index_topk`` entries (640 in
+DeepSeek-V4), so the decode's work stays flat as the context grows (a token attending more is refused outside
+capture: ``attention_mask``). Otherwise, and in the other layers, the lists hold every gathered row, −1 where
+masked.
 """
 
 from __future__ import annotations
@@ -32,12 +35,21 @@ import torch
 from wavemla.api import MAX_S_Q, sparse_mla_decode
 
 NAME = "wavemla"
+CSA = "compressed_sparse_attention"  # transformers' layer type whose gathered rows are mostly masked
+LIST_STEP = 64  # a CSA layer's list width is its window + index_topk rounded up to this
+# Cut a CSA layer's lists only when at least this many list entries (b · s_q · rows past the width) go: the cut is
+# a few more small kernels (about 20 µs on an H200), which the rows it saves repay from about 30K of them
+# (benchmarks/experiments/hf_csa_lists.py, 2026-12-01-h200-hf-csa-lists-*.log).
+CUT_MIN_ENTRIES = 32768
 
 
-def _valid_rows(mask: torch.Tensor | None, b: int, s_q: int, length: int) -> torch.Tensor | None:
-    """``[b, s_q, L]`` bool of the attended rows (None: all), from an additive or boolean attention mask."""
+def _valid_rows(
+    mask: torch.Tensor | None, b: int, s_q: int, length: int
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """(``[b, s_q, L]`` bool of the attended rows or None: all, and for an additive mask a 0-dim bool tensor that
+    is true where it holds a bias other than 0 and "masked" — for the caller to read on the host)."""
     if mask is None:
-        return None
+        return None, None
     if mask.dim() != 4 or mask.shape[0] not in (1, b) or mask.shape[1] != 1 or tuple(mask.shape[2:]) != (s_q, length):
         raise ValueError(
             f"attention_mask: expected [b={b} or 1, 1, s_q={s_q}, L={length}] (one mask for all heads), "
@@ -45,15 +57,23 @@ def _valid_rows(mask: torch.Tensor | None, b: int, s_q: int, length: int) -> tor
         )
     m = mask[:, 0].expand(b, s_q, length)
     if m.dtype == torch.bool:
-        return m
+        return m, None
     masked = m <= torch.finfo(m.dtype).min / 2  # the dtype's minimum, or -inf
-    capturing = m.is_cuda and torch.cuda.is_current_stream_capturing()
-    if not capturing and bool(((m != 0) & ~masked).any()):
-        raise ValueError(
-            "attention_mask: holds biases other than 0 (attended) and the dtype's minimum or -inf (masked); "
-            "the sparse decode takes index lists, not biases"
-        )
-    return ~masked
+    return ~masked, ((m != 0) & ~masked).any()
+
+
+def _list_width(module: torch.nn.Module, tokens: int, length: int) -> int:
+    """Index-list width for this layer's call over ``tokens`` query tokens and ``length`` gathered rows: for a CSA
+    layer, whose gathered rows hold its whole compressed prefix of which a token attends at most its window and the
+    indexer's picks, ``window + index_topk`` rounded up to :data:`LIST_STEP`, where that cuts at least
+    :data:`CUT_MIN_ENTRIES` list entries; otherwise (and for the other layers, whose tokens may attend every
+    gathered row) L."""
+    cfg = getattr(module, "config", None)
+    window, topk = getattr(cfg, "sliding_window", None), getattr(cfg, "index_topk", None)
+    if getattr(module, "layer_type", None) != CSA or not isinstance(window, int) or not isinstance(topk, int):
+        return length
+    width = -(-(window + topk) // LIST_STEP) * LIST_STEP
+    return width if tokens * (length - width) >= CUT_MIN_ENTRIES else length
 
 
 def _attention(
@@ -84,23 +104,59 @@ def _attention(
     length = key.shape[2]
     if length == 0:
         raise ValueError("key: no rows (L = 0)")
-    valid = _valid_rows(attention_mask, b, s_q, length)
+    valid, biased = _valid_rows(attention_mask, b, s_q, length)
+    width = _list_width(module, b * s_q, length) if valid is not None else length
+    indices, count = _index_lists(valid, b, s_q, length, width, query.device)
+    if (biased is not None or count is not None) and not (query.is_cuda and torch.cuda.is_current_stream_capturing()):
+        no = torch.zeros((), dtype=torch.bool, device=query.device)
+        checks = [biased, None if count is None else (count > width).any()]
+        bias_bad, too_many = torch.stack([no if c is None else c for c in checks]).tolist()  # one host read
+        if bias_bad:
+            raise ValueError(
+                "attention_mask: holds biases other than 0 (attended) and the dtype's minimum or -inf (masked); "
+                "the sparse decode takes index lists, not biases"
+            )
+        if too_many:
+            assert count is not None  # the second check exists only with a count
+            raise ValueError(
+                f"attention_mask: a token of this {CSA} layer attends {int(count.max())} rows, more than its window "
+                f"plus index_topk ({width} list entries)"
+            )
     cache = key.reshape(b * length, 1, 1, d)  # a copy only where the key is not contiguous
-    slots = torch.arange(length, device=query.device, dtype=torch.int32) + (
-        torch.arange(b, device=query.device, dtype=torch.int32) * length
-    ).view(b, 1, 1)
-    indices = slots.expand(b, s_q, length)
-    if valid is not None:
-        indices = torch.where(valid, indices, torch.full_like(indices, -1))
     sinks = kwargs.get("s_aux")
     out, _ = sparse_mla_decode(
         query.transpose(1, 2).contiguous(),
         cache,
-        indices.contiguous(),
+        indices,
         attn_sink=None if sinks is None else sinks.float(),
         softmax_scale=float(scaling),
     )
     return out, None
+
+
+def _index_lists(
+    valid: torch.Tensor | None, b: int, s_q: int, length: int, width: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Index lists ``[b, s_q, width]`` over the gathered rows (row ``j`` of request ``i`` is slot ``i·L + j``), and
+    the attended rows per token where the lists are cut (``width < L``; else None).
+
+    With ``width = L``: every row, −1 where masked. With ``width < L``: each token's attended rows first, in row
+    order, then −1 (rows past ``width`` are dropped: the caller checks the count). Either way no host read, so a
+    CUDA-graph capture can take it."""
+    slots = torch.arange(length, device=device, dtype=torch.int32) + (
+        torch.arange(b, device=device, dtype=torch.int32) * length
+    ).view(b, 1, 1)
+    if valid is None:
+        return slots.expand(b, s_q, length).contiguous(), None
+    if width >= length:
+        return torch.where(valid, slots, torch.full_like(slots, -1)).contiguous(), None
+    # the attended rows to positions 0, 1, ... of their token's list; the others, and any past the width, to a
+    # spare column that is dropped
+    pos = torch.cumsum(valid, dim=-1, dtype=torch.int32) - 1
+    dest = torch.where(valid & (pos < width), pos, width)
+    lists = torch.full((b, s_q, width + 1), -1, device=device, dtype=torch.int32)
+    lists.scatter_(-1, dest.long(), slots.expand(b, s_q, length))
+    return lists[..., :width].contiguous(), pos[..., -1] + 1
 
 
 def register(name: str = NAME) -> str:

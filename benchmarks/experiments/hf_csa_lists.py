@@ -1,0 +1,96 @@
+"""transformers' DeepSeek-V4 CSA attention call through ``wavemla.hf_attention``: the CSA layer's index lists cut to
+its window + index_topk entries (the attended rows, 640) against every gathered row with −1 where masked, and the
+shipped rule (cut where it saves ``CUT_MIN_ENTRIES`` list entries), as the context grows.
+
+A CSA layer's call gathers its window (128 rows) and its whole compressed prefix (context / 4 rows) and masks all
+but the indexer's 512 picks: the inputs here are such a call, h = 64, s_q = 1, bf16, random picks per token. Per
+case: the wall time of one call, synchronized (what an eager decode step waits for; median of ``--calls``), the
+GPU time of the call replayed from a CUDA graph (L2 flushed; median), and the largest output difference between
+the two lists.
+
+    PYTHONPATH=src python3 benchmarks/experiments/hf_csa_lists.py --batch 1 8 32 --context 8192 32768 131072
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from wavemla import hf_attention
+from wavemla.tools.bench import timing_samples_us
+
+
+class _Module(torch.nn.Module):
+    """What ``_attention`` reads of transformers' CSA attention module: its layer type and its config's window and
+    index_topk."""
+
+    layer_type = hf_attention.CSA
+    config = types.SimpleNamespace(sliding_window=128, index_topk=512)
+
+
+def wall_us(call: Callable[[], Any], calls: int) -> float:
+    for _ in range(3):
+        call()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        call()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--context", type=int, nargs="+", default=[8192, 32768, 131072])
+    parser.add_argument("--calls", type=int, default=20)
+    args = parser.parse_args()
+    module = _Module()
+    rule = hf_attention.CUT_MIN_ENTRIES
+    # every gathered row (no cut), the cut forced, and the shipped rule (cut from CUT_MIN_ENTRIES saved entries)
+    variants = {"all": 2**62, "cut": 0, "rule": rule}
+    print(f"{'b':>4} {'context':>8} {'rows L':>7}  wall µs all / cut / rule   graph µs all / cut / rule   max diff")
+    for b in args.batch:
+        for ctx in args.context:
+            length = 128 + ctx // 4
+            gen = torch.Generator(device="cuda").manual_seed(0)
+            q = torch.randn(b, 64, 1, 512, device="cuda", generator=gen).to(torch.bfloat16)
+            kv = torch.randn(b, 1, length, 512, device="cuda", generator=gen).to(torch.bfloat16)
+            picks = torch.rand(b, 1, 1, length - 128, device="cuda", generator=gen).argsort(-1)[..., :512]
+            allowed = torch.zeros(b, 1, 1, length, dtype=torch.bool, device="cuda")
+            allowed[..., :128] = True
+            allowed[..., 128:].scatter_(-1, picks, True)
+            mask = torch.zeros(b, 1, 1, length, device="cuda", dtype=torch.bfloat16).masked_fill(~allowed, -torch.inf)
+            sinks = torch.randn(64, device="cuda", generator=gen)
+            x = {"query": q, "key": kv, "value": kv, "attention_mask": mask, "scaling": 512**-0.5, "s_aux": sinks}
+            call = lambda x=x: hf_attention._attention(module, **x)  # noqa: E731
+            wall, graph, outs = {}, {}, {}
+            try:
+                for name, entries in variants.items():
+                    hf_attention.CUT_MIN_ENTRIES = entries
+                    wall[name] = wall_us(call, args.calls)
+                    graph[name] = statistics.median(timing_samples_us(call, args.calls, graph=True))
+                    outs[name] = call()[0].float()
+            finally:
+                hf_attention.CUT_MIN_ENTRIES = rule
+            diff = float((outs["cut"] - outs["all"]).abs().max())
+            print(
+                f"{b:>4} {ctx:>8} {length:>7}  {wall['all']:7.1f} {wall['cut']:7.1f} {wall['rule']:7.1f}"
+                f"   {graph['all']:8.1f} {graph['cut']:7.1f} {graph['rule']:7.1f}   {diff:.2e}",
+                flush=True,
+            )
+            del q, kv, mask, x, outs
+            torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
