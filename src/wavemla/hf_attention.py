@@ -143,20 +143,18 @@ def _index_lists(
     With ``width = L``: every row, −1 where masked. With ``width < L``: each token's attended rows first, in row
     order, then −1 (rows past ``width`` are dropped: the caller checks the count). Either way no host read, so a
     CUDA-graph capture can take it."""
-    slots = torch.arange(length, device=device, dtype=torch.int32) + (
-        torch.arange(b, device=device, dtype=torch.int32) * length
-    ).view(b, 1, 1)
-    if valid is None:
-        return slots.expand(b, s_q, length).contiguous(), None
-    if width >= length:
-        return torch.where(valid, slots, torch.full_like(slots, -1)).contiguous(), None
-    # the attended rows to positions 0, 1, ... of their token's list; the others, and any past the width, to a
-    # spare column that is dropped
-    pos = torch.cumsum(valid, dim=-1, dtype=torch.int32) - 1
-    dest = torch.where(valid & (pos < width), pos, width)
-    lists = torch.full((b, s_q, width + 1), -1, device=device, dtype=torch.int32)
-    lists.scatter_(-1, dest.long(), slots.expand(b, s_q, length))
-    return lists[..., :width].contiguous(), pos[..., -1] + 1
+    base = (torch.arange(b, device=device, dtype=torch.int32) * length).view(b, 1, 1)
+    if valid is None or width >= length:
+        slots = torch.arange(length, device=device, dtype=torch.int32) + base
+        if valid is None:
+            return slots.expand(b, s_q, length).contiguous(), None
+        return torch.where(valid, slots, -1), None
+    # Entry j of a token's list is its (j+1)-th attended row: the first row where the running count of attended
+    # rows reaches j + 1 (L where it never does: -1).
+    seen = torch.cumsum(valid, dim=-1, dtype=torch.int32)
+    want = torch.arange(1, width + 1, device=device, dtype=torch.int32).expand(b, s_q, width).contiguous()
+    rows = torch.searchsorted(seen, want, out_int32=True)
+    return torch.where(rows < length, rows + base, -1), seen[..., -1]
 
 
 def register(name: str = NAME) -> str:
