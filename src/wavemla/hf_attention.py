@@ -37,9 +37,11 @@ from wavemla.api import MAX_S_Q, sparse_mla_decode
 NAME = "wavemla"
 CSA = "compressed_sparse_attention"  # transformers' layer type whose gathered rows are mostly masked
 LIST_STEP = 64  # a CSA layer's list width is its window + index_topk rounded up to this
-# Cut a CSA layer's lists only when at least this many list entries (b · s_q · rows past the width) go: the cut is
-# a few more small kernels (about 20 µs on an H200), which the rows it saves repay from about 30K of them
-# (benchmarks/experiments/hf_csa_lists.py, 2026-12-01-h200-hf-csa-lists-*.log).
+# Cut a CSA layer's lists only when at least this many list entries (b · s_q · rows past the width) go. The cut is
+# a few more small ops: about 8 µs of GPU time on an H200, which the rows it saves repay from about 10K entries,
+# and about 0.1-0.2 ms of host time, which an eager (host-bound) step pays in full; from 32K entries the GPU saves
+# 29 µs (b = 8, 32K context) to 2 ms (b = 64, 128K) a call (benchmarks/experiments/hf_csa_lists.py,
+# 2026-12-01-h200-hf-csa-lists-979c933.log).
 CUT_MIN_ENTRIES = 32768
 
 
