@@ -29,6 +29,7 @@ from wavemla.testing import make_dense_decode_inputs, make_sparse_decode_inputs
 
 
 def host_us(call: Callable[[], Any], calls: int) -> float:
+    """Host µs per call, ``calls`` calls back to back (the GPU runs behind), after 3 warm calls."""
     for _ in range(3):
         call()
     torch.cuda.synchronize()

@@ -3,11 +3,29 @@ call's median µs from CUDA-graph replay with L2 flushed, its share of the copy 
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 from typing import Any
 
-from wavemla.tools.bench import Ceilings, environment, timing_samples_us
+from wavemla.tools.bench import Ceilings, environment, measure_ceilings, timing_samples_us
+
+
+def parse_and_measure(ap: argparse.ArgumentParser) -> tuple[argparse.Namespace, Ceilings]:
+    """Add ``--reps`` (replays per median) and ``--rounds`` (alternating rounds per variant) to ``ap``, parse the
+    command line, and measure (and print) the copy ceiling of this process."""
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    ceil = measure_ceilings()
+    print(f"copy {ceil.copy_gbps:.0f} GB/s")
+    return args, ceil
+
+
+def parse_point(item: str) -> tuple[str, int, int, int, int]:
+    """``FORMAT:H:B:S_K[:S_Q]`` -> (format, heads, batch, s_k, s_q)."""
+    fmt, h, b, s_k, *rest = item.split(":")
+    return fmt, int(h), int(b), int(s_k), int(rest[0]) if rest else 1
 
 
 def graph_median_us(fn: Any, reps: int) -> float:

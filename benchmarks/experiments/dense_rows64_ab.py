@@ -22,10 +22,10 @@ import torch
 from wavemla import config, dense_mla_decode, get_mla_metadata
 from wavemla.reference import dense_decode_ref
 from wavemla.testing import make_dense_decode_inputs
-from wavemla.tools.bench import DENSE_PAGE, dense_traffic, measure_ceilings
+from wavemla.tools.bench import DENSE_PAGE, dense_traffic
 
 sys.path.insert(0, str(Path(__file__).parent))
-from dense_ab import graph_median_us, pct_copy, write_results
+from dense_ab import graph_median_us, parse_and_measure, parse_point, pct_copy, write_results
 
 VARIANTS = {
     "64x64x8x2": dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64, WAVEMLA_NUM_WARPS=8, WAVEMLA_NUM_STAGES=2),
@@ -39,15 +39,9 @@ def main() -> None:
     ap.add_argument("out", nargs="?", default=None)
     ap.add_argument("--points", nargs="+", default=["bf16:64:128:16384"])
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS))
-    ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--rounds", type=int, default=2)
-    args = ap.parse_args()
-    ceil = measure_ceilings()
-    print(f"copy {ceil.copy_gbps:.0f} GB/s")
+    args, ceil = parse_and_measure(ap)
     records = []
-    for n_point, item in enumerate(args.points):
-        fmt, h, b, s_k, *rest = item.split(":")
-        h, b, s_k, s_q = int(h), int(b), int(s_k), int(rest[0]) if rest else 1
+    for n_point, (fmt, h, b, s_k, s_q) in enumerate(map(parse_point, args.points)):
         inputs = make_dense_decode_inputs(lengths=[s_k] * b, s_q=s_q, h_q=h, page=DENSE_PAGE, fp8=fmt == "fp8",
                                           device="cuda", seed=0)  # fmt: skip
         causal = s_q > 1

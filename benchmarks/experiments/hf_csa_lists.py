@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
+import sys
 import types
-from collections.abc import Callable
-from typing import Any
+from pathlib import Path
 
 import torch
 
 from wavemla import hf_attention
 from wavemla.tools.bench import timing_samples_us
+
+sys.path.insert(0, str(Path(__file__).parent))
+from api_host_cost import host_us  # host µs per call, calls back to back (the GPU runs behind)
 
 
 class _Module(torch.nn.Module):
@@ -32,19 +34,6 @@ class _Module(torch.nn.Module):
 
     layer_type = hf_attention.CSA
     config = types.SimpleNamespace(sliding_window=128, index_topk=512)
-
-
-def host_us(call: Callable[[], Any], calls: int) -> float:
-    """Host µs per call, ``calls`` calls back to back (the GPU runs behind), after 3 warm calls."""
-    for _ in range(3):
-        call()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        call()
-    us = (time.perf_counter() - t0) / calls * 1e6
-    torch.cuda.synchronize()
-    return us
 
 
 def main() -> int:
