@@ -183,11 +183,8 @@ def test_long_csa_lists_keep_the_attended_rows_only(monkeypatch: pytest.MonkeyPa
         return decode(*args, **kwargs)
 
     sinks = module.sinks.detach()
-    hf_attention.sparse_mla_decode = spy
-    try:
-        out, _ = hf_attention._attention(module, **x, s_aux=sinks)
-    finally:
-        hf_attention.sparse_mla_decode = decode
+    monkeypatch.setattr(hf_attention, "sparse_mla_decode", spy)
+    out, _ = hf_attention._attention(module, **x, s_aux=sinks)
     (indices,) = calls
     valid = allowed[:, 0].to(DEVICE)
     assert indices.shape == (3, 2, hf_attention.LIST_STEP)

@@ -118,8 +118,7 @@ def _attention(
                 "attention_mask: holds biases other than 0 (attended) and the dtype's minimum or -inf (masked); "
                 "the sparse decode takes index lists, not biases"
             )
-        if too_many:
-            assert count is not None  # the second check exists only with a count
+        if too_many and count is not None:  # (there is a count wherever the second check ran)
             raise ValueError(
                 f"attention_mask: a token of this {CSA} layer attends {int(count.max())} rows, more than its window "
                 f"plus index_topk ({width} list entries)"
