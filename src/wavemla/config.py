@@ -162,6 +162,15 @@ KNOBS: dict[str, Knob] = {
             choices=("split", "single"),
         ),
         Knob(
+            "WAVEMLA_DENSE_WS",
+            "str",
+            "auto",
+            "The dense decode's warp-specialized split kernel (Gluon, sm_90: one TMA warp, two math warpgroups) "
+            "for bf16/fp16 rows of width 576 in 64-key pages with s_q*h a multiple of 64. 'auto' and 'on': where "
+            "it applies, 'off': the Triton kernel everywhere.",
+            choices=("auto", "on", "off"),
+        ),
+        Knob(
             "WAVEMLA_GPU",
             "str",
             None,

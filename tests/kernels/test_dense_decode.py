@@ -402,3 +402,71 @@ def test_gpu_cuda_graph_replay_matches_eager_with_new_lengths(fp8):
         ref_out, ref_lse = dense_decode_ref(**inputs, causal=True)
         assert_close("out", captured[0], ref_out, dense_out_tolerance(inputs["k_cache"], "gpu"))
         assert_close("lse", captured[1], ref_lse, TOLERANCES[("lse", "gpu")])
+
+
+# The warp-specialized Gluon split kernel (kernels/dense_decode_ws.py): sm_90, bf16/fp16 rows of width 576, pages of
+# a multiple of 64 keys, s_q·h a multiple of 64. On other GPUs and under the interpreter the Triton kernel runs.
+WS_CASES = [
+    pytest.param(dict(lengths=[150, 0, 17, 64, 1], h_q=64, page=64), False, {}, id="h64-p64-len0"),
+    pytest.param(dict(lengths=[1100, 40, 3], h_q=64, page=128), False, {"WAVEMLA_TARGET_CTAS": 3}, id="h64-p128-cut"),
+    pytest.param(dict(lengths=[65, 0, 700], h_q=128, page=64), False, {}, id="h128-p64"),
+    pytest.param(dict(lengths=[4000, 17, 1030], s_q=2, h_q=64, page=64), True, {}, id="s2-h64-causal"),
+    pytest.param(dict(lengths=[200, 33, 2], s_q=4, h_q=16, page=256), True, {"WAVEMLA_TARGET_CTAS": 5}, id="s4-h16"),
+]
+
+
+def _ws_runs(inputs, causal, knobs):
+    """The call's split kernel with the Gluon kernel allowed (on) and forbidden (off), each checked against the
+    reference; returns ((out, lse, kernel name) on, the same off)."""
+    runs = []
+    for ws in ("on", "off"):
+        with config.override(**KEYS_MAJOR, **knobs, WAVEMLA_DENSE_WS=ws):
+            meta, _ = get_mla_metadata()
+            out, lse = check(inputs, causal=causal, metadata=meta)
+            runs.append((out, lse, meta.split_kernel.name))
+    return runs
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize(("shape", "causal", "knobs"), WS_CASES)
+def test_gpu_warp_specialized_kernel_matches_reference(shape, causal, knobs, dtype):
+    """NaN past every length in the last pages, padded block tables, empty requests, requests cut between parts:
+    the Gluon kernel meets the reference where it runs, and the Triton kernel's output closely."""
+    from wavemla.kernels import dense_decode_ws
+
+    inputs = make_dense_decode_inputs(**shape, dtype=dtype, device="cuda", seed=21)
+    (out, lse, name), (out_t, lse_t, name_t) = _ws_runs(inputs, causal, knobs)
+    runs_ws = device_arch(DEVICE) == 90 and dense_decode_ws.HAVE_GLUON
+    assert ("_dense_mla_decode_ws_kernel" in name) == runs_ws and "ws" not in name_t
+    assert (out.float() - out_t.float()).abs().max().item() <= 1e-2 * out_t.float().abs().max().item()
+    assert torch.allclose(lse, lse_t, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_gpu_warp_specialized_kernel_skips_blocks_outside_the_cache():
+    inputs = make_dense_decode_inputs(lengths=[300, 200], h_q=64, page=64, device="cuda", seed=22)
+    nb = inputs["k_cache"].shape[0]
+    inputs["block_table"][0, 1] = -1
+    inputs["block_table"][0, 3] = nb
+    inputs["block_table"][1, 0] = 2**31 - 1
+    (out, _, _), (out_t, _, _) = _ws_runs(inputs, False, {})
+    assert (out.float() - out_t.float()).abs().max().item() <= 1e-2 * out_t.float().abs().max().item()
+
+
+@pytest.mark.gpu
+def test_gpu_warp_specialized_kernel_is_deterministic_and_graph_safe():
+    inputs = make_dense_decode_inputs(lengths=[3000, 5100, 700, 2], h_q=64, page=64, device="cuda", seed=23)
+    meta, _ = get_mla_metadata()
+    first = dense_mla_decode(**inputs, metadata=meta)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            captured = dense_mla_decode(**inputs, metadata=meta)
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(captured[0], first[0]) and torch.equal(captured[1], first[1])
+        again = dense_mla_decode(**inputs, metadata=meta)
+        assert torch.equal(again[0], first[0]) and torch.equal(again[1], first[1])

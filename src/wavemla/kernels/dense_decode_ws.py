@@ -1,0 +1,398 @@
+"""Paged dense MLA decode on sm_90, warp-specialized (Gluon): TMA loads in one warp, two math warpgroups.
+
+The split kernel of :mod:`wavemla.kernels.dense_decode` runs every phase of a 64-key tile in the same warps: the
+copy of the next tile waits behind the math, and the math behind the copy (Nsight Compute on the H200: about 0.2
+instructions per cycle per scheduler, the loop bound by the latency of its dependent phases). Triton 3.6 and 3.9
+cannot split that loop into producer and consumer warps for sm_90 by themselves (docs/dense-decode.md). Gluon, the
+layout-explicit language that ships with Triton, can: this module writes the same work list as that kernel, with
+the same output, lse and workspace partials (so the same scheduler and combine run around it), as three partitions
+of one program:
+
+- **load** (one warp): per segment, q's 64 rows ``[64, 576]`` as nine TMA boxes of ``[64, 64]`` into shared memory;
+  per tile, the tile's 64 key rows as nine boxes into one of two stage buffers, as soon as both math warpgroups
+  have released that buffer. A block id outside the cache loads rows past the end of the descriptor, which TMA
+  fills with zeros (and the math masks).
+- **math** (two warpgroups, ``HALF`` 0 and 1): each computes the whole ``S = q·Kᵀ`` of the tile (nine wgmma of K = 64
+  from shared memory), the same online softmax, and ``O[:, 256·HALF : 256·HALF + 256] += P·V`` for its half of the
+  value columns (P from registers). Both warpgroups compute S with the same instructions on the same data, so
+  their maxima and sums agree bit for bit, and neither waits for the other. ``QKᵀ`` is done twice per tile (53% of
+  the tile's MMA work): the price of no exchange between the warpgroups, for which shared memory has no room
+  (q 72 KB + two 72 KB stages of 227 KB).
+
+Keys past a request's length in its last tile are real rows of its last page (any bits, NaN included): their scores
+are masked, and each warpgroup zeroes those rows of its value columns in shared memory before ``P·V``, since
+``0 · NaN`` is NaN.
+
+Scope: bf16/fp16 row caches with d_qk 576, 64-key tiles within pages (page a multiple of 64), query rows
+``s_q·h`` a multiple of 64 (one program per 64 of them), contiguous q and cache. :func:`supported` says whether a
+launch qualifies; everything else runs the Triton kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+try:  # Gluon ships with Triton 3.5 and newer; its Hopper API as used here with 3.6 and newer
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared,
+        mbarrier,
+        tma,
+        warpgroup_mma,
+        warpgroup_mma_wait,
+    )
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    HAVE_GLUON = hasattr(gl, "warp_specialize") and hasattr(gl, "NVMMADistributedLayout")
+    # a barrier of the calling warps (a partition's own warps inside warp_specialize): renamed in Triton 3.9
+    _warps_barrier = gl.barrier if hasattr(gl, "barrier") else gl.thread_barrier
+    # a TMA load of one box into shared memory, completing on an mbarrier: renamed in Triton 3.9
+    _tma_load = tma.async_load if hasattr(tma, "async_load") else tma.async_copy_global_to_shared
+except ImportError:  # pragma: no cover - depends on the Triton build
+    HAVE_GLUON = False
+
+D_QK = 576
+D_V = 512
+BLOCK = 64  # query rows per program, keys per tile, dims per TMA box
+CHUNKS = D_QK // BLOCK  # 9 boxes per row block
+STAGES = 2  # key tiles in flight (q + 2 stages: 216 KB of the 227 KB a block may use)
+LOAD_REGS = 24  # registers per thread of the load warp's warpgroup
+MATH_REGS = 240  # the second math warpgroup's; the first gets the rest of MAX_REGS (240)
+MAX_REGS = 168  # per thread at launch: 12 warps (3 warpgroups) x 32 x 168 <= 65,536
+_BLOCK = tl.constexpr(BLOCK)  # the same, as kernel constants
+_CHUNKS = tl.constexpr(CHUNKS)
+_STAGES = tl.constexpr(STAGES)
+_D_V = tl.constexpr(D_V)
+_MATH_REGS = tl.constexpr(MATH_REGS)
+_LOAD_REGS = tl.constexpr(LOAD_REGS)
+
+
+def supported(*, is_fp8: bool, d_qk: int, dtype: torch.dtype, page: int, m: int, arch: int,
+              q: torch.Tensor, kv: torch.Tensor) -> bool:  # fmt: skip
+    """Whether a split launch can run this kernel: sm_90, Gluon present, bf16/fp16 rows of width 576, pages of a
+    multiple of 64 keys, ``s_q·h`` a multiple of 64, q and the cache contiguous (TMA views them as 2-D row arrays,
+    each row 1,152 bytes)."""
+    return (
+        HAVE_GLUON
+        and arch == 90
+        and not is_fp8
+        and d_qk == D_QK
+        and dtype in (torch.bfloat16, torch.float16)
+        and page % BLOCK == 0
+        and m % BLOCK == 0
+        and q.is_contiguous()
+        and kv.is_contiguous()
+        and q.data_ptr() % 16 == 0
+        and kv.data_ptr() % 16 == 0
+    )
+
+
+if HAVE_GLUON:
+
+    @gluon.jit
+    def _segment(p_seqlens, p_sched, i_part, i_b, max_len):
+        """Request ``i_b``'s tiles in part ``i_part``: (keys, first tile, end tile, end tile of the work list, tiles
+        with keys): the same ranges as the Triton kernel's loop."""
+        r_begin = gl.load(p_sched + i_part * 4 + 0)
+        t_begin = gl.load(p_sched + i_part * 4 + 1)
+        r_end = gl.load(p_sched + i_part * 4 + 2)
+        t_end = gl.load(p_sched + i_part * 4 + 3)
+        n_keys = gl.minimum(gl.maximum(gl.load(p_seqlens + i_b), 0), max_len)
+        n_kv = gl.cdiv(n_keys, _BLOCK)
+        n_units = gl.maximum(n_kv, 1)
+        t_lo = gl.where(i_b == r_begin, t_begin, 0)
+        t_hi = gl.where(i_b == r_end, t_end, n_units)
+        t_stop = gl.minimum(t_hi, n_kv)
+        return n_keys, t_lo, t_hi, n_units, t_stop
+
+    @gluon.jit
+    def _requests(p_sched, i_part):
+        """First and last request of part ``i_part``."""
+        r_begin = gl.load(p_sched + i_part * 4 + 0)
+        r_end = gl.load(p_sched + i_part * 4 + 2)
+        t_end = gl.load(p_sched + i_part * 4 + 3)
+        r_last = gl.where(t_end > 0, r_end, r_end - 1)
+        return r_begin, r_last
+
+    @gluon.jit
+    def _load_partition(q_desc, kv_desc, q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_bt, p_seqlens,
+                        p_sched, num_blocks, max_len, stride_bt, M, PAGE: gl.constexpr, NUM_RB: gl.constexpr,
+                        N_CHUNKS: gl.constexpr, N_STAGES: gl.constexpr):  # fmt: skip
+        i_pid = gl.program_id(0)
+        i_rb = i_pid % NUM_RB
+        i_part = i_pid // NUM_RB
+        r_begin, r_last = _requests(p_sched, i_part)
+        box_bytes: gl.constexpr = _BLOCK * _BLOCK * 2
+        i_seg = 0
+        i_it = 0
+        for i_b in range(r_begin, r_last + 1):
+            _, t_lo, _, _, t_stop = _segment(p_seqlens, p_sched, i_part, i_b, max_len)
+            # q of this segment, once both math warpgroups are done with the previous one
+            mbarrier.wait(q_empty, (i_seg & 1) ^ 1)
+            mbarrier.expect(q_ready, N_CHUNKS * box_bytes)
+            row_q = i_b * M + i_rb * _BLOCK
+            for c in gl.static_range(N_CHUNKS):
+                _tma_load(q_desc, [row_q, c * _BLOCK], q_ready, q_smem.index(c))
+            i_seg += 1  # noqa: SIM113 (a loop-carried counter in a kernel)
+            p_bt_row = p_bt + i_b.to(gl.int64) * stride_bt
+            for i_tile in range(t_lo, t_stop):
+                i_st = i_it % N_STAGES
+                mbarrier.wait(kv_empty.index(i_st), ((i_it // N_STAGES) & 1) ^ 1)
+                key0 = i_tile * _BLOCK
+                bid = gl.load(p_bt_row + key0 // PAGE)
+                ok = (bid >= 0) & (bid < num_blocks)
+                # an invalid block reads past the descriptor's last row: zeros, never cache bytes
+                row = gl.where(ok, bid * PAGE + key0 % PAGE, num_blocks * PAGE)
+                bar = kv_ready.index(i_st)
+                mbarrier.expect(bar, N_CHUNKS * box_bytes)
+                for c in gl.static_range(N_CHUNKS):
+                    _tma_load(kv_desc, [row, c * _BLOCK], bar, kv_smem.index(i_st * N_CHUNKS + c))
+                i_it += 1
+
+    @gluon.jit
+    def _math_partition(q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_out, p_lse, p_o_ws, p_lse_ws,
+                        p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os,
+                        stride_oh, qk_scale, CAUSAL: gl.constexpr, PAGE: gl.constexpr, NUM_RB: gl.constexpr,
+                        N_CHUNKS: gl.constexpr, N_STAGES: gl.constexpr, HALF: gl.constexpr):  # fmt: skip
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, _BLOCK, 16])  # fmt: skip
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2)
+        rows_l: gl.constexpr = gl.SliceLayout(1, s_layout)
+        cols_l: gl.constexpr = gl.SliceLayout(0, s_layout)
+        z_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+        dtype: gl.constexpr = kv_smem.dtype
+        V_CHUNKS: gl.constexpr = 4  # value columns of this warpgroup: 4 x 64
+        v0: gl.constexpr = HALF * V_CHUNKS
+
+        i_pid = gl.program_id(0)
+        i_rb = i_pid % NUM_RB
+        i_part = i_pid // NUM_RB
+        r_begin, r_last = _requests(p_sched, i_part)
+        o_m = i_rb * _BLOCK + gl.arange(0, _BLOCK, layout=rows_l)  # query row m = s·H + h
+        o_s = o_m // H
+        o_h = o_m - o_s * H
+        o_n = gl.arange(0, _BLOCK, layout=cols_l)
+        o_zr = gl.arange(0, _BLOCK, layout=gl.SliceLayout(1, z_layout))
+        i_seg = 0
+        i_it = 0
+        for i_b in range(r_begin, r_last + 1):
+            n_keys, t_lo, t_hi, n_units, t_stop = _segment(p_seqlens, p_sched, i_part, i_b, max_len)
+            b_lim = gl.zeros([_BLOCK], gl.int32, layout=rows_l) + n_keys
+            if CAUSAL:
+                b_lim = b_lim - (S_Q - 1 - o_s)
+            b_mx = gl.full([_BLOCK], float("-inf"), gl.float32, layout=rows_l)
+            b_l = gl.zeros([_BLOCK], gl.float32, layout=rows_l)
+            acc0 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=s_layout)
+            acc1 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=s_layout)
+            acc2 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=s_layout)
+            acc3 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=s_layout)
+            p_bt_row = p_bt + i_b.to(gl.int64) * stride_bt
+            mbarrier.wait(q_ready, i_seg & 1)
+            for i_tile in range(t_lo, t_stop):
+                i_st = i_it % N_STAGES
+                mbarrier.wait(kv_ready.index(i_st), (i_it // N_STAGES) & 1)
+                k_base = i_st * N_CHUNKS
+                b_s = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=s_layout)
+                for c in gl.static_range(N_CHUNKS):
+                    b_s = warpgroup_mma(q_smem.index(c), kv_smem.index(k_base + c).permute((1, 0)), b_s,
+                                        use_acc=c > 0, is_async=True)  # fmt: skip
+                b_s = warpgroup_mma_wait(num_outstanding=0, deps=(b_s,))
+                key0 = i_tile * _BLOCK
+                bid = gl.load(p_bt_row + key0 // PAGE)
+                ok = (bid >= 0) & (bid < num_blocks)
+                m_s = ((key0 + o_n)[None, :] < b_lim[:, None]) & ok
+                b_s = gl.where(m_s, b_s * qk_scale, float("-inf"))
+                b_mx_new = gl.maximum(b_mx, gl.max(b_s, 1))
+                # a row that has seen no valid score keeps m = -inf; subtract 0 there so exp2 gives 0, not NaN
+                b_mx_safe = gl.where(b_mx_new == float("-inf"), 0.0, b_mx_new)
+                b_p = gl.exp2(b_s - b_mx_safe[:, None])
+                b_alpha = gl.exp2(b_mx - b_mx_safe)
+                b_l = b_l * b_alpha + gl.sum(b_p, 1)
+                b_mx = b_mx_new
+                n_in = n_keys - key0
+                if n_in < _BLOCK:
+                    # rows past the length in the last tile hold any bits: zero this warpgroup's value columns
+                    m_z = (o_zr < n_in)[:, None]
+                    for j in gl.static_range(V_CHUNKS):
+                        v_buf = kv_smem.index(k_base + v0 + j)
+                        v_buf.store(gl.where(m_z, v_buf.load(z_layout), 0.0).to(dtype))
+                    fence_async_shared()
+                    _warps_barrier()
+                b_pa = gl.convert_layout(b_p.to(dtype), p_layout)
+                b_a = b_alpha[:, None]
+                acc0 = warpgroup_mma(b_pa, kv_smem.index(k_base + v0 + 0), acc0 * b_a, is_async=True)
+                acc1 = warpgroup_mma(b_pa, kv_smem.index(k_base + v0 + 1), acc1 * b_a, is_async=True)
+                acc2 = warpgroup_mma(b_pa, kv_smem.index(k_base + v0 + 2), acc2 * b_a, is_async=True)
+                acc3 = warpgroup_mma(b_pa, kv_smem.index(k_base + v0 + 3), acc3 * b_a, is_async=True)
+                acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
+                mbarrier.arrive(kv_empty.index(i_st), count=1)
+                i_it += 1
+            mbarrier.arrive(q_empty, count=1)
+            i_seg += 1  # noqa: SIM113 (a loop-carried counter in a kernel)
+
+            m_seen = b_l > 0.0
+            b_inv = 1.0 / gl.where(m_seen, b_l, 1.0)
+            b_lse2 = gl.where(m_seen, b_mx + gl.log2(gl.where(m_seen, b_l, 1.0)), float("-inf"))
+            whole = (t_lo == 0) & (t_hi == n_units)
+            m_rows = b_lse2 > float("-inf")
+            if whole:
+                # finished here: a row that saw no key gets output 0 and lse +inf
+                b_sc = gl.where(m_rows, b_inv, 0.0)[:, None]
+                p_o = p_out + i_b.to(gl.int64) * stride_ob + o_s * stride_os + o_h * stride_oh + HALF * 256
+                p_o2 = p_o[:, None] + o_n[None, :]
+                gl.store(p_o2 + 0 * _BLOCK, (acc0 * b_sc).to(p_out.dtype.element_ty))
+                gl.store(p_o2 + 1 * _BLOCK, (acc1 * b_sc).to(p_out.dtype.element_ty))
+                gl.store(p_o2 + 2 * _BLOCK, (acc2 * b_sc).to(p_out.dtype.element_ty))
+                gl.store(p_o2 + 3 * _BLOCK, (acc3 * b_sc).to(p_out.dtype.element_ty))
+                if HALF == 0:
+                    b_lse = gl.where(m_rows, b_lse2 * 0.6931471805599453, float("inf"))
+                    gl.store(p_lse + i_b.to(gl.int64) * M + o_m, b_lse)
+            else:
+                i_slot = (i_b + i_part).to(gl.int64)
+                b_sc = b_inv[:, None]
+                p_w = p_o_ws + ((i_slot * M + o_m) * _D_V + HALF * 256)[:, None] + o_n[None, :]
+                gl.store(p_w + 0 * _BLOCK, acc0 * b_sc)
+                gl.store(p_w + 1 * _BLOCK, acc1 * b_sc)
+                gl.store(p_w + 2 * _BLOCK, acc2 * b_sc)
+                gl.store(p_w + 3 * _BLOCK, acc3 * b_sc)
+                if HALF == 0:
+                    gl.store(p_lse_ws + i_slot * M + o_m, b_lse2)
+
+    @gluon.jit
+    def _dense_mla_decode_ws_kernel(q_desc, kv_desc, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched,
+                                    num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh,
+                                    qk_scale, CAUSAL: gl.constexpr, PAGE: gl.constexpr,
+                                    NUM_RB: gl.constexpr):  # fmt: skip
+        N_CHUNKS: gl.constexpr = _CHUNKS
+        N_STAGES: gl.constexpr = _STAGES
+        q_smem = gl.allocate_shared_memory(q_desc.dtype, [N_CHUNKS, _BLOCK, _BLOCK], q_desc.layout)
+        kv_smem = gl.allocate_shared_memory(kv_desc.dtype, [N_STAGES * N_CHUNKS, _BLOCK, _BLOCK], kv_desc.layout)
+        q_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        kv_ready = gl.allocate_shared_memory(gl.int64, [N_STAGES, 1], mbarrier.MBarrierLayout())
+        kv_empty = gl.allocate_shared_memory(gl.int64, [N_STAGES, 1], mbarrier.MBarrierLayout())
+        mbarrier.init(q_ready, count=1)
+        mbarrier.init(q_empty, count=2)
+        for i in gl.static_range(N_STAGES):
+            mbarrier.init(kv_ready.index(i), count=1)
+            mbarrier.init(kv_empty.index(i), count=2)
+        fence_async_shared()
+        # fmt: off
+        gl.warp_specialize(
+            [
+                (_math_partition, (q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_out, p_lse, p_o_ws,
+                                   p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt, S_Q, H, M,
+                                   stride_ob, stride_os, stride_oh, qk_scale, CAUSAL, PAGE, NUM_RB, N_CHUNKS,
+                                   N_STAGES, 0)),
+                (_math_partition, (q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_out, p_lse, p_o_ws,
+                                   p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt, S_Q, H, M,
+                                   stride_ob, stride_os, stride_oh, qk_scale, CAUSAL, PAGE, NUM_RB, N_CHUNKS,
+                                   N_STAGES, 1)),
+                (_load_partition, (q_desc, kv_desc, q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_bt,
+                                   p_seqlens, p_sched, num_blocks, max_len, stride_bt, M, PAGE, NUM_RB, N_CHUNKS,
+                                   N_STAGES)),
+            ],
+            [4, 1],
+            [_MATH_REGS, _LOAD_REGS],
+        )
+        # fmt: on
+
+
+def smem_layout(dtype: torch.dtype) -> Any:
+    """The shared-memory layout of every ``[64, 64]`` box (128-byte swizzle, 16-bit elements)."""
+    return gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+
+
+def dense_decode_split_ws(
+    *,
+    q: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    o_ws: torch.Tensor,
+    lse_ws: torch.Tensor,
+    kv: torch.Tensor,
+    block_table: torch.Tensor,
+    cache_seqlens: torch.Tensor,
+    sched: torch.Tensor,
+    causal: bool,
+    softmax_scale: float,
+    num_parts: int,
+) -> Any:
+    """Launch the warp-specialized split kernel over ``num_parts`` parts (arguments as
+    :func:`wavemla.kernels.dense_decode.dense_decode_split`, which calls this where :func:`supported`)."""
+    from wavemla.kernels.dense_decode import LOG2E
+
+    b, s_q, h, d_qk = q.shape
+    m = s_q * h
+    num_blocks, page = kv.shape[0], kv.shape[1]
+    layout = smem_layout(q.dtype)
+    q2 = q.view(b * m, d_qk)
+    kv2 = kv.view(num_blocks * page, d_qk)
+    q_desc = TensorDescriptor(q2, list(q2.shape), list(q2.stride()), [BLOCK, BLOCK], layout)
+    kv_desc = TensorDescriptor(kv2, list(kv2.shape), list(kv2.stride()), [BLOCK, BLOCK], layout)
+    num_rb = m // BLOCK
+    return _dense_mla_decode_ws_kernel[(num_parts * num_rb,)](
+        q_desc,
+        kv_desc,
+        out,
+        lse,
+        o_ws,
+        lse_ws,
+        block_table,
+        cache_seqlens,
+        sched,
+        num_blocks,
+        block_table.shape[1] * page,
+        block_table.stride(0),
+        s_q,
+        h,
+        m,
+        out.stride(0),
+        out.stride(1),
+        out.stride(2),
+        softmax_scale * LOG2E,
+        CAUSAL=causal and s_q > 1,
+        PAGE=page,
+        NUM_RB=num_rb,
+        num_warps=4,
+        maxnreg=MAX_REGS,
+    )
+
+
+def compile_sm90(dtype: torch.dtype = torch.bfloat16, *, page: int = 64, causal: bool = False,
+                 num_rb: int = 1) -> Any:  # fmt: skip
+    """Compile the kernel for sm_90 without a GPU (as the launcher specialises it); returns Triton's compiled
+    kernel (``asm``, ``metadata``: shared memory, registers)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    ty = {torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+    desc = f"tensordesc<{ty}[{BLOCK}, {BLOCK}],{smem_layout(dtype)!r}>"
+    fn = _dense_mla_decode_ws_kernel
+    signature: dict[str, str] = {}
+    constexprs: dict[tuple[int, ...], Any] = {}
+    attrs: dict[tuple[int, ...], list[list[Any]]] = {}
+    pointers = {"p_out": f"*{ty}", "p_lse": "*fp32", "p_o_ws": "*fp32", "p_lse_ws": "*fp32", "p_bt": "*i32",
+                "p_seqlens": "*i32", "p_sched": "*i32"}  # fmt: skip
+    values = {"CAUSAL": causal, "PAGE": page, "NUM_RB": num_rb}
+    for i, name in enumerate(fn.arg_names):
+        if name in ("q_desc", "kv_desc"):
+            signature[name] = desc
+        elif name in pointers:
+            signature[name] = pointers[name]
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        elif name == "qk_scale":
+            signature[name] = "fp32"
+        elif name in values:
+            signature[name] = "constexpr"
+            constexprs[(i,)] = values[name]
+        else:
+            signature[name] = "i32"
+    src = GluonASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": 4, "maxnreg": MAX_REGS})  # fmt: skip

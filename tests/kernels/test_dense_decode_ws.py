@@ -1,0 +1,66 @@
+"""The dense decode's warp-specialized Gluon split kernel from a CPU machine: where it applies, and its sm_90 build
+(shared memory within the block limit, the TMA copies, warpgroup MMAs and register reallocation it is made of).
+Its numerics run on the GPU lane (tests/kernels/test_dense_decode.py)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import wavemla
+from wavemla.kernels import dense_decode_ws as ws
+
+H100_SMEM_PER_BLOCK = 232_448  # cudaDevAttrMaxSharedMemoryPerBlockOptin on sm_90 (227 KB)
+
+
+def _supported(**over):
+    q = torch.empty(2, 1, 64, 576, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 1, 576, dtype=torch.bfloat16)
+    args = dict(is_fp8=False, d_qk=576, dtype=torch.bfloat16, page=64, m=64, arch=90, q=q, kv=kv)
+    args.update(over)
+    return ws.supported(**args)
+
+
+def test_applies_only_to_its_shapes():
+    assert _supported() == ws.HAVE_GLUON
+    assert not _supported(arch=80) and not _supported(arch=120) and not _supported(arch=100)
+    assert not _supported(is_fp8=True) and not _supported(d_qk=512)
+    assert not _supported(page=32) and not _supported(page=61) and not _supported(m=48)
+    assert not _supported(dtype=torch.float32)
+    assert not _supported(q=torch.empty(2, 1, 64, 640, dtype=torch.bfloat16)[..., :576])
+    if ws.HAVE_GLUON:
+        assert _supported(page=128) and _supported(m=128) and _supported(dtype=torch.float16)
+
+
+# Built in a fresh process: the CPU lane's interpreter flag would turn the kernel into an interpreted function.
+_BUILD = """
+import json, sys, torch
+from wavemla.kernels import dense_decode_ws as ws
+out = {}
+for name, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+    k = ws.compile_sm90(dtype, causal=True, num_rb=2)
+    ptx = k.asm["ptx"]
+    out[name] = dict(shared=k.metadata.shared, tma=ptx.count("cp.async.bulk.tensor"),
+                     wgmma=ptx.count("wgmma.mma_async"), setmaxnreg="setmaxnreg" in ptx,
+                     threads=".reqntid 384" in ptx)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not ws.HAVE_GLUON, reason="needs Gluon (Triton 3.5 or newer with its Hopper API)")
+def test_sm90_build():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(wavemla.__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, "-c", _BUILD], env=env, capture_output=True, text=True, check=False,
+                          timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    for name, got in json.loads(done.stdout.strip().splitlines()[-1]).items():
+        assert got["shared"] <= H100_SMEM_PER_BLOCK, name
+        assert got["tma"] == 2 * ws.CHUNKS, name  # q's and a tile's nine boxes
+        # per math warpgroup: nine QKᵀ wgmma of K = 64 (4 instructions each) and four P·V (4 each)
+        assert got["wgmma"] == 2 * (ws.CHUNKS * 4 + 4 * 4), name
+        assert got["setmaxnreg"] and got["threads"], name
