@@ -13,12 +13,15 @@ relative to its largest output) and with the fp64 reference at the first point's
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 
 from wavemla import config, dense_mla_decode, get_mla_metadata
+from wavemla.kernels import dense_decode_ws
 from wavemla.reference import dense_decode_ref
 from wavemla.testing import make_dense_decode_inputs
 from wavemla.tools.bench import DENSE_PAGE, dense_traffic
@@ -30,14 +33,33 @@ _TILE = dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64, WAVEMLA_NUM_WARPS=8, WAVEML
 VARIANTS = {
     "triton": dict(_TILE, WAVEMLA_DENSE_WS="off"),
     "gluon-ws": dict(_TILE, WAVEMLA_DENSE_WS="on"),
+    # the load warp's L2 prefetch distance (dense_decode_ws.L2_AHEAD), in tiles
+    "gluon-ws-l2a0": dict(_TILE, WAVEMLA_DENSE_WS="on", l2_ahead=0),
+    "gluon-ws-l2a2": dict(_TILE, WAVEMLA_DENSE_WS="on", l2_ahead=2),
+    "gluon-ws-l2a4": dict(_TILE, WAVEMLA_DENSE_WS="on", l2_ahead=4),
 }
+
+
+@contextlib.contextmanager
+def variant(name: str) -> Iterator[None]:
+    """The variant's knobs, and its L2 prefetch distance if it names one."""
+    knobs = dict(VARIANTS[name])
+    ahead = knobs.pop("l2_ahead", None)
+    saved = dense_decode_ws.L2_AHEAD
+    if ahead is not None:
+        dense_decode_ws.L2_AHEAD = ahead
+    try:
+        with config.override(**knobs):
+            yield
+    finally:
+        dense_decode_ws.L2_AHEAD = saved
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", nargs="?", default=None)
     ap.add_argument("--points", nargs="+", default=["bf16:64:128:16384"])
-    ap.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    ap.add_argument("--variants", nargs="+", default=["triton", "gluon-ws"])
     args, ceil = parse_and_measure(ap)
     records = []
     for n_point, (fmt, h, b, s_k, s_q) in enumerate(map(parse_point, args.points)):
@@ -46,7 +68,7 @@ def main() -> None:
         causal = s_q > 1
         metas, outs, times, plans = {}, {}, {v: [] for v in args.variants}, {}
         for v in args.variants:
-            with config.override(**VARIANTS[v]):
+            with variant(v):
                 metas[v] = get_mla_metadata()[0]
                 o, lse = dense_mla_decode(**inputs, causal=causal, metadata=metas[v])
                 outs[v] = (o.float(), lse.clone())
@@ -55,7 +77,7 @@ def main() -> None:
                 plans[v] = (str(p.config), p.num_parts, metas[v].p_ws is not None)
         for _ in range(args.rounds):
             for v in args.variants:
-                with config.override(**VARIANTS[v]):
+                with variant(v):
                     fn = lambda m=metas[v], x=inputs, c=causal: dense_mla_decode(**x, causal=c, metadata=m)  # noqa: E731
                     times[v].append(graph_median_us(fn, args.reps))
         base = args.variants[0]
