@@ -33,10 +33,6 @@ _TILE = dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64, WAVEMLA_NUM_WARPS=8, WAVEML
 VARIANTS = {
     "triton": dict(_TILE, WAVEMLA_DENSE_WS="off"),
     "gluon-ws": dict(_TILE, WAVEMLA_DENSE_WS="on"),
-    # the load warp's L2 prefetch distance (dense_decode_ws.L2_AHEAD), in tiles
-    "gluon-ws-l2a0": dict(_TILE, WAVEMLA_DENSE_WS="on", l2_ahead=0),
-    "gluon-ws-l2a2": dict(_TILE, WAVEMLA_DENSE_WS="on", l2_ahead=2),
-    "gluon-ws-l2a4": dict(_TILE, WAVEMLA_DENSE_WS="on", l2_ahead=4),
 }
 
 

@@ -63,14 +63,11 @@ CHUNKS = D_QK // BLOCK  # 9 boxes per row block
 STAGES = 2  # key tiles in flight (q + 2 stages: 216 KB of the 227 KB a block may use)
 LOAD_REGS = 24  # registers per thread of the load warp's warpgroup
 MATH_REGS = 240  # the second math warpgroup's; the first gets the rest of MAX_REGS (240)
-L2_AHEAD = 2  # the load warp prefetches the rows of the tile this many tiles ahead into L2 (0: none)
-ROW_BYTES = D_QK * 2
 MAX_REGS = 168  # per thread at launch: 12 warps (3 warpgroups) x 32 x 168 <= 65,536
 _BLOCK = tl.constexpr(BLOCK)  # the same, as kernel constants
 _CHUNKS = tl.constexpr(CHUNKS)
 _STAGES = tl.constexpr(STAGES)
 _D_V = tl.constexpr(D_V)
-_ROW_BYTES = tl.constexpr(ROW_BYTES)
 _MATH_REGS = tl.constexpr(MATH_REGS)
 _LOAD_REGS = tl.constexpr(LOAD_REGS)
 
@@ -123,34 +120,9 @@ if HAVE_GLUON:
         return r_begin, r_last
 
     @gluon.jit
-    def _prefetch_tile_l2(p_kv, p_bt_row, i_tile, t_stop, num_blocks, PAGE: gl.constexpr):
-        """Bring tile ``i_tile``'s 64 rows (73,728 contiguous bytes of one page) into L2 with one bulk prefetch per
-        lane of 2,304 bytes, if the tile is in the segment (``< t_stop``) and its block is in the cache. Nothing
-        waits for it."""
-        lanes: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
-        key0 = i_tile * _BLOCK
-        live = i_tile < t_stop
-        bid = gl.load(p_bt_row + key0 // PAGE, mask=live, other=-1)
-        ok = live & (bid >= 0) & (bid < num_blocks)
-        piece: gl.constexpr = _BLOCK * _ROW_BYTES // 32
-        row = gl.where(ok, bid * PAGE + key0 % PAGE, 0).to(gl.int64)
-        o_l = gl.arange(0, 32, layout=lanes)
-        p_l = p_kv + row * _ROW_BYTES + o_l.to(gl.int64) * piece
-        m_l = gl.zeros([32], gl.int32, layout=lanes) + ok.to(gl.int32)
-        gl.inline_asm_elementwise(
-            "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], 2304; }\n\tmov.u32 $0, 0;",
-            "=r,l,r",
-            [p_l, m_l],
-            dtype=gl.int32,
-            is_pure=False,
-            pack=1,
-        )
-
-    @gluon.jit
     def _load_partition(q_desc, kv_desc, q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_bt, p_seqlens,
-                        p_sched, p_kv, num_blocks, max_len, stride_bt, M, PAGE: gl.constexpr,
-                        NUM_RB: gl.constexpr, N_CHUNKS: gl.constexpr, N_STAGES: gl.constexpr,
-                        AHEAD: gl.constexpr):  # fmt: skip
+                        p_sched, num_blocks, max_len, stride_bt, M, PAGE: gl.constexpr, NUM_RB: gl.constexpr,
+                        N_CHUNKS: gl.constexpr, N_STAGES: gl.constexpr):  # fmt: skip
         i_pid = gl.program_id(0)
         i_rb = i_pid % NUM_RB
         i_part = i_pid // NUM_RB
@@ -168,12 +140,7 @@ if HAVE_GLUON:
                 _tma_load(q_desc, [row_q, c * _BLOCK], q_ready, q_smem.index(c))
             i_seg += 1  # noqa: SIM113 (a loop-carried counter in a kernel)
             p_bt_row = p_bt + i_b.to(gl.int64) * stride_bt
-            if AHEAD > 0:
-                for i_a in gl.static_range(1, AHEAD):
-                    _prefetch_tile_l2(p_kv, p_bt_row, t_lo + i_a, t_stop, num_blocks, PAGE)
             for i_tile in range(t_lo, t_stop):
-                if AHEAD > 0:
-                    _prefetch_tile_l2(p_kv, p_bt_row, i_tile + AHEAD, t_stop, num_blocks, PAGE)
                 i_st = i_it % N_STAGES
                 mbarrier.wait(kv_empty.index(i_st), ((i_it // N_STAGES) & 1) ^ 1)
                 key0 = i_tile * _BLOCK
@@ -298,9 +265,9 @@ if HAVE_GLUON:
 
     @gluon.jit
     def _dense_mla_decode_ws_kernel(q_desc, kv_desc, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched,
-                                    p_kv, num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh,
-                                    qk_scale, CAUSAL: gl.constexpr, PAGE: gl.constexpr, NUM_RB: gl.constexpr,
-                                    L2_AHEAD: gl.constexpr):  # fmt: skip
+                                    num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh,
+                                    qk_scale, CAUSAL: gl.constexpr, PAGE: gl.constexpr,
+                                    NUM_RB: gl.constexpr):  # fmt: skip
         N_CHUNKS: gl.constexpr = _CHUNKS
         N_STAGES: gl.constexpr = _STAGES
         q_smem = gl.allocate_shared_memory(q_desc.dtype, [N_CHUNKS, _BLOCK, _BLOCK], q_desc.layout)
@@ -327,8 +294,8 @@ if HAVE_GLUON:
                                    stride_ob, stride_os, stride_oh, qk_scale, CAUSAL, PAGE, NUM_RB, N_CHUNKS,
                                    N_STAGES, 1)),
                 (_load_partition, (q_desc, kv_desc, q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_bt,
-                                   p_seqlens, p_sched, p_kv, num_blocks, max_len, stride_bt, M, PAGE, NUM_RB,
-                                   N_CHUNKS, N_STAGES, L2_AHEAD)),
+                                   p_seqlens, p_sched, num_blocks, max_len, stride_bt, M, PAGE, NUM_RB, N_CHUNKS,
+                                   N_STAGES)),
             ],
             [4, 1],
             [_MATH_REGS, _LOAD_REGS],
@@ -379,7 +346,6 @@ def dense_decode_split_ws(
         block_table,
         cache_seqlens,
         sched,
-        kv2.view(torch.uint8),
         num_blocks,
         block_table.shape[1] * page,
         block_table.stride(0),
@@ -393,7 +359,6 @@ def dense_decode_split_ws(
         CAUSAL=causal and s_q > 1,
         PAGE=page,
         NUM_RB=num_rb,
-        L2_AHEAD=L2_AHEAD,
         num_warps=4,
         maxnreg=MAX_REGS,
     )
@@ -413,8 +378,8 @@ def compile_sm90(dtype: torch.dtype = torch.bfloat16, *, page: int = 64, causal:
     constexprs: dict[tuple[int, ...], Any] = {}
     attrs: dict[tuple[int, ...], list[list[Any]]] = {}
     pointers = {"p_out": f"*{ty}", "p_lse": "*fp32", "p_o_ws": "*fp32", "p_lse_ws": "*fp32", "p_bt": "*i32",
-                "p_seqlens": "*i32", "p_sched": "*i32", "p_kv": "*u8"}  # fmt: skip
-    values = {"CAUSAL": causal, "PAGE": page, "NUM_RB": num_rb, "L2_AHEAD": L2_AHEAD}
+                "p_seqlens": "*i32", "p_sched": "*i32"}  # fmt: skip
+    values = {"CAUSAL": causal, "PAGE": page, "NUM_RB": num_rb}
     for i, name in enumerate(fn.arg_names):
         if name in ("q_desc", "kv_desc"):
             signature[name] = desc
