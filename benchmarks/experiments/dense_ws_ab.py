@@ -33,22 +33,26 @@ _TILE = dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64, WAVEMLA_NUM_WARPS=8, WAVEML
 VARIANTS = {
     "triton": dict(_TILE, WAVEMLA_DENSE_WS="off"),
     "gluon-ws": dict(_TILE, WAVEMLA_DENSE_WS="on"),
+    # module constants of kernels/dense_decode_ws.py read at launch (a new compile each)
+    "gluon-ws-pipe": dict(_TILE, WAVEMLA_DENSE_WS="on", ws_attrs={"PIPELINE": True}),
+    "gluon-ws-nopipe": dict(_TILE, WAVEMLA_DENSE_WS="on", ws_attrs={"PIPELINE": False}),
 }
 
 
 @contextlib.contextmanager
 def variant(name: str) -> Iterator[None]:
-    """The variant's knobs, and its L2 prefetch distance if it names one."""
+    """The variant's knobs, and the module constants of ``dense_decode_ws`` it sets."""
     knobs = dict(VARIANTS[name])
-    ahead = knobs.pop("l2_ahead", None)
-    saved = dense_decode_ws.L2_AHEAD
-    if ahead is not None:
-        dense_decode_ws.L2_AHEAD = ahead
+    attrs = knobs.pop("ws_attrs", {})
+    saved = {k: getattr(dense_decode_ws, k) for k in attrs}
+    for k, v in attrs.items():
+        setattr(dense_decode_ws, k, v)
     try:
         with config.override(**knobs):
             yield
     finally:
-        dense_decode_ws.L2_AHEAD = saved
+        for k, v in saved.items():
+            setattr(dense_decode_ws, k, v)
 
 
 def main() -> None:

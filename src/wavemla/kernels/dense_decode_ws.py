@@ -63,6 +63,7 @@ CHUNKS = D_QK // BLOCK  # 9 boxes per row block
 STAGES = 2  # key tiles in flight (q + 2 stages: 216 KB of the 227 KB a block may use)
 LOAD_REGS = 24  # registers per thread of the load warp's warpgroup
 MATH_REGS = 240  # the second math warpgroup's; the first gets the rest of MAX_REGS (240)
+PIPELINE = False  # each math warpgroup overlaps a tile's QK^T and softmax with the previous tile's P·V
 MAX_REGS = 168  # per thread at launch: 12 warps (3 warpgroups) x 32 x 168 <= 65,536
 _BLOCK = tl.constexpr(BLOCK)  # the same, as kernel constants
 _CHUNKS = tl.constexpr(CHUNKS)
@@ -155,10 +156,52 @@ if HAVE_GLUON:
                 i_it += 1
 
     @gluon.jit
+    def _qk(q_smem, kv_smem, k_base, s_layout: gl.constexpr, N_CHUNKS: gl.constexpr):
+        """Issue ``S = q·Kᵀ`` of the tile in stage buffers ``k_base .. k_base + 8``: nine asynchronous wgmma of
+        K = 64; returns the pending accumulator."""
+        b_s = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=s_layout)
+        for c in gl.static_range(N_CHUNKS):
+            b_s = warpgroup_mma(q_smem.index(c), kv_smem.index(k_base + c).permute((1, 0)), b_s, use_acc=c > 0,
+                                is_async=True)  # fmt: skip
+        return b_s
+
+    @gluon.jit
+    def _softmax_tile(b_s, b_mx, b_l, b_lim, p_bt_row, i_tile, n_keys, num_blocks, qk_scale, o_n,
+                      PAGE: gl.constexpr, dtype: gl.constexpr, p_layout: gl.constexpr):  # fmt: skip
+        """Tile ``i_tile``'s scores into the running max and sum (base 2); returns (P as the P·V dot's A operand,
+        the accumulator's rescale factors, max, sum). Keys past a row's limit and keys of blocks outside the cache
+        are masked (whatever their scores, NaN included)."""
+        key0 = i_tile * _BLOCK
+        bid = gl.load(p_bt_row + key0 // PAGE)
+        ok = (bid >= 0) & (bid < num_blocks)
+        m_s = ((key0 + o_n)[None, :] < b_lim[:, None]) & ok
+        b_s = gl.where(m_s, b_s * qk_scale, float("-inf"))
+        b_mx_new = gl.maximum(b_mx, gl.max(b_s, 1))
+        # a row that has seen no valid score keeps m = -inf; subtract 0 there so exp2 gives 0, not NaN
+        b_mx_safe = gl.where(b_mx_new == float("-inf"), 0.0, b_mx_new)
+        b_p = gl.exp2(b_s - b_mx_safe[:, None])
+        b_alpha = gl.exp2(b_mx - b_mx_safe)
+        b_l = b_l * b_alpha + gl.sum(b_p, 1)
+        return gl.convert_layout(b_p.to(dtype), p_layout), b_alpha, b_mx_new, b_l
+
+    @gluon.jit
+    def _zero_tail(kv_smem, v_base, n_in, o_zr, z_layout: gl.constexpr, dtype: gl.constexpr):
+        """Rows ``n_in ..`` of a tile hold the bits of the page past the length (NaN included, and 0 · NaN is NaN):
+        zero them in this warpgroup's four value boxes before its P·V reads them."""
+        if n_in < _BLOCK:
+            m_z = (o_zr < n_in)[:, None]
+            for j in gl.static_range(4):
+                v_buf = kv_smem.index(v_base + j)
+                v_buf.store(gl.where(m_z, v_buf.load(z_layout), 0.0).to(dtype))
+            fence_async_shared()
+            _warps_barrier()
+
+    @gluon.jit
     def _math_partition(q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_out, p_lse, p_o_ws, p_lse_ws,
                         p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os,
                         stride_oh, qk_scale, CAUSAL: gl.constexpr, PAGE: gl.constexpr, NUM_RB: gl.constexpr,
-                        N_CHUNKS: gl.constexpr, N_STAGES: gl.constexpr, HALF: gl.constexpr):  # fmt: skip
+                        N_CHUNKS: gl.constexpr, N_STAGES: gl.constexpr, HALF: gl.constexpr,
+                        PIPE: gl.constexpr):  # fmt: skip
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, _BLOCK, 16])  # fmt: skip
         p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2)
@@ -193,45 +236,69 @@ if HAVE_GLUON:
             acc3 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=s_layout)
             p_bt_row = p_bt + i_b.to(gl.int64) * stride_bt
             mbarrier.wait(q_ready, i_seg & 1)
-            for i_tile in range(t_lo, t_stop):
-                i_st = i_it % N_STAGES
-                mbarrier.wait(kv_ready.index(i_st), (i_it // N_STAGES) & 1)
-                k_base = i_st * N_CHUNKS
-                b_s = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=s_layout)
-                for c in gl.static_range(N_CHUNKS):
-                    b_s = warpgroup_mma(q_smem.index(c), kv_smem.index(k_base + c).permute((1, 0)), b_s,
-                                        use_acc=c > 0, is_async=True)  # fmt: skip
-                b_s = warpgroup_mma_wait(num_outstanding=0, deps=(b_s,))
-                key0 = i_tile * _BLOCK
-                bid = gl.load(p_bt_row + key0 // PAGE)
-                ok = (bid >= 0) & (bid < num_blocks)
-                m_s = ((key0 + o_n)[None, :] < b_lim[:, None]) & ok
-                b_s = gl.where(m_s, b_s * qk_scale, float("-inf"))
-                b_mx_new = gl.maximum(b_mx, gl.max(b_s, 1))
-                # a row that has seen no valid score keeps m = -inf; subtract 0 there so exp2 gives 0, not NaN
-                b_mx_safe = gl.where(b_mx_new == float("-inf"), 0.0, b_mx_new)
-                b_p = gl.exp2(b_s - b_mx_safe[:, None])
-                b_alpha = gl.exp2(b_mx - b_mx_safe)
-                b_l = b_l * b_alpha + gl.sum(b_p, 1)
-                b_mx = b_mx_new
-                n_in = n_keys - key0
-                if n_in < _BLOCK:
-                    # rows past the length in the last tile hold any bits: zero this warpgroup's value columns
-                    m_z = (o_zr < n_in)[:, None]
-                    for j in gl.static_range(V_CHUNKS):
-                        v_buf = kv_smem.index(k_base + v0 + j)
-                        v_buf.store(gl.where(m_z, v_buf.load(z_layout), 0.0).to(dtype))
-                    fence_async_shared()
-                    _warps_barrier()
-                b_pa = gl.convert_layout(b_p.to(dtype), p_layout)
-                b_a = b_alpha[:, None]
-                acc0 = warpgroup_mma(b_pa, kv_smem.index(k_base + v0 + 0), acc0 * b_a, is_async=True)
-                acc1 = warpgroup_mma(b_pa, kv_smem.index(k_base + v0 + 1), acc1 * b_a, is_async=True)
-                acc2 = warpgroup_mma(b_pa, kv_smem.index(k_base + v0 + 2), acc2 * b_a, is_async=True)
-                acc3 = warpgroup_mma(b_pa, kv_smem.index(k_base + v0 + 3), acc3 * b_a, is_async=True)
-                acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
-                mbarrier.arrive(kv_empty.index(i_st), count=1)
-                i_it += 1
+            if PIPE:
+                # QKᵀ of tile i runs while P·V of tile i - 1 does, and the softmax of tile i beside that P·V
+                if t_lo < t_stop:
+                    i_st = i_it % N_STAGES
+                    mbarrier.wait(kv_ready.index(i_st), (i_it // N_STAGES) & 1)
+                    b_s = _qk(q_smem, kv_smem, i_st * N_CHUNKS, s_layout, N_CHUNKS)
+                    b_s = warpgroup_mma_wait(num_outstanding=0, deps=(b_s,))
+                    b_pa, b_alpha, b_mx, b_l = _softmax_tile(b_s, b_mx, b_l, b_lim, p_bt_row, t_lo, n_keys,
+                                                             num_blocks, qk_scale, o_n, PAGE, dtype,
+                                                             p_layout)  # fmt: skip
+                    _zero_tail(kv_smem, i_st * N_CHUNKS + v0, n_keys - t_lo * _BLOCK, o_zr, z_layout, dtype)
+                    i_prev = i_st
+                    i_it += 1
+                    for i_tile in range(t_lo + 1, t_stop):
+                        i_st = i_it % N_STAGES
+                        mbarrier.wait(kv_ready.index(i_st), (i_it // N_STAGES) & 1)
+                        b_s = _qk(q_smem, kv_smem, i_st * N_CHUNKS, s_layout, N_CHUNKS)
+                        v_base = i_prev * N_CHUNKS + v0
+                        acc0 = warpgroup_mma(b_pa, kv_smem.index(v_base + 0), acc0, is_async=True)
+                        acc1 = warpgroup_mma(b_pa, kv_smem.index(v_base + 1), acc1, is_async=True)
+                        acc2 = warpgroup_mma(b_pa, kv_smem.index(v_base + 2), acc2, is_async=True)
+                        acc3 = warpgroup_mma(b_pa, kv_smem.index(v_base + 3), acc3, is_async=True)
+                        b_s = warpgroup_mma_wait(num_outstanding=4, deps=(b_s,))
+                        b_pa, b_alpha, b_mx, b_l = _softmax_tile(b_s, b_mx, b_l, b_lim, p_bt_row, i_tile, n_keys,
+                                                                 num_blocks, qk_scale, o_n, PAGE, dtype,
+                                                                 p_layout)  # fmt: skip
+                        _zero_tail(kv_smem, i_st * N_CHUNKS + v0, n_keys - i_tile * _BLOCK, o_zr, z_layout, dtype)
+                        acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=0,
+                                                                    deps=(acc0, acc1, acc2, acc3))  # fmt: skip
+                        mbarrier.arrive(kv_empty.index(i_prev), count=1)
+                        b_a = b_alpha[:, None]
+                        acc0 = acc0 * b_a
+                        acc1 = acc1 * b_a
+                        acc2 = acc2 * b_a
+                        acc3 = acc3 * b_a
+                        i_prev = i_st
+                        i_it += 1
+                    v_base = i_prev * N_CHUNKS + v0
+                    acc0 = warpgroup_mma(b_pa, kv_smem.index(v_base + 0), acc0, is_async=True)
+                    acc1 = warpgroup_mma(b_pa, kv_smem.index(v_base + 1), acc1, is_async=True)
+                    acc2 = warpgroup_mma(b_pa, kv_smem.index(v_base + 2), acc2, is_async=True)
+                    acc3 = warpgroup_mma(b_pa, kv_smem.index(v_base + 3), acc3, is_async=True)
+                    acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
+                    mbarrier.arrive(kv_empty.index(i_prev), count=1)
+            else:
+                for i_tile in range(t_lo, t_stop):
+                    i_st = i_it % N_STAGES
+                    mbarrier.wait(kv_ready.index(i_st), (i_it // N_STAGES) & 1)
+                    b_s = _qk(q_smem, kv_smem, i_st * N_CHUNKS, s_layout, N_CHUNKS)
+                    b_s = warpgroup_mma_wait(num_outstanding=0, deps=(b_s,))
+                    b_pa, b_alpha, b_mx, b_l = _softmax_tile(b_s, b_mx, b_l, b_lim, p_bt_row, i_tile, n_keys,
+                                                             num_blocks, qk_scale, o_n, PAGE, dtype,
+                                                             p_layout)  # fmt: skip
+                    v_base = i_st * N_CHUNKS + v0
+                    _zero_tail(kv_smem, v_base, n_keys - i_tile * _BLOCK, o_zr, z_layout, dtype)
+                    b_a = b_alpha[:, None]
+                    acc0 = warpgroup_mma(b_pa, kv_smem.index(v_base + 0), acc0 * b_a, is_async=True)
+                    acc1 = warpgroup_mma(b_pa, kv_smem.index(v_base + 1), acc1 * b_a, is_async=True)
+                    acc2 = warpgroup_mma(b_pa, kv_smem.index(v_base + 2), acc2 * b_a, is_async=True)
+                    acc3 = warpgroup_mma(b_pa, kv_smem.index(v_base + 3), acc3 * b_a, is_async=True)
+                    acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
+                    mbarrier.arrive(kv_empty.index(i_st), count=1)
+                    i_it += 1
             mbarrier.arrive(q_empty, count=1)
             i_seg += 1  # noqa: SIM113 (a loop-carried counter in a kernel)
 
@@ -266,8 +333,8 @@ if HAVE_GLUON:
     @gluon.jit
     def _dense_mla_decode_ws_kernel(q_desc, kv_desc, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched,
                                     num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh,
-                                    qk_scale, CAUSAL: gl.constexpr, PAGE: gl.constexpr,
-                                    NUM_RB: gl.constexpr):  # fmt: skip
+                                    qk_scale, CAUSAL: gl.constexpr, PAGE: gl.constexpr, NUM_RB: gl.constexpr,
+                                    PIPE: gl.constexpr):  # fmt: skip
         N_CHUNKS: gl.constexpr = _CHUNKS
         N_STAGES: gl.constexpr = _STAGES
         q_smem = gl.allocate_shared_memory(q_desc.dtype, [N_CHUNKS, _BLOCK, _BLOCK], q_desc.layout)
@@ -288,11 +355,11 @@ if HAVE_GLUON:
                 (_math_partition, (q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_out, p_lse, p_o_ws,
                                    p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt, S_Q, H, M,
                                    stride_ob, stride_os, stride_oh, qk_scale, CAUSAL, PAGE, NUM_RB, N_CHUNKS,
-                                   N_STAGES, 0)),
+                                   N_STAGES, 0, PIPE)),
                 (_math_partition, (q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_out, p_lse, p_o_ws,
                                    p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt, S_Q, H, M,
                                    stride_ob, stride_os, stride_oh, qk_scale, CAUSAL, PAGE, NUM_RB, N_CHUNKS,
-                                   N_STAGES, 1)),
+                                   N_STAGES, 1, PIPE)),
                 (_load_partition, (q_desc, kv_desc, q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_bt,
                                    p_seqlens, p_sched, num_blocks, max_len, stride_bt, M, PAGE, NUM_RB, N_CHUNKS,
                                    N_STAGES)),
@@ -359,6 +426,7 @@ def dense_decode_split_ws(
         CAUSAL=causal and s_q > 1,
         PAGE=page,
         NUM_RB=num_rb,
+        PIPE=PIPELINE,
         num_warps=4,
         maxnreg=MAX_REGS,
     )
@@ -379,7 +447,7 @@ def compile_sm90(dtype: torch.dtype = torch.bfloat16, *, page: int = 64, causal:
     attrs: dict[tuple[int, ...], list[list[Any]]] = {}
     pointers = {"p_out": f"*{ty}", "p_lse": "*fp32", "p_o_ws": "*fp32", "p_lse_ws": "*fp32", "p_bt": "*i32",
                 "p_seqlens": "*i32", "p_sched": "*i32"}  # fmt: skip
-    values = {"CAUSAL": causal, "PAGE": page, "NUM_RB": num_rb}
+    values = {"CAUSAL": causal, "PAGE": page, "NUM_RB": num_rb, "PIPE": PIPELINE}
     for i, name in enumerate(fn.arg_names):
         if name in ("q_desc", "kv_desc"):
             signature[name] = desc
