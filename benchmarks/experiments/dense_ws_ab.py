@@ -33,9 +33,7 @@ _TILE = dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64, WAVEMLA_NUM_WARPS=8, WAVEML
 VARIANTS = {
     "triton": dict(_TILE, WAVEMLA_DENSE_WS="off"),
     "gluon-ws": dict(_TILE, WAVEMLA_DENSE_WS="on"),
-    # module constants of kernels/dense_decode_ws.py read at launch (a new compile each)
-    "gluon-ws-pipe": dict(_TILE, WAVEMLA_DENSE_WS="on", ws_attrs={"PIPELINE": True}),
-    "gluon-ws-nopipe": dict(_TILE, WAVEMLA_DENSE_WS="on", ws_attrs={"PIPELINE": False}),
+    # a variant may set module constants of kernels/dense_decode_ws.py read at launch: ws_attrs={"NAME": value}
 }
 
 

@@ -63,7 +63,6 @@ CHUNKS = D_QK // BLOCK  # 9 boxes per row block
 STAGES = 2  # key tiles in flight (q + 2 stages: 216 KB of the 227 KB a block may use)
 LOAD_REGS = 24  # registers per thread of the load warp's warpgroup
 MATH_REGS = 240  # the second math warpgroup's; the first gets the rest of MAX_REGS (240)
-PIPELINE = False  # each math warpgroup overlaps a tile's QK^T and softmax with the previous tile's P·V
 MAX_REGS = 168  # per thread at launch: 12 warps (3 warpgroups) x 32 x 168 <= 65,536
 _BLOCK = tl.constexpr(BLOCK)  # the same, as kernel constants
 _CHUNKS = tl.constexpr(CHUNKS)
@@ -200,8 +199,7 @@ if HAVE_GLUON:
     def _math_partition(q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_out, p_lse, p_o_ws, p_lse_ws,
                         p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os,
                         stride_oh, qk_scale, CAUSAL: gl.constexpr, PAGE: gl.constexpr, NUM_RB: gl.constexpr,
-                        N_CHUNKS: gl.constexpr, N_STAGES: gl.constexpr, HALF: gl.constexpr,
-                        PIPE: gl.constexpr):  # fmt: skip
+                        N_CHUNKS: gl.constexpr, N_STAGES: gl.constexpr, HALF: gl.constexpr):  # fmt: skip
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, _BLOCK, 16])  # fmt: skip
         p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2)
@@ -236,69 +234,24 @@ if HAVE_GLUON:
             acc3 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=s_layout)
             p_bt_row = p_bt + i_b.to(gl.int64) * stride_bt
             mbarrier.wait(q_ready, i_seg & 1)
-            if PIPE:
-                # QKᵀ of tile i runs while P·V of tile i - 1 does, and the softmax of tile i beside that P·V
-                if t_lo < t_stop:
-                    i_st = i_it % N_STAGES
-                    mbarrier.wait(kv_ready.index(i_st), (i_it // N_STAGES) & 1)
-                    b_s = _qk(q_smem, kv_smem, i_st * N_CHUNKS, s_layout, N_CHUNKS)
-                    b_s = warpgroup_mma_wait(num_outstanding=0, deps=(b_s,))
-                    b_pa, b_alpha, b_mx, b_l = _softmax_tile(b_s, b_mx, b_l, b_lim, p_bt_row, t_lo, n_keys,
-                                                             num_blocks, qk_scale, o_n, PAGE, dtype,
-                                                             p_layout)  # fmt: skip
-                    _zero_tail(kv_smem, i_st * N_CHUNKS + v0, n_keys - t_lo * _BLOCK, o_zr, z_layout, dtype)
-                    i_prev = i_st
-                    i_it += 1
-                    for i_tile in range(t_lo + 1, t_stop):
-                        i_st = i_it % N_STAGES
-                        mbarrier.wait(kv_ready.index(i_st), (i_it // N_STAGES) & 1)
-                        b_s = _qk(q_smem, kv_smem, i_st * N_CHUNKS, s_layout, N_CHUNKS)
-                        v_base = i_prev * N_CHUNKS + v0
-                        acc0 = warpgroup_mma(b_pa, kv_smem.index(v_base + 0), acc0, is_async=True)
-                        acc1 = warpgroup_mma(b_pa, kv_smem.index(v_base + 1), acc1, is_async=True)
-                        acc2 = warpgroup_mma(b_pa, kv_smem.index(v_base + 2), acc2, is_async=True)
-                        acc3 = warpgroup_mma(b_pa, kv_smem.index(v_base + 3), acc3, is_async=True)
-                        b_s = warpgroup_mma_wait(num_outstanding=4, deps=(b_s,))
-                        b_pa, b_alpha, b_mx, b_l = _softmax_tile(b_s, b_mx, b_l, b_lim, p_bt_row, i_tile, n_keys,
-                                                                 num_blocks, qk_scale, o_n, PAGE, dtype,
-                                                                 p_layout)  # fmt: skip
-                        _zero_tail(kv_smem, i_st * N_CHUNKS + v0, n_keys - i_tile * _BLOCK, o_zr, z_layout, dtype)
-                        acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=0,
-                                                                    deps=(acc0, acc1, acc2, acc3))  # fmt: skip
-                        mbarrier.arrive(kv_empty.index(i_prev), count=1)
-                        b_a = b_alpha[:, None]
-                        acc0 = acc0 * b_a
-                        acc1 = acc1 * b_a
-                        acc2 = acc2 * b_a
-                        acc3 = acc3 * b_a
-                        i_prev = i_st
-                        i_it += 1
-                    v_base = i_prev * N_CHUNKS + v0
-                    acc0 = warpgroup_mma(b_pa, kv_smem.index(v_base + 0), acc0, is_async=True)
-                    acc1 = warpgroup_mma(b_pa, kv_smem.index(v_base + 1), acc1, is_async=True)
-                    acc2 = warpgroup_mma(b_pa, kv_smem.index(v_base + 2), acc2, is_async=True)
-                    acc3 = warpgroup_mma(b_pa, kv_smem.index(v_base + 3), acc3, is_async=True)
-                    acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
-                    mbarrier.arrive(kv_empty.index(i_prev), count=1)
-            else:
-                for i_tile in range(t_lo, t_stop):
-                    i_st = i_it % N_STAGES
-                    mbarrier.wait(kv_ready.index(i_st), (i_it // N_STAGES) & 1)
-                    b_s = _qk(q_smem, kv_smem, i_st * N_CHUNKS, s_layout, N_CHUNKS)
-                    b_s = warpgroup_mma_wait(num_outstanding=0, deps=(b_s,))
-                    b_pa, b_alpha, b_mx, b_l = _softmax_tile(b_s, b_mx, b_l, b_lim, p_bt_row, i_tile, n_keys,
-                                                             num_blocks, qk_scale, o_n, PAGE, dtype,
-                                                             p_layout)  # fmt: skip
-                    v_base = i_st * N_CHUNKS + v0
-                    _zero_tail(kv_smem, v_base, n_keys - i_tile * _BLOCK, o_zr, z_layout, dtype)
-                    b_a = b_alpha[:, None]
-                    acc0 = warpgroup_mma(b_pa, kv_smem.index(v_base + 0), acc0 * b_a, is_async=True)
-                    acc1 = warpgroup_mma(b_pa, kv_smem.index(v_base + 1), acc1 * b_a, is_async=True)
-                    acc2 = warpgroup_mma(b_pa, kv_smem.index(v_base + 2), acc2 * b_a, is_async=True)
-                    acc3 = warpgroup_mma(b_pa, kv_smem.index(v_base + 3), acc3 * b_a, is_async=True)
-                    acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
-                    mbarrier.arrive(kv_empty.index(i_st), count=1)
-                    i_it += 1
+            for i_tile in range(t_lo, t_stop):
+                i_st = i_it % N_STAGES
+                mbarrier.wait(kv_ready.index(i_st), (i_it // N_STAGES) & 1)
+                b_s = _qk(q_smem, kv_smem, i_st * N_CHUNKS, s_layout, N_CHUNKS)
+                b_s = warpgroup_mma_wait(num_outstanding=0, deps=(b_s,))
+                b_pa, b_alpha, b_mx, b_l = _softmax_tile(b_s, b_mx, b_l, b_lim, p_bt_row, i_tile, n_keys,
+                                                         num_blocks, qk_scale, o_n, PAGE, dtype,
+                                                         p_layout)  # fmt: skip
+                v_base = i_st * N_CHUNKS + v0
+                _zero_tail(kv_smem, v_base, n_keys - i_tile * _BLOCK, o_zr, z_layout, dtype)
+                b_a = b_alpha[:, None]
+                acc0 = warpgroup_mma(b_pa, kv_smem.index(v_base + 0), acc0 * b_a, is_async=True)
+                acc1 = warpgroup_mma(b_pa, kv_smem.index(v_base + 1), acc1 * b_a, is_async=True)
+                acc2 = warpgroup_mma(b_pa, kv_smem.index(v_base + 2), acc2 * b_a, is_async=True)
+                acc3 = warpgroup_mma(b_pa, kv_smem.index(v_base + 3), acc3 * b_a, is_async=True)
+                acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
+                mbarrier.arrive(kv_empty.index(i_st), count=1)
+                i_it += 1
             mbarrier.arrive(q_empty, count=1)
             i_seg += 1  # noqa: SIM113 (a loop-carried counter in a kernel)
 
@@ -333,8 +286,8 @@ if HAVE_GLUON:
     @gluon.jit
     def _dense_mla_decode_ws_kernel(q_desc, kv_desc, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched,
                                     num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh,
-                                    qk_scale, CAUSAL: gl.constexpr, PAGE: gl.constexpr, NUM_RB: gl.constexpr,
-                                    PIPE: gl.constexpr):  # fmt: skip
+                                    qk_scale, CAUSAL: gl.constexpr, PAGE: gl.constexpr,
+                                    NUM_RB: gl.constexpr):  # fmt: skip
         N_CHUNKS: gl.constexpr = _CHUNKS
         N_STAGES: gl.constexpr = _STAGES
         q_smem = gl.allocate_shared_memory(q_desc.dtype, [N_CHUNKS, _BLOCK, _BLOCK], q_desc.layout)
@@ -355,11 +308,11 @@ if HAVE_GLUON:
                 (_math_partition, (q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_out, p_lse, p_o_ws,
                                    p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt, S_Q, H, M,
                                    stride_ob, stride_os, stride_oh, qk_scale, CAUSAL, PAGE, NUM_RB, N_CHUNKS,
-                                   N_STAGES, 0, PIPE)),
+                                   N_STAGES, 0)),
                 (_math_partition, (q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_out, p_lse, p_o_ws,
                                    p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt, S_Q, H, M,
                                    stride_ob, stride_os, stride_oh, qk_scale, CAUSAL, PAGE, NUM_RB, N_CHUNKS,
-                                   N_STAGES, 1, PIPE)),
+                                   N_STAGES, 1)),
                 (_load_partition, (q_desc, kv_desc, q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_bt,
                                    p_seqlens, p_sched, num_blocks, max_len, stride_bt, M, PAGE, NUM_RB, N_CHUNKS,
                                    N_STAGES)),
@@ -426,7 +379,6 @@ def dense_decode_split_ws(
         CAUSAL=causal and s_q > 1,
         PAGE=page,
         NUM_RB=num_rb,
-        PIPE=PIPELINE,
         num_warps=4,
         maxnreg=MAX_REGS,
     )
@@ -447,7 +399,7 @@ def compile_sm90(dtype: torch.dtype = torch.bfloat16, *, page: int = 64, causal:
     attrs: dict[tuple[int, ...], list[list[Any]]] = {}
     pointers = {"p_out": f"*{ty}", "p_lse": "*fp32", "p_o_ws": "*fp32", "p_lse_ws": "*fp32", "p_bt": "*i32",
                 "p_seqlens": "*i32", "p_sched": "*i32"}  # fmt: skip
-    values = {"CAUSAL": causal, "PAGE": page, "NUM_RB": num_rb, "PIPE": PIPELINE}
+    values = {"CAUSAL": causal, "PAGE": page, "NUM_RB": num_rb}
     for i, name in enumerate(fn.arg_names):
         if name in ("q_desc", "kv_desc"):
             signature[name] = desc
