@@ -471,6 +471,7 @@ def dense_mla_decode(
         max_seqlen=block_table.shape[1] * page,
         is_fp8=is_fp8,
         dtype="bf16" if q.dtype == torch.bfloat16 else "fp16",
+        page=page,
     )
     with _device_guard(device):
         key = ("dense", workload, str(device))

@@ -1029,6 +1029,11 @@ _DENSE_WGMMA_EFFICIENCY = 0.76  # the same for wgmma, operands in shared memory,
 # h = 128 b = 3). A dearer FP8 decode (0.08 µs a row) missed none there but moved the h = 16 FP8 picks from 16x64
 # to 16x32 tiles, measured 4-30% slower (-dense-fp8table.json), so the decode cost stays.
 _DENSE_ONE_PROGRAM_DRAM = 0.85
+# The warp-specialized sm_90 kernel (kernels/dense_decode_ws.py): its load warp keeps the next tile in flight during
+# the math, and both math warpgroups compute QKᵀ. Fitted on the H200 at h = 128, b = 128, s_k 16K, where it is
+# bound by its MMAs: 1,304 µs for 496.5 tiles per SM, 2.63 µs a tile against 1.82 at the bf16 tensor peak
+# (2026-12-02-h200-dense-ws-pipe.log, the plain loop).
+_DENSE_WS_MMA_EFFICIENCY = 0.69
 _DENSE_FP8_DECODE_ROW_US = 0.02  # e4m3 bit decode + scale of one 512-value row on one SM (~40 cycles at 2 GHz)
 _DENSE_SCHEDULER_US = 3.0  # the one-program scheduler launch inside a CUDA graph
 # One step of a combine program (kernels/combine.py merges a request's pieces a group a step, the group's loads
@@ -1054,9 +1059,10 @@ class DenseWorkload:
     max_seqlen: int = 4096
     is_fp8: bool = False
     dtype: str = "bf16"
+    page: int = 64
 
     def __post_init__(self) -> None:
-        for name in ("batch", "s_q", "h_q", "d_qk", "max_seqlen"):
+        for name in ("batch", "s_q", "h_q", "d_qk", "max_seqlen", "page"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name}: expected a non-negative int, got {value!r}")
@@ -1068,6 +1074,8 @@ class DenseWorkload:
             raise ValueError("d_qk: the FP8 V3.2 cache holds 576-wide rows")
         if self.dtype not in ("bf16", "fp16"):
             raise ValueError(f"dtype: expected 'bf16' or 'fp16', got {self.dtype!r}")
+        if self.page < 1:
+            raise ValueError(f"page: must be >= 1, got {self.page}")
 
     @property
     def rows(self) -> int:
@@ -1195,8 +1203,15 @@ def _dense_tile_us(cfg: KernelConfig, workload: DenseWorkload, device: DeviceSpe
     per tile; and the tensor-core work (plus the FP8 decode) of all ``active`` programs. A program whose next tile
     is in flight during the math (rows at 3 stages; FP8 rows by a register prefetch) takes the larger of the loaded
     latency and its math; one whose tile load follows the previous tile's math (rows at 1-2 stages, the
-    keys-major 64x64x8x2 included) takes their sum.
+    keys-major 64x64x8x2 included) takes their sum. Where the warp-specialized kernel runs
+    (:func:`_dense_ws`), its load warp overlaps every copy with the math: the larger of the DRAM time and its MMAs.
     """
+    if _dense_ws(cfg, workload, device):
+        share = device.mem_gbps * _DRAM_EFFICIENCY * 1e3 / device.num_sms * _DENSE_ONE_PROGRAM_DRAM
+        dram = active * cfg.block_n * workload.row_bytes / num_rb / share
+        flops = 2.0 * cfg.block_h * cfg.block_n * (workload.d_qk * 2 + DENSE_D_V)  # QKᵀ in both warpgroups
+        mma = flops / (device.bf16_tflops * 1e6 / device.num_sms * _DENSE_WS_MMA_EFFICIENCY)
+        return max(dram, _DENSE_LATENCY_US, active * mma)
     tile_bytes = cfg.block_n * workload.row_bytes
     share = device.mem_gbps * _DRAM_EFFICIENCY * 1e3 / device.num_sms  # bytes per µs per SM
     if active == 1:
@@ -1219,6 +1234,14 @@ def _dense_tile_flops(cfg: KernelConfig, workload: DenseWorkload) -> float:
     pv = 2 if (not workload.is_fp8 and workload.dtype == "bf16") else 1
     qk_repeat = max(1, cfg.num_warps * 16 // cfg.block_n) if _dense_keys_major(workload, cfg) else 1
     return 2.0 * cfg.block_h * cfg.block_n * (workload.d_qk * qk_repeat + DENSE_D_V * pv)
+
+
+def _dense_ws(cfg: KernelConfig, workload: DenseWorkload, device: DeviceSpec) -> bool:
+    """Whether the split kernel runs warp-specialized (the kernel module's own rule, imported)."""
+    from wavemla.kernels.dense_decode_ws import applies
+
+    return applies(arch=device.arch, is_fp8=workload.is_fp8, d_qk=workload.d_qk, dtype=workload.dtype,
+                   page=workload.page, rows=workload.rows, block_h=cfg.block_h, block_n=cfg.block_n)  # fmt: skip
 
 
 def _dense_keys_major(workload: DenseWorkload, cfg: KernelConfig) -> bool:

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import wavemla
+from wavemla import config
 from wavemla.kernels import dense_decode_ws as ws
 
 H100_SMEM_PER_BLOCK = 232_448  # cudaDevAttrMaxSharedMemoryPerBlockOptin on sm_90 (227 KB)
@@ -20,20 +21,27 @@ H100_SMEM_PER_BLOCK = 232_448  # cudaDevAttrMaxSharedMemoryPerBlockOptin on sm_9
 def _supported(**over):
     q = torch.empty(2, 1, 64, 576, dtype=torch.bfloat16)
     kv = torch.empty(4, 64, 1, 576, dtype=torch.bfloat16)
-    args = dict(is_fp8=False, d_qk=576, dtype=torch.bfloat16, page=64, m=64, arch=90, q=q, kv=kv)
+    args = dict(is_fp8=False, block_h=64, block_n=64, arch=90, q=q, kv=kv)
     args.update(over)
     return ws.supported(**args)
 
 
 def test_applies_only_to_its_shapes():
+    bf16 = torch.bfloat16
     assert _supported() == ws.HAVE_GLUON
     assert not _supported(arch=80) and not _supported(arch=120) and not _supported(arch=100)
-    assert not _supported(is_fp8=True) and not _supported(d_qk=512)
-    assert not _supported(page=32) and not _supported(page=61) and not _supported(m=48)
-    assert not _supported(dtype=torch.float32)
-    assert not _supported(q=torch.empty(2, 1, 64, 640, dtype=torch.bfloat16)[..., :576])
+    assert not _supported(is_fp8=True) and not _supported(block_h=16) and not _supported(block_n=32)
+    assert not _supported(q=torch.empty(2, 1, 64, 512, dtype=bf16), kv=torch.empty(4, 64, 1, 512, dtype=bf16))
+    assert not _supported(kv=torch.empty(4, 32, 1, 576, dtype=bf16)) and not _supported(kv=torch.empty(4, 61, 1, 576))
+    assert not _supported(q=torch.empty(2, 1, 48, 576, dtype=bf16))
+    assert not _supported(q=torch.empty(2, 1, 64, 576, dtype=torch.float32))
+    assert not _supported(q=torch.empty(2, 1, 64, 640, dtype=bf16)[..., :576])
     if ws.HAVE_GLUON:
-        assert _supported(page=128) and _supported(m=128) and _supported(dtype=torch.float16)
+        assert _supported(kv=torch.empty(4, 128, 1, 576, dtype=bf16))
+        assert _supported(q=torch.empty(2, 2, 64, 576, dtype=bf16))
+        assert _supported(q=torch.empty(2, 1, 64, 576, dtype=torch.float16))
+        with config.override(WAVEMLA_DENSE_WS="off"):
+            assert not _supported()
 
 
 # Built in a fresh process: the CPU lane's interpreter flag would turn the kernel into an interpreted function.

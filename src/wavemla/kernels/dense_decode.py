@@ -719,13 +719,11 @@ def dense_decode_split(
         l2_ahead = l2_ahead_tiles(is_fp8)
     elif l2_ahead != 0 and (not is_fp8 or l2_ahead < 2):
         raise ValueError(f"l2_ahead: 0, or at least 2 with FP8 rows (the next tile is in flight), got {l2_ahead}")
-    if config.get("WAVEMLA_DENSE_WS") != "off" and not triton_interpreting() and not split_p(is_fp8, q.dtype):
+    if not triton_interpreting() and not split_p(is_fp8, q.dtype):
         from wavemla.kernels import dense_decode_ws
 
-        arch = device_arch(q.device)
-        m_rows = q.shape[1] * q.shape[2]
-        if block_h == 64 and block_n == 64 and dense_decode_ws.supported(is_fp8=is_fp8, d_qk=q.shape[3], dtype=q.dtype,
-                                                       page=kv.shape[1], m=m_rows, arch=arch, q=q, kv=kv):  # fmt: skip
+        if dense_decode_ws.supported(is_fp8=is_fp8, block_h=block_h, block_n=block_n, arch=device_arch(q.device),
+                                     q=q, kv=kv):  # fmt: skip
             return dense_decode_ws.dense_decode_split_ws(
                 q=q, out=out, lse=lse, o_ws=o_ws, lse_ws=lse_ws, kv=kv, block_table=block_table,
                 cache_seqlens=cache_seqlens, sched=sched, causal=causal, softmax_scale=softmax_scale,

@@ -24,8 +24,8 @@ are masked, and each warpgroup zeroes those rows of its value columns in shared 
 ``0 · NaN`` is NaN.
 
 Scope: bf16/fp16 row caches with d_qk 576, 64-key tiles within pages (page a multiple of 64), query rows
-``s_q·h`` a multiple of 64 (one program per 64 of them), contiguous q and cache. :func:`supported` says whether a
-launch qualifies; everything else runs the Triton kernel.
+``s_q·h`` a multiple of 64 (one program per 64 of them), contiguous q and cache. :func:`applies` says whether a
+launch qualifies (the planner prices it from that); everything else runs the Triton kernel.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ from typing import Any
 import torch
 import triton
 import triton.language as tl
+
+from wavemla import config
 
 try:  # Gluon ships with Triton 3.5 and newer; its Hopper API as used here with 3.6 and newer
     from triton.experimental import gluon
@@ -72,19 +74,41 @@ _MATH_REGS = tl.constexpr(MATH_REGS)
 _LOAD_REGS = tl.constexpr(LOAD_REGS)
 
 
-def supported(*, is_fp8: bool, d_qk: int, dtype: torch.dtype, page: int, m: int, arch: int,
-              q: torch.Tensor, kv: torch.Tensor) -> bool:  # fmt: skip
-    """Whether a split launch can run this kernel: sm_90, Gluon present, bf16/fp16 rows of width 576, pages of a
-    multiple of 64 keys, ``s_q·h`` a multiple of 64, q and the cache contiguous (TMA views them as 2-D row arrays,
-    each row 1,152 bytes)."""
+def applies(*, arch: int, is_fp8: bool, d_qk: int, dtype: str, page: int, rows: int, block_h: int,
+            block_n: int) -> bool:  # fmt: skip
+    """Whether a launch of these static shapes runs this kernel (the planner prices it from this): Gluon present, the
+    knob ``WAVEMLA_DENSE_WS`` not ``off``, sm_90, bf16/fp16 rows of width 576, pages of a multiple of 64 keys, query
+    rows ``s_q·h`` a multiple of 64, and the 64x64 tile (64 query rows, 64 keys). ``dtype``: ``"bf16"`` or
+    ``"fp16"``."""
     return (
         HAVE_GLUON
+        and config.get("WAVEMLA_DENSE_WS") != "off"
         and arch == 90
         and not is_fp8
         and d_qk == D_QK
-        and dtype in (torch.bfloat16, torch.float16)
+        and dtype in ("bf16", "fp16")
         and page % BLOCK == 0
-        and m % BLOCK == 0
+        and rows % BLOCK == 0
+        and block_h == BLOCK
+        and block_n == BLOCK
+    )
+
+
+def supported(*, is_fp8: bool, block_h: int, block_n: int, arch: int, q: torch.Tensor, kv: torch.Tensor) -> bool:
+    """:func:`applies` for a launch's tensors, which must also be contiguous (TMA views q and the cache as 2-D row
+    arrays of 1,152 bytes a row) and 16-byte aligned."""
+    dtype = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(q.dtype, str(q.dtype))
+    return (
+        applies(
+            arch=arch,
+            is_fp8=is_fp8,
+            d_qk=q.shape[3],
+            dtype=dtype,
+            page=kv.shape[1],
+            rows=q.shape[1] * q.shape[2],
+            block_h=block_h,
+            block_n=block_n,
+        )
         and q.is_contiguous()
         and kv.is_contiguous()
         and q.data_ptr() % 16 == 0
