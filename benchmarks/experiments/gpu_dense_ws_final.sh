@@ -25,7 +25,7 @@ grep -E "^== |passed|failed|ERROR SUMMARY|RACECHECK SUMMARY|ceilings" "$OUT/dens
 else
 {
 machine "${1:-}"
-step 500 $W bench --dense --kv-formats bf16 --batch 1 8 32 64 128 --seqlen 1024 4096 16384 65536 --heads 16 64 128 \
+step ${GRID_LIMIT:-500} $W bench --dense --kv-formats bf16 --batch 1 8 32 64 128 --seqlen 1024 4096 16384 65536 --heads 16 64 128 \
   --lengths uniform skewed --reps 10 --json "$OUT/dense_ws_grid.json" --label "${1:-unknown}"
 } 2>&1 | grep -v -E "Warning[:(]|warner\(" > "$OUT/dense_ws_grid.log"
 grep -E "^== |ceilings" "$OUT/dense_ws_grid.log" | cut -c1-170
