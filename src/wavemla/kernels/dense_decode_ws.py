@@ -65,6 +65,7 @@ CHUNKS = D_QK // BLOCK  # 9 boxes per row block
 STAGES = 2  # key tiles in flight (q + 2 stages: 216 KB of the 227 KB a block may use)
 LOAD_REGS = 24  # registers per thread of the load warp's warpgroup
 MATH_REGS = 240  # the second math warpgroup's; the first gets the rest of MAX_REGS (240)
+SPLIT_S = False  # QK^T split between the math warpgroups (each scores 32 of a tile's 64 keys), P exchanged
 MAX_REGS = 168  # per thread at launch: 12 warps (3 warpgroups) x 32 x 168 <= 65,536
 _BLOCK = tl.constexpr(BLOCK)  # the same, as kernel constants
 _CHUNKS = tl.constexpr(CHUNKS)
@@ -308,10 +309,164 @@ if HAVE_GLUON:
                     gl.store(p_lse_ws + i_slot * M + o_m, b_lse2)
 
     @gluon.jit
+    def _exchange(x_bar, i_x):
+        """Both math warpgroups meet at exchange ``i_x``: this warpgroup's shared-memory writes before it (every
+        thread's, through the warpgroup barrier) are visible to the other one after it."""
+        _warps_barrier()
+        mbarrier.arrive(x_bar, count=1)
+        mbarrier.wait(x_bar, i_x & 1)
+
+    @gluon.jit
+    def _math_partition_split(q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar, p_bar,
+                              p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt,
+                              S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, CAUSAL: gl.constexpr,
+                              PAGE: gl.constexpr, NUM_RB: gl.constexpr, N_CHUNKS: gl.constexpr,
+                              N_STAGES: gl.constexpr, HALF: gl.constexpr):  # fmt: skip
+        """The math of one warpgroup with ``QKᵀ`` split between the two: this one scores keys ``32·HALF ..`` of each
+        tile (nine wgmma of N = 32), the row maxima cross through shared memory (``x_smem``), each computes P for
+        its keys, and P·V for its value columns takes its own P from registers and the other's from ``p_smem``.
+        The row sums stay per warpgroup and meet once per segment. ``x_smem`` holds two exchanges' rows (by the
+        exchange's parity), so that a write never overtakes the other warpgroup's read of the exchange before."""
+        HK: gl.constexpr = _BLOCK // 2  # keys per warpgroup
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, HK, 16])  # fmt: skip
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, _BLOCK, 16])  # fmt: skip
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        rows_l: gl.constexpr = gl.SliceLayout(1, s_layout)
+        cols_l: gl.constexpr = gl.SliceLayout(0, s_layout)
+        orow_l: gl.constexpr = gl.SliceLayout(1, o_layout)
+        ocol_l: gl.constexpr = gl.SliceLayout(0, o_layout)
+        z_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+        x_layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+        dtype: gl.constexpr = kv_smem.dtype
+        V_CHUNKS: gl.constexpr = 4
+        v0: gl.constexpr = HALF * V_CHUNKS
+        k_mine: gl.constexpr = HALF * HK
+        k_other: gl.constexpr = (1 - HALF) * HK
+
+        i_pid = gl.program_id(0)
+        i_rb = i_pid % NUM_RB
+        i_part = i_pid // NUM_RB
+        r_begin, r_last = _requests(p_sched, i_part)
+        o_m = i_rb * _BLOCK + gl.arange(0, _BLOCK, layout=rows_l)
+        o_s = o_m // H
+        o_n = gl.arange(0, HK, layout=cols_l)
+        o_mo = i_rb * _BLOCK + gl.arange(0, _BLOCK, layout=orow_l)
+        o_so = o_mo // H
+        o_ho = o_mo - o_so * H
+        o_no = gl.arange(0, _BLOCK, layout=ocol_l)
+        o_zr = gl.arange(0, _BLOCK, layout=gl.SliceLayout(1, z_layout))
+        i_seg = 0
+        i_it = 0
+        i_x = 0
+        for i_b in range(r_begin, r_last + 1):
+            n_keys, t_lo, t_hi, n_units, t_stop = _segment(p_seqlens, p_sched, i_part, i_b, max_len)
+            b_lim = gl.zeros([_BLOCK], gl.int32, layout=rows_l) + n_keys
+            if CAUSAL:
+                b_lim = b_lim - (S_Q - 1 - o_s)
+            b_mx = gl.full([_BLOCK], float("-inf"), gl.float32, layout=rows_l)
+            b_l = gl.zeros([_BLOCK], gl.float32, layout=rows_l)
+            acc0 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
+            acc1 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
+            acc2 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
+            acc3 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
+            p_bt_row = p_bt + i_b.to(gl.int64) * stride_bt
+            mbarrier.wait(q_ready, i_seg & 1)
+            for i_tile in range(t_lo, t_stop):
+                i_st = i_it % N_STAGES
+                mbarrier.wait(kv_ready.index(i_st), (i_it // N_STAGES) & 1)
+                k_base = i_st * N_CHUNKS
+                b_s = gl.zeros([_BLOCK, HK], gl.float32, layout=s_layout)
+                for c in gl.static_range(N_CHUNKS):
+                    b_k = kv_smem.index(k_base + c).slice(k_mine, HK, dim=0).permute((1, 0))
+                    b_s = warpgroup_mma(q_smem.index(c), b_k, b_s, use_acc=c > 0, is_async=True)
+                b_s = warpgroup_mma_wait(num_outstanding=0, deps=(b_s,))
+                key0 = i_tile * _BLOCK
+                bid = gl.load(p_bt_row + key0 // PAGE)
+                ok = (bid >= 0) & (bid < num_blocks)
+                m_s = ((key0 + k_mine + o_n)[None, :] < b_lim[:, None]) & ok
+                b_s = gl.where(m_s, b_s * qk_scale, float("-inf"))
+                # the tile's row maxima: this warpgroup's keys, then the other's through shared memory
+                x_smem.index((i_x & 1) * 2 + HALF).store(gl.convert_layout(gl.max(b_s, 1), x_layout))
+                _exchange(x_bar, i_x)
+                b_x = x_smem.index((i_x & 1) * 2 + 1 - HALF).load(x_layout)
+                i_x += 1
+                b_mx_tile = gl.maximum(gl.max(b_s, 1), gl.convert_layout(b_x, rows_l))
+                b_mx_new = gl.maximum(b_mx, b_mx_tile)
+                b_mx_safe = gl.where(b_mx_new == float("-inf"), 0.0, b_mx_new)
+                b_p = gl.exp2(b_s - b_mx_safe[:, None])
+                b_alpha = gl.exp2(b_mx - b_mx_safe)
+                b_l = b_l * b_alpha + gl.sum(b_p, 1)
+                b_mx = b_mx_new
+                b_p16 = b_p.to(dtype)
+                p_smem.index(HALF).store(b_p16)
+                fence_async_shared()
+                _warps_barrier()
+                mbarrier.arrive(p_bar, count=1)
+                v_base = k_base + v0
+                _zero_tail(kv_smem, v_base, n_keys - key0, o_zr, z_layout, dtype)
+                b_a = gl.convert_layout(b_alpha, orow_l)[:, None]
+                b_pa = gl.convert_layout(b_p16, p_layout)
+                acc0 = warpgroup_mma(b_pa, kv_smem.index(v_base + 0).slice(k_mine, HK, dim=0), acc0 * b_a,
+                                     is_async=True)  # fmt: skip
+                acc1 = warpgroup_mma(b_pa, kv_smem.index(v_base + 1).slice(k_mine, HK, dim=0), acc1 * b_a,
+                                     is_async=True)  # fmt: skip
+                acc2 = warpgroup_mma(b_pa, kv_smem.index(v_base + 2).slice(k_mine, HK, dim=0), acc2 * b_a,
+                                     is_async=True)  # fmt: skip
+                acc3 = warpgroup_mma(b_pa, kv_smem.index(v_base + 3).slice(k_mine, HK, dim=0), acc3 * b_a,
+                                     is_async=True)  # fmt: skip
+                # the other warpgroup's P for its keys
+                mbarrier.wait(p_bar, i_it & 1)
+                p_o = p_smem.index(1 - HALF)
+                acc0 = warpgroup_mma(p_o, kv_smem.index(v_base + 0).slice(k_other, HK, dim=0), acc0, is_async=True)
+                acc1 = warpgroup_mma(p_o, kv_smem.index(v_base + 1).slice(k_other, HK, dim=0), acc1, is_async=True)
+                acc2 = warpgroup_mma(p_o, kv_smem.index(v_base + 2).slice(k_other, HK, dim=0), acc2, is_async=True)
+                acc3 = warpgroup_mma(p_o, kv_smem.index(v_base + 3).slice(k_other, HK, dim=0), acc3, is_async=True)
+                acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
+                mbarrier.arrive(kv_empty.index(i_st), count=1)
+                i_it += 1
+            mbarrier.arrive(q_empty, count=1)
+            i_seg += 1  # noqa: SIM113 (a loop-carried counter in a kernel)
+
+            # the two row sums, added in the same order in both warpgroups
+            x_smem.index((i_x & 1) * 2 + HALF).store(gl.convert_layout(b_l, x_layout))
+            _exchange(x_bar, i_x)
+            b_l_other = gl.convert_layout(x_smem.index((i_x & 1) * 2 + 1 - HALF).load(x_layout), rows_l)
+            i_x += 1
+            b_l = b_l + b_l_other if HALF == 0 else b_l_other + b_l
+            m_seen = b_l > 0.0
+            b_inv = gl.convert_layout(1.0 / gl.where(m_seen, b_l, 1.0), orow_l)
+            b_lse2 = gl.where(m_seen, b_mx + gl.log2(gl.where(m_seen, b_l, 1.0)), float("-inf"))
+            whole = (t_lo == 0) & (t_hi == n_units)
+            m_rows = b_lse2 > float("-inf")
+            if whole:
+                b_sc = gl.convert_layout(gl.where(m_rows, 1.0, 0.0), orow_l)[:, None] * b_inv[:, None]
+                p_o = p_out + i_b.to(gl.int64) * stride_ob + o_so * stride_os + o_ho * stride_oh + HALF * 256
+                p_o2 = p_o[:, None] + o_no[None, :]
+                gl.store(p_o2 + 0 * _BLOCK, (acc0 * b_sc).to(p_out.dtype.element_ty))
+                gl.store(p_o2 + 1 * _BLOCK, (acc1 * b_sc).to(p_out.dtype.element_ty))
+                gl.store(p_o2 + 2 * _BLOCK, (acc2 * b_sc).to(p_out.dtype.element_ty))
+                gl.store(p_o2 + 3 * _BLOCK, (acc3 * b_sc).to(p_out.dtype.element_ty))
+                if HALF == 0:
+                    b_lse = gl.where(m_rows, b_lse2 * 0.6931471805599453, float("inf"))
+                    gl.store(p_lse + i_b.to(gl.int64) * M + o_m, b_lse)
+            else:
+                i_slot = (i_b + i_part).to(gl.int64)
+                b_sc = b_inv[:, None]
+                p_w = p_o_ws + ((i_slot * M + o_mo) * _D_V + HALF * 256)[:, None] + o_no[None, :]
+                gl.store(p_w + 0 * _BLOCK, acc0 * b_sc)
+                gl.store(p_w + 1 * _BLOCK, acc1 * b_sc)
+                gl.store(p_w + 2 * _BLOCK, acc2 * b_sc)
+                gl.store(p_w + 3 * _BLOCK, acc3 * b_sc)
+                if HALF == 0:
+                    gl.store(p_lse_ws + i_slot * M + o_m, b_lse2)
+
+    @gluon.jit
     def _dense_mla_decode_ws_kernel(q_desc, kv_desc, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched,
                                     num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh,
-                                    qk_scale, CAUSAL: gl.constexpr, PAGE: gl.constexpr,
-                                    NUM_RB: gl.constexpr):  # fmt: skip
+                                    qk_scale, CAUSAL: gl.constexpr, PAGE: gl.constexpr, NUM_RB: gl.constexpr,
+                                    SPLIT: gl.constexpr):  # fmt: skip
         N_CHUNKS: gl.constexpr = _CHUNKS
         N_STAGES: gl.constexpr = _STAGES
         q_smem = gl.allocate_shared_memory(q_desc.dtype, [N_CHUNKS, _BLOCK, _BLOCK], q_desc.layout)
@@ -326,25 +481,54 @@ if HAVE_GLUON:
             mbarrier.init(kv_ready.index(i), count=1)
             mbarrier.init(kv_empty.index(i), count=2)
         fence_async_shared()
-        # fmt: off
-        gl.warp_specialize(
-            [
-                (_math_partition, (q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_out, p_lse, p_o_ws,
-                                   p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt, S_Q, H, M,
-                                   stride_ob, stride_os, stride_oh, qk_scale, CAUSAL, PAGE, NUM_RB, N_CHUNKS,
-                                   N_STAGES, 0)),
-                (_math_partition, (q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_out, p_lse, p_o_ws,
-                                   p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt, S_Q, H, M,
-                                   stride_ob, stride_os, stride_oh, qk_scale, CAUSAL, PAGE, NUM_RB, N_CHUNKS,
-                                   N_STAGES, 1)),
-                (_load_partition, (q_desc, kv_desc, q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_bt,
-                                   p_seqlens, p_sched, num_blocks, max_len, stride_bt, M, PAGE, NUM_RB, N_CHUNKS,
-                                   N_STAGES)),
-            ],
-            [4, 1],
-            [_MATH_REGS, _LOAD_REGS],
-        )
-        # fmt: on
+        if SPLIT:
+            p_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=64, element_bitwidth=16, rank=2)
+            p_smem = gl.allocate_shared_memory(kv_desc.dtype, [2, _BLOCK, _BLOCK // 2], p_layout)
+            x_smem = gl.allocate_shared_memory(gl.float32, [4, _BLOCK], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+            x_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+            p_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+            mbarrier.init(x_bar, count=2)
+            mbarrier.init(p_bar, count=2)
+            fence_async_shared()
+            # fmt: off
+            gl.warp_specialize(
+                [
+                    (_math_partition_split, (q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty,
+                                             x_bar, p_bar, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched,
+                                             num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os,
+                                             stride_oh, qk_scale, CAUSAL, PAGE, NUM_RB, N_CHUNKS, N_STAGES, 0)),
+                    (_math_partition_split, (q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty,
+                                             x_bar, p_bar, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched,
+                                             num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os,
+                                             stride_oh, qk_scale, CAUSAL, PAGE, NUM_RB, N_CHUNKS, N_STAGES, 1)),
+                    (_load_partition, (q_desc, kv_desc, q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_bt,
+                                       p_seqlens, p_sched, num_blocks, max_len, stride_bt, M, PAGE, NUM_RB, N_CHUNKS,
+                                       N_STAGES)),
+                ],
+                [4, 1],
+                [_MATH_REGS, _LOAD_REGS],
+            )
+            # fmt: on
+        else:
+            # fmt: off
+            gl.warp_specialize(
+                [
+                    (_math_partition, (q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_out, p_lse, p_o_ws,
+                                       p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt, S_Q, H, M,
+                                       stride_ob, stride_os, stride_oh, qk_scale, CAUSAL, PAGE, NUM_RB, N_CHUNKS,
+                                       N_STAGES, 0)),
+                    (_math_partition, (q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_out, p_lse, p_o_ws,
+                                       p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt, S_Q, H, M,
+                                       stride_ob, stride_os, stride_oh, qk_scale, CAUSAL, PAGE, NUM_RB, N_CHUNKS,
+                                       N_STAGES, 1)),
+                    (_load_partition, (q_desc, kv_desc, q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_bt,
+                                       p_seqlens, p_sched, num_blocks, max_len, stride_bt, M, PAGE, NUM_RB, N_CHUNKS,
+                                       N_STAGES)),
+                ],
+                [4, 1],
+                [_MATH_REGS, _LOAD_REGS],
+            )
+            # fmt: on
 
 
 def smem_layout(dtype: torch.dtype) -> Any:
@@ -403,6 +587,7 @@ def dense_decode_split_ws(
         CAUSAL=causal and s_q > 1,
         PAGE=page,
         NUM_RB=num_rb,
+        SPLIT=SPLIT_S,
         num_warps=4,
         maxnreg=MAX_REGS,
     )
@@ -423,7 +608,7 @@ def compile_sm90(dtype: torch.dtype = torch.bfloat16, *, page: int = 64, causal:
     attrs: dict[tuple[int, ...], list[list[Any]]] = {}
     pointers = {"p_out": f"*{ty}", "p_lse": "*fp32", "p_o_ws": "*fp32", "p_lse_ws": "*fp32", "p_bt": "*i32",
                 "p_seqlens": "*i32", "p_sched": "*i32"}  # fmt: skip
-    values = {"CAUSAL": causal, "PAGE": page, "NUM_RB": num_rb}
+    values = {"CAUSAL": causal, "PAGE": page, "NUM_RB": num_rb, "SPLIT": SPLIT_S}
     for i, name in enumerate(fn.arg_names):
         if name in ("q_desc", "kv_desc"):
             signature[name] = desc
