@@ -1402,8 +1402,9 @@ def _dense_plan_config(
         combine = _LAUNCH_US + -(-dense_combine_pieces(workload.batch, parts) // group) * _DENSE_COMBINE_STEP_US
         combine += 2 * (workload.batch + parts) * workload.rows * DENSE_D_V * 4 / share
     predicted = _DENSE_SCHEDULER_US + _LAUNCH_US + split_us + combine
+    kernel = " (warp-specialized sm_90 kernel)" if _dense_ws(cfg, workload, device) else ""
     note = (
-        f"{cfg.label} over {slots} slots: {parts} parts x {num_rb} row block(s) = {programs} programs, "
+        f"{cfg.label}{kernel} over {slots} slots: {parts} parts x {num_rb} row block(s) = {programs} programs, "
         f"{active} active/SM; tile {tile:.2f} us, segment overhead {overhead} tile(s); at capacity "
         f"({workload.batch} x {tiles} tiles) {per_part} tile units/part, predicted {predicted:.1f} us"
     )
