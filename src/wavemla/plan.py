@@ -1030,10 +1030,11 @@ _DENSE_WGMMA_EFFICIENCY = 0.76  # the same for wgmma, operands in shared memory,
 # to 16x32 tiles, measured 4-30% slower (-dense-fp8table.json), so the decode cost stays.
 _DENSE_ONE_PROGRAM_DRAM = 0.85
 # The warp-specialized sm_90 kernel (kernels/dense_decode_ws.py): its load warp keeps the next tile in flight during
-# the math, and both math warpgroups compute QKᵀ. Fitted on the H200 at h = 128, b = 128, s_k 16K, where it is
-# bound by its MMAs: 1,304 µs for 496.5 tiles per SM, 2.63 µs a tile against 1.82 at the bf16 tensor peak
-# (2026-12-02-h200-dense-ws-pipe.log, the plain loop).
-_DENSE_WS_MMA_EFFICIENCY = 0.69
+# the math, and its two math warpgroups split QKᵀ (32 keys each) and exchange the row maxima and P through shared
+# memory. Fitted on the H200 at h = 128, b = 128, s_k 16K, where it is bound by its MMAs and their exchanges:
+# 1,220.9 µs for 496.5 tiles per SM, 2.46 µs a tile against 1.19 at the bf16 tensor peak
+# (2026-12-02-h200-dense-ws-split.log).
+_DENSE_WS_MMA_EFFICIENCY = 0.48
 _DENSE_FP8_DECODE_ROW_US = 0.02  # e4m3 bit decode + scale of one 512-value row on one SM (~40 cycles at 2 GHz)
 _DENSE_SCHEDULER_US = 3.0  # the one-program scheduler launch inside a CUDA graph
 # One step of a combine program (kernels/combine.py merges a request's pieces a group a step, the group's loads
@@ -1209,7 +1210,7 @@ def _dense_tile_us(cfg: KernelConfig, workload: DenseWorkload, device: DeviceSpe
     if _dense_ws(cfg, workload, device):
         share = device.mem_gbps * _DRAM_EFFICIENCY * 1e3 / device.num_sms * _DENSE_ONE_PROGRAM_DRAM
         dram = active * cfg.block_n * workload.row_bytes / num_rb / share
-        flops = 2.0 * cfg.block_h * cfg.block_n * (workload.d_qk * 2 + DENSE_D_V)  # QKᵀ in both warpgroups
+        flops = 2.0 * cfg.block_h * cfg.block_n * (workload.d_qk + DENSE_D_V)
         mma = flops / (device.bf16_tflops * 1e6 / device.num_sms * _DENSE_WS_MMA_EFFICIENCY)
         return max(dram, _DENSE_LATENCY_US, active * mma)
     tile_bytes = cfg.block_n * workload.row_bytes

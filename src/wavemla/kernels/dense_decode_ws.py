@@ -65,7 +65,7 @@ CHUNKS = D_QK // BLOCK  # 9 boxes per row block
 STAGES = 2  # key tiles in flight (q + 2 stages: 216 KB of the 227 KB a block may use)
 LOAD_REGS = 24  # registers per thread of the load warp's warpgroup
 MATH_REGS = 240  # the second math warpgroup's; the first gets the rest of MAX_REGS (240)
-SPLIT_S = False  # QK^T split between the math warpgroups (each scores 32 of a tile's 64 keys), P exchanged
+SPLIT_S = True  # QK^T split between the math warpgroups (each scores 32 of a tile's 64 keys), P exchanged
 MAX_REGS = 168  # per thread at launch: 12 warps (3 warpgroups) x 32 x 168 <= 65,536
 _BLOCK = tl.constexpr(BLOCK)  # the same, as kernel constants
 _CHUNKS = tl.constexpr(CHUNKS)
