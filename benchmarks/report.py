@@ -26,6 +26,7 @@ HEAD_CHECK = "2026-12-01-h200-head-check"
 MODEL = "2026-12-01-h200-sparse-decode"
 NOW = "2026-12-01-h200"
 BEFORE = "2026-11-30-h200"
+DENSE = "2026-12-02-h200-dense-ws-b128-72f38d6"  # the warp-specialized sm_90 kernel's b = 128, 16K points
 
 
 def load(name: str) -> dict:
@@ -186,12 +187,12 @@ def glance() -> str:
             f"| sparse decode, batch-invariant | {mode.upper()}, h=64, worst of b ≥ 32 | {worst['batch']} | "
             f"{worst['invariant_us']:.1f} | {worst['ratio']:.2f}× the default plan | `{HEAD_CHECK}-bi-cost.json` |"
         )
-    dense = load(f"{NOW}-dense-apart-table")
+    dense = load(DENSE)
     for r in sorted(dense["records"], key=lambda r: r["h_q"]):
         if r["kv_format"] == "bf16" and r["lengths"] == "uniform" and r["batch"] == 128 and r["s_k"] == 16384:
             out.append(
                 f"| dense decode | bf16, s_k 16K, h={r['h_q']} | 128 | {r['median_us']:.1f} | "
-                f"{r['pct_copy']:.0f}% of copy bandwidth | `{NOW}-dense-apart-table.json` |"
+                f"{r['pct_copy']:.0f}% of copy bandwidth | `{DENSE}.json` |"
             )
     idx = sorted(load(f"{BEFORE}-idx-spread"), key=lambda r: (r["n_comp"] or 0, r["b"] or 0))
     for r in idx:

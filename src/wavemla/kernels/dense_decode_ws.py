@@ -12,12 +12,17 @@ of one program:
   per tile, the tile's 64 key rows as nine boxes into one of two stage buffers, as soon as both math warpgroups
   have released that buffer. A block id outside the cache loads rows past the end of the descriptor, which TMA
   fills with zeros (and the math masks).
-- **math** (two warpgroups, ``HALF`` 0 and 1): each computes the whole ``S = q·Kᵀ`` of the tile (nine wgmma of K = 64
-  from shared memory), the same online softmax, and ``O[:, 256·HALF : 256·HALF + 256] += P·V`` for its half of the
-  value columns (P from registers). Both warpgroups compute S with the same instructions on the same data, so
-  their maxima and sums agree bit for bit, and neither waits for the other. ``QKᵀ`` is done twice per tile (53% of
-  the tile's MMA work): the price of no exchange between the warpgroups, for which shared memory has no room
-  (q 72 KB + two 72 KB stages of 227 KB).
+- **math** (two warpgroups, ``HALF`` 0 and 1; :data:`SPLIT_S`, the default): each scores 32 of the tile's 64 keys,
+  ``S_half = q·K_halfᵀ`` (nine wgmma of K = 64, N = 32, from shared memory); the row maxima of the two halves cross
+  through shared memory (one mbarrier both arrive at), each computes P for its keys against the common maximum
+  and stores it for the other; ``O[:, 256·HALF : 256·HALF + 256] += P·V`` for its half of the value columns takes
+  its own P from registers and the other's from shared memory (a second mbarrier). The row sums stay per
+  warpgroup and are added once per segment, in the same order in both. Shared memory: q 72 KB, two 72 KB stages,
+  the two P halves (8 KB) and the maxima: 231,008 of the 232,448 bytes a block may use.
+- ``SPLIT_S = False``: each math warpgroup computes the whole ``S`` of the tile instead (the same instructions on
+  the same data, so their maxima and sums agree bit for bit) and the two never wait for each other; ``QKᵀ`` is
+  then done twice per tile. On the H200 the split is 0.90-0.95 of its time where the MMAs bind and equal
+  elsewhere (docs/dense-decode.md).
 
 Keys past a request's length in its last tile are real rows of its last page (any bits, NaN included): their scores
 are masked, and each warpgroup zeroes those rows of its value columns in shared memory before ``P·V``, since
