@@ -34,8 +34,6 @@ VARIANTS = {
     "triton": dict(_TILE, WAVEMLA_DENSE_WS="off"),
     "gluon-ws": dict(_TILE, WAVEMLA_DENSE_WS="on"),
     # a variant may set module constants of kernels/dense_decode_ws.py read at launch: ws_attrs={"NAME": value}
-    "gluon-ws-split": dict(_TILE, WAVEMLA_DENSE_WS="on", ws_attrs={"SPLIT_S": True}),
-    "gluon-ws-dup": dict(_TILE, WAVEMLA_DENSE_WS="on", ws_attrs={"SPLIT_S": False}),
 }
 
 

@@ -3,6 +3,8 @@
 # the A/B at DeepSeek-V3 shapes, the kernel's GPU tests with the split on (plugin ws_split_on); then the shipped
 # build's dense stress (CUDA graphs on several streams against eager, bitwise) and its table at b 32/128.
 #   BUDGET=500 bash benchmarks/experiments/gpu_dense_ws_split.sh SHA   (writes under $OUT)
+# Ran at 6a6789d, where dense_decode_ws.SPLIT_S chose between the two builds (variants gluon-ws-dup / -split of
+# dense_ws_ab.py, plugin ws_split_on.py); the both-warpgroups build, its variants and the plugin were removed after.
 set -uo pipefail
 BUDGET=${BUDGET:-500}
 . "$(dirname "$0")/../budget.sh"

@@ -12,17 +12,14 @@ of one program:
   per tile, the tile's 64 key rows as nine boxes into one of two stage buffers, as soon as both math warpgroups
   have released that buffer. A block id outside the cache loads rows past the end of the descriptor, which TMA
   fills with zeros (and the math masks).
-- **math** (two warpgroups, ``HALF`` 0 and 1; :data:`SPLIT_S`, the default): each scores 32 of the tile's 64 keys,
-  ``S_half = q·K_halfᵀ`` (nine wgmma of K = 64, N = 32, from shared memory); the row maxima of the two halves cross
-  through shared memory (one mbarrier both arrive at), each computes P for its keys against the common maximum
-  and stores it for the other; ``O[:, 256·HALF : 256·HALF + 256] += P·V`` for its half of the value columns takes
-  its own P from registers and the other's from shared memory (a second mbarrier). The row sums stay per
-  warpgroup and are added once per segment, in the same order in both. Shared memory: q 72 KB, two 72 KB stages,
-  the two P halves (8 KB) and the maxima: 231,008 of the 232,448 bytes a block may use.
-- ``SPLIT_S = False``: each math warpgroup computes the whole ``S`` of the tile instead (the same instructions on
-  the same data, so their maxima and sums agree bit for bit) and the two never wait for each other; ``QKᵀ`` is
-  then done twice per tile. On the H200 the split is 0.90-0.95 of its time where the MMAs bind and equal
-  elsewhere (docs/dense-decode.md).
+- **math** (two warpgroups, ``HALF`` 0 and 1): each scores 32 of the tile's 64 keys, ``S_half = q·K_halfᵀ`` (nine
+  wgmma of K = 64, N = 32, from shared memory); the row maxima of the two halves cross through shared memory (one
+  mbarrier both arrive at), each computes P for its keys against the common maximum and stores it for the other;
+  ``O[:, 256·HALF : 256·HALF + 256] += P·V`` for its half of the value columns takes its own P from registers and
+  the other's from shared memory (a second mbarrier). The row sums stay per warpgroup and are added once per
+  segment, in the same order in both. Shared memory: q 72 KB, two 72 KB stages, the two P halves (8 KB) and the
+  maxima: 231,008 of the 232,448 bytes a block may use. (Computing the whole ``S`` in each warpgroup, with no
+  exchange, was 5-10% slower on the H200 where the MMAs bind: docs/dense-decode.md.)
 
 Keys past a request's length in its last tile are real rows of its last page (any bits, NaN included): their scores
 are masked, and each warpgroup zeroes those rows of its value columns in shared memory before ``P·V``, since
@@ -70,7 +67,6 @@ CHUNKS = D_QK // BLOCK  # 9 boxes per row block
 STAGES = 2  # key tiles in flight (q + 2 stages: 216 KB of the 227 KB a block may use)
 LOAD_REGS = 24  # registers per thread of the load warp's warpgroup
 MATH_REGS = 240  # the second math warpgroup's; the first gets the rest of MAX_REGS (240)
-SPLIT_S = True  # QK^T split between the math warpgroups (each scores 32 of a tile's 64 keys), P exchanged
 MAX_REGS = 168  # per thread at launch: 12 warps (3 warpgroups) x 32 x 168 <= 65,536
 _BLOCK = tl.constexpr(BLOCK)  # the same, as kernel constants
 _CHUNKS = tl.constexpr(CHUNKS)
@@ -185,35 +181,6 @@ if HAVE_GLUON:
                 i_it += 1
 
     @gluon.jit
-    def _qk(q_smem, kv_smem, k_base, s_layout: gl.constexpr, N_CHUNKS: gl.constexpr):
-        """Issue ``S = q·Kᵀ`` of the tile in stage buffers ``k_base .. k_base + 8``: nine asynchronous wgmma of
-        K = 64; returns the pending accumulator."""
-        b_s = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=s_layout)
-        for c in gl.static_range(N_CHUNKS):
-            b_s = warpgroup_mma(q_smem.index(c), kv_smem.index(k_base + c).permute((1, 0)), b_s, use_acc=c > 0,
-                                is_async=True)  # fmt: skip
-        return b_s
-
-    @gluon.jit
-    def _softmax_tile(b_s, b_mx, b_l, b_lim, p_bt_row, i_tile, n_keys, num_blocks, qk_scale, o_n,
-                      PAGE: gl.constexpr, dtype: gl.constexpr, p_layout: gl.constexpr):  # fmt: skip
-        """Tile ``i_tile``'s scores into the running max and sum (base 2); returns (P as the P·V dot's A operand,
-        the accumulator's rescale factors, max, sum). Keys past a row's limit and keys of blocks outside the cache
-        are masked (whatever their scores, NaN included)."""
-        key0 = i_tile * _BLOCK
-        bid = gl.load(p_bt_row + key0 // PAGE)
-        ok = (bid >= 0) & (bid < num_blocks)
-        m_s = ((key0 + o_n)[None, :] < b_lim[:, None]) & ok
-        b_s = gl.where(m_s, b_s * qk_scale, float("-inf"))
-        b_mx_new = gl.maximum(b_mx, gl.max(b_s, 1))
-        # a row that has seen no valid score keeps m = -inf; subtract 0 there so exp2 gives 0, not NaN
-        b_mx_safe = gl.where(b_mx_new == float("-inf"), 0.0, b_mx_new)
-        b_p = gl.exp2(b_s - b_mx_safe[:, None])
-        b_alpha = gl.exp2(b_mx - b_mx_safe)
-        b_l = b_l * b_alpha + gl.sum(b_p, 1)
-        return gl.convert_layout(b_p.to(dtype), p_layout), b_alpha, b_mx_new, b_l
-
-    @gluon.jit
     def _zero_tail(kv_smem, v_base, n_in, o_zr, z_layout: gl.constexpr, dtype: gl.constexpr):
         """Rows ``n_in ..`` of a tile hold the bits of the page past the length (NaN included, and 0 · NaN is NaN):
         zero them in this warpgroup's four value boxes before its P·V reads them."""
@@ -226,94 +193,6 @@ if HAVE_GLUON:
             _warps_barrier()
 
     @gluon.jit
-    def _math_partition(q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_out, p_lse, p_o_ws, p_lse_ws,
-                        p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os,
-                        stride_oh, qk_scale, CAUSAL: gl.constexpr, PAGE: gl.constexpr, NUM_RB: gl.constexpr,
-                        N_CHUNKS: gl.constexpr, N_STAGES: gl.constexpr, HALF: gl.constexpr):  # fmt: skip
-        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                           instr_shape=[16, _BLOCK, 16])  # fmt: skip
-        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2)
-        rows_l: gl.constexpr = gl.SliceLayout(1, s_layout)
-        cols_l: gl.constexpr = gl.SliceLayout(0, s_layout)
-        z_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
-        dtype: gl.constexpr = kv_smem.dtype
-        V_CHUNKS: gl.constexpr = 4  # value columns of this warpgroup: 4 x 64
-        v0: gl.constexpr = HALF * V_CHUNKS
-
-        i_pid = gl.program_id(0)
-        i_rb = i_pid % NUM_RB
-        i_part = i_pid // NUM_RB
-        r_begin, r_last = _requests(p_sched, i_part)
-        o_m = i_rb * _BLOCK + gl.arange(0, _BLOCK, layout=rows_l)  # query row m = s·H + h
-        o_s = o_m // H
-        o_h = o_m - o_s * H
-        o_n = gl.arange(0, _BLOCK, layout=cols_l)
-        o_zr = gl.arange(0, _BLOCK, layout=gl.SliceLayout(1, z_layout))
-        i_seg = 0
-        i_it = 0
-        for i_b in range(r_begin, r_last + 1):
-            n_keys, t_lo, t_hi, n_units, t_stop = _segment(p_seqlens, p_sched, i_part, i_b, max_len)
-            b_lim = gl.zeros([_BLOCK], gl.int32, layout=rows_l) + n_keys
-            if CAUSAL:
-                b_lim = b_lim - (S_Q - 1 - o_s)
-            b_mx = gl.full([_BLOCK], float("-inf"), gl.float32, layout=rows_l)
-            b_l = gl.zeros([_BLOCK], gl.float32, layout=rows_l)
-            acc0 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=s_layout)
-            acc1 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=s_layout)
-            acc2 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=s_layout)
-            acc3 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=s_layout)
-            p_bt_row = p_bt + i_b.to(gl.int64) * stride_bt
-            mbarrier.wait(q_ready, i_seg & 1)
-            for i_tile in range(t_lo, t_stop):
-                i_st = i_it % N_STAGES
-                mbarrier.wait(kv_ready.index(i_st), (i_it // N_STAGES) & 1)
-                b_s = _qk(q_smem, kv_smem, i_st * N_CHUNKS, s_layout, N_CHUNKS)
-                b_s = warpgroup_mma_wait(num_outstanding=0, deps=(b_s,))
-                b_pa, b_alpha, b_mx, b_l = _softmax_tile(b_s, b_mx, b_l, b_lim, p_bt_row, i_tile, n_keys,
-                                                         num_blocks, qk_scale, o_n, PAGE, dtype,
-                                                         p_layout)  # fmt: skip
-                v_base = i_st * N_CHUNKS + v0
-                _zero_tail(kv_smem, v_base, n_keys - i_tile * _BLOCK, o_zr, z_layout, dtype)
-                b_a = b_alpha[:, None]
-                acc0 = warpgroup_mma(b_pa, kv_smem.index(v_base + 0), acc0 * b_a, is_async=True)
-                acc1 = warpgroup_mma(b_pa, kv_smem.index(v_base + 1), acc1 * b_a, is_async=True)
-                acc2 = warpgroup_mma(b_pa, kv_smem.index(v_base + 2), acc2 * b_a, is_async=True)
-                acc3 = warpgroup_mma(b_pa, kv_smem.index(v_base + 3), acc3 * b_a, is_async=True)
-                acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
-                mbarrier.arrive(kv_empty.index(i_st), count=1)
-                i_it += 1
-            mbarrier.arrive(q_empty, count=1)
-            i_seg += 1  # noqa: SIM113 (a loop-carried counter in a kernel)
-
-            m_seen = b_l > 0.0
-            b_inv = 1.0 / gl.where(m_seen, b_l, 1.0)
-            b_lse2 = gl.where(m_seen, b_mx + gl.log2(gl.where(m_seen, b_l, 1.0)), float("-inf"))
-            whole = (t_lo == 0) & (t_hi == n_units)
-            m_rows = b_lse2 > float("-inf")
-            if whole:
-                # finished here: a row that saw no key gets output 0 and lse +inf
-                b_sc = gl.where(m_rows, b_inv, 0.0)[:, None]
-                p_o = p_out + i_b.to(gl.int64) * stride_ob + o_s * stride_os + o_h * stride_oh + HALF * 256
-                p_o2 = p_o[:, None] + o_n[None, :]
-                gl.store(p_o2 + 0 * _BLOCK, (acc0 * b_sc).to(p_out.dtype.element_ty))
-                gl.store(p_o2 + 1 * _BLOCK, (acc1 * b_sc).to(p_out.dtype.element_ty))
-                gl.store(p_o2 + 2 * _BLOCK, (acc2 * b_sc).to(p_out.dtype.element_ty))
-                gl.store(p_o2 + 3 * _BLOCK, (acc3 * b_sc).to(p_out.dtype.element_ty))
-                if HALF == 0:
-                    b_lse = gl.where(m_rows, b_lse2 * 0.6931471805599453, float("inf"))
-                    gl.store(p_lse + i_b.to(gl.int64) * M + o_m, b_lse)
-            else:
-                i_slot = (i_b + i_part).to(gl.int64)
-                b_sc = b_inv[:, None]
-                p_w = p_o_ws + ((i_slot * M + o_m) * _D_V + HALF * 256)[:, None] + o_n[None, :]
-                gl.store(p_w + 0 * _BLOCK, acc0 * b_sc)
-                gl.store(p_w + 1 * _BLOCK, acc1 * b_sc)
-                gl.store(p_w + 2 * _BLOCK, acc2 * b_sc)
-                gl.store(p_w + 3 * _BLOCK, acc3 * b_sc)
-                if HALF == 0:
-                    gl.store(p_lse_ws + i_slot * M + o_m, b_lse2)
-
-    @gluon.jit
     def _exchange(x_bar, i_x):
         """Both math warpgroups meet at exchange ``i_x``: this warpgroup's shared-memory writes before it (every
         thread's, through the warpgroup barrier) are visible to the other one after it."""
@@ -322,7 +201,7 @@ if HAVE_GLUON:
         mbarrier.wait(x_bar, i_x & 1)
 
     @gluon.jit
-    def _math_partition_split(q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar, p_bar,
+    def _math_partition(q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar, p_bar,
                               p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt,
                               S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, CAUSAL: gl.constexpr,
                               PAGE: gl.constexpr, NUM_RB: gl.constexpr, N_CHUNKS: gl.constexpr,
@@ -470,8 +349,8 @@ if HAVE_GLUON:
     @gluon.jit
     def _dense_mla_decode_ws_kernel(q_desc, kv_desc, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched,
                                     num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh,
-                                    qk_scale, CAUSAL: gl.constexpr, PAGE: gl.constexpr, NUM_RB: gl.constexpr,
-                                    SPLIT: gl.constexpr):  # fmt: skip
+                                    qk_scale, CAUSAL: gl.constexpr, PAGE: gl.constexpr,
+                                    NUM_RB: gl.constexpr):  # fmt: skip
         N_CHUNKS: gl.constexpr = _CHUNKS
         N_STAGES: gl.constexpr = _STAGES
         q_smem = gl.allocate_shared_memory(q_desc.dtype, [N_CHUNKS, _BLOCK, _BLOCK], q_desc.layout)
@@ -486,54 +365,33 @@ if HAVE_GLUON:
             mbarrier.init(kv_ready.index(i), count=1)
             mbarrier.init(kv_empty.index(i), count=2)
         fence_async_shared()
-        if SPLIT:
-            p_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=64, element_bitwidth=16, rank=2)
-            p_smem = gl.allocate_shared_memory(kv_desc.dtype, [2, _BLOCK, _BLOCK // 2], p_layout)
-            x_smem = gl.allocate_shared_memory(gl.float32, [4, _BLOCK], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-            x_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-            p_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-            mbarrier.init(x_bar, count=2)
-            mbarrier.init(p_bar, count=2)
-            fence_async_shared()
-            # fmt: off
-            gl.warp_specialize(
-                [
-                    (_math_partition_split, (q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty,
-                                             x_bar, p_bar, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched,
-                                             num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os,
-                                             stride_oh, qk_scale, CAUSAL, PAGE, NUM_RB, N_CHUNKS, N_STAGES, 0)),
-                    (_math_partition_split, (q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty,
-                                             x_bar, p_bar, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched,
-                                             num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os,
-                                             stride_oh, qk_scale, CAUSAL, PAGE, NUM_RB, N_CHUNKS, N_STAGES, 1)),
-                    (_load_partition, (q_desc, kv_desc, q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_bt,
-                                       p_seqlens, p_sched, num_blocks, max_len, stride_bt, M, PAGE, NUM_RB, N_CHUNKS,
-                                       N_STAGES)),
-                ],
-                [4, 1],
-                [_MATH_REGS, _LOAD_REGS],
-            )
-            # fmt: on
-        else:
-            # fmt: off
-            gl.warp_specialize(
-                [
-                    (_math_partition, (q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_out, p_lse, p_o_ws,
-                                       p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt, S_Q, H, M,
-                                       stride_ob, stride_os, stride_oh, qk_scale, CAUSAL, PAGE, NUM_RB, N_CHUNKS,
-                                       N_STAGES, 0)),
-                    (_math_partition, (q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_out, p_lse, p_o_ws,
-                                       p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt, S_Q, H, M,
-                                       stride_ob, stride_os, stride_oh, qk_scale, CAUSAL, PAGE, NUM_RB, N_CHUNKS,
-                                       N_STAGES, 1)),
-                    (_load_partition, (q_desc, kv_desc, q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_bt,
-                                       p_seqlens, p_sched, num_blocks, max_len, stride_bt, M, PAGE, NUM_RB, N_CHUNKS,
-                                       N_STAGES)),
-                ],
-                [4, 1],
-                [_MATH_REGS, _LOAD_REGS],
-            )
-            # fmt: on
+        p_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=64, element_bitwidth=16, rank=2)
+        p_smem = gl.allocate_shared_memory(kv_desc.dtype, [2, _BLOCK, _BLOCK // 2], p_layout)
+        x_smem = gl.allocate_shared_memory(gl.float32, [4, _BLOCK], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+        x_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        p_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        mbarrier.init(x_bar, count=2)
+        mbarrier.init(p_bar, count=2)
+        fence_async_shared()
+        # fmt: off
+        gl.warp_specialize(
+            [
+                (_math_partition, (q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty,
+                                         x_bar, p_bar, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched,
+                                         num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os,
+                                         stride_oh, qk_scale, CAUSAL, PAGE, NUM_RB, N_CHUNKS, N_STAGES, 0)),
+                (_math_partition, (q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty,
+                                         x_bar, p_bar, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched,
+                                         num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os,
+                                         stride_oh, qk_scale, CAUSAL, PAGE, NUM_RB, N_CHUNKS, N_STAGES, 1)),
+                (_load_partition, (q_desc, kv_desc, q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_bt,
+                                   p_seqlens, p_sched, num_blocks, max_len, stride_bt, M, PAGE, NUM_RB, N_CHUNKS,
+                                   N_STAGES)),
+            ],
+            [4, 1],
+            [_MATH_REGS, _LOAD_REGS],
+        )
+        # fmt: on
 
 
 def smem_layout(dtype: torch.dtype) -> Any:
@@ -592,7 +450,6 @@ def dense_decode_split_ws(
         CAUSAL=causal and s_q > 1,
         PAGE=page,
         NUM_RB=num_rb,
-        SPLIT=SPLIT_S,
         num_warps=4,
         maxnreg=MAX_REGS,
     )
@@ -613,7 +470,7 @@ def compile_sm90(dtype: torch.dtype = torch.bfloat16, *, page: int = 64, causal:
     attrs: dict[tuple[int, ...], list[list[Any]]] = {}
     pointers = {"p_out": f"*{ty}", "p_lse": "*fp32", "p_o_ws": "*fp32", "p_lse_ws": "*fp32", "p_bt": "*i32",
                 "p_seqlens": "*i32", "p_sched": "*i32"}  # fmt: skip
-    values = {"CAUSAL": causal, "PAGE": page, "NUM_RB": num_rb, "SPLIT": SPLIT_S}
+    values = {"CAUSAL": causal, "PAGE": page, "NUM_RB": num_rb}
     for i, name in enumerate(fn.arg_names):
         if name in ("q_desc", "kv_desc"):
             signature[name] = desc
