@@ -72,3 +72,11 @@ def test_sm90_build():
         # per math warpgroup: nine QKᵀ wgmma of K = 64 (4 instructions each) and four P·V (4 each)
         assert got["wgmma"] == 2 * (ws.CHUNKS * 4 + 4 * 4), name
         assert got["setmaxnreg"] and got["threads"], name
+
+
+def test_triton_version_gate(monkeypatch):
+    """The kernel is written against Gluon's API of Triton 3.6 and newer (3.5's warp_specialize takes its
+    partitions in another form): older Tritons run the Triton kernel."""
+    for version, ok in (("3.5.1", False), ("3.6.0", True), ("3.9.0", True), ("4.0.0", True), ("2.3.1", False)):
+        monkeypatch.setattr(ws.triton, "__version__", version)
+        assert ws._triton_at_least(3, 6) is ok, version

@@ -32,6 +32,7 @@ launch qualifies (the planner prices it from that); everything else runs the Tri
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -40,7 +41,19 @@ import triton.language as tl
 
 from wavemla import config
 
-try:  # Gluon ships with Triton 3.5 and newer; its Hopper API as used here with 3.6 and newer
+
+def _triton_at_least(major: int, minor: int) -> bool:
+    """Whether the installed Triton is ``major.minor`` or newer (from ``triton.__version__``)."""
+    parts = triton.__version__.split(".")
+    try:
+        return (int(parts[0]), int(parts[1])) >= (major, minor)
+    except (IndexError, ValueError):  # pragma: no cover - an unparsable version string
+        return False
+
+
+# Gluon ships with Triton 3.5 and newer, but the API this kernel is written against (warp_specialize taking a list of
+# (function, arguments) pairs) is that of 3.6 and newer; it was compiled with 3.6 and 3.9. Older: the Triton kernel.
+try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.hopper import (
@@ -52,7 +65,11 @@ try:  # Gluon ships with Triton 3.5 and newer; its Hopper API as used here with 
     )
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    HAVE_GLUON = hasattr(gl, "warp_specialize") and hasattr(gl, "NVMMADistributedLayout")
+    HAVE_GLUON = (
+        _triton_at_least(3, 6)
+        and hasattr(gl, "warp_specialize")
+        and next(iter(inspect.signature(gl.warp_specialize).parameters), "") == "functions_and_args"
+    )
     # a barrier of the calling warps (a partition's own warps inside warp_specialize): renamed in Triton 3.9
     _warps_barrier = gl.barrier if hasattr(gl, "barrier") else gl.thread_barrier
     # a TMA load of one box into shared memory, completing on an mbarrier: renamed in Triton 3.9
