@@ -210,3 +210,32 @@ def test_h16_bf16_picks_do_not_flip_with_the_parity_of_b():
     odd and even b (measured 11-19% slower at every odd b = 19..65, s_k 4K); from b = 10 the pick is one tile."""
     shapes = [DenseWorkload(batch=b, s_q=1, h_q=16, max_seqlen=4096 + 64) for b in range(10, 129)]
     assert len({plan_dense(w, H200).config for w in shapes}) == 1
+
+
+def test_warp_specialized_kernel_is_priced_where_it_runs() -> None:
+    """On sm_90 with Gluon, 64x64 bf16 tiles in 64-key pages run the warp-specialized kernel: the plan says so and
+    prices it below the Triton tile; other pages, FP8 rows, other GPUs and the knob set to off do not."""
+    from wavemla.kernels import dense_decode_ws
+
+    wl = DenseWorkload(batch=128, s_q=1, h_q=64, max_seqlen=16384)
+    p = plan_dense(wl, H200)
+    assert p.config.block_h == 64 and p.config.block_n == 64
+    ws = any("warp-specialized" in r for r in p.reasons)
+    assert ws == dense_decode_ws.HAVE_GLUON
+    for other in (
+        DenseWorkload(batch=128, s_q=1, h_q=64, max_seqlen=16384, page=32),
+        DenseWorkload(batch=128, s_q=1, h_q=64, max_seqlen=16384, is_fp8=True),
+        DenseWorkload(batch=128, s_q=1, h_q=48, max_seqlen=16384),
+    ):
+        assert not any("warp-specialized" in r for r in plan_dense(other, H200).reasons), other
+    assert not any("warp-specialized" in r for r in plan_dense(wl, PRO).reasons)
+    with config.override(WAVEMLA_DENSE_WS="off"):  # the knob is part of the plan's key: no cache clearing
+        off = plan_dense(wl, H200)
+    assert not any("warp-specialized" in r for r in off.reasons)
+    if dense_decode_ws.HAVE_GLUON:
+        assert p.predicted_us < off.predicted_us
+
+
+def test_dense_workload_page_is_checked() -> None:
+    with pytest.raises(ValueError, match="page"):
+        DenseWorkload(batch=1, s_q=1, h_q=16, page=0)
