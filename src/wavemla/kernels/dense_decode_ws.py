@@ -81,9 +81,9 @@ D_QK = 576
 D_V = 512
 BLOCK = 64  # query rows per program, keys per tile, dims per TMA box
 CHUNKS = D_QK // BLOCK  # 9 boxes per row block
-STAGES = 2  # key tiles in flight (q + 2 stages: 216 KB of the 227 KB a block may use)
+STAGES = 2  # key tiles in flight (q, 2 stages, the P halves and maxima: 231,008 of the 232,448 bytes a block has)
 LOAD_REGS = 24  # registers per thread of the load warp's warpgroup
-MATH_REGS = 240  # the second math warpgroup's; the first gets the rest of MAX_REGS (240)
+MATH_REGS = 240  # the second math warpgroup's; the first (the default partition) gets what the compiler leaves
 MAX_REGS = 168  # per thread at launch: 12 warps (3 warpgroups) x 32 x 168 <= 65,536
 _BLOCK = tl.constexpr(BLOCK)  # the same, as kernel constants
 _CHUNKS = tl.constexpr(CHUNKS)
@@ -139,8 +139,9 @@ if HAVE_GLUON:
 
     @gluon.jit
     def _segment(p_seqlens, p_sched, i_part, i_b, max_len):
-        """Request ``i_b``'s tiles in part ``i_part``: (keys, first tile, end tile, end tile of the work list, tiles
-        with keys): the same ranges as the Triton kernel's loop."""
+        """Request ``i_b``'s share of part ``i_part``: (its keys, the first tile, the end of the part's range in units,
+        the request's units, the end of the range's tiles that hold keys), the same ranges as the Triton kernel's
+        loop. A request with no key has one unit and no tile."""
         r_begin = gl.load(p_sched + i_part * 4 + 0)
         t_begin = gl.load(p_sched + i_part * 4 + 1)
         r_end = gl.load(p_sched + i_part * 4 + 2)
@@ -411,8 +412,8 @@ if HAVE_GLUON:
         # fmt: on
 
 
-def smem_layout(dtype: torch.dtype) -> Any:
-    """The shared-memory layout of every ``[64, 64]`` box (128-byte swizzle, 16-bit elements)."""
+def smem_layout() -> Any:
+    """The shared-memory layout of every ``[64, 64]`` box of q and the cache (128-byte swizzle, 16-bit elements)."""
     return gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
 
 
@@ -438,7 +439,7 @@ def dense_decode_split_ws(
     b, s_q, h, d_qk = q.shape
     m = s_q * h
     num_blocks, page = kv.shape[0], kv.shape[1]
-    layout = smem_layout(q.dtype)
+    layout = smem_layout()
     q2 = q.view(b * m, d_qk)
     kv2 = kv.view(num_blocks * page, d_qk)
     q_desc = TensorDescriptor(q2, list(q2.shape), list(q2.stride()), [BLOCK, BLOCK], layout)
@@ -480,7 +481,7 @@ def compile_sm90(dtype: torch.dtype = torch.bfloat16, *, page: int = 64, causal:
     from triton.experimental.gluon._runtime import GluonASTSource
 
     ty = {torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
-    desc = f"tensordesc<{ty}[{BLOCK}, {BLOCK}],{smem_layout(dtype)!r}>"
+    desc = f"tensordesc<{ty}[{BLOCK}, {BLOCK}],{smem_layout()!r}>"
     fn = _dense_mla_decode_ws_kernel
     signature: dict[str, str] = {}
     constexprs: dict[tuple[int, ...], Any] = {}
