@@ -232,6 +232,8 @@ def test_warp_specialized_kernel_is_priced_where_it_runs() -> None:
     with config.override(WAVEMLA_DENSE_WS="off"):  # the knob is part of the plan's key: no cache clearing
         off = plan_dense(wl, H200)
     assert not any("warp-specialized" in r for r in off.reasons)
+    with config.override(WAVEMLA_DENSE_P="split"):  # two dots of P on bf16 rows: the Triton kernel
+        assert not any("warp-specialized" in r for r in plan_dense(wl, H200).reasons)
     if dense_decode_ws.HAVE_GLUON:
         assert p.predicted_us < off.predicted_us
 

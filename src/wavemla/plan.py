@@ -1288,8 +1288,8 @@ def plan_dense(workload: DenseWorkload, device: DeviceSpec) -> DensePlan:
         raise TypeError(f"workload: expected a DenseWorkload, got {type(workload).__name__}")
     if not isinstance(device, DeviceSpec):
         raise TypeError(f"device: expected a DeviceSpec, got {type(device).__name__}")
-    # WAVEMLA_DENSE_WS decides which split kernel a 64x64 tile runs, so it is part of the plan's key
-    overrides = (*(config.get(k) for k in _PLAN_KNOBS), config.get("WAVEMLA_DENSE_WS"))
+    # WAVEMLA_DENSE_WS and WAVEMLA_DENSE_P decide which split kernel a 64x64 tile runs: part of the plan's key
+    overrides = (*(config.get(k) for k in _PLAN_KNOBS), config.get("WAVEMLA_DENSE_WS"), config.get("WAVEMLA_DENSE_P"))
     return _plan_dense_cached(workload, device, overrides)
 
 

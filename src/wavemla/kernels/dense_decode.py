@@ -719,7 +719,7 @@ def dense_decode_split(
         l2_ahead = l2_ahead_tiles(is_fp8)
     elif l2_ahead != 0 and (not is_fp8 or l2_ahead < 2):
         raise ValueError(f"l2_ahead: 0, or at least 2 with FP8 rows (the next tile is in flight), got {l2_ahead}")
-    if not triton_interpreting() and not split_p(is_fp8, q.dtype):
+    if not triton_interpreting():
         from wavemla.kernels import dense_decode_ws
 
         if dense_decode_ws.supported(is_fp8=is_fp8, block_h=block_h, block_n=block_n, arch=device_arch(q.device),

@@ -97,11 +97,12 @@ def applies(*, arch: int, is_fp8: bool, d_qk: int, dtype: str, page: int, rows: 
             block_n: int) -> bool:  # fmt: skip
     """Whether a launch of these static shapes runs this kernel (the planner prices it from this): Gluon present, the
     knob ``WAVEMLA_DENSE_WS`` not ``off``, sm_90, bf16/fp16 rows of width 576, pages of a multiple of 64 keys, query
-    rows ``s_q·h`` a multiple of 64, and the 64x64 tile (64 query rows, 64 keys). ``dtype``: ``"bf16"`` or
-    ``"fp16"``."""
+    rows ``s_q·h`` a multiple of 64, and the 64x64 tile (64 query rows, 64 keys). P meets V in one dot here, so bf16
+    rows under ``WAVEMLA_DENSE_P=split`` (two dots) run the Triton kernel. ``dtype``: ``"bf16"`` or ``"fp16"``."""
     return (
         HAVE_GLUON
         and config.get("WAVEMLA_DENSE_WS") != "off"
+        and not (dtype == "bf16" and config.get("WAVEMLA_DENSE_P") == "split")
         and arch == 90
         and not is_fp8
         and d_qk == D_QK
