@@ -166,8 +166,9 @@ KNOBS: dict[str, Knob] = {
             "str",
             "auto",
             "The dense decode's warp-specialized split kernel (Gluon, sm_90: one TMA warp, two math warpgroups) "
-            "for bf16/fp16 rows of width 576 in 64-key pages with s_q*h a multiple of 64. 'auto' and 'on': where "
-            "it applies, 'off': the Triton kernel everywhere.",
+            "for bf16/fp16 rows of width 576 in 64-key pages with s_q*h a multiple of 64 and one dot of P (not bf16 "
+            "rows under WAVEMLA_DENSE_P=split), Triton 3.6 and newer. 'auto' and 'on': wherever it applies, 'off': "
+            "the Triton kernel everywhere.",
             choices=("auto", "on", "off"),
         ),
         Knob(
