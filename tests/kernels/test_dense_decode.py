@@ -412,6 +412,7 @@ WS_CASES = [
     pytest.param(dict(lengths=[65, 0, 700], h_q=128, page=64), False, {}, id="h128-p64"),
     pytest.param(dict(lengths=[4000, 17, 1030], s_q=2, h_q=64, page=64), True, {}, id="s2-h64-causal"),
     pytest.param(dict(lengths=[200, 33, 2], s_q=4, h_q=16, page=256), True, {"WAVEMLA_TARGET_CTAS": 5}, id="s4-h16"),
+    pytest.param(dict(lengths=[300, 1000], s_q=2, h_q=128, page=64), True, {}, id="s2-h128-causal"),
 ]
 
 
