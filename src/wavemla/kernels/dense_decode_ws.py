@@ -221,12 +221,12 @@ if HAVE_GLUON:
 
     @gluon.jit
     def _math_partition(q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar, p_bar,
-                              p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt,
-                              S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, CAUSAL: gl.constexpr,
-                              PAGE: gl.constexpr, NUM_RB: gl.constexpr, N_CHUNKS: gl.constexpr,
-                              N_STAGES: gl.constexpr, HALF: gl.constexpr):  # fmt: skip
-        """The math of one warpgroup with ``QKᵀ`` split between the two: this one scores keys ``32·HALF ..`` of each
-        tile (nine wgmma of N = 32), the row maxima cross through shared memory (``x_smem``), each computes P for
+                        p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt,
+                        S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, CAUSAL: gl.constexpr,
+                        PAGE: gl.constexpr, NUM_RB: gl.constexpr, N_CHUNKS: gl.constexpr, N_STAGES: gl.constexpr,
+                        HALF: gl.constexpr):  # fmt: skip
+        """The math of one of the two warpgroups, ``QKᵀ`` split between them: this one scores keys ``32·HALF ..`` of
+        each tile (nine wgmma of N = 32), the row maxima cross through shared memory (``x_smem``), each computes P for
         its keys, and P·V for its value columns takes its own P from registers and the other's from ``p_smem``.
         The row sums stay per warpgroup and meet once per segment. ``x_smem`` holds two exchanges' rows (by the
         exchange's parity), so that a write never overtakes the other warpgroup's read of the exchange before."""
@@ -395,14 +395,14 @@ if HAVE_GLUON:
         # fmt: off
         gl.warp_specialize(
             [
-                (_math_partition, (q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty,
-                                         x_bar, p_bar, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched,
-                                         num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os,
-                                         stride_oh, qk_scale, CAUSAL, PAGE, NUM_RB, N_CHUNKS, N_STAGES, 0)),
-                (_math_partition, (q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty,
-                                         x_bar, p_bar, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched,
-                                         num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os,
-                                         stride_oh, qk_scale, CAUSAL, PAGE, NUM_RB, N_CHUNKS, N_STAGES, 1)),
+                (_math_partition, (q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar,
+                                   p_bar, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks,
+                                   max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, CAUSAL,
+                                   PAGE, NUM_RB, N_CHUNKS, N_STAGES, 0)),
+                (_math_partition, (q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar,
+                                   p_bar, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks,
+                                   max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, CAUSAL,
+                                   PAGE, NUM_RB, N_CHUNKS, N_STAGES, 1)),
                 (_load_partition, (q_desc, kv_desc, q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_bt,
                                    p_seqlens, p_sched, num_blocks, max_len, stride_bt, M, PAGE, NUM_RB, N_CHUNKS,
                                    N_STAGES)),
