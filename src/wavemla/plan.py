@@ -1204,34 +1204,32 @@ def _dense_tile_us(cfg: KernelConfig, workload: DenseWorkload, device: DeviceSpe
     per tile; and the tensor-core work (plus the FP8 decode) of all ``active`` programs. A program whose next tile
     is in flight during the math (rows at 3 stages; FP8 rows by a register prefetch) takes the larger of the loaded
     latency and its math; one whose tile load follows the previous tile's math (rows at 1-2 stages, the
-    keys-major 64x64x8x2 included) takes their sum. Where the warp-specialized kernel runs
-    (:func:`_dense_ws`), its load warp overlaps every copy with the math: the larger of the DRAM time and its MMAs.
+    keys-major 64x64x8x2 included) takes their sum. Where the warp-specialized kernel runs (:func:`_dense_ws`), its
+    load warp keeps the next tile in flight during the math.
     """
-    if _dense_ws(cfg, workload, device):
-        share = device.mem_gbps * _DRAM_EFFICIENCY * 1e3 / device.num_sms * _DENSE_ONE_PROGRAM_DRAM
-        dram = active * cfg.block_n * workload.row_bytes / num_rb / share
-        flops = 2.0 * cfg.block_h * cfg.block_n * (workload.d_qk + DENSE_D_V)
-        mma = flops / (device.bf16_tflops * 1e6 / device.num_sms * _DENSE_WS_MMA_EFFICIENCY)
-        return max(dram, _DENSE_LATENCY_US, active * mma)
+    ws = _dense_ws(cfg, workload, device)
     tile_bytes = cfg.block_n * workload.row_bytes
     share = device.mem_gbps * _DRAM_EFFICIENCY * 1e3 / device.num_sms  # bytes per µs per SM
     if active == 1:
         share *= _DENSE_ONE_PROGRAM_DRAM
     dram = active * tile_bytes / num_rb / share
-    mma = _dense_tile_flops(cfg, workload) / (device.bf16_tflops * 1e6 / device.num_sms * _dense_mma_efficiency(
-        cfg, workload, device))  # fmt: skip
+    mma = _dense_tile_flops(cfg, workload, ws) / (device.bf16_tflops * 1e6 / device.num_sms * _dense_mma_efficiency(
+        cfg, workload, device, ws))  # fmt: skip
     decode = cfg.block_n * _DENSE_FP8_DECODE_ROW_US if workload.is_fp8 else 0.0
-    overlapped = workload.is_fp8 or cfg.num_stages >= 3
+    overlapped = ws or workload.is_fp8 or cfg.num_stages >= 3
     own = max(_DENSE_LATENCY_US, mma + decode) if overlapped else _DENSE_LATENCY_US + mma + decode
     return max(dram, own, active * (mma + decode))
 
 
-def _dense_tile_flops(cfg: KernelConfig, workload: DenseWorkload) -> float:
+def _dense_tile_flops(cfg: KernelConfig, workload: DenseWorkload, ws: bool = False) -> float:
     """Tensor FLOPs one program issues per tile: ``QKᵀ`` over d_qk and ``PV`` over 512 (twice for bf16 rows, whose
     P went in as bf16(P) + bf16(P - bf16(P))). Keys-major with more warps than the 64-key M needs repeats ``QKᵀ`` in
     each warpgroup (Triton lays chained dots out with every warp along M). These are the forms of the kernel the
     fitted constants were measured on; the shipped one-dot P (``WAVEMLA_DENSE_P=single``) and, on sm_90, the
-    keys-major tile's split Sᵀ run 1-15% faster than the model predicts from them (H200: docs/dense-decode.md)."""
+    keys-major tile's split Sᵀ run 1-15% faster than the model predicts from them (H200: docs/dense-decode.md).
+    The warp-specialized kernel (``ws``) issues each dot once, P in one dot."""
+    if ws:
+        return 2.0 * cfg.block_h * cfg.block_n * (workload.d_qk + DENSE_D_V)
     pv = 2 if (not workload.is_fp8 and workload.dtype == "bf16") else 1
     qk_repeat = max(1, cfg.num_warps * 16 // cfg.block_n) if _dense_keys_major(workload, cfg) else 1
     return 2.0 * cfg.block_h * cfg.block_n * (workload.d_qk * qk_repeat + DENSE_D_V * pv)
@@ -1252,11 +1250,13 @@ def _dense_keys_major(workload: DenseWorkload, cfg: KernelConfig) -> bool:
     return keys_major(workload.is_fp8, cfg.block_h)
 
 
-def _dense_mma_efficiency(cfg: KernelConfig, workload: DenseWorkload, device: DeviceSpec) -> float:
-    """Fraction of the bf16 tensor peak the tile loop reaches: wgmma with the dots split over the warpgroups
-    (keys-major tiles and 64-row FP8 tiles on sm_90) or mma.sync."""
+def _dense_mma_efficiency(cfg: KernelConfig, workload: DenseWorkload, device: DeviceSpec, ws: bool = False) -> float:
+    """Fraction of the bf16 tensor peak the tile loop reaches: the warp-specialized kernel (``ws``), wgmma with the
+    dots split over the warpgroups (keys-major tiles and 64-row FP8 tiles on sm_90) or mma.sync."""
     from wavemla.kernels.dense_decode import fp8_rows64
 
+    if ws:
+        return _DENSE_WS_MMA_EFFICIENCY
     if device.arch == 90 and (_dense_keys_major(workload, cfg) or fp8_rows64(workload.is_fp8, cfg.block_h)):
         return _DENSE_WGMMA_EFFICIENCY
     return _DENSE_MMA_EFFICIENCY
