@@ -13,13 +13,10 @@ relative to its largest output) and with the fp64 reference at the first point's
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 from wavemla import config
-from wavemla.kernels import dense_decode_ws
 
 sys.path.insert(0, str(Path(__file__).parent))
 from dense_ab import ab_points, parse_and_measure, write_results
@@ -28,24 +25,7 @@ _TILE = dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64, WAVEMLA_NUM_WARPS=8, WAVEML
 VARIANTS = {
     "triton": dict(_TILE, WAVEMLA_DENSE_WS="off"),
     "gluon-ws": dict(_TILE, WAVEMLA_DENSE_WS="on"),
-    # a variant may set module constants of kernels/dense_decode_ws.py read at launch: ws_attrs={"NAME": value}
 }
-
-
-@contextlib.contextmanager
-def variant(name: str) -> Iterator[None]:
-    """The variant's knobs, and the module constants of ``dense_decode_ws`` it sets."""
-    knobs = dict(VARIANTS[name])
-    attrs = knobs.pop("ws_attrs", {})
-    saved = {k: getattr(dense_decode_ws, k) for k in attrs}
-    for k, v in attrs.items():
-        setattr(dense_decode_ws, k, v)
-    try:
-        with config.override(**knobs):
-            yield
-    finally:
-        for k, v in saved.items():
-            setattr(dense_decode_ws, k, v)
 
 
 def main() -> None:
@@ -54,7 +34,7 @@ def main() -> None:
     ap.add_argument("--points", nargs="+", default=["bf16:64:128:16384"])
     ap.add_argument("--variants", nargs="+", default=["triton", "gluon-ws"])
     args, ceil = parse_and_measure(ap)
-    records = ab_points(args, ceil, args.variants, variant, "ratio_to_triton")
+    records = ab_points(args, ceil, args.variants, lambda v: config.override(**VARIANTS[v]), "ratio_to_triton")
     write_results(args.out, ceil, records)
 
 
