@@ -1,0 +1,84 @@
+"""The dense decode's warp-specialized kernel (``kernels/dense_decode_ws.py``) built for sm_90 without a GPU, at any
+committed revision of that file: shared memory, ptxas spills, where its warps read their partition state (the
+one-byte shared load compute-sanitizer racecheck reports, and the default partition's stores of those words), and a
+digest of its PTX code (the code before the debug sections), so that two revisions can be shown to compile to the
+same kernel.
+
+    PYTHONPATH=src python3 benchmarks/experiments/dense_ws_build_probe.py HEAD fe74608:PIPELINE=1 d8f86cc
+
+A revision is ``REV`` or ``REV:NAME=VALUE,...`` (module constants set before compiling, ints). Each is compiled
+with ``compile_sm90()`` of that revision (bf16, page 64, not causal, one row block) by the installed Triton, and
+ptxas is the one Triton ships. Interpreter off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import triton
+
+PATH = "src/wavemla/kernels/dense_decode_ws.py"
+PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+NVDISASM = PTXAS.parent / "nvdisasm"
+
+
+def load(rev: str, consts: dict[str, int]):
+    """The module as committed at ``rev``, with ``consts`` set."""
+    text = subprocess.run(["git", "show", f"{rev}:{PATH}"], capture_output=True, text=True, check=True).stdout
+    tmp = Path(tempfile.mkdtemp()) / f"dense_decode_ws_{rev.replace('/', '_')}.py"
+    tmp.write_text(text)
+    spec = importlib.util.spec_from_file_location(tmp.stem, tmp)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for k, v in consts.items():
+        setattr(mod, k, v)
+    return mod
+
+
+def code_digest(ptx: str) -> str:
+    """sha256 (12 hex) of the PTX instructions: line markers, comments, labels of line tables and the debug
+    sections dropped."""
+    body = ptx[: ptx.find(".section\t.debug")] if ".section\t.debug" in ptx else ptx
+    lines = [ln.strip() for ln in body.splitlines()]
+    keep = [ln for ln in lines if ln and not ln.startswith((".loc", "//", ".file", "$L__tmp"))]
+    return hashlib.sha256("\n".join(keep).encode()).hexdigest()[:12]
+
+
+def probe(item: str) -> None:
+    rev, _, rest = item.partition(":")
+    consts = {k: int(v) for k, v in (kv.split("=") for kv in rest.split(",") if kv)}
+    mod = load(rev, consts)
+    k = mod.compile_sm90()
+    ptx = k.asm["ptx"]
+    with tempfile.TemporaryDirectory() as d:
+        src, obj = Path(d) / "k.ptx", Path(d) / "k.cubin"
+        src.write_text(ptx)
+        info = subprocess.run([str(PTXAS), "-arch=sm_90a", "-v", str(src), "-o", str(obj)], capture_output=True,
+                              text=True, check=True).stderr  # fmt: skip
+        sass = subprocess.run([str(NVDISASM), "-c", str(obj)], capture_output=True, text=True, check=True).stdout
+    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", info)
+    regs = re.findall(r"Used (\d+) registers", info)
+    state_loads = re.findall(r"/\*([0-9a-f]+)\*/\s+LDS\.U8 (R\d+), \[(R\d+)\+(0x[0-9a-f]+)\]", sass)
+    state_stores = re.findall(r"st\.shared\.v2\.b32 \t\[global_smem\+(\d+)\], \{([^}]*)\}", ptx)
+    print(f"{item}: shared {k.metadata.shared} B, registers {regs}, spill stores/loads {spills}, "
+          f"wgmma {ptx.count('wgmma.mma_async')}, PTX code {code_digest(ptx)}")  # fmt: skip
+    for off, dst, base, disp in state_loads[:2]:
+        print(f"  SASS {off}: LDS.U8 {dst}, [{base}+{disp}]  (shared byte {int(disp, 16)})")
+    for where, values in state_stores:
+        print(f"  PTX st.shared.v2.b32 [global_smem+{where}], {{{values}}}")
+
+
+def main() -> None:
+    for item in sys.argv[1:] or ["HEAD"]:
+        probe(item)
+
+
+if __name__ == "__main__":
+    main()
