@@ -52,7 +52,7 @@ from typing import Any
 import torch
 
 from wavemla import config
-from wavemla.device import triton_interpreting
+from wavemla.device import device_arch, triton_interpreting
 from wavemla.plan import DensePlan, DenseWorkload, Plan, Workload, plan, plan_dense
 from wavemla.reference import fp8_v32
 from wavemla.reference.fp8 import BYTES_PER_TOKEN, D_QK
@@ -197,6 +197,7 @@ def sparse_mla_decode(
 
         out, lse = sparse_mla_decode(q, cache, idx, attn_sink=sink, extra_kv_cache=comp, extra_indices=comp_idx)
     """
+    from wavemla.kernels import sparse_decode_ws
     from wavemla.kernels.combine import sparse_decode_combine
     from wavemla.kernels.sparse_decode import p_scratch_elems, sparse_decode_split
 
@@ -298,34 +299,58 @@ def sparse_mla_decode(
             return out, lse.transpose(1, 2)
         kv = kv_cache.view(torch.uint8) if is_fp8 else kv_cache
         extra_kv = extra_kv_cache.view(torch.uint8) if (has_extra and is_fp8) else extra_kv_cache
-        meta.split_kernel = sparse_decode_split(
-            q=q,
-            out=out,
-            lse=lse,
-            o_ws=meta.o_ws,
-            lse_ws=meta.lse_ws,
-            counts=meta.counts,
-            kv=kv,
-            indices=indices,
-            topk_length=topk_length,
-            extra_kv=extra_kv,
-            extra_indices=extra_indices if has_extra else None,
-            extra_topk_length=extra_topk_length if has_extra else None,
-            attn_sink=attn_sink,
-            is_fp8=is_fp8,
-            softmax_scale=scale,
-            block_h=p.config.block_h,
-            block_n=p.config.block_n,
-            num_warps=p.config.num_warps,
-            num_stages=p.config.num_stages,
-            units_per_part=p.units_per_part,
-            num_parts=p.num_parts,
-            pieces_tiles=p.pieces_tiles,
-            merge_in_kernel=p.merge_in_kernel,
-            q_ws=meta.q_ws,
-            p_ws=meta.p_ws,
-        )
-        if p.writes_partials and not p.merge_in_kernel:
+        ws = device.type == "cuda" and not triton_interpreting() and sparse_decode_ws.supported(
+            is_fp8=is_fp8, block_h=p.config.block_h, block_n=p.config.block_n, arch=device_arch(device), q=q,
+            kv=kv, extra_kv=extra_kv,
+        )  # fmt: skip
+        if ws:
+            meta.split_kernel = sparse_decode_ws.sparse_decode_split_ws(
+                q=q,
+                out=out,
+                lse=lse,
+                o_ws=meta.o_ws,
+                lse_ws=meta.lse_ws,
+                kv=kv,
+                indices=indices,
+                topk_length=topk_length,
+                extra_kv=extra_kv,
+                extra_indices=extra_indices if has_extra else None,
+                extra_topk_length=extra_topk_length if has_extra else None,
+                attn_sink=attn_sink,
+                softmax_scale=scale,
+                units_per_part=p.units_per_part,
+                num_parts=p.num_parts,
+                pieces_tiles=p.pieces_tiles,
+            )
+        else:
+            meta.split_kernel = sparse_decode_split(
+                q=q,
+                out=out,
+                lse=lse,
+                o_ws=meta.o_ws,
+                lse_ws=meta.lse_ws,
+                counts=meta.counts,
+                kv=kv,
+                indices=indices,
+                topk_length=topk_length,
+                extra_kv=extra_kv,
+                extra_indices=extra_indices if has_extra else None,
+                extra_topk_length=extra_topk_length if has_extra else None,
+                attn_sink=attn_sink,
+                is_fp8=is_fp8,
+                softmax_scale=scale,
+                block_h=p.config.block_h,
+                block_n=p.config.block_n,
+                num_warps=p.config.num_warps,
+                num_stages=p.config.num_stages,
+                units_per_part=p.units_per_part,
+                num_parts=p.num_parts,
+                pieces_tiles=p.pieces_tiles,
+                merge_in_kernel=p.merge_in_kernel,
+                q_ws=meta.q_ws,
+                p_ws=meta.p_ws,
+            )
+        if p.writes_partials and (ws or not p.merge_in_kernel):
             assert meta.o_ws is not None and meta.lse_ws is not None
             sparse_decode_combine(
                 out=out,

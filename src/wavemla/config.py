@@ -172,6 +172,15 @@ KNOBS: dict[str, Knob] = {
             choices=("auto", "on", "off"),
         ),
         Knob(
+            "WAVEMLA_SPARSE_WS",
+            "str",
+            "auto",
+            "The sparse decode's warp-specialized split kernel (Gluon, sm_90: one warpgroup gathers and decodes FP8 "
+            "MODEL1 rows, two math warpgroups) for FP8 caches with h_q a multiple of 64 in 64x64 tiles, Triton 3.6 "
+            "and newer. 'auto' and 'on': wherever it applies, 'off': the Triton kernel everywhere.",
+            choices=("auto", "on", "off"),
+        ),
+        Knob(
             "WAVEMLA_GPU",
             "str",
             None,

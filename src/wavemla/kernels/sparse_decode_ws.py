@@ -1,0 +1,847 @@
+"""DeepSeek-V4 sparse MLA decode on sm_90, warp-specialized (Gluon): FP8 gather and decode in one warpgroup, two math
+warpgroups.
+
+The split kernel of :mod:`wavemla.kernels.sparse_decode` runs every phase of a tile in the same warps: the gather of
+the next tile's rows and their e4m3 decode wait behind the math, and the math behind them. This kernel runs the same
+work list (query tokens' tiles of 64 index entries, cut into parts of ``units_per_part`` units as the planner says)
+as three partitions of one program of 64 heads, the layout of :mod:`wavemla.kernels.dense_decode_ws` with a
+producer that computes instead of copying:
+
+- **gather** (one warpgroup): per segment (a token's share of the part), q's 64 head rows ``[64, 512]`` converted to
+  fp16 into shared memory; per tile, the 64 indexed FP8 MODEL1 rows gathered from global memory, decoded to fp16
+  (e4m3 by the hardware conversion, times the row's power-of-two scale for each 64-wide block; the bf16 rope
+  converted) and stored as eight ``[64, 64]`` boxes into one of two stage buffers. The raw bytes of the next tile
+  are loaded while the current one is decoded: each box's store is followed by the load of the same box of the
+  next tile, so one tile's raw registers are in flight while the stage buffers wait for the math. Invalid entries
+  (past the list's length, negative, or past the cache's slots) load nothing and store zeros.
+- **math** (two warpgroups, ``HALF`` 0 and 1): as the dense kernel's: each scores 32 of the tile's 64 rows
+  (``q·Kᵀ``, eight wgmma of N = 32), the row maxima cross through shared memory, each computes P for its rows, and
+  ``O[:, 256·HALF : 256·HALF + 256] += P·V`` takes its own P from registers and the other's from shared memory.
+  The row sums meet once per segment.
+
+Shared memory: q 64 KB, two 64 KB stages, the P halves (8 KB) and the maxima. A token held whole by one program is
+finished there (sink applied, output and lse written); a cut token leaves one normalized partial (fp16) and one
+base-2 lse per piece in the workspace, for :func:`wavemla.kernels.combine.sparse_decode_combine` (no in-kernel
+merge). Outputs and partials are those of the Triton kernel up to the rounding of P (each rounds P to fp16 at its
+own point).
+
+Scope: FP8 MODEL1 caches (main and extra), ``h`` a multiple of 64, bf16 or fp16 q, 64x64 tiles; :func:`applies`
+says whether a launch qualifies. Everything else runs the Triton kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from wavemla import config
+from wavemla.kernels.dense_decode_ws import HAVE_GLUON
+
+if HAVE_GLUON:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared,
+        mbarrier,
+        warpgroup_mma,
+        warpgroup_mma_wait,
+    )
+
+    from wavemla.kernels.dense_decode_ws import _warps_barrier
+
+    # a shared-memory view with another element type: renamed in Triton 3.9 (``_reinterpret`` before)
+    _smem_reinterpret = (
+        gl.shared_memory_descriptor.reinterpret
+        if hasattr(gl.shared_memory_descriptor, "reinterpret")
+        else gl.shared_memory_descriptor._reinterpret
+    )
+
+D = 512  # latent width: keys and values
+BLOCK = 64  # heads per program, index entries per tile, columns per box
+CHUNKS = D // BLOCK  # 8 boxes per row block: 7 of e4m3 nope, 1 of rope
+STAGES = 2
+GATHER_REGS = 112  # per thread of the gather warpgroup (a tile of raw bytes in flight, the decode of one box)
+MATH_REGS = 192  # the second math warpgroup's; the first (the default partition) gets what the compiler leaves
+MAX_REGS = 168  # per thread at launch: 12 warps x 32 x 168 <= 65,536
+ROW_BYTES = 576  # MODEL1: 448 e4m3 + 64 bf16 rope per row; then 8 scale bytes per row after the page's rows
+_BLOCK = tl.constexpr(BLOCK)
+_CHUNKS = tl.constexpr(CHUNKS)
+_STAGES = tl.constexpr(STAGES)
+_MATH_REGS = tl.constexpr(MATH_REGS)
+_GATHER_REGS = tl.constexpr(GATHER_REGS)
+_ROW_BYTES = tl.constexpr(ROW_BYTES)
+
+
+def applies(*, arch: int, is_fp8: bool, h_q: int, block_h: int, block_n: int) -> bool:
+    """Whether a launch of these static shapes runs this kernel (the planner prices it from this): Gluon present, the
+    knob ``WAVEMLA_SPARSE_WS`` not ``off``, sm_90, FP8 MODEL1 rows, ``h_q`` a multiple of 64 and 64x64 tiles."""
+    return (
+        HAVE_GLUON
+        and config.get("WAVEMLA_SPARSE_WS") != "off"
+        and arch == 90
+        and is_fp8
+        and h_q % BLOCK == 0
+        and block_h == BLOCK
+        and block_n == BLOCK
+    )
+
+
+def supported(*, is_fp8: bool, block_h: int, block_n: int, arch: int, q: torch.Tensor, kv: torch.Tensor,
+              extra_kv: torch.Tensor | None) -> bool:  # fmt: skip
+    """:func:`applies` for a launch's tensors: q's head rows contiguous, the caches' pages 16-byte aligned (the
+    gather loads 16 bytes at a time)."""
+    caches = [kv] if extra_kv is None else [kv, extra_kv]
+    return (
+        applies(arch=arch, is_fp8=is_fp8, h_q=q.shape[2], block_h=block_h, block_n=block_n)
+        and q.stride(3) == 1
+        and q.stride(2) == q.shape[3]
+        and q.data_ptr() % 16 == 0
+        and all(c.data_ptr() % 16 == 0 and c.stride(0) % 16 == 0 for c in caches)
+    )
+
+
+if HAVE_GLUON:
+
+    @gluon.jit
+    def _segment(i_seg, unit_lo, unit_hi, seg_units, n_tiles, S_Q):
+        """Segment ``i_seg`` of a part: (token, batch row, query position, first unit, end unit within the token)."""
+        seg_lo = gl.maximum(i_seg * seg_units, unit_lo)
+        i_tok = seg_lo // n_tiles
+        i_b = i_tok // S_Q
+        i_s = i_tok - i_b * S_Q
+        t_lo = seg_lo - i_tok * n_tiles
+        t_hi = gl.minimum((i_seg + 1) * seg_units, unit_hi) - i_tok * n_tiles
+        return seg_lo, i_tok, i_b, i_s, t_lo, t_hi
+
+    @gluon.jit
+    def _list_len(p_len, i_b, topk, HAS_LEN: gl.constexpr):
+        """Valid entries of a request's index list: ``topk``, or its ``topk_length`` clamped to ``[0, topk]``."""
+        n = topk
+        if HAS_LEN:
+            n = gl.minimum(gl.maximum(gl.load(p_len + i_b), 0), topk)
+        return n
+
+    @gluon.jit
+    def _tile_of(u, i_b, i_s, n_tiles_main, n_main, n_x, p_idx, p_idx_x, stride_ib, stride_is, stride_ixb,
+                 stride_ixs, HAS_EXTRA: gl.constexpr):  # fmt: skip
+        """Unit ``u`` of a token: (whether it reads the main cache, its first entry, the list's valid entries, the
+        token's index row, whether the tile holds any valid entry)."""
+        is_main = u < n_tiles_main
+        p_row = p_idx + i_b.to(gl.int64) * stride_ib + i_s * stride_is
+        n_valid = n_main
+        e0 = u * _BLOCK
+        if HAS_EXTRA and not is_main:
+            p_row = p_idx_x + i_b.to(gl.int64) * stride_ixb + i_s * stride_ixs
+            n_valid = n_x
+            e0 = (u - n_tiles_main) * _BLOCK
+        return is_main, e0, n_valid, p_row, e0 < n_valid
+
+    @gluon.jit
+    def _row_ptrs(p_cache, idx, stride_blk, PAGE: gl.constexpr):
+        """Each slot's row (576 bytes: e4m3 nope, bf16 rope) and scale bytes in a MODEL1 cache."""
+        p_page = p_cache + (idx // PAGE).to(gl.int64) * stride_blk
+        tok = idx % PAGE
+        return p_page + tok * _ROW_BYTES, p_page + PAGE * _ROW_BYTES + tok * 8
+
+    @gluon.jit
+    def _prefetch_l2(p_a, p_b, ok, NBYTES: gl.constexpr):
+        """Bring ``NBYTES`` from each row address ``p_a`` (16-byte aligned) and the 128-byte line at ``p_b`` into L2,
+        where ``ok``; one thread of the four that hold a row in the gather's layout issues it. Nothing waits for
+        it: the loads an iteration later find the bytes in L2."""
+        return gl.inline_asm_elementwise(
+            f"""{{
+            .reg .pred p;
+            .reg .b32 l;
+            mov.u32 l, %laneid;
+            and.b32 l, l, 3;
+            setp.eq.u32 p, l, 0;
+            setp.ne.and.b32 p, $3, 0, p;
+            @p cp.async.bulk.prefetch.L2.global [$1], {NBYTES};
+            @p prefetch.global.L2 [$2];
+            mov.u32 $0, 0;
+            }}""",
+            "=r,l,l,r",
+            [p_a, p_b, ok.to(gl.int32)],
+            dtype=gl.int32,
+            is_pure=False,
+            pack=1,
+        )
+
+    @gluon.jit
+    def _load_box(p_row, ok, o_w4, o_w8, ld8: gl.constexpr, j: gl.constexpr):
+        """Raw words of box ``j`` of a tile, four e4m3 bytes a word ``[64, 16]`` (boxes 0-6), or two bf16 rope values
+        a word ``[64, 32]`` (box 7). Invalid rows load zeros. (Words, not bytes: bytes held in registers across the
+        loop take a register each.)"""
+        if j < 7:
+            p_w = (p_row + j * 64).to(gl.pointer_type(gl.int32))
+            raw = gl.load(p_w[:, None] + o_w4[None, :], mask=ok[:, None], other=0)
+        else:
+            rows8: gl.constexpr = gl.SliceLayout(1, ld8)
+            p_w = gl.convert_layout((p_row + 448).to(gl.pointer_type(gl.int32)), rows8)
+            raw = gl.load(p_w[:, None] + o_w8[None, :], mask=gl.convert_layout(ok, rows8)[:, None], other=0)
+        return raw
+
+    @gluon.jit
+    def _load_scales(p_scl, ok):
+        """The rows' eight scale bytes as two words (scales 0-3, 4-7)."""
+        p_w = p_scl.to(gl.pointer_type(gl.int32))
+        return gl.load(p_w, mask=ok, other=0), gl.load(p_w + 1, mask=ok, other=0)
+
+    @gluon.jit
+    def _scale_f16x2(s_lo, s_hi, j: gl.constexpr):
+        """Box ``j``'s row scales ``2^(s - 127) · 2^8`` as fp16 (as the Triton kernel rounds them), twice per word."""
+        sb = (s_lo >> (8 * j)) & 0xFF if j < 4 else (s_hi >> (8 * (j - 4))) & 0xFF
+        f16 = ((sb + 8) << 23).to(gl.float32, bitcast=True).to(gl.float16)
+        bits = f16.to(gl.int16, bitcast=True).to(gl.int32) & 0xFFFF
+        return bits | (bits << 16)
+
+    @gluon.jit
+    def _decode_box(raw, s_lo, s_hi, j: gl.constexpr):
+        """Box ``j``'s fp16 values, two a word ``[64, 32]``: ``e4m3 · 2^-8`` (exact in fp16) times the row's scale, as
+        the Triton kernel computes them (hardware conversion, two values an instruction); the rope converted from
+        bf16 (round to nearest)."""
+        if j < 7:
+            sc = _scale_f16x2(s_lo, s_hi, j)
+            lo, hi = gl.inline_asm_elementwise(
+                """{
+                .reg .b16 l, h;
+                .reg .b32 k;
+                mov.b32 {l, h}, $2;
+                mov.b32 k, 0x1C001C00;
+                cvt.rn.f16x2.e4m3x2 $0, l;
+                cvt.rn.f16x2.e4m3x2 $1, h;
+                mul.rn.f16x2 $0, $0, k;
+                mul.rn.f16x2 $1, $1, k;
+                mul.rn.f16x2 $0, $0, $3;
+                mul.rn.f16x2 $1, $1, $3;
+                }""",
+                "=r,=r,r,r",
+                [raw, sc[:, None]],
+                dtype=(gl.int32, gl.int32),
+                is_pure=True,
+                pack=1,
+            )
+            out = gl.reshape(gl.join(lo, hi), [_BLOCK, _BLOCK // 2])
+        else:
+            out = gl.inline_asm_elementwise(
+                """{
+                .reg .b16 l, h;
+                .reg .f32 fl, fh;
+                mov.b32 {l, h}, $1;
+                cvt.f32.bf16 fl, l;
+                cvt.f32.bf16 fh, h;
+                cvt.rn.f16x2.f32 $0, fh, fl;
+                }""",
+                "=r,r",
+                [raw],
+                dtype=gl.int32,
+                is_pure=True,
+                pack=1,
+            )
+        return out
+
+    @gluon.jit
+    def _box_step(kv_smem, slot: gl.constexpr, raw, s_lo, s_hi, p_row_n, ok_n, o_w4, o_w8, ld8: gl.constexpr,
+                  j: gl.constexpr):  # fmt: skip
+        """Decode and store box ``j`` of the current tile (its fp16 pairs as 32-bit words into the same bytes), then
+        load box ``j`` of the next one in its registers."""
+        words: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
+        dst = _smem_reinterpret(kv_smem.index(slot), gl.int32, [_BLOCK, _BLOCK // 2], words)
+        dst.store(gl.convert_layout(_decode_box(raw, s_lo, s_hi, j), ld8))
+        return _load_box(p_row_n, ok_n, o_w4, o_w8, ld8, j)
+
+    @gluon.jit
+    def _tile_entries(u, t_hi, i_b, i_s, n_tiles_main, n_main, n_x, p_idx, p_idx_x, stride_ib, stride_is, stride_ixb,
+                      stride_ixs, o_r, HAS_EXTRA: gl.constexpr):  # fmt: skip
+        """Unit ``u``'s 64 index entries (-1 past its list's valid entries or past ``t_hi``): one load, whose value
+        the gather uses an iteration later."""
+        _, e0, n_valid, p_row, live = _tile_of(
+            u,
+            i_b,
+            i_s,
+            n_tiles_main,
+            n_main,
+            n_x,
+            p_idx,
+            p_idx_x,
+            stride_ib,
+            stride_is,
+            stride_ixb,
+            stride_ixs,
+            HAS_EXTRA,
+        )
+        n_valid = gl.where((u < t_hi) & live, n_valid, 0)
+        ent = e0 + o_r
+        return gl.load(p_row + ent, mask=ent < n_valid, other=-1)
+
+    @gluon.jit
+    def _tile_rows(u, idx, n_tiles_main, p_kv, p_kv_x, num_slots, num_slots_x, stride_kv_blk, stride_kvx_blk,
+                   PAGE: gl.constexpr, PAGE_X: gl.constexpr, HAS_EXTRA: gl.constexpr):  # fmt: skip
+        """Row and scale pointers of unit ``u``'s entries ``idx`` and their validity (in the cache's slots)."""
+        if HAS_EXTRA:
+            if u < n_tiles_main:
+                ok = (idx >= 0) & (idx < num_slots)
+                p_r, p_s = _row_ptrs(p_kv, gl.where(ok, idx, 0), stride_kv_blk, PAGE)
+            else:
+                ok = (idx >= 0) & (idx < num_slots_x)
+                p_r, p_s = _row_ptrs(p_kv_x, gl.where(ok, idx, 0), stride_kvx_blk, PAGE_X)
+        else:
+            ok = (idx >= 0) & (idx < num_slots)
+            p_r, p_s = _row_ptrs(p_kv, gl.where(ok, idx, 0), stride_kv_blk, PAGE)
+        return p_r, p_s, ok
+
+    @gluon.jit
+    def _live_from(u, n_tiles_main, n_main, HAS_EXTRA: gl.constexpr):
+        """The first unit from ``u`` on that can hold entries: past the main list's valid tiles, the extra list's
+        first (units past both lists hold none; their loads are masked off)."""
+        if HAS_EXTRA:
+            u = gl.where((u < n_tiles_main) & (u * _BLOCK >= n_main), n_tiles_main, u)
+        return u
+
+    @gluon.jit
+    def _gather_partition(kv_smem, m_smem, kv_ready, kv_empty, p_q, stride_qb, stride_qs, p_kv, p_idx, p_len, p_kv_x,
+                          p_idx_x, p_len_x, num_slots, num_slots_x, stride_kv_blk, stride_kvx_blk, S_Q, H, topk,
+                          topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units, stride_ib, stride_is,
+                          stride_ixb, stride_ixs, PAGE: gl.constexpr, PAGE_X: gl.constexpr, HAS_LEN: gl.constexpr,
+                          HAS_EXTRA: gl.constexpr, HAS_LEN_X: gl.constexpr, NUM_HB: gl.constexpr):  # fmt: skip
+        ld4: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [4, 1], [1, 0])  # [64, 16] words: 16 bytes a thread
+        ld8: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0])  # [64, 32] words: 32 bytes a thread
+        o_r = gl.arange(0, _BLOCK, layout=gl.SliceLayout(1, ld4))
+        o_w4 = gl.arange(0, _BLOCK // 4, layout=gl.SliceLayout(0, ld4))
+        o_w8 = gl.arange(0, _BLOCK // 2, layout=gl.SliceLayout(0, ld8))
+        m_layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+        i_pid = gl.program_id(0)
+        i_hb = i_pid % NUM_HB
+        i_part = i_pid // NUM_HB
+        unit_lo = i_part * units_per_part
+        unit_hi = gl.minimum(unit_lo + units_per_part, total_units)
+        i_it = 0
+        for i_seg in range(unit_lo // seg_units, (unit_hi - 1) // seg_units + 1):
+            _, _, i_b, i_s, t_lo, t_hi = _segment(i_seg, unit_lo, unit_hi, seg_units, n_tiles, S_Q)
+            n_main = _list_len(p_len, i_b, topk, HAS_LEN)
+            n_x = 0
+            if HAS_EXTRA:
+                n_x = _list_len(p_len_x, i_b, topk_x, HAS_LEN_X)
+            # the first live tile's raw words, the second's rows on their way to L2, the third's index entries
+            u1 = _live_from(t_lo, n_tiles_main, n_main, HAS_EXTRA)
+            idx = _tile_entries(
+                u1,
+                t_hi,
+                i_b,
+                i_s,
+                n_tiles_main,
+                n_main,
+                n_x,
+                p_idx,
+                p_idx_x,
+                stride_ib,
+                stride_is,
+                stride_ixb,
+                stride_ixs,
+                o_r,
+                HAS_EXTRA,
+            )
+            p_r, p_s, ok = _tile_rows(
+                u1,
+                idx,
+                n_tiles_main,
+                p_kv,
+                p_kv_x,
+                num_slots,
+                num_slots_x,
+                stride_kv_blk,
+                stride_kvx_blk,
+                PAGE,
+                PAGE_X,
+                HAS_EXTRA,
+            )
+            u2 = _live_from(u1 + 1, n_tiles_main, n_main, HAS_EXTRA)
+            idx = _tile_entries(
+                u2,
+                t_hi,
+                i_b,
+                i_s,
+                n_tiles_main,
+                n_main,
+                n_x,
+                p_idx,
+                p_idx_x,
+                stride_ib,
+                stride_is,
+                stride_ixb,
+                stride_ixs,
+                o_r,
+                HAS_EXTRA,
+            )
+            p_r2, p_s2, ok2 = _tile_rows(
+                u2,
+                idx,
+                n_tiles_main,
+                p_kv,
+                p_kv_x,
+                num_slots,
+                num_slots_x,
+                stride_kv_blk,
+                stride_kvx_blk,
+                PAGE,
+                PAGE_X,
+                HAS_EXTRA,
+            )
+            _prefetch_l2(p_r2, p_s2, ok2, _ROW_BYTES)
+            idx = _tile_entries(
+                _live_from(u2 + 1, n_tiles_main, n_main, HAS_EXTRA),
+                t_hi,
+                i_b,
+                i_s,
+                n_tiles_main,
+                n_main,
+                n_x,
+                p_idx,
+                p_idx_x,
+                stride_ib,
+                stride_is,
+                stride_ixb,
+                stride_ixs,
+                o_r,
+                HAS_EXTRA,
+            )
+            # the next segment's q rows on their way to L2 for the math warpgroups
+            if i_seg + 1 <= (unit_hi - 1) // seg_units:
+                i_tok_n = gl.maximum((i_seg + 1) * seg_units, unit_lo) // n_tiles
+                i_b_n = i_tok_n // S_Q
+                p_qn = p_q + i_b_n.to(gl.int64) * stride_qb + (i_tok_n - i_b_n * S_Q) * stride_qs
+                p_qr = p_qn + (i_hb * _BLOCK + o_r) * 512
+                _prefetch_l2(p_qr, p_qr, o_r >= 0, 1024)
+            s_lo, s_hi = _load_scales(p_s, ok)
+            ok_cur = ok
+            r0 = _load_box(p_r, ok, o_w4, o_w8, ld8, 0)
+            r1 = _load_box(p_r, ok, o_w4, o_w8, ld8, 1)
+            r2 = _load_box(p_r, ok, o_w4, o_w8, ld8, 2)
+            r3 = _load_box(p_r, ok, o_w4, o_w8, ld8, 3)
+            r4 = _load_box(p_r, ok, o_w4, o_w8, ld8, 4)
+            r5 = _load_box(p_r, ok, o_w4, o_w8, ld8, 5)
+            r6 = _load_box(p_r, ok, o_w4, o_w8, ld8, 6)
+            r7 = _load_box(p_r, ok, o_w4, o_w8, ld8, 7)
+            for u in range(t_lo, t_hi):
+                live = _tile_of(
+                    u,
+                    i_b,
+                    i_s,
+                    n_tiles_main,
+                    n_main,
+                    n_x,
+                    p_idx,
+                    p_idx_x,
+                    stride_ib,
+                    stride_is,
+                    stride_ixb,
+                    stride_ixs,
+                    HAS_EXTRA,
+                )[4]
+                if live:
+                    # the next live tile's rows (prefetched into L2 an iteration ago) into registers, the one after's
+                    # rows into L2 (from the entries loaded an iteration ago), the entries of the one after that
+                    u_n = _live_from(u + 1, n_tiles_main, n_main, HAS_EXTRA)
+                    u_nn = _live_from(u_n + 1, n_tiles_main, n_main, HAS_EXTRA)
+                    p_r = p_r2
+                    p_s = p_s2
+                    ok = ok2
+                    p_r2, p_s2, ok2 = _tile_rows(
+                        u_nn,
+                        idx,
+                        n_tiles_main,
+                        p_kv,
+                        p_kv_x,
+                        num_slots,
+                        num_slots_x,
+                        stride_kv_blk,
+                        stride_kvx_blk,
+                        PAGE,
+                        PAGE_X,
+                        HAS_EXTRA,
+                    )
+                    _prefetch_l2(p_r2, p_s2, ok2, _ROW_BYTES)
+                    idx = _tile_entries(
+                        _live_from(u_nn + 1, n_tiles_main, n_main, HAS_EXTRA),
+                        t_hi,
+                        i_b,
+                        i_s,
+                        n_tiles_main,
+                        n_main,
+                        n_x,
+                        p_idx,
+                        p_idx_x,
+                        stride_ib,
+                        stride_is,
+                        stride_ixb,
+                        stride_ixs,
+                        o_r,
+                        HAS_EXTRA,
+                    )
+                    s_lo_n, s_hi_n = _load_scales(p_s, ok)
+                    i_st = i_it % _STAGES
+                    mbarrier.wait(kv_empty.index(i_st), ((i_it // _STAGES) & 1) ^ 1)
+                    base = i_st * _CHUNKS
+                    r0 = _box_step(kv_smem, base + 0, r0, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 0)
+                    r1 = _box_step(kv_smem, base + 1, r1, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 1)
+                    r2 = _box_step(kv_smem, base + 2, r2, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 2)
+                    r3 = _box_step(kv_smem, base + 3, r3, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 3)
+                    r4 = _box_step(kv_smem, base + 4, r4, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 4)
+                    r5 = _box_step(kv_smem, base + 5, r5, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 5)
+                    r6 = _box_step(kv_smem, base + 6, r6, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 6)
+                    r7 = _box_step(kv_smem, base + 7, r7, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 7)
+                    s_lo = s_lo_n
+                    s_hi = s_hi_n
+                    m_smem.index(i_st).store(gl.convert_layout(ok_cur.to(gl.int32), m_layout))
+                    ok_cur = ok
+                    fence_async_shared()
+                    _warps_barrier()
+                    mbarrier.arrive(kv_ready.index(i_st), count=1)
+                    i_it += 1
+
+    @gluon.jit
+    def _exchange(x_bar, i_x):
+        """Both math warpgroups meet at exchange ``i_x`` (see :mod:`wavemla.kernels.dense_decode_ws`)."""
+        _warps_barrier()
+        mbarrier.arrive(x_bar, count=1)
+        mbarrier.wait(x_bar, i_x & 1)
+
+    @gluon.jit
+    def _math_partition(q_smem, kv_smem, m_smem, p_smem, x_smem, kv_ready, kv_empty, x_bar, p_bar, p_q, p_out, p_lse,
+                        p_o_ws, p_lse_ws, p_sink, p_idx, p_len, p_idx_x, p_len_x, S_Q, H, topk, topk_x, n_tiles_main,
+                        n_tiles, total_units, units_per_part, seg_units, slot_units, stride_qb, stride_qs, stride_ob,
+                        stride_os, stride_oh, stride_ib, stride_is, stride_ixb, stride_ixs, qk_scale,
+                        HAS_LEN: gl.constexpr, HAS_EXTRA: gl.constexpr, HAS_LEN_X: gl.constexpr,
+                        HAS_SINK: gl.constexpr, NUM_HB: gl.constexpr, HALF: gl.constexpr):  # fmt: skip
+        """One of the two math warpgroups (:mod:`wavemla.kernels.dense_decode_ws`' scheme): this one scores entries
+        ``32·HALF ..`` of each tile and accumulates value columns ``256·HALF ..``."""
+        HK: gl.constexpr = _BLOCK // 2
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, HK, 16])  # fmt: skip
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, _BLOCK, 16])  # fmt: skip
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        rows_l: gl.constexpr = gl.SliceLayout(1, s_layout)
+        cols_l: gl.constexpr = gl.SliceLayout(0, s_layout)
+        orow_l: gl.constexpr = gl.SliceLayout(1, o_layout)
+        x_layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+        # output rows leave in 16-byte pieces (a wgmma accumulator's layout stores 4 bytes a thread)
+        st_layout: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0])
+        st_rows: gl.constexpr = gl.SliceLayout(1, st_layout)
+        o_st = gl.arange(0, _BLOCK, layout=gl.SliceLayout(0, st_layout))
+        V_CHUNKS: gl.constexpr = 4
+        v0: gl.constexpr = HALF * V_CHUNKS
+        k_mine: gl.constexpr = HALF * HK
+        k_other: gl.constexpr = (1 - HALF) * HK
+
+        i_pid = gl.program_id(0)
+        i_hb = i_pid % NUM_HB
+        i_part = i_pid // NUM_HB
+        unit_lo = i_part * units_per_part
+        unit_hi = gl.minimum(unit_lo + units_per_part, total_units)
+        o_h = i_hb * _BLOCK + gl.arange(0, _BLOCK, layout=rows_l)
+        o_ho = i_hb * _BLOCK + gl.arange(0, _BLOCK, layout=orow_l)
+        q_ld: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0])
+        o_qh = i_hb * _BLOCK + gl.arange(0, _BLOCK, layout=gl.SliceLayout(1, q_ld))
+        o_qc = HALF * 256 + gl.arange(0, _BLOCK, layout=gl.SliceLayout(0, q_ld))
+        i_it = 0
+        i_x = 0
+        for i_seg in range(unit_lo // seg_units, (unit_hi - 1) // seg_units + 1):
+            seg_lo, i_tok, i_b, i_s, t_lo, t_hi = _segment(i_seg, unit_lo, unit_hi, seg_units, n_tiles, S_Q)
+            n_main = _list_len(p_len, i_b, topk, HAS_LEN)
+            n_x = 0
+            if HAS_EXTRA:
+                n_x = _list_len(p_len_x, i_b, topk_x, HAS_LEN_X)
+            b_mx = gl.full([_BLOCK], float("-inf"), gl.float32, layout=rows_l)
+            b_l = gl.zeros([_BLOCK], gl.float32, layout=rows_l)
+            acc0 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
+            acc1 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
+            acc2 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
+            acc3 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
+            # q: this warpgroup converts its half of the token's 64 head rows to fp16 (the four loads issued before
+            # any store); the previous segment's last QKᵀ is done in both warpgroups (the row-sum exchange)
+            p_qt = p_q + i_b.to(gl.int64) * stride_qb + i_s * stride_qs + o_qh[:, None] * 512 + o_qc[None, :]
+            b_q0 = gl.load(p_qt + 0 * _BLOCK)
+            b_q1 = gl.load(p_qt + 1 * _BLOCK)
+            b_q2 = gl.load(p_qt + 2 * _BLOCK)
+            b_q3 = gl.load(p_qt + 3 * _BLOCK)
+            q_smem.index(HALF * 4 + 0).store(b_q0.to(gl.float16))
+            q_smem.index(HALF * 4 + 1).store(b_q1.to(gl.float16))
+            q_smem.index(HALF * 4 + 2).store(b_q2.to(gl.float16))
+            q_smem.index(HALF * 4 + 3).store(b_q3.to(gl.float16))
+            fence_async_shared()
+            _exchange(x_bar, i_x)
+            i_x += 1
+            for u in range(t_lo, t_hi):
+                live = _tile_of(
+                    u,
+                    i_b,
+                    i_s,
+                    n_tiles_main,
+                    n_main,
+                    n_x,
+                    p_idx,
+                    p_idx_x,
+                    stride_ib,
+                    stride_is,
+                    stride_ixb,
+                    stride_ixs,
+                    HAS_EXTRA,
+                )[4]
+                if live:
+                    i_st = i_it % _STAGES
+                    mbarrier.wait(kv_ready.index(i_st), (i_it // _STAGES) & 1)
+                    k_base = i_st * _CHUNKS
+                    b_s = gl.zeros([_BLOCK, HK], gl.float32, layout=s_layout)
+                    for c in gl.static_range(_CHUNKS):
+                        b_k = kv_smem.index(k_base + c).slice(k_mine, HK, dim=0).permute((1, 0))
+                        b_s = warpgroup_mma(q_smem.index(c), b_k, b_s, use_acc=c > 0, is_async=True)
+                    b_s = warpgroup_mma_wait(num_outstanding=0, deps=(b_s,))
+                    # this warpgroup's entries' validity, as the gather found it
+                    m_n = gl.convert_layout(m_smem.index(i_st).slice(k_mine, HK).load(x_layout), cols_l) != 0
+                    b_s = gl.where(m_n[None, :], b_s * qk_scale, float("-inf"))
+                    # the tile's row maxima: this warpgroup's entries, then the other's through shared memory
+                    x_smem.index((i_x & 1) * 2 + HALF).store(gl.convert_layout(gl.max(b_s, 1), x_layout))
+                    _exchange(x_bar, i_x)
+                    b_x = x_smem.index((i_x & 1) * 2 + 1 - HALF).load(x_layout)
+                    i_x += 1
+                    b_mx_new = gl.maximum(b_mx, gl.maximum(gl.max(b_s, 1), gl.convert_layout(b_x, rows_l)))
+                    b_mx_safe = gl.where(b_mx_new == float("-inf"), 0.0, b_mx_new)
+                    b_p = gl.exp2(b_s - b_mx_safe[:, None])
+                    b_alpha = gl.exp2(b_mx - b_mx_safe)
+                    b_l = b_l * b_alpha + gl.sum(b_p, 1)
+                    b_mx = b_mx_new
+                    b_p16 = b_p.to(gl.float16)
+                    p_smem.index(HALF).store(b_p16)
+                    fence_async_shared()
+                    _warps_barrier()
+                    mbarrier.arrive(p_bar, count=1)
+                    v_base = k_base + v0
+                    b_a = gl.convert_layout(b_alpha, orow_l)[:, None]
+                    b_pa = gl.convert_layout(b_p16, p_layout)
+                    acc0 = warpgroup_mma(b_pa, kv_smem.index(v_base + 0).slice(k_mine, HK, dim=0), acc0 * b_a,
+                                         is_async=True)  # fmt: skip
+                    acc1 = warpgroup_mma(b_pa, kv_smem.index(v_base + 1).slice(k_mine, HK, dim=0), acc1 * b_a,
+                                         is_async=True)  # fmt: skip
+                    acc2 = warpgroup_mma(b_pa, kv_smem.index(v_base + 2).slice(k_mine, HK, dim=0), acc2 * b_a,
+                                         is_async=True)  # fmt: skip
+                    acc3 = warpgroup_mma(b_pa, kv_smem.index(v_base + 3).slice(k_mine, HK, dim=0), acc3 * b_a,
+                                         is_async=True)  # fmt: skip
+                    mbarrier.wait(p_bar, i_it & 1)
+                    p_o = p_smem.index(1 - HALF)
+                    acc0 = warpgroup_mma(p_o, kv_smem.index(v_base + 0).slice(k_other, HK, dim=0), acc0, is_async=True)
+                    acc1 = warpgroup_mma(p_o, kv_smem.index(v_base + 1).slice(k_other, HK, dim=0), acc1, is_async=True)
+                    acc2 = warpgroup_mma(p_o, kv_smem.index(v_base + 2).slice(k_other, HK, dim=0), acc2, is_async=True)
+                    acc3 = warpgroup_mma(p_o, kv_smem.index(v_base + 3).slice(k_other, HK, dim=0), acc3, is_async=True)
+                    acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
+                    mbarrier.arrive(kv_empty.index(i_st), count=1)
+                    i_it += 1
+
+            # the two row sums, added in the same order in both warpgroups
+            x_smem.index((i_x & 1) * 2 + HALF).store(gl.convert_layout(b_l, x_layout))
+            _exchange(x_bar, i_x)
+            b_l_other = gl.convert_layout(x_smem.index((i_x & 1) * 2 + 1 - HALF).load(x_layout), rows_l)
+            i_x += 1
+            b_l = b_l + b_l_other if HALF == 0 else b_l_other + b_l
+            m_seen = b_l > 0.0
+            b_inv = 1.0 / gl.where(m_seen, b_l, 1.0)
+            b_lse2 = gl.where(m_seen, b_mx + gl.log2(gl.where(m_seen, b_l, 1.0)), float("-inf"))
+            if (t_lo == 0) & (t_hi == n_tiles):
+                # the whole token: the sink enters the denominator, out = o / (1 + 2^(sink·log2e - lse2))
+                if HAS_SINK:
+                    b_sink2 = gl.load(p_sink + o_h).to(gl.float32) * 1.4426950408889634
+                    b_inv = b_inv / (1.0 + gl.exp2(b_sink2 - b_lse2))
+                b_sc = gl.convert_layout(gl.where(m_seen, b_inv, 0.0), orow_l)[:, None]
+                p_o = p_out + i_b.to(gl.int64) * stride_ob + i_s * stride_os + o_ho * stride_oh + HALF * 256
+                p_o2 = gl.convert_layout(p_o, st_rows)[:, None] + o_st[None, :]
+                gl.store(p_o2 + 0 * _BLOCK, gl.convert_layout((acc0 * b_sc).to(p_out.dtype.element_ty), st_layout))
+                gl.store(p_o2 + 1 * _BLOCK, gl.convert_layout((acc1 * b_sc).to(p_out.dtype.element_ty), st_layout))
+                gl.store(p_o2 + 2 * _BLOCK, gl.convert_layout((acc2 * b_sc).to(p_out.dtype.element_ty), st_layout))
+                gl.store(p_o2 + 3 * _BLOCK, gl.convert_layout((acc3 * b_sc).to(p_out.dtype.element_ty), st_layout))
+                if HALF == 0:
+                    b_lse = gl.where(m_seen, b_lse2 * 0.6931471805599453, float("inf"))
+                    gl.store(p_lse + i_tok.to(gl.int64) * H + o_h, b_lse)
+            else:
+                i_slot = (i_tok + seg_lo // slot_units).to(gl.int64)
+                b_sc = gl.convert_layout(b_inv, orow_l)[:, None]
+                p_w = (
+                    p_o_ws + gl.convert_layout((i_slot * H + o_ho) * 512 + HALF * 256, st_rows)[:, None] + o_st[None, :]
+                )
+                gl.store(p_w + 0 * _BLOCK, gl.convert_layout((acc0 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
+                gl.store(p_w + 1 * _BLOCK, gl.convert_layout((acc1 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
+                gl.store(p_w + 2 * _BLOCK, gl.convert_layout((acc2 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
+                gl.store(p_w + 3 * _BLOCK, gl.convert_layout((acc3 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
+                if HALF == 0:
+                    gl.store(p_lse_ws + i_slot * H + o_h, b_lse2)
+
+    @gluon.jit
+    def _sparse_mla_decode_ws_kernel(p_q, p_out, p_lse, p_o_ws, p_lse_ws, p_sink, p_kv, p_idx, p_len, p_kv_x,
+                                     p_idx_x, p_len_x, num_slots, num_slots_x, stride_kv_blk, stride_kvx_blk, S_Q, H,
+                                     topk, topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units,
+                                     slot_units, stride_qb, stride_qs, stride_ob, stride_os, stride_oh, stride_ib,
+                                     stride_is, stride_ixb, stride_ixs, qk_scale, PAGE: gl.constexpr,
+                                     PAGE_X: gl.constexpr, HAS_LEN: gl.constexpr, HAS_EXTRA: gl.constexpr,
+                                     HAS_LEN_X: gl.constexpr, HAS_SINK: gl.constexpr,
+                                     NUM_HB: gl.constexpr):  # fmt: skip
+        box: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+        q_smem = gl.allocate_shared_memory(gl.float16, [_CHUNKS, _BLOCK, _BLOCK], box)
+        kv_smem = gl.allocate_shared_memory(gl.float16, [_STAGES * _CHUNKS, _BLOCK, _BLOCK], box)
+        kv_ready = gl.allocate_shared_memory(gl.int64, [_STAGES, 1], mbarrier.MBarrierLayout())
+        kv_empty = gl.allocate_shared_memory(gl.int64, [_STAGES, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(_STAGES):
+            mbarrier.init(kv_ready.index(i), count=1)
+            mbarrier.init(kv_empty.index(i), count=2)
+        p_sl: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=64, element_bitwidth=16, rank=2)
+        p_smem = gl.allocate_shared_memory(gl.float16, [2, _BLOCK, _BLOCK // 2], p_sl)
+        x_smem = gl.allocate_shared_memory(gl.float32, [4, _BLOCK], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+        m_smem = gl.allocate_shared_memory(gl.int32, [_STAGES, _BLOCK], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+        x_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        p_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        mbarrier.init(x_bar, count=2)
+        mbarrier.init(p_bar, count=2)
+        fence_async_shared()
+        # fmt: off
+        gl.warp_specialize(
+            [
+                (_math_partition, (q_smem, kv_smem, m_smem, p_smem, x_smem, kv_ready, kv_empty, x_bar, p_bar, p_q,
+                                   p_out, p_lse, p_o_ws, p_lse_ws, p_sink, p_idx, p_len, p_idx_x, p_len_x, S_Q, H, topk,
+                                   topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units, slot_units,
+                                   stride_qb, stride_qs, stride_ob, stride_os, stride_oh, stride_ib, stride_is,
+                                   stride_ixb, stride_ixs, qk_scale, HAS_LEN, HAS_EXTRA, HAS_LEN_X, HAS_SINK, NUM_HB,
+                                   0)),
+                (_math_partition, (q_smem, kv_smem, m_smem, p_smem, x_smem, kv_ready, kv_empty, x_bar, p_bar, p_q,
+                                   p_out, p_lse, p_o_ws, p_lse_ws, p_sink, p_idx, p_len, p_idx_x, p_len_x, S_Q, H, topk,
+                                   topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units, slot_units,
+                                   stride_qb, stride_qs, stride_ob, stride_os, stride_oh, stride_ib, stride_is,
+                                   stride_ixb, stride_ixs, qk_scale, HAS_LEN, HAS_EXTRA, HAS_LEN_X, HAS_SINK, NUM_HB,
+                                   1)),
+                (_gather_partition, (kv_smem, m_smem, kv_ready, kv_empty, p_q, stride_qb, stride_qs, p_kv, p_idx,
+                                     p_len,
+                                     p_kv_x, p_idx_x, p_len_x, num_slots, num_slots_x, stride_kv_blk, stride_kvx_blk,
+                                     S_Q, H, topk, topk_x, n_tiles_main, n_tiles, total_units, units_per_part,
+                                     seg_units, stride_ib, stride_is, stride_ixb, stride_ixs,
+                                     PAGE, PAGE_X, HAS_LEN, HAS_EXTRA, HAS_LEN_X, NUM_HB)),
+            ],
+            [4, 4],
+            [_MATH_REGS, _GATHER_REGS],
+        )
+        # fmt: on
+
+
+def sparse_decode_split_ws(
+    *,
+    q: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    o_ws: torch.Tensor | None,
+    lse_ws: torch.Tensor | None,
+    kv: torch.Tensor,
+    indices: torch.Tensor,
+    topk_length: torch.Tensor | None,
+    extra_kv: torch.Tensor | None,
+    extra_indices: torch.Tensor | None,
+    extra_topk_length: torch.Tensor | None,
+    attn_sink: torch.Tensor | None,
+    softmax_scale: float,
+    units_per_part: int,
+    num_parts: int,
+    pieces_tiles: int | None = None,
+) -> Any:
+    """Launch the warp-specialized split kernel (arguments as :func:`wavemla.kernels.sparse_decode.sparse_decode_split`
+    with 64x64 tiles, which calls this where :func:`supported`); cut tokens' partials are left in the workspace for
+    :func:`wavemla.kernels.combine.sparse_decode_combine`. Returns Triton's compiled-kernel handle."""
+    from wavemla.kernels.sparse_decode import LOG2E
+
+    b, s_q, h, _ = q.shape
+    topk = indices.shape[2]
+    has_extra = extra_kv is not None
+    topk_x = extra_indices.shape[2] if extra_indices is not None else 0
+    n_tiles_main = triton.cdiv(topk, BLOCK)
+    n_tiles = n_tiles_main + (triton.cdiv(topk_x, BLOCK) if has_extra else 0)
+    kv_x = extra_kv if extra_kv is not None else kv
+    idx_x = extra_indices if extra_indices is not None else indices
+    num_hb = h // BLOCK
+    return _sparse_mla_decode_ws_kernel[(num_parts * num_hb,)](
+        q,
+        out,
+        lse,
+        o_ws if o_ws is not None else out,
+        lse_ws if lse_ws is not None else lse,
+        attn_sink if attn_sink is not None else lse,
+        kv,
+        indices,
+        topk_length if topk_length is not None else indices,
+        kv_x,
+        idx_x,
+        extra_topk_length if extra_topk_length is not None else indices,
+        kv.shape[0] * kv.shape[1],
+        kv_x.shape[0] * kv_x.shape[1],
+        kv.stride(0),
+        kv_x.stride(0),
+        s_q,
+        h,
+        topk,
+        topk_x,
+        n_tiles_main,
+        n_tiles,
+        b * s_q * n_tiles,
+        units_per_part,
+        n_tiles if pieces_tiles is None else pieces_tiles,
+        units_per_part if pieces_tiles is None else pieces_tiles,
+        q.stride(0),
+        q.stride(1),
+        out.stride(0),
+        out.stride(1),
+        out.stride(2),
+        indices.stride(0),
+        indices.stride(1),
+        idx_x.stride(0),
+        idx_x.stride(1),
+        softmax_scale * LOG2E,
+        PAGE=kv.shape[1],
+        PAGE_X=kv_x.shape[1],
+        HAS_LEN=topk_length is not None,
+        HAS_EXTRA=has_extra,
+        HAS_LEN_X=has_extra and extra_topk_length is not None,
+        HAS_SINK=attn_sink is not None,
+        NUM_HB=num_hb,
+        num_warps=4,
+        maxnreg=MAX_REGS,
+    )
+
+
+def compile_sm90(*, page: int = 64, page_x: int = 64, has_extra: bool = True, has_len: bool = True,
+                 has_sink: bool = True, num_hb: int = 1) -> Any:  # fmt: skip
+    """Compile the kernel for sm_90 without a GPU (bf16 q, as the launcher specialises it); returns Triton's compiled
+    kernel (``asm``, ``metadata``: shared memory, registers)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    fn = _sparse_mla_decode_ws_kernel
+    pointers = {"p_q": "*bf16", "p_out": "*bf16", "p_lse": "*fp32", "p_o_ws": "*fp16", "p_lse_ws": "*fp32",
+                "p_sink": "*fp32", "p_kv": "*u8", "p_idx": "*i32", "p_len": "*i32", "p_kv_x": "*u8",
+                "p_idx_x": "*i32", "p_len_x": "*i32"}  # fmt: skip
+    values = {"PAGE": page, "PAGE_X": page_x, "HAS_LEN": has_len, "HAS_EXTRA": has_extra, "HAS_LEN_X": has_len,
+              "HAS_SINK": has_sink, "NUM_HB": num_hb}  # fmt: skip
+    signature: dict[str, str] = {}
+    constexprs: dict[tuple[int, ...], Any] = {}
+    attrs: dict[tuple[int, ...], list[list[Any]]] = {}
+    for i, name in enumerate(fn.arg_names):
+        if name in pointers:
+            signature[name] = pointers[name]
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        elif name == "qk_scale":
+            signature[name] = "fp32"
+        elif name in values:
+            signature[name] = "constexpr"
+            constexprs[(i,)] = values[name]
+        else:
+            signature[name] = "i32"
+            if name.startswith("stride_"):  # as the launcher specialises them (multiples of 16 in practice)
+                attrs[(i,)] = [["tt.divisibility", 16]]
+    src = GluonASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": 4, "maxnreg": MAX_REGS})  # fmt: skip

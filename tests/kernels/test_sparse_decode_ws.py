@@ -1,0 +1,161 @@
+"""The sparse decode's warp-specialized Gluon split kernel: where it applies and its sm_90 build (CPU), and on the GPU
+lane its outputs against the fp64 reference and the Triton kernel, its bits run to run and under CUDA-graph replay."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import wavemla
+from conftest import DEVICE
+from wavemla import config, get_mla_metadata, sparse_mla_decode
+from wavemla.kernels import sparse_decode_ws as ws
+from wavemla.reference import sparse_decode_ref
+from wavemla.testing import TOLERANCES, assert_close, make_sparse_decode_inputs
+
+H100_SMEM_PER_BLOCK = 232_448  # cudaDevAttrMaxSharedMemoryPerBlockOptin on sm_90 (227 KB)
+TILES = dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64, WAVEMLA_NUM_WARPS=8, WAVEMLA_NUM_STAGES=1)
+CSA = dict(topk=128, page=256, extra_topk=512, extra_page=64, extra_pool=2048)
+
+
+def _supported(**over):
+    q = torch.empty(2, 1, 64, 512, dtype=torch.bfloat16)
+    kv = torch.empty(4, 64, 1, 584, dtype=torch.uint8)
+    args = dict(is_fp8=True, block_h=64, block_n=64, arch=90, q=q, kv=kv, extra_kv=None)
+    args.update(over)
+    return ws.supported(**args)
+
+
+def test_applies_only_to_its_shapes():
+    assert _supported() == ws.HAVE_GLUON
+    assert not _supported(arch=80) and not _supported(arch=89) and not _supported(arch=100)
+    assert not _supported(arch=120)
+    assert not _supported(is_fp8=False) and not _supported(block_h=16) and not _supported(block_n=32)
+    assert not _supported(q=torch.empty(2, 1, 48, 512, dtype=torch.bfloat16))
+    assert not _supported(q=torch.empty(2, 1, 64, 1024, dtype=torch.bfloat16)[..., :512])  # head rows not packed
+    assert not _supported(kv=torch.empty(4 * 64 * 584 + 8, dtype=torch.uint8)[8:].view(4, 64, 1, 584))
+    if ws.HAVE_GLUON:
+        assert _supported(q=torch.empty(3, 2, 128, 512, dtype=torch.float16))
+        assert _supported(extra_kv=torch.empty(9, 2, 1, 584, dtype=torch.uint8))
+        with config.override(WAVEMLA_SPARSE_WS="off"):
+            assert not _supported()
+
+
+# Built in a fresh process: the CPU lane's interpreter flag would turn the kernel into an interpreted function.
+_BUILD = """
+import json
+from wavemla.kernels import sparse_decode_ws as ws
+out = {}
+for name, kw in (("csa", dict(page=256, page_x=64)), ("swa", dict(has_extra=False, has_len=False, has_sink=False))):
+    k = ws.compile_sm90(**kw)
+    ptx = k.asm["ptx"]
+    out[name] = dict(shared=k.metadata.shared, wgmma=ptx.count("wgmma.mma_async"), setmaxnreg="setmaxnreg" in ptx,
+                     cvt=ptx.count("cvt.rn.f16x2.e4m3x2"), prefetch=ptx.count("cp.async.bulk.prefetch.L2"),
+                     threads=".reqntid 384" in ptx)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not ws.HAVE_GLUON, reason="needs Gluon (Triton 3.6 or newer with its Hopper API)")
+def test_sm90_build():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(wavemla.__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, "-c", _BUILD], env=env, capture_output=True, text=True, check=False,
+                          timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    for name, got in json.loads(done.stdout.strip().splitlines()[-1]).items():
+        assert got["shared"] <= H100_SMEM_PER_BLOCK, name
+        # per math warpgroup: eight QKᵀ wgmma of K = 64 (4 instructions each) and four P·V of K = 64 (4 each)
+        assert got["wgmma"] == 2 * (ws.CHUNKS * 4 + 4 * 4), name
+        # each gather thread decodes eight words (two rows of four) of each of the seven e4m3 boxes, two pairs a word
+        assert got["cvt"] == 7 * 8 * 2, name
+        assert got["prefetch"] >= 2 and got["setmaxnreg"] and got["threads"], name
+
+
+# --- GPU lane ----------------------------------------------------------------------------------------------------
+
+GPU_CASES = [
+    pytest.param(dict(batch=8, h_q=64, **CSA), {}, id="csa-b8"),
+    pytest.param(dict(batch=4, h_q=64, topk=128, page=256, extra_topk=1024, extra_page=2), {}, id="hca-b4"),
+    pytest.param(dict(batch=5, s_q=2, h_q=128, **CSA), {}, id="csa-s2-h128"),
+    pytest.param(dict(batch=67, h_q=64, **dict(CSA, extra_pool=999)), {}, id="csa-b67"),
+    pytest.param(dict(batch=8, h_q=64, invalid_fraction=0.3, **CSA), {}, id="invalid30"),
+    pytest.param(dict(batch=8, h_q=64, sink=False, **CSA), {}, id="no-sink"),
+    pytest.param(dict(batch=6, h_q=64, topk=128, page=64), {}, id="window-only"),
+    pytest.param(dict(batch=8, h_q=64, **CSA), {"WAVEMLA_NUM_SPLITS": 3}, id="splits3"),
+    pytest.param(dict(batch=3, h_q=64, **CSA), {"WAVEMLA_TARGET_CTAS": 7}, id="ctas7"),
+    pytest.param(dict(batch=9, h_q=64, **CSA), {"WAVEMLA_BATCH_INVARIANT": True}, id="batch-invariant"),
+]
+
+
+def _run(kwargs, knobs, ws_knob):
+    with config.override(**TILES, **knobs, WAVEMLA_SPARSE_WS=ws_knob):
+        meta, _ = get_mla_metadata()
+        out, lse = sparse_mla_decode(**kwargs, metadata=meta)
+    return out, lse, meta.split_kernel.name
+
+
+def _check_both(kwargs, knobs):
+    """The Gluon kernel (where the GPU runs it) and the Triton kernel, each against the reference and each other."""
+    keys = ("topk_length", "extra_kv_cache", "extra_indices", "extra_topk_length", "attn_sink")
+    ref_out, ref_lse = sparse_decode_ref(kwargs["q"], kwargs["kv_cache"], kwargs["indices"],
+                                         **{k: kwargs.get(k) for k in keys})  # fmt: skip
+    out, lse, name = _run(kwargs, knobs, "on")
+    out_t, lse_t, name_t = _run(kwargs, knobs, "off")
+    from wavemla.device import device_arch
+
+    assert ("_sparse_mla_decode_ws_kernel" in name) == (device_arch(DEVICE) == 90 and ws.HAVE_GLUON)
+    assert "ws" not in name_t
+    for o, l_ in ((out, lse), (out_t, lse_t)):
+        assert_close("out", o, ref_out, TOLERANCES[("out", "gpu")])
+        assert_close("lse", l_, ref_lse, TOLERANCES[("lse", "gpu")])
+    # each rounds P to fp16 at its own point: close, not equal
+    assert (out.float() - out_t.float()).abs().max().item() <= 1e-2 * ref_out.abs().max().item()
+    assert torch.equal(torch.isinf(lse), torch.isinf(lse_t))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("shape", "knobs"), GPU_CASES)
+def test_gpu_matches_reference_and_triton_kernel(shape, knobs):
+    inputs = make_sparse_decode_inputs(**shape, fp8=True, dtype=torch.bfloat16, device="cuda", seed=5)
+    _check_both({k: v for k, v in inputs.items() if v is not None}, knobs)
+
+
+@pytest.mark.gpu
+def test_gpu_list_lengths_zero_and_partial_tiles():
+    """Per-request lengths on both lists, 0 included: tiles past a length are skipped by both partitions alike."""
+    inputs = make_sparse_decode_inputs(batch=8, h_q=64, **CSA, fp8=True, device="cuda", seed=6)
+    kwargs = {k: v for k, v in inputs.items() if v is not None}
+    kwargs["topk_length"] = torch.tensor([0, 1, 63, 64, 65, 127, 128, 100], dtype=torch.int32, device="cuda")
+    kwargs["extra_topk_length"] = torch.tensor([512, 0, 1, 300, 64, 511, 129, 2], dtype=torch.int32, device="cuda")
+    _check_both(kwargs, {})
+    kwargs["topk_length"] = torch.zeros(8, dtype=torch.int32, device="cuda")
+    kwargs["extra_topk_length"] = torch.zeros(8, dtype=torch.int32, device="cuda")
+    out, lse, _ = _run(kwargs, {}, "on")
+    assert torch.all(out == 0) and torch.all(torch.isinf(lse) & (lse > 0))
+
+
+@pytest.mark.gpu
+def test_gpu_bits_repeat_and_survive_graph_replay():
+    inputs = make_sparse_decode_inputs(batch=40, h_q=64, **CSA, fp8=True, device="cuda", seed=7)
+    kwargs = {k: v for k, v in inputs.items() if v is not None}
+    with config.override(**TILES, WAVEMLA_SPARSE_WS="on", WAVEMLA_NUM_SPLITS=2):
+        meta, _ = get_mla_metadata()
+        first = sparse_mla_decode(**kwargs, metadata=meta)
+        again = sparse_mla_decode(**kwargs, metadata=meta)
+        graph = torch.cuda.CUDAGraph()
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            sparse_mla_decode(**kwargs, metadata=meta)
+            with torch.cuda.graph(graph, stream=stream):
+                captured = sparse_mla_decode(**kwargs, metadata=meta)
+        torch.cuda.synchronize()
+        for _ in range(5):
+            graph.replay()
+        torch.cuda.synchronize()
+    assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+    assert torch.equal(captured[0], first[0]) and torch.equal(captured[1], first[1])
