@@ -125,10 +125,12 @@ if HAVE_GLUON:
         return n
 
     @gluon.jit
-    def _tile_of(u, i_b, i_s, n_tiles_main, n_main, n_x, p_idx, p_idx_x, stride_ib, stride_is, stride_ixb,
-                 stride_ixs, HAS_EXTRA: gl.constexpr):  # fmt: skip
-        """Unit ``u`` of a token: (whether it reads the main cache, its first entry, the list's valid entries, the
-        token's index row, whether the tile holds any valid entry)."""
+    def _tile_of(u, tok, lists, HAS_EXTRA: gl.constexpr):
+        """Unit ``u`` of a token ``tok = (batch row, query position, main tiles, main entries, extra entries)``, its
+        index lists ``lists = (main, extra, their batch and position strides)``: (whether it reads the main cache,
+        its first entry, the list's valid entries, the token's index row, whether the tile holds any valid entry)."""
+        i_b, i_s, n_tiles_main, n_main, n_x = tok
+        p_idx, p_idx_x, stride_ib, stride_is, stride_ixb, stride_ixs = lists
         is_main = u < n_tiles_main
         p_row = p_idx + i_b.to(gl.int64) * stride_ib + i_s * stride_is
         n_valid = n_main
@@ -254,33 +256,19 @@ if HAVE_GLUON:
         return _load_box(p_row_n, ok_n, o_w4, o_w8, ld8, j)
 
     @gluon.jit
-    def _tile_entries(u, t_hi, i_b, i_s, n_tiles_main, n_main, n_x, p_idx, p_idx_x, stride_ib, stride_is, stride_ixb,
-                      stride_ixs, o_r, HAS_EXTRA: gl.constexpr):  # fmt: skip
+    def _tile_entries(u, t_hi, tok, lists, o_r, HAS_EXTRA: gl.constexpr):
         """Unit ``u``'s 64 index entries (-1 past its list's valid entries or past ``t_hi``): one load, whose value
         the gather uses an iteration later."""
-        _, e0, n_valid, p_row, live = _tile_of(
-            u,
-            i_b,
-            i_s,
-            n_tiles_main,
-            n_main,
-            n_x,
-            p_idx,
-            p_idx_x,
-            stride_ib,
-            stride_is,
-            stride_ixb,
-            stride_ixs,
-            HAS_EXTRA,
-        )
+        _, e0, n_valid, p_row, live = _tile_of(u, tok, lists, HAS_EXTRA)
         n_valid = gl.where((u < t_hi) & live, n_valid, 0)
         ent = e0 + o_r
         return gl.load(p_row + ent, mask=ent < n_valid, other=-1)
 
     @gluon.jit
-    def _tile_rows(u, idx, n_tiles_main, p_kv, p_kv_x, num_slots, num_slots_x, stride_kv_blk, stride_kvx_blk,
-                   PAGE: gl.constexpr, PAGE_X: gl.constexpr, HAS_EXTRA: gl.constexpr):  # fmt: skip
-        """Row and scale pointers of unit ``u``'s entries ``idx`` and their validity (in the cache's slots)."""
+    def _tile_rows(u, idx, n_tiles_main, caches, PAGE: gl.constexpr, PAGE_X: gl.constexpr, HAS_EXTRA: gl.constexpr):
+        """Row and scale pointers of unit ``u``'s entries ``idx`` and their validity (in the cache's slots);
+        ``caches = (main, extra, their slots, their page strides)``."""
+        p_kv, p_kv_x, num_slots, num_slots_x, stride_kv_blk, stride_kvx_blk = caches
         if HAS_EXTRA:
             if u < n_tiles_main:
                 ok = (idx >= 0) & (idx < num_slots)
@@ -318,6 +306,8 @@ if HAVE_GLUON:
         i_part = i_pid // NUM_HB
         unit_lo = i_part * units_per_part
         unit_hi = gl.minimum(unit_lo + units_per_part, total_units)
+        lists = (p_idx, p_idx_x, stride_ib, stride_is, stride_ixb, stride_ixs)
+        caches = (p_kv, p_kv_x, num_slots, num_slots_x, stride_kv_blk, stride_kvx_blk)
         i_it = 0
         for i_seg in range(unit_lo // seg_units, (unit_hi - 1) // seg_units + 1):
             _, _, i_b, i_s, t_lo, t_hi = _segment(i_seg, unit_lo, unit_hi, seg_units, n_tiles, S_Q)
@@ -325,89 +315,16 @@ if HAVE_GLUON:
             n_x = 0
             if HAS_EXTRA:
                 n_x = _list_len(p_len_x, i_b, topk_x, HAS_LEN_X)
+            tok = (i_b, i_s, n_tiles_main, n_main, n_x)
             # the first live tile's raw words, the second's rows on their way to L2, the third's index entries
             u1 = _live_from(t_lo, n_tiles_main, n_main, HAS_EXTRA)
-            idx = _tile_entries(
-                u1,
-                t_hi,
-                i_b,
-                i_s,
-                n_tiles_main,
-                n_main,
-                n_x,
-                p_idx,
-                p_idx_x,
-                stride_ib,
-                stride_is,
-                stride_ixb,
-                stride_ixs,
-                o_r,
-                HAS_EXTRA,
-            )
-            p_r, p_s, ok = _tile_rows(
-                u1,
-                idx,
-                n_tiles_main,
-                p_kv,
-                p_kv_x,
-                num_slots,
-                num_slots_x,
-                stride_kv_blk,
-                stride_kvx_blk,
-                PAGE,
-                PAGE_X,
-                HAS_EXTRA,
-            )
+            idx = _tile_entries(u1, t_hi, tok, lists, o_r, HAS_EXTRA)
+            p_r, p_s, ok = _tile_rows(u1, idx, n_tiles_main, caches, PAGE, PAGE_X, HAS_EXTRA)
             u2 = _live_from(u1 + 1, n_tiles_main, n_main, HAS_EXTRA)
-            idx = _tile_entries(
-                u2,
-                t_hi,
-                i_b,
-                i_s,
-                n_tiles_main,
-                n_main,
-                n_x,
-                p_idx,
-                p_idx_x,
-                stride_ib,
-                stride_is,
-                stride_ixb,
-                stride_ixs,
-                o_r,
-                HAS_EXTRA,
-            )
-            p_r2, p_s2, ok2 = _tile_rows(
-                u2,
-                idx,
-                n_tiles_main,
-                p_kv,
-                p_kv_x,
-                num_slots,
-                num_slots_x,
-                stride_kv_blk,
-                stride_kvx_blk,
-                PAGE,
-                PAGE_X,
-                HAS_EXTRA,
-            )
+            idx = _tile_entries(u2, t_hi, tok, lists, o_r, HAS_EXTRA)
+            p_r2, p_s2, ok2 = _tile_rows(u2, idx, n_tiles_main, caches, PAGE, PAGE_X, HAS_EXTRA)
             _prefetch_l2(p_r2, p_s2, ok2, _ROW_BYTES)
-            idx = _tile_entries(
-                _live_from(u2 + 1, n_tiles_main, n_main, HAS_EXTRA),
-                t_hi,
-                i_b,
-                i_s,
-                n_tiles_main,
-                n_main,
-                n_x,
-                p_idx,
-                p_idx_x,
-                stride_ib,
-                stride_is,
-                stride_ixb,
-                stride_ixs,
-                o_r,
-                HAS_EXTRA,
-            )
+            idx = _tile_entries(_live_from(u2 + 1, n_tiles_main, n_main, HAS_EXTRA), t_hi, tok, lists, o_r, HAS_EXTRA)
             # the next segment's q rows on their way to L2 for the math warpgroups
             if i_seg + 1 <= (unit_hi - 1) // seg_units:
                 i_tok_n = gl.maximum((i_seg + 1) * seg_units, unit_lo) // n_tiles
@@ -426,21 +343,7 @@ if HAVE_GLUON:
             r6 = _load_box(p_r, ok, o_w4, o_w8, ld8, 6)
             r7 = _load_box(p_r, ok, o_w4, o_w8, ld8, 7)
             for u in range(t_lo, t_hi):
-                live = _tile_of(
-                    u,
-                    i_b,
-                    i_s,
-                    n_tiles_main,
-                    n_main,
-                    n_x,
-                    p_idx,
-                    p_idx_x,
-                    stride_ib,
-                    stride_is,
-                    stride_ixb,
-                    stride_ixs,
-                    HAS_EXTRA,
-                )[4]
+                live = _tile_of(u, tok, lists, HAS_EXTRA)[4]
                 if live:
                     # the next live tile's rows (prefetched into L2 an iteration ago) into registers, the one after's
                     # rows into L2 (from the entries loaded an iteration ago), the entries of the one after that
@@ -449,37 +352,10 @@ if HAVE_GLUON:
                     p_r = p_r2
                     p_s = p_s2
                     ok = ok2
-                    p_r2, p_s2, ok2 = _tile_rows(
-                        u_nn,
-                        idx,
-                        n_tiles_main,
-                        p_kv,
-                        p_kv_x,
-                        num_slots,
-                        num_slots_x,
-                        stride_kv_blk,
-                        stride_kvx_blk,
-                        PAGE,
-                        PAGE_X,
-                        HAS_EXTRA,
-                    )
+                    p_r2, p_s2, ok2 = _tile_rows(u_nn, idx, n_tiles_main, caches, PAGE, PAGE_X, HAS_EXTRA)
                     _prefetch_l2(p_r2, p_s2, ok2, _ROW_BYTES)
                     idx = _tile_entries(
-                        _live_from(u_nn + 1, n_tiles_main, n_main, HAS_EXTRA),
-                        t_hi,
-                        i_b,
-                        i_s,
-                        n_tiles_main,
-                        n_main,
-                        n_x,
-                        p_idx,
-                        p_idx_x,
-                        stride_ib,
-                        stride_is,
-                        stride_ixb,
-                        stride_ixs,
-                        o_r,
-                        HAS_EXTRA,
+                        _live_from(u_nn + 1, n_tiles_main, n_main, HAS_EXTRA), t_hi, tok, lists, o_r, HAS_EXTRA
                     )
                     s_lo_n, s_hi_n = _load_scales(p_s, ok)
                     i_st = i_it % _STAGES
@@ -547,6 +423,7 @@ if HAVE_GLUON:
         q_ld: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0])
         o_qh = i_hb * _BLOCK + gl.arange(0, _BLOCK, layout=gl.SliceLayout(1, q_ld))
         o_qc = HALF * 256 + gl.arange(0, _BLOCK, layout=gl.SliceLayout(0, q_ld))
+        lists = (p_idx, p_idx_x, stride_ib, stride_is, stride_ixb, stride_ixs)
         i_it = 0
         i_x = 0
         for i_seg in range(unit_lo // seg_units, (unit_hi - 1) // seg_units + 1):
@@ -555,6 +432,7 @@ if HAVE_GLUON:
             n_x = 0
             if HAS_EXTRA:
                 n_x = _list_len(p_len_x, i_b, topk_x, HAS_LEN_X)
+            tok = (i_b, i_s, n_tiles_main, n_main, n_x)
             b_mx = gl.full([_BLOCK], float("-inf"), gl.float32, layout=rows_l)
             b_l = gl.zeros([_BLOCK], gl.float32, layout=rows_l)
             acc0 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
@@ -576,21 +454,7 @@ if HAVE_GLUON:
             _exchange(x_bar, i_x)
             i_x += 1
             for u in range(t_lo, t_hi):
-                live = _tile_of(
-                    u,
-                    i_b,
-                    i_s,
-                    n_tiles_main,
-                    n_main,
-                    n_x,
-                    p_idx,
-                    p_idx_x,
-                    stride_ib,
-                    stride_is,
-                    stride_ixb,
-                    stride_ixs,
-                    HAS_EXTRA,
-                )[4]
+                live = _tile_of(u, tok, lists, HAS_EXTRA)[4]
                 if live:
                     i_st = i_it % _STAGES
                     mbarrier.wait(kv_ready.index(i_st), (i_it // _STAGES) & 1)
