@@ -437,14 +437,25 @@ def test_max_pieces_is_the_most_programs_a_token_spans() -> None:
 
 def test_reasons_say_how_tokens_are_cut_and_merged() -> None:
     """The partition's reason names the pieces a cut token can have and what merges them (H200 picks: CSA b=34 in
-    two pieces, b=67 in up to three, 32-row tiles at b=8 through the combine kernel, none cut at b=128)."""
-    said = {b: plan(dsv4(b), H200).reasons[-1] for b in (8, 34, 67, 128)}
+    two pieces, b=67 in up to three, 32-row tiles at b=8 through the combine kernel, none cut at b=128), for the
+    Triton kernel and for the warp-specialized one, which leaves every cut token to the combine kernel."""
+    from wavemla.kernels import sparse_decode_ws
+
+    with config.override(WAVEMLA_SPARSE_WS="off"):
+        said = {b: plan(dsv4(b), H200).reasons[-1] for b in (8, 34, 67, 128)}
+        invariant = plan(dataclasses.replace(dsv4(128), batch_invariant=True), H200).reasons[-1]
     assert said[8].endswith("into up to 5 pieces, merged by the combine kernel")
     assert said[34].endswith("into 2 pieces, merged by the split kernel's two-piece merge")
     assert "into up to 3 pieces, merged by the split kernel (the two-piece merge" in said[67]
     assert said[128].endswith("no token cut")
-    invariant = plan(dataclasses.replace(dsv4(128), batch_invariant=True), H200).reasons[-1]
     assert invariant.endswith("2 pieces a token, merged in their programs")
+    if sparse_decode_ws.HAVE_GLUON:
+        ws = {b: plan(dsv4(b), H200).reasons[-1] for b in (8, 34, 67)}
+        invariant = plan(dataclasses.replace(dsv4(128), batch_invariant=True), H200).reasons[-1]
+        assert ws[8] == said[8]  # 32-row tiles: the Triton kernel
+        assert ws[34].endswith("into 2 pieces, merged by the combine kernel")
+        assert ws[67].endswith("into up to 3 pieces, merged by the combine kernel")
+        assert invariant.endswith("2 pieces a token, merged by the combine kernel")
 
 
 def test_host_cost() -> None:
@@ -478,3 +489,21 @@ def test_h200_batch_invariant_plans_are_the_measured_ones(mode: str) -> None:
         assert p.writes_partials and p.workspace_rows(b) > 0
         if b in (96, 128, 256):
             assert p.units_per_part % p.n_tiles == 0 and not p.needs_combine, (b, p.units_per_part)
+
+
+def test_plan_says_where_the_warp_specialized_kernel_runs():
+    """The plan's reasons name the sm_90 Gluon kernel where the API will launch it (64x64 FP8 tiles with h_q a
+    multiple of 64 on sm_90), and only there; the knob that forbids it is part of the plan's key."""
+    from wavemla.kernels import sparse_decode_ws
+
+    def says(p: Plan) -> bool:
+        return any("warp-specialized sm_90 kernel" in r for r in p.reasons)
+
+    big = plan(dsv4(128), H200)
+    assert (big.config.block_h, big.config.block_n) == (64, 64)
+    assert says(big) == sparse_decode_ws.HAVE_GLUON
+    assert not says(plan(dsv4(1), H200))  # 16-row tiles: the Triton kernel
+    assert not says(plan(dsv4(128), PRO))
+    assert not says(plan(dsv4(128, fp8=False), H200))
+    with config.override(WAVEMLA_SPARSE_WS="off"):
+        assert not says(plan(dsv4(128), H200))

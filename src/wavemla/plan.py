@@ -128,10 +128,14 @@ def max_pieces(n_tiles: int, units_per_part: int) -> int:
     return (units_per_part - g + n_tiles - 1) // units_per_part + 1
 
 
-def _cut_note(cfg: KernelConfig, n_tiles: int, upp: int, pieces_tiles: int | None, needs_combine: bool) -> str:
-    """How a plan's tokens are cut and merged, for its reasons."""
+def _cut_note(cfg: KernelConfig, n_tiles: int, upp: int, pieces_tiles: int | None, needs_combine: bool,
+              ws: bool = False) -> str:  # fmt: skip
+    """How a plan's tokens are cut and merged, for its reasons (``ws``: the warp-specialized sm_90 kernel runs,
+    which leaves every cut token to the combine kernel)."""
     if pieces_tiles is not None and pieces_tiles < n_tiles:  # batch-invariant pieces
         pieces = n_tiles // pieces_tiles
+        if ws:
+            return f", {pieces} pieces a token, merged by the combine kernel"
         if not needs_combine:
             return f", {pieces} pieces a token, merged in their programs"
     elif needs_combine:
@@ -139,7 +143,7 @@ def _cut_note(cfg: KernelConfig, n_tiles: int, upp: int, pieces_tiles: int | Non
     else:
         return ", no token cut"
     into = "into 2 pieces" if pieces <= 2 else f"into up to {pieces} pieces"
-    if not merges_in_kernel(cfg):
+    if ws or not merges_in_kernel(cfg):
         return f", tokens cut between programs {into}, merged by the combine kernel"
     if pieces <= 2:
         return f", tokens cut between programs {into}, merged by the split kernel's two-piece merge"
@@ -214,7 +218,8 @@ class Plan:
         head (CSA b=1: 33.9 vs 22.4 µs; b=32: 54.3 vs 46.8). In-kernel figures from
         benchmarks/results/2026-11-30-h200-fused-merge.log, combine figures from the same GPU's
         2026-11-30-h200-sparse-decode-h64.json. Either way the merge is the same code in the same order, so the bits
-        do not change."""
+        do not change. (This is the Triton kernel's choice: the warp-specialized sm_90 kernel leaves every cut token
+        to the combine kernel, docs/sparse-decode.md.)"""
         return merges_in_kernel(self.config)
 
     @property
@@ -690,7 +695,7 @@ def _override_config(cfg: KernelConfig) -> KernelConfig:
 
 _TILE_KNOBS = ("WAVEMLA_BLOCK_H", "WAVEMLA_BLOCK_N", "WAVEMLA_NUM_WARPS", "WAVEMLA_NUM_STAGES")
 _PLAN_KNOBS = (*_TILE_KNOBS, "WAVEMLA_NUM_SPLITS", "WAVEMLA_TARGET_CTAS", "WAVEMLA_BATCH_INVARIANT",
-               "WAVEMLA_CACHE_DIR")  # fmt: skip
+               "WAVEMLA_CACHE_DIR", "WAVEMLA_SPARSE_WS")  # fmt: skip
 
 
 def plan(workload: Workload, device: DeviceSpec) -> Plan:
@@ -952,10 +957,17 @@ def _plan_config(
     programs = parts * num_hb
     waves = split.waves
     tail = tokens * n_tiles * num_hb / (waves * slots * upp) if waves else 1.0
+    ws = _sparse_ws(cfg, workload, device)
+    if ws:
+        notes.append(
+            "runs the warp-specialized sm_90 kernel (kernels/sparse_decode_ws.py) where q's head rows are packed and "
+            "the cache pages 16-byte aligned; the prediction is the Triton kernel's (the new kernel measured "
+            "0.78-0.98 of it on an H200, docs/sparse-decode.md)"
+        )
     notes.append(
         f"{tokens} token(s) x {n_tiles} tiles x {num_hb} head block(s) over {slots} slots: "
         f"{upp} tiles/program, {programs} programs, {waves} wave(s), {split.active} active/SM, "
-        f"tail efficiency {tail:.2f}" + _cut_note(cfg, n_tiles, upp, pieces_tiles, needs_combine)
+        f"tail efficiency {tail:.2f}" + _cut_note(cfg, n_tiles, upp, pieces_tiles, needs_combine, ws)
     )
     return Plan(
         config=cfg,
@@ -1233,6 +1245,14 @@ def _dense_tile_flops(cfg: KernelConfig, workload: DenseWorkload, ws: bool = Fal
     pv = 2 if (not workload.is_fp8 and workload.dtype == "bf16") else 1
     qk_repeat = max(1, cfg.num_warps * 16 // cfg.block_n) if _dense_keys_major(workload, cfg) else 1
     return 2.0 * cfg.block_h * cfg.block_n * (workload.d_qk * qk_repeat + DENSE_D_V * pv)
+
+
+def _sparse_ws(cfg: KernelConfig, workload: Workload, device: DeviceSpec) -> bool:
+    """Whether the sparse split kernel runs warp-specialized (the kernel module's own rule, imported)."""
+    from wavemla.kernels.sparse_decode_ws import applies
+
+    return applies(arch=device.arch, is_fp8=workload.is_fp8, h_q=workload.h_q, block_h=cfg.block_h,
+                   block_n=cfg.block_n)  # fmt: skip
 
 
 def _dense_ws(cfg: KernelConfig, workload: DenseWorkload, device: DeviceSpec) -> bool:
