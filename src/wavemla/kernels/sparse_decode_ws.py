@@ -7,23 +7,25 @@ work list (query tokens' tiles of 64 index entries, cut into parts of ``units_pe
 as three partitions of one program of 64 heads, the layout of :mod:`wavemla.kernels.dense_decode_ws` with a
 producer that computes instead of copying:
 
-- **gather** (one warpgroup): per segment (a token's share of the part), q's 64 head rows ``[64, 512]`` converted to
-  fp16 into shared memory; per tile, the 64 indexed FP8 MODEL1 rows gathered from global memory, decoded to fp16
-  (e4m3 by the hardware conversion, times the row's power-of-two scale for each 64-wide block; the bf16 rope
-  converted) and stored as eight ``[64, 64]`` boxes into one of two stage buffers. The raw bytes of the next tile
-  are loaded while the current one is decoded: each box's store is followed by the load of the same box of the
-  next tile, so one tile's raw registers are in flight while the stage buffers wait for the math. Invalid entries
-  (past the list's length, negative, or past the cache's slots) load nothing and store zeros.
-- **math** (two warpgroups, ``HALF`` 0 and 1): as the dense kernel's: each scores 32 of the tile's 64 rows
-  (``q·Kᵀ``, eight wgmma of N = 32), the row maxima cross through shared memory, each computes P for its rows, and
-  ``O[:, 256·HALF : 256·HALF + 256] += P·V`` takes its own P from registers and the other's from shared memory.
-  The row sums meet once per segment.
+- **gather** (one warpgroup): per tile, the 64 indexed FP8 MODEL1 rows gathered from global memory as 32-bit words,
+  decoded to fp16 (e4m3 pairs by the hardware conversion, times the row's power-of-two scale for each 64-wide
+  block; the bf16 rope converted) and stored as eight ``[64, 64]`` boxes into one of two stage buffers, with the
+  entries' validity beside them. Loads run ahead of the math: each box's store is followed by the load of the same
+  box of the next tile (one tile of raw words in registers), the rows of the tile after that are prefetched into
+  L2, and the index entries of the one after that are loaded. Invalid entries (past the list's length, negative,
+  or past the cache's slots) load nothing and store zeros. At a segment's start the next segment's q rows are
+  prefetched into L2.
+- **math** (two warpgroups, ``HALF`` 0 and 1): per segment (a token's share of the part) each converts its half of
+  q's 64 head rows to fp16 into shared memory; per tile, as the dense kernel's: each scores 32 of the tile's 64
+  rows (``q·Kᵀ``, eight wgmma of N = 32), the row maxima cross through shared memory, each computes P for its rows,
+  and ``O[:, 256·HALF : 256·HALF + 256] += P·V`` takes its own P from registers and the other's from shared
+  memory. The row sums meet once per segment.
 
-Shared memory: q 64 KB, two 64 KB stages, the P halves (8 KB) and the maxima. A token held whole by one program is
-finished there (sink applied, output and lse written); a cut token leaves one normalized partial (fp16) and one
-base-2 lse per piece in the workspace, for :func:`wavemla.kernels.combine.sparse_decode_combine` (no in-kernel
-merge). Outputs and partials are those of the Triton kernel up to the rounding of P (each rounds P to fp16 at its
-own point).
+Shared memory: q 64 KB, two 64 KB stages, the P halves (8 KB), the maxima and the validity masks (214,976 bytes with
+the compiler's scratch). A token held whole by one program is finished there (sink applied, output and lse
+written); a cut token leaves one normalized partial (fp16) and one base-2 lse per piece in the workspace, for
+:func:`wavemla.kernels.combine.sparse_decode_combine` (no in-kernel merge). Outputs and partials are those of the
+Triton kernel up to the rounding of P (each rounds P to fp16 at its own point).
 
 Scope: FP8 MODEL1 caches (main and extra), ``h`` a multiple of 64, bf16 or fp16 q, 64x64 tiles; :func:`applies`
 says whether a launch qualifies. Everything else runs the Triton kernel.
