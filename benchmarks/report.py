@@ -27,6 +27,9 @@ MODEL = "2026-12-01-h200-sparse-decode"
 NOW = "2026-12-01-h200"
 BEFORE = "2026-11-30-h200"
 DENSE = "2026-12-02-h200-dense-ws-b128-72f38d6"  # the warp-specialized sm_90 kernel's b = 128, 16K points
+# the sparse decode as shipped with its warp-specialized sm_90 kernel (sparse_ws_ab.py time: each shape's first
+# "on" row is the plan's pick, the Triton kernel where the plan's tile is not 64x64)
+SPARSE_WS = "2026-12-02-h200-sparse-ws-lane-957aed2"
 
 
 def load(name: str) -> dict:
@@ -172,13 +175,16 @@ def png(path: str) -> None:
 def glance() -> str:
     """The headline figures of the current runs: one row per kernel and shape, with the file each comes from."""
     out = ["| kernel | shape | b | µs | against | from |", "|---|---|---|---|---|---|"]
-    h64 = load(f"{HEAD_CHECK}-bench-h64")
+    picks: dict[tuple[str, int, int, int], dict] = {}
+    for r in load(SPARSE_WS)["rows"]:
+        if r["ws"] == "on":
+            picks.setdefault((r["mode"], r["h_q"], r["s_q"], r["batch"]), r)
     for mode in ("csa", "hca"):
-        for r in sorted(h64["records"], key=lambda r: r["batch"]):
-            if r["mode"] == mode and r["batch"] in (1, 64, 128, 256) and r["ratio_to_flashmla"]:
+        for (m, h, s_q, b), r in sorted(picks.items(), key=lambda kv: kv[0][3]):
+            if (m, h, s_q) == (mode, 64, 1) and b in (1, 64, 128, 256) and r["ratio_to_flashmla"]:
                 out.append(
-                    f"| sparse decode | {mode.upper()}, h=64, s_q=1, FP8 MODEL1 | {r['batch']} | {r['median_us']:.1f} "
-                    f"| {r['ratio_to_flashmla']:.2f}× FlashMLA's time | `{HEAD_CHECK}-bench-h64.json` |"
+                    f"| sparse decode | {mode.upper()}, h=64, s_q=1, FP8 MODEL1 | {b} | {r['median_us']:.1f} "
+                    f"| {r['ratio_to_flashmla']:.2f}× FlashMLA's time | `{SPARSE_WS}.json` |"
                 )
     bi = load(f"{HEAD_CHECK}-bi-cost")["records"]
     for mode in ("csa", "hca"):
