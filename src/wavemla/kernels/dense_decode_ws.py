@@ -220,6 +220,74 @@ if HAVE_GLUON:
         mbarrier.wait(x_bar, i_x & 1)
 
     @gluon.jit
+    def _tile_softmax(b_s, b_mx, b_l, p_smem, x_smem, x_bar, p_bar, i_x, HALF: gl.constexpr):
+        """One tile's online softmax across the two math warpgroups (this one holds ``b_s``, the scaled and masked
+        scores of its 32 keys): the row maxima cross through ``x_smem`` at exchange ``i_x``, and this warpgroup's P
+        goes to ``p_smem`` for the other (arriving at ``p_bar``). Returns (P in ``p_smem``'s dtype, the
+        accumulator's rescale factor, the new row maxima and sums, the next exchange)."""
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, _BLOCK // 2, 16])  # fmt: skip
+        rows_l: gl.constexpr = gl.SliceLayout(1, s_layout)
+        x_layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+        x_smem.index((i_x & 1) * 2 + HALF).store(gl.convert_layout(gl.max(b_s, 1), x_layout))
+        _exchange(x_bar, i_x)
+        b_x = x_smem.index((i_x & 1) * 2 + 1 - HALF).load(x_layout)
+        i_next = i_x + 1
+        b_mx_new = gl.maximum(b_mx, gl.maximum(gl.max(b_s, 1), gl.convert_layout(b_x, rows_l)))
+        b_mx_safe = gl.where(b_mx_new == float("-inf"), 0.0, b_mx_new)
+        b_p = gl.exp2(b_s - b_mx_safe[:, None])
+        b_alpha = gl.exp2(b_mx - b_mx_safe)
+        b_l = b_l * b_alpha + gl.sum(b_p, 1)
+        b_p16 = b_p.to(p_smem.dtype)
+        p_smem.index(HALF).store(b_p16)
+        fence_async_shared()
+        _warps_barrier()
+        mbarrier.arrive(p_bar, count=1)
+        return b_p16, b_alpha, b_mx_new, b_l, i_next
+
+    @gluon.jit
+    def _tile_pv(b_p16, b_alpha, acc0, acc1, acc2, acc3, kv_smem, v_base, p_smem, p_bar, i_it, HALF: gl.constexpr):
+        """``O += P·V`` for this warpgroup's four value boxes from ``v_base``: the accumulator rescaled by
+        ``b_alpha`` plus its own keys' P from registers, then the other warpgroup's keys' P from ``p_smem`` once
+        ``p_bar`` says it is there (tile ``i_it``). Returns the four accumulators, their MMAs complete."""
+        HK: gl.constexpr = _BLOCK // 2
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, _BLOCK, 16])  # fmt: skip
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        orow_l: gl.constexpr = gl.SliceLayout(1, o_layout)
+        k_mine: gl.constexpr = HALF * HK
+        k_other: gl.constexpr = (1 - HALF) * HK
+        b_a = gl.convert_layout(b_alpha, orow_l)[:, None]
+        b_pa = gl.convert_layout(b_p16, p_layout)
+        acc0 = warpgroup_mma(b_pa, kv_smem.index(v_base + 0).slice(k_mine, HK, dim=0), acc0 * b_a, is_async=True)
+        acc1 = warpgroup_mma(b_pa, kv_smem.index(v_base + 1).slice(k_mine, HK, dim=0), acc1 * b_a, is_async=True)
+        acc2 = warpgroup_mma(b_pa, kv_smem.index(v_base + 2).slice(k_mine, HK, dim=0), acc2 * b_a, is_async=True)
+        acc3 = warpgroup_mma(b_pa, kv_smem.index(v_base + 3).slice(k_mine, HK, dim=0), acc3 * b_a, is_async=True)
+        # the other warpgroup's P for its keys
+        mbarrier.wait(p_bar, i_it & 1)
+        p_o = p_smem.index(1 - HALF)
+        acc0 = warpgroup_mma(p_o, kv_smem.index(v_base + 0).slice(k_other, HK, dim=0), acc0, is_async=True)
+        acc1 = warpgroup_mma(p_o, kv_smem.index(v_base + 1).slice(k_other, HK, dim=0), acc1, is_async=True)
+        acc2 = warpgroup_mma(p_o, kv_smem.index(v_base + 2).slice(k_other, HK, dim=0), acc2, is_async=True)
+        acc3 = warpgroup_mma(p_o, kv_smem.index(v_base + 3).slice(k_other, HK, dim=0), acc3, is_async=True)
+        return warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
+
+    @gluon.jit
+    def _row_sums(b_l, x_smem, x_bar, i_x, HALF: gl.constexpr):
+        """The two warpgroups' row sums of a segment, added in the same order in both (exchange ``i_x``); returns
+        (the sums, the next exchange)."""
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, _BLOCK // 2, 16])  # fmt: skip
+        rows_l: gl.constexpr = gl.SliceLayout(1, s_layout)
+        x_layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+        x_smem.index((i_x & 1) * 2 + HALF).store(gl.convert_layout(b_l, x_layout))
+        _exchange(x_bar, i_x)
+        b_l_other = gl.convert_layout(x_smem.index((i_x & 1) * 2 + 1 - HALF).load(x_layout), rows_l)
+        i_next = i_x + 1
+        b_l = b_l + b_l_other if HALF == 0 else b_l_other + b_l
+        return b_l, i_next
+
+    @gluon.jit
     def _math_partition(q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar, p_bar,
                         p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt,
                         S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, CAUSAL: gl.constexpr,
@@ -235,18 +303,18 @@ if HAVE_GLUON:
                                                            instr_shape=[16, HK, 16])  # fmt: skip
         o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, _BLOCK, 16])  # fmt: skip
-        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
         rows_l: gl.constexpr = gl.SliceLayout(1, s_layout)
         cols_l: gl.constexpr = gl.SliceLayout(0, s_layout)
         orow_l: gl.constexpr = gl.SliceLayout(1, o_layout)
         ocol_l: gl.constexpr = gl.SliceLayout(0, o_layout)
         z_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
-        x_layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+        gl.BlockedLayout([1], [32], [4], [0])
         dtype: gl.constexpr = kv_smem.dtype
         V_CHUNKS: gl.constexpr = 4
         v0: gl.constexpr = HALF * V_CHUNKS
         k_mine: gl.constexpr = HALF * HK
-        k_other: gl.constexpr = (1 - HALF) * HK
+        (1 - HALF) * HK
 
         i_pid = gl.program_id(0)
         i_rb = i_pid % NUM_RB
@@ -290,54 +358,18 @@ if HAVE_GLUON:
                 ok = (bid >= 0) & (bid < num_blocks)
                 m_s = ((key0 + k_mine + o_n)[None, :] < b_lim[:, None]) & ok
                 b_s = gl.where(m_s, b_s * qk_scale, float("-inf"))
-                # the tile's row maxima: this warpgroup's keys, then the other's through shared memory
-                x_smem.index((i_x & 1) * 2 + HALF).store(gl.convert_layout(gl.max(b_s, 1), x_layout))
-                _exchange(x_bar, i_x)
-                b_x = x_smem.index((i_x & 1) * 2 + 1 - HALF).load(x_layout)
-                i_x += 1
-                b_mx_tile = gl.maximum(gl.max(b_s, 1), gl.convert_layout(b_x, rows_l))
-                b_mx_new = gl.maximum(b_mx, b_mx_tile)
-                b_mx_safe = gl.where(b_mx_new == float("-inf"), 0.0, b_mx_new)
-                b_p = gl.exp2(b_s - b_mx_safe[:, None])
-                b_alpha = gl.exp2(b_mx - b_mx_safe)
-                b_l = b_l * b_alpha + gl.sum(b_p, 1)
-                b_mx = b_mx_new
-                b_p16 = b_p.to(dtype)
-                p_smem.index(HALF).store(b_p16)
-                fence_async_shared()
-                _warps_barrier()
-                mbarrier.arrive(p_bar, count=1)
+                # the tile's row maxima and P: this warpgroup's keys, then the other's through shared memory
+                b_p16, b_alpha, b_mx, b_l, i_x = _tile_softmax(b_s, b_mx, b_l, p_smem, x_smem, x_bar, p_bar, i_x, HALF)
                 v_base = k_base + v0
                 _zero_tail(kv_smem, v_base, n_keys - key0, o_zr, z_layout, dtype)
-                b_a = gl.convert_layout(b_alpha, orow_l)[:, None]
-                b_pa = gl.convert_layout(b_p16, p_layout)
-                acc0 = warpgroup_mma(b_pa, kv_smem.index(v_base + 0).slice(k_mine, HK, dim=0), acc0 * b_a,
-                                     is_async=True)  # fmt: skip
-                acc1 = warpgroup_mma(b_pa, kv_smem.index(v_base + 1).slice(k_mine, HK, dim=0), acc1 * b_a,
-                                     is_async=True)  # fmt: skip
-                acc2 = warpgroup_mma(b_pa, kv_smem.index(v_base + 2).slice(k_mine, HK, dim=0), acc2 * b_a,
-                                     is_async=True)  # fmt: skip
-                acc3 = warpgroup_mma(b_pa, kv_smem.index(v_base + 3).slice(k_mine, HK, dim=0), acc3 * b_a,
-                                     is_async=True)  # fmt: skip
-                # the other warpgroup's P for its keys
-                mbarrier.wait(p_bar, i_it & 1)
-                p_o = p_smem.index(1 - HALF)
-                acc0 = warpgroup_mma(p_o, kv_smem.index(v_base + 0).slice(k_other, HK, dim=0), acc0, is_async=True)
-                acc1 = warpgroup_mma(p_o, kv_smem.index(v_base + 1).slice(k_other, HK, dim=0), acc1, is_async=True)
-                acc2 = warpgroup_mma(p_o, kv_smem.index(v_base + 2).slice(k_other, HK, dim=0), acc2, is_async=True)
-                acc3 = warpgroup_mma(p_o, kv_smem.index(v_base + 3).slice(k_other, HK, dim=0), acc3, is_async=True)
-                acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
+                acc0, acc1, acc2, acc3 = _tile_pv(b_p16, b_alpha, acc0, acc1, acc2, acc3, kv_smem, v_base, p_smem,
+                                                  p_bar, i_it, HALF)  # fmt: skip
                 mbarrier.arrive(kv_empty.index(i_st), count=1)
                 i_it += 1
             mbarrier.arrive(q_empty, count=1)
             i_seg += 1  # noqa: SIM113 (a loop-carried counter in a kernel)
 
-            # the two row sums, added in the same order in both warpgroups
-            x_smem.index((i_x & 1) * 2 + HALF).store(gl.convert_layout(b_l, x_layout))
-            _exchange(x_bar, i_x)
-            b_l_other = gl.convert_layout(x_smem.index((i_x & 1) * 2 + 1 - HALF).load(x_layout), rows_l)
-            i_x += 1
-            b_l = b_l + b_l_other if HALF == 0 else b_l_other + b_l
+            b_l, i_x = _row_sums(b_l, x_smem, x_bar, i_x, HALF)
             m_seen = b_l > 0.0
             b_inv = gl.convert_layout(1.0 / gl.where(m_seen, b_l, 1.0), orow_l)
             b_lse2 = gl.where(m_seen, b_mx + gl.log2(gl.where(m_seen, b_l, 1.0)), float("-inf"))

@@ -52,7 +52,7 @@ if HAVE_GLUON:
         warpgroup_mma_wait,
     )
 
-    from wavemla.kernels.dense_decode_ws import _warps_barrier
+    from wavemla.kernels.dense_decode_ws import _exchange, _row_sums, _tile_pv, _tile_softmax, _warps_barrier
 
     # a shared-memory view with another element type: renamed in Triton 3.9 (``_reinterpret`` before)
     _smem_reinterpret = (
@@ -125,6 +125,17 @@ if HAVE_GLUON:
         if HAS_LEN:
             n = gl.minimum(gl.maximum(gl.load(p_len + i_b), 0), topk)
         return n
+
+    @gluon.jit
+    def _token(i_b, i_s, n_tiles_main, p_len, p_len_x, topk, topk_x, HAS_LEN: gl.constexpr, HAS_EXTRA: gl.constexpr,
+               HAS_LEN_X: gl.constexpr):  # fmt: skip
+        """A query token as the tile helpers take it: (batch row, query position, main tiles, valid main entries,
+        valid extra entries)."""
+        n_main = _list_len(p_len, i_b, topk, HAS_LEN)
+        n_x = 0
+        if HAS_EXTRA:
+            n_x = _list_len(p_len_x, i_b, topk_x, HAS_LEN_X)
+        return i_b, i_s, n_tiles_main, n_main, n_x
 
     @gluon.jit
     def _tile_of(u, tok, lists, HAS_EXTRA: gl.constexpr):
@@ -313,11 +324,8 @@ if HAVE_GLUON:
         i_it = 0
         for i_seg in range(unit_lo // seg_units, (unit_hi - 1) // seg_units + 1):
             _, _, i_b, i_s, t_lo, t_hi = _segment(i_seg, unit_lo, unit_hi, seg_units, n_tiles, S_Q)
-            n_main = _list_len(p_len, i_b, topk, HAS_LEN)
-            n_x = 0
-            if HAS_EXTRA:
-                n_x = _list_len(p_len_x, i_b, topk_x, HAS_LEN_X)
-            tok = (i_b, i_s, n_tiles_main, n_main, n_x)
+            tok = _token(i_b, i_s, n_tiles_main, p_len, p_len_x, topk, topk_x, HAS_LEN, HAS_EXTRA, HAS_LEN_X)
+            n_main = tok[3]
             # the first live tile's raw words, the second's rows on their way to L2, the third's index entries
             u1 = _live_from(t_lo, n_tiles_main, n_main, HAS_EXTRA)
             idx = _tile_entries(u1, t_hi, tok, lists, o_r, HAS_EXTRA)
@@ -381,13 +389,6 @@ if HAVE_GLUON:
                     i_it += 1
 
     @gluon.jit
-    def _exchange(x_bar, i_x):
-        """Both math warpgroups meet at exchange ``i_x`` (see :mod:`wavemla.kernels.dense_decode_ws`)."""
-        _warps_barrier()
-        mbarrier.arrive(x_bar, count=1)
-        mbarrier.wait(x_bar, i_x & 1)
-
-    @gluon.jit
     def _math_partition(q_smem, kv_smem, m_smem, p_smem, x_smem, kv_ready, kv_empty, x_bar, p_bar, p_q, p_out, p_lse,
                         p_o_ws, p_lse_ws, p_sink, p_idx, p_len, p_idx_x, p_len_x, S_Q, H, topk, topk_x, n_tiles_main,
                         n_tiles, total_units, units_per_part, seg_units, slot_units, stride_qb, stride_qs, stride_ob,
@@ -401,7 +402,7 @@ if HAVE_GLUON:
                                                            instr_shape=[16, HK, 16])  # fmt: skip
         o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, _BLOCK, 16])  # fmt: skip
-        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
         rows_l: gl.constexpr = gl.SliceLayout(1, s_layout)
         cols_l: gl.constexpr = gl.SliceLayout(0, s_layout)
         orow_l: gl.constexpr = gl.SliceLayout(1, o_layout)
@@ -413,7 +414,7 @@ if HAVE_GLUON:
         V_CHUNKS: gl.constexpr = 4
         v0: gl.constexpr = HALF * V_CHUNKS
         k_mine: gl.constexpr = HALF * HK
-        k_other: gl.constexpr = (1 - HALF) * HK
+        (1 - HALF) * HK
 
         i_pid = gl.program_id(0)
         i_hb = i_pid % NUM_HB
@@ -430,11 +431,7 @@ if HAVE_GLUON:
         i_x = 0
         for i_seg in range(unit_lo // seg_units, (unit_hi - 1) // seg_units + 1):
             seg_lo, i_tok, i_b, i_s, t_lo, t_hi = _segment(i_seg, unit_lo, unit_hi, seg_units, n_tiles, S_Q)
-            n_main = _list_len(p_len, i_b, topk, HAS_LEN)
-            n_x = 0
-            if HAS_EXTRA:
-                n_x = _list_len(p_len_x, i_b, topk_x, HAS_LEN_X)
-            tok = (i_b, i_s, n_tiles_main, n_main, n_x)
+            tok = _token(i_b, i_s, n_tiles_main, p_len, p_len_x, topk, topk_x, HAS_LEN, HAS_EXTRA, HAS_LEN_X)
             b_mx = gl.full([_BLOCK], float("-inf"), gl.float32, layout=rows_l)
             b_l = gl.zeros([_BLOCK], gl.float32, layout=rows_l)
             acc0 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
@@ -469,49 +466,15 @@ if HAVE_GLUON:
                     # this warpgroup's entries' validity, as the gather found it
                     m_n = gl.convert_layout(m_smem.index(i_st).slice(k_mine, HK).load(x_layout), cols_l) != 0
                     b_s = gl.where(m_n[None, :], b_s * qk_scale, float("-inf"))
-                    # the tile's row maxima: this warpgroup's entries, then the other's through shared memory
-                    x_smem.index((i_x & 1) * 2 + HALF).store(gl.convert_layout(gl.max(b_s, 1), x_layout))
-                    _exchange(x_bar, i_x)
-                    b_x = x_smem.index((i_x & 1) * 2 + 1 - HALF).load(x_layout)
-                    i_x += 1
-                    b_mx_new = gl.maximum(b_mx, gl.maximum(gl.max(b_s, 1), gl.convert_layout(b_x, rows_l)))
-                    b_mx_safe = gl.where(b_mx_new == float("-inf"), 0.0, b_mx_new)
-                    b_p = gl.exp2(b_s - b_mx_safe[:, None])
-                    b_alpha = gl.exp2(b_mx - b_mx_safe)
-                    b_l = b_l * b_alpha + gl.sum(b_p, 1)
-                    b_mx = b_mx_new
-                    b_p16 = b_p.to(gl.float16)
-                    p_smem.index(HALF).store(b_p16)
-                    fence_async_shared()
-                    _warps_barrier()
-                    mbarrier.arrive(p_bar, count=1)
-                    v_base = k_base + v0
-                    b_a = gl.convert_layout(b_alpha, orow_l)[:, None]
-                    b_pa = gl.convert_layout(b_p16, p_layout)
-                    acc0 = warpgroup_mma(b_pa, kv_smem.index(v_base + 0).slice(k_mine, HK, dim=0), acc0 * b_a,
-                                         is_async=True)  # fmt: skip
-                    acc1 = warpgroup_mma(b_pa, kv_smem.index(v_base + 1).slice(k_mine, HK, dim=0), acc1 * b_a,
-                                         is_async=True)  # fmt: skip
-                    acc2 = warpgroup_mma(b_pa, kv_smem.index(v_base + 2).slice(k_mine, HK, dim=0), acc2 * b_a,
-                                         is_async=True)  # fmt: skip
-                    acc3 = warpgroup_mma(b_pa, kv_smem.index(v_base + 3).slice(k_mine, HK, dim=0), acc3 * b_a,
-                                         is_async=True)  # fmt: skip
-                    mbarrier.wait(p_bar, i_it & 1)
-                    p_o = p_smem.index(1 - HALF)
-                    acc0 = warpgroup_mma(p_o, kv_smem.index(v_base + 0).slice(k_other, HK, dim=0), acc0, is_async=True)
-                    acc1 = warpgroup_mma(p_o, kv_smem.index(v_base + 1).slice(k_other, HK, dim=0), acc1, is_async=True)
-                    acc2 = warpgroup_mma(p_o, kv_smem.index(v_base + 2).slice(k_other, HK, dim=0), acc2, is_async=True)
-                    acc3 = warpgroup_mma(p_o, kv_smem.index(v_base + 3).slice(k_other, HK, dim=0), acc3, is_async=True)
-                    acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
+                    # the tile's row maxima and P: this warpgroup's entries, then the other's through shared memory
+                    b_p16, b_alpha, b_mx, b_l, i_x = _tile_softmax(b_s, b_mx, b_l, p_smem, x_smem, x_bar, p_bar, i_x,
+                                                                   HALF)  # fmt: skip
+                    acc0, acc1, acc2, acc3 = _tile_pv(b_p16, b_alpha, acc0, acc1, acc2, acc3, kv_smem, k_base + v0,
+                                                      p_smem, p_bar, i_it, HALF)  # fmt: skip
                     mbarrier.arrive(kv_empty.index(i_st), count=1)
                     i_it += 1
 
-            # the two row sums, added in the same order in both warpgroups
-            x_smem.index((i_x & 1) * 2 + HALF).store(gl.convert_layout(b_l, x_layout))
-            _exchange(x_bar, i_x)
-            b_l_other = gl.convert_layout(x_smem.index((i_x & 1) * 2 + 1 - HALF).load(x_layout), rows_l)
-            i_x += 1
-            b_l = b_l + b_l_other if HALF == 0 else b_l_other + b_l
+            b_l, i_x = _row_sums(b_l, x_smem, x_bar, i_x, HALF)
             m_seen = b_l > 0.0
             b_inv = 1.0 / gl.where(m_seen, b_l, 1.0)
             b_lse2 = gl.where(m_seen, b_mx + gl.log2(gl.where(m_seen, b_l, 1.0)), float("-inf"))
