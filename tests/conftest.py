@@ -2,8 +2,12 @@
 
 import importlib.metadata
 import importlib.util
+import json
 import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -29,6 +33,20 @@ if not HAS_CUDA:
     os.environ["TRITON_INTERPRET"] = "1"
 
 DEVICE = "cuda" if HAS_CUDA else "cpu"
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def json_from_child(script: str, environ: dict[str, str] | None = None) -> dict:
+    """Run ``script`` in a fresh Python with the package importable and Triton's interpreter off (this process's
+    flag would turn a kernel compiled for a ``GPUTarget`` into an interpreted function); ``environ``: the variables
+    it starts from (default this process's). Returns the JSON object its last line prints; fails the test with the
+    child's stderr if it exits non-zero."""
+    env = {k: v for k, v in (os.environ if environ is None else environ).items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=False,
+                          timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def gpu_lacks_e4m3_cvt() -> bool:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -15,6 +13,7 @@ from pathlib import Path
 import pytest
 import triton
 
+from conftest import json_from_child
 from wavemla import config, resources
 from wavemla.device import PRESETS
 from wavemla.plan import KernelConfig, Workload, all_candidate_configs, clear_caches, static_resources
@@ -307,11 +306,6 @@ def test_workload_sized_ints_take_no_alignment_hint(environ: dict[str, str]) -> 
     counts, list widths and strides, work counters), so lists or pools that change size do not compile new variants
     mid-decode; and that costs nothing: one FP8 configuration compiled for sm_90 with all of them marked
     ``tt.divisibility = 16`` and with none gives the same PTX. Compiled in a child process (interpreter off)."""
-    env = {k: v for k, v in environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(resources.__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, "-c", _ALIGNMENT_PROBE], env=env, capture_output=True, text=True,
-                          check=False, timeout=600)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    got = json.loads(done.stdout.strip().splitlines()[-1])
+    got = json_from_child(_ALIGNMENT_PROBE, environ)
     assert got["blind"] == got["workload"]
     assert got["identical"], "an alignment hint on a workload-sized integer changed the split kernel's PTX"

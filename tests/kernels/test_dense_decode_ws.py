@@ -2,16 +2,10 @@
 (shared memory within the block limit, the TMA copies, warpgroup MMAs and register reallocation it is made of).
 Its numerics run on the GPU lane (tests/kernels/test_dense_decode.py)."""
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-import wavemla
+from conftest import json_from_child
 from wavemla import config
 from wavemla.kernels import dense_decode_ws as ws
 
@@ -61,12 +55,7 @@ print(json.dumps(out))
 
 @pytest.mark.skipif(not ws.HAVE_GLUON, reason="needs Gluon (Triton 3.5 or newer with its Hopper API)")
 def test_sm90_build():
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(wavemla.__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, "-c", _BUILD], env=env, capture_output=True, text=True, check=False,
-                          timeout=600)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    for name, got in json.loads(done.stdout.strip().splitlines()[-1]).items():
+    for name, got in json_from_child(_BUILD).items():
         assert got["shared"] <= H100_SMEM_PER_BLOCK, name
         assert got["tma"] == 2 * ws.CHUNKS, name  # q's and a tile's nine boxes
         # per math warpgroup: nine QKᵀ wgmma of K = 64 (4 instructions each) and four P·V (4 each)

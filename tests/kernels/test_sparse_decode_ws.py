@@ -1,17 +1,10 @@
 """The sparse decode's warp-specialized Gluon split kernel: where it applies and its sm_90 build (CPU), and on the GPU
 lane its outputs against the fp64 reference and the Triton kernel, its bits run to run and under CUDA-graph replay."""
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-import wavemla
-from conftest import DEVICE
+from conftest import DEVICE, json_from_child
 from wavemla import config, get_mla_metadata, sparse_mla_decode
 from wavemla.kernels import sparse_decode_ws as ws
 from wavemla.reference import sparse_decode_ref
@@ -62,12 +55,7 @@ print(json.dumps(out))
 
 @pytest.mark.skipif(not ws.HAVE_GLUON, reason="needs Gluon (Triton 3.6 or newer with its Hopper API)")
 def test_sm90_build():
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(wavemla.__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, "-c", _BUILD], env=env, capture_output=True, text=True, check=False,
-                          timeout=600)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    for name, got in json.loads(done.stdout.strip().splitlines()[-1]).items():
+    for name, got in json_from_child(_BUILD).items():
         assert got["shared"] <= H100_SMEM_PER_BLOCK, name
         # per math warpgroup: eight QKᵀ wgmma of K = 64 (4 instructions each) and four P·V of K = 64 (4 each)
         assert got["wgmma"] == 2 * (ws.CHUNKS * 4 + 4 * 4), name
