@@ -506,35 +506,44 @@ def dense_decode_split_ws(
     )
 
 
+def build_sm90(fn: Any, *, types: dict[str, str], constexprs: dict[str, Any], divisible: tuple[str, ...] = (),
+               max_regs: int) -> Any:  # fmt: skip
+    """Compile the Gluon kernel ``fn`` for sm_90 without a GPU, with 4 warps at launch and ``max_regs`` registers a
+    thread: arguments named in ``types`` get that type (pointers, ``*..``, also 16-byte aligned), those in
+    ``constexprs`` that value, every other one ``i32`` (a multiple of 16 where its name starts with one of
+    ``divisible``, as the launcher specialises such values). Returns Triton's compiled kernel (``asm``,
+    ``metadata``: shared memory, registers)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    signature: dict[str, str] = {}
+    consts: dict[tuple[int, ...], Any] = {}
+    attrs: dict[tuple[int, ...], list[list[Any]]] = {}
+    for i, name in enumerate(fn.arg_names):
+        if name in types:
+            signature[name] = types[name]
+            if types[name].startswith("*"):
+                attrs[(i,)] = [["tt.divisibility", 16]]
+        elif name in constexprs:
+            signature[name] = "constexpr"
+            consts[(i,)] = constexprs[name]
+        else:
+            signature[name] = "i32"
+            if divisible and name.startswith(divisible):
+                attrs[(i,)] = [["tt.divisibility", 16]]
+    src = GluonASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": 4, "maxnreg": max_regs})  # fmt: skip
+
+
 def compile_sm90(dtype: torch.dtype = torch.bfloat16, *, page: int = 64, causal: bool = False,
                  num_rb: int = 1) -> Any:  # fmt: skip
     """Compile the kernel for sm_90 without a GPU (as the launcher specialises it); returns Triton's compiled
     kernel (``asm``, ``metadata``: shared memory, registers)."""
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-
     ty = {torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
     desc = f"tensordesc<{ty}[{BLOCK}, {BLOCK}],{smem_layout()!r}>"
-    fn = _dense_mla_decode_ws_kernel
-    signature: dict[str, str] = {}
-    constexprs: dict[tuple[int, ...], Any] = {}
-    attrs: dict[tuple[int, ...], list[list[Any]]] = {}
-    pointers = {"p_out": f"*{ty}", "p_lse": "*fp32", "p_o_ws": "*fp32", "p_lse_ws": "*fp32", "p_bt": "*i32",
-                "p_seqlens": "*i32", "p_sched": "*i32"}  # fmt: skip
-    values = {"CAUSAL": causal, "PAGE": page, "NUM_RB": num_rb}
-    for i, name in enumerate(fn.arg_names):
-        if name in ("q_desc", "kv_desc"):
-            signature[name] = desc
-        elif name in pointers:
-            signature[name] = pointers[name]
-            attrs[(i,)] = [["tt.divisibility", 16]]
-        elif name == "qk_scale":
-            signature[name] = "fp32"
-        elif name in values:
-            signature[name] = "constexpr"
-            constexprs[(i,)] = values[name]
-        else:
-            signature[name] = "i32"
-    src = GluonASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                          options={"num_warps": 4, "maxnreg": MAX_REGS})  # fmt: skip
+    types = {"q_desc": desc, "kv_desc": desc, "p_out": f"*{ty}", "p_lse": "*fp32", "p_o_ws": "*fp32",
+             "p_lse_ws": "*fp32", "p_bt": "*i32", "p_seqlens": "*i32", "p_sched": "*i32",
+             "qk_scale": "fp32"}  # fmt: skip
+    return build_sm90(_dense_mla_decode_ws_kernel, types=types,
+                      constexprs={"CAUSAL": causal, "PAGE": page, "NUM_RB": num_rb}, max_regs=MAX_REGS)  # fmt: skip

@@ -644,33 +644,14 @@ def sparse_decode_split_ws(
 
 def compile_sm90(*, page: int = 64, page_x: int = 64, has_extra: bool = True, has_len: bool = True,
                  has_sink: bool = True, num_hb: int = 1) -> Any:  # fmt: skip
-    """Compile the kernel for sm_90 without a GPU (bf16 q, as the launcher specialises it); returns Triton's compiled
-    kernel (``asm``, ``metadata``: shared memory, registers)."""
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
+    """Compile the kernel for sm_90 without a GPU (bf16 q, as the launcher specialises it; strides multiples of 16,
+    as they are in practice); returns Triton's compiled kernel (``asm``, ``metadata``: shared memory, registers)."""
+    from wavemla.kernels.dense_decode_ws import build_sm90
 
-    fn = _sparse_mla_decode_ws_kernel
-    pointers = {"p_q": "*bf16", "p_out": "*bf16", "p_lse": "*fp32", "p_o_ws": "*fp16", "p_lse_ws": "*fp32",
-                "p_sink": "*fp32", "p_kv": "*u8", "p_idx": "*i32", "p_len": "*i32", "p_kv_x": "*u8",
-                "p_idx_x": "*i32", "p_len_x": "*i32"}  # fmt: skip
-    values = {"PAGE": page, "PAGE_X": page_x, "HAS_LEN": has_len, "HAS_EXTRA": has_extra, "HAS_LEN_X": has_len,
-              "HAS_SINK": has_sink, "NUM_HB": num_hb}  # fmt: skip
-    signature: dict[str, str] = {}
-    constexprs: dict[tuple[int, ...], Any] = {}
-    attrs: dict[tuple[int, ...], list[list[Any]]] = {}
-    for i, name in enumerate(fn.arg_names):
-        if name in pointers:
-            signature[name] = pointers[name]
-            attrs[(i,)] = [["tt.divisibility", 16]]
-        elif name == "qk_scale":
-            signature[name] = "fp32"
-        elif name in values:
-            signature[name] = "constexpr"
-            constexprs[(i,)] = values[name]
-        else:
-            signature[name] = "i32"
-            if name.startswith("stride_"):  # as the launcher specialises them (multiples of 16 in practice)
-                attrs[(i,)] = [["tt.divisibility", 16]]
-    src = GluonASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                          options={"num_warps": 4, "maxnreg": MAX_REGS})  # fmt: skip
+    types = {"p_q": "*bf16", "p_out": "*bf16", "p_lse": "*fp32", "p_o_ws": "*fp16", "p_lse_ws": "*fp32",
+             "p_sink": "*fp32", "p_kv": "*u8", "p_idx": "*i32", "p_len": "*i32", "p_kv_x": "*u8", "p_idx_x": "*i32",
+             "p_len_x": "*i32", "qk_scale": "fp32"}  # fmt: skip
+    constexprs = {"PAGE": page, "PAGE_X": page_x, "HAS_LEN": has_len, "HAS_EXTRA": has_extra, "HAS_LEN_X": has_len,
+                  "HAS_SINK": has_sink, "NUM_HB": num_hb}  # fmt: skip
+    return build_sm90(_sparse_mla_decode_ws_kernel, types=types, constexprs=constexprs, divisible=("stride_",),
+                      max_regs=MAX_REGS)  # fmt: skip
