@@ -20,6 +20,8 @@ from wavemla.device import KIB, PRESETS, SMEM_ALLOC_UNIT, SMEM_RESERVED_PER_BLOC
 from wavemla.plan import (
     _SM90_BUSY,
     _SM90_TABLE,
+    _SM90_WS,
+    _SM90_WS_BUSY,
     _SPILL_STACK_MAX,
     KernelConfig,
     Plan,
@@ -226,11 +228,25 @@ def test_candidates_keep_h200_shapes_and_drop_one_program_tiles_on_sm120() -> No
 
 
 def test_h200_costs_come_from_its_measurements() -> None:
-    for (bh, bn, nw, ns, fp8), measured in _SM90_TABLE.items():
-        res = static_resources(KernelConfig(bh, bn, nw, ns), dsv4(1, fp8=fp8), H200)
-        assert res.source == "table" and res.tile_us == measured.tile_us
-    p = plan(dsv4(128), H200)  # 128 of 132 slots busy: the measured tile, slowed by the busy fraction
-    assert p.tile_us == pytest.approx(_SM90_TABLE[(64, 64, 8, 1, True)].tile_us * (1 + _SM90_BUSY * 128 / 132))
+    from wavemla.kernels import sparse_decode_ws
+
+    with config.override(WAVEMLA_SPARSE_WS="off"):  # the Triton kernel's tiles
+        clear_caches()
+        for (bh, bn, nw, ns, fp8), measured in _SM90_TABLE.items():
+            res = static_resources(KernelConfig(bh, bn, nw, ns), dsv4(1, fp8=fp8), H200)
+            assert res.source == "table" and res.tile_us == measured.tile_us
+        p = plan(dsv4(128), H200)  # 128 of 132 slots busy: the measured tile, slowed by the busy fraction
+        assert p.tile_us == pytest.approx(_SM90_TABLE[(64, 64, 8, 1, True)].tile_us * (1 + _SM90_BUSY * 128 / 132))
+    clear_caches()
+    if sparse_decode_ws.HAVE_GLUON:  # 64x64 FP8 tiles run the warp-specialized kernel, priced by its own costs
+        res = static_resources(KernelConfig(64, 64, 8, 1), dsv4(1), H200)
+        assert res == dataclasses.replace(_SM90_WS, note=res.note) and res.smem_bytes == 214976
+        assert (
+            static_resources(KernelConfig(64, 32, 8, 1), dsv4(1), H200).tile_us
+            == _SM90_TABLE[(64, 32, 8, 1, True)].tile_us
+        )
+        p = plan(dsv4(128), H200)
+        assert p.tile_us == pytest.approx(_SM90_WS.tile_us * (1 + _SM90_WS_BUSY * 128 / 132))
 
 
 # Runs of one day by the planner they measured, in order: before the measured merge terms, with them
@@ -260,7 +276,12 @@ def _h200_records() -> list[dict[str, object]]:
 
 def test_h200_choices_are_the_measured_ones() -> None:
     """From 16 requests up, the H200 plans are those the benchmark runs measured (tile and partition); below, the
-    re-measured tile costs moved a few small-batch choices to 16x32 tiles."""
+    re-measured tile costs moved a few small-batch choices to 16x32 tiles. The runs had the warp-specialized kernel,
+    whose costs price 64x64 FP8 tiles where Gluon is present."""
+    from wavemla.kernels import sparse_decode_ws
+
+    if not sparse_decode_ws.HAVE_GLUON:
+        pytest.skip("Triton without Gluon: the planner prices the Triton kernel, the runs measured the other one")
     records = [r for r in _h200_records() if int(r["batch"]) >= 16]  # type: ignore[call-overload]
     assert len(records) == 8 * 241  # every b = 16..256 of the eight curves (h = 16/64/128, s_q = 1/2, CSA and HCA)
     for r in records:
@@ -271,13 +292,15 @@ def test_h200_choices_are_the_measured_ones() -> None:
 def test_q_goes_through_the_kernel_scratch_where_it_measured_faster() -> None:
     """16x32 plans of 3+ tiles per program convert q in the kernel; 64-head plans (the dependent-launch conversion
     kernel measured faster) and programs of 1-2 tiles do not; and every plan says how many token segments its
-    busiest program starts (programs start at multiples of gcd(units_per_part, n_tiles) into a token)."""
-    by_tile = {(p.config.block_h, p.config.block_n): p for b in range(1, 257) for p in [plan(dsv4(b), H200)]}
-    assert {(64, 64), (64, 32), (16, 32)} <= set(by_tile)
-    for b in range(1, 257):
-        p = plan(dsv4(b), H200)
-        expected = p.units_per_part >= 3 and p.config.block_h < 64
-        assert p.q_scratch == expected, (b, p.config, p.units_per_part)
+    busiest program starts (programs start at multiples of gcd(units_per_part, n_tiles) into a token). (The Triton
+    kernel's plans: the warp-specialized kernel converts q itself.)"""
+    with config.override(WAVEMLA_SPARSE_WS="off"):
+        by_tile = {(p.config.block_h, p.config.block_n): p for b in range(1, 257) for p in [plan(dsv4(b), H200)]}
+        assert {(64, 64), (64, 32), (16, 32)} <= set(by_tile)
+        for b in range(1, 257):
+            p = plan(dsv4(b), H200)
+            expected = p.units_per_part >= 3 and p.config.block_h < 64
+            assert p.q_scratch == expected, (b, p.config, p.units_per_part)
     p = evaluate(dsv4(80), H200, KernelConfig(64, 64, 8, 1), 7)  # tokens of 10 tiles, programs of 7: gcd 1
     assert p.segments_per_program == 2
     assert evaluate(dsv4(80), H200, KernelConfig(64, 64, 8, 1), 5).segments_per_program == 1
@@ -449,12 +472,12 @@ def test_reasons_say_how_tokens_are_cut_and_merged() -> None:
     assert "into up to 3 pieces, merged by the split kernel (the two-piece merge" in said[67]
     assert said[128].endswith("no token cut")
     assert invariant.endswith("2 pieces a token, merged in their programs")
-    if sparse_decode_ws.HAVE_GLUON:
-        ws = {b: plan(dsv4(b), H200).reasons[-1] for b in (8, 34, 67)}
-        invariant = plan(dataclasses.replace(dsv4(128), batch_invariant=True), H200).reasons[-1]
-        assert ws[8] == said[8]  # 32-row tiles: the Triton kernel
-        assert ws[34].endswith("into 2 pieces, merged by the combine kernel")
-        assert ws[67].endswith("into up to 3 pieces, merged by the combine kernel")
+    if sparse_decode_ws.HAVE_GLUON:  # the H200 picks priced with the warp-specialized kernel's costs
+        ws = {b: plan(dsv4(b), H200) for b in (1, 8, 34)}
+        invariant = plan(dataclasses.replace(dsv4(128, 64, "hca"), batch_invariant=True), H200).reasons[-1]
+        assert ws[1].config.block_h == 16  # 16-row tiles: the Triton kernel
+        assert ws[8].reasons[-1].endswith("into up to 10 pieces, merged by the combine kernel")
+        assert ws[34].reasons[-1].endswith("into up to 4 pieces, merged by the combine kernel")
         assert invariant.endswith("2 pieces a token, merged by the combine kernel")
 
 
@@ -480,15 +503,28 @@ def test_host_cost() -> None:
 
 @pytest.mark.parametrize("mode", ["csa", "hca"])
 def test_h200_batch_invariant_plans_are_the_measured_ones(mode: str) -> None:
-    """DeepSeek-V4 shapes in batch-invariant mode on the H200: 64x64 tiles in 2 pieces per token (the measured best);
-    from b = 96 a program holds whole tokens and merges their pieces itself, so no combine is launched."""
+    """DeepSeek-V4 shapes in batch-invariant mode on the H200, Triton kernel: 64x64 tiles in 2 pieces per token (the
+    measured best); from b = 96 a program holds whole tokens and merges their pieces itself, so no combine is
+    launched. With the warp-specialized kernel (which merges no piece itself) the model chooses: CSA tokens whole
+    (no piece to merge), HCA tokens in 2 pieces merged by the combine kernel."""
+    from wavemla.kernels import sparse_decode_ws
+
+    with config.override(WAVEMLA_SPARSE_WS="off"):
+        for b in (1, 32, 64, 96, 128, 148, 256):
+            p = plan(dataclasses.replace(dsv4(b, 64, mode), batch_invariant=True), H200)
+            assert (p.config.block_h, p.config.block_n, p.n_tiles // p.pieces_tiles) == (64, 64, 2), (b, p.config)
+            assert any("measured best on an H200" in r for r in p.reasons)
+            assert p.writes_partials and p.workspace_rows(b) > 0
+            if b in (96, 128, 256):
+                assert p.units_per_part % p.n_tiles == 0 and not p.needs_combine, (b, p.units_per_part)
+    if not sparse_decode_ws.HAVE_GLUON:
+        return
+    pieces = {"csa": 1, "hca": 2}[mode]
     for b in (1, 32, 64, 96, 128, 148, 256):
         p = plan(dataclasses.replace(dsv4(b, 64, mode), batch_invariant=True), H200)
-        assert (p.config.block_h, p.config.block_n, p.n_tiles // p.pieces_tiles) == (64, 64, 2), (b, p.config)
-        assert any("measured best on an H200" in r for r in p.reasons)
-        assert p.writes_partials and p.workspace_rows(b) > 0
-        if b in (96, 128, 256):
-            assert p.units_per_part % p.n_tiles == 0 and not p.needs_combine, (b, p.units_per_part)
+        assert (p.config.block_h, p.config.block_n, p.n_tiles // p.pieces_tiles) == (64, 64, pieces), (b, p.config)
+        assert not any("measured best on an H200" in r for r in p.reasons)
+        assert p.writes_partials == (pieces > 1) and p.units_per_part % p.pieces_tiles == 0
 
 
 def test_plan_says_where_the_warp_specialized_kernel_runs():

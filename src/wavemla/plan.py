@@ -294,6 +294,24 @@ _SM90_TABLE: dict[tuple[int, int, int, int, bool], Resources] = {
     (16, 32, 4, 2, False): Resources(50432, 223, "table", tile_us=3.6),
 }
 
+# The warp-specialized sm_90 kernel (kernels/sparse_decode_ws.py), which runs in place of the Triton kernel's 64x64
+# FP8 tiles wherever it applies: 214,976 B of shared memory (one program per SM) and its own cost model
+# (_Coster._ws): a program costs its tiles (tile_us, times 1 + _SM90_WS_BUSY x the fraction of slots busy), a fixed
+# start (first_segment_us + _PROGRAM_US: q staged, the gather getting ahead, the epilogue) and segment_us for each
+# further token segment; it merges no cut token itself, the combine kernel does (its bytes and launch, plus
+# _SM90_WS_COMBINE_US and _SM90_WS_PIECE_US per piece of the most-cut token). Fitted by coordinate descent to 69
+# measured (batch, tiles per program) partitions at CSA/HCA h=64, b = 1..256 (benchmarks/experiments/fit_ws.py over
+# benchmarks/results/2026-12-02-h200-ws-grid-c6b0e72.json, output in 2026-12-02-h200-fit-ws.txt): rms log error
+# 6.6%, 2 of 29 pairs of partitions measured >3% apart at one batch ranked the wrong way round.
+_SM90_WS = Resources(214976, 168, "table", tile_us=3.9, segment_us=3.5, first_segment_us=2.5)
+_SM90_WS_BUSY = 0.25
+_SM90_WS_COMBINE_US = 2.0
+_SM90_WS_PIECE_US = 0.2
+# Each wave after the first: CSA h=64 b=256 in 128 programs of two whole tokens took 116.1 µs on that grid, against
+# 2 x 60.9 - 3 (launch) for b=128 in programs of one token: a program's second segment starts with the gather already
+# ahead, a second wave's programs start cold.
+_SM90_WS_WAVE_US = 3.0
+
 _MEASURED_ARCH = 90
 
 # Cost model, calibrated on an H200 (benchmarks/results): one tile costs a fixed latency (index load, then the
@@ -426,17 +444,19 @@ def static_resources(cfg: KernelConfig, workload: Workload, device: DeviceSpec) 
     estimate."""
     return _static_resources(
         cfg, workload.is_fp8, device.arch, device.max_regs_per_thread, device.regs_per_sm,
-        config.get("WAVEMLA_CACHE_DIR"),
+        config.get("WAVEMLA_CACHE_DIR"), _sparse_ws(cfg, workload, device),
     )  # fmt: skip
 
 
 @functools.lru_cache(maxsize=1024)
 def _static_resources(
-    cfg: KernelConfig, is_fp8: bool, arch: int, max_regs: int, regs_per_sm: int, cache_dir: str | None
+    cfg: KernelConfig, is_fp8: bool, arch: int, max_regs: int, regs_per_sm: int, cache_dir: str | None, ws: bool
 ) -> Resources:
     del cache_dir  # part of the cache key only: resources.lookup reads the knob's directory
     from wavemla import resources  # not at import time: `python -m wavemla.resources` imports this module
 
+    if ws:
+        return dataclasses.replace(_SM90_WS, note="warp-specialized kernel, measured on an H200")
     key = (cfg.block_h, cfg.block_n, cfg.num_warps, cfg.num_stages, is_fp8)
     if arch == _MEASURED_ARCH and key in _SM90_TABLE:
         return dataclasses.replace(_SM90_TABLE[key], note="measured on an H200")
@@ -549,7 +569,9 @@ class _Coster:
         self.seg_whole = _segment_us(cfg, device, False, ws_bytes)
         self.combine_base = _combine_us(tokens, 0, workload.h_q, device, ws_bytes)
         self.combine_per_part = _combine_us(tokens, 1, workload.h_q, device, ws_bytes) - self.combine_base
-        self.in_kernel = merges_in_kernel(cfg)
+        # the warp-specialized kernel leaves cut tokens to the combine kernel
+        self.ws = ws = _sparse_ws(cfg, workload, device)
+        self.in_kernel = merges_in_kernel(cfg) and not ws
         # The smallest partition offered: see _register_q_slow.
         self.min_upp = min(Q_CONVERT_MIN_TILES, self.total) if _register_q_slow(cfg, workload) else 1
         # the measured FP8 tile times were fitted with the segment start charged apart (see _SEGMENT_US)
@@ -557,7 +579,9 @@ class _Coster:
         self.segment_us = (_SEGMENT_US if res.segment_us is None else res.segment_us) if measured_fp8 else 0.0
         first = res.first_segment_us if res.first_segment_us is not None else self.segment_us
         self.first_segment_us = first if measured_fp8 else 0.0
-        self.busy = _SM90_BUSY if measured_fp8 else 0.0
+        self.busy = (_SM90_WS_BUSY if ws else _SM90_BUSY) if measured_fp8 else 0.0
+        if ws:
+            self.combine_base += _SM90_WS_COMBINE_US
         # the measured merge terms are those of the split kernel's merge in 64-head, 64-row tiles (the only measured
         # tile that merges in the kernel); a combine kernel's merges keep their bytes
         self.measured_merge = measured_fp8 and self.in_kernel
@@ -578,9 +602,10 @@ class _Coster:
             cut = piece < n_tiles
             program = upp * tile + (upp // piece) * (self.seg_cut if cut else self.seg_whole) + _PROGRAM_US
             program += self._starts(upp // piece)
-            if cut:
+            if cut and not self.ws:
                 # tokens whose pieces all run here are merged in the program (pieces read back from L2, output
-                # written); tokens cut between programs are merged by a program (64-row tiles) or by the combine
+                # written); tokens cut between programs are merged by a program (64-row tiles) or by the combine.
+                # (The warp-specialized kernel leaves every piece to the combine.)
                 merge = self._merge(n_tiles // piece)
                 program += (upp // n_tiles) * merge
                 cut = upp % n_tiles != 0
@@ -601,9 +626,29 @@ class _Coster:
                 # the program writing a token's last piece merges it: at most one such token per program
                 program += self._merge(max_pieces(n_tiles, upp))
             slots = parts
+        if self.ws:
+            return self._ws(upp, piece, parts, waves, active, tile)
         combine = self.combine_base + slots * self.combine_per_part if cut and not self.in_kernel else 0.0
         # only the first wave's programs start behind the q conversion (a cheaper first segment, see _SM90_TABLE)
         later = (waves - 1) * max(0.0, self.segment_us - self.first_segment_us)
+        return _Split(upp, parts, waves, active, tile, _LAUNCH_US + waves * program + later + combine, combine)
+
+    def _ws(self, upp: int, piece: int | None, parts: int, waves: int, active: int, tile: float) -> _Split:
+        """The warp-specialized kernel's cost (see _SM90_WS): a program's tiles, its fixed cost (first segment: q
+        staged, the gather ahead of the math, the epilogue) and each further token segment (or batch-invariant piece);
+        cut tokens' partials merged by the combine kernel."""
+        n_tiles = self.n_tiles
+        if piece is not None:
+            segments, cut, slots = upp // piece, piece < n_tiles, self.total // piece
+            pieces = n_tiles // piece
+        else:
+            segments = -(-(n_tiles - math.gcd(upp, n_tiles) + upp) // n_tiles)
+            cut, slots = parts > 1 and upp % n_tiles != 0, parts
+            pieces = max_pieces(n_tiles, upp)
+        program = upp * tile + self.first_segment_us + (segments - 1) * self.segment_us + _PROGRAM_US
+        combine = self.combine_base + slots * self.combine_per_part + pieces * _SM90_WS_PIECE_US if cut else 0.0
+        # a later wave's programs start cold, without a gather already running ahead into their rows
+        later = (waves - 1) * _SM90_WS_WAVE_US
         return _Split(upp, parts, waves, active, tile, _LAUNCH_US + waves * program + later + combine, combine)
 
     def _starts(self, segments: int) -> float:
@@ -722,7 +767,9 @@ _INVARIANT_REFERENCE_BATCHES = (32, 64, 128, 256)
 # the cost model ranks whole configurations poorly when few SMs are busy (a tile runs faster on a half-idle GPU)
 # and picked 32-row tiles in 4 pieces for HCA, 1.24-1.53x the default plan, where 64-row tiles in 2 pieces measure
 # 0.94-1.16x (benchmarks/results/2026-11-30-h200-bi-sweep.log). Key: (h_q, s_q, topk, extra_topk, is_fp8); value:
-# (BLOCK_H, BLOCK_N, pieces per token).
+# (BLOCK_H, BLOCK_N, pieces per token). Where the warp-specialized kernel runs those tiles the model chooses: that
+# kernel leaves every piece to the combine kernel, so two pieces per token cost it 1.12-1.36x the default plan at
+# b = 96..256 (benchmarks/results/2026-12-02-h200-bi-cost-ws-c6b0e72.json).
 _SM90_INVARIANT_MEASURED: dict[tuple[int, int, int, int, bool], tuple[int, int, int]] = {
     (64, 1, 128, 512, True): (64, 64, 2),  # CSA: 0.86-1.09x the default plan for b = 32..256
     (64, 1, 128, 1024, True): (64, 64, 2),  # HCA: 0.94-1.16x
@@ -760,6 +807,8 @@ def _invariant_choice(
     if device.arch == _MEASURED_ARCH and forced_splits is None and not any(config.get(k) for k in _TILE_KNOBS):
         key = (workload.h_q, workload.s_q, workload.topk, workload.extra_topk, workload.is_fp8)
         measured = _SM90_INVARIANT_MEASURED.get(key)
+        if measured is not None and _sparse_ws(KernelConfig(measured[0], measured[1], 8, 1), workload, device):
+            measured = None  # measured with the Triton kernel: the warp-specialized one is priced by the model
         if measured is not None:
             configs = [c for c in configs if (c.block_h, c.block_n) == measured[:2]][:1] or configs
     best: tuple[float, int, KernelConfig] | None = None
@@ -961,8 +1010,8 @@ def _plan_config(
     if ws:
         notes.append(
             "runs the warp-specialized sm_90 kernel (kernels/sparse_decode_ws.py) where q's head rows are packed and "
-            "the cache pages 16-byte aligned; the prediction is the Triton kernel's (the new kernel measured "
-            "0.78-0.98 of it on an H200, docs/sparse-decode.md)"
+            "the cache pages 16-byte aligned, priced by its own measured costs (elsewhere the Triton kernel runs "
+            "this plan)"
         )
     notes.append(
         f"{tokens} token(s) x {n_tiles} tiles x {num_hb} head block(s) over {slots} slots: "

@@ -1,0 +1,76 @@
+"""Fit the planner's costs of the warp-specialized sm_90 sparse kernel (``_SM90_WS``, ``_SM90_WS_BUSY``,
+``_SM90_WS_COMBINE_US`` and ``_SM90_WS_PIECE_US`` in wavemla/plan.py) to a measured partition grid
+(``partition_sweep.py`` JSON of 64x64 points, from ``gpu_ws_grid.sh``), by coordinate descent on the squared log
+error of predicted against measured time.
+
+    PYTHONPATH=src python3 benchmarks/experiments/fit_ws.py benchmarks/results/2026-12-02-h200-ws-grid-c6b0e72.json
+
+Prints the shipped values' error, the fit, every point's residual, and how often the fitted model ranks two measured
+partitions of one batch (>3% apart) the wrong way round.
+"""
+
+import dataclasses
+import json
+import math
+import sys
+from pathlib import Path
+
+import wavemla.plan as pl
+
+sys.path.insert(0, str(Path(__file__).parent))
+from partition_model import misranked, predict
+
+records = [r for a in sys.argv[1:] for r in json.loads(Path(a).read_text())["records"] if r["ok"]]
+records = [r for r in records if r["config"].startswith("64x64")]
+GRID = {
+    "tile": [2.0 + x / 10 for x in range(0, 51)],
+    "segment": [x / 2 for x in range(0, 31)],
+    "first": [x / 2 for x in range(0, 51)],
+    "busy": [x / 20 for x in range(0, 17)],
+    "combine": [x / 2 for x in range(0, 31)],
+    "piece": [x / 10 for x in range(0, 31)],
+}
+
+
+def apply(v: dict) -> None:
+    pl._SM90_WS = dataclasses.replace(pl._SM90_WS, tile_us=v["tile"], segment_us=v["segment"],
+                                      first_segment_us=v["first"])  # fmt: skip
+    pl._SM90_WS_BUSY = v["busy"]
+    pl._SM90_WS_COMBINE_US = v["combine"]
+    pl._SM90_WS_PIECE_US = v["piece"]
+    pl.clear_caches()
+
+
+def loss(v: dict) -> float:
+    apply(v)
+    return sum(math.log(predict(r) / r["median_us"]) ** 2 for r in records)
+
+
+shipped = {"tile": pl._SM90_WS.tile_us, "segment": pl._SM90_WS.segment_us, "first": pl._SM90_WS.first_segment_us,
+           "busy": pl._SM90_WS_BUSY, "combine": pl._SM90_WS_COMBINE_US, "piece": pl._SM90_WS_PIECE_US}  # fmt: skip
+print(f"shipped {shipped}: rms log error {math.sqrt(loss(shipped) / len(records)):.3f} over {len(records)} points")
+best = {"tile": 4.0, "segment": 5.0, "first": 5.0, "busy": 0.2, "combine": 3.0, "piece": 0.0}
+err = loss(best)
+for _ in range(10):
+    moved = False
+    for name, values in GRID.items():
+        for x in values:
+            e = loss({**best, name: x})
+            if e < err - 1e-12:
+                err, best, moved = e, {**best, name: x}, True
+    if not moved:
+        break
+apply(best)
+print(f"fit {best}: rms log error {math.sqrt(err / len(records)):.3f}")
+for r in sorted(records, key=lambda r: (r["mode"], r["batch"], r["units_per_part"])):
+    p = predict(r)
+    print(f"   {r['mode']} b={r['batch']:3d} upp={r['units_per_part']:3d} meas {r['median_us']:6.1f} pred {p:6.1f}"
+          f" {100 * (p / r['median_us'] - 1):+5.0f}%")  # fmt: skip
+groups: dict[tuple[str, int], list[dict]] = {}
+for r in records:
+    groups.setdefault((r["mode"], r["batch"]), []).append(r)
+total, wrong = misranked(rs for _, rs in sorted(groups.items()))
+for a, b in wrong:
+    print(f"misranked {a['mode']} b={a['batch']}: upp {a['units_per_part']} {a['median_us']:.1f}"
+          f" (pred {predict(a):.1f}) vs upp {b['units_per_part']} {b['median_us']:.1f} (pred {predict(b):.1f})")  # fmt: skip
+print(f"pairs >3% apart ranked wrong: {len(wrong)} of {total}")
