@@ -71,6 +71,8 @@ for r in records:
     groups.setdefault((r["mode"], r["batch"]), []).append(r)
 total, wrong = misranked(rs for _, rs in sorted(groups.items()))
 for a, b in wrong:
-    print(f"misranked {a['mode']} b={a['batch']}: upp {a['units_per_part']} {a['median_us']:.1f}"
-          f" (pred {predict(a):.1f}) vs upp {b['units_per_part']} {b['median_us']:.1f} (pred {predict(b):.1f})")  # fmt: skip
+    print(
+        f"misranked {a['mode']} b={a['batch']}: upp {a['units_per_part']} {a['median_us']:.1f}"
+        f" (pred {predict(a):.1f}) vs upp {b['units_per_part']} {b['median_us']:.1f} (pred {predict(b):.1f})"
+    )
 print(f"pairs >3% apart ranked wrong: {len(wrong)} of {total}")
