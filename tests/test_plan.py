@@ -251,8 +251,9 @@ def test_h200_costs_come_from_its_measurements() -> None:
 
 # Runs of one day by the planner they measured, in order: before the measured merge terms, with them
 # (``*-merge-model.json``), with a cut token's pieces counted exactly (``*-exact-pieces.json``), with the re-chosen
-# 64x64 and 64x32 tile costs (``*-refit8.json``).
-_PLANNER_RUNS = ("-merge-model", "-exact-pieces", "-refit8")
+# 64x64 and 64x32 tile costs (``*-refit8.json``), with the warp-specialized kernel's costs re-fitted to its curves
+# (``*-ws-refit.json``).
+_PLANNER_RUNS = ("-merge-model", "-exact-pieces", "-refit8", "-ws-refit")
 
 
 def _planner_run(name: str) -> int:
@@ -476,7 +477,7 @@ def test_reasons_say_how_tokens_are_cut_and_merged() -> None:
         ws = {b: plan(dsv4(b), H200) for b in (1, 8, 34)}
         invariant = plan(dataclasses.replace(dsv4(128, 64, "hca"), batch_invariant=True), H200).reasons[-1]
         assert ws[1].config.block_h == 16  # 16-row tiles: the Triton kernel
-        assert ws[8].reasons[-1].endswith("into up to 10 pieces, merged by the combine kernel")
+        assert ws[8].reasons[-1].endswith("into up to 5 pieces, merged by the combine kernel")
         assert ws[34].reasons[-1].endswith("into up to 4 pieces, merged by the combine kernel")
         assert invariant.endswith("2 pieces a token, merged by the combine kernel")
 

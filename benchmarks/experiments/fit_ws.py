@@ -1,5 +1,5 @@
 """Fit the planner's costs of the warp-specialized sm_90 sparse kernel (``_SM90_WS``, ``_SM90_WS_BUSY``,
-``_SM90_WS_COMBINE_US`` and ``_SM90_WS_PIECE_US`` in wavemla/plan.py) to a measured partition grid
+``_SM90_WS_COMBINE_US`` and ``_SM90_WS_WIDE_US`` in wavemla/plan.py) to a measured partition grid
 (``partition_sweep.py`` JSON of 64x64 points, from ``gpu_ws_grid.sh``), by coordinate descent on the squared log
 error of predicted against measured time.
 
@@ -20,15 +20,22 @@ import wavemla.plan as pl
 sys.path.insert(0, str(Path(__file__).parent))
 from partition_model import misranked, predict
 
-records = [r for a in sys.argv[1:] for r in json.loads(Path(a).read_text())["records"] if r["ok"]]
-records = [r for r in records if r["config"].startswith("64x64")]
+records = []
+for a in sys.argv[1:]:
+    for r in json.loads(Path(a).read_text())["records"]:
+        if "provider" in r:  # a `wavemla bench` curve: the planner's own plans, every third batch
+            if r["provider"] != "wavemla" or r["batch"] % 3:
+                continue
+            r = {**r, "spec": "curve", "ok": True}
+        if r["ok"] and r["config"].startswith("64x64"):
+            records.append(r)
 GRID = {
     "tile": [2.0 + x / 10 for x in range(0, 51)],
     "segment": [x / 2 for x in range(0, 31)],
     "first": [x / 2 for x in range(0, 51)],
     "busy": [x / 20 for x in range(0, 17)],
     "combine": [x / 2 for x in range(0, 31)],
-    "piece": [x / 10 for x in range(0, 31)],
+    "wide": [x / 10 for x in range(0, 31)],
 }
 
 
@@ -37,7 +44,7 @@ def apply(v: dict) -> None:
                                       first_segment_us=v["first"])  # fmt: skip
     pl._SM90_WS_BUSY = v["busy"]
     pl._SM90_WS_COMBINE_US = v["combine"]
-    pl._SM90_WS_PIECE_US = v["piece"]
+    pl._SM90_WS_WIDE_US = v["wide"]
     pl.clear_caches()
 
 
@@ -47,9 +54,9 @@ def loss(v: dict) -> float:
 
 
 shipped = {"tile": pl._SM90_WS.tile_us, "segment": pl._SM90_WS.segment_us, "first": pl._SM90_WS.first_segment_us,
-           "busy": pl._SM90_WS_BUSY, "combine": pl._SM90_WS_COMBINE_US, "piece": pl._SM90_WS_PIECE_US}  # fmt: skip
+           "busy": pl._SM90_WS_BUSY, "combine": pl._SM90_WS_COMBINE_US, "wide": pl._SM90_WS_WIDE_US}  # fmt: skip
 print(f"shipped {shipped}: rms log error {math.sqrt(loss(shipped) / len(records)):.3f} over {len(records)} points")
-best = {"tile": 4.0, "segment": 5.0, "first": 5.0, "busy": 0.2, "combine": 3.0, "piece": 0.0}
+best = {"tile": 4.0, "segment": 5.0, "first": 5.0, "busy": 0.2, "combine": 3.0, "wide": 1.0}
 err = loss(best)
 for _ in range(10):
     moved = False
@@ -62,13 +69,14 @@ for _ in range(10):
         break
 apply(best)
 print(f"fit {best}: rms log error {math.sqrt(err / len(records)):.3f}")
-for r in sorted(records, key=lambda r: (r["mode"], r["batch"], r["units_per_part"])):
+for r in sorted(records, key=lambda r: (r["mode"], r.get("s_q", 1), r.get("h_q", 64), r["batch"], r["units_per_part"])):
     p = predict(r)
-    print(f"   {r['mode']} b={r['batch']:3d} upp={r['units_per_part']:3d} meas {r['median_us']:6.1f} pred {p:6.1f}"
+    print(f"   {r['mode']} s_q={r.get('s_q', 1)} h={r.get('h_q', 64):3d} b={r['batch']:3d} upp={r['units_per_part']:3d}"
+          f" meas {r['median_us']:6.1f} pred {p:6.1f}"
           f" {100 * (p / r['median_us'] - 1):+5.0f}%")  # fmt: skip
-groups: dict[tuple[str, int], list[dict]] = {}
+groups: dict[tuple[str, int, int, int], list[dict]] = {}
 for r in records:
-    groups.setdefault((r["mode"], r["batch"]), []).append(r)
+    groups.setdefault((r["mode"], r.get("s_q", 1), r.get("h_q", 64), r["batch"]), []).append(r)
 total, wrong = misranked(rs for _, rs in sorted(groups.items()))
 for a, b in wrong:
     print(

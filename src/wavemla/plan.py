@@ -298,15 +298,18 @@ _SM90_TABLE: dict[tuple[int, int, int, int, bool], Resources] = {
 # FP8 tiles wherever it applies: 214,976 B of shared memory (one program per SM) and its own cost model
 # (_Coster._ws): a program costs its tiles (tile_us, times 1 + _SM90_WS_BUSY x the fraction of slots busy), a fixed
 # start (first_segment_us + _PROGRAM_US: q staged, the gather getting ahead, the epilogue) and segment_us for each
-# further token segment; it merges no cut token itself, the combine kernel does (its bytes and launch, plus
-# _SM90_WS_COMBINE_US and _SM90_WS_PIECE_US per piece of the most-cut token). Fitted by coordinate descent to 69
-# measured (batch, tiles per program) partitions at CSA/HCA h=64, b = 1..256 (benchmarks/experiments/fit_ws.py over
-# benchmarks/results/2026-12-02-h200-ws-grid-c6b0e72.json, output in 2026-12-02-h200-fit-ws.txt): rms log error
-# 6.6%, 2 of 29 pairs of partitions measured >3% apart at one batch ranked the wrong way round.
-_SM90_WS = Resources(214976, 168, "table", tile_us=3.9, segment_us=3.5, first_segment_us=2.5)
+# further token segment. It merges no cut token itself: the combine kernel does, priced by its bytes and launch plus
+# _SM90_WS_COMBINE_US, and _SM90_WS_WIDE_US per token where it loads every piece at once (16+ pieces rounded up: one
+# program per token, head and 128 columns; CSA b = 3..9 in 1-tile programs, 10 pieces a token, took 1.7 µs more per
+# token, 2-tile programs 0.3). Fitted by coordinate descent (benchmarks/experiments/fit_ws.py, output in
+# benchmarks/results/2026-12-02-h200-fit-ws.txt) to 69 measured partitions at CSA/HCA h=64, b = 1..256
+# (2026-12-02-h200-ws-grid-c6b0e72.json) and every third batch of the six b = 1..256 curves of its first costs
+# (2026-12-02-h200-sparse-decode-curve-*-ws.json): 578 points, rms log error 6.1%; among the value sets within 0.1%
+# of the best, the one that moves the fewest curve plans (71 of 1,536).
+_SM90_WS = Resources(214976, 168, "table", tile_us=3.6, segment_us=3.0, first_segment_us=5.5)
 _SM90_WS_BUSY = 0.25
-_SM90_WS_COMBINE_US = 2.0
-_SM90_WS_PIECE_US = 0.2
+_SM90_WS_COMBINE_US = 0.0
+_SM90_WS_WIDE_US = 1.2
 # Each wave after the first: CSA h=64 b=256 in 128 programs of two whole tokens took 116.1 µs on that grid, against
 # 2 x 60.9 - 3 (launch) for b=128 in programs of one token: a program's second segment starts with the gather already
 # ahead, a second wave's programs start cold.
@@ -638,15 +641,19 @@ class _Coster:
         staged, the gather ahead of the math, the epilogue) and each further token segment (or batch-invariant piece);
         cut tokens' partials merged by the combine kernel."""
         n_tiles = self.n_tiles
+        from wavemla.kernels.combine import wide_merge
+
         if piece is not None:
-            segments, cut, slots = upp // piece, piece < n_tiles, self.total // piece
-            pieces = n_tiles // piece
+            segments, cut, slots, slot_units = upp // piece, piece < n_tiles, self.total // piece, piece
         else:
             segments = -(-(n_tiles - math.gcd(upp, n_tiles) + upp) // n_tiles)
-            cut, slots = parts > 1 and upp % n_tiles != 0, parts
-            pieces = max_pieces(n_tiles, upp)
+            cut, slots, slot_units = parts > 1 and upp % n_tiles != 0, parts, upp
         program = upp * tile + self.first_segment_us + (segments - 1) * self.segment_us + _PROGRAM_US
-        combine = self.combine_base + slots * self.combine_per_part + pieces * _SM90_WS_PIECE_US if cut else 0.0
+        combine = 0.0
+        if cut:
+            combine = self.combine_base + slots * self.combine_per_part
+            if wide_merge(n_tiles, slot_units):  # one combine program per token, head and 128 columns
+                combine += self.tokens * _SM90_WS_WIDE_US
         # a later wave's programs start cold, without a gather already running ahead into their rows
         later = (waves - 1) * _SM90_WS_WAVE_US
         return _Split(upp, parts, waves, active, tile, _LAUNCH_US + waves * program + later + combine, combine)

@@ -30,6 +30,17 @@ from wavemla.plan import dense_combine_shape
 _WIDE_FROM_PIECES = 16
 
 
+def _max_pieces_pow2(n_tiles: int, units_per_part: int) -> int:
+    """The most pieces a token has with slots of ``units_per_part`` tiles, rounded up to a power of two."""
+    return triton.next_power_of_2((n_tiles + units_per_part - 2) // units_per_part + 1)
+
+
+def wide_merge(n_tiles: int, units_per_part: int) -> bool:
+    """Whether :func:`sparse_decode_combine` merges tokens of ``n_tiles`` tiles in slots of ``units_per_part`` with
+    :func:`_merge_all_pieces` (one program per token, head and column block) rather than the loop over pieces."""
+    return _max_pieces_pow2(n_tiles, units_per_part) >= _WIDE_FROM_PIECES
+
+
 @triton.jit
 def _merge_all_pieces(
     p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D: tl.constexpr, MAX_PIECES: tl.constexpr
@@ -134,8 +145,8 @@ def sparse_decode_combine(
     b, s_q, h, d = out.shape
     if d % block_d:
         raise ValueError(f"block_d: must divide the head dim {d}, got {block_d}")
-    max_pieces = triton.next_power_of_2((n_tiles + units_per_part - 2) // units_per_part + 1)
-    wide = max_pieces >= _WIDE_FROM_PIECES
+    max_pieces = _max_pieces_pow2(n_tiles, units_per_part)
+    wide = wide_merge(n_tiles, units_per_part)
     grid = (b * s_q, triton.cdiv(h, block_h), d // block_d if wide else 1)
     _sparse_mla_combine_kernel[grid](
         p_out=out,
