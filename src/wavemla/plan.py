@@ -301,15 +301,17 @@ _SM90_TABLE: dict[tuple[int, int, int, int, bool], Resources] = {
 # further token segment. It merges no cut token itself: the combine kernel does, priced by its bytes and launch plus
 # _SM90_WS_COMBINE_US, and _SM90_WS_WIDE_US per token where it loads every piece at once (16+ pieces rounded up: one
 # program per token, head and 128 columns; CSA b = 3..9 in 1-tile programs, 10 pieces a token, took 1.7 µs more per
-# token, 2-tile programs 0.3). Fitted by coordinate descent (benchmarks/experiments/fit_ws.py, output in
-# benchmarks/results/2026-12-02-h200-fit-ws.txt) to 69 measured partitions at CSA/HCA h=64, b = 1..256
-# (2026-12-02-h200-ws-grid-c6b0e72.json) and every third batch of the six b = 1..256 curves of its first costs
-# (2026-12-02-h200-sparse-decode-curve-*-ws.json): 578 points, rms log error 6.1%; among the value sets within 0.1%
-# of the best, the one that moves the fewest curve plans (71 of 1,536).
-_SM90_WS = Resources(214976, 168, "table", tile_us=3.6, segment_us=3.0, first_segment_us=5.5)
-_SM90_WS_BUSY = 0.25
+# token, 2-tile programs 0.3). Fitted by coordinate descent (benchmarks/experiments/fit_ws.py) to 69 measured
+# partitions at CSA/HCA h=64, b = 1..256 (2026-12-02-h200-ws-grid-c6b0e72.json) and every third batch of the six
+# b = 1..256 curves of its first costs (2026-12-02-h200-sparse-decode-curve-*-ws.json), 578 points, rms log error
+# 6.1% (2026-12-02-h200-fit-ws.txt); then chosen by the picks they make (benchmarks/experiments/choose_ws.py over
+# those and the plans that fit moved, re-measured: -sparse-decode-changed-*-ws-refit.json; 2026-12-02-h200-choose-
+# ws.txt): over the 90 (shape, batch) points measured with two or more plans, the summed pick / fastest - 1 is 1.55
+# with these values against 2.66 with the fit's, every pick measured, and rms log error 5.9% over 1,623 64x64 points.
+_SM90_WS = Resources(214976, 168, "table", tile_us=3.7, segment_us=3.5, first_segment_us=5.5)
+_SM90_WS_BUSY = 0.2
 _SM90_WS_COMBINE_US = 0.0
-_SM90_WS_WIDE_US = 1.2
+_SM90_WS_WIDE_US = 1.0
 # Each wave after the first: CSA h=64 b=256 in 128 programs of two whole tokens took 116.1 µs on that grid, against
 # 2 x 60.9 - 3 (launch) for b=128 in programs of one token: a program's second segment starts with the gather already
 # ahead, a second wave's programs start cold.
