@@ -16,15 +16,10 @@ import statistics
 from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
-# The runs of the current sparse-decode build and planner: the h=64 s_q=1 table of the current kernel (HEAD_CHECK,
-# median of 30; its batches whose pick the planner has moved since are shown from the later runs, marked) and the h=64
-# s_q=1 curves of the later planners (MODEL); the s_q=2 and h=128 curves of the tile-loop build (NOW), whose
-# whole-token tiles the two-piece merge build changes by 0-1.5% (docs/sparse-decode.md, item 3), with the batches
-# whose pick the planner has moved since re-measured (MODEL's "changed" files, see CURVES); the 16-head curves (no
-# in-kernel merge, no moved pick) and the indexer from the runs before those.
-HEAD_CHECK = "2026-12-01-h200-head-check"
-MODEL = "2026-12-01-h200-sparse-decode"
-NOW = "2026-12-01-h200"
+# The runs of the current sparse-decode build and planner: the b = 1..256 curves (CURVES; the 16-head ones from the
+# runs before the warp-specialized kernel, which they do not run), the batch-invariant cost with that kernel (BI), and
+# the indexer from the runs before those.
+BI = "2026-12-02-h200-bi-cost-ws-3e10b44"
 BEFORE = "2026-11-30-h200"
 DENSE = "2026-12-02-h200-dense-ws-b128-72f38d6"  # the warp-specialized sm_90 kernel's b = 128, 16K points
 # the sparse decode as shipped with its warp-specialized sm_90 kernel (sparse_ws_ab.py time: each shape's first
@@ -60,31 +55,35 @@ def sparse_table(data: dict, mode: str, h: int, s_q: int, moved: dict[int, dict]
 
 
 # The b = 1..256 curves: (file, mode, heads, s_q, the later runs of the batches whose pick has moved since, oldest
-# first: the planner's merge terms (MODEL's "-merge-model" files), its exact count of a cut token's pieces
-# ("-exact-pieces"), its re-chosen 64x64 and 64x32 tile costs ("-refit8")). Each curve is one run; the later runs are
-# shown beside them (moved_table), not mixed in: runs differ by 3-4%. The HCA h=64 curve is of the current planner
-# (-hca-refit8; its b = 7 point is one disturbed set of replays, p80 490 µs); the merge-term planner's runs before it
-# are -hca-merge-model-2 and -hca-merge-model (the latter with the GPU below its usual ceilings: 20 steps).
+# first). The 64-head and 128-head curves are of the planner pricing the warp-specialized sm_90 kernel with its first
+# costs (WS); the later runs re-measured the plans its re-fitted costs ("-ws-refit") and its costs chosen by their
+# picks ("-ws-refit2") moved. Each curve is one run; the later runs are shown beside them (moved_table) and make up
+# the current planner's curve (current_rows), whose steps are counted. The 16-head curves (no warp-specialized kernel,
+# no moved pick) are of the runs before.
+WS = "2026-12-02-h200-sparse-decode"
 CURVES = [
-    (f"{MODEL}-curve-h64-merge-model", "csa", 64, 1, ()),
-    (f"{MODEL}-curve-h64-hca-refit8", "hca", 64, 1, ()),
-    (f"{NOW}-sparse-decode-curve-h64-s2", "csa", 64, 2, (f"{MODEL}-changed-h64-s2-merge-model",)),
-    (f"{NOW}-sparse-decode-curve-h64-s2-hca", "hca", 64, 2,
-     (f"{MODEL}-changed-h64-s2-hca-merge-model", f"{MODEL}-changed-h64-s2-hca-exact-pieces",
-      f"{MODEL}-changed-h64-s2-hca-refit8")),
+    (f"{WS}-curve-h64-ws", "csa", 64, 1, (f"{WS}-changed-h64-ws-refit", f"{WS}-changed-h64-ws-refit2")),
+    (f"{WS}-curve-h64-hca-ws", "hca", 64, 1, (f"{WS}-changed-h64-hca-ws-refit", f"{WS}-changed-h64-hca-ws-refit2")),
+    (f"{WS}-curve-h64-s2-ws", "csa", 64, 2, (f"{WS}-changed-h64-s2-ws-refit", f"{WS}-changed-h64-s2-ws-refit2")),
+    (f"{WS}-curve-h64-s2-hca-ws", "hca", 64, 2,
+     (f"{WS}-changed-h64-s2-hca-ws-refit", f"{WS}-changed-h64-s2-hca-ws-refit2")),
     (f"{BEFORE}-sparse-decode-curve-h16", "csa", 16, 1, ()),
     (f"{BEFORE}-sparse-decode-curve-h16-hca", "hca", 16, 1, ()),
-    (f"{NOW}-sparse-decode-curve-h128", "csa", 128, 1,
-     (f"{MODEL}-changed-h128-merge-model", f"{MODEL}-changed-h128-refit8")),
-    (f"{NOW}-sparse-decode-curve-h128-hca", "hca", 128, 1,
-     (f"{MODEL}-changed-h128-hca-merge-model", f"{MODEL}-changed-h128-hca-exact-pieces",
-      f"{MODEL}-changed-h128-hca-refit8")),
+    (f"{WS}-curve-h128-ws", "csa", 128, 1, (f"{WS}-changed-h128-ws-refit", f"{WS}-changed-h128-ws-refit2")),
+    (f"{WS}-curve-h128-hca-ws", "hca", 128, 1,
+     (f"{WS}-changed-h128-hca-ws-refit", f"{WS}-changed-h128-hca-ws-refit2")),
 ]  # fmt: skip
 ANCHORS = (1, 8, 32, 48, 64, 80, 96, 128, 148, 256)
 
 
 def curve_rows(name: str) -> list[dict]:
     return sorted((r for r in load(name)["records"] if r["provider"] == "wavemla"), key=lambda r: r["batch"])
+
+
+def current_rows(name: str, later: tuple[str, ...]) -> list[dict]:
+    """A curve with the batches whose pick has moved since replaced by the newest later run's row."""
+    rows = {r["batch"]: r for r in curve_rows(name)} | {b: r for b, (r, _) in newest_rows(later).items()}
+    return [rows[b] for b in sorted(rows)]
 
 
 def newest_rows(later: tuple[str, ...]) -> dict[int, tuple[dict, str]]:
@@ -103,7 +102,7 @@ def moved_table(name: str, later: tuple[str, ...]) -> str:
         a = before[b]
         out.append(
             f"| {b} | {a['config']}:{a['units_per_part']} | {a['median_us']:.1f} | "
-            f"{r['config']}:{r['units_per_part']} | {r['median_us']:.1f} | `{run.removeprefix(MODEL)}` |"
+            f"{r['config']}:{r['units_per_part']} | {r['median_us']:.1f} | `{run.removeprefix(WS)}` |"
         )
     return "\n".join(out)
 
@@ -156,10 +155,10 @@ def png(path: str) -> None:
     fig = Figure(figsize=(12, 8))
     for i, (h, s_q) in enumerate(panels):
         ax = fig.add_subplot(2, 2, i + 1)
-        for name, mode, hh, ss, _ in CURVES:
+        for name, mode, hh, ss, later in CURVES:
             if (hh, ss) != (h, s_q):
                 continue
-            rows = curve_rows(name)
+            rows = current_rows(name, later)
             b = [r["batch"] for r in rows]
             ax.plot(b, [r["median_us"] / r["batch"] for r in rows], label=f"{mode.upper()} measured")
             ax.plot(b, [r["predicted_us"] / r["batch"] for r in rows], "--", label=f"{mode.upper()} planner")
@@ -186,12 +185,12 @@ def glance() -> str:
                     f"| sparse decode | {mode.upper()}, h=64, s_q=1, FP8 MODEL1 | {b} | {r['median_us']:.1f} "
                     f"| {r['ratio_to_flashmla']:.2f}× FlashMLA's time | `{SPARSE_WS}.json` |"
                 )
-    bi = load(f"{HEAD_CHECK}-bi-cost")["records"]
+    bi = load(BI)["records"]
     for mode in ("csa", "hca"):
         worst = max((r for r in bi if r["mode"] == mode and r["batch"] >= 32), key=lambda r: r["ratio"])
         out.append(
             f"| sparse decode, batch-invariant | {mode.upper()}, h=64, worst of b ≥ 32 | {worst['batch']} | "
-            f"{worst['invariant_us']:.1f} | {worst['ratio']:.2f}× the default plan | `{HEAD_CHECK}-bi-cost.json` |"
+            f"{worst['invariant_us']:.1f} | {worst['ratio']:.2f}× the default plan | `{BI}.json` |"
         )
     dense = load(DENSE)
     for r in sorted(dense["records"], key=lambda r: r["h_q"]):
@@ -223,28 +222,11 @@ def main() -> None:
     if args.glance:
         print(glance())
         return
-    h64 = load(f"{HEAD_CHECK}-bench-h64")
-    c = h64["ceilings"]
-    print(f"Ceilings measured in the same run: copy {c['copy_gbps']:.0f} GB/s, ", end="")
+    c = load(CURVES[0][0])["ceilings"]
+    print(f"Ceilings measured in the CSA h=64 s_q=1 curve's run: copy {c['copy_gbps']:.0f} GB/s, ", end="")
     print(f"bf16 GEMM {c['gemm_tflops']:.0f} TFLOP/s.")
     print()
     for name, mode, h, s_q, later in CURVES:
-        if (h, s_q) != (64, 1):
-            continue
-        curve = {r["batch"]: r for r in curve_rows(name)} | {b: r for b, (r, _) in newest_rows(later).items()}
-        moved = {
-            r["batch"]: curve[r["batch"]]
-            for r in h64["records"]
-            if r["mode"] == mode and r["provider"] == "wavemla" and r["h_q"] == 64 and r["s_q"] == 1
-            and (r["config"], r["units_per_part"]) != (curve[r["batch"]]["config"], curve[r["batch"]]["units_per_part"])
-        }  # fmt: skip
-        print(
-            f"### {mode.upper()}, h=64, s_q=1 (median of 30; * the planner's pick now, from its curve, median of 5)\n"
-        )
-        print(sparse_table(h64, mode, 64, 1, moved) + "\n")
-    for name, mode, h, s_q, later in CURVES:
-        if (h, s_q) == (64, 1):
-            continue
         anchors = {"records": [r for r in curve_rows(name) if r["batch"] in ANCHORS]}
         moved = {b: r for b, (r, _) in newest_rows(later).items() if b in ANCHORS}
         print(
@@ -253,10 +235,12 @@ def main() -> None:
         )
         print(sparse_table(anchors, mode, h, s_q, moved) + "\n")
     for name, mode, h, s_q, later in CURVES:
-        rows = curve_rows(name)
+        rows = current_rows(name, later)
         table, n = cliffs(rows)
         ratio = statistics.median(r["predicted_us"] / r["median_us"] for r in rows)
         print(f"### Per-request steps above 5%, {mode.upper()} h={h} s_q={s_q}, b = 1..256: {n}\n")
+        if later:
+            print("(the curve with the batches whose pick has moved since from the later runs)\n")
         print(f"Planner prediction over measured time, median over the curve: {ratio:.2f}.\n")
         print(table + "\n")
         if later:

@@ -1,7 +1,8 @@
 """Choose the warp-specialized kernel's cost values (``_SM90_WS`` and its terms in wavemla/plan.py) by the picks they
 make: over every (shape, batch) measured with more than one plan on the H200 (the partition grid, the b = 1..256
-curves and the re-measured moved plans), the summed regret (pick / fastest - 1) where the pick was measured, the
-count of picks never measured, and the rms log error of the 64x64 points, for each value set of a grid around the fit.
+curves, the re-measured moved plans and the kernel's A/B rows with it on), the summed regret (pick / fastest - 1)
+where the pick was measured, the count of picks never measured, and the rms log error of the 64x64 points, for each
+value set of a grid around the fit.
 
     PYTHONPATH=src python3 benchmarks/experiments/choose_ws.py GRID.json CURVE.json ... [--top 15]
 
@@ -27,8 +28,9 @@ ap.add_argument("--top", type=int, default=15)
 args = ap.parse_args()
 groups: dict[tuple, dict[tuple[str, int], dict]] = {}
 for path in args.paths:
-    for r in json.loads(Path(path).read_text())["records"]:
-        if r.get("provider", "wavemla") != "wavemla" or not r.get("ok", True):
+    data = json.loads(Path(path).read_text())
+    for r in data.get("records", data.get("rows", [])):  # partition_sweep / bench records, sparse_ws_ab.py rows
+        if r.get("provider", "wavemla") != "wavemla" or not r.get("ok", True) or r.get("ws", "on") != "on":
             continue
         key = (r["mode"], r.get("s_q", 1), r.get("h_q", 64), r["batch"])
         groups.setdefault(key, {})[(r["config"], r["units_per_part"])] = r  # later files win
