@@ -155,7 +155,19 @@ def test_single_valid_row(fp8: bool, splits: int | None) -> None:
     with _splits(splits):
         out, lse, ref_out, ref_lse = run_both(inputs, topk_length=lengths.to(DEVICE))
     assert torch.isfinite(out).all() and torch.isfinite(lse).all()
-    assert_matches(out, lse, ref_out, ref_lse)
+    assert_close("out", out.double(), ref_out.to(out.device), TOLERANCES[("out", LANE)])
+    # With one valid row, lse is a single scaled dot product whose 512 terms (q up to 20, rows up to 1) sum to
+    # ~1e4 times the result: the kernel's fp32 accumulation (whose order is the backend's) is held to 2^-21 of the
+    # terms' magnitude (8 roundings of 2^-24), on top of the lse tolerance. The terms' magnitude per (b, h, s_q):
+    # softmax scale x sum |q| (every row element is at most 1 in magnitude).
+    terms = (inputs["q"].double().abs().sum(-1) * 512**-0.5).transpose(1, 2).to(lse.device)
+    tol = TOLERANCES[("lse", LANE)]
+    err = (lse.double() - ref_lse.to(lse.device)).abs()
+    bound = tol.abs + tol.rel * ref_lse.to(lse.device).abs() + terms * 2.0**-21
+    worst = int(err.argmax())
+    assert bool((err <= bound).all()), (
+        f"lse: error {float(err.flatten()[worst]):.3g} above its bound {float(bound.flatten()[worst]):.3g}"
+    )
 
 
 def _tile_magnitudes(scale_byte: int) -> torch.Tensor:
