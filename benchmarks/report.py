@@ -2,7 +2,7 @@
 
     python benchmarks/report.py > /tmp/tables.md          # tables
     python benchmarks/report.py --glance                  # the headline table
-    python benchmarks/report.py --png benchmarks/results/2026-12-01-h200-curve.png
+    python benchmarks/report.py --png benchmarks/results/2026-12-02-h200-curve.png
 
 Numbers come only from files under benchmarks/results; nothing here is typed by hand.
 """
