@@ -22,7 +22,7 @@ from pathlib import Path
 import wavemla.plan as pl
 
 sys.path.insert(0, str(Path(__file__).parent))
-from partition_model import cfg_of, misranked, predict, workload
+from partition_model import cfg_of, predict, print_misranked, workload
 
 
 def register_q(r: dict) -> bool:
@@ -125,14 +125,4 @@ for name, points in sorted(by_cfg.items()):
             f"   {r['mode']} b={r['batch']:3d} upp={r['units_per_part']:3d} meas {r['median_us']:6.1f} pred {p:6.1f}"
             f" {100 * (p / r['median_us'] - 1):+5.0f}%"
         )
-groups: dict[tuple[str, int, int, int], list[dict]] = {}
-for r in records:
-    groups.setdefault((r["mode"], r.get("h_q", 64), r.get("s_q", 1), r["batch"]), []).append(r)
-total, wrong = misranked(rs for _, rs in sorted(groups.items()))
-for a, b in wrong:
-    print(
-        f"misranked {a['mode']} h={a.get('h_q', 64)} s_q={a.get('s_q', 1)} b={a['batch']}:"
-        f" {a['config']}:{a['units_per_part']} {a['median_us']:.1f} (pred {predict(a):.1f})"
-        f" vs {b['config']}:{b['units_per_part']} {b['median_us']:.1f} (pred {predict(b):.1f})"
-    )
-print(f"pairs >3% apart ranked wrong: {len(wrong)} of {total}")
+print_misranked(records)

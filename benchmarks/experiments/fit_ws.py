@@ -18,7 +18,7 @@ from pathlib import Path
 import wavemla.plan as pl
 
 sys.path.insert(0, str(Path(__file__).parent))
-from partition_model import misranked, predict
+from partition_model import predict, print_misranked
 
 records = []
 for a in sys.argv[1:]:
@@ -74,13 +74,4 @@ for r in sorted(records, key=lambda r: (r["mode"], r.get("s_q", 1), r.get("h_q",
     print(f"   {r['mode']} s_q={r.get('s_q', 1)} h={r.get('h_q', 64):3d} b={r['batch']:3d} upp={r['units_per_part']:3d}"
           f" meas {r['median_us']:6.1f} pred {p:6.1f}"
           f" {100 * (p / r['median_us'] - 1):+5.0f}%")  # fmt: skip
-groups: dict[tuple[str, int, int, int], list[dict]] = {}
-for r in records:
-    groups.setdefault((r["mode"], r.get("s_q", 1), r.get("h_q", 64), r["batch"]), []).append(r)
-total, wrong = misranked(rs for _, rs in sorted(groups.items()))
-for a, b in wrong:
-    print(
-        f"misranked {a['mode']} b={a['batch']}: upp {a['units_per_part']} {a['median_us']:.1f}"
-        f" (pred {predict(a):.1f}) vs upp {b['units_per_part']} {b['median_us']:.1f} (pred {predict(b):.1f})"
-    )
-print(f"pairs >3% apart ranked wrong: {len(wrong)} of {total}")
+print_misranked(records)

@@ -51,6 +51,22 @@ def misranked(
     return total, wrong
 
 
+def print_misranked(records: Iterable[dict]) -> None:
+    """Print the pairs of measured partitions of one (shape, batch), more than 3% apart, that the model ranks the
+    wrong way round, then how many of how many."""
+    groups: dict[tuple[str, int, int, int], list[dict]] = {}
+    for r in records:
+        groups.setdefault((r["mode"], r.get("h_q", 64), r.get("s_q", 1), r["batch"]), []).append(r)
+    total, wrong = misranked(rs for _, rs in sorted(groups.items()))
+    for a, b in wrong:
+        print(
+            f"misranked {a['mode']} h={a.get('h_q', 64)} s_q={a.get('s_q', 1)} b={a['batch']}:"
+            f" {a['config']}:{a['units_per_part']} {a['median_us']:.1f} (pred {predict(a):.1f})"
+            f" vs {b['config']}:{b['units_per_part']} {b['median_us']:.1f} (pred {predict(b):.1f})"
+        )
+    print(f"pairs >3% apart ranked wrong: {len(wrong)} of {total}")
+
+
 Group = tuple[str, int, int, int]  # (mode, s_q, h_q, batch)
 
 
