@@ -295,7 +295,8 @@ _SM90_TABLE: dict[tuple[int, int, int, int, bool], Resources] = {
 }
 
 # The warp-specialized sm_90 kernel (kernels/sparse_decode_ws.py), which runs in place of the Triton kernel's 64x64
-# FP8 tiles wherever it applies: 214,976 B of shared memory (one program per SM) and its own cost model
+# FP8 tiles wherever it applies: 214,976 B of shared memory (one program per SM; the 168 registers are the register
+# file over its 384 threads, which its partitions hold as 112 (gather) and 192/200 (math)) and its own cost model
 # (_Coster._ws): a program costs its tiles (tile_us, times 1 + _SM90_WS_BUSY x the fraction of slots busy), a fixed
 # start (first_segment_us + _PROGRAM_US: q staged, the gather getting ahead, the epilogue) and segment_us for each
 # further token segment. It merges no cut token itself: the combine kernel does, priced by its bytes and launch plus
