@@ -306,9 +306,10 @@ _SM90_TABLE: dict[tuple[int, int, int, int, bool], Resources] = {
 # partitions at CSA/HCA h=64, b = 1..256 (2026-12-02-h200-ws-grid-c6b0e72.json) and every third batch of the six
 # b = 1..256 curves of its first costs (2026-12-02-h200-sparse-decode-curve-*-ws.json), 578 points, rms log error
 # 6.1% (2026-12-02-h200-fit-ws.txt); then chosen by the picks they make (benchmarks/experiments/choose_ws.py over
-# those and the plans that fit moved, re-measured: -sparse-decode-changed-*-ws-refit.json; 2026-12-02-h200-choose-
-# ws.txt): over the 90 (shape, batch) points measured with two or more plans, the summed pick / fastest - 1 is 1.55
-# with these values against 2.66 with the fit's, every pick measured, and rms log error 5.9% over 1,623 64x64 points.
+# those, the kernel's A/B rows and the plans the fit moved, re-measured: -sparse-decode-changed-*-ws-refit.json;
+# 2026-12-02-h200-choose-ws.txt): over the 127 (shape, batch) points measured with two or more plans, the summed
+# pick / fastest - 1 is 1.70 with these values, every pick measured, and rms log error 5.9% over 1,660 64x64 points
+# (the fit's own values: 2.66 over the 90 such points measured before the moved plans were).
 _SM90_WS = Resources(214976, 168, "table", tile_us=3.7, segment_us=3.5, first_segment_us=5.5)
 _SM90_WS_BUSY = 0.2
 _SM90_WS_COMBINE_US = 0.0
