@@ -605,14 +605,15 @@ class _Coster:
         active = self.occ if waves > 1 else max(1, min(self.occ, -(-programs // self.num_sms)))
         # measured tiles slow down as more of the GPU's slots run programs (gathers contend for L2 and DRAM)
         tile = self.tiles[active] * (1.0 + self.busy * min(programs, self.slots) / self.slots)
+        if self.ws:
+            return self._ws(upp, piece, parts, waves, active, tile)
         if piece is not None:
             cut = piece < n_tiles
             program = upp * tile + (upp // piece) * (self.seg_cut if cut else self.seg_whole) + _PROGRAM_US
             program += self._starts(upp // piece)
-            if cut and not self.ws:
+            if cut:
                 # tokens whose pieces all run here are merged in the program (pieces read back from L2, output
-                # written); tokens cut between programs are merged by a program (64-row tiles) or by the combine.
-                # (The warp-specialized kernel leaves every piece to the combine.)
+                # written); tokens cut between programs are merged by a program (64-row tiles) or by the combine
                 merge = self._merge(n_tiles // piece)
                 program += (upp // n_tiles) * merge
                 cut = upp % n_tiles != 0
@@ -633,8 +634,6 @@ class _Coster:
                 # the program writing a token's last piece merges it: at most one such token per program
                 program += self._merge(max_pieces(n_tiles, upp))
             slots = parts
-        if self.ws:
-            return self._ws(upp, piece, parts, waves, active, tile)
         combine = self.combine_base + slots * self.combine_per_part if cut and not self.in_kernel else 0.0
         # only the first wave's programs start behind the q conversion (a cheaper first segment, see _SM90_TABLE)
         later = (waves - 1) * max(0.0, self.segment_us - self.first_segment_us)
@@ -644,9 +643,9 @@ class _Coster:
         """The warp-specialized kernel's cost (see _SM90_WS): a program's tiles, its fixed cost (first segment: q
         staged, the gather ahead of the math, the epilogue) and each further token segment (or batch-invariant piece);
         cut tokens' partials merged by the combine kernel."""
-        n_tiles = self.n_tiles
         from wavemla.kernels.combine import wide_merge
 
+        n_tiles = self.n_tiles
         if piece is not None:
             segments, cut, slots, slot_units = upp // piece, piece < n_tiles, self.total // piece, piece
         else:
