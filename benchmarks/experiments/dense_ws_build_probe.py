@@ -1,14 +1,16 @@
-"""The dense decode's warp-specialized kernel (``kernels/dense_decode_ws.py``) built for sm_90 without a GPU, at any
-committed revision of that file: shared memory, ptxas spills, where its warps read their partition state (the
-one-byte shared load compute-sanitizer racecheck reports, and the default partition's stores of those words), and a
-digest of its PTX code (the code before the debug sections), so that two revisions can be shown to compile to the
-same kernel.
+"""A warp-specialized kernel (the dense decode's ``kernels/dense_decode_ws.py``, or with ``--sparse`` the sparse
+decode's ``kernels/sparse_decode_ws.py``) built for sm_90 without a GPU, at any committed revision of that file:
+shared memory, ptxas spills, where its warps read their partition state (the one-byte shared load compute-sanitizer
+racecheck reports, and the default partition's stores of those words), and a digest of its PTX code (the code
+before the debug sections), so that two revisions can be shown to compile to the same kernel.
 
     PYTHONPATH=src python3 benchmarks/experiments/dense_ws_build_probe.py HEAD fe74608:PIPELINE=1 d8f86cc
+    PYTHONPATH=src python3 benchmarks/experiments/dense_ws_build_probe.py --sparse HEAD
 
 A revision is ``REV`` or ``REV:NAME=VALUE,...`` (module constants set before compiling, ints). Each is compiled
-with ``compile_sm90()`` of that revision (bf16, page 64, not causal, one row block) by the installed Triton, and
-ptxas is the one Triton ships. Interpreter off.
+with ``compile_sm90()`` of that revision (its defaults: dense bf16, page 64, not causal, one row block; sparse pages
+of 64 rows with the extra cache, list lengths and sink) by the installed Triton, and ptxas is the one Triton ships.
+Interpreter off.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from pathlib import Path
 
 import triton
 
-PATH = "src/wavemla/kernels/dense_decode_ws.py"
+PATHS = {"dense": "src/wavemla/kernels/dense_decode_ws.py", "sparse": "src/wavemla/kernels/sparse_decode_ws.py"}
+PATH = PATHS["dense"]
 PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
 NVDISASM = PTXAS.parent / "nvdisasm"
 
@@ -31,7 +34,7 @@ NVDISASM = PTXAS.parent / "nvdisasm"
 def load(rev: str, consts: dict[str, int]):
     """The module as committed at ``rev``, with ``consts`` set."""
     text = subprocess.run(["git", "show", f"{rev}:{PATH}"], capture_output=True, text=True, check=True).stdout
-    tmp = Path(tempfile.mkdtemp()) / f"dense_decode_ws_{rev.replace('/', '_')}.py"
+    tmp = Path(tempfile.mkdtemp()) / f"{Path(PATH).stem}_{rev.replace('/', '_')}.py"
     tmp.write_text(text)
     spec = importlib.util.spec_from_file_location(tmp.stem, tmp)
     assert spec is not None and spec.loader is not None
@@ -76,7 +79,11 @@ def probe(item: str) -> None:
 
 
 def main() -> None:
-    for item in sys.argv[1:] or ["HEAD"]:
+    global PATH
+    args = sys.argv[1:]
+    if args[:1] == ["--sparse"]:
+        PATH, args = PATHS["sparse"], args[1:]
+    for item in args or ["HEAD"]:
         probe(item)
 
 
