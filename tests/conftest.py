@@ -7,7 +7,9 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -47,6 +49,19 @@ def json_from_child(script: str, environ: dict[str, str] | None = None) -> dict:
                           timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def capture_graph(call: Callable[[], Any]) -> tuple[torch.cuda.CUDAGraph, Any]:
+    """Run ``call`` once on a side stream (warm-up: compiles, allocates), then capture one call of it into a CUDA
+    graph there; returns the graph and the captured call's outputs (rewritten by every replay)."""
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        call()
+        with torch.cuda.graph(graph, stream=stream):
+            captured = call()
+    torch.cuda.synchronize()
+    return graph, captured
 
 
 def gpu_lacks_e4m3_cvt() -> bool:

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from conftest import DEVICE, HAS_CUDA, gpu_lacks_e4m3_cvt
+from conftest import DEVICE, HAS_CUDA, capture_graph, gpu_lacks_e4m3_cvt
 from wavemla import config, sparse_mla_decode
 from wavemla.reference import quantize_model1, sparse_decode_ref
 from wavemla.testing import TOLERANCES, assert_close, make_sparse_decode_inputs
@@ -446,13 +446,7 @@ def test_gpu_cuda_graph_replay_matches_eager():
     meta, _ = get_mla_metadata()
     kwargs = {k: v for k, v in inputs.items() if v is not None}
     eager = sparse_mla_decode(**kwargs, metadata=meta)
-    graph = torch.cuda.CUDAGraph()
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        sparse_mla_decode(**kwargs, metadata=meta)
-        with torch.cuda.graph(graph, stream=stream):
-            captured = sparse_mla_decode(**kwargs, metadata=meta)
-    torch.cuda.synchronize()
+    graph, captured = capture_graph(lambda: sparse_mla_decode(**kwargs, metadata=meta))
     for _ in range(3):
         graph.replay()
     torch.cuda.synchronize()

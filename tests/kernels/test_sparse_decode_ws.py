@@ -4,7 +4,7 @@ lane its outputs against the fp64 reference and the Triton kernel, its bits run 
 import pytest
 import torch
 
-from conftest import DEVICE, json_from_child
+from conftest import DEVICE, capture_graph, json_from_child
 from wavemla import config, get_mla_metadata, sparse_mla_decode
 from wavemla.kernels import sparse_decode_ws as ws
 from wavemla.reference import sparse_decode_ref
@@ -135,13 +135,7 @@ def test_gpu_bits_repeat_and_survive_graph_replay():
         meta, _ = get_mla_metadata()
         first = sparse_mla_decode(**kwargs, metadata=meta)
         again = sparse_mla_decode(**kwargs, metadata=meta)
-        graph = torch.cuda.CUDAGraph()
-        stream = torch.cuda.Stream()
-        with torch.cuda.stream(stream):
-            sparse_mla_decode(**kwargs, metadata=meta)
-            with torch.cuda.graph(graph, stream=stream):
-                captured = sparse_mla_decode(**kwargs, metadata=meta)
-        torch.cuda.synchronize()
+        graph, captured = capture_graph(lambda: sparse_mla_decode(**kwargs, metadata=meta))
         for _ in range(5):
             graph.replay()
         torch.cuda.synchronize()

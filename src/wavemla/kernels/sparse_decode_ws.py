@@ -532,6 +532,8 @@ if HAVE_GLUON:
         mbarrier.init(x_bar, count=2)
         mbarrier.init(p_bar, count=2)
         fence_async_shared()
+        # The two math partitions' arguments are written out twice: Triton 3.6's Gluon frontend does not compile a
+        # shared tuple extended by the half (`args + (0,)`: "'int' object has no attribute '_flatten_ir'").
         # fmt: off
         gl.warp_specialize(
             [
