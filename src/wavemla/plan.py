@@ -310,10 +310,10 @@ _SM90_TABLE: dict[tuple[int, int, int, int, bool], Resources] = {
 # 2026-12-02-h200-choose-ws.txt): over the 127 (shape, batch) points measured with two or more plans, the summed
 # pick / fastest - 1 is 1.70 with these values, every pick measured, and rms log error 5.9% over 1,660 64x64 points
 # (the fit's own values: 2.66 over the 90 such points measured before the moved plans were).
-_SM90_WS = Resources(214976, 168, "table", tile_us=3.7, segment_us=3.5, first_segment_us=5.5)
+_SM90_WS = Resources(214976, 168, "table", tile_us=3.7, segment_us=6.0, first_segment_us=5.0)
 _SM90_WS_BUSY = 0.2
-_SM90_WS_COMBINE_US = 0.0
-_SM90_WS_WIDE_US = 1.0
+_SM90_WS_COMBINE_US = 2.0
+_SM90_WS_WIDE_US = 1.2
 # Each wave after the first: CSA h=64 b=256 in 128 programs of two whole tokens took 116.1 µs on that grid, against
 # 2 x 60.9 - 3 (launch) for b=128 in programs of one token: a program's second segment starts with the gather already
 # ahead, a second wave's programs start cold.
@@ -587,8 +587,8 @@ class _Coster:
         first = res.first_segment_us if res.first_segment_us is not None else self.segment_us
         self.first_segment_us = first if measured_fp8 else 0.0
         self.busy = (_SM90_WS_BUSY if ws else _SM90_BUSY) if measured_fp8 else 0.0
-        if ws:
-            self.combine_base += _SM90_WS_COMBINE_US
+        self.h_q = workload.h_q
+        self.dram_bytes_per_us = device.mem_gbps * _DRAM_EFFICIENCY * 1e3
         # the measured merge terms are those of the split kernel's merge in 64-head, 64-row tiles (the only measured
         # tile that merges in the kernel); a combine kernel's merges keep their bytes
         self.measured_merge = measured_fp8 and self.in_kernel
@@ -647,14 +647,20 @@ class _Coster:
 
         n_tiles = self.n_tiles
         if piece is not None:
-            segments, cut, slots, slot_units = upp // piece, piece < n_tiles, self.total // piece, piece
+            segments, cut, slot_units = upp // piece, piece < n_tiles, piece
+            cut_tokens, pieces = self.tokens, self.total // piece
         else:
             segments = -(-(n_tiles - math.gcd(upp, n_tiles) + upp) // n_tiles)
-            cut, slots, slot_units = parts > 1 and upp % n_tiles != 0, parts, upp
+            cut, slot_units = parts > 1 and upp % n_tiles != 0, upp
+            # at most one token cut at each program boundary, every token where programs are shorter than a token
+            cut_tokens = min(self.tokens, parts - 1)
+            pieces = cut_tokens + parts - 1
         program = upp * tile + self.first_segment_us + (segments - 1) * self.segment_us + _PROGRAM_US
         combine = 0.0
         if cut:
-            combine = self.combine_base + slots * self.combine_per_part
+            # the cut tokens' fp16 partials read and their bf16 outputs written, at the device's DRAM bandwidth
+            row = self.h_q * 512 * 2
+            combine = _LAUNCH_US + _SM90_WS_COMBINE_US + (pieces + cut_tokens) * row / self.dram_bytes_per_us
             if wide_merge(n_tiles, slot_units):  # one combine program per token, head and 128 columns
                 combine += self.tokens * _SM90_WS_WIDE_US
         # a later wave's programs start cold, without a gather already running ahead into their rows
