@@ -19,7 +19,7 @@ RESULTS = Path(__file__).parent / "results"
 # The runs of the current sparse-decode build and planner: the b = 1..256 curves (CURVES; the 16-head ones from the
 # runs before the warp-specialized kernel, which they do not run), the batch-invariant cost with that kernel (BI), and
 # the indexer from the runs before those.
-BI = "2026-12-02-h200-bi-cost-ws-3e10b44"
+BI = "2026-12-02-h200-bi-cost-ws-combine-e655edc"
 BEFORE = "2026-11-30-h200"
 DENSE = "2026-12-02-h200-dense-ws-b128-72f38d6"  # the warp-specialized sm_90 kernel's b = 128, 16K points
 # the sparse decode as shipped with its warp-specialized sm_90 kernel (sparse_ws_ab.py time: each shape's first
@@ -57,21 +57,28 @@ def sparse_table(data: dict, mode: str, h: int, s_q: int, moved: dict[int, dict]
 # The b = 1..256 curves: (file, mode, heads, s_q, the later runs of the batches whose pick has moved since, oldest
 # first). The 64-head and 128-head curves are of the planner pricing the warp-specialized sm_90 kernel with its first
 # costs (WS); the later runs re-measured the plans its re-fitted costs ("-ws-refit") and its costs chosen by their
-# picks ("-ws-refit2") moved. Each curve is one run; the later runs are shown beside them (moved_table) and make up
+# picks ("-ws-refit2") moved, then those its combine term priced by the cut tokens' fp16 partials moved
+# ("-ws-combine"). Each curve is one run; the later runs are shown beside them (moved_table) and make up
 # the current planner's curve (current_rows), whose steps are counted. The 16-head curves (no warp-specialized kernel,
 # no moved pick) are of the runs before.
 WS = "2026-12-02-h200-sparse-decode"
 CURVES = [
-    (f"{WS}-curve-h64-ws", "csa", 64, 1, (f"{WS}-changed-h64-ws-refit", f"{WS}-changed-h64-ws-refit2")),
-    (f"{WS}-curve-h64-hca-ws", "hca", 64, 1, (f"{WS}-changed-h64-hca-ws-refit", f"{WS}-changed-h64-hca-ws-refit2")),
-    (f"{WS}-curve-h64-s2-ws", "csa", 64, 2, (f"{WS}-changed-h64-s2-ws-refit", f"{WS}-changed-h64-s2-ws-refit2")),
+    (f"{WS}-curve-h64-ws", "csa", 64, 1, (f"{WS}-changed-h64-ws-refit", f"{WS}-changed-h64-ws-refit2",
+     f"{WS}-changed-h64-ws-combine")),
+    (f"{WS}-curve-h64-hca-ws", "hca", 64, 1, (f"{WS}-changed-h64-hca-ws-refit", f"{WS}-changed-h64-hca-ws-refit2",
+     f"{WS}-changed-h64-hca-ws-combine")),
+    (f"{WS}-curve-h64-s2-ws", "csa", 64, 2, (f"{WS}-changed-h64-s2-ws-refit", f"{WS}-changed-h64-s2-ws-refit2",
+     f"{WS}-changed-h64-s2-ws-combine")),
     (f"{WS}-curve-h64-s2-hca-ws", "hca", 64, 2,
-     (f"{WS}-changed-h64-s2-hca-ws-refit", f"{WS}-changed-h64-s2-hca-ws-refit2")),
+     (f"{WS}-changed-h64-s2-hca-ws-refit", f"{WS}-changed-h64-s2-hca-ws-refit2",
+     f"{WS}-changed-h64-s2-hca-ws-combine")),
     (f"{BEFORE}-sparse-decode-curve-h16", "csa", 16, 1, ()),
     (f"{BEFORE}-sparse-decode-curve-h16-hca", "hca", 16, 1, ()),
-    (f"{WS}-curve-h128-ws", "csa", 128, 1, (f"{WS}-changed-h128-ws-refit", f"{WS}-changed-h128-ws-refit2")),
+    (f"{WS}-curve-h128-ws", "csa", 128, 1, (f"{WS}-changed-h128-ws-refit", f"{WS}-changed-h128-ws-refit2",
+     f"{WS}-changed-h128-ws-combine")),
     (f"{WS}-curve-h128-hca-ws", "hca", 128, 1,
-     (f"{WS}-changed-h128-hca-ws-refit", f"{WS}-changed-h128-hca-ws-refit2")),
+     (f"{WS}-changed-h128-hca-ws-refit", f"{WS}-changed-h128-hca-ws-refit2",
+     f"{WS}-changed-h128-hca-ws-combine")),
 ]  # fmt: skip
 ANCHORS = (1, 8, 32, 48, 64, 80, 96, 128, 148, 256)
 

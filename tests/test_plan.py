@@ -253,7 +253,7 @@ def test_h200_costs_come_from_its_measurements() -> None:
 # (``*-merge-model.json``), with a cut token's pieces counted exactly (``*-exact-pieces.json``), with the re-chosen
 # 64x64 and 64x32 tile costs (``*-refit8.json``), with the warp-specialized kernel's costs re-fitted to its curves
 # (``*-ws-refit.json``) and chosen by the picks they make (``*-ws-refit2.json``).
-_PLANNER_RUNS = ("-merge-model", "-exact-pieces", "-refit8", "-ws-refit", "-ws-refit2")
+_PLANNER_RUNS = ("-merge-model", "-exact-pieces", "-refit8", "-ws-refit", "-ws-refit2", "-ws-combine")
 
 
 def _planner_run(name: str) -> int:

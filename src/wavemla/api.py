@@ -337,7 +337,9 @@ def sparse_mla_decode(
                 q_ws=meta.q_ws,
                 p_ws=meta.p_ws,
             )
-        if p.writes_partials and (ws or not p.merge_in_kernel):
+        # the warp-specialized kernel merges the tokens whose batch-invariant pieces all ran in one program; the
+        # combine takes the tokens cut between programs
+        if (p.needs_combine if ws else p.writes_partials and not p.merge_in_kernel):
             assert meta.o_ws is not None and meta.lse_ws is not None
             sparse_decode_combine(
                 out=out,
@@ -347,6 +349,7 @@ def sparse_mla_decode(
                 attn_sink=attn_sink,
                 n_tiles=p.n_tiles,
                 units_per_part=p.slot_units,
+                program_units=p.units_per_part if ws and p.pieces_tiles is not None else None,
             )
         return out, lse.transpose(1, 2)
 

@@ -318,6 +318,12 @@ _SM90_WS_WIDE_US = 1.2
 # 2 x 60.9 - 3 (launch) for b=128 in programs of one token: a program's second segment starts with the gather already
 # ahead, a second wave's programs start cold.
 _SM90_WS_WAVE_US = 3.0
+# Batch-invariant pieces under that kernel: a piece boundary inside a token keeps the staged q and the gather's run of
+# tiles (the math writes the piece's partial and starts a new softmax), and a token whose pieces all ran in one
+# program is merged there (its partials read back from L2, the output written); only tokens cut between programs go
+# to the combine kernel. Both values are first estimates, to be fitted from batch-invariant timings.
+_SM90_WS_PIECE_US = 1.5
+_SM90_WS_HELD_US = 1.0
 
 _MEASURED_ARCH = 90
 
@@ -641,21 +647,25 @@ class _Coster:
 
     def _ws(self, upp: int, piece: int | None, parts: int, waves: int, active: int, tile: float) -> _Split:
         """The warp-specialized kernel's cost (see _SM90_WS): a program's tiles, its fixed cost (first segment: q
-        staged, the gather ahead of the math, the epilogue) and each further token segment (or batch-invariant piece);
-        cut tokens' partials merged by the combine kernel."""
+        staged, the gather ahead of the math, the epilogue) and each further token segment; batch-invariant pieces
+        inside a token and the tokens held whole merged in the program (_SM90_WS_PIECE_US, _SM90_WS_HELD_US); tokens
+        cut between programs merged by the combine kernel."""
         from wavemla.kernels.combine import wide_merge
 
         n_tiles = self.n_tiles
-        if piece is not None:
-            segments, cut, slot_units = upp // piece, piece < n_tiles, piece
-            cut_tokens, pieces = self.tokens, self.total // piece
-        else:
-            segments = -(-(n_tiles - math.gcd(upp, n_tiles) + upp) // n_tiles)
-            cut, slot_units = parts > 1 and upp % n_tiles != 0, upp
-            # at most one token cut at each program boundary, every token where programs are shorter than a token
-            cut_tokens = min(self.tokens, parts - 1)
-            pieces = cut_tokens + parts - 1
+        # the busiest program's token segments (see Plan.segments_per_program)
+        segments = -(-(n_tiles - math.gcd(upp, n_tiles) + upp) // n_tiles)
         program = upp * tile + self.first_segment_us + (segments - 1) * self.segment_us + _PROGRAM_US
+        # at most one token cut at each program boundary, every token where programs are shorter than a token
+        cut_tokens = min(self.tokens, parts - 1) if upp % n_tiles else 0
+        if piece is not None:
+            slot_units, cut = piece, piece < n_tiles and cut_tokens > 0
+            if piece < n_tiles:  # further pieces of a token, and the tokens held whole, merged here
+                program += (upp // piece - segments) * _SM90_WS_PIECE_US + (upp // n_tiles) * _SM90_WS_HELD_US
+            pieces = cut_tokens * (n_tiles // piece)
+        else:
+            cut, slot_units = parts > 1 and upp % n_tiles != 0, upp
+            pieces = cut_tokens + parts - 1
         combine = 0.0
         if cut:
             # the cut tokens' fp16 partials read and their bf16 outputs written, at the device's DRAM bandwidth

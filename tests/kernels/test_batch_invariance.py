@@ -282,3 +282,19 @@ def test_gpu_csa_batch_invariant_flag_b1_to_256(request: pytest.FixtureRequest, 
     _expect_failure_if_planner_varies(request, workload, GPU_SIZES, torch.device("cuda", torch.cuda.current_device()))
     pool = _pool(256, CSA, fp8, torch.bfloat16, "cuda", seed=33)
     _check_invariance(pool, GPU_SIZES, seed=34, batch_invariant=True)
+
+
+# DSV4-Flash HCA (18 tiles a token): under the warp-specialized sm_90 kernel the batch-invariant pieces of a token are
+# merged by the combine kernel at small batch, in their own program where a program holds every piece of the token,
+# and both ways in one launch where programs start inside tokens; every way must give the b=1 bits.
+HCA = dict(h_q=64, topk=128, page=256, extra_topk=1024, extra_page=2, s_q=1)
+
+
+@pytest.mark.gpu
+def test_gpu_hca_batch_invariant_flag() -> None:
+    sizes = [2, 7, 32, 64, 96, 128, 133, 140, 148, 200, 256]
+    workload = Workload(1, 1, 64, 128, 1024, True, "bf16", batch_invariant=True)
+    assert len(_planner_choices(workload, sizes, torch.device("cuda", torch.cuda.current_device()))) == 1
+    pool = _pool(256, HCA, True, torch.bfloat16, "cuda", seed=35)
+    _check_invariance(pool, sizes, seed=36, batch_invariant=True)
+

@@ -78,6 +78,7 @@ def _sparse_mla_combine_kernel(
     H,
     n_tiles,
     units_per_part,
+    program_units,
     stride_ob,
     stride_os,
     stride_oh,
@@ -86,10 +87,12 @@ def _sparse_mla_combine_kernel(
     BLOCK_D: tl.constexpr,
     D: tl.constexpr,
     MAX_PIECES: tl.constexpr,
+    SKIP_HELD: tl.constexpr,
     PDL: tl.constexpr,
 ):
     """One program per (token, ``BLOCK_H`` heads, ``BLOCK_D`` columns). ``MAX_PIECES`` 0: :func:`merge_pieces` over
-    the slots in order (``BLOCK_D`` = ``D``); otherwise :func:`_merge_all_pieces` with that bound."""
+    the slots in order (``BLOCK_D`` = ``D``); otherwise :func:`_merge_all_pieces` with that bound. ``SKIP_HELD``:
+    tokens whose pieces all ran in one split program of ``program_units`` units were merged there; skipped."""
     if PDL:
         gdc_wait()  # launched while the split kernel runs: its partials are complete and visible past this point
     i_tok = tl.program_id(0)
@@ -97,7 +100,10 @@ def _sparse_mla_combine_kernel(
     i_db = tl.program_id(2)
     i_first = (i_tok * n_tiles) // units_per_part
     i_last = ((i_tok + 1) * n_tiles - 1) // units_per_part
-    if i_last > i_first:
+    merge = i_last > i_first
+    if SKIP_HELD:
+        merge = merge & ((i_tok * n_tiles) // program_units != ((i_tok + 1) * n_tiles - 1) // program_units)
+    if merge:
         o_h = i_hb * BLOCK_H + tl.arange(0, BLOCK_H)
         m_h = o_h < H
         o_d = i_db * BLOCK_D + tl.arange(0, BLOCK_D)
@@ -123,6 +129,7 @@ def sparse_decode_combine(
     attn_sink: torch.Tensor | None,
     n_tiles: int,
     units_per_part: int,
+    program_units: int | None = None,
     block_h: int = 1,
     block_d: int = 128,
     num_warps: int = 4,
@@ -138,7 +145,9 @@ def sparse_decode_combine(
     :func:`merge_pieces` over them in slot order (see ``_WIDE_FROM_PIECES``). The choice depends only on the
     static shape, so batch-invariant plans (fixed pieces) always merge the same way. ``pdl`` (None:
     :func:`wavemla.kernels.gdc.enabled`): launch for programmatic dependent launch behind the split kernel,
-    which lets it start early; every program first waits for the split grid to finish.
+    which lets it start early; every program first waits for the split grid to finish. ``program_units`` (the
+    plan's ``units_per_part``, given where the split kernel merged the tokens whose batch-invariant pieces all ran in
+    one program, as the warp-specialized kernel does): those tokens are skipped.
     """
     if pdl is None:
         pdl = gdc.enabled(out.device)
@@ -158,6 +167,7 @@ def sparse_decode_combine(
         H=h,
         n_tiles=n_tiles,
         units_per_part=units_per_part,
+        program_units=program_units if program_units is not None else units_per_part,
         stride_ob=out.stride(0),
         stride_os=out.stride(1),
         stride_oh=out.stride(2),
@@ -166,6 +176,7 @@ def sparse_decode_combine(
         BLOCK_D=block_d if wide else d,
         D=d,
         MAX_PIECES=max_pieces if wide else 0,
+        SKIP_HELD=program_units is not None,
         PDL=pdl,
         num_warps=num_warps,
         **({"launch_pdl": True} if pdl else {}),

@@ -303,9 +303,54 @@ if HAVE_GLUON:
         return u
 
     @gluon.jit
+    def _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles, slot_units, H, h0,
+                    stride_ob, stride_os, stride_oh, HAS_SINK: gl.constexpr, HALF: gl.constexpr):  # fmt: skip
+        """Merge token ``i_tok``'s pieces (workspace slots ``i_tok + i_first .. i_tok + i_last``) into its output
+        columns ``256·HALF ..`` for heads ``h0 .. h0 + 63`` (and, ``HALF`` 0, its lse): the arithmetic of
+        :func:`wavemla.kernels.sparse_decode.merge_pieces` then ``finalize_heads`` in the same order, so the bits
+        equal the combine kernel's for the same pieces. Reads only what this warpgroup stored (after its barrier)."""
+        st_layout: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0])
+        rows: gl.constexpr = gl.SliceLayout(1, st_layout)
+        o_h = h0 + gl.arange(0, _BLOCK, layout=rows)
+        o_c = HALF * 256 + gl.arange(0, _BLOCK, layout=gl.SliceLayout(0, st_layout))
+        i_first = (i_tok * n_tiles) // slot_units
+        i_last = ((i_tok + 1) * n_tiles - 1) // slot_units
+        b_max = gl.full([_BLOCK], float("-inf"), gl.float32, layout=rows)
+        for i_part in range(i_first, i_last + 1):
+            i_slot = (i_tok + i_part).to(gl.int64)
+            b_max = gl.maximum(b_max, gl.load(p_lse_ws + i_slot * H + o_h, cache_modifier=".cg"))
+        b_max = gl.where(b_max == float("-inf"), 0.0, b_max)
+        b_sum = gl.zeros([_BLOCK], gl.float32, layout=rows)
+        for i_part in range(i_first, i_last + 1):
+            i_slot = (i_tok + i_part).to(gl.int64)
+            b_sum += gl.exp2(gl.load(p_lse_ws + i_slot * H + o_h, cache_modifier=".cg") - b_max)
+        m_seen = b_sum > 0.0
+        b_div = gl.where(m_seen, b_sum, 1.0)
+        b_lse2 = gl.where(m_seen, b_max + gl.log2(b_div), float("-inf"))
+        m_rows = b_lse2 > float("-inf")
+        if HAS_SINK:
+            b_sink2 = gl.load(p_sink + o_h).to(gl.float32) * 1.4426950408889634
+            b_factor = 1.0 / (1.0 + gl.exp2(b_sink2 - b_lse2))
+        p_o = p_out + i_b.to(gl.int64) * stride_ob + i_s * stride_os + o_h[:, None] * stride_oh + o_c[None, :]
+        for c in gl.static_range(4):
+            b_acc = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=st_layout)
+            for i_part in range(i_first, i_last + 1):
+                i_slot = (i_tok + i_part).to(gl.int64)
+                b_w = gl.exp2(gl.load(p_lse_ws + i_slot * H + o_h, cache_modifier=".cg") - b_max)
+                p_i = p_o_ws + (i_slot * H + o_h[:, None]) * 512 + o_c[None, :] + c * _BLOCK
+                b_acc += b_w[:, None] * gl.load(p_i, cache_modifier=".cg").to(gl.float32)
+            b_o = b_acc / b_div[:, None]
+            if HAS_SINK:
+                b_o = b_o * b_factor[:, None]
+            b_o = gl.where(m_rows[:, None], b_o, 0.0)
+            gl.store(p_o + c * _BLOCK, b_o.to(p_out.dtype.element_ty))
+        if HALF == 0:
+            gl.store(p_lse + i_tok.to(gl.int64) * H + o_h, gl.where(m_rows, b_lse2 * 0.6931471805599453, float("inf")))
+
+    @gluon.jit
     def _gather_partition(kv_smem, m_smem, kv_ready, kv_empty, p_q, stride_qb, stride_qs, p_kv, p_idx, p_len, p_kv_x,
                           p_idx_x, p_len_x, num_slots, num_slots_x, stride_kv_blk, stride_kvx_blk, S_Q, H, topk,
-                          topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units, stride_ib, stride_is,
+                          topk_x, n_tiles_main, n_tiles, total_units, units_per_part, stride_ib, stride_is,
                           stride_ixb, stride_ixs, PAGE: gl.constexpr, PAGE_X: gl.constexpr, HAS_LEN: gl.constexpr,
                           HAS_EXTRA: gl.constexpr, HAS_LEN_X: gl.constexpr, NUM_HB: gl.constexpr):  # fmt: skip
         ld4: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [4, 1], [1, 0])  # [64, 16] words: 16 bytes a thread
@@ -322,8 +367,10 @@ if HAVE_GLUON:
         lists = (p_idx, p_idx_x, stride_ib, stride_is, stride_ixb, stride_ixs)
         caches = (p_kv, p_kv_x, num_slots, num_slots_x, stride_kv_blk, stride_kvx_blk)
         i_it = 0
-        for i_seg in range(unit_lo // seg_units, (unit_hi - 1) // seg_units + 1):
-            _, _, i_b, i_s, t_lo, t_hi = _segment(i_seg, unit_lo, unit_hi, seg_units, n_tiles, S_Q)
+        # one segment per token: the math's batch-invariant pieces of a token are one run of tiles here, with no
+        # prologue between them
+        for i_seg in range(unit_lo // n_tiles, (unit_hi - 1) // n_tiles + 1):
+            _, _, i_b, i_s, t_lo, t_hi = _segment(i_seg, unit_lo, unit_hi, n_tiles, n_tiles, S_Q)
             tok = _token(i_b, i_s, n_tiles_main, p_len, p_len_x, topk, topk_x, HAS_LEN, HAS_EXTRA, HAS_LEN_X)
             n_main = tok[3]
             # the first live tile's raw words, the second's rows on their way to L2, the third's index entries
@@ -336,8 +383,8 @@ if HAVE_GLUON:
             _prefetch_l2(p_r2, p_s2, ok2, _ROW_BYTES)
             idx = _tile_entries(_live_from(u2 + 1, n_tiles_main, n_main, HAS_EXTRA), t_hi, tok, lists, o_r, HAS_EXTRA)
             # the next segment's q rows on their way to L2 for the math warpgroups
-            if i_seg + 1 <= (unit_hi - 1) // seg_units:
-                i_tok_n = gl.maximum((i_seg + 1) * seg_units, unit_lo) // n_tiles
+            if i_seg + 1 <= (unit_hi - 1) // n_tiles:
+                i_tok_n = i_seg + 1
                 i_b_n = i_tok_n // S_Q
                 p_qn = p_q + i_b_n.to(gl.int64) * stride_qb + (i_tok_n - i_b_n * S_Q) * stride_qs
                 p_qr = p_qn + (i_hb * _BLOCK + o_r) * 512
@@ -429,6 +476,7 @@ if HAVE_GLUON:
         lists = (p_idx, p_idx_x, stride_ib, stride_is, stride_ixb, stride_ixs)
         i_it = 0
         i_x = 0
+        i_tok_q = -1  # the token whose q is staged
         for i_seg in range(unit_lo // seg_units, (unit_hi - 1) // seg_units + 1):
             seg_lo, i_tok, i_b, i_s, t_lo, t_hi = _segment(i_seg, unit_lo, unit_hi, seg_units, n_tiles, S_Q)
             tok = _token(i_b, i_s, n_tiles_main, p_len, p_len_x, topk, topk_x, HAS_LEN, HAS_EXTRA, HAS_LEN_X)
@@ -438,20 +486,23 @@ if HAVE_GLUON:
             acc1 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
             acc2 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
             acc3 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
-            # q: this warpgroup converts its half of the token's 64 head rows to fp16 (the four loads issued before
-            # any store); the previous segment's last QKᵀ is done in both warpgroups (the row-sum exchange)
-            p_qt = p_q + i_b.to(gl.int64) * stride_qb + i_s * stride_qs + o_qh[:, None] * 512 + o_qc[None, :]
-            b_q0 = gl.load(p_qt + 0 * _BLOCK)
-            b_q1 = gl.load(p_qt + 1 * _BLOCK)
-            b_q2 = gl.load(p_qt + 2 * _BLOCK)
-            b_q3 = gl.load(p_qt + 3 * _BLOCK)
-            q_smem.index(HALF * 4 + 0).store(b_q0.to(gl.float16))
-            q_smem.index(HALF * 4 + 1).store(b_q1.to(gl.float16))
-            q_smem.index(HALF * 4 + 2).store(b_q2.to(gl.float16))
-            q_smem.index(HALF * 4 + 3).store(b_q3.to(gl.float16))
-            fence_async_shared()
-            _exchange(x_bar, i_x)
-            i_x += 1
+            if i_tok != i_tok_q:
+                # q: this warpgroup converts its half of the token's 64 head rows to fp16 (the four loads issued
+                # before any store); the previous segment's last QKᵀ is done in both warpgroups (the row-sum
+                # exchange). A further batch-invariant piece of the same token keeps the staged q.
+                p_qt = p_q + i_b.to(gl.int64) * stride_qb + i_s * stride_qs + o_qh[:, None] * 512 + o_qc[None, :]
+                b_q0 = gl.load(p_qt + 0 * _BLOCK)
+                b_q1 = gl.load(p_qt + 1 * _BLOCK)
+                b_q2 = gl.load(p_qt + 2 * _BLOCK)
+                b_q3 = gl.load(p_qt + 3 * _BLOCK)
+                q_smem.index(HALF * 4 + 0).store(b_q0.to(gl.float16))
+                q_smem.index(HALF * 4 + 1).store(b_q1.to(gl.float16))
+                q_smem.index(HALF * 4 + 2).store(b_q2.to(gl.float16))
+                q_smem.index(HALF * 4 + 3).store(b_q3.to(gl.float16))
+                fence_async_shared()
+                _exchange(x_bar, i_x)
+                i_x += 1
+                i_tok_q = i_tok
             for u in range(t_lo, t_hi):
                 live = _tile_of(u, tok, lists, HAS_EXTRA)[4]
                 if live:
@@ -503,8 +554,14 @@ if HAVE_GLUON:
                 gl.store(p_w + 1 * _BLOCK, gl.convert_layout((acc1 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
                 gl.store(p_w + 2 * _BLOCK, gl.convert_layout((acc2 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
                 gl.store(p_w + 3 * _BLOCK, gl.convert_layout((acc3 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
-                if HALF == 0:
-                    gl.store(p_lse_ws + i_slot * H + o_h, b_lse2)
+                # both warpgroups store the piece's lse (the same values): each merges from its own stores below
+                gl.store(p_lse_ws + i_slot * H + o_h, b_lse2)
+                if (t_hi == n_tiles) & (i_tok * n_tiles >= unit_lo):
+                    # the last of a token's batch-invariant pieces, all of which ran here: merged now, as the combine
+                    # kernel would (its tokens cut between programs are left to it)
+                    _warps_barrier()
+                    _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles, slot_units, H,
+                                i_hb * _BLOCK, stride_ob, stride_os, stride_oh, HAS_SINK, HALF)  # fmt: skip
 
     @gluon.jit
     def _sparse_mla_decode_ws_kernel(p_q, p_out, p_lse, p_o_ws, p_lse_ws, p_sink, p_kv, p_idx, p_len, p_kv_x,
@@ -553,7 +610,7 @@ if HAVE_GLUON:
                                      p_len,
                                      p_kv_x, p_idx_x, p_len_x, num_slots, num_slots_x, stride_kv_blk, stride_kvx_blk,
                                      S_Q, H, topk, topk_x, n_tiles_main, n_tiles, total_units, units_per_part,
-                                     seg_units, stride_ib, stride_is, stride_ixb, stride_ixs,
+                                     stride_ib, stride_is, stride_ixb, stride_ixs,
                                      PAGE, PAGE_X, HAS_LEN, HAS_EXTRA, HAS_LEN_X, NUM_HB)),
             ],
             [4, 4],
