@@ -320,10 +320,13 @@ _SM90_WS_WIDE_US = 1.2
 _SM90_WS_WAVE_US = 3.0
 # Batch-invariant pieces under that kernel: a piece boundary inside a token keeps the staged q and the gather's run of
 # tiles (the math writes the piece's partial and starts a new softmax), and a token whose pieces all ran in one
-# program is merged there (its partials read back from L2, the output written); only tokens cut between programs go
-# to the combine kernel. Both values are first estimates, to be fitted from batch-invariant timings.
-_SM90_WS_PIECE_US = 1.5
-_SM90_WS_HELD_US = 1.0
+# program is merged there (its partials read back from L2, the output written: _SM90_WS_HELD_US per piece); only
+# tokens cut between programs go to the combine kernel. A first merge, loading each 64-column box of a piece in
+# turn, measured (bi_cost.py, 2026-12-02-h200-ws-held-023726f.log) CSA 2 pieces of 5 tiles 15 µs and HCA 6 of 3
+# tiles 52 µs per held token over the whole-token plan: 3.5 µs a piece boundary, 5.75 µs a merged piece. The merge
+# now loads two boxes and the lse of a piece at once (3 round trips to L2 a piece, not 10): priced at 1.8 µs.
+_SM90_WS_PIECE_US = 3.5
+_SM90_WS_HELD_US = 1.8
 
 _MEASURED_ARCH = 90
 
@@ -661,7 +664,8 @@ class _Coster:
         if piece is not None:
             slot_units, cut = piece, piece < n_tiles and cut_tokens > 0
             if piece < n_tiles:  # further pieces of a token, and the tokens held whole, merged here
-                program += (upp // piece - segments) * _SM90_WS_PIECE_US + (upp // n_tiles) * _SM90_WS_HELD_US
+                held_pieces = (upp // n_tiles) * (n_tiles // piece)
+                program += (upp // piece - segments) * _SM90_WS_PIECE_US + held_pieces * _SM90_WS_HELD_US
             pieces = cut_tokens * (n_tiles // piece)
         else:
             cut, slot_units = parts > 1 and upp % n_tiles != 0, upp

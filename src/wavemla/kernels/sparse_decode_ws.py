@@ -307,8 +307,10 @@ if HAVE_GLUON:
                     stride_ob, stride_os, stride_oh, HAS_SINK: gl.constexpr, HALF: gl.constexpr):  # fmt: skip
         """Merge token ``i_tok``'s pieces (workspace slots ``i_tok + i_first .. i_tok + i_last``) into its output
         columns ``256·HALF ..`` for heads ``h0 .. h0 + 63`` (and, ``HALF`` 0, its lse): the arithmetic of
-        :func:`wavemla.kernels.sparse_decode.merge_pieces` then ``finalize_heads`` in the same order, so the bits
-        equal the combine kernel's for the same pieces. Reads only what this warpgroup stored (after its barrier)."""
+        :func:`wavemla.kernels.sparse_decode.merge_pieces` then ``finalize_heads``, each element's terms added in
+        slot order, so the bits equal the combine kernel's for the same pieces. Reads only what this warpgroup
+        stored (after its barrier). Latency-bound (the partials sit in L2): one pass over the pieces for the lse
+        maxima, then two over the pieces, each loading a piece's lse and two 64-column boxes at once."""
         st_layout: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0])
         rows: gl.constexpr = gl.SliceLayout(1, st_layout)
         o_h = h0 + gl.arange(0, _BLOCK, layout=rows)
@@ -320,32 +322,37 @@ if HAVE_GLUON:
             i_slot = (i_tok + i_part).to(gl.int64)
             b_max = gl.maximum(b_max, gl.load(p_lse_ws + i_slot * H + o_h, cache_modifier=".cg"))
         b_max = gl.where(b_max == float("-inf"), 0.0, b_max)
-        b_sum = gl.zeros([_BLOCK], gl.float32, layout=rows)
-        for i_part in range(i_first, i_last + 1):
-            i_slot = (i_tok + i_part).to(gl.int64)
-            b_sum += gl.exp2(gl.load(p_lse_ws + i_slot * H + o_h, cache_modifier=".cg") - b_max)
-        m_seen = b_sum > 0.0
-        b_div = gl.where(m_seen, b_sum, 1.0)
-        b_lse2 = gl.where(m_seen, b_max + gl.log2(b_div), float("-inf"))
-        m_rows = b_lse2 > float("-inf")
-        if HAS_SINK:
-            b_sink2 = gl.load(p_sink + o_h).to(gl.float32) * 1.4426950408889634
-            b_factor = 1.0 / (1.0 + gl.exp2(b_sink2 - b_lse2))
         p_o = p_out + i_b.to(gl.int64) * stride_ob + i_s * stride_os + o_h[:, None] * stride_oh + o_c[None, :]
-        for c in gl.static_range(4):
-            b_acc = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=st_layout)
+        for c in gl.static_range(2):
+            b_sum = gl.zeros([_BLOCK], gl.float32, layout=rows)
+            b_acc0 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=st_layout)
+            b_acc1 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=st_layout)
             for i_part in range(i_first, i_last + 1):
                 i_slot = (i_tok + i_part).to(gl.int64)
-                b_w = gl.exp2(gl.load(p_lse_ws + i_slot * H + o_h, cache_modifier=".cg") - b_max)
-                p_i = p_o_ws + (i_slot * H + o_h[:, None]) * 512 + o_c[None, :] + c * _BLOCK
-                b_acc += b_w[:, None] * gl.load(p_i, cache_modifier=".cg").to(gl.float32)
-            b_o = b_acc / b_div[:, None]
+                b_lse_i = gl.load(p_lse_ws + i_slot * H + o_h, cache_modifier=".cg")
+                p_i = p_o_ws + (i_slot * H + o_h[:, None]) * 512 + o_c[None, :] + 2 * c * _BLOCK
+                b_p0 = gl.load(p_i, cache_modifier=".cg")
+                b_p1 = gl.load(p_i + _BLOCK, cache_modifier=".cg")
+                b_w = gl.exp2(b_lse_i - b_max)
+                b_acc0 += b_w[:, None] * b_p0.to(gl.float32)
+                b_acc1 += b_w[:, None] * b_p1.to(gl.float32)
+                b_sum += b_w
+            m_seen = b_sum > 0.0
+            b_div = gl.where(m_seen, b_sum, 1.0)
+            b_lse2 = gl.where(m_seen, b_max + gl.log2(b_div), float("-inf"))
+            m_rows = b_lse2 > float("-inf")
+            b_o0 = b_acc0 / b_div[:, None]
+            b_o1 = b_acc1 / b_div[:, None]
             if HAS_SINK:
-                b_o = b_o * b_factor[:, None]
-            b_o = gl.where(m_rows[:, None], b_o, 0.0)
-            gl.store(p_o + c * _BLOCK, b_o.to(p_out.dtype.element_ty))
-        if HALF == 0:
-            gl.store(p_lse + i_tok.to(gl.int64) * H + o_h, gl.where(m_rows, b_lse2 * 0.6931471805599453, float("inf")))
+                b_sink2 = gl.load(p_sink + o_h).to(gl.float32) * 1.4426950408889634
+                b_factor = 1.0 / (1.0 + gl.exp2(b_sink2 - b_lse2))
+                b_o0 = b_o0 * b_factor[:, None]
+                b_o1 = b_o1 * b_factor[:, None]
+            gl.store(p_o + 2 * c * _BLOCK, gl.where(m_rows[:, None], b_o0, 0.0).to(p_out.dtype.element_ty))
+            gl.store(p_o + (2 * c + 1) * _BLOCK, gl.where(m_rows[:, None], b_o1, 0.0).to(p_out.dtype.element_ty))
+            if HALF == 0 and c == 0:
+                gl.store(p_lse + i_tok.to(gl.int64) * H + o_h,
+                         gl.where(m_rows, b_lse2 * 0.6931471805599453, float("inf")))  # fmt: skip
 
     @gluon.jit
     def _gather_partition(kv_smem, m_smem, kv_ready, kv_empty, p_q, stride_qb, stride_qs, p_kv, p_idx, p_len, p_kv_x,
