@@ -506,8 +506,9 @@ def test_host_cost() -> None:
 def test_h200_batch_invariant_plans_are_the_measured_ones(mode: str) -> None:
     """DeepSeek-V4 shapes in batch-invariant mode on the H200, Triton kernel: 64x64 tiles in 2 pieces per token (the
     measured best); from b = 96 a program holds whole tokens and merges their pieces itself, so no combine is
-    launched. With the warp-specialized kernel (which merges no piece itself) the model chooses: CSA tokens whole
-    (no piece to merge), HCA tokens in 2 pieces merged by the combine kernel."""
+    launched. With the warp-specialized kernel the model chooses 2 pieces per token too: a program holding whole
+    tokens (b = 96, 128, 200, 256) merges their pieces itself and no combine is launched; otherwise the combine
+    kernel merges the tokens cut between programs."""
     from wavemla.kernels import sparse_decode_ws
 
     with config.override(WAVEMLA_SPARSE_WS="off"):
@@ -520,12 +521,13 @@ def test_h200_batch_invariant_plans_are_the_measured_ones(mode: str) -> None:
                 assert p.units_per_part % p.n_tiles == 0 and not p.needs_combine, (b, p.units_per_part)
     if not sparse_decode_ws.HAVE_GLUON:
         return
-    pieces = {"csa": 1, "hca": 2}[mode]
-    for b in (1, 32, 64, 96, 128, 148, 256):
+    for b in (1, 32, 64, 96, 128, 148, 200, 256):
         p = plan(dataclasses.replace(dsv4(b, 64, mode), batch_invariant=True), H200)
-        assert (p.config.block_h, p.config.block_n, p.n_tiles // p.pieces_tiles) == (64, 64, pieces), (b, p.config)
+        assert (p.config.block_h, p.config.block_n, p.n_tiles // p.pieces_tiles) == (64, 64, 2), (b, p.config)
         assert not any("measured best on an H200" in r for r in p.reasons)
-        assert p.writes_partials == (pieces > 1) and p.units_per_part % p.pieces_tiles == 0
+        assert p.writes_partials and p.units_per_part % p.pieces_tiles == 0
+        held = p.units_per_part % p.n_tiles == 0
+        assert p.needs_combine != held and held == (b in (96, 128, 200, 256)), (b, p.units_per_part)
 
 
 def test_plan_says_where_the_warp_specialized_kernel_runs():

@@ -339,7 +339,7 @@ def sparse_mla_decode(
             )
         # the warp-specialized kernel merges the tokens whose batch-invariant pieces all ran in one program; the
         # combine takes the tokens cut between programs
-        if (p.needs_combine if ws else p.writes_partials and not p.merge_in_kernel):
+        if p.needs_combine if ws else p.writes_partials and not p.merge_in_kernel:
             assert meta.o_ws is not None and meta.lse_ws is not None
             sparse_decode_combine(
                 out=out,

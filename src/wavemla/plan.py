@@ -299,17 +299,18 @@ _SM90_TABLE: dict[tuple[int, int, int, int, bool], Resources] = {
 # file over its 384 threads, which its partitions hold as 112 (gather) and 192/200 (math)) and its own cost model
 # (_Coster._ws): a program costs its tiles (tile_us, times 1 + _SM90_WS_BUSY x the fraction of slots busy), a fixed
 # start (first_segment_us + _PROGRAM_US: q staged, the gather getting ahead, the epilogue) and segment_us for each
-# further token segment. It merges no cut token itself: the combine kernel does, priced by its bytes and launch plus
-# _SM90_WS_COMBINE_US, and _SM90_WS_WIDE_US per token where it loads every piece at once (16+ pieces rounded up: one
-# program per token, head and 128 columns; CSA b = 3..9 in 1-tile programs, 10 pieces a token, took 1.7 µs more per
-# token, 2-tile programs 0.3). Fitted by coordinate descent (benchmarks/experiments/fit_ws.py) to 69 measured
-# partitions at CSA/HCA h=64, b = 1..256 (2026-12-02-h200-ws-grid-c6b0e72.json) and every third batch of the six
-# b = 1..256 curves of its first costs (2026-12-02-h200-sparse-decode-curve-*-ws.json), 578 points, rms log error
-# 6.1% (2026-12-02-h200-fit-ws.txt); then chosen by the picks they make (benchmarks/experiments/choose_ws.py over
-# those, the kernel's A/B rows and the plans the fit moved, re-measured: -sparse-decode-changed-*-ws-refit.json;
-# 2026-12-02-h200-choose-ws.txt): over the 127 (shape, batch) points measured with two or more plans, the summed
-# pick / fastest - 1 is 1.70 with these values, every pick measured, and rms log error 5.9% over 1,660 64x64 points
-# (the fit's own values: 2.66 over the 90 such points measured before the moved plans were).
+# further token segment. Tokens cut between programs are merged by the combine kernel, priced by the cut tokens'
+# fp16 partials read and their outputs written at DRAM bandwidth, its launch and _SM90_WS_COMBINE_US, plus
+# _SM90_WS_WIDE_US per token where it loads every piece at once (16+ pieces rounded up: one program per token, head
+# and 128 columns; CSA b = 3..9 in 1-tile programs, 10 pieces a token, took 1.7 µs more per token, 2-tile programs
+# 0.3). First fitted by coordinate descent (benchmarks/experiments/fit_ws.py) to 69 measured partitions at CSA/HCA
+# h=64, b = 1..256 (2026-12-02-h200-ws-grid-c6b0e72.json) and the six b = 1..256 curves of its first costs
+# (2026-12-02-h200-sparse-decode-curve-*-ws.json; 2026-12-02-h200-fit-ws.txt); the values are then chosen by the
+# picks they make (benchmarks/experiments/choose_ws.py; 2026-12-02-ws-combine-candidate.log): over the 127 (shape,
+# batch) points measured with two or more plans, summed pick / fastest - 1 of 0.77 (1.70 with the combine priced as
+# the Triton kernel's 4-byte partials of every piece), rms log error 5.0% over 1,660 64x64 points. The 328 curve
+# plans those values moved, re-measured (-sparse-decode-changed-*-ws-combine.json): geo-mean 0.966 of the plans
+# they replaced, 155 faster by more than 3%, 4 slower by 3.1-4.7%.
 _SM90_WS = Resources(214976, 168, "table", tile_us=3.7, segment_us=6.0, first_segment_us=5.0)
 _SM90_WS_BUSY = 0.2
 _SM90_WS_COMBINE_US = 2.0
@@ -326,7 +327,7 @@ _SM90_WS_WAVE_US = 3.0
 # tiles 52 µs per held token over the whole-token plan: 3.5 µs a piece boundary, 5.75 µs a merged piece. The merge
 # now loads two boxes and the lse of a piece at once (3 round trips to L2 a piece, not 10): priced at 1.8 µs.
 _SM90_WS_PIECE_US = 3.5
-_SM90_WS_HELD_US = 1.8
+_SM90_WS_HELD_US = 4.9
 
 _MEASURED_ARCH = 90
 

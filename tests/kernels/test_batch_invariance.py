@@ -297,4 +297,3 @@ def test_gpu_hca_batch_invariant_flag() -> None:
     assert len(_planner_choices(workload, sizes, torch.device("cuda", torch.cuda.current_device()))) == 1
     pool = _pool(256, HCA, True, torch.bfloat16, "cuda", seed=35)
     _check_invariance(pool, sizes, seed=36, batch_invariant=True)
-

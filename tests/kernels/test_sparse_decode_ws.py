@@ -79,8 +79,11 @@ GPU_CASES = [
     pytest.param(dict(batch=9, h_q=64, **CSA), {"WAVEMLA_BATCH_INVARIANT": True}, id="batch-invariant"),
     # batch-invariant pieces merged in their program (every token held by one), and both ways in one launch
     pytest.param(dict(batch=100, h_q=64, **CSA), {"WAVEMLA_BATCH_INVARIANT": True}, id="batch-invariant-held"),
-    pytest.param(dict(batch=140, h_q=64, topk=128, page=256, extra_topk=1024, extra_page=2),
-                 {"WAVEMLA_BATCH_INVARIANT": True}, id="hca-batch-invariant-mixed"),  # fmt: skip
+    pytest.param(
+        dict(batch=140, h_q=64, topk=128, page=256, extra_topk=1024, extra_page=2),
+        {"WAVEMLA_BATCH_INVARIANT": True},
+        id="hca-batch-invariant-mixed",
+    ),
 ]
 
 

@@ -24,8 +24,12 @@ producer that computes instead of copying:
 Shared memory: q 64 KB, two 64 KB stages, the P halves (8 KB), the maxima and the validity masks (214,976 bytes with
 the compiler's scratch). A token held whole by one program is finished there (sink applied, output and lse
 written); a cut token leaves one normalized partial (fp16) and one base-2 lse per piece in the workspace, for
-:func:`wavemla.kernels.combine.sparse_decode_combine` (no in-kernel merge). Outputs and partials are those of the
-Triton kernel up to the rounding of P (each rounds P to fp16 at its own point).
+:func:`wavemla.kernels.combine.sparse_decode_combine`. Batch-invariant plans cut every token into fixed pieces: the
+math runs one segment per piece (a token's later pieces keep its staged q), the gather one per token (no prologue
+between pieces), and a program that ran all of a token's pieces merges them itself (:func:`_merge_half`, the
+combine's arithmetic in the same order, so the bits do not depend on which kernel merged); the combine takes the
+tokens cut between programs. Outputs and partials are those of the Triton kernel up to the rounding of P (each
+rounds P to fp16 at its own point).
 
 Scope: FP8 MODEL1 caches (main and extra), ``h`` a multiple of 64, bf16 or fp16 q, 64x64 tiles; :func:`applies`
 says whether a launch qualifies. Everything else runs the Triton kernel.
