@@ -20,4 +20,17 @@ for round in 1 2; do
   done
 done
 } 2>&1 | grep -v -E "Warning[:(]|warner\(|warn_once" > "$OUT/ws_held_ab.log"
+# one file for the eight runs (a call brings back few files)
+python3 - "$OUT" <<'PY'
+import glob, json, os, sys
+out = sys.argv[1]
+parts = sorted(glob.glob(os.path.join(out, "ab_*.json")))
+records = []
+for f in parts:
+    tree, mode, rnd = os.path.basename(f)[3:-5].split("_")
+    records += [{**r, "tree": tree, "round": int(rnd)} for r in json.load(open(f))["records"] if r["provider"] == "wavemla"]
+json.dump({"records": records}, open(os.path.join(out, "ws_held_ab.json"), "w"), indent=1)
+for f in parts:
+    os.remove(f)
+PY
 grep -E "^== |^csa  |^hca  " "$OUT/ws_held_ab.log" | cut -c1-100
