@@ -43,25 +43,30 @@ _BUILD = """
 import json
 from wavemla.kernels import sparse_decode_ws as ws
 out = {}
-for name, kw in (("csa", dict(page=256, page_x=64)), ("swa", dict(has_extra=False, has_len=False, has_sink=False))):
+for name, kw in (("csa", dict(page=256, page_x=64)), ("swa", dict(has_extra=False, has_len=False, has_sink=False)),
+                 ("csa-pieces", dict(page=256, page_x=64, pieces=True))):
     k = ws.compile_sm90(**kw)
     ptx = k.asm["ptx"]
     out[name] = dict(shared=k.metadata.shared, wgmma=ptx.count("wgmma.mma_async"), setmaxnreg="setmaxnreg" in ptx,
                      cvt=ptx.count("cvt.rn.f16x2.e4m3x2"), prefetch=ptx.count("cp.async.bulk.prefetch.L2"),
-                     threads=".reqntid 384" in ptx)
+                     threads=".reqntid 384" in ptx, ex2=ptx.count("ex2.approx"))
 print(json.dumps(out))
 """
 
 
 @pytest.mark.skipif(not ws.HAVE_GLUON, reason="needs Gluon (Triton 3.6 or newer with its Hopper API)")
 def test_sm90_build():
-    for name, got in json_from_child(_BUILD).items():
+    builds = json_from_child(_BUILD)
+    for name, got in builds.items():
         assert got["shared"] <= H100_SMEM_PER_BLOCK, name
         # per math warpgroup: eight QKᵀ wgmma of K = 64 (4 instructions each) and four P·V of K = 64 (4 each)
         assert got["wgmma"] == 2 * (ws.CHUNKS * 4 + 4 * 4), name
         # each gather thread decodes eight words (two rows of four) of each of the seven e4m3 boxes, two pairs a word
         assert got["cvt"] == 7 * 8 * 2, name
         assert got["prefetch"] >= 2 and got["setmaxnreg"] and got["threads"], name
+    # batch-invariant pieces compile the in-program merge in (its exp2 of the piece weights and the sink), the
+    # default launch leaves it out
+    assert builds["csa-pieces"]["ex2"] > builds["csa"]["ex2"]
 
 
 # --- GPU lane ----------------------------------------------------------------------------------------------------

@@ -24,12 +24,14 @@ producer that computes instead of copying:
 Shared memory: q 64 KB, two 64 KB stages, the P halves (8 KB), the maxima and the validity masks (214,976 bytes with
 the compiler's scratch). A token held whole by one program is finished there (sink applied, output and lse
 written); a cut token leaves one normalized partial (fp16) and one base-2 lse per piece in the workspace, for
-:func:`wavemla.kernels.combine.sparse_decode_combine`. Batch-invariant plans cut every token into fixed pieces: the
-math runs one segment per piece (a token's later pieces keep its staged q), the gather one per token (no prologue
-between pieces), and a program that ran all of a token's pieces merges them itself (:func:`_merge_half`, the
-combine's arithmetic in the same order, so the bits do not depend on which kernel merged); the combine takes the
-tokens cut between programs. Outputs and partials are those of the Triton kernel up to the rounding of P (each
-rounds P to fp16 at its own point).
+:func:`wavemla.kernels.combine.sparse_decode_combine`. Batch-invariant plans cut every token into fixed pieces and
+launch the kernel compiled with ``PIECES``: the math runs one segment per piece (a token's later pieces keep its
+staged q), the gather one per token (no prologue between pieces), and a program that ran all of a token's pieces
+merges them itself (:func:`_merge_half`, the combine's arithmetic in the same order, so the bits do not depend on
+which kernel merged); the combine takes the tokens cut between programs. Without ``PIECES`` none of that is
+compiled in: a default launch runs the same code as if the pieces' handling did not exist (moving code around it
+moved the default plans' times by up to 9% on the H200, so it is kept out of their build). Outputs and partials
+are those of the Triton kernel up to the rounding of P (each rounds P to fp16 at its own point).
 
 Scope: FP8 MODEL1 caches (main and extra), ``h`` a multiple of 64, bf16 or fp16 q, 64x64 tiles; :func:`applies`
 says whether a launch qualifies. Everything else runs the Triton kernel.
@@ -307,6 +309,24 @@ if HAVE_GLUON:
         return u
 
     @gluon.jit
+    def _stage_q(q_smem, p_q, i_b, i_s, stride_qb, stride_qs, o_qh, o_qc, x_bar, i_x, HALF: gl.constexpr):
+        """This warpgroup's half of a token's 64 q head rows converted to fp16 into shared memory (the four loads
+        issued before any store), then both warpgroups meet (the previous segment's last QKᵀ is done in both: the
+        row-sum exchange before it); returns the next exchange."""
+        p_qt = p_q + i_b.to(gl.int64) * stride_qb + i_s * stride_qs + o_qh[:, None] * 512 + o_qc[None, :]
+        b_q0 = gl.load(p_qt + 0 * _BLOCK)
+        b_q1 = gl.load(p_qt + 1 * _BLOCK)
+        b_q2 = gl.load(p_qt + 2 * _BLOCK)
+        b_q3 = gl.load(p_qt + 3 * _BLOCK)
+        q_smem.index(HALF * 4 + 0).store(b_q0.to(gl.float16))
+        q_smem.index(HALF * 4 + 1).store(b_q1.to(gl.float16))
+        q_smem.index(HALF * 4 + 2).store(b_q2.to(gl.float16))
+        q_smem.index(HALF * 4 + 3).store(b_q3.to(gl.float16))
+        fence_async_shared()
+        _exchange(x_bar, i_x)
+        return i_x + 1
+
+    @gluon.jit
     def _piece_loads(p_o_ws, p_lse_ws, i_slot, H, o_h, o_c, more):
         """Slot ``i_slot``'s base-2 lse for heads ``o_h`` and its partial's two 64-column boxes from column ``o_c``
         (L2: other programs' stores are not involved, but the lines are not in this SM's L1); nothing where ``more``
@@ -400,9 +420,10 @@ if HAVE_GLUON:
     @gluon.jit
     def _gather_partition(kv_smem, m_smem, kv_ready, kv_empty, p_q, stride_qb, stride_qs, p_kv, p_idx, p_len, p_kv_x,
                           p_idx_x, p_len_x, num_slots, num_slots_x, stride_kv_blk, stride_kvx_blk, S_Q, H, topk,
-                          topk_x, n_tiles_main, n_tiles, total_units, units_per_part, stride_ib, stride_is,
+                          topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units, stride_ib, stride_is,
                           stride_ixb, stride_ixs, PAGE: gl.constexpr, PAGE_X: gl.constexpr, HAS_LEN: gl.constexpr,
-                          HAS_EXTRA: gl.constexpr, HAS_LEN_X: gl.constexpr, NUM_HB: gl.constexpr):  # fmt: skip
+                          HAS_EXTRA: gl.constexpr, HAS_LEN_X: gl.constexpr, NUM_HB: gl.constexpr,
+                          PIECES: gl.constexpr):  # fmt: skip
         ld4: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [4, 1], [1, 0])  # [64, 16] words: 16 bytes a thread
         ld8: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0])  # [64, 32] words: 32 bytes a thread
         o_r = gl.arange(0, _BLOCK, layout=gl.SliceLayout(1, ld4))
@@ -417,10 +438,11 @@ if HAVE_GLUON:
         lists = (p_idx, p_idx_x, stride_ib, stride_is, stride_ixb, stride_ixs)
         caches = (p_kv, p_kv_x, num_slots, num_slots_x, stride_kv_blk, stride_kvx_blk)
         i_it = 0
-        # one segment per token: the math's batch-invariant pieces of a token are one run of tiles here, with no
-        # prologue between them
-        for i_seg in range(unit_lo // n_tiles, (unit_hi - 1) // n_tiles + 1):
-            _, _, i_b, i_s, t_lo, t_hi = _segment(i_seg, unit_lo, unit_hi, n_tiles, n_tiles, S_Q)
+        # batch-invariant pieces (PIECES): one segment per token, so that a token's pieces are one run of tiles here,
+        # with no prologue between them; otherwise the math's segments (one per token as well)
+        g_units = n_tiles if PIECES else seg_units
+        for i_seg in range(unit_lo // g_units, (unit_hi - 1) // g_units + 1):
+            _, _, i_b, i_s, t_lo, t_hi = _segment(i_seg, unit_lo, unit_hi, g_units, n_tiles, S_Q)
             tok = _token(i_b, i_s, n_tiles_main, p_len, p_len_x, topk, topk_x, HAS_LEN, HAS_EXTRA, HAS_LEN_X)
             n_main = tok[3]
             # the first live tile's raw words, the second's rows on their way to L2, the third's index entries
@@ -433,8 +455,8 @@ if HAVE_GLUON:
             _prefetch_l2(p_r2, p_s2, ok2, _ROW_BYTES)
             idx = _tile_entries(_live_from(u2 + 1, n_tiles_main, n_main, HAS_EXTRA), t_hi, tok, lists, o_r, HAS_EXTRA)
             # the next segment's q rows on their way to L2 for the math warpgroups
-            if i_seg + 1 <= (unit_hi - 1) // n_tiles:
-                i_tok_n = i_seg + 1
+            if i_seg + 1 <= (unit_hi - 1) // g_units:
+                i_tok_n = i_seg + 1 if PIECES else gl.maximum((i_seg + 1) * g_units, unit_lo) // n_tiles
                 i_b_n = i_tok_n // S_Q
                 p_qn = p_q + i_b_n.to(gl.int64) * stride_qb + (i_tok_n - i_b_n * S_Q) * stride_qs
                 p_qr = p_qn + (i_hb * _BLOCK + o_r) * 512
@@ -491,7 +513,8 @@ if HAVE_GLUON:
                         n_tiles, total_units, units_per_part, seg_units, slot_units, stride_qb, stride_qs, stride_ob,
                         stride_os, stride_oh, stride_ib, stride_is, stride_ixb, stride_ixs, qk_scale,
                         HAS_LEN: gl.constexpr, HAS_EXTRA: gl.constexpr, HAS_LEN_X: gl.constexpr,
-                        HAS_SINK: gl.constexpr, NUM_HB: gl.constexpr, HALF: gl.constexpr):  # fmt: skip
+                        HAS_SINK: gl.constexpr, NUM_HB: gl.constexpr, PIECES: gl.constexpr,
+                        HALF: gl.constexpr):  # fmt: skip
         """One of the two math warpgroups (:mod:`wavemla.kernels.dense_decode_ws`' scheme): this one scores entries
         ``32·HALF ..`` of each tile and accumulates value columns ``256·HALF ..``."""
         HK: gl.constexpr = _BLOCK // 2
@@ -536,23 +559,14 @@ if HAVE_GLUON:
             acc1 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
             acc2 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
             acc3 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
-            if i_tok != i_tok_q:
-                # q: this warpgroup converts its half of the token's 64 head rows to fp16 (the four loads issued
-                # before any store); the previous segment's last QKᵀ is done in both warpgroups (the row-sum
-                # exchange). A further batch-invariant piece of the same token keeps the staged q.
-                p_qt = p_q + i_b.to(gl.int64) * stride_qb + i_s * stride_qs + o_qh[:, None] * 512 + o_qc[None, :]
-                b_q0 = gl.load(p_qt + 0 * _BLOCK)
-                b_q1 = gl.load(p_qt + 1 * _BLOCK)
-                b_q2 = gl.load(p_qt + 2 * _BLOCK)
-                b_q3 = gl.load(p_qt + 3 * _BLOCK)
-                q_smem.index(HALF * 4 + 0).store(b_q0.to(gl.float16))
-                q_smem.index(HALF * 4 + 1).store(b_q1.to(gl.float16))
-                q_smem.index(HALF * 4 + 2).store(b_q2.to(gl.float16))
-                q_smem.index(HALF * 4 + 3).store(b_q3.to(gl.float16))
-                fence_async_shared()
-                _exchange(x_bar, i_x)
-                i_x += 1
-                i_tok_q = i_tok
+            # q: this warpgroup converts its half of the token's 64 head rows to fp16; a further batch-invariant
+            # piece of the same token keeps the staged q
+            if PIECES:
+                if i_tok != i_tok_q:
+                    i_x = _stage_q(q_smem, p_q, i_b, i_s, stride_qb, stride_qs, o_qh, o_qc, x_bar, i_x, HALF)
+                    i_tok_q = i_tok
+            else:
+                i_x = _stage_q(q_smem, p_q, i_b, i_s, stride_qb, stride_qs, o_qh, o_qc, x_bar, i_x, HALF)
             for u in range(t_lo, t_hi):
                 live = _tile_of(u, tok, lists, HAS_EXTRA)[4]
                 if live:
@@ -604,14 +618,18 @@ if HAVE_GLUON:
                 gl.store(p_w + 1 * _BLOCK, gl.convert_layout((acc1 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
                 gl.store(p_w + 2 * _BLOCK, gl.convert_layout((acc2 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
                 gl.store(p_w + 3 * _BLOCK, gl.convert_layout((acc3 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
-                # both warpgroups store the piece's lse (the same values): each merges from its own stores below
-                gl.store(p_lse_ws + i_slot * H + o_h, b_lse2)
-                if (t_hi == n_tiles) & (i_tok * n_tiles >= unit_lo):
-                    # the last of a token's batch-invariant pieces, all of which ran here: merged now, as the combine
-                    # kernel would (its tokens cut between programs are left to it)
-                    _warps_barrier()
-                    _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles, slot_units, H,
-                                i_hb * _BLOCK, stride_ob, stride_os, stride_oh, HAS_SINK, HALF)  # fmt: skip
+                if PIECES:
+                    # both warpgroups store the piece's lse (the same values): each merges from its own stores
+                    gl.store(p_lse_ws + i_slot * H + o_h, b_lse2)
+                    if (t_hi == n_tiles) & (i_tok * n_tiles >= unit_lo):
+                        # the last of a token's pieces, all of which ran here: merged now, as the combine kernel
+                        # would (the tokens cut between programs are left to it)
+                        _warps_barrier()
+                        _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles, slot_units, H,
+                                    i_hb * _BLOCK, stride_ob, stride_os, stride_oh, HAS_SINK, HALF)  # fmt: skip
+                else:
+                    if HALF == 0:
+                        gl.store(p_lse_ws + i_slot * H + o_h, b_lse2)
 
     @gluon.jit
     def _sparse_mla_decode_ws_kernel(p_q, p_out, p_lse, p_o_ws, p_lse_ws, p_sink, p_kv, p_idx, p_len, p_kv_x,
@@ -621,7 +639,7 @@ if HAVE_GLUON:
                                      stride_is, stride_ixb, stride_ixs, qk_scale, PAGE: gl.constexpr,
                                      PAGE_X: gl.constexpr, HAS_LEN: gl.constexpr, HAS_EXTRA: gl.constexpr,
                                      HAS_LEN_X: gl.constexpr, HAS_SINK: gl.constexpr,
-                                     NUM_HB: gl.constexpr):  # fmt: skip
+                                     NUM_HB: gl.constexpr, PIECES: gl.constexpr):  # fmt: skip
         box: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
         q_smem = gl.allocate_shared_memory(gl.float16, [_CHUNKS, _BLOCK, _BLOCK], box)
         kv_smem = gl.allocate_shared_memory(gl.float16, [_STAGES * _CHUNKS, _BLOCK, _BLOCK], box)
@@ -649,19 +667,19 @@ if HAVE_GLUON:
                                    topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units, slot_units,
                                    stride_qb, stride_qs, stride_ob, stride_os, stride_oh, stride_ib, stride_is,
                                    stride_ixb, stride_ixs, qk_scale, HAS_LEN, HAS_EXTRA, HAS_LEN_X, HAS_SINK, NUM_HB,
-                                   0)),
+                                   PIECES, 0)),
                 (_math_partition, (q_smem, kv_smem, m_smem, p_smem, x_smem, kv_ready, kv_empty, x_bar, p_bar, p_q,
                                    p_out, p_lse, p_o_ws, p_lse_ws, p_sink, p_idx, p_len, p_idx_x, p_len_x, S_Q, H, topk,
                                    topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units, slot_units,
                                    stride_qb, stride_qs, stride_ob, stride_os, stride_oh, stride_ib, stride_is,
                                    stride_ixb, stride_ixs, qk_scale, HAS_LEN, HAS_EXTRA, HAS_LEN_X, HAS_SINK, NUM_HB,
-                                   1)),
+                                   PIECES, 1)),
                 (_gather_partition, (kv_smem, m_smem, kv_ready, kv_empty, p_q, stride_qb, stride_qs, p_kv, p_idx,
                                      p_len,
                                      p_kv_x, p_idx_x, p_len_x, num_slots, num_slots_x, stride_kv_blk, stride_kvx_blk,
                                      S_Q, H, topk, topk_x, n_tiles_main, n_tiles, total_units, units_per_part,
-                                     stride_ib, stride_is, stride_ixb, stride_ixs,
-                                     PAGE, PAGE_X, HAS_LEN, HAS_EXTRA, HAS_LEN_X, NUM_HB)),
+                                     seg_units, stride_ib, stride_is, stride_ixb, stride_ixs,
+                                     PAGE, PAGE_X, HAS_LEN, HAS_EXTRA, HAS_LEN_X, NUM_HB, PIECES)),
             ],
             [4, 4],
             [_MATH_REGS, _GATHER_REGS],
@@ -746,13 +764,14 @@ def sparse_decode_split_ws(
         HAS_LEN_X=has_extra and extra_topk_length is not None,
         HAS_SINK=attn_sink is not None,
         NUM_HB=num_hb,
+        PIECES=pieces_tiles is not None and pieces_tiles < n_tiles,
         num_warps=4,
         maxnreg=MAX_REGS,
     )
 
 
 def compile_sm90(*, page: int = 64, page_x: int = 64, has_extra: bool = True, has_len: bool = True,
-                 has_sink: bool = True, num_hb: int = 1) -> Any:  # fmt: skip
+                 has_sink: bool = True, num_hb: int = 1, pieces: bool = False) -> Any:  # fmt: skip
     """Compile the kernel for sm_90 without a GPU (bf16 q, as the launcher specialises it; strides multiples of 16,
     as they are in practice); returns Triton's compiled kernel (``asm``, ``metadata``: shared memory, registers)."""
     from wavemla.kernels.dense_decode_ws import build_sm90
@@ -761,6 +780,6 @@ def compile_sm90(*, page: int = 64, page_x: int = 64, has_extra: bool = True, ha
              "p_sink": "*fp32", "p_kv": "*u8", "p_idx": "*i32", "p_len": "*i32", "p_kv_x": "*u8", "p_idx_x": "*i32",
              "p_len_x": "*i32", "qk_scale": "fp32"}  # fmt: skip
     constexprs = {"PAGE": page, "PAGE_X": page_x, "HAS_LEN": has_len, "HAS_EXTRA": has_extra, "HAS_LEN_X": has_len,
-                  "HAS_SINK": has_sink, "NUM_HB": num_hb}  # fmt: skip
+                  "HAS_SINK": has_sink, "NUM_HB": num_hb, "PIECES": pieces}  # fmt: skip
     return build_sm90(_sparse_mla_decode_ws_kernel, types=types, constexprs=constexprs, divisible=("stride_",),
                       max_regs=MAX_REGS)  # fmt: skip
