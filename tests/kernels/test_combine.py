@@ -112,3 +112,38 @@ def test_dense_combine_compiles_for_every_architecture():
     built = json.loads(proc.stdout.strip().splitlines()[-1])
     assert len(built) == 6 * len(shapes)
     assert all(shared <= 99 * 1024 for _, _, _, shared in built)
+
+
+@pytest.mark.parametrize("program_units", [None, 15, 20])
+def test_sparse_combine_skips_tokens_held_by_one_program(program_units):
+    """Batch-invariant pieces of 5 tiles, 10-tile tokens: with ``program_units`` the combine leaves alone the tokens
+    whose pieces all ran in one split program of that many units (merged there) and merges the others; without it,
+    every token of two or more slots."""
+    from wavemla.kernels.combine import sparse_decode_combine
+
+    torch.manual_seed(1)
+    b, h, n_tiles, piece = 6, 4, 10, 5
+    slots = b + b * n_tiles // piece
+    lse_ws = torch.randn(slots, h) * 4
+    o_ws = torch.randn(slots, h, D).to(torch.float16)
+    out = torch.full((b, 1, h, D), 7.0, dtype=torch.float16, device=DEVICE)
+    lse = torch.full((b, 1, h), 7.0, device=DEVICE)
+    sparse_decode_combine(out=out, lse=lse, o_ws=o_ws.to(DEVICE), lse_ws=lse_ws.to(DEVICE), attn_sink=None,
+                          n_tiles=n_tiles, units_per_part=piece, program_units=program_units)  # fmt: skip
+    out, lse = out.cpu(), lse.cpu()
+    for t in range(b):
+        held = program_units is not None and (t * n_tiles) // program_units == ((t + 1) * n_tiles - 1) // program_units
+        first, last = t * n_tiles // piece, ((t + 1) * n_tiles - 1) // piece
+        if held:
+            assert (out[t] == 7.0).all() and (lse[t] == 7.0).all(), t
+            continue
+        l2 = lse_ws[t + first : t + last + 1].double()
+        w = torch.exp2(l2 - l2.max(0).values)
+        ref = (w[:, :, None] * o_ws[t + first : t + last + 1].double()).sum(0) / w.sum(0)[:, None]
+        assert torch.allclose(out[t, 0].double(), ref, atol=2e-3, rtol=2e-3), t
+        ref_lse = (l2.max(0).values + torch.log2(w.sum(0))) * math.log(2)
+        assert torch.allclose(lse[t, 0].double(), ref_lse, atol=1e-4, rtol=1e-5), t
+    if program_units == 20:  # two whole tokens a program: all held
+        assert (out == 7.0).all()
+    if program_units == 15:  # programs of units 0-14, 15-29, 30-44, 45-59: tokens 1 and 4 cut between two
+        assert [t for t in range(b) if (out[t] == 7.0).all()] == [0, 2, 3, 5]
