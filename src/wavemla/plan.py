@@ -324,8 +324,9 @@ _SM90_WS_WAVE_US = 3.0
 # program is merged there (its partials read back from L2, the output written: _SM90_WS_HELD_US per piece); only
 # tokens cut between programs go to the combine kernel. A first merge, loading each 64-column box of a piece in
 # turn, measured (bi_cost.py, 2026-12-02-h200-ws-held-023726f.log) CSA 2 pieces of 5 tiles 15 µs and HCA 6 of 3
-# tiles 52 µs per held token over the whole-token plan: 3.5 µs a piece boundary, 5.75 µs a merged piece. The merge
-# now loads two boxes and the lse of a piece at once (3 round trips to L2 a piece, not 10): priced at 1.8 µs.
+# tiles 52 µs per held token over the whole-token plan: 3.5 µs a piece boundary, 5.75 µs a merged piece. Loading
+# two boxes and the lse of a piece at once, then also a piece ahead, a held two-piece token cost 12.9 (CSA) and 13.8
+# µs (HCA) more (2026-12-02-h200-ws-held-23fa0e2.log, -ws-held-final-bc1850b.log): one boundary, two pieces at 4.9.
 _SM90_WS_PIECE_US = 3.5
 _SM90_WS_HELD_US = 4.9
 
