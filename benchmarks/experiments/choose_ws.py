@@ -5,8 +5,10 @@ where the pick was measured, the count of picks never measured, and the rms log 
 value set of a grid around the fit.
 
     PYTHONPATH=src python3 benchmarks/experiments/choose_ws.py GRID.json CURVE.json ... [--top 15]
+    PYTHONPATH=src python3 benchmarks/experiments/choose_ws.py GRID.json CURVE.json ... --picks
 
-Prints the value sets ranked by (unmeasured picks, regret, rms).
+Prints the value sets ranked by (unmeasured picks, regret, rms); with ``--picks`` only the shipped values' score and
+the points whose pick is more than 3% slower than the fastest plan measured there.
 """
 
 import argparse
@@ -25,6 +27,7 @@ from partition_model import DEVICE, predict, workload
 ap = argparse.ArgumentParser()
 ap.add_argument("paths", nargs="+")
 ap.add_argument("--top", type=int, default=15)
+ap.add_argument("--picks", action="store_true", help="the shipped values' picks more than 3%% off, then stop")
 args = ap.parse_args()
 groups: dict[tuple, dict[tuple[str, int], dict]] = {}
 for path in args.paths:
@@ -60,6 +63,15 @@ shipped = {"tile": pl._SM90_WS.tile_us, "segment": pl._SM90_WS.segment_us, "firs
            "busy": pl._SM90_WS_BUSY, "combine": pl._SM90_WS_COMBINE_US, "wide": pl._SM90_WS_WIDE_US}  # fmt: skip
 u0, regret0, rms0 = score(shipped)
 print(f"shipped {shipped} -> unmeasured {u0}, regret {regret0:.3f}, rms {rms0:.3f}")
+if args.picks:
+    for key, rs in sorted(multi.items()):
+        p = pl.plan(workload(rs[0]), DEVICE)
+        pick = next((r for r in rs if (r["config"], r["units_per_part"]) == (str(p.config), p.units_per_part)), None)
+        best = min(rs, key=lambda r: r["median_us"])
+        if pick is not None and pick["median_us"] > 1.03 * best["median_us"]:
+            print(f"{key}: pick {pick['config']}:{pick['units_per_part']} {pick['median_us']:.1f} us, fastest "
+                  f"{best['config']}:{best['units_per_part']} {best['median_us']:.1f} us")
+    sys.exit(0)
 grid = {"tile": [3.5, 3.6, 3.7, 3.8], "segment": [2.5, 3.0, 3.5, 4.0, 4.5], "first": [4.0, 5.0, 5.5, 6.0, 7.0],
         "busy": [0.2, 0.25, 0.3], "combine": [0.0, 1.0, 2.0], "wide": [1.0, 1.2, 1.5]}  # fmt: skip
 results = []
