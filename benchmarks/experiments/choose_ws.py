@@ -69,8 +69,10 @@ if args.picks:
         pick = next((r for r in rs if (r["config"], r["units_per_part"]) == (str(p.config), p.units_per_part)), None)
         best = min(rs, key=lambda r: r["median_us"])
         if pick is not None and pick["median_us"] > 1.03 * best["median_us"]:
-            print(f"{key}: pick {pick['config']}:{pick['units_per_part']} {pick['median_us']:.1f} us, fastest "
-                  f"{best['config']}:{best['units_per_part']} {best['median_us']:.1f} us")
+            print(
+                f"{key}: pick {pick['config']}:{pick['units_per_part']} {pick['median_us']:.1f} us, fastest "
+                f"{best['config']}:{best['units_per_part']} {best['median_us']:.1f} us"
+            )
     sys.exit(0)
 grid = {"tile": [3.5, 3.6, 3.7, 3.8], "segment": [2.5, 3.0, 3.5, 4.0, 4.5], "first": [4.0, 5.0, 5.5, 6.0, 7.0],
         "busy": [0.2, 0.25, 0.3], "combine": [0.0, 1.0, 2.0], "wide": [1.0, 1.2, 1.5]}  # fmt: skip
