@@ -462,7 +462,8 @@ def test_max_pieces_is_the_most_programs_a_token_spans() -> None:
 def test_reasons_say_how_tokens_are_cut_and_merged() -> None:
     """The partition's reason names the pieces a cut token can have and what merges them (H200 picks: CSA b=34 in
     two pieces, b=67 in up to three, 32-row tiles at b=8 through the combine kernel, none cut at b=128), for the
-    Triton kernel and for the warp-specialized one, which leaves every cut token to the combine kernel."""
+    Triton kernel and for the warp-specialized one, which leaves tokens cut between programs to the combine kernel
+    and merges batch-invariant pieces in the program that ran all of a token's."""
     from wavemla.kernels import sparse_decode_ws
 
     with config.override(WAVEMLA_SPARSE_WS="off"):
@@ -475,11 +476,16 @@ def test_reasons_say_how_tokens_are_cut_and_merged() -> None:
     assert invariant.endswith("2 pieces a token, merged in their programs")
     if sparse_decode_ws.HAVE_GLUON:  # the H200 picks priced with the warp-specialized kernel's costs
         ws = {b: plan(dsv4(b), H200) for b in (1, 8, 34)}
-        invariant = plan(dataclasses.replace(dsv4(128, 64, "hca"), batch_invariant=True), H200).reasons[-1]
+        held = plan(dataclasses.replace(dsv4(128, 64, "hca"), batch_invariant=True), H200).reasons[-1]
+        mixed = plan(dataclasses.replace(dsv4(133, 64, "hca"), batch_invariant=True), H200).reasons[-1]
         assert ws[1].config.block_h == 16  # 16-row tiles: the Triton kernel
         assert ws[8].reasons[-1].endswith("into up to 5 pieces, merged by the combine kernel")
         assert ws[34].reasons[-1].endswith("into up to 4 pieces, merged by the combine kernel")
-        assert invariant.endswith("2 pieces a token, merged by the combine kernel")
+        assert held.endswith("2 pieces a token, merged in their programs")
+        assert mixed.endswith(
+            "2 pieces a token, merged in their program where it ran all of a token's, by the combine kernel where "
+            "they were cut between programs"
+        )
 
 
 def test_host_cost() -> None:

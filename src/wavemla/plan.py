@@ -128,16 +128,28 @@ def max_pieces(n_tiles: int, units_per_part: int) -> int:
     return (units_per_part - g + n_tiles - 1) // units_per_part + 1
 
 
+def segments_per_program(n_tiles: int, units_per_part: int) -> int:
+    """Token segments in the busiest program when every program takes ``units_per_part`` consecutive tiles of the
+    flattened (token, tile) space: programs start at multiples of ``gcd(units_per_part, n_tiles)`` tiles into a
+    token, so the worst start is that many tiles before a token's end."""
+    g = math.gcd(units_per_part, n_tiles)
+    return -(-(n_tiles - g + units_per_part) // n_tiles)
+
+
 def _cut_note(cfg: KernelConfig, n_tiles: int, upp: int, pieces_tiles: int | None, needs_combine: bool,
               ws: bool = False) -> str:  # fmt: skip
-    """How a plan's tokens are cut and merged, for its reasons (``ws``: the warp-specialized sm_90 kernel runs,
-    which leaves every cut token to the combine kernel)."""
+    """How a plan's tokens are cut and merged, for its reasons (``ws``: the warp-specialized sm_90 kernel runs, which
+    leaves tokens cut between programs to the combine kernel and merges batch-invariant pieces only where one
+    program ran all of a token's)."""
     if pieces_tiles is not None and pieces_tiles < n_tiles:  # batch-invariant pieces
         pieces = n_tiles // pieces_tiles
-        if ws:
-            return f", {pieces} pieces a token, merged by the combine kernel"
         if not needs_combine:
             return f", {pieces} pieces a token, merged in their programs"
+        if ws:
+            return (
+                f", {pieces} pieces a token, merged in their program where it ran all of a token's, by the combine "
+                "kernel where they were cut between programs"
+            )
     elif needs_combine:
         pieces = max_pieces(n_tiles, upp)
     else:
@@ -244,10 +256,8 @@ class Plan:
 
     @property
     def segments_per_program(self) -> int:
-        """Token segments in the busiest program: programs start at multiples of gcd(units_per_part, n_tiles)
-        tiles into a token, so the worst start is that many tiles before a token's end."""
-        g = math.gcd(self.units_per_part, self.n_tiles)
-        return -(-(self.n_tiles - g + self.units_per_part) // self.n_tiles)
+        """Token segments in the busiest program (:func:`segments_per_program`)."""
+        return segments_per_program(self.n_tiles, self.units_per_part)
 
     def workspace_rows(self, tokens: int) -> int:
         """Rows of the split workspace (query tokens + slots); 0 when no partial is written."""
@@ -640,7 +650,7 @@ class _Coster:
                 else upp * tile + whole * self.seg_whole + _PROGRAM_US
             )
             # the busiest program's token segments (see Plan.segments_per_program)
-            program += self._starts(-(-(n_tiles - math.gcd(upp, n_tiles) + upp) // n_tiles))
+            program += self._starts(segments_per_program(n_tiles, upp))
             if cut and self.in_kernel:
                 # the program writing a token's last piece merges it: at most one such token per program
                 program += self._merge(max_pieces(n_tiles, upp))
@@ -658,8 +668,7 @@ class _Coster:
         from wavemla.kernels.combine import wide_merge
 
         n_tiles = self.n_tiles
-        # the busiest program's token segments (see Plan.segments_per_program)
-        segments = -(-(n_tiles - math.gcd(upp, n_tiles) + upp) // n_tiles)
+        segments = segments_per_program(n_tiles, upp)
         program = upp * tile + self.first_segment_us + (segments - 1) * self.segment_us + _PROGRAM_US
         # at most one token cut at each program boundary, every token where programs are shorter than a token
         cut_tokens = min(self.tokens, parts - 1) if upp % n_tiles else 0
