@@ -360,15 +360,28 @@ if HAVE_GLUON:
         return b_acc0, b_acc1, b_sum
 
     @gluon.jit
+    def _merged_store(p_o, b_acc0, b_acc1, b_div, b_factor, m_rows, HAS_SINK: gl.constexpr, BOX: gl.constexpr):
+        """Two merged 64-column boxes normalized (the sum of weights, then the sink factor: ``finalize_heads``'
+        order), rows no piece saw zeroed, stored as boxes ``BOX`` and ``BOX + 1`` from ``p_o``."""
+        b_o0 = b_acc0 / b_div[:, None]
+        b_o1 = b_acc1 / b_div[:, None]
+        if HAS_SINK:
+            b_o0 = b_o0 * b_factor[:, None]
+            b_o1 = b_o1 * b_factor[:, None]
+        gl.store(p_o + BOX * _BLOCK, gl.where(m_rows[:, None], b_o0, 0.0).to(p_o.dtype.element_ty))
+        gl.store(p_o + (BOX + 1) * _BLOCK, gl.where(m_rows[:, None], b_o1, 0.0).to(p_o.dtype.element_ty))
+
+    @gluon.jit
     def _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles, slot_units, H, h0,
                     stride_ob, stride_os, stride_oh, HAS_SINK: gl.constexpr, HALF: gl.constexpr):  # fmt: skip
         """Merge token ``i_tok``'s pieces (workspace slots ``i_tok + i_first .. i_tok + i_last``) into its output
         columns ``256·HALF ..`` for heads ``h0 .. h0 + 63`` (and, ``HALF`` 0, its lse): the arithmetic of
         :func:`wavemla.kernels.sparse_decode.merge_pieces` then ``finalize_heads``, each element's terms added in
         slot order, so the bits equal the combine kernel's for the same pieces. Reads only what this warpgroup
-        stored (after its barrier). Latency-bound (the partials sit in L2): the lse maxima, then two passes of two
-        64-column boxes, each piece's loads issued a piece ahead, and the first loads of the first pass (and the
-        sink) issued before the maxima are taken, those of the second before the first's outputs are written."""
+        stored (after its barrier). The lse maxima, then two passes of two 64-column boxes, each piece's loads issued
+        a piece ahead, and the first loads of the first pass (and the sink) issued before the maxima are taken, those
+        of the second before the first's outputs are written (on the H200 no faster than loading each piece in turn:
+        a held token's cost is not these loads' latency; docs/planner.md, "Batch-invariant pieces")."""
         st_layout: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0])
         rows: gl.constexpr = gl.SliceLayout(1, st_layout)
         o_h = h0 + gl.arange(0, _BLOCK, layout=rows)
@@ -395,27 +408,16 @@ if HAVE_GLUON:
         b_div = gl.where(m_seen, b_sum, 1.0)
         b_lse2 = gl.where(m_seen, b_max + gl.log2(b_div), float("-inf"))
         m_rows = b_lse2 > float("-inf")
+        b_factor = b_div  # no sink: not read
         if HAS_SINK:
             b_factor = 1.0 / (1.0 + gl.exp2(b_sink2 - b_lse2))
-        b_o0 = b_acc0 / b_div[:, None]
-        b_o1 = b_acc1 / b_div[:, None]
-        if HAS_SINK:
-            b_o0 = b_o0 * b_factor[:, None]
-            b_o1 = b_o1 * b_factor[:, None]
-        gl.store(p_o, gl.where(m_rows[:, None], b_o0, 0.0).to(p_out.dtype.element_ty))
-        gl.store(p_o + _BLOCK, gl.where(m_rows[:, None], b_o1, 0.0).to(p_out.dtype.element_ty))
+        _merged_store(p_o, b_acc0, b_acc1, b_div, b_factor, m_rows, HAS_SINK, 0)
         if HALF == 0:
             gl.store(p_lse + i_tok.to(gl.int64) * H + o_h, gl.where(m_rows, b_lse2 * 0.6931471805599453, float("inf")))
         # the second pass: the same sums over the next two boxes (identical in every term, so the same b_sum)
         b_acc0, b_acc1, b_sum = _merge_pass(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, o_c + 2 * _BLOCK, b_max,
                                             b_l, b_p0, b_p1)  # fmt: skip
-        b_o0 = b_acc0 / b_div[:, None]
-        b_o1 = b_acc1 / b_div[:, None]
-        if HAS_SINK:
-            b_o0 = b_o0 * b_factor[:, None]
-            b_o1 = b_o1 * b_factor[:, None]
-        gl.store(p_o + 2 * _BLOCK, gl.where(m_rows[:, None], b_o0, 0.0).to(p_out.dtype.element_ty))
-        gl.store(p_o + 3 * _BLOCK, gl.where(m_rows[:, None], b_o1, 0.0).to(p_out.dtype.element_ty))
+        _merged_store(p_o, b_acc0, b_acc1, b_div, b_factor, m_rows, HAS_SINK, 2)
 
     @gluon.jit
     def _gather_partition(kv_smem, m_smem, kv_ready, kv_empty, p_q, stride_qb, stride_qs, p_kv, p_idx, p_len, p_kv_x,
