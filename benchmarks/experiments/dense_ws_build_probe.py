@@ -6,17 +6,21 @@ before the debug sections), so that two revisions can be shown to compile to the
 
     PYTHONPATH=src python3 benchmarks/experiments/dense_ws_build_probe.py HEAD fe74608:PIPELINE=1 d8f86cc
     PYTHONPATH=src python3 benchmarks/experiments/dense_ws_build_probe.py --sparse HEAD
+    PYTHONPATH=src python3 benchmarks/experiments/dense_ws_build_probe.py --sparse --digests HEAD e655edc bc1850b
 
 A revision is ``REV`` or ``REV:NAME=VALUE,...`` (module constants set before compiling, ints). Each is compiled
 with ``compile_sm90()`` of that revision (its defaults: dense bf16, page 64, not causal, one row block; sparse pages
 of 64 rows with the extra cache, list lengths and sink) by the installed Triton, and ptxas is the one Triton ships.
-Interpreter off.
+Interpreter off. ``--digests`` (sparse): only the PTX code digest of each revision's ``compile_sm90()`` in three
+variants (its defaults; no extra cache, list lengths or sink; two head blocks), and with ``pieces=True`` (the
+batch-invariant pieces' build) where that revision has it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import inspect
 import re
 import subprocess
 import sys
@@ -78,11 +82,26 @@ def probe(item: str) -> None:
         print(f"  PTX st.shared.v2.b32 [global_smem+{where}], {{{values}}}")
 
 
+def digests(rev: str) -> None:
+    """The sparse kernel's PTX code digests at ``rev``: default launches, then batch-invariant ones."""
+    mod = load(rev, {})
+    variants = ({}, {"has_extra": False, "has_len": False, "has_sink": False}, {"num_hb": 2})
+    line = " / ".join(code_digest(mod.compile_sm90(**kw).asm["ptx"]) for kw in variants)
+    if "pieces" in inspect.signature(mod.compile_sm90).parameters:
+        pieces = (code_digest(mod.compile_sm90(pieces=True, **kw).asm["ptx"]) for kw in variants)
+        line += "; pieces: " + " / ".join(pieces)
+    print(f"{rev} (Triton {triton.__version__}): {line}")
+
+
 def main() -> None:
     global PATH
     args = sys.argv[1:]
     if args[:1] == ["--sparse"]:
         PATH, args = PATHS["sparse"], args[1:]
+    if args[:1] == ["--digests"]:
+        for rev in args[1:] or ["HEAD"]:
+            digests(rev)
+        return
     for item in args or ["HEAD"]:
         probe(item)
 
