@@ -597,7 +597,7 @@ class _Coster:
         self.seg_whole = _segment_us(cfg, device, False, ws_bytes)
         self.combine_base = _combine_us(tokens, 0, workload.h_q, device, ws_bytes)
         self.combine_per_part = _combine_us(tokens, 1, workload.h_q, device, ws_bytes) - self.combine_base
-        # the warp-specialized kernel leaves cut tokens to the combine kernel
+        # the warp-specialized kernel leaves tokens cut between programs to the combine kernel
         self.ws = ws = _sparse_ws(cfg, workload, device)
         self.in_kernel = merges_in_kernel(cfg) and not ws
         # The smallest partition offered: see _register_q_slow.
@@ -808,9 +808,8 @@ _INVARIANT_REFERENCE_BATCHES = (32, 64, 128, 256)
 # the cost model ranks whole configurations poorly when few SMs are busy (a tile runs faster on a half-idle GPU)
 # and picked 32-row tiles in 4 pieces for HCA, 1.24-1.53x the default plan, where 64-row tiles in 2 pieces measure
 # 0.94-1.16x (benchmarks/results/2026-11-30-h200-bi-sweep.log). Key: (h_q, s_q, topk, extra_topk, is_fp8); value:
-# (BLOCK_H, BLOCK_N, pieces per token). Where the warp-specialized kernel runs those tiles the model chooses: that
-# kernel leaves every piece to the combine kernel, so two pieces per token cost it 1.12-1.36x the default plan at
-# b = 96..256 (benchmarks/results/2026-12-02-h200-bi-cost-ws-c6b0e72.json).
+# (BLOCK_H, BLOCK_N, pieces per token). Where the warp-specialized kernel runs those tiles the model chooses, with
+# that kernel's costs (_SM90_WS_PIECE_US, _SM90_WS_HELD_US): the table measured the Triton kernel.
 _SM90_INVARIANT_MEASURED: dict[tuple[int, int, int, int, bool], tuple[int, int, int]] = {
     (64, 1, 128, 512, True): (64, 64, 2),  # CSA: 0.86-1.09x the default plan for b = 32..256
     (64, 1, 128, 1024, True): (64, 64, 2),  # HCA: 0.94-1.16x
