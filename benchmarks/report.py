@@ -58,17 +58,18 @@ def sparse_table(data: dict, mode: str, h: int, s_q: int, moved: dict[int, dict]
 # first). The 64-head and 128-head curves are of the planner pricing the warp-specialized sm_90 kernel with its first
 # costs (WS); the later runs re-measured the plans its re-fitted costs ("-ws-refit") and its costs chosen by their
 # picks ("-ws-refit2") moved, then those its combine term priced by the cut tokens' fp16 partials moved
-# ("-ws-combine"). Each curve is one run; the later runs are shown beside them (moved_table) and make up
+# ("-ws-combine"), then those the Triton kernel's narrow tiles left beside it from three query tokens on moved
+# ("-ws-small-b"). Each curve is one run; the later runs are shown beside them (moved_table) and make up
 # the current planner's curve (current_rows), whose steps are counted. The 16-head curves (no warp-specialized kernel,
 # no moved pick) are of the runs before.
 WS = "2026-12-02-h200-sparse-decode"
 CURVES = [
     (f"{WS}-curve-h64-ws", "csa", 64, 1, (f"{WS}-changed-h64-ws-refit", f"{WS}-changed-h64-ws-refit2",
-     f"{WS}-changed-h64-ws-combine")),
+     f"{WS}-changed-h64-ws-combine", f"{WS}-changed-h64-ws-small-b")),
     (f"{WS}-curve-h64-hca-ws", "hca", 64, 1, (f"{WS}-changed-h64-hca-ws-refit", f"{WS}-changed-h64-hca-ws-refit2",
-     f"{WS}-changed-h64-hca-ws-combine")),
+     f"{WS}-changed-h64-hca-ws-combine", f"{WS}-changed-h64-hca-ws-small-b")),
     (f"{WS}-curve-h64-s2-ws", "csa", 64, 2, (f"{WS}-changed-h64-s2-ws-refit", f"{WS}-changed-h64-s2-ws-refit2",
-     f"{WS}-changed-h64-s2-ws-combine")),
+     f"{WS}-changed-h64-s2-ws-combine", f"{WS}-changed-h64-s2-ws-small-b")),
     (f"{WS}-curve-h64-s2-hca-ws", "hca", 64, 2,
      (f"{WS}-changed-h64-s2-hca-ws-refit", f"{WS}-changed-h64-s2-hca-ws-refit2",
      f"{WS}-changed-h64-s2-hca-ws-combine")),

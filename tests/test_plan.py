@@ -221,10 +221,39 @@ def test_candidates_keep_h200_shapes_and_drop_one_program_tiles_on_sm120() -> No
     shapes = [KernelConfig(64, 64, 8, 1), KernelConfig(64, 32, 8, 1), KernelConfig(32, 32, 8, 1),
               KernelConfig(16, 32, 4, 1), KernelConfig(16, 16, 4, 1)]  # fmt: skip
     assert candidate_configs(w) == shapes
-    assert candidate_configs(w, H200) == shapes
+    with config.override(WAVEMLA_SPARSE_WS="off"):  # the Triton kernel's tiles alone
+        clear_caches()
+        assert candidate_configs(w, H200) == shapes
+    clear_caches()
     # the 16x32 FP8 tile with row prefetch compiles to 50 KB on sm_120, so two of them fit an SM
     assert candidate_configs(w, PRO) == [KernelConfig(16, 32, 4, 1), KernelConfig(16, 16, 4, 1)]
     assert candidate_configs(dsv4(64, fp8=False), PRO) == [KernelConfig(16, 16, 4, 2)]
+
+
+def test_narrow_tiles_beside_the_warp_specialized_kernel_only_for_two_tokens() -> None:
+    from wavemla.kernels import sparse_decode_ws
+
+    if not sparse_decode_ws.applies(arch=90, is_fp8=True, h_q=64, block_h=64, block_n=64):
+        pytest.skip("this Triton has no warp-specialized sparse kernel: the 64x64 tile is the Triton kernel's")
+    wide = [KernelConfig(64, 64, 8, 1), KernelConfig(64, 32, 8, 1)]
+    for w in (dsv4(3), dsv4(2, s_q=2), dsv4(3, mode="hca"), dsv4(200), dsv4(3, h=128)):
+        assert candidate_configs(w, H200) == wide, w
+        p = plan(w, H200)
+        assert p.config.block_h == 64
+        narrow = KernelConfig(16, 32, 4, 1).label
+        assert any(r.startswith(f"{narrow}: left out, {w.tokens} query tokens beside the warp-specialized kernel")
+                   for r in p.reasons)  # fmt: skip
+    for w in (dsv4(1), dsv4(2), dsv4(1, s_q=2), dsv4(1, h=128), dsv4(1, mode="hca")):
+        assert KernelConfig(16, 32, 4, 1) in candidate_configs(w, H200), w
+    assert plan(dsv4(1), H200).config == KernelConfig(16, 32, 4, 1)  # 16.0 us measured against 19.0
+    # no warp-specialized kernel beside them: 16 heads, bf16 rows, the knob, or another GPU
+    assert KernelConfig(16, 32, 4, 1) in candidate_configs(dsv4(8, h=16), H200)
+    assert KernelConfig(16, 32, 4, 2) in candidate_configs(dsv4(8, fp8=False), H200)
+    with config.override(WAVEMLA_SPARSE_WS="off"):
+        clear_caches()
+        assert KernelConfig(16, 32, 4, 1) in candidate_configs(dsv4(8), H200)
+    clear_caches()
+    assert KernelConfig(16, 32, 4, 1) in candidate_configs(dsv4(8), PRO)
 
 
 def test_h200_costs_come_from_its_measurements() -> None:
@@ -253,7 +282,7 @@ def test_h200_costs_come_from_its_measurements() -> None:
 # (``*-merge-model.json``), with a cut token's pieces counted exactly (``*-exact-pieces.json``), with the re-chosen
 # 64x64 and 64x32 tile costs (``*-refit8.json``), with the warp-specialized kernel's costs re-fitted to its curves
 # (``*-ws-refit.json``) and chosen by the picks they make (``*-ws-refit2.json``).
-_PLANNER_RUNS = ("-merge-model", "-exact-pieces", "-refit8", "-ws-refit", "-ws-refit2", "-ws-combine")
+_PLANNER_RUNS = ("-merge-model", "-exact-pieces", "-refit8", "-ws-refit", "-ws-refit2", "-ws-combine", "-ws-small-b")
 
 
 def _planner_run(name: str) -> int:
@@ -276,9 +305,9 @@ def _h200_records() -> list[dict[str, object]]:
 
 
 def test_h200_choices_are_the_measured_ones() -> None:
-    """From 16 requests up, the H200 plans are those the benchmark runs measured (tile and partition); below, the
-    re-measured tile costs moved a few small-batch choices to 16x32 tiles. The runs had the warp-specialized kernel,
-    whose costs price 64x64 FP8 tiles where Gluon is present."""
+    """From 16 requests up, the H200 plans are those the benchmark runs measured (tile and partition); below, every
+    plan the planner can offer was timed apart (benchmarks/experiments/gpu_small_b.sh). The runs had the
+    warp-specialized kernel, whose costs price 64x64 FP8 tiles where Gluon is present."""
     from wavemla.kernels import sparse_decode_ws
 
     if not sparse_decode_ws.HAVE_GLUON:
@@ -377,6 +406,8 @@ def test_one_more_request_costs_at_most_one_more_tile_per_program(gpu: str) -> N
         curve = _curve(spec, h, mode, s_q)
         for b in range(1, 257):
             p, q = curve[b - 1], curve[b]
+            if p.config not in candidate_configs(dsv4(b + 1, h, mode, s_q), spec):
+                continue  # b's tile is not offered at b+1 (beside the warp-specialized kernel from 3 tokens on)
             step = evaluate(dsv4(b + 1, h, mode, s_q), spec, p.config, p.units_per_part + 1)
             whole = -(-(p.units_per_part + 1) // p.n_tiles) * p.n_tiles
             token = evaluate(dsv4(b + 1, h, mode, s_q), spec, p.config, whole)

@@ -339,6 +339,17 @@ _SM90_WS_WAVE_US = 3.0
 # µs (HCA) more (2026-12-02-h200-ws-held-23fa0e2.log, -ws-held-final-bc1850b.log): one boundary, two pieces at 4.9.
 _SM90_WS_PIECE_US = 3.5
 _SM90_WS_HELD_US = 4.9
+# Beside that kernel, the Triton kernel's tiles of under 64 heads (16x32, 16x16, 32x32) are offered for at most this
+# many query tokens (b x s_q). Every plan the planner can offer at b = 1..6 and 8 (16x32 in 1-, 2- and 4-tile
+# programs, the warp-specialized 64x64 in 1-, 2- and 3-tile programs; CSA and HCA at h=64, s_q=2 and h=128) was
+# timed on an H200 (benchmarks/experiments/gpu_small_b.sh, 2026-12-02-h200-small-b.json): 16x32 was fastest only at 1
+# and 2 tokens (CSA h=64 b=1: 16.0 us against 19.0, b=2: 18.0 against 20.8) or within 2% of the warp-specialized
+# plan; from 3 tokens on the warp-specialized plan measured fastest or within 1.5%, and the model put 16x32 plans
+# 18-39% under their measured time wherever a launch of them held more programs than SMs and fewer than two a SM
+# (CSA b=3 in 1-tile programs: predicted 20.1, measured 26.1; b=4 in 2-tile programs: 21.4 and 29.1; HCA b=4 in
+# 4-tile programs: 26.4 and 36.7), which picked 16x32 at CSA b=3 and 4, HCA b=3 and s_q=2 b=2 at 1.16-1.32x the
+# fastest plan. The model does not price what slows those launches, so the planner does not offer them there.
+_SM90_NARROW_MAX_TOKENS = 2
 
 _MEASURED_ARCH = 90
 
@@ -422,8 +433,9 @@ def _smem_capped(device: DeviceSpec) -> bool:
 def _candidates(
     workload: Workload, device: DeviceSpec | None
 ) -> tuple[list[KernelConfig], list[tuple[KernelConfig, str]], str]:
-    """(configurations to cost, configurations left out with why — ``"occupancy"`` or ``"spills"`` —, a note when
-    a floor gave way because nothing passed it)."""
+    """(configurations to cost, configurations left out with why — ``"occupancy"``, ``"spills"`` or ``"narrow"``
+    (beside the warp-specialized kernel, see _SM90_NARROW_MAX_TOKENS) —, a note when a floor gave way because
+    nothing passed it)."""
     base = _base_configs(workload.h_q, workload.is_fp8)
     if device is None:
         return base, [], ""
@@ -443,6 +455,11 @@ def _candidates(
             kept = lean
         else:
             notes.append(f"every configuration spills more than {_SPILL_STACK_MAX} B per thread on {device.name}")
+    elif workload.tokens > _SM90_NARROW_MAX_TOKENS and _sparse_ws(KernelConfig(64, 64, 8, 1), workload, device):
+        wide = [c for c in kept if c.block_h >= 64]
+        if wide:
+            dropped += [(c, "narrow") for c in kept if c not in wide]
+            kept = wide
     return kept, dropped, "; ".join(notes)
 
 
@@ -451,7 +468,8 @@ def candidate_configs(workload: Workload, device: DeviceSpec | None = None) -> l
 
     Without a device: every shape for the head count. On a 100 KB/SM part: only those that fit two programs per SM
     (from their compiled resources), unless none does. Off sm_90: only those spilling at most ``_SPILL_STACK_MAX``
-    bytes of stack per thread, unless none does.
+    bytes of stack per thread, unless none does. On sm_90 where the warp-specialized kernel runs the 64x64 tile:
+    only tiles of 64 heads above ``_SM90_NARROW_MAX_TOKENS`` query tokens.
     """
     return _candidates(workload, device)[0]
 
@@ -932,10 +950,16 @@ def _plan_cached(workload: Workload, device: DeviceSpec, overrides: tuple[object
                     f"{res.smem_bytes // KIB} KB smem gives {occ} program/SM on a {device.smem_per_sm // KIB} KB/SM "
                     f"part, latency-bound below {_MIN_PROGRAMS_PER_SM_CAPPED}"
                 )
-            else:
+            elif why == "spills":
                 because = (
                     f"{res.stack_bytes} B of stack per thread on sm_{device.arch} (spills; over {_SPILL_STACK_MAX} B "
                     "ran 2-15x slower along the mma.sync paths)"
+                )
+            else:
+                because = (
+                    f"{workload.tokens} query tokens beside the warp-specialized kernel (tiles of under 64 heads "
+                    f"measured slower than it from {_SM90_NARROW_MAX_TOKENS + 1} tokens on, where the cost model "
+                    "underprices them; docs/planner.md, Candidates)"
                 )
             reasons.append(
                 f"{cfg.label}: left out, {because} (the cost model alone predicts {alone.predicted_us:.1f} us)"
