@@ -252,6 +252,9 @@ def test_narrow_tiles_beside_the_warp_specialized_kernel_only_for_two_tokens() -
     with config.override(WAVEMLA_SPARSE_WS="off"):
         clear_caches()
         assert KernelConfig(16, 32, 4, 1) in candidate_configs(dsv4(8), H200)
+    with config.override(WAVEMLA_NUM_WARPS=4):  # a forced tile knob applies to every shape, narrow ones included
+        clear_caches()
+        assert KernelConfig(16, 32, 4, 1) in candidate_configs(dsv4(8), H200)
     clear_caches()
     assert KernelConfig(16, 32, 4, 1) in candidate_configs(dsv4(8), PRO)
 
@@ -305,15 +308,16 @@ def _h200_records() -> list[dict[str, object]]:
 
 
 def test_h200_choices_are_the_measured_ones() -> None:
-    """From 16 requests up, the H200 plans are those the benchmark runs measured (tile and partition); below, every
-    plan the planner can offer was timed apart (benchmarks/experiments/gpu_small_b.sh). The runs had the
-    warp-specialized kernel, whose costs price 64x64 FP8 tiles where Gluon is present."""
+    """At every b = 1..256 of the eight curves the H200 plans are those the benchmark runs measured (tile and
+    partition; the small batches' plans were also timed against every other plan the planner can offer there,
+    benchmarks/experiments/gpu_small_b.sh). The runs had the warp-specialized kernel, whose costs price 64x64 FP8
+    tiles where Gluon is present."""
     from wavemla.kernels import sparse_decode_ws
 
     if not sparse_decode_ws.HAVE_GLUON:
         pytest.skip("Triton without Gluon: the planner prices the Triton kernel, the runs measured the other one")
-    records = [r for r in _h200_records() if int(r["batch"]) >= 16]  # type: ignore[call-overload]
-    assert len(records) == 8 * 241  # every b = 16..256 of the eight curves (h = 16/64/128, s_q = 1/2, CSA and HCA)
+    records = _h200_records()
+    assert len(records) == 8 * 256  # every b = 1..256 of the eight curves (h = 16/64/128, s_q = 1/2, CSA and HCA)
     for r in records:
         p = plan(dsv4(r["batch"], r["h_q"], r["mode"], r["s_q"], r["fp8"]), H200)  # type: ignore[arg-type]
         assert (str(p.config), p.units_per_part) == (r["config"], r["units_per_part"]), r

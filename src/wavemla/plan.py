@@ -344,10 +344,10 @@ _SM90_WS_HELD_US = 4.9
 # programs, the warp-specialized 64x64 in 1-, 2- and 3-tile programs; CSA and HCA at h=64, s_q=2 and h=128) was
 # timed on an H200 (benchmarks/experiments/gpu_small_b.sh, 2026-12-02-h200-small-b.json): 16x32 was fastest only at 1
 # and 2 tokens (CSA h=64 b=1: 16.0 us against 19.0, b=2: 18.0 against 20.8) or within 2% of the warp-specialized
-# plan; from 3 tokens on the warp-specialized plan measured fastest or within 1.5%, and the model put 16x32 plans
-# 18-39% under their measured time wherever a launch of them held more programs than SMs and fewer than two a SM
+# plan; from 3 tokens on the warp-specialized plan measured fastest or within 1.5%, and 16x32 plans measured
+# 18-39% above the model's prediction wherever a launch of them held more programs than SMs and fewer than two a SM
 # (CSA b=3 in 1-tile programs: predicted 20.1, measured 26.1; b=4 in 2-tile programs: 21.4 and 29.1; HCA b=4 in
-# 4-tile programs: 26.4 and 36.7), which picked 16x32 at CSA b=3 and 4, HCA b=3 and s_q=2 b=2 at 1.16-1.32x the
+# 4-tile programs: 26.4 and 36.7), which picked 16x32 at CSA b=3 and 4, HCA b=3 and s_q=2 b=2 at 1.19-1.32x the
 # fastest plan. The model does not price what slows those launches, so the planner does not offer them there.
 _SM90_NARROW_MAX_TOKENS = 2
 
@@ -455,7 +455,11 @@ def _candidates(
             kept = lean
         else:
             notes.append(f"every configuration spills more than {_SPILL_STACK_MAX} B per thread on {device.name}")
-    elif workload.tokens > _SM90_NARROW_MAX_TOKENS and _sparse_ws(KernelConfig(64, 64, 8, 1), workload, device):
+    elif (
+        workload.tokens > _SM90_NARROW_MAX_TOKENS
+        and _sparse_ws(KernelConfig(64, 64, 8, 1), workload, device)
+        and all(config.get(k) is None for k in _TILE_KNOBS)  # a forced tile is applied to every shape, as before
+    ):
         wide = [c for c in kept if c.block_h >= 64]
         if wide:
             dropped += [(c, "narrow") for c in kept if c not in wide]
@@ -468,8 +472,8 @@ def candidate_configs(workload: Workload, device: DeviceSpec | None = None) -> l
 
     Without a device: every shape for the head count. On a 100 KB/SM part: only those that fit two programs per SM
     (from their compiled resources), unless none does. Off sm_90: only those spilling at most ``_SPILL_STACK_MAX``
-    bytes of stack per thread, unless none does. On sm_90 where the warp-specialized kernel runs the 64x64 tile:
-    only tiles of 64 heads above ``_SM90_NARROW_MAX_TOKENS`` query tokens.
+    bytes of stack per thread, unless none does. On sm_90 where the warp-specialized kernel runs the 64x64 tile and
+    no tile knob is set: only tiles of 64 heads above ``_SM90_NARROW_MAX_TOKENS`` query tokens.
     """
     return _candidates(workload, device)[0]
 
