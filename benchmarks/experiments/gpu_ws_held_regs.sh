@@ -4,6 +4,8 @@
 # kernel GPU tests on the new build, then bi_cost.py (median of 10) on the old tree and on the new one, one after the
 # other, at b = 32..256; one JSON of both.
 #   git archive OLD src/wavemla | tar -x -C build/oldsrc; BUDGET=420 bash benchmarks/experiments/gpu_ws_held_regs.sh SHA
+# The build it measured is commit 66e816a (OLD 7f5536f); measured slower and reverted: docs/planner.md,
+# "Batch-invariant pieces".
 set -uo pipefail
 BUDGET=${BUDGET:-420}
 . "$(dirname "$0")/../budget.sh"

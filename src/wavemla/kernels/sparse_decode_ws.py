@@ -420,85 +420,6 @@ if HAVE_GLUON:
         _merged_store(p_o, b_acc0, b_acc1, b_div, b_factor, m_rows, HAS_SINK, 2)
 
     @gluon.jit
-    def _held_box(b_pl, b_wl, b_max, b_div, b_factor, m_rows, p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, o_c,
-                  p_o2, HAS_SINK: gl.constexpr, BOX: gl.constexpr):  # fmt: skip
-        """One 64-column box of a held token's merge (:func:`_merge_held`): the earlier pieces' partials, in slot
-        order, then the last piece's ``b_pl`` (its fp16 partial), normalized and stored as the output's box
-        ``BOX``."""
-        st_layout: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0])
-        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                           instr_shape=[16, _BLOCK, 16])  # fmt: skip
-        b_acc = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
-        for i_part in range(i_first, i_last):
-            i_slot = (i_tok + i_part).to(gl.int64)
-            b_w = gl.exp2(gl.load(p_lse_ws + i_slot * H + o_h, cache_modifier=".cg") - b_max)
-            p_i = p_o_ws + (i_slot * H + o_h[:, None]) * 512 + o_c[None, :] + BOX * _BLOCK
-            b_acc += b_w[:, None] * gl.load(p_i, cache_modifier=".cg").to(gl.float32)
-        b_acc += b_wl[:, None] * b_pl.to(gl.float32)
-        b_o = b_acc / b_div[:, None]
-        if HAS_SINK:
-            b_o = b_o * b_factor[:, None]
-        b_o = gl.where(m_rows[:, None], b_o, 0.0).to(p_o2.dtype.element_ty)
-        gl.store(p_o2 + BOX * _BLOCK, gl.convert_layout(b_o, st_layout))
-
-    @gluon.jit
-    def _merge_held(acc0, acc1, acc2, acc3, b_inv, b_lse2, p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s,
-                    n_tiles, slot_units, H, h0, stride_ob, stride_os, stride_oh, HAS_SINK: gl.constexpr,
-                    HALF: gl.constexpr):  # fmt: skip
-        """Merge a token whose pieces all ran in this program, its last piece still in the accumulators: the
-        arithmetic of :func:`_merge_half` (``merge_pieces`` then ``finalize_heads``, each element's terms in slot
-        order), with the last piece taken from registers, rounded to fp16 as its workspace store would have been,
-        so the bits equal the combine kernel's; the earlier pieces' partials and lse are read from the workspace
-        (this warpgroup's own stores). Nothing of the last piece is stored."""
-        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                           instr_shape=[16, _BLOCK, 16])  # fmt: skip
-        orow_l: gl.constexpr = gl.SliceLayout(1, o_layout)
-        st_layout: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0])
-        o_h = h0 + gl.arange(0, _BLOCK, layout=orow_l)
-        o_c = HALF * 256 + gl.arange(0, _BLOCK, layout=gl.SliceLayout(0, o_layout))
-        i_first = (i_tok * n_tiles) // slot_units
-        i_last = ((i_tok + 1) * n_tiles - 1) // slot_units
-        b_last = gl.convert_layout(b_lse2, orow_l)
-        b_sc = gl.convert_layout(b_inv, orow_l)[:, None]
-        # the last piece's partial, rounded to the workspace's fp16 as its store would have been (half the registers)
-        b_pl0 = (acc0 * b_sc).to(p_o_ws.dtype.element_ty)
-        b_pl1 = (acc1 * b_sc).to(p_o_ws.dtype.element_ty)
-        b_pl2 = (acc2 * b_sc).to(p_o_ws.dtype.element_ty)
-        b_pl3 = (acc3 * b_sc).to(p_o_ws.dtype.element_ty)
-        b_max = b_last
-        for i_part in range(i_first, i_last):
-            b_l = gl.load(p_lse_ws + (i_tok + i_part).to(gl.int64) * H + o_h, cache_modifier=".cg")
-            b_max = gl.maximum(b_max, b_l)
-        b_max = gl.where(b_max == float("-inf"), 0.0, b_max)
-        b_sum = gl.zeros([_BLOCK], gl.float32, layout=orow_l)
-        for i_part in range(i_first, i_last):
-            b_l = gl.load(p_lse_ws + (i_tok + i_part).to(gl.int64) * H + o_h, cache_modifier=".cg")
-            b_sum += gl.exp2(b_l - b_max)
-        b_wl = gl.exp2(b_last - b_max)
-        b_sum += b_wl
-        m_seen = b_sum > 0.0
-        b_div = gl.where(m_seen, b_sum, 1.0)
-        b_lse2m = gl.where(m_seen, b_max + gl.log2(b_div), float("-inf"))
-        m_rows = b_lse2m > float("-inf")
-        b_factor = b_div  # no sink: not read
-        if HAS_SINK:
-            b_sink2 = gl.load(p_sink + o_h).to(gl.float32) * 1.4426950408889634
-            b_factor = 1.0 / (1.0 + gl.exp2(b_sink2 - b_lse2m))
-        p_o = p_out + i_b.to(gl.int64) * stride_ob + i_s * stride_os + o_h * stride_oh + HALF * 256
-        o_st = gl.arange(0, _BLOCK, layout=gl.SliceLayout(0, st_layout))
-        p_o2 = gl.convert_layout(p_o, gl.SliceLayout(1, st_layout))[:, None] + o_st[None, :]
-        _held_box(b_pl0, b_wl, b_max, b_div, b_factor, m_rows, p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, o_c,
-                  p_o2, HAS_SINK, 0)  # fmt: skip
-        _held_box(b_pl1, b_wl, b_max, b_div, b_factor, m_rows, p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, o_c,
-                  p_o2, HAS_SINK, 1)  # fmt: skip
-        _held_box(b_pl2, b_wl, b_max, b_div, b_factor, m_rows, p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, o_c,
-                  p_o2, HAS_SINK, 2)  # fmt: skip
-        _held_box(b_pl3, b_wl, b_max, b_div, b_factor, m_rows, p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, o_c,
-                  p_o2, HAS_SINK, 3)  # fmt: skip
-        if HALF == 0:
-            gl.store(p_lse + i_tok.to(gl.int64) * H + o_h, gl.where(m_rows, b_lse2m * 0.6931471805599453, float("inf")))
-
-    @gluon.jit
     def _gather_partition(kv_smem, m_smem, kv_ready, kv_empty, p_q, stride_qb, stride_qs, p_kv, p_idx, p_len, p_kv_x,
                           p_idx_x, p_len_x, num_slots, num_slots_x, stride_kv_blk, stride_kvx_blk, S_Q, H, topk,
                           topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units, stride_ib, stride_is,
@@ -689,29 +610,6 @@ if HAVE_GLUON:
                 if HALF == 0:
                     b_lse = gl.where(m_seen, b_lse2 * 0.6931471805599453, float("inf"))
                     gl.store(p_lse + i_tok.to(gl.int64) * H + o_h, b_lse)
-            elif PIECES:
-                if (t_hi == n_tiles) & (i_tok * n_tiles >= unit_lo):
-                    # the last of a token's pieces, all of which ran here: merged now with this piece from the
-                    # accumulators, as the combine kernel would merge it (the tokens cut between programs are left
-                    # to it); the earlier pieces' stores are this warpgroup's, made visible by its barrier
-                    _warps_barrier()
-                    _merge_held(acc0, acc1, acc2, acc3, b_inv, b_lse2, p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok,
-                                i_b, i_s, n_tiles, slot_units, H, i_hb * _BLOCK, stride_ob, stride_os, stride_oh,
-                                HAS_SINK, HALF)  # fmt: skip
-                else:
-                    i_slot = (i_tok + seg_lo // slot_units).to(gl.int64)
-                    b_sc = gl.convert_layout(b_inv, orow_l)[:, None]
-                    p_w = (
-                        p_o_ws
-                        + gl.convert_layout((i_slot * H + o_ho) * 512 + HALF * 256, st_rows)[:, None]
-                        + o_st[None, :]
-                    )
-                    gl.store(p_w + 0 * _BLOCK, gl.convert_layout((acc0 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
-                    gl.store(p_w + 1 * _BLOCK, gl.convert_layout((acc1 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
-                    gl.store(p_w + 2 * _BLOCK, gl.convert_layout((acc2 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
-                    gl.store(p_w + 3 * _BLOCK, gl.convert_layout((acc3 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
-                    # both warpgroups store the piece's lse (the same values): each merges from its own stores
-                    gl.store(p_lse_ws + i_slot * H + o_h, b_lse2)
             else:
                 i_slot = (i_tok + seg_lo // slot_units).to(gl.int64)
                 b_sc = gl.convert_layout(b_inv, orow_l)[:, None]
@@ -722,8 +620,18 @@ if HAVE_GLUON:
                 gl.store(p_w + 1 * _BLOCK, gl.convert_layout((acc1 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
                 gl.store(p_w + 2 * _BLOCK, gl.convert_layout((acc2 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
                 gl.store(p_w + 3 * _BLOCK, gl.convert_layout((acc3 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
-                if HALF == 0:
+                if PIECES:
+                    # both warpgroups store the piece's lse (the same values): each merges from its own stores
                     gl.store(p_lse_ws + i_slot * H + o_h, b_lse2)
+                    if (t_hi == n_tiles) & (i_tok * n_tiles >= unit_lo):
+                        # the last of a token's pieces, all of which ran here: merged now, as the combine kernel
+                        # would (the tokens cut between programs are left to it)
+                        _warps_barrier()
+                        _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles, slot_units, H,
+                                    i_hb * _BLOCK, stride_ob, stride_os, stride_oh, HAS_SINK, HALF)  # fmt: skip
+                else:
+                    if HALF == 0:
+                        gl.store(p_lse_ws + i_slot * H + o_h, b_lse2)
 
     @gluon.jit
     def _sparse_mla_decode_ws_kernel(p_q, p_out, p_lse, p_o_ws, p_lse_ws, p_sink, p_kv, p_idx, p_len, p_kv_x,
