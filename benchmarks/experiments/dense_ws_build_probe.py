@@ -2,10 +2,12 @@
 decode's ``kernels/sparse_decode_ws.py``) built for sm_90 without a GPU, at any committed revision of that file:
 shared memory, ptxas spills, where its warps read their partition state (the one-byte shared load compute-sanitizer
 racecheck reports, and the default partition's stores of those words), and a digest of its PTX code (the code
-before the debug sections), so that two revisions can be shown to compile to the same kernel.
+before the debug sections), so that two revisions can be shown to compile to the same kernel. ``--pieces``
+(sparse): the same for the batch-invariant pieces' build (``compile_sm90(pieces=True)``).
 
     PYTHONPATH=src python3 benchmarks/experiments/dense_ws_build_probe.py HEAD fe74608:PIPELINE=1 d8f86cc
     PYTHONPATH=src python3 benchmarks/experiments/dense_ws_build_probe.py --sparse HEAD
+    PYTHONPATH=src python3 benchmarks/experiments/dense_ws_build_probe.py --sparse --pieces 66e816a b6fe556
     PYTHONPATH=src python3 benchmarks/experiments/dense_ws_build_probe.py --sparse --digests HEAD e655edc bc1850b
 
 A revision is ``REV`` or ``REV:NAME=VALUE,...`` (module constants set before compiling, ints). Each is compiled
@@ -58,11 +60,11 @@ def code_digest(ptx: str) -> str:
     return hashlib.sha256("\n".join(keep).encode()).hexdigest()[:12]
 
 
-def probe(item: str) -> None:
+def probe(item: str, pieces: bool = False) -> None:
     rev, _, rest = item.partition(":")
     consts = {k: int(v) for k, v in (kv.split("=") for kv in rest.split(",") if kv)}
     mod = load(rev, consts)
-    k = mod.compile_sm90()
+    k = mod.compile_sm90(pieces=True) if pieces else mod.compile_sm90()
     ptx = k.asm["ptx"]
     with tempfile.TemporaryDirectory() as d:
         src, obj = Path(d) / "k.ptx", Path(d) / "k.cubin"
@@ -102,8 +104,11 @@ def main() -> None:
         for rev in args[1:] or ["HEAD"]:
             digests(rev)
         return
+    pieces = args[:1] == ["--pieces"]  # sparse: the batch-invariant pieces' build
+    if pieces:
+        args = args[1:]
     for item in args or ["HEAD"]:
-        probe(item)
+        probe(item, pieces)
 
 
 if __name__ == "__main__":

@@ -458,7 +458,7 @@ def _candidates(
     elif (
         workload.tokens > _SM90_NARROW_MAX_TOKENS
         and _sparse_ws(KernelConfig(64, 64, 8, 1), workload, device)
-        and all(config.get(k) is None for k in _TILE_KNOBS)  # a forced tile is applied to every shape, as before
+        and not _tile_forced()  # a forced tile is applied to every shape, as before
     ):
         wide = [c for c in kept if c.block_h >= 64]
         if wide:
@@ -802,6 +802,13 @@ def _override_config(cfg: KernelConfig) -> KernelConfig:
 
 
 _TILE_KNOBS = ("WAVEMLA_BLOCK_H", "WAVEMLA_BLOCK_N", "WAVEMLA_NUM_WARPS", "WAVEMLA_NUM_STAGES")
+
+
+def _tile_forced() -> bool:
+    """Whether a tile knob is set (it is then applied to every candidate shape)."""
+    return any(config.get(k) is not None for k in _TILE_KNOBS)
+
+
 _PLAN_KNOBS = (*_TILE_KNOBS, "WAVEMLA_NUM_SPLITS", "WAVEMLA_TARGET_CTAS", "WAVEMLA_BATCH_INVARIANT",
                "WAVEMLA_CACHE_DIR", "WAVEMLA_SPARSE_WS")  # fmt: skip
 
@@ -866,7 +873,7 @@ def _invariant_choice(
     kept, _, _ = _candidates(workload, device)
     configs = list(dict.fromkeys(_override_config(c) for c in kept))  # tile knobs applied, duplicates dropped
     measured = None
-    if device.arch == _MEASURED_ARCH and forced_splits is None and not any(config.get(k) for k in _TILE_KNOBS):
+    if device.arch == _MEASURED_ARCH and forced_splits is None and not _tile_forced():
         key = (workload.h_q, workload.s_q, workload.topk, workload.extra_topk, workload.is_fp8)
         measured = _SM90_INVARIANT_MEASURED.get(key)
         if measured is not None and _sparse_ws(KernelConfig(measured[0], measured[1], 8, 1), workload, device):
