@@ -337,8 +337,13 @@ _SM90_WS_WAVE_US = 3.0
 # tiles 52 µs per held token over the whole-token plan: 3.5 µs a piece boundary, 5.75 µs a merged piece. Loading
 # two boxes and the lse of a piece at once, then also a piece ahead, a held two-piece token cost 12.9 (CSA) and 13.8
 # µs (HCA) more (2026-12-02-h200-ws-held-23fa0e2.log, -ws-held-final-bc1850b.log): one boundary, two pieces at 4.9.
+# That merge was unrolled code, about 1,750 instructions a warpgroup run once per held token, and its cost was mostly
+# instruction fetch (Nsight Compute at CSA b=128: warps waiting for an instruction in 16.5% of the samples, 5.5% in the
+# default build). As one loop over (box, piece) a held two-piece token costs 6.6 µs (CSA) and 7.6 µs (HCA) over the
+# whole-token plan at b=128 (gpu_ws_merge_loop.sh, 2026-12-02-h200-ws-merge-loop.json): one boundary, two pieces at
+# 1.8. No batch-invariant partition on the H200 moves with it (b = 1..256, CSA and HCA).
 _SM90_WS_PIECE_US = 3.5
-_SM90_WS_HELD_US = 4.9
+_SM90_WS_HELD_US = 1.8
 # Beside that kernel, the Triton kernel's tiles of under 64 heads (16x32, 16x16, 32x32) are offered for at most this
 # many query tokens (b x s_q). Every plan the planner can offer at b = 1..6 and 8 (16x32 in 1-, 2- and 4-tile
 # programs, the warp-specialized 64x64 in 1-, 2- and 3-tile programs; CSA and HCA at h=64, s_q=2 and h=128) was

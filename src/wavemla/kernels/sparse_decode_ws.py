@@ -327,97 +327,67 @@ if HAVE_GLUON:
         return i_x + 1
 
     @gluon.jit
-    def _piece_loads(p_o_ws, p_lse_ws, i_slot, H, o_h, o_c, more):
-        """Slot ``i_slot``'s base-2 lse for heads ``o_h`` and its partial's two 64-column boxes from column ``o_c``
-        (L2: other programs' stores are not involved, but the lines are not in this SM's L1); nothing where ``more``
-        is false (the loop's look-ahead past the last piece)."""
-        m_h = (o_h >= 0) & more
-        m_b = m_h[:, None] & (o_c >= 0)[None, :]
-        i_slot = i_slot.to(gl.int64)
-        p_i = p_o_ws + (i_slot * H + o_h[:, None]) * 512 + o_c[None, :]
-        b_l = gl.load(p_lse_ws + i_slot * H + o_h, mask=m_h, other=float("-inf"), cache_modifier=".cg")
-        b_p0 = gl.load(p_i, mask=m_b, other=0.0, cache_modifier=".cg")
-        b_p1 = gl.load(p_i + _BLOCK, mask=m_b, other=0.0, cache_modifier=".cg")
-        return b_l, b_p0, b_p1
-
-    @gluon.jit
-    def _merge_pass(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, o_c, b_max, b_l, b_p0, b_p1):
-        """Two 64-column boxes of a token's merge (``merge_pieces``' sums in slot order), the first piece's loads
-        given (issued earlier); each piece's loads are issued before the previous piece's terms are added."""
-        st_layout: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0])
-        b_sum = gl.zeros([_BLOCK], gl.float32, layout=gl.SliceLayout(1, st_layout))
-        b_acc0 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=st_layout)
-        b_acc1 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=st_layout)
-        for i_part in range(i_first, i_last + 1):
-            b_lc = b_l
-            b_pc0 = b_p0
-            b_pc1 = b_p1
-            b_l, b_p0, b_p1 = _piece_loads(p_o_ws, p_lse_ws, i_tok + i_part + 1, H, o_h, o_c, i_part < i_last)
-            b_w = gl.exp2(b_lc - b_max)
-            b_acc0 += b_w[:, None] * b_pc0.to(gl.float32)
-            b_acc1 += b_w[:, None] * b_pc1.to(gl.float32)
-            b_sum += b_w
-        return b_acc0, b_acc1, b_sum
-
-    @gluon.jit
-    def _merged_store(p_o, b_acc0, b_acc1, b_div, b_factor, m_rows, HAS_SINK: gl.constexpr, BOX: gl.constexpr):
-        """Two merged 64-column boxes normalized (the sum of weights, then the sink factor: ``finalize_heads``'
-        order), rows no piece saw zeroed, stored as boxes ``BOX`` and ``BOX + 1`` from ``p_o``."""
-        b_o0 = b_acc0 / b_div[:, None]
-        b_o1 = b_acc1 / b_div[:, None]
-        if HAS_SINK:
-            b_o0 = b_o0 * b_factor[:, None]
-            b_o1 = b_o1 * b_factor[:, None]
-        gl.store(p_o + BOX * _BLOCK, gl.where(m_rows[:, None], b_o0, 0.0).to(p_o.dtype.element_ty))
-        gl.store(p_o + (BOX + 1) * _BLOCK, gl.where(m_rows[:, None], b_o1, 0.0).to(p_o.dtype.element_ty))
-
-    @gluon.jit
     def _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles, slot_units, H, h0,
                     stride_ob, stride_os, stride_oh, HAS_SINK: gl.constexpr, HALF: gl.constexpr):  # fmt: skip
         """Merge token ``i_tok``'s pieces (workspace slots ``i_tok + i_first .. i_tok + i_last``) into its output
         columns ``256·HALF ..`` for heads ``h0 .. h0 + 63`` (and, ``HALF`` 0, its lse): the arithmetic of
         :func:`wavemla.kernels.sparse_decode.merge_pieces` then ``finalize_heads``, each element's terms added in
         slot order, so the bits equal the combine kernel's for the same pieces. Reads only what this warpgroup
-        stored (after its barrier). The lse maxima, then two passes of two 64-column boxes, each piece's loads issued
-        a piece ahead, and the first loads of the first pass (and the sink) issued before the maxima are taken, those
-        of the second before the first's outputs are written (on the H200 no faster than loading each piece in turn:
-        a held token's cost is not these loads' latency; docs/planner.md, "Batch-invariant pieces")."""
+        stored (after its barrier).
+
+        The code runs once per merged token, so its size is what it costs: an SM fetches it cold while the tile
+        loops of the other warps want the instruction cache too (Nsight Compute on the H200: the unrolled merge,
+        about 1,750 instructions a warpgroup, left the math warps stalled on instruction fetch for 29% of their
+        samples). So the lse sums come first, then one loop over (64-column box, piece) with the next partial's
+        load issued before the current one is added: one copy of a box's code."""
         st_layout: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0])
         rows: gl.constexpr = gl.SliceLayout(1, st_layout)
         o_h = h0 + gl.arange(0, _BLOCK, layout=rows)
         o_c = HALF * 256 + gl.arange(0, _BLOCK, layout=gl.SliceLayout(0, st_layout))
         i_first = (i_tok * n_tiles) // slot_units
         i_last = ((i_tok + 1) * n_tiles - 1) // slot_units
-        if HAS_SINK:
-            b_sink2 = gl.load(p_sink + o_h).to(gl.float32) * 1.4426950408889634
-        b_l, b_p0, b_p1 = _piece_loads(p_o_ws, p_lse_ws, i_tok + i_first, H, o_h, o_c, True)
+        n_pieces = i_last - i_first + 1
+        p_l0 = p_lse_ws + (i_tok + i_first).to(gl.int64) * H + o_h
         b_max = gl.full([_BLOCK], float("-inf"), gl.float32, layout=rows)
-        b_ln = gl.load(p_lse_ws + (i_tok + i_first).to(gl.int64) * H + o_h, cache_modifier=".cg")
-        for i_part in range(i_first, i_last + 1):
-            b_lc = b_ln
-            m_more = (o_h >= 0) & (i_part < i_last)
-            b_ln = gl.load(p_lse_ws + (i_tok + i_part + 1).to(gl.int64) * H + o_h, mask=m_more, other=float("-inf"),
-                           cache_modifier=".cg")  # fmt: skip
-            b_max = gl.maximum(b_max, b_lc)
+        for i_part in range(0, n_pieces):
+            b_max = gl.maximum(b_max, gl.load(p_l0 + i_part * H, cache_modifier=".cg"))
         b_max = gl.where(b_max == float("-inf"), 0.0, b_max)
-        p_o = p_out + i_b.to(gl.int64) * stride_ob + i_s * stride_os + o_h[:, None] * stride_oh + o_c[None, :]
-        b_acc0, b_acc1, b_sum = _merge_pass(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, o_c, b_max, b_l, b_p0,
-                                            b_p1)  # fmt: skip
-        b_l, b_p0, b_p1 = _piece_loads(p_o_ws, p_lse_ws, i_tok + i_first, H, o_h, o_c + 2 * _BLOCK, True)
+        b_sum = gl.zeros([_BLOCK], gl.float32, layout=rows)
+        for i_part in range(0, n_pieces):
+            b_sum += gl.exp2(gl.load(p_l0 + i_part * H, cache_modifier=".cg") - b_max)
         m_seen = b_sum > 0.0
         b_div = gl.where(m_seen, b_sum, 1.0)
         b_lse2 = gl.where(m_seen, b_max + gl.log2(b_div), float("-inf"))
         m_rows = b_lse2 > float("-inf")
         b_factor = b_div  # no sink: not read
         if HAS_SINK:
+            b_sink2 = gl.load(p_sink + o_h).to(gl.float32) * 1.4426950408889634
             b_factor = 1.0 / (1.0 + gl.exp2(b_sink2 - b_lse2))
-        _merged_store(p_o, b_acc0, b_acc1, b_div, b_factor, m_rows, HAS_SINK, 0)
         if HALF == 0:
             gl.store(p_lse + i_tok.to(gl.int64) * H + o_h, gl.where(m_rows, b_lse2 * 0.6931471805599453, float("inf")))
-        # the second pass: the same sums over the next two boxes (identical in every term, so the same b_sum)
-        b_acc0, b_acc1, b_sum = _merge_pass(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, o_c + 2 * _BLOCK, b_max,
-                                            b_l, b_p0, b_p1)  # fmt: skip
-        _merged_store(p_o, b_acc0, b_acc1, b_div, b_factor, m_rows, HAS_SINK, 2)
+        p_o = p_out + i_b.to(gl.int64) * stride_ob + i_s * stride_os + o_h[:, None] * stride_oh + o_c[None, :]
+        # partial (box j, piece i) at p_p0 + i·H·512 + j·64
+        p_p0 = p_o_ws + ((i_tok + i_first).to(gl.int64) * H + o_h[:, None]) * 512 + o_c[None, :]
+        b_p = gl.load(p_p0, cache_modifier=".cg")
+        b_acc = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=st_layout)
+        n_steps = 4 * n_pieces
+        for i_step in range(0, n_steps):
+            j = i_step // n_pieces
+            i_part = i_step - j * n_pieces
+            b_pc = b_p
+            i_nx = gl.minimum(i_step + 1, n_steps - 1)
+            j_nx = i_nx // n_pieces
+            b_p = gl.load(p_p0 + (i_nx - j_nx * n_pieces) * H * 512 + j_nx * _BLOCK, cache_modifier=".cg")
+            b_w = gl.exp2(gl.load(p_l0 + i_part * H, cache_modifier=".cg") - b_max)
+            b_acc += b_w[:, None] * b_pc.to(gl.float32)
+            if i_part == n_pieces - 1:
+                # the box complete: normalized (the sum of weights, then the sink factor: finalize_heads' order),
+                # rows no piece saw zeroed
+                b_o = b_acc / b_div[:, None]
+                if HAS_SINK:
+                    b_o = b_o * b_factor[:, None]
+                gl.store(p_o + j * _BLOCK, gl.where(m_rows[:, None], b_o, 0.0).to(p_o.dtype.element_ty))
+                b_acc = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=st_layout)
 
     @gluon.jit
     def _gather_partition(kv_smem, m_smem, kv_ready, kv_empty, p_q, stride_qb, stride_qs, p_kv, p_idx, p_len, p_kv_x,

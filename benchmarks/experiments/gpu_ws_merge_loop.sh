@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# GPU: the batch-invariant build whose in-program merge is one loop over (64-column box, piece) instead of unrolled
+# passes (a fifth of the code), against the build before it (its src tree under build/oldsrc, carried with the
+# call): the batch-invariance and warp-specialized kernel GPU tests on the new build, bi_cost.py (median of 10) on
+# the old tree and on the new one at b = 32..256 (one JSON of both), then Nsight Compute on the new build's
+# batch-invariant CSA b=128 call (gpu_prof_ws.sh's counters: instruction-fetch stalls).
+#   git archive OLD src/wavemla | tar -x -C build/oldsrc; BUDGET=420 bash benchmarks/experiments/gpu_ws_merge_loop.sh SHA
+set -uo pipefail
+BUDGET=${BUDGET:-420}
+. "$(dirname "$0")/../budget.sh"
+SHA=${1:-}
+NEW=$PWD/src
+OLD=$PWD/build/oldsrc/src
+{
+machine "$SHA"
+step 170 python3 -m pytest -q -p no:cacheprovider $X tests/kernels/test_batch_invariance.py \
+  tests/kernels/test_sparse_decode_ws.py
+for tree in old new; do
+  src=$NEW; [ "$tree" = old ] && src=$OLD
+  PYTHONPATH=$src step 110 python3 benchmarks/bi_cost.py --reps 10 --batch 32 64 96 128 133 148 200 256 \
+    --json "$OUT/bi_$tree.json"
+done
+} 2>&1 | grep -v -E "Warning[:(]|warner\(|warn_once" > "$OUT/ws_merge_loop.log"
+python3 - "$OUT" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+rows = []
+for tree in ("old", "new"):
+    f = os.path.join(out, f"bi_{tree}.json")
+    if os.path.exists(f):
+        rows += [{**r, "tree": tree} for r in json.load(open(f))["records"]]
+        os.remove(f)
+json.dump({"records": rows}, open(os.path.join(out, "ws_merge_loop.json"), "w"), indent=1)
+for r in rows:
+    print(r["tree"], r["mode"], r["batch"], f"{r['invariant_us']:.1f} / {r['default_us']:.1f} = {r['ratio']:.3f}")
+PY
+grep -E "^== |passed|failed|error" "$OUT/ws_merge_loop.log" | cut -c1-160
+MODES=bi bash "$(dirname "$0")/gpu_prof_ws.sh"
+# the kernels' SASS with line numbers as built there (its ptxas), to map the per-SASS counters to source lines
+ND=$(python3 -c "import triton, pathlib; print(pathlib.Path(triton.__file__).parent / 'backends/nvidia/bin/nvdisasm')")
+mkdir -p /tmp/ws_sass && i=0
+for f in $(ls -t ~/.triton/cache/*/_sparse_mla_decode_ws_kernel.cubin 2>/dev/null); do
+  i=$((i + 1)); "$ND" -c -g "$f" > /tmp/ws_sass/k$i.sass; cp "$(dirname "$f")"/*.json /tmp/ws_sass/k$i.json 2>/dev/null
+done
+tar -czf "$OUT/ws_sass.tgz" -C /tmp ws_sass
