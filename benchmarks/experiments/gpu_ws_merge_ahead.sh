@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# GPU: the batch-invariant in-program merge with two partials' loads in flight instead of one, against the build
+# before it (its src tree under build/oldsrc, carried with the call): the batch-invariance, warp-specialized kernel
+# and determinism GPU tests on the new build, bi_cost.py (median of 10) on the old tree and the new one at b = 32..256
+# (one JSON of both), then `wavemla stress --batch-invariant` (HCA and CSA, 3,000 replays each) on the new build.
+#   git archive OLD src/wavemla | tar -x -C build/oldsrc; BUDGET=420 bash benchmarks/experiments/gpu_ws_merge_ahead.sh SHA
+# The build it measured (the merge of 1ca2926 with loads issued two steps ahead) was no faster (CSA b=128 67.7 µs
+# against 67.4, HCA 99.3 against 98.4; 2026-12-02-h200-ws-merge-ahead.{log,json}) and was not kept.
+set -uo pipefail
+BUDGET=${BUDGET:-420}
+. "$(dirname "$0")/../budget.sh"
+SHA=${1:-}
+NEW=$PWD/src
+OLD=$PWD/build/oldsrc/src
+{
+machine "$SHA"
+step 170 python3 -m pytest -q -p no:cacheprovider $X tests/kernels/test_batch_invariance.py \
+  tests/kernels/test_sparse_decode_ws.py tests/kernels/test_determinism.py
+for tree in old new; do
+  src=$NEW; [ "$tree" = old ] && src=$OLD
+  PYTHONPATH=$src step 110 python3 benchmarks/bi_cost.py --reps 10 --batch 32 64 96 128 133 148 200 256 \
+    --json "$OUT/bi_$tree.json"
+done
+step 60 python3 -m wavemla.cli stress --mode hca --batch-invariant --batch 8 67 133 162 --replays 3000
+step 60 python3 -m wavemla.cli stress --mode csa --batch-invariant --batch 8 67 133 162 --replays 3000
+} 2>&1 | grep -v -E "Warning[:(]|warner\(|warn_once" > "$OUT/ws_merge_ahead.log"
+python3 - "$OUT" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+rows = []
+for tree in ("old", "new"):
+    f = os.path.join(out, f"bi_{tree}.json")
+    if os.path.exists(f):
+        rows += [{**r, "tree": tree} for r in json.load(open(f))["records"]]
+        os.remove(f)
+json.dump({"records": rows}, open(os.path.join(out, "ws_merge_ahead.json"), "w"), indent=1)
+for r in rows:
+    print(r["tree"], r["mode"], r["batch"], f"{r['invariant_us']:.1f} / {r['default_us']:.1f} = {r['ratio']:.3f}")
+PY
+grep -E "^== |passed|failed|error|mismatch" "$OUT/ws_merge_ahead.log" | cut -c1-160
