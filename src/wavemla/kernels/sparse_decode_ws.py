@@ -338,8 +338,8 @@ if HAVE_GLUON:
         The code runs once per merged token, so its size is what it costs: an SM fetches it cold while the tile
         loops of the other warps want the instruction cache too (Nsight Compute on the H200: the unrolled merge,
         about 1,750 instructions a warpgroup, left the math warps stalled on instruction fetch for 29% of their
-        samples). So the lse sums come first, then one loop over (64-column box, piece) with the next two partials'
-        loads in flight while the current one is added: one copy of a box's code."""
+        samples). So the lse sums come first, then one loop over (64-column box, piece) with the next partial's
+        load issued before the current one is added: one copy of a box's code."""
         st_layout: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0])
         rows: gl.constexpr = gl.SliceLayout(1, st_layout)
         o_h = h0 + gl.arange(0, _BLOCK, layout=rows)
@@ -368,19 +368,16 @@ if HAVE_GLUON:
         p_o = p_out + i_b.to(gl.int64) * stride_ob + i_s * stride_os + o_h[:, None] * stride_oh + o_c[None, :]
         # partial (box j, piece i) at p_p0 + i·H·512 + j·64
         p_p0 = p_o_ws + ((i_tok + i_first).to(gl.int64) * H + o_h[:, None]) * 512 + o_c[None, :]
-        n_steps = 4 * n_pieces
-        i_1 = gl.minimum(1, n_steps - 1)
         b_p = gl.load(p_p0, cache_modifier=".cg")
-        b_p1 = gl.load(p_p0 + (i_1 % n_pieces) * H * 512 + (i_1 // n_pieces) * _BLOCK, cache_modifier=".cg")
         b_acc = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=st_layout)
+        n_steps = 4 * n_pieces
         for i_step in range(0, n_steps):
             j = i_step // n_pieces
             i_part = i_step - j * n_pieces
             b_pc = b_p
-            b_p = b_p1
-            i_nx = gl.minimum(i_step + 2, n_steps - 1)
+            i_nx = gl.minimum(i_step + 1, n_steps - 1)
             j_nx = i_nx // n_pieces
-            b_p1 = gl.load(p_p0 + (i_nx - j_nx * n_pieces) * H * 512 + j_nx * _BLOCK, cache_modifier=".cg")
+            b_p = gl.load(p_p0 + (i_nx - j_nx * n_pieces) * H * 512 + j_nx * _BLOCK, cache_modifier=".cg")
             b_w = gl.exp2(gl.load(p_l0 + i_part * H, cache_modifier=".cg") - b_max)
             b_acc += b_w[:, None] * b_pc.to(gl.float32)
             if i_part == n_pieces - 1:
