@@ -19,7 +19,7 @@ RESULTS = Path(__file__).parent / "results"
 # The runs of the current sparse-decode build and planner: the b = 1..256 curves (CURVES; the 16-head ones from the
 # runs before the warp-specialized kernel, which they do not run), the batch-invariant cost with that kernel (BI), and
 # the indexer from the runs before those.
-BI = "2026-12-02-h200-bi-cost-ws-held-23fa0e2"
+BI = "2026-12-02-h200-bi-cost-ws-merge-loop-1ca2926"
 BEFORE = "2026-11-30-h200"
 DENSE = "2026-12-02-h200-dense-ws-b128-72f38d6"  # the warp-specialized sm_90 kernel's b = 128, 16K points
 # the sparse decode as shipped with its warp-specialized sm_90 kernel (sparse_ws_ab.py time: each shape's first
