@@ -10,31 +10,13 @@ set -uo pipefail
 BUDGET=${BUDGET:-420}
 . "$(dirname "$0")/../budget.sh"
 SHA=${1:-}
-NEW=$PWD/src
-OLD=$PWD/build/oldsrc/src
 {
 machine "$SHA"
 step 170 python3 -m pytest -q -p no:cacheprovider $X tests/kernels/test_batch_invariance.py \
   tests/kernels/test_sparse_decode_ws.py tests/kernels/test_determinism.py
-for tree in old new; do
-  src=$NEW; [ "$tree" = old ] && src=$OLD
-  PYTHONPATH=$src step 110 python3 benchmarks/bi_cost.py --reps 10 --batch 32 64 96 128 133 148 200 256 \
-    --json "$OUT/bi_$tree.json"
-done
+step 220 python3 "$(dirname "$0")/bi_ab.py" "$OUT/ws_merge_ahead.json" --reps 10 --batch 32 64 96 128 133 148 200 256
 step 60 python3 -m wavemla.cli stress --mode hca --batch-invariant --batch 8 67 133 162 --replays 3000
 step 60 python3 -m wavemla.cli stress --mode csa --batch-invariant --batch 8 67 133 162 --replays 3000
 } 2>&1 | grep -v -E "Warning[:(]|warner\(|warn_once" > "$OUT/ws_merge_ahead.log"
-python3 - "$OUT" <<'PY'
-import json, os, sys
-out = sys.argv[1]
-rows = []
-for tree in ("old", "new"):
-    f = os.path.join(out, f"bi_{tree}.json")
-    if os.path.exists(f):
-        rows += [{**r, "tree": tree} for r in json.load(open(f))["records"]]
-        os.remove(f)
-json.dump({"records": rows}, open(os.path.join(out, "ws_merge_ahead.json"), "w"), indent=1)
-for r in rows:
-    print(r["tree"], r["mode"], r["batch"], f"{r['invariant_us']:.1f} / {r['default_us']:.1f} = {r['ratio']:.3f}")
-PY
+grep -E "^(old|new) " "$OUT/ws_merge_ahead.log"
 grep -E "^== |passed|failed|error|mismatch" "$OUT/ws_merge_ahead.log" | cut -c1-160
