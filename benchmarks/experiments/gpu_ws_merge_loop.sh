@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # GPU: the batch-invariant build whose in-program merge is one loop over (64-column box, piece) instead of unrolled
-# passes (a fifth of the code), against the build before it (its src tree under build/oldsrc, carried with the
-# call): the batch-invariance and warp-specialized kernel GPU tests on the new build, bi_cost.py (median of 10) on
-# the old tree and on the new one at b = 32..256 (one JSON of both), then Nsight Compute on the new build's
-# batch-invariant CSA b=128 call (gpu_prof_ws.sh's counters: instruction-fetch stalls).
+# passes (that build 7,792 SASS instructions for sm_90 with ptxas 12.8 instead of 9,816), against the build before it
+# (its src tree under build/oldsrc, carried with the call): the batch-invariance and warp-specialized kernel GPU
+# tests on the new build, bi_cost.py (median of 10) on the old tree and on the new one at b = 32..256 (one JSON of
+# both, bi_ab.py), then Nsight Compute on the new build's batch-invariant CSA b=128 call (gpu_prof_ws.sh's counters:
+# instruction-fetch stalls) and the Triton cache's SASS listings.
 #   git archive OLD src/wavemla | tar -x -C build/oldsrc; BUDGET=420 bash benchmarks/experiments/gpu_ws_merge_loop.sh SHA
 set -uo pipefail
 BUDGET=${BUDGET:-420}
