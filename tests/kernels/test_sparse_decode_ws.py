@@ -101,6 +101,17 @@ GPU_CASES = [
         {"WAVEMLA_BATCH_INVARIANT": True},
         id="hca-batch-invariant-mixed",
     ),
+    # the same merges with two query tokens a request and with two head blocks (held and cut tokens in one launch)
+    pytest.param(
+        dict(batch=100, s_q=2, h_q=64, **CSA),
+        {"WAVEMLA_BATCH_INVARIANT": True, "WAVEMLA_NUM_SPLITS": 2},
+        id="s2-batch-invariant-mixed",
+    ),
+    pytest.param(
+        dict(batch=100, h_q=128, **CSA),
+        {"WAVEMLA_BATCH_INVARIANT": True, "WAVEMLA_NUM_SPLITS": 2},
+        id="h128-batch-invariant-mixed",
+    ),
 ]
 
 
