@@ -60,6 +60,14 @@ def code_digest(ptx: str) -> str:
     return hashlib.sha256("\n".join(keep).encode()).hexdigest()[:12]
 
 
+def ptx_instructions(ptx: str) -> int:
+    """PTX instructions before the debug sections: lines that are not directives, comments, labels or braces (the
+    rule of ``tests/kernels/test_sparse_decode_ws.py``'s size bound)."""
+    body = ptx[: ptx.find(".section\t.debug")] if ".section\t.debug" in ptx else ptx
+    lines = (ln.strip() for ln in body.splitlines())
+    return sum(1 for ln in lines if ln and not ln.startswith((".", "//", "$", "{", "}", "(", ")")) and ln[-1] != ":")
+
+
 def probe(item: str, pieces: bool = False) -> None:
     rev, _, rest = item.partition(":")
     consts = {k: int(v) for k, v in (kv.split("=") for kv in rest.split(",") if kv)}
@@ -77,7 +85,8 @@ def probe(item: str, pieces: bool = False) -> None:
     state_loads = re.findall(r"/\*([0-9a-f]+)\*/\s+LDS\.U8 (R\d+), \[(R\d+)\+(0x[0-9a-f]+)\]", sass)
     state_stores = re.findall(r"st\.shared\.v2\.b32 \t\[global_smem\+(\d+)\], \{([^}]*)\}", ptx)
     print(f"{item}: shared {k.metadata.shared} B, registers {regs}, spill stores/loads {spills}, "
-          f"wgmma {ptx.count('wgmma.mma_async')}, PTX code {code_digest(ptx)}")  # fmt: skip
+          f"wgmma {ptx.count('wgmma.mma_async')}, PTX instructions {ptx_instructions(ptx)}, "
+          f"PTX code {code_digest(ptx)}")  # fmt: skip
     for off, dst, base, disp in state_loads[:2]:
         print(f"  SASS {off}: LDS.U8 {dst}, [{base}+{disp}]  (shared byte {int(disp, 16)})")
     for where, values in state_stores:

@@ -1,12 +1,15 @@
 """Nsight Compute's per-SASS counters of a kernel, summed by source line and by stall reason.
 
     python3 benchmarks/experiments/ncu_ws_lines.py KERNEL.sass NCU_SASS.csv.gz [TOP]
+    python3 benchmarks/experiments/ncu_ws_lines.py --count KERNEL.sass FILE:FIRST-LAST ...
 
 ``KERNEL.sass`` is ``nvdisasm -c -g`` of the cubin that ran (``gpu_ws_merge_loop.sh`` writes those of the Triton
 cache; a cubin built elsewhere is scheduled differently, so its addresses do not match); ``NCU_SASS.csv.gz`` is
 ``ncu --page source --csv --print-source sass`` of the same launch (``gpu_prof_ws.sh``). Prints the stall reasons
 over the whole kernel (``no_inst``: a warp waiting for its next instruction to be fetched), then the ``TOP`` source
 lines (default 30) by warp stall samples: SASS instructions, samples, instructions executed, top reasons.
+``--count`` prints the kernel's SASS instructions and how many of them come from each range of source lines (e.g.
+``sparse_decode_ws.py:330-421``, a function; every partition's copy counted).
 """
 
 from __future__ import annotations
@@ -42,7 +45,24 @@ def num(x: str) -> float:
         return 0.0
 
 
+def count(sass_path: str, ranges: list[str]) -> None:
+    lines = sass_lines(sass_path)
+    print(f"{sass_path}: {len(lines)} SASS instructions")
+    for spec in ranges:
+        name, _, span = spec.rpartition(":")
+        first, _, last = span.partition("-")
+        n = sum(
+            1
+            for where, _ in lines.values()
+            if where.rpartition(":")[0] == name and int(first) <= int(where.rpartition(":")[2]) <= int(last)
+        )
+        print(f"  {spec}: {n}")
+
+
 def main() -> None:
+    if sys.argv[1] == "--count":
+        count(sys.argv[2], sys.argv[3:])
+        return
     sass_path, csv_path = sys.argv[1], sys.argv[2]
     top = int(sys.argv[3]) if len(sys.argv) > 3 else 30
     lines = sass_lines(sass_path)
