@@ -337,15 +337,16 @@ _SM90_WS_WAVE_US = 3.0
 # tiles 52 µs per held token over the whole-token plan: 3.5 µs a piece boundary, 5.75 µs a merged piece. Loading
 # two boxes and the lse of a piece at once, then also a piece ahead, a held two-piece token cost 12.9 (CSA) and 13.8
 # µs (HCA) more (2026-12-02-h200-ws-held-23fa0e2.log, -ws-held-final-bc1850b.log): one boundary, two pieces at 4.9.
-# That merge was unrolled code, about 1,750 instructions a warpgroup run once per held token, and its cost was mostly
-# instruction fetch (Nsight Compute at CSA b=128: warps waiting for an instruction in 16.5% of the samples, 5.5% in the
-# default build). As one loop over (box, piece) a held two-piece token costs 6.6 µs (CSA) and 7.6 µs (HCA) over the
-# whole-token plan at b=128 (gpu_ws_merge_loop.sh, 2026-12-02-h200-ws-merge-loop.json): one boundary, two pieces at
-# 1.8. The price stays 4.9: at 1.8 no h=64 s_q=1 partition moves, but CSA at h=128 and s_q=2 and HCA at h=192 go from
-# whole tokens to two pieces. Measured for CSA h=128 (gpu_bi_h128.sh, 2026-12-02-h200-bi-h128.json), that takes the
-# worst batch-invariant/default ratio over b = 32..128 from 1.28 to 1.17 but b = 64..128 from 0.98-1.07 to 1.15-1.17,
-# and the in-program merge with two head blocks or two query tokens (which HCA at h=128 and s_q=2 already runs) is not
-# yet in a GPU test run (test_sparse_decode_ws.py's s2- and h128-batch-invariant-mixed cases were added for it).
+# That merge was unrolled code run once per held token, 3,591 SASS instructions for the two math warpgroups
+# (2026-12-02-sparse-ws-ptx-size-triton36.txt), and its cost was mostly instruction fetch (Nsight Compute at CSA
+# b=128: warps waiting for an instruction in 16.5% of the samples, 5.5% in the default build). As one loop over (box,
+# piece) a held two-piece token costs 6.6 µs (CSA) and 7.6 µs (HCA) over the whole-token plan at b=128
+# (gpu_ws_merge_loop.sh, 2026-12-02-h200-ws-merge-loop.json): one boundary, two pieces at 1.8. The price stays 4.9: at
+# 1.8 no h=64 s_q=1 partition moves, but CSA at h=128 and s_q=2 and HCA at h=192 go from whole tokens to two pieces.
+# Measured for CSA h=128 (gpu_bi_h128.sh, 2026-12-02-h200-bi-h128.json), that takes the worst batch-invariant/default
+# ratio over b = 32..128 from 1.28 to 1.17 but b = 64..128 from 0.98-1.07 to 1.15-1.17, and the in-program merge with
+# two head blocks or two query tokens (which HCA at h=128 and s_q=2 already runs) is not yet in a GPU test run
+# (test_sparse_decode_ws.py's s2- and h128-batch-invariant-mixed cases were added for it).
 _SM90_WS_PIECE_US = 3.5
 _SM90_WS_HELD_US = 4.9
 # Beside that kernel, the Triton kernel's tiles of under 64 heads (16x32, 16x16, 32x32) are offered for at most this

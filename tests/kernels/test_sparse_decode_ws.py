@@ -75,9 +75,9 @@ def test_sm90_build():
     # batch-invariant pieces compile the in-program merge in (its exp2 of the piece weights and the sink), the
     # default launch leaves it out
     assert builds["csa-pieces"]["ex2"] > builds["csa"]["ex2"]
-    # ...as one loop: code run once per held token is fetched cold, and unrolled (1.55-1.58x the default build's PTX
-    # instructions with Triton 3.6 and 3.9, against 1.21x as a loop) it cost a held token about 5 µs on the H200
-    # (docs/sparse-decode.md, "Instruction fetch")
+    # ...as one loop: code run once per held token is fetched cold, and unrolled (1.58x the default build's PTX
+    # instructions with Triton 3.6, against 1.21x as a loop: 2026-12-02-sparse-ws-ptx-size-triton36.txt) it cost a
+    # held token about 5 µs on the H200 (docs/sparse-decode.md, "Instruction fetch")
     assert builds["csa-pieces"]["instructions"] <= 1.3 * builds["csa"]["instructions"]
 
 

@@ -335,12 +335,12 @@ if HAVE_GLUON:
         slot order, so the bits equal the combine kernel's for the same pieces. Reads only what this warpgroup
         stored (after its barrier).
 
-        The code runs once per merged token, so its size is what it costs: an SM fetches it cold while the tile
-        loops of the other warps want the instruction cache too (Nsight Compute on the H200, CSA b=128: with the
-        merge unrolled, about 1,750 instructions a warpgroup, warps waited for an instruction in 16.5% of the stall
-        samples, against 5.5% in the default build; docs/sparse-decode.md, "Instruction fetch"). So the lse sums
-        come first, then one loop over (64-column box, piece) with the next partial's load issued before the
-        current one is added: one copy of a box's code."""
+        The code runs once per merged token, so its size is what it costs: an SM fetches it cold while the tile loops of
+        the other warps want the instruction cache too (Nsight Compute on the H200, CSA b=128: with the merge unrolled,
+        3,591 SASS instructions for the two warpgroups, warps waited for an instruction in 16.5% of the stall samples,
+        against 5.5% in the default build; docs/sparse-decode.md, "Instruction fetch"). So the lse sums come first, then
+        one loop over (64-column box, piece) with the next partial's load issued before the current one is added: one
+        copy of a box's code."""
         st_layout: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0])
         rows: gl.constexpr = gl.SliceLayout(1, st_layout)
         o_h = h0 + gl.arange(0, _BLOCK, layout=rows)
