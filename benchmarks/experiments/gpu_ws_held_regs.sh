@@ -7,14 +7,4 @@
 # The build it measured is commit 66e816a (OLD 7f5536f); measured slower and reverted: docs/planner.md,
 # "Batch-invariant pieces".
 set -uo pipefail
-BUDGET=${BUDGET:-420}
-. "$(dirname "$0")/../budget.sh"
-SHA=${1:-}
-{
-machine "$SHA"
-step 170 python3 -m pytest -q -p no:cacheprovider $X tests/kernels/test_batch_invariance.py \
-  tests/kernels/test_sparse_decode_ws.py
-step 220 python3 "$(dirname "$0")/bi_ab.py" "$OUT/ws_held_regs.json" --reps 10 --batch 32 64 96 128 133 148 200 256
-} 2>&1 | grep -v -E "Warning[:(]|warner\(|warn_once" > "$OUT/ws_held_regs.log"
-grep -E "^(old|new) " "$OUT/ws_held_regs.log"
-grep -E "^== |passed|failed|error" "$OUT/ws_held_regs.log" | cut -c1-160
+bash "$(dirname "$0")/gpu_bi_ab.sh" ws_held_regs "$@"

@@ -1,23 +1,15 @@
 #!/usr/bin/env bash
 # GPU: the batch-invariant build whose in-program merge is one loop over (64-column box, piece) instead of unrolled
-# passes (that build 7,792 SASS instructions for sm_90 with ptxas 12.8 instead of 9,816), against the build before it
-# (its src tree under build/oldsrc, carried with the call): the batch-invariance and warp-specialized kernel GPU
-# tests on the new build, bi_cost.py (median of 10) on the old tree and on the new one at b = 32..256 (one JSON of
-# both, bi_ab.py), then Nsight Compute on the new build's batch-invariant CSA b=128 call (gpu_prof_ws.sh's counters:
-# instruction-fetch stalls) and the Triton cache's SASS listings.
+# passes (that build 7,712 SASS instructions instead of 9,776 as built on the H200:
+# 2026-12-02-sparse-ws-ptx-size-triton36.txt), against the build before it (its src tree under build/oldsrc, carried
+# with the call): the batch-invariance and warp-specialized kernel GPU tests on the new build, bi_cost.py (median of
+# 10) on the old tree and on the new one at b = 32..256 (one JSON of both, bi_ab.py), then Nsight Compute on the new
+# build's batch-invariant CSA b=128 call (gpu_prof_ws.sh's counters: instruction-fetch stalls) and the Triton cache's
+# SASS listings.
 #   git archive OLD src/wavemla | tar -x -C build/oldsrc; BUDGET=420 bash benchmarks/experiments/gpu_ws_merge_loop.sh SHA
 set -uo pipefail
-BUDGET=${BUDGET:-420}
-. "$(dirname "$0")/../budget.sh"
-SHA=${1:-}
-{
-machine "$SHA"
-step 170 python3 -m pytest -q -p no:cacheprovider $X tests/kernels/test_batch_invariance.py \
-  tests/kernels/test_sparse_decode_ws.py
-step 220 python3 "$(dirname "$0")/bi_ab.py" "$OUT/ws_merge_loop.json" --reps 10 --batch 32 64 96 128 133 148 200 256
-} 2>&1 | grep -v -E "Warning[:(]|warner\(|warn_once" > "$OUT/ws_merge_loop.log"
-grep -E "^(old|new) " "$OUT/ws_merge_loop.log"
-grep -E "^== |passed|failed|error" "$OUT/ws_merge_loop.log" | cut -c1-160
+export OUT=${OUT:-$PWD/gpu-lane-out}
+bash "$(dirname "$0")/gpu_bi_ab.sh" ws_merge_loop "$@"
 MODES=bi bash "$(dirname "$0")/gpu_prof_ws.sh"
 # the kernels' SASS with line numbers as built there (its ptxas), to map the per-SASS counters to source lines
 ND=$(python3 -c "import triton, pathlib; print(pathlib.Path(triton.__file__).parent / 'backends/nvidia/bin/nvdisasm')")
