@@ -12,7 +12,8 @@ combine (a loop over pieces; ``benchmarks/experiments/variants/combine_loop.py``
 the split kernel (no dependent launch of the split); ``:no-prefetch`` keeps the dependent launch behind the conversion
 kernel without the first tile's L2 prefetch; ``:bi`` runs in batch-invariant mode, ``:splits=N`` with N pieces per
 token (64x64 tiles pinned); ``:mdc=N`` merges cut tokens in the split kernel N columns at a time (0: all at once);
-``default:warps=N`` runs the planner's tile and partition with N warps per program.
+``default:warps=N`` runs the planner's tile and partition with N warps per program; ``:merge=on|off|auto`` sets
+``WAVEMLA_SPARSE_WS_MERGE`` (tokens cut between the warp-specialized kernel's programs merged in it or by the combine).
 Each spec is checked against the fp64 reference (GPU tolerances), then timed: CUDA-graph replay, L2 flushed, median.
 DSV4 shapes: h=64, s_q=1, FP8 MODEL1, SWA 128 @ page 256 + CSA 512 @ page 64 or HCA 1024 @ page 2; a mode written
 ``hca-s2`` or ``csa-h128`` (in ``--mode`` or a point) runs two query tokens or 128 heads instead.
@@ -116,6 +117,9 @@ for (shape, b), specs in groups.items():
         sd.sparse_decode_split = split_with
         splits = next((int(o.split("=")[1]) for o in opts if o.startswith("splits=")), None)
         knobs = dict(WAVEMLA_NUM_SPLITS=splits, WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64) if splits else {}
+        merge = next((o.split("=")[1] for o in opts if o.startswith("merge=")), None)
+        if merge is not None:
+            knobs["WAVEMLA_SPARSE_WS_MERGE"] = merge
         call_kw = {**kw, **({"batch_invariant": True} if "bi" in opts else {})}
         base = loop_combine() if "loop-combine" in opts else combine
         cextra = {**({"pdl": False} if no_pdl else {}), **({"block_d": 512} if "bd512" in opts else {})}
@@ -148,6 +152,8 @@ for (shape, b), specs in groups.items():
             programs=p.programs,
             cut=p.needs_combine,
             merge_in_kernel=p.merge_in_kernel,
+            ws_merge=p.ws_merge,
+            kernel=k.name,
             median_us=med,
             predicted_us=p.predicted_us,
             regs=getattr(k, "n_regs", None),
@@ -157,7 +163,8 @@ for (shape, b), specs in groups.items():
         records.append(rec)
         print(
             f"{shape} b={b:3d} {spec:24s} {p.config!s:10s} upp={p.units_per_part:3d} progs={p.programs:4d} "
-            f"cut={'y' if p.needs_combine else 'n'} {med:7.1f} us  pred {p.predicted_us:6.1f}  "
+            f"cut={'y' if p.needs_combine else 'n'}{'k' if p.ws_merge else ''} {med:7.1f} us  "
+            f"pred {p.predicted_us:6.1f}  "
             f"spills={rec['spills']} {'ok' if not bad else 'MISMATCH ' + bad[:60]}",
             flush=True,
         )

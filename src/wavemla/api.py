@@ -276,8 +276,9 @@ def sparse_mla_decode(
                 ws_dtype = torch.float16 if is_fp8 else torch.float32
                 meta.o_ws = torch.empty((rows, h_q, D_QK), dtype=ws_dtype, device=device)
                 meta.lse_ws = torch.empty((rows, h_q), dtype=torch.float32, device=device)
-                # zero once; the program that merges a token's pieces puts its counter back to zero
-                meta.counts = torch.zeros(b * s_q * meta.plan.num_head_blocks, dtype=torch.int32, device=device)
+                # zero once; the program that merges a token's pieces puts its counter back to zero (one a token and
+                # head block; the warp-specialized kernel counts each of its two math warpgroups apart)
+                meta.counts = torch.zeros(b * s_q * meta.plan.num_head_blocks * 2, dtype=torch.int32, device=device)
             p0 = meta.plan
             n_p = p_scratch_elems(is_fp8, p0.block_h, p0.block_n, p0.num_parts * p0.num_head_blocks, device)
             if n_p:
@@ -323,7 +324,9 @@ def sparse_mla_decode(
             pieces_tiles=p.pieces_tiles,
         )
         if ws:
-            meta.split_kernel = sparse_decode_ws.sparse_decode_split_ws(**launch)
+            meta.split_kernel = sparse_decode_ws.sparse_decode_split_ws(
+                **launch, counts=meta.counts if p.ws_merge else None
+            )
         else:
             meta.split_kernel = sparse_decode_split(
                 **launch,
@@ -337,9 +340,9 @@ def sparse_mla_decode(
                 q_ws=meta.q_ws,
                 p_ws=meta.p_ws,
             )
-        # the warp-specialized kernel merges the tokens whose batch-invariant pieces all ran in one program; the
-        # combine takes the tokens cut between programs
-        if p.needs_combine if ws else p.writes_partials and not p.merge_in_kernel:
+        # the warp-specialized kernel merges the tokens whose batch-invariant pieces all ran in one program, and those
+        # cut between programs where the plan says so; the combine takes the rest
+        if p.needs_combine and not p.ws_merge if ws else p.writes_partials and not p.merge_in_kernel:
             assert meta.o_ws is not None and meta.lse_ws is not None
             sparse_decode_combine(
                 out=out,

@@ -181,6 +181,15 @@ KNOBS: dict[str, Knob] = {
             choices=("auto", "on", "off"),
         ),
         Knob(
+            "WAVEMLA_SPARSE_WS_MERGE",
+            "str",
+            "auto",
+            "Where the sparse decode's warp-specialized kernel merges query tokens cut between its programs. 'auto': "
+            "in the kernel (the piece that completes a token's count merges it) for tokens of at most 4 pieces, "
+            "by the combine kernel for more; 'on': in the kernel for every cut token; 'off': by the combine kernel.",
+            choices=("auto", "on", "off"),
+        ),
+        Knob(
             "WAVEMLA_GPU",
             "str",
             None,

@@ -137,24 +137,27 @@ def segments_per_program(n_tiles: int, units_per_part: int) -> int:
 
 
 def _cut_note(cfg: KernelConfig, n_tiles: int, upp: int, pieces_tiles: int | None, needs_combine: bool,
-              ws: bool = False) -> str:  # fmt: skip
+              ws: bool = False, ws_merge: bool = False) -> str:  # fmt: skip
     """How a plan's tokens are cut and merged, for its reasons (``ws``: the warp-specialized sm_90 kernel runs, which
-    leaves tokens cut between programs to the combine kernel and merges batch-invariant pieces only where one
-    program ran all of a token's)."""
+    merges batch-invariant pieces where one program ran all of a token's, and tokens cut between programs itself
+    where ``ws_merge``, else leaves them to the combine kernel)."""
     if pieces_tiles is not None and pieces_tiles < n_tiles:  # batch-invariant pieces
         pieces = n_tiles // pieces_tiles
         if not needs_combine:
             return f", {pieces} pieces a token, merged in their programs"
         if ws:
+            between = "by the program whose piece completes the token" if ws_merge else "by the combine kernel"
             return (
-                f", {pieces} pieces a token, merged in their program where it ran all of a token's, by the combine "
-                "kernel where they were cut between programs"
+                f", {pieces} pieces a token, merged in their program where it ran all of a token's, {between} where "
+                "they were cut between programs"
             )
     elif needs_combine:
         pieces = max_pieces(n_tiles, upp)
     else:
         return ", no token cut"
     into = "into 2 pieces" if pieces <= 2 else f"into up to {pieces} pieces"
+    if ws_merge:
+        return f", tokens cut between programs {into}, merged by the program whose piece completes the token"
     if ws or not merges_in_kernel(cfg):
         return f", tokens cut between programs {into}, merged by the combine kernel"
     if pieces <= 2:
@@ -200,6 +203,9 @@ class Plan:
     # Batch-invariant plans: the fixed piece (tiles) every token is cut into; a program runs units_per_part / pieces
     # _tiles whole pieces, each written to its own workspace slot. None: a program's units are one piece.
     pieces_tiles: int | None = None
+    # The warp-specialized sm_90 kernel merges the tokens cut between its programs itself (a count per token, head
+    # block and math warpgroup; the piece completing it merges) instead of launching the combine kernel.
+    ws_merge: bool = False
 
     @property
     def block_h(self) -> int:
@@ -230,8 +236,8 @@ class Plan:
         head (CSA b=1: 33.9 vs 22.4 µs; b=32: 54.3 vs 46.8). In-kernel figures from
         benchmarks/results/2026-11-30-h200-fused-merge.log, combine figures from the same GPU's
         2026-11-30-h200-sparse-decode-h64.json. Either way the merge is the same code in the same order, so the bits
-        do not change. (This is the Triton kernel's choice: the warp-specialized sm_90 kernel leaves every cut token
-        to the combine kernel, docs/sparse-decode.md.)"""
+        do not change. (This is the Triton kernel's choice: the warp-specialized sm_90 kernel's is :attr:`ws_merge`,
+        docs/sparse-decode.md.)"""
         return merges_in_kernel(self.config)
 
     @property
@@ -349,6 +355,15 @@ _SM90_WS_WAVE_US = 3.0
 # (test_sparse_decode_ws.py's s2- and h128-batch-invariant-mixed cases were added for it).
 _SM90_WS_PIECE_US = 3.5
 _SM90_WS_HELD_US = 4.9
+# Tokens cut between programs of that kernel merged in it (Plan.ws_merge): each warpgroup counts its piece once its
+# partial is stored, and the one whose count completes merges the token's columns (the loop merge above), so no
+# combine kernel runs. The busiest program pays one merge: _SM90_WS_MERGE_US for a token of two pieces,
+# _SM90_WS_MERGE_PIECE_US for each further piece. Offered for tokens of at most _SM90_WS_MERGE_MAX_PIECES pieces:
+# the merge reads one piece's box after another in one warpgroup, where the combine spreads a token of many pieces
+# over programs of every head and column block.
+_SM90_WS_MERGE_US = 3.0
+_SM90_WS_MERGE_PIECE_US = 1.5
+_SM90_WS_MERGE_MAX_PIECES = 4
 # Beside that kernel, the Triton kernel's tiles of under 64 heads (16x32, 16x16, 32x32) are offered for at most this
 # many query tokens (b x s_q). Every plan the planner can offer at b = 1..6 and 8 (16x32 in 1-, 2- and 4-tile
 # programs, the warp-specialized 64x64 in 1-, 2- and 3-tile programs; CSA and HCA at h=64, s_q=2 and h=128) was
@@ -608,6 +623,7 @@ class _Split:
     tile_us: float
     predicted_us: float
     combine_us: float
+    ws_merge: bool = False
 
 
 class _Coster:
@@ -629,8 +645,9 @@ class _Coster:
         self.seg_whole = _segment_us(cfg, device, False, ws_bytes)
         self.combine_base = _combine_us(tokens, 0, workload.h_q, device, ws_bytes)
         self.combine_per_part = _combine_us(tokens, 1, workload.h_q, device, ws_bytes) - self.combine_base
-        # the warp-specialized kernel leaves tokens cut between programs to the combine kernel
+        # the warp-specialized kernel merges tokens cut between programs itself or leaves them to the combine kernel
         self.ws = ws = _sparse_ws(cfg, workload, device)
+        self.ws_merge = config.get("WAVEMLA_SPARSE_WS_MERGE")
         self.in_kernel = merges_in_kernel(cfg) and not ws
         # The smallest partition offered: see _register_q_slow.
         self.min_upp = min(Q_CONVERT_MIN_TILES, self.total) if _register_q_slow(cfg, workload) else 1
@@ -696,7 +713,8 @@ class _Coster:
         """The warp-specialized kernel's cost (see _SM90_WS): a program's tiles, its fixed cost (first segment: q
         staged, the gather ahead of the math, the epilogue) and each further token segment; batch-invariant pieces
         inside a token and the tokens held whole merged in the program (_SM90_WS_PIECE_US, _SM90_WS_HELD_US); tokens
-        cut between programs merged by the combine kernel."""
+        cut between programs merged in the kernel (_SM90_WS_MERGE_US, tokens of up to _SM90_WS_MERGE_MAX_PIECES
+        pieces, or all with ``WAVEMLA_SPARSE_WS_MERGE=on``) or by the combine kernel."""
         from wavemla.kernels.combine import wide_merge
 
         n_tiles = self.n_tiles
@@ -714,7 +732,12 @@ class _Coster:
             cut, slot_units = parts > 1 and upp % n_tiles != 0, upp
             pieces = cut_tokens + parts - 1
         combine = 0.0
-        if cut:
+        # the most pieces a token cut between programs has
+        most = n_tiles // piece if piece is not None else max_pieces(n_tiles, upp)
+        merge = cut and (self.ws_merge == "on" or (self.ws_merge == "auto" and most <= _SM90_WS_MERGE_MAX_PIECES))
+        if merge:
+            program += _SM90_WS_MERGE_US + (most - 2) * _SM90_WS_MERGE_PIECE_US
+        elif cut:
             # the cut tokens' fp16 partials read and their bf16 outputs written, at the device's DRAM bandwidth
             row = self.h_q * 512 * 2
             combine = _LAUNCH_US + _SM90_WS_COMBINE_US + (pieces + cut_tokens) * row / self.dram_bytes_per_us
@@ -722,7 +745,7 @@ class _Coster:
                 combine += self.tokens * _SM90_WS_WIDE_US
         # a later wave's programs start cold, without a gather already running ahead into their rows
         later = (waves - 1) * _SM90_WS_WAVE_US
-        return _Split(upp, parts, waves, active, tile, _LAUNCH_US + waves * program + later + combine, combine)
+        return _Split(upp, parts, waves, active, tile, _LAUNCH_US + waves * program + later + combine, combine, merge)
 
     def _starts(self, segments: int) -> float:
         """Starting ``segments`` token segments (or batch-invariant pieces) in one program."""
@@ -820,7 +843,7 @@ def _tile_forced() -> bool:
 
 
 _PLAN_KNOBS = (*_TILE_KNOBS, "WAVEMLA_NUM_SPLITS", "WAVEMLA_TARGET_CTAS", "WAVEMLA_BATCH_INVARIANT",
-               "WAVEMLA_CACHE_DIR", "WAVEMLA_SPARSE_WS")  # fmt: skip
+               "WAVEMLA_CACHE_DIR", "WAVEMLA_SPARSE_WS", "WAVEMLA_SPARSE_WS_MERGE")  # fmt: skip
 
 
 def plan(workload: Workload, device: DeviceSpec) -> Plan:
@@ -1101,7 +1124,7 @@ def _plan_config(
     notes.append(
         f"{tokens} token(s) x {n_tiles} tiles x {num_hb} head block(s) over {slots} slots: "
         f"{upp} tiles/program, {programs} programs, {waves} wave(s), {split.active} active/SM, "
-        f"tail efficiency {tail:.2f}" + _cut_note(cfg, n_tiles, upp, pieces_tiles, needs_combine, ws)
+        f"tail efficiency {tail:.2f}" + _cut_note(cfg, n_tiles, upp, pieces_tiles, needs_combine, ws, split.ws_merge)
     )
     return Plan(
         config=cfg,
@@ -1123,6 +1146,7 @@ def _plan_config(
         tile_us=split.tile_us,
         combine_us=split.combine_us,
         pieces_tiles=pieces_tiles,
+        ws_merge=split.ws_merge,
     )
 
 

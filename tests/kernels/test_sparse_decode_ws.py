@@ -13,6 +13,8 @@ from wavemla.testing import TOLERANCES, assert_close, make_sparse_decode_inputs
 H100_SMEM_PER_BLOCK = 232_448  # cudaDevAttrMaxSharedMemoryPerBlockOptin on sm_90 (227 KB)
 TILES = dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64, WAVEMLA_NUM_WARPS=8, WAVEMLA_NUM_STAGES=1)
 CSA = dict(topk=128, page=256, extra_topk=512, extra_page=64, extra_pool=2048)
+HCA = dict(topk=128, page=256, extra_topk=1024, extra_page=2)
+MERGE_ON = {"WAVEMLA_SPARSE_WS_MERGE": "on"}
 
 
 def _supported(**over):
@@ -41,6 +43,7 @@ def test_applies_only_to_its_shapes():
 # Built in a fresh process: the CPU lane's interpreter flag would turn the kernel into an interpreted function.
 _BUILD = """
 import json
+import re
 from wavemla.kernels import sparse_decode_ws as ws
 
 
@@ -52,12 +55,17 @@ def instructions(ptx):
 
 out = {}
 for name, kw in (("csa", dict(page=256, page_x=64)), ("swa", dict(has_extra=False, has_len=False, has_sink=False)),
-                 ("csa-pieces", dict(page=256, page_x=64, pieces=True))):
+                 ("csa-pieces", dict(page=256, page_x=64, pieces=True)),
+                 ("csa-merge", dict(page=256, page_x=64, merge=True)),
+                 ("csa-pieces-merge", dict(page=256, page_x=64, pieces=True, merge=True))):
     k = ws.compile_sm90(**kw)
     ptx = k.asm["ptx"]
     out[name] = dict(shared=k.metadata.shared, wgmma=ptx.count("wgmma.mma_async"), setmaxnreg="setmaxnreg" in ptx,
                      cvt=ptx.count("cvt.rn.f16x2.e4m3x2"), prefetch=ptx.count("cp.async.bulk.prefetch.L2"),
-                     threads=".reqntid 384" in ptx, ex2=ptx.count("ex2.approx"), instructions=instructions(ptx))
+                     threads=".reqntid 384" in ptx, ex2=ptx.count("ex2.approx"), instructions=instructions(ptx),
+                     atoms=ptx.count("atom.acq_rel.gpu.global.add.u32"),
+                     bar_red=sorted(set(re.findall("bar[.]red[.]or[.]pred[^,]*,[^0-9]*([0-9]+),[^0-9]*([0-9]+)", ptx))),
+                     bar_ids=sorted({int(i) for i in re.findall("bar[.]sync[^0-9]*([0-9]+)", ptx)}))
 print(json.dumps(out))
 """
 
@@ -79,6 +87,13 @@ def test_sm90_build():
     # instructions with Triton 3.6, against 1.21x as a loop: 2026-12-02-sparse-ws-ptx-size-triton36.txt) it cost a
     # held token about 5 µs on the H200 (docs/sparse-decode.md, "Instruction fetch")
     assert builds["csa-pieces"]["instructions"] <= 1.3 * builds["csa"]["instructions"]
+    # the merge of tokens cut between programs: one count a math warpgroup, each learning its result on a named
+    # barrier of its own (8 and 9) that the compiler's partitions do not use; one call site of the merge code
+    assert builds["csa"]["atoms"] == builds["csa-pieces"]["atoms"] == 0 and builds["csa"]["bar_red"] == []
+    for name in ("csa-merge", "csa-pieces-merge"):
+        assert builds[name]["atoms"] == 2 and builds[name]["bar_red"] == [["8", "128"], ["9", "128"]], name
+        assert max(builds[name]["bar_ids"]) < 8, name
+        assert builds[name]["instructions"] <= 1.3 * builds["csa"]["instructions"], name
 
 
 # --- GPU lane ----------------------------------------------------------------------------------------------------
@@ -112,6 +127,19 @@ GPU_CASES = [
         {"WAVEMLA_BATCH_INVARIANT": True, "WAVEMLA_NUM_SPLITS": 2},
         id="h128-batch-invariant-mixed",
     ),
+    # tokens cut between programs merged in the kernel (the piece completing a token's count merges it): two pieces,
+    # three, many (one tile a program), two query tokens and two head blocks, batch-invariant pieces cut between
+    # programs, and the same through the combine kernel
+    pytest.param(dict(batch=148, h_q=64, **CSA), MERGE_ON, id="merge-b148"),
+    pytest.param(dict(batch=8, h_q=64, **CSA), {"WAVEMLA_NUM_SPLITS": 3, **MERGE_ON}, id="merge-splits3"),
+    pytest.param(dict(batch=3, h_q=64, **CSA), {"WAVEMLA_TARGET_CTAS": 30, **MERGE_ON}, id="merge-one-tile-programs"),
+    pytest.param(dict(batch=37, s_q=2, h_q=128, **CSA), {"WAVEMLA_NUM_SPLITS": 2, **MERGE_ON}, id="merge-s2-h128"),
+    pytest.param(
+        dict(batch=140, h_q=64, topk=128, page=256, extra_topk=1024, extra_page=2),
+        {"WAVEMLA_BATCH_INVARIANT": True, **MERGE_ON},
+        id="merge-hca-batch-invariant-mixed",
+    ),
+    pytest.param(dict(batch=148, h_q=64, **CSA), {"WAVEMLA_SPARSE_WS_MERGE": "off"}, id="combine-b148"),
 ]
 
 
@@ -176,3 +204,41 @@ def test_gpu_bits_repeat_and_survive_graph_replay():
         torch.cuda.synchronize()
     assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
     assert torch.equal(captured[0], first[0]) and torch.equal(captured[1], first[1])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("shape", "knobs"),
+    [
+        pytest.param(dict(batch=148, h_q=64, **CSA), {}, id="b148"),
+        pytest.param(dict(batch=8, h_q=64, **CSA), {"WAVEMLA_NUM_SPLITS": 3}, id="splits3"),
+        pytest.param(dict(batch=37, s_q=2, h_q=128, **CSA), {"WAVEMLA_NUM_SPLITS": 2}, id="s2-h128"),
+        pytest.param(dict(batch=140, h_q=64, **HCA), {"WAVEMLA_BATCH_INVARIANT": True}, id="hca-batch-invariant"),
+    ],
+)
+def test_gpu_merge_in_kernel_has_the_combine_bits(shape, knobs):
+    """Cut tokens merged by the split kernel (the piece completing a token's count) and by the combine kernel: the
+    same arithmetic in the same slot order, so the same bits; the counts are back to zero after each call, also
+    under CUDA-graph replay (the next call's counting starts from them)."""
+    from wavemla.device import device_arch
+
+    if device_arch(DEVICE) != 90 or not ws.HAVE_GLUON:
+        pytest.skip("the warp-specialized kernel runs on sm_90 with Gluon")
+    inputs = make_sparse_decode_inputs(**shape, fp8=True, dtype=torch.bfloat16, device="cuda", seed=8)
+    kwargs = {k: v for k, v in inputs.items() if v is not None}
+    got = {}
+    for merge in ("on", "off"):
+        with config.override(**TILES, **knobs, WAVEMLA_SPARSE_WS="on", WAVEMLA_SPARSE_WS_MERGE=merge):
+            meta, _ = get_mla_metadata()
+            first = sparse_mla_decode(**kwargs, metadata=meta)
+            assert meta.plan.ws_merge == (merge == "on") and meta.plan.writes_partials
+            assert "_sparse_mla_decode_ws_kernel" in meta.split_kernel.name
+            assert meta.counts is not None and not torch.any(meta.counts)
+            graph, captured = capture_graph(lambda meta=meta: sparse_mla_decode(**kwargs, metadata=meta))
+            for _ in range(3):
+                graph.replay()
+            torch.cuda.synchronize()
+            assert not torch.any(meta.counts)
+            assert torch.equal(captured[0], first[0]) and torch.equal(captured[1], first[1])
+            got[merge] = first
+    assert torch.equal(got["on"][0], got["off"][0]) and torch.equal(got["on"][1], got["off"][1])

@@ -327,6 +327,42 @@ if HAVE_GLUON:
         return i_x + 1
 
     @gluon.jit
+    def _token_slots(i_tok, n_tiles, slot_units):
+        """Token ``i_tok``'s first and last workspace slots, less ``i_tok``: its pieces are the runs of
+        ``slot_units`` units of the flattened (token, tile) space that hold its tiles."""
+        return (i_tok * n_tiles) // slot_units, ((i_tok + 1) * n_tiles - 1) // slot_units
+
+    @gluon.jit
+    def _completes_half(p_cnt, n_before_last, HALF: gl.constexpr):
+        """Add this warpgroup's piece to the counter ``*p_cnt`` and return 1 in each of its threads if the increment
+        completed the count (the count before it was ``n_before_last``), else 0: the Triton kernel's handshake
+        (:func:`wavemla.kernels.sparse_decode._completes_count`) for one warpgroup of a warp-specialized program.
+
+        The caller's warpgroup barrier orders its threads' stores of the partial before this; the warpgroup's first
+        thread adds with acquire-release semantics at GPU scope, and the other threads learn what it got back through
+        a barrier of their own 128 threads with an OR reduction (named barrier ``8 + HALF``, one the compiler does not
+        use: its partitions take 0-3), which also orders their later loads (the merge's) after that acquire."""
+        return gl.inline_asm_elementwise(
+            f"""{{
+            .reg .pred p_first, p_last, p_any;
+            .reg .u32 r_tid, r_old;
+            mov.u32 r_tid, %tid.x;
+            and.b32 r_tid, r_tid, 127;
+            setp.eq.u32 p_first, r_tid, 0;
+            mov.u32 r_old, 0xffffffff;
+            @p_first atom.acq_rel.gpu.global.add.u32 r_old, [$1], 1;
+            setp.eq.and.u32 p_last, r_old, $2, p_first;
+            bar.red.or.pred p_any, {8 + HALF}, 128, p_last;
+            selp.u32 $0, 1, 0, p_any;
+            }}""",
+            "=r,l,r",
+            [p_cnt, n_before_last],
+            dtype=gl.int32,
+            is_pure=False,
+            pack=1,
+        )
+
+    @gluon.jit
     def _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles, slot_units, H, h0,
                     stride_ob, stride_os, stride_oh, HAS_SINK: gl.constexpr, HALF: gl.constexpr):  # fmt: skip
         """Merge token ``i_tok``'s pieces (workspace slots ``i_tok + i_first .. i_tok + i_last``) into its output
@@ -345,8 +381,7 @@ if HAVE_GLUON:
         rows: gl.constexpr = gl.SliceLayout(1, st_layout)
         o_h = h0 + gl.arange(0, _BLOCK, layout=rows)
         o_c = HALF * 256 + gl.arange(0, _BLOCK, layout=gl.SliceLayout(0, st_layout))
-        i_first = (i_tok * n_tiles) // slot_units
-        i_last = ((i_tok + 1) * n_tiles - 1) // slot_units
+        i_first, i_last = _token_slots(i_tok, n_tiles, slot_units)
         n_pieces = i_last - i_first + 1
         p_l0 = p_lse_ws + (i_tok + i_first).to(gl.int64) * H + o_h
         b_max = gl.full([_BLOCK], float("-inf"), gl.float32, layout=rows)
@@ -482,11 +517,11 @@ if HAVE_GLUON:
 
     @gluon.jit
     def _math_partition(q_smem, kv_smem, m_smem, p_smem, x_smem, kv_ready, kv_empty, x_bar, p_bar, p_q, p_out, p_lse,
-                        p_o_ws, p_lse_ws, p_sink, p_idx, p_len, p_idx_x, p_len_x, S_Q, H, topk, topk_x, n_tiles_main,
-                        n_tiles, total_units, units_per_part, seg_units, slot_units, stride_qb, stride_qs, stride_ob,
-                        stride_os, stride_oh, stride_ib, stride_is, stride_ixb, stride_ixs, qk_scale,
-                        HAS_LEN: gl.constexpr, HAS_EXTRA: gl.constexpr, HAS_LEN_X: gl.constexpr,
-                        HAS_SINK: gl.constexpr, NUM_HB: gl.constexpr, PIECES: gl.constexpr,
+                        p_o_ws, p_lse_ws, p_sink, p_cnt, p_idx, p_len, p_idx_x, p_len_x, S_Q, H, topk, topk_x,
+                        n_tiles_main, n_tiles, total_units, units_per_part, seg_units, slot_units, stride_qb,
+                        stride_qs, stride_ob, stride_os, stride_oh, stride_ib, stride_is, stride_ixb, stride_ixs,
+                        qk_scale, HAS_LEN: gl.constexpr, HAS_EXTRA: gl.constexpr, HAS_LEN_X: gl.constexpr,
+                        HAS_SINK: gl.constexpr, NUM_HB: gl.constexpr, PIECES: gl.constexpr, MERGE: gl.constexpr,
                         HALF: gl.constexpr):  # fmt: skip
         """One of the two math warpgroups (:mod:`wavemla.kernels.dense_decode_ws`' scheme): this one scores entries
         ``32·HALF ..`` of each tile and accumulates value columns ``256·HALF ..``."""
@@ -591,15 +626,34 @@ if HAVE_GLUON:
                 gl.store(p_w + 1 * _BLOCK, gl.convert_layout((acc1 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
                 gl.store(p_w + 2 * _BLOCK, gl.convert_layout((acc2 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
                 gl.store(p_w + 3 * _BLOCK, gl.convert_layout((acc3 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
-                if PIECES:
-                    # both warpgroups store the piece's lse (the same values): each merges from its own stores
+                if PIECES or MERGE:
+                    # both warpgroups store the piece's lse (the same values): each merges from its own stores, or
+                    # from those its count orders before the merge
                     gl.store(p_lse_ws + i_slot * H + o_h, b_lse2)
-                    if (t_hi == n_tiles) & (i_tok * n_tiles >= unit_lo):
-                        # the last of a token's pieces, all of which ran here: merged now, as the combine kernel
-                        # would (the tokens cut between programs are left to it)
+                    if MERGE:
+                        # the last of a token's pieces where all of them ran here (batch-invariant pieces) is merged
+                        # now; a piece of a token cut between programs is counted once this warpgroup's stores are
+                        # done, and the piece whose count completes merges the token's columns 256·HALF .. and
+                        # resets the count (one call site of the merge: its code is fetched once)
+                        cut = (i_tok * n_tiles < unit_lo) | ((i_tok + 1) * n_tiles > unit_hi)
+                        merge_now = (t_hi == n_tiles) & (i_tok * n_tiles >= unit_lo)
                         _warps_barrier()
-                        _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles, slot_units, H,
-                                    i_hb * _BLOCK, stride_ob, stride_os, stride_oh, HAS_SINK, HALF)  # fmt: skip
+                        i_first, i_last = _token_slots(i_tok, n_tiles, slot_units)
+                        p_c = p_cnt + (i_tok * NUM_HB + i_hb) * 2 + HALF
+                        if cut:
+                            merge_now = _completes_half(p_c, i_last - i_first, HALF) != 0
+                        if merge_now:
+                            _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles, slot_units,
+                                        H, i_hb * _BLOCK, stride_ob, stride_os, stride_oh, HAS_SINK, HALF)  # fmt: skip
+                            if cut:
+                                gl.store(p_c, 0)
+                    else:
+                        if (t_hi == n_tiles) & (i_tok * n_tiles >= unit_lo):
+                            # the last of a token's pieces, all of which ran here: merged now, as the combine kernel
+                            # would (the tokens cut between programs are left to it)
+                            _warps_barrier()
+                            _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles, slot_units,
+                                        H, i_hb * _BLOCK, stride_ob, stride_os, stride_oh, HAS_SINK, HALF)  # fmt: skip
                 else:
                     if HALF == 0:
                         gl.store(p_lse_ws + i_slot * H + o_h, b_lse2)
@@ -609,10 +663,10 @@ if HAVE_GLUON:
                                      p_idx_x, p_len_x, num_slots, num_slots_x, stride_kv_blk, stride_kvx_blk, S_Q, H,
                                      topk, topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units,
                                      slot_units, stride_qb, stride_qs, stride_ob, stride_os, stride_oh, stride_ib,
-                                     stride_is, stride_ixb, stride_ixs, qk_scale, PAGE: gl.constexpr,
+                                     stride_is, stride_ixb, stride_ixs, qk_scale, p_cnt, PAGE: gl.constexpr,
                                      PAGE_X: gl.constexpr, HAS_LEN: gl.constexpr, HAS_EXTRA: gl.constexpr,
                                      HAS_LEN_X: gl.constexpr, HAS_SINK: gl.constexpr,
-                                     NUM_HB: gl.constexpr, PIECES: gl.constexpr):  # fmt: skip
+                                     NUM_HB: gl.constexpr, PIECES: gl.constexpr, MERGE: gl.constexpr):  # fmt: skip
         box: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
         q_smem = gl.allocate_shared_memory(gl.float16, [_CHUNKS, _BLOCK, _BLOCK], box)
         kv_smem = gl.allocate_shared_memory(gl.float16, [_STAGES * _CHUNKS, _BLOCK, _BLOCK], box)
@@ -636,17 +690,17 @@ if HAVE_GLUON:
         gl.warp_specialize(
             [
                 (_math_partition, (q_smem, kv_smem, m_smem, p_smem, x_smem, kv_ready, kv_empty, x_bar, p_bar, p_q,
-                                   p_out, p_lse, p_o_ws, p_lse_ws, p_sink, p_idx, p_len, p_idx_x, p_len_x, S_Q, H, topk,
-                                   topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units, slot_units,
-                                   stride_qb, stride_qs, stride_ob, stride_os, stride_oh, stride_ib, stride_is,
-                                   stride_ixb, stride_ixs, qk_scale, HAS_LEN, HAS_EXTRA, HAS_LEN_X, HAS_SINK, NUM_HB,
-                                   PIECES, 0)),
+                                   p_out, p_lse, p_o_ws, p_lse_ws, p_sink, p_cnt, p_idx, p_len, p_idx_x, p_len_x, S_Q,
+                                   H, topk, topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units,
+                                   slot_units, stride_qb, stride_qs, stride_ob, stride_os, stride_oh, stride_ib,
+                                   stride_is, stride_ixb, stride_ixs, qk_scale, HAS_LEN, HAS_EXTRA, HAS_LEN_X,
+                                   HAS_SINK, NUM_HB, PIECES, MERGE, 0)),
                 (_math_partition, (q_smem, kv_smem, m_smem, p_smem, x_smem, kv_ready, kv_empty, x_bar, p_bar, p_q,
-                                   p_out, p_lse, p_o_ws, p_lse_ws, p_sink, p_idx, p_len, p_idx_x, p_len_x, S_Q, H, topk,
-                                   topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units, slot_units,
-                                   stride_qb, stride_qs, stride_ob, stride_os, stride_oh, stride_ib, stride_is,
-                                   stride_ixb, stride_ixs, qk_scale, HAS_LEN, HAS_EXTRA, HAS_LEN_X, HAS_SINK, NUM_HB,
-                                   PIECES, 1)),
+                                   p_out, p_lse, p_o_ws, p_lse_ws, p_sink, p_cnt, p_idx, p_len, p_idx_x, p_len_x, S_Q,
+                                   H, topk, topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units,
+                                   slot_units, stride_qb, stride_qs, stride_ob, stride_os, stride_oh, stride_ib,
+                                   stride_is, stride_ixb, stride_ixs, qk_scale, HAS_LEN, HAS_EXTRA, HAS_LEN_X,
+                                   HAS_SINK, NUM_HB, PIECES, MERGE, 1)),
                 (_gather_partition, (kv_smem, m_smem, kv_ready, kv_empty, p_q, stride_qb, stride_qs, p_kv, p_idx,
                                      p_len,
                                      p_kv_x, p_idx_x, p_len_x, num_slots, num_slots_x, stride_kv_blk, stride_kvx_blk,
@@ -678,9 +732,12 @@ def sparse_decode_split_ws(
     units_per_part: int,
     num_parts: int,
     pieces_tiles: int | None = None,
+    counts: torch.Tensor | None = None,
 ) -> Any:
     """Launch the warp-specialized split kernel (arguments as :func:`wavemla.kernels.sparse_decode.sparse_decode_split`
-    with 64x64 tiles, which calls this where :func:`supported`); cut tokens' partials are left in the workspace for
+    with 64x64 tiles, which calls this where :func:`supported`). Tokens cut between programs are merged in the
+    kernel where ``counts`` is given (int32, zero, two counters per token and head block: ``b·s_q·(h/64)·2``, left
+    zero again; the plan's :attr:`wavemla.plan.Plan.ws_merge`), else their partials are left in the workspace for
     :func:`wavemla.kernels.combine.sparse_decode_combine`. Returns Triton's compiled-kernel handle."""
     from wavemla.kernels.sparse_decode import LOG2E
 
@@ -693,6 +750,9 @@ def sparse_decode_split_ws(
     kv_x = extra_kv if extra_kv is not None else kv
     idx_x = extra_indices if extra_indices is not None else indices
     num_hb = h // BLOCK
+    if counts is not None and (counts.dtype != torch.int32 or counts.numel() < b * s_q * num_hb * 2):
+        raise ValueError(f"counts: expected int32 with at least {b * s_q * num_hb * 2} elements, got {counts.dtype} "
+                         f"with {counts.numel()}")  # fmt: skip
     return _sparse_mla_decode_ws_kernel[(num_parts * num_hb,)](
         q,
         out,
@@ -730,6 +790,7 @@ def sparse_decode_split_ws(
         idx_x.stride(0),
         idx_x.stride(1),
         softmax_scale * LOG2E,
+        counts if counts is not None else indices,  # last: the default build's parameters keep their offsets
         PAGE=kv.shape[1],
         PAGE_X=kv_x.shape[1],
         HAS_LEN=topk_length is not None,
@@ -738,21 +799,22 @@ def sparse_decode_split_ws(
         HAS_SINK=attn_sink is not None,
         NUM_HB=num_hb,
         PIECES=pieces_tiles is not None and pieces_tiles < n_tiles,
+        MERGE=counts is not None,
         num_warps=4,
         maxnreg=MAX_REGS,
     )
 
 
 def compile_sm90(*, page: int = 64, page_x: int = 64, has_extra: bool = True, has_len: bool = True,
-                 has_sink: bool = True, num_hb: int = 1, pieces: bool = False) -> Any:  # fmt: skip
+                 has_sink: bool = True, num_hb: int = 1, pieces: bool = False, merge: bool = False) -> Any:  # fmt: skip
     """Compile the kernel for sm_90 without a GPU (bf16 q, as the launcher specialises it; strides multiples of 16,
     as they are in practice); returns Triton's compiled kernel (``asm``, ``metadata``: shared memory, registers)."""
     from wavemla.kernels.dense_decode_ws import build_sm90
 
     types = {"p_q": "*bf16", "p_out": "*bf16", "p_lse": "*fp32", "p_o_ws": "*fp16", "p_lse_ws": "*fp32",
              "p_sink": "*fp32", "p_kv": "*u8", "p_idx": "*i32", "p_len": "*i32", "p_kv_x": "*u8", "p_idx_x": "*i32",
-             "p_len_x": "*i32", "qk_scale": "fp32"}  # fmt: skip
+             "p_len_x": "*i32", "qk_scale": "fp32", "p_cnt": "*i32"}  # fmt: skip
     constexprs = {"PAGE": page, "PAGE_X": page_x, "HAS_LEN": has_len, "HAS_EXTRA": has_extra, "HAS_LEN_X": has_len,
-                  "HAS_SINK": has_sink, "NUM_HB": num_hb, "PIECES": pieces}  # fmt: skip
+                  "HAS_SINK": has_sink, "NUM_HB": num_hb, "PIECES": pieces, "MERGE": merge}  # fmt: skip
     return build_sm90(_sparse_mla_decode_ws_kernel, types=types, constexprs=constexprs, divisible=("stride_",),
                       max_regs=MAX_REGS)  # fmt: skip

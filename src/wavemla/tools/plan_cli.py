@@ -129,6 +129,7 @@ def plan_rows(
                 "tiles_per_token": p.n_tiles,
                 "units_per_part": p.units_per_part,
                 "combine": p.needs_combine,
+                "ws_merge": p.ws_merge,
                 "waves": p.waves,
                 "tail_efficiency": p.tail_efficiency,
                 "tile_us": p.tile_us,
