@@ -22,6 +22,7 @@ from wavemla.plan import (
     _SM90_TABLE,
     _SM90_WS,
     _SM90_WS_BUSY,
+    _SM90_WS_MERGE_SAVE_US,
     _SPILL_STACK_MAX,
     KernelConfig,
     Plan,
@@ -285,7 +286,8 @@ def test_h200_costs_come_from_its_measurements() -> None:
 # (``*-merge-model.json``), with a cut token's pieces counted exactly (``*-exact-pieces.json``), with the re-chosen
 # 64x64 and 64x32 tile costs (``*-refit8.json``), with the warp-specialized kernel's costs re-fitted to its curves
 # (``*-ws-refit.json``) and chosen by the picks they make (``*-ws-refit2.json``).
-_PLANNER_RUNS = ("-merge-model", "-exact-pieces", "-refit8", "-ws-refit", "-ws-refit2", "-ws-combine", "-ws-small-b")
+_PLANNER_RUNS = ("-merge-model", "-exact-pieces", "-refit8", "-ws-refit", "-ws-refit2", "-ws-combine", "-ws-small-b",
+                 "-ws-merge")  # fmt: skip
 
 
 def _planner_run(name: str) -> int:
@@ -521,6 +523,40 @@ def test_reasons_say_how_tokens_are_cut_and_merged() -> None:
             "2 pieces a token, merged in their program where it ran all of a token's, by the combine kernel where "
             "they were cut between programs"
         )
+
+
+def test_ws_merges_cut_tokens_where_it_measured_no_slower() -> None:
+    """The warp-specialized kernel merges the tokens cut between its programs itself (no combine launch) in default
+    plans whose programs hold a token's tiles or more and cut tokens into two pieces (CSA b=148 in 12-tile programs),
+    priced as the combine less _SM90_WS_MERGE_SAVE_US; shorter programs (b=64, 5 tiles), tokens of more pieces
+    (b=8) and batch-invariant plans keep the combine, unless WAVEMLA_SPARSE_WS_MERGE says otherwise; the Triton
+    kernel's plans never set it."""
+    from wavemla.kernels import sparse_decode_ws
+
+    if not sparse_decode_ws.HAVE_GLUON:
+        pytest.skip("Triton without Gluon: no warp-specialized kernel to merge in")
+    p = plan(dsv4(148), H200)
+    assert p.ws_merge and p.needs_combine and p.units_per_part >= p.n_tiles
+    assert p.reasons[-1].endswith("into 2 pieces, merged by the program whose piece completes the token")
+    with config.override(WAVEMLA_SPARSE_WS_MERGE="off"):
+        off = plan(dsv4(148), H200)
+    assert not off.ws_merge and off.units_per_part == p.units_per_part
+    assert off.combine_us - p.combine_us == pytest.approx(_SM90_WS_MERGE_SAVE_US)
+    assert off.predicted_us - p.predicted_us == pytest.approx(_SM90_WS_MERGE_SAVE_US)
+    short, many = plan(dsv4(64), H200), plan(dsv4(8), H200)
+    assert short.needs_combine and short.units_per_part < short.n_tiles and not short.ws_merge
+    assert many.needs_combine and not many.ws_merge
+    mixed = dataclasses.replace(dsv4(133, 64, "hca"), batch_invariant=True)
+    assert plan(mixed, H200).needs_combine and not plan(mixed, H200).ws_merge
+    with config.override(WAVEMLA_SPARSE_WS_MERGE="on"):
+        assert plan(dsv4(8), H200).ws_merge and plan(dsv4(64), H200).ws_merge and plan(mixed, H200).ws_merge
+        said = plan(mixed, H200).reasons[-1]
+        assert said.endswith("by the program whose piece completes the token where they were cut between programs")
+        assert not plan(dsv4(128), H200).ws_merge  # no token cut
+    with config.override(WAVEMLA_SPARSE_WS="off"):
+        assert not plan(dsv4(148), H200).ws_merge
+    with pytest.raises(KnobError, match="WAVEMLA_SPARSE_WS_MERGE"), config.override(WAVEMLA_SPARSE_WS_MERGE="yes"):
+        plan(dsv4(148), H200)
 
 
 def test_host_cost() -> None:

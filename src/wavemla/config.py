@@ -185,8 +185,9 @@ KNOBS: dict[str, Knob] = {
             "str",
             "auto",
             "Where the sparse decode's warp-specialized kernel merges query tokens cut between its programs. 'auto': "
-            "in the kernel (the piece that completes a token's count merges it) for tokens of at most 4 pieces, "
-            "by the combine kernel for more; 'on': in the kernel for every cut token; 'off': by the combine kernel.",
+            "in the kernel (the piece that completes a token's count merges it) for default plans whose programs hold "
+            "at least a token's tiles and cut tokens into 2 pieces, elsewhere (and in batch-invariant plans) by the "
+            "combine kernel; 'on': in the kernel for every cut token; 'off': by the combine kernel.",
             choices=("auto", "on", "off"),
         ),
         Knob(

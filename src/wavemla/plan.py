@@ -355,15 +355,18 @@ _SM90_WS_WAVE_US = 3.0
 # (test_sparse_decode_ws.py's s2- and h128-batch-invariant-mixed cases were added for it).
 _SM90_WS_PIECE_US = 3.5
 _SM90_WS_HELD_US = 4.9
-# Tokens cut between programs of that kernel merged in it (Plan.ws_merge): each warpgroup counts its piece once its
-# partial is stored, and the one whose count completes merges the token's columns (the loop merge above), so no
-# combine kernel runs. The busiest program pays one merge: _SM90_WS_MERGE_US for a token of two pieces,
-# _SM90_WS_MERGE_PIECE_US for each further piece. Offered for tokens of at most _SM90_WS_MERGE_MAX_PIECES pieces:
-# the merge reads one piece's box after another in one warpgroup, where the combine spreads a token of many pieces
-# over programs of every head and column block.
-_SM90_WS_MERGE_US = 3.0
-_SM90_WS_MERGE_PIECE_US = 1.5
-_SM90_WS_MERGE_MAX_PIECES = 4
+# Tokens cut between programs of that kernel merged in it (Plan.ws_merge): each math warpgroup counts its piece once
+# its partial is stored, and the one whose count completes merges the token's columns (the loop merge above), so no
+# combine kernel runs. Timed against the combine on the same partitions (partition_sweep.py :merge=on/off, three runs:
+# 2026-12-02-h200-ws-merge-{4231bab,a7453e3,759eca2}.json), the merge sits at the end of a program, where the combine
+# it replaces cost 12-13 µs (2026-12-02-h200-combine-share.json), and took most of that back: CSA b=133 and 148 in
+# programs of 11-12 tiles 0-3 µs faster, HCA b=133 and 148 (19-21 tiles) 2-4 µs; programs shorter than a token (CSA
+# b=64 in 5 tiles, HCA b=64 in 9, two pieces a token) 0.5-2.5 µs slower, and tokens of 3 pieces or more 3-7 µs slower
+# (b = 8..32). Batch-invariant plans were no faster with it (bi_cost.py, the same runs). So the planner uses it for
+# default plans whose tokens are cut into at most _SM90_WS_MERGE_MAX_PIECES pieces by programs of at least a token's
+# tiles, priced as the combine less _SM90_WS_MERGE_SAVE_US (WAVEMLA_SPARSE_WS_MERGE=on: every cut token, priced so).
+_SM90_WS_MERGE_MAX_PIECES = 2
+_SM90_WS_MERGE_SAVE_US = 2.0
 # Beside that kernel, the Triton kernel's tiles of under 64 heads (16x32, 16x16, 32x32) are offered for at most this
 # many query tokens (b x s_q). Every plan the planner can offer at b = 1..6 and 8 (16x32 in 1-, 2- and 4-tile
 # programs, the warp-specialized 64x64 in 1-, 2- and 3-tile programs; CSA and HCA at h=64, s_q=2 and h=128) was
@@ -713,8 +716,7 @@ class _Coster:
         """The warp-specialized kernel's cost (see _SM90_WS): a program's tiles, its fixed cost (first segment: q
         staged, the gather ahead of the math, the epilogue) and each further token segment; batch-invariant pieces
         inside a token and the tokens held whole merged in the program (_SM90_WS_PIECE_US, _SM90_WS_HELD_US); tokens
-        cut between programs merged in the kernel (_SM90_WS_MERGE_US, tokens of up to _SM90_WS_MERGE_MAX_PIECES
-        pieces, or all with ``WAVEMLA_SPARSE_WS_MERGE=on``) or by the combine kernel."""
+        cut between programs merged by the combine kernel, or in the kernel (_SM90_WS_MERGE_SAVE_US less)."""
         from wavemla.kernels.combine import wide_merge
 
         n_tiles = self.n_tiles
@@ -734,15 +736,16 @@ class _Coster:
         combine = 0.0
         # the most pieces a token cut between programs has
         most = n_tiles // piece if piece is not None else max_pieces(n_tiles, upp)
-        merge = cut and (self.ws_merge == "on" or (self.ws_merge == "auto" and most <= _SM90_WS_MERGE_MAX_PIECES))
-        if merge:
-            program += _SM90_WS_MERGE_US + (most - 2) * _SM90_WS_MERGE_PIECE_US
-        elif cut:
+        auto = piece is None and most <= _SM90_WS_MERGE_MAX_PIECES and upp >= n_tiles
+        merge = cut and (self.ws_merge == "on" or (self.ws_merge == "auto" and auto))
+        if cut:
             # the cut tokens' fp16 partials read and their bf16 outputs written, at the device's DRAM bandwidth
             row = self.h_q * 512 * 2
             combine = _LAUNCH_US + _SM90_WS_COMBINE_US + (pieces + cut_tokens) * row / self.dram_bytes_per_us
             if wide_merge(n_tiles, slot_units):  # one combine program per token, head and 128 columns
                 combine += self.tokens * _SM90_WS_WIDE_US
+            if merge:
+                combine -= _SM90_WS_MERGE_SAVE_US
         # a later wave's programs start cold, without a gather already running ahead into their rows
         later = (waves - 1) * _SM90_WS_WAVE_US
         return _Split(upp, parts, waves, active, tile, _LAUNCH_US + waves * program + later + combine, combine, merge)

@@ -365,14 +365,6 @@ if HAVE_GLUON:
         )
 
     @gluon.jit
-    def _two_lse(p_l0, i_g, n_pieces, H):
-        """The base-2 lse of pieces ``i_g`` and ``i_g + 1`` (of ``n_pieces``) for this warpgroup's heads, -inf past
-        the last: loaded at once, one trip to L2."""
-        l0 = gl.load(p_l0 + i_g * H, cache_modifier=".cg")
-        l1 = gl.load(p_l0 + (i_g + 1) * H, mask=i_g + 1 < n_pieces, other=float("-inf"), cache_modifier=".cg")
-        return l0, l1
-
-    @gluon.jit
     def _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles, slot_units, H, h0,
                     stride_ob, stride_os, stride_oh, HAS_SINK: gl.constexpr, HALF: gl.constexpr):  # fmt: skip
         """Merge token ``i_tok``'s pieces (workspace slots ``i_tok + i_first .. i_tok + i_last``) into its output
@@ -384,11 +376,9 @@ if HAVE_GLUON:
         The code runs once per merged token, so its size is what it costs: an SM fetches it cold while the tile loops of
         the other warps want the instruction cache too (Nsight Compute on the H200, CSA b=128: with the merge unrolled,
         3,591 SASS instructions for the two warpgroups, warps waited for an instruction in 16.5% of the stall samples,
-        against 5.5% in the default build; docs/sparse-decode.md, "Instruction fetch"). And the merge of a token cut
-        between programs runs at the end of a program, so its latency is what it costs: a load from L2 each step,
-        one piece after another, took about 9 µs for two pieces. So pieces go two at a time (a load past the last
-        piece masked off: a weight of exactly 0 times 0, which adds nothing), in loops of one copy of the code: the
-        lse maxima, their sums, then each 64-column box, two pieces' partials and lse loaded together."""
+        against 5.5% in the default build; docs/sparse-decode.md, "Instruction fetch"). So the lse sums come first, then
+        one loop over (64-column box, piece) with the next partial's load issued before the current one is added: one
+        copy of a box's code."""
         st_layout: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0])
         rows: gl.constexpr = gl.SliceLayout(1, st_layout)
         o_h = h0 + gl.arange(0, _BLOCK, layout=rows)
@@ -397,15 +387,12 @@ if HAVE_GLUON:
         n_pieces = i_last - i_first + 1
         p_l0 = p_lse_ws + (i_tok + i_first).to(gl.int64) * H + o_h
         b_max = gl.full([_BLOCK], float("-inf"), gl.float32, layout=rows)
-        for i_g in range(0, n_pieces, 2):
-            l0, l1 = _two_lse(p_l0, i_g, n_pieces, H)
-            b_max = gl.maximum(gl.maximum(b_max, l0), l1)
+        for i_part in range(0, n_pieces):
+            b_max = gl.maximum(b_max, gl.load(p_l0 + i_part * H, cache_modifier=".cg"))
         b_max = gl.where(b_max == float("-inf"), 0.0, b_max)
         b_sum = gl.zeros([_BLOCK], gl.float32, layout=rows)
-        for i_g in range(0, n_pieces, 2):
-            l0, l1 = _two_lse(p_l0, i_g, n_pieces, H)
-            b_sum += gl.exp2(l0 - b_max)
-            b_sum += gl.exp2(l1 - b_max)
+        for i_part in range(0, n_pieces):
+            b_sum += gl.exp2(gl.load(p_l0 + i_part * H, cache_modifier=".cg") - b_max)
         m_seen = b_sum > 0.0
         b_div = gl.where(m_seen, b_sum, 1.0)
         b_lse2 = gl.where(m_seen, b_max + gl.log2(b_div), float("-inf"))
@@ -419,21 +406,26 @@ if HAVE_GLUON:
         p_o = p_out + i_b.to(gl.int64) * stride_ob + i_s * stride_os + o_h[:, None] * stride_oh + o_c[None, :]
         # partial (box j, piece i) at p_p0 + i·H·512 + j·64
         p_p0 = p_o_ws + ((i_tok + i_first).to(gl.int64) * H + o_h[:, None]) * 512 + o_c[None, :]
-        for j in range(0, 4):
-            b_acc = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=st_layout)
-            for i_g in range(0, n_pieces, 2):
-                p_g = p_p0 + i_g * H * 512 + j * _BLOCK
-                b_p0 = gl.load(p_g, cache_modifier=".cg")
-                b_p1 = gl.load(p_g + H * 512, mask=i_g + 1 < n_pieces, other=0.0, cache_modifier=".cg")
-                l0, l1 = _two_lse(p_l0, i_g, n_pieces, H)
-                b_acc += gl.exp2(l0 - b_max)[:, None] * b_p0.to(gl.float32)
-                b_acc += gl.exp2(l1 - b_max)[:, None] * b_p1.to(gl.float32)
-            # the box complete: normalized (the sum of weights, then the sink factor: finalize_heads' order), rows
-            # no piece saw zeroed
-            b_o = b_acc / b_div[:, None]
-            if HAS_SINK:
-                b_o = b_o * b_factor[:, None]
-            gl.store(p_o + j * _BLOCK, gl.where(m_rows[:, None], b_o, 0.0).to(p_o.dtype.element_ty))
+        b_p = gl.load(p_p0, cache_modifier=".cg")
+        b_acc = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=st_layout)
+        n_steps = 4 * n_pieces
+        for i_step in range(0, n_steps):
+            j = i_step // n_pieces
+            i_part = i_step - j * n_pieces
+            b_pc = b_p
+            i_nx = gl.minimum(i_step + 1, n_steps - 1)
+            j_nx = i_nx // n_pieces
+            b_p = gl.load(p_p0 + (i_nx - j_nx * n_pieces) * H * 512 + j_nx * _BLOCK, cache_modifier=".cg")
+            b_w = gl.exp2(gl.load(p_l0 + i_part * H, cache_modifier=".cg") - b_max)
+            b_acc += b_w[:, None] * b_pc.to(gl.float32)
+            if i_part == n_pieces - 1:
+                # the box complete: normalized (the sum of weights, then the sink factor: finalize_heads' order),
+                # rows no piece saw zeroed
+                b_o = b_acc / b_div[:, None]
+                if HAS_SINK:
+                    b_o = b_o * b_factor[:, None]
+                gl.store(p_o + j * _BLOCK, gl.where(m_rows[:, None], b_o, 0.0).to(p_o.dtype.element_ty))
+                b_acc = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=st_layout)
 
     @gluon.jit
     def _gather_partition(kv_smem, m_smem, kv_ready, kv_empty, p_q, stride_qb, stride_qs, p_kv, p_idx, p_len, p_kv_x,
