@@ -30,8 +30,14 @@ staged q), the gather one per token (no prologue between pieces), and a program 
 merges them itself (:func:`_merge_half`, the combine's arithmetic in the same order, so the bits do not depend on
 which kernel merged); the combine takes the tokens cut between programs. Without ``PIECES`` none of that is
 compiled in: a default launch runs the same code as if the pieces' handling did not exist (moving code around it
-moved the default plans' times by up to 9% on the H200, so it is kept out of their build). Outputs and partials
-are those of the Triton kernel up to the rounding of P (each rounds P to fp16 at its own point).
+moved the default plans' times by up to 9% on the H200, so it is kept out of their build).
+
+Launched with ``MERGE`` (the plan's :attr:`wavemla.plan.Plan.ws_merge`), the kernel merges the tokens cut between
+programs itself and no combine kernel runs: each math warpgroup counts its piece of such a token on a counter of its
+own (:func:`_completes_half`) once the piece's partial and lse are stored, and the warpgroup whose count completes
+the token merges its 256 columns with :func:`_merge_half` and puts the counter back to zero. Which program merges
+varies from run to run; the bits do not (the same merge in slot order). Outputs and partials are those of the
+Triton kernel up to the rounding of P (each rounds P to fp16 at its own point).
 
 Scope: FP8 MODEL1 caches (main and extra), ``h`` a multiple of 64, bf16 or fp16 q, 64x64 tiles; :func:`applies`
 says whether a launch qualifies. Everything else runs the Triton kernel.
@@ -652,7 +658,7 @@ if HAVE_GLUON:
                     else:
                         if (t_hi == n_tiles) & (i_tok * n_tiles >= unit_lo):
                             # the last of a token's pieces, all of which ran here: merged now, as the combine kernel
-                            # would (the tokens cut between programs are left to it)
+                            # would (the tokens cut between programs are left to it, or to MERGE's count)
                             _warps_barrier()
                             _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles, slot_units,
                                         H, i_hb * _BLOCK, stride_ob, stride_os, stride_oh, HAS_SINK, HALF)  # fmt: skip
