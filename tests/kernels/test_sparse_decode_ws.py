@@ -242,3 +242,19 @@ def test_gpu_merge_in_kernel_has_the_combine_bits(shape, knobs):
             assert torch.equal(captured[0], first[0]) and torch.equal(captured[1], first[1])
             got[merge] = first
     assert torch.equal(got["on"][0], got["off"][0]) and torch.equal(got["on"][1], got["off"][1])
+
+
+@pytest.mark.skipif(not ws.HAVE_GLUON, reason="needs Gluon (Triton 3.6 or newer with its Hopper API)")
+def test_launcher_rejects_counts_it_cannot_use():
+    """The in-kernel merge's counters: int32, two for each token and head block; anything else is refused by name
+    before a launch."""
+    q = torch.zeros(3, 1, 128, 512, dtype=torch.bfloat16)
+    kv = torch.zeros(4, 64, 1, 584, dtype=torch.uint8)
+    args = dict(q=q, out=torch.empty_like(q), lse=torch.empty(3, 1, 128), o_ws=None, lse_ws=None, kv=kv,
+                indices=torch.zeros(3, 1, 64, dtype=torch.int32), topk_length=None, extra_kv=None,
+                extra_indices=None, extra_topk_length=None, attn_sink=None, softmax_scale=0.04, units_per_part=1,
+                num_parts=3)  # fmt: skip
+    with pytest.raises(ValueError, match=r"counts: expected int32 with at least 12 elements"):
+        ws.sparse_decode_split_ws(**args, counts=torch.zeros(11, dtype=torch.int32))
+    with pytest.raises(ValueError, match="counts: expected int32"):
+        ws.sparse_decode_split_ws(**args, counts=torch.zeros(12, dtype=torch.int64))
