@@ -285,7 +285,9 @@ def test_h200_costs_come_from_its_measurements() -> None:
 # Runs of one day by the planner they measured, in order: before the measured merge terms, with them
 # (``*-merge-model.json``), with a cut token's pieces counted exactly (``*-exact-pieces.json``), with the re-chosen
 # 64x64 and 64x32 tile costs (``*-refit8.json``), with the warp-specialized kernel's costs re-fitted to its curves
-# (``*-ws-refit.json``) and chosen by the picks they make (``*-ws-refit2.json``).
+# (``*-ws-refit.json``) and chosen by the picks they make (``*-ws-refit2.json``), with the combine priced by what it
+# moves (``*-ws-combine.json``), the small batches' plans (``*-ws-small-b.json``) and cut tokens merged in that kernel
+# (``*-ws-merge.json``).
 _PLANNER_RUNS = ("-merge-model", "-exact-pieces", "-refit8", "-ws-refit", "-ws-refit2", "-ws-combine", "-ws-small-b",
                  "-ws-merge")  # fmt: skip
 

@@ -350,19 +350,21 @@ _SM90_WS_WAVE_US = 3.0
 # (gpu_ws_merge_loop.sh, 2026-12-02-h200-ws-merge-loop.json): one boundary, two pieces at 1.8. The price stays 4.9: at
 # 1.8 no h=64 s_q=1 partition moves, but CSA at h=128 and s_q=2 and HCA at h=192 go from whole tokens to two pieces.
 # Measured for CSA h=128 (gpu_bi_h128.sh, 2026-12-02-h200-bi-h128.json), that takes the worst batch-invariant/default
-# ratio over b = 32..128 from 1.28 to 1.17 but b = 64..128 from 0.98-1.07 to 1.15-1.17, and the in-program merge with
-# two head blocks or two query tokens (which HCA at h=128 and s_q=2 already runs) is not yet in a GPU test run
-# (test_sparse_decode_ws.py's s2- and h128-batch-invariant-mixed cases were added for it).
+# ratio over b = 32..128 from 1.28 to 1.17 but b = 64..128 from 0.98-1.07 to 1.15-1.17. (The in-program merge with
+# two head blocks or two query tokens, which HCA at h=128 and s_q=2 run, passes its GPU tests:
+# test_sparse_decode_ws.py's s2- and h128-batch-invariant-mixed cases, 2026-12-02-h200-ws-merge-a7453e3.log.)
 _SM90_WS_PIECE_US = 3.5
 _SM90_WS_HELD_US = 4.9
 # Tokens cut between programs of that kernel merged in it (Plan.ws_merge): each math warpgroup counts its piece once
 # its partial is stored, and the one whose count completes merges the token's columns (the loop merge above), so no
-# combine kernel runs. Timed against the combine on the same partitions (partition_sweep.py :merge=on/off, three runs:
-# 2026-12-02-h200-ws-merge-{4231bab,a7453e3,759eca2}.json), the merge sits at the end of a program, where the combine
-# it replaces cost 12-13 µs (2026-12-02-h200-combine-share.json), and took most of that back: CSA b=133 and 148 in
-# programs of 11-12 tiles 0-3 µs faster, HCA b=133 and 148 (19-21 tiles) 2-4 µs; programs shorter than a token (CSA
-# b=64 in 5 tiles, HCA b=64 in 9, two pieces a token) 0.5-2.5 µs slower, and tokens of 3 pieces or more 3-7 µs slower
-# (b = 8..32). Batch-invariant plans were no faster with it (bi_cost.py, the same runs). So the planner uses it for
+# combine kernel runs. Timed against the combine on the same partitions (partition_sweep.py :merge=on/off, this
+# kernel's build: 2026-12-02-h200-ws-merge-a7453e3.json), the merge sits at the end of a program, where the combine
+# it replaces cost 12-13 µs (2026-12-02-h200-combine-share.json), and took part of that back in programs of a token's
+# tiles or more cutting tokens in two: CSA b=133, 148 (11-12 tiles), 200 (16) 2.9, 0.2, 3.5 µs faster, HCA b=133, 148
+# (19-21 tiles) 3.7 and 3.5. Shorter programs, two pieces a token: CSA b=64 (5, 6 tiles) 0.6 and 0.5 µs slower, b=32
+# (5) 1.3, HCA b=64 (9) 1.7. Tokens of 3 pieces or more: 2.4-8.1 µs slower (CSA b=8..32, HCA b=16), except CSA b=16 in
+# 1-tile programs (two waves) 3.3 faster. Batch-invariant plans were no faster with it (bi_cost.py, the same run:
+# 2026-12-02-h200-bi-cost-ws-merge-a7453e3.json). So the planner uses it for
 # default plans whose tokens are cut into at most _SM90_WS_MERGE_MAX_PIECES pieces by programs of at least a token's
 # tiles, priced as the combine less _SM90_WS_MERGE_SAVE_US (WAVEMLA_SPARSE_WS_MERGE=on: every cut token, priced so).
 _SM90_WS_MERGE_MAX_PIECES = 2
@@ -733,17 +735,20 @@ class _Coster:
         else:
             cut, slot_units = parts > 1 and upp % n_tiles != 0, upp
             pieces = cut_tokens + parts - 1
-        combine = 0.0
-        # the most pieces a token cut between programs has
-        most = n_tiles // piece if piece is not None else max_pieces(n_tiles, upp)
-        auto = piece is None and most <= _SM90_WS_MERGE_MAX_PIECES and upp >= n_tiles
-        merge = cut and (self.ws_merge == "on" or (self.ws_merge == "auto" and auto))
+        combine, merge = 0.0, False
         if cut:
             # the cut tokens' fp16 partials read and their bf16 outputs written, at the device's DRAM bandwidth
             row = self.h_q * 512 * 2
             combine = _LAUNCH_US + _SM90_WS_COMBINE_US + (pieces + cut_tokens) * row / self.dram_bytes_per_us
             if wide_merge(n_tiles, slot_units):  # one combine program per token, head and 128 columns
                 combine += self.tokens * _SM90_WS_WIDE_US
+            # merged in the kernel: default plans of programs of a token's tiles or more cutting tokens in two
+            merge = self.ws_merge == "on" or (
+                self.ws_merge == "auto"
+                and piece is None
+                and upp >= n_tiles
+                and max_pieces(n_tiles, upp) <= _SM90_WS_MERGE_MAX_PIECES
+            )
             if merge:
                 combine -= _SM90_WS_MERGE_SAVE_US
         # a later wave's programs start cold, without a gather already running ahead into their rows

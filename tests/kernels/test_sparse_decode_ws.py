@@ -135,7 +135,7 @@ GPU_CASES = [
     pytest.param(dict(batch=3, h_q=64, **CSA), {"WAVEMLA_TARGET_CTAS": 30, **MERGE_ON}, id="merge-one-tile-programs"),
     pytest.param(dict(batch=37, s_q=2, h_q=128, **CSA), {"WAVEMLA_NUM_SPLITS": 2, **MERGE_ON}, id="merge-s2-h128"),
     pytest.param(
-        dict(batch=140, h_q=64, topk=128, page=256, extra_topk=1024, extra_page=2),
+        dict(batch=140, h_q=64, **HCA),
         {"WAVEMLA_BATCH_INVARIANT": True, **MERGE_ON},
         id="merge-hca-batch-invariant-mixed",
     ),
