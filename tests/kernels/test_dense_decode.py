@@ -471,3 +471,51 @@ def test_gpu_warp_specialized_kernel_is_deterministic_and_graph_safe():
         assert torch.equal(captured[0], first[0]) and torch.equal(captured[1], first[1])
         again = dense_mla_decode(**inputs, metadata=meta)
         assert torch.equal(again[0], first[0]) and torch.equal(again[1], first[1])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("shape", "causal", "knobs"),
+    [
+        pytest.param(dict(lengths=[2100, 3000, 1500, 2900] * 6, h_q=64, page=64), False, {}, id="b24-h64"),
+        pytest.param(dict(lengths=[9000, 40, 70, 3, 0, 900], h_q=64, page=64), False, {}, id="skewed"),
+        pytest.param(dict(lengths=[1800, 1200, 2500] * 3, s_q=2, h_q=64, page=64), True, {}, id="s2-h64-causal"),
+        pytest.param(dict(lengths=[3000, 1700, 2600] * 4, h_q=128, page=128), False, {}, id="h128-p128"),
+        pytest.param(dict(lengths=[5000, 4000], h_q=64, page=64), False, {"WAVEMLA_TARGET_CTAS": 9}, id="b2-9parts"),
+    ],
+)
+def test_gpu_warp_specialized_merge_in_kernel(shape, causal, knobs):
+    """Requests cut between parts merged by the warp-specialized kernel (the piece completing a request's count, for
+    requests of up to DENSE_WS_MERGE_MAX_PIECES pieces; the combine kernel takes the others): the reference's answer,
+    the combine's bits, and the counters back at zero after every call, also under CUDA-graph replay."""
+    from wavemla.kernels import dense_decode_ws
+    from wavemla.plan import DENSE_WS_MERGE_MAX_PIECES
+
+    if device_arch(DEVICE) != 90 or not dense_decode_ws.HAVE_GLUON:
+        pytest.skip("the warp-specialized kernel runs on sm_90 with Gluon")
+    inputs = make_dense_decode_inputs(**shape, dtype=torch.bfloat16, device="cuda", seed=24)
+    got = {}
+    pieces = None
+    for merge in ("on", "off"):
+        with config.override(**KEYS_MAJOR, **knobs, WAVEMLA_DENSE_WS_MERGE=merge):
+            meta, _ = get_mla_metadata()
+            first = check(inputs, causal=causal, metadata=meta)
+            assert "_dense_mla_decode_ws_kernel" in meta.split_kernel.name
+            assert meta.dense_plan.ws_merge == (merge == "on") and meta.dense_plan.num_parts > 1
+            if merge == "on":
+                assert meta.counts is not None and not torch.any(meta.counts)
+                graph = torch.cuda.CUDAGraph()
+                stream = torch.cuda.Stream()
+                with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+                    captured = dense_mla_decode(**inputs, causal=causal, metadata=meta)
+                for _ in range(3):
+                    graph.replay()
+                torch.cuda.synchronize()
+                assert not torch.any(meta.counts)
+                assert torch.equal(captured[0], first[0]) and torch.equal(captured[1], first[1])
+                pieces = (meta.req[:, 1] - meta.req[:, 0] + 1).tolist()
+            got[merge] = first
+    assert max(pieces) > 1  # some request is cut
+    if shape.get("lengths") == [9000, 40, 70, 3, 0, 900]:
+        assert max(pieces) > DENSE_WS_MERGE_MAX_PIECES  # the long request is left to the combine
+    assert torch.equal(got["on"][0], got["off"][0]) and torch.equal(got["on"][1], got["off"][1])

@@ -345,6 +345,10 @@ class DenseRecord:
     gbps: float
     pct_copy: float
     predicted_us: float
+    # the call with the schedule of an earlier call reused (reuse_schedule=True): what a model's later layers pay in
+    # one decode step, FlashMLA's metadata contract; pct_copy_reused is its share of the copy ceiling
+    reused_us: float = 0.0
+    pct_copy_reused: float = 0.0
 
 
 def dense_lengths(batch: int, s_k: int, kind: str) -> list[int]:
@@ -435,6 +439,14 @@ def bench_dense(
                     reps=reps,
                     graph=True,
                 )
+                # the same metadata has scheduled these lengths: the later layers' call
+                reused = timings_us(
+                    lambda inputs=inputs, meta=meta, s_q=s_q: dense_mla_decode(
+                        **inputs, causal=s_q > 1, metadata=meta, reuse_schedule=True
+                    ),
+                    reps=reps,
+                    graph=True,
+                )[1]
             pl = meta.dense_plan
             assert pl is not None and meta.o_ws is not None and meta.lse_ws is not None
             assert meta.sched is not None and meta.req is not None
@@ -482,6 +494,8 @@ def bench_dense(
                 gbps=nbytes / med / 1e3,
                 pct_copy=100.0 * nbytes / med / 1e3 / ceilings.copy_gbps,
                 predicted_us=pl.predicted_us,
+                reused_us=reused,
+                pct_copy_reused=100.0 * nbytes / reused / 1e3 / ceilings.copy_gbps,
             )
             records.append(rec)
             log(format_dense_record(rec))
@@ -492,7 +506,8 @@ def format_dense_record(r: DenseRecord) -> str:
     return (
         f"dense {r.kv_format:4s} h{r.h_q:<4d}s{r.s_q} b{r.batch:<4d} sk{r.s_k:<6d} {r.lengths:7s} {r.config:10s} "
         f"parts={r.parts:<4d} {r.median_us:9.1f}us (sched {r.schedule_us:5.1f} split {r.split_us:8.1f} "
-        f"comb {r.combine_us:6.1f}) {r.gbps:7.1f}GB/s {r.pct_copy:5.1f}%copy {r.tflops:6.1f}TF"
+        f"comb {r.combine_us:6.1f}) {r.gbps:7.1f}GB/s {r.pct_copy:5.1f}%copy {r.tflops:6.1f}TF "
+        f"| schedule reused {r.reused_us:9.1f}us {r.pct_copy_reused:5.1f}%copy"
     )
 
 
