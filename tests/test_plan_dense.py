@@ -238,23 +238,6 @@ def test_warp_specialized_kernel_is_priced_where_it_runs() -> None:
         assert p.predicted_us < off.predicted_us
 
 
-def test_warp_specialized_kernel_merges_cut_requests_where_it_runs() -> None:
-    """Plans of the warp-specialized kernel whose parts cut requests merge them in the kernel (``ws_merge``, with
-    counters in the metadata) unless WAVEMLA_DENSE_WS_MERGE is off; the Triton kernel's plans never do."""
-    from wavemla.kernels import dense_decode_ws
-
-    wl = DenseWorkload(batch=32, s_q=1, h_q=64, max_seqlen=4096)
-    p = plan_dense(wl, H200)
-    assert p.num_parts > 1 and p.ws_merge == dense_decode_ws.HAVE_GLUON
-    assert any("merged by the program" in r for r in p.reasons) == p.ws_merge
-    with config.override(WAVEMLA_DENSE_WS_MERGE="off"):  # part of the plan's key
-        assert not plan_dense(wl, H200).ws_merge
-    with config.override(WAVEMLA_DENSE_WS="off"):
-        assert not plan_dense(wl, H200).ws_merge
-    assert not plan_dense(wl, PRO).ws_merge
-    assert not plan_dense(DenseWorkload(batch=32, s_q=1, h_q=16, max_seqlen=4096), H200).ws_merge
-
-
 def test_dense_workload_page_is_checked() -> None:
     with pytest.raises(ValueError, match="page"):
         DenseWorkload(batch=1, s_q=1, h_q=16, page=0)

@@ -139,7 +139,7 @@ def main() -> int:
             kern = {"serial": _combine_serial, "grouped": _combine_grouped3d, "unrolled": _dense_mla_combine_kernel}[
                 name
             ]
-            extra = {} if name == "serial" else {"GROUP": g, "MIN_PIECES": 2} if name == "unrolled" else {"GROUP": g}
+            extra = {} if name == "serial" else {"GROUP": g}
             grid = (b, triton.cdiv(m, 16), D // bd)
 
             args = (out, lse, o_ws, lse_ws, req, h, m, out.stride(0), out.stride(1), out.stride(2))

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# GPU: the dense warp-specialized kernel merging cut requests itself (WAVEMLA_DENSE_WS_MERGE): its GPU tests and the
-# dense ones around it, `wavemla bench --dense` as planned (merge on) and with the knob off, two rounds alternated
-# (bf16, h = 64 and 128, b = 8..128, s_k 4K and 16K, uniform and skewed lengths; each record also times the call
-# with the schedule reused), `wavemla stress --mode dense`, and compute-sanitizer memcheck and racecheck over a
-# merging test case.
+# GPU: the dense warp-specialized kernel merging cut requests itself (WAVEMLA_DENSE_WS_MERGE, in the kernel of commit
+# c01760f only: measured slower than the combine kernel at every shape and reverted; docs/dense-decode.md, "Tried and
+# not kept"): its GPU tests and the dense ones around it, `wavemla bench --dense` as planned (merge on) and with the
+# knob off, two rounds alternated (bf16, h = 64 and 128, b = 8..128, s_k 4K and 16K, uniform and skewed lengths;
+# each record also times the call with the schedule reused), `wavemla stress --mode dense`, and compute-sanitizer
+# memcheck and racecheck over a merging test case.
 #   BUDGET=560 bash benchmarks/experiments/gpu_dense_ws_merge.sh SHA   (writes dense-merge-*.json under $OUT)
 set -uo pipefail
 BUDGET=${BUDGET:-560}

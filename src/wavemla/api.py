@@ -53,7 +53,7 @@ import torch
 
 from wavemla import config
 from wavemla.device import device_arch, triton_interpreting
-from wavemla.plan import DENSE_WS_MERGE_MAX_PIECES, DensePlan, DenseWorkload, Plan, Workload, plan, plan_dense
+from wavemla.plan import DensePlan, DenseWorkload, Plan, Workload, plan, plan_dense
 from wavemla.reference import fp8_v32
 from wavemla.reference.fp8 import BYTES_PER_TOKEN, D_QK
 
@@ -451,7 +451,6 @@ def dense_mla_decode(
     from wavemla.kernels.combine import dense_decode_combine
     from wavemla.kernels.dense_decode import dense_decode_schedule, dense_decode_split
     from wavemla.kernels.dense_decode import p_scratch_elems as dense_p_scratch_elems
-    from wavemla.kernels.dense_decode import runs_ws as dense_runs_ws
     from wavemla.kernels.dense_decode import split_p as dense_split_p
 
     device = _check_q_common(q)
@@ -504,9 +503,6 @@ def dense_mla_decode(
             meta.lse_ws = torch.empty((rows, s_q * h_q), dtype=torch.float32, device=device)
             meta.sched = torch.empty((planned.num_parts, 4), dtype=torch.int32, device=device)
             meta.req = torch.empty((max(b, 1), 4), dtype=torch.int32, device=device)
-            if planned.ws_merge:
-                # two counters per request and 64-row block, back at zero after every call
-                meta.counts = torch.zeros(max(b, 1) * planned.num_row_blocks * 2, dtype=torch.int32, device=device)
             c = planned.config
             programs = planned.num_parts * -(-s_q * h_q // c.block_h)
             n_p = dense_p_scratch_elems(is_fp8, c.block_h, c.block_n, q.dtype, programs, device)
@@ -535,14 +531,13 @@ def dense_mla_decode(
                 block_n=p.config.block_n,
             )
             meta.scheduled = True
-        kv = k_cache.view(torch.uint8) if is_fp8 else k_cache
         meta.split_kernel = dense_decode_split(
             q=q,
             out=out,
             lse=lse,
             o_ws=meta.o_ws,
             lse_ws=meta.lse_ws,
-            kv=kv,
+            kv=k_cache.view(torch.uint8) if is_fp8 else k_cache,
             block_table=block_table,
             cache_seqlens=cache_seqlens,
             sched=meta.sched,
@@ -556,16 +551,9 @@ def dense_mla_decode(
             num_parts=p.num_parts,
             # planned under WAVEMLA_DENSE_P=single; a call under split keeps P in registers (two dots of it)
             p_ws=None if dense_split_p(is_fp8, q.dtype) else meta.p_ws,
-            req=meta.req,
-            counts=meta.counts if p.ws_merge else None,
-            merge_max=DENSE_WS_MERGE_MAX_PIECES,
         )
         if p.num_parts > 1:
-            # where the split kernel merged the requests of up to DENSE_WS_MERGE_MAX_PIECES pieces: the others
-            merged = p.ws_merge and dense_runs_ws(q=q, kv=kv, is_fp8=is_fp8, block_h=p.config.block_h,
-                                                  block_n=p.config.block_n)  # fmt: skip
-            dense_decode_combine(out=out, lse=lse, o_ws=meta.o_ws, lse_ws=meta.lse_ws, req=meta.req,
-                                 min_pieces=DENSE_WS_MERGE_MAX_PIECES + 1 if merged else 2)  # fmt: skip
+            dense_decode_combine(out=out, lse=lse, o_ws=meta.o_ws, lse_ws=meta.lse_ws, req=meta.req)
         return out, lse.transpose(1, 2)
 
 

@@ -172,16 +172,6 @@ KNOBS: dict[str, Knob] = {
             choices=("auto", "on", "off"),
         ),
         Knob(
-            "WAVEMLA_DENSE_WS_MERGE",
-            "str",
-            "auto",
-            "Where the dense decode's warp-specialized kernel merges requests cut between its parts. 'auto' and "
-            "'on': in the kernel (the piece that completes a request's count merges it) for requests of up to "
-            "wavemla.plan.DENSE_WS_MERGE_MAX_PIECES pieces, the others by the combine kernel; 'off': all by the "
-            "combine kernel.",
-            choices=("auto", "on", "off"),
-        ),
-        Knob(
             "WAVEMLA_SPARSE_WS",
             "str",
             "auto",

@@ -1290,9 +1290,6 @@ class DensePlan:
     predicted_us: float
     resources: Resources
     reasons: tuple[str, ...] = field(default_factory=tuple)
-    # the warp-specialized kernel merges requests of up to DENSE_WS_MERGE_MAX_PIECES pieces itself (counters in the
-    # metadata); the combine kernel then takes only those of more
-    ws_merge: bool = False
 
     @property
     def block_h(self) -> int:
@@ -1478,8 +1475,7 @@ def plan_dense(workload: DenseWorkload, device: DeviceSpec) -> DensePlan:
     if not isinstance(device, DeviceSpec):
         raise TypeError(f"device: expected a DeviceSpec, got {type(device).__name__}")
     # WAVEMLA_DENSE_WS and WAVEMLA_DENSE_P decide which split kernel a 64x64 tile runs: part of the plan's key
-    overrides = (*(config.get(k) for k in _PLAN_KNOBS), config.get("WAVEMLA_DENSE_WS"), config.get("WAVEMLA_DENSE_P"),
-                 config.get("WAVEMLA_DENSE_WS_MERGE"))  # fmt: skip
+    overrides = (*(config.get(k) for k in _PLAN_KNOBS), config.get("WAVEMLA_DENSE_WS"), config.get("WAVEMLA_DENSE_P"))
     return _plan_dense_cached(workload, device, overrides)
 
 
@@ -1522,12 +1518,6 @@ def _plan_dense_cached(workload: DenseWorkload, device: DeviceSpec, overrides: t
         prefix = f"{knobs}: " if knobs else ""
         raise PlanError(f"{prefix}no kernel configuration fits {device.name} for {workload}; " + "; ".join(reasons))
     return dataclasses.replace(best, reasons=(*reasons, *best.reasons))
-
-
-# The dense warp-specialized kernel merges a cut request itself where it has at most this many pieces
-# (Plan.ws_merge): its merging warpgroup reads every piece's partial, so a request cut into many pieces (small batches,
-# or one long request among short ones) stays with the combine kernel, which spreads its merge over many programs.
-DENSE_WS_MERGE_MAX_PIECES = 8
 
 
 def dense_combine_pieces(batch: int, num_parts: int) -> int:
@@ -1600,18 +1590,11 @@ def _dense_plan_config(
         combine = _LAUNCH_US + -(-dense_combine_pieces(workload.batch, parts) // group) * _DENSE_COMBINE_STEP_US
         combine += 2 * (workload.batch + parts) * workload.rows * DENSE_D_V * 4 / share
     predicted = _DENSE_SCHEDULER_US + _LAUNCH_US + split_us + combine
-    ws = _dense_ws(cfg, workload, device)
-    ws_merge = ws and cut and config.get("WAVEMLA_DENSE_WS_MERGE") != "off"
-    kernel = " (warp-specialized sm_90 kernel)" if ws else ""
-    merged = (
-        f"; cut requests of up to {DENSE_WS_MERGE_MAX_PIECES} pieces merged by the program whose piece completes them"
-        if ws_merge
-        else ""
-    )
+    kernel = " (warp-specialized sm_90 kernel)" if _dense_ws(cfg, workload, device) else ""
     note = (
         f"{cfg.label}{kernel} over {slots} slots: {parts} parts x {num_rb} row block(s) = {programs} programs, "
         f"{active} active/SM; tile {tile:.2f} us, segment overhead {overhead} tile(s); at capacity "
-        f"({workload.batch} x {tiles} tiles) {per_part} tile units/part, predicted {predicted:.1f} us{merged}"
+        f"({workload.batch} x {tiles} tiles) {per_part} tile units/part, predicted {predicted:.1f} us"
     )
     return DensePlan(
         config=cfg,
@@ -1625,7 +1608,6 @@ def _dense_plan_config(
         predicted_us=predicted,
         resources=res,
         reasons=(note,),
-        ws_merge=ws_merge,
     )
 
 

@@ -63,30 +63,9 @@ def test_dense_combine_matches_an_fp64_merge(group):
     assert (out[1] == 7.0).all() and (lse[1] == 7.0).all()  # a request held by one part is not touched
 
 
-def test_dense_combine_leaves_requests_of_fewer_pieces_than_min_pieces():
-    """``min_pieces``: the split kernel merged the requests of fewer pieces; the combine merges only the others."""
-    torch.manual_seed(1)
-    m, b = 4, 3
-    spans = [(0, 1), (1, 4), (4, 4)]  # 2 pieces, 4 pieces, held by one part
-    req = torch.tensor([[f, last, 0, 0] for f, last in spans], dtype=torch.int32)
-    lse_ws = torch.randn(b + 5, m) * 4
-    o_ws = torch.randn(b + 5, m, D)
-    out = torch.full((b, 1, m, D), 7.0, dtype=torch.float16, device=DEVICE)
-    lse = torch.full((b, 1, m), 7.0, device=DEVICE)
-    dense_decode_combine(out=out, lse=lse, o_ws=o_ws.to(DEVICE), lse_ws=lse_ws.to(DEVICE), req=req.to(DEVICE),
-                         min_pieces=3)  # fmt: skip
-    ref_o, ref_l = _merge_ref(o_ws, lse_ws, req, b, m)
-    out, lse = out.cpu().view(b, m, D), lse.cpu().view(b, m)
-    assert (out[0] == 7.0).all() and (lse[0] == 7.0).all() and (out[2] == 7.0).all()
-    assert torch.allclose(out[1].double(), ref_o[1], atol=2e-3, rtol=2e-3)
-    assert torch.allclose(lse[1].double(), ref_l[1], atol=1e-4, rtol=1e-5)
-
-
 @pytest.mark.parametrize(
-    ("kw", "name"),
-    [({"group": 0}, "group"), ({"group": 33}, "group"), ({"block_d": 48}, "block_d"), ({"min_pieces": 1}, "min_pieces"),
-     ({"min_pieces": 2.0}, "min_pieces")],
-)  # fmt: skip
+    ("kw", "name"), [({"group": 0}, "group"), ({"group": 33}, "group"), ({"block_d": 48}, "block_d")]
+)
 def test_dense_combine_rejects_bad_shapes(kw, name):
     z = torch.zeros(1, 1, 1, D, device=DEVICE)
     with pytest.raises(ValueError, match=name):
@@ -104,7 +83,7 @@ for arch in (80, 86, 89, 90, 100, 120):
     for group, block_d in json.loads(sys.argv[2]):
         c = compile_for_target(
             _dense_mla_combine_kernel, arch=arch, num_warps=4, num_stages=1, pointers=pointers, ints={},
-            constexprs={"BLOCK_M": 16, "BLOCK_D": block_d, "D": 512, "GROUP": group, "MIN_PIECES": 2},
+            constexprs={"BLOCK_M": 16, "BLOCK_D": block_d, "D": 512, "GROUP": group},
             unspecialized=("H", "M", "stride_ob", "stride_os", "stride_oh"),
         )
         out.append([arch, group, block_d, c.metadata.shared])

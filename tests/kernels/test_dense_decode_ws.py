@@ -63,51 +63,6 @@ def test_sm90_build():
         assert got["setmaxnreg"] and got["threads"], name
 
 
-_MERGE_BUILD = """
-import json, torch
-from wavemla.kernels import dense_decode_ws as ws
-out = {}
-for merge in (False, True):
-    k = ws.compile_sm90(torch.bfloat16, num_rb=2, merge=merge)
-    ptx = k.asm["ptx"]
-    out[str(merge)] = dict(shared=k.metadata.shared, count=ptx.count("atom.acq_rel.gpu.global.add.u32"),
-                           announce=ptx.count("bar.red.or.pred"), wgmma=ptx.count("wgmma.mma_async"))
-print(json.dumps(out))
-"""
-
-
-@pytest.mark.skipif(not ws.HAVE_GLUON, reason="needs Gluon (Triton 3.5 or newer with its Hopper API)")
-def test_sm90_merge_build():
-    """The in-kernel merge of cut requests is compiled only into launches given counters: one count and one announce
-    per math warpgroup, the same shared memory and MMAs; the default build has none of it."""
-    got = json_from_child(_MERGE_BUILD)
-    default, merge = got["False"], got["True"]
-    assert default["count"] == 0 and default["announce"] == 0
-    assert merge["count"] == 2 and merge["announce"] == 2
-    assert merge["shared"] == default["shared"] <= H100_SMEM_PER_BLOCK and merge["wgmma"] == default["wgmma"]
-
-
-@pytest.mark.skipif(not ws.HAVE_GLUON, reason="needs Gluon (Triton 3.6 or newer with its Hopper API)")
-def test_launcher_rejects_merge_arguments_it_cannot_use():
-    """The in-kernel merge's counters (int32, two per request and 64-row block), the scheduler's request rows and the
-    piece bound: anything else is refused by name before a launch."""
-    q = torch.zeros(3, 2, 64, 576, dtype=torch.bfloat16)
-    kv = torch.zeros(4, 64, 1, 576, dtype=torch.bfloat16)
-    args = dict(q=q, out=torch.empty(3, 2, 64, 512, dtype=torch.bfloat16), lse=torch.empty(3, 2, 64),
-                o_ws=torch.empty(5, 128, 512), lse_ws=torch.empty(5, 128), kv=kv,
-                block_table=torch.zeros(3, 4, dtype=torch.int32), cache_seqlens=torch.zeros(3, dtype=torch.int32),
-                sched=torch.zeros(2, 4, dtype=torch.int32), causal=False, softmax_scale=0.04, num_parts=2)  # fmt: skip
-    req = torch.zeros(3, 4, dtype=torch.int32)
-    with pytest.raises(ValueError, match=r"counts: expected int32 with at least 12 elements"):
-        ws.dense_decode_split_ws(**args, req=req, counts=torch.zeros(11, dtype=torch.int32), merge_max=8)
-    with pytest.raises(ValueError, match="counts: expected int32"):
-        ws.dense_decode_split_ws(**args, req=req, counts=torch.zeros(12, dtype=torch.int64), merge_max=8)
-    with pytest.raises(ValueError, match="req:"):
-        ws.dense_decode_split_ws(**args, req=None, counts=torch.zeros(12, dtype=torch.int32), merge_max=8)
-    with pytest.raises(ValueError, match="merge_max:"):
-        ws.dense_decode_split_ws(**args, req=req, counts=torch.zeros(12, dtype=torch.int32), merge_max=1)
-
-
 def test_triton_version_gate(monkeypatch):
     """The kernel is written against Gluon's API of Triton 3.6 and newer (3.5's warp_specialize takes its
     partitions in another form): older Tritons run the Triton kernel."""

@@ -208,18 +208,16 @@ def _dense_mla_combine_kernel(
     BLOCK_D: tl.constexpr,
     D: tl.constexpr,
     GROUP: tl.constexpr,
-    MIN_PIECES: tl.constexpr,
 ):
     """One program per (request, ``BLOCK_M`` query rows, ``BLOCK_D`` columns): the request's pieces ``GROUP`` a step,
     loaded by an unrolled loop (their loads independent of each other), folded into a running maximum, weight sum
-    and output (online softmax over the steps). Pieces past the last one, and empty ones (lse -inf), weigh 0.
-    Requests of fewer than ``MIN_PIECES`` pieces are left alone (held whole, or merged by the split kernel)."""
+    and output (online softmax over the steps). Pieces past the last one, and empty ones (lse -inf), weigh 0."""
     i_b = tl.program_id(0)
     i_mb = tl.program_id(1)
     i_db = tl.program_id(2)
     i_first = tl.load(p_req + i_b * 4 + 0)
     i_last = tl.load(p_req + i_b * 4 + 1)
-    if i_last - i_first >= MIN_PIECES - 1:
+    if i_last > i_first:
         o_m = i_mb * BLOCK_M + tl.arange(0, BLOCK_M)
         m_m = o_m < M
         o_s = o_m // H
@@ -271,10 +269,8 @@ def dense_decode_combine(
     block_d: int | None = None,
     group: int | None = None,
     num_warps: int = 4,
-    min_pieces: int = 2,
 ) -> None:
-    """Merge the pieces of cut requests into ``out [b, s_q, h, 512]`` and ``lse [b, s_q, h]``: those of at least
-    ``min_pieces`` pieces (2: every cut request; more where the split kernel merged the others).
+    """Merge the pieces of cut requests into ``out [b, s_q, h, 512]`` and ``lse [b, s_q, h]``.
 
     ``req [b, 4]`` int32 is the scheduler's per-request row (first part, last part, ...). The grid is one program per
     (request, ``block_m`` query rows, ``block_d`` output columns); each program merges its request's pieces ``group``
@@ -289,8 +285,6 @@ def dense_decode_combine(
     block_d = auto_block_d if block_d is None else block_d
     if d % block_d:
         raise ValueError(f"block_d: must divide the head dim {d}, got {block_d}")
-    if isinstance(min_pieces, bool) or not isinstance(min_pieces, int) or min_pieces < 2:
-        raise ValueError(f"min_pieces: an int >= 2 (a request of one piece is never merged), got {min_pieces!r}")
     if not 1 <= group <= DENSE_COMBINE_MAX_GROUP:
         raise ValueError(f"group: pieces per step in 1..{DENSE_COMBINE_MAX_GROUP} (an unrolled loop), got {group}")
     m = s_q * h
@@ -309,6 +303,5 @@ def dense_decode_combine(
         BLOCK_D=block_d,
         D=d,
         GROUP=group,
-        MIN_PIECES=min_pieces,
         num_warps=num_warps,
     )

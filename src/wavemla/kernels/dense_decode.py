@@ -670,17 +670,6 @@ def dense_decode_schedule(
 _TL_DTYPE = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 
 
-def runs_ws(*, q: torch.Tensor, kv: torch.Tensor, is_fp8: bool, block_h: int, block_n: int) -> bool:
-    """Whether :func:`dense_decode_split` runs the warp-specialized sm_90 kernel for these tensors and tile
-    (:func:`wavemla.kernels.dense_decode_ws.supported`; never under Triton's interpreter)."""
-    if triton_interpreting():
-        return False
-    from wavemla.kernels import dense_decode_ws
-
-    return dense_decode_ws.supported(is_fp8=is_fp8, block_h=block_h, block_n=block_n, arch=device_arch(q.device), q=q,
-                                     kv=kv)  # fmt: skip
-
-
 def dense_decode_split(
     *,
     q: torch.Tensor,
@@ -702,9 +691,6 @@ def dense_decode_split(
     num_parts: int,
     p_ws: torch.Tensor | None = None,
     l2_ahead: int | None = None,
-    req: torch.Tensor | None = None,
-    counts: torch.Tensor | None = None,
-    merge_max: int = 0,
 ) -> Any:
     """Launch the split kernel over ``num_parts`` parts; returns Triton's compiled-kernel handle.
 
@@ -718,10 +704,6 @@ def dense_decode_split(
     scaled).
     ``l2_ahead``: prefetch the rows of the tile that many tiles ahead into L2 (FP8 rows; 0: none); None:
     :func:`l2_ahead_tiles`. Results are the same bits either way.
-    ``counts`` (with the scheduler's ``req`` and ``merge_max``): where the warp-specialized kernel runs
-    (:func:`runs_ws`), it merges requests of up to ``merge_max`` pieces itself (see
-    :func:`wavemla.kernels.dense_decode_ws.dense_decode_split_ws`); elsewhere they are ignored and every cut request
-    is left to the combine kernel.
     """
     if p_ws is not None:
         need = num_parts * triton.cdiv(q.shape[1] * q.shape[2], block_h) * (block_n * block_h + 2 * block_h)
@@ -737,14 +719,16 @@ def dense_decode_split(
         l2_ahead = l2_ahead_tiles(is_fp8)
     elif l2_ahead != 0 and (not is_fp8 or l2_ahead < 2):
         raise ValueError(f"l2_ahead: 0, or at least 2 with FP8 rows (the next tile is in flight), got {l2_ahead}")
-    if runs_ws(q=q, kv=kv, is_fp8=is_fp8, block_h=block_h, block_n=block_n):
+    if not triton_interpreting():
         from wavemla.kernels import dense_decode_ws
 
-        return dense_decode_ws.dense_decode_split_ws(
-            q=q, out=out, lse=lse, o_ws=o_ws, lse_ws=lse_ws, kv=kv, block_table=block_table,
-            cache_seqlens=cache_seqlens, sched=sched, causal=causal, softmax_scale=softmax_scale,
-            num_parts=num_parts, req=req, counts=counts, merge_max=merge_max,
-        )  # fmt: skip
+        if dense_decode_ws.supported(is_fp8=is_fp8, block_h=block_h, block_n=block_n, arch=device_arch(q.device),
+                                     q=q, kv=kv):  # fmt: skip
+            return dense_decode_ws.dense_decode_split_ws(
+                q=q, out=out, lse=lse, o_ws=o_ws, lse_ws=lse_ws, kv=kv, block_table=block_table,
+                cache_seqlens=cache_seqlens, sched=sched, causal=causal, softmax_scale=softmax_scale,
+                num_parts=num_parts,
+            )  # fmt: skip
     if is_fp8 and q.dtype != torch.float16:
         # FP8 rows compute in fp16; one conversion here lets the split kernel stage q straight into shared memory.
         q = q.to(torch.float16)

@@ -288,96 +288,11 @@ if HAVE_GLUON:
         return b_l, i_next
 
     @gluon.jit
-    def _completes_half(p_cnt, n_pieces, HALF: gl.constexpr):
-        """Count this warpgroup's piece of a request (or query token) of ``n_pieces`` pieces on the counter
-        ``*p_cnt`` and return 1 in each of its threads if that completed the count, else 0: the sparse Triton
-        kernel's handshake (:func:`wavemla.kernels.sparse_decode._completes_count`) for one warpgroup of a
-        warp-specialized program (this module's and :mod:`wavemla.kernels.sparse_decode_ws`').
-
-        The caller's warpgroup barrier orders its threads' stores of the partial before this. The first lane of each
-        of the four warps adds 1 with acquire-release semantics at GPU scope (a piece counts 4), and the lane that
-        brings the count to ``4 · n_pieces`` tells the others through a barrier of the warpgroup's 128 threads with an
-        OR reduction (named barrier ``8 + HALF``, one the compiler's partitions do not use: they take 0-3), which
-        also orders their later loads (the merge's) after its acquire. One lane a warp, not the warpgroup's first
-        thread: reading ``%tid.x`` here made ptxas treat the code after it as divergent (with Triton 3.6's build,
-        twice the partition's register spills, the tile loop's included)."""
-        return gl.inline_asm_elementwise(
-            f"""{{
-            .reg .pred p_first, p_last, p_any;
-            .reg .u32 r_lane, r_old;
-            mov.u32 r_lane, %laneid;
-            setp.eq.u32 p_first, r_lane, 0;
-            mov.u32 r_old, 0xffffffff;
-            @p_first atom.acq_rel.gpu.global.add.u32 r_old, [$1], 1;
-            setp.eq.and.u32 p_last, r_old, $2, p_first;
-            bar.red.or.pred p_any, {8 + HALF}, 128, p_last;
-            selp.u32 $0, 1, 0, p_any;
-            }}""",
-            "=r,l,r",
-            [p_cnt, 4 * n_pieces - 1],
-            dtype=gl.int32,
-            is_pure=False,
-            pack=1,
-        )
-
-    @gluon.jit
-    def _merge_rows_half(p_o_ws, p_lse_ws, p_out, p_lse, i_b, i_first, n_pieces, H, M, i_rb, stride_ob, stride_os,
-                         stride_oh, HALF: gl.constexpr):  # fmt: skip
-        """Merge request ``i_b``'s ``n_pieces`` partials (workspace slots ``i_b + i_first ..``) into its output columns
-        ``256·HALF ..`` of query rows ``64·i_rb ..`` (and, ``HALF`` 0, their natural-log lse): the combine kernel's
-        arithmetic (:func:`wavemla.kernels.combine.dense_decode_combine` with every piece in one group), each
-        element's terms added in slot order, so the bits do not depend on which program merges. The lse pass comes
-        first, then one loop over (64-column box, piece) with the next partial's load issued before the current one is
-        added (one copy of a box's code: it runs once per merged request, fetched cold)."""
-        ld: gl.constexpr = gl.BlockedLayout([1, 4], [2, 16], [4, 1], [1, 0])  # a warp: 2 rows of 64 fp32
-        rows: gl.constexpr = gl.SliceLayout(1, ld)
-        o_m = i_rb * _BLOCK + gl.arange(0, _BLOCK, layout=rows)
-        o_c = HALF * 256 + gl.arange(0, _BLOCK, layout=gl.SliceLayout(0, ld))
-        slot0 = (i_b + i_first).to(gl.int64)
-        p_l0 = p_lse_ws + slot0 * M + o_m
-        b_max = gl.full([_BLOCK], float("-inf"), gl.float32, layout=rows)
-        for i_part in range(0, n_pieces):
-            b_max = gl.maximum(b_max, gl.load(p_l0 + i_part * M, cache_modifier=".cg"))
-        b_max = gl.where(b_max == float("-inf"), 0.0, b_max)
-        b_sum = gl.zeros([_BLOCK], gl.float32, layout=rows)
-        for i_part in range(0, n_pieces):
-            b_sum += gl.exp2(gl.load(p_l0 + i_part * M, cache_modifier=".cg") - b_max)
-        m_seen = b_sum > 0.0
-        b_div = gl.where(m_seen, b_sum, 1.0)
-        b_lse2 = gl.where(m_seen, b_max + gl.log2(b_div), float("-inf"))
-        m_rows = b_lse2 > float("-inf")
-        if HALF == 0:
-            b_lse = gl.where(m_rows, b_lse2 * 0.6931471805599453, float("inf"))
-            gl.store(p_lse + i_b.to(gl.int64) * M + o_m, b_lse)
-        o_s = o_m // H
-        p_row = p_out + i_b.to(gl.int64) * stride_ob + o_s * stride_os + (o_m - o_s * H) * stride_oh
-        p_o = p_row[:, None] + o_c[None, :]
-        # partial (box j, piece i) at p_p0 + i·M·512 + j·64
-        p_p0 = p_o_ws + ((slot0 * M + o_m) * _D_V)[:, None] + o_c[None, :]
-        b_p = gl.load(p_p0, cache_modifier=".cg")
-        b_acc = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=ld)
-        n_steps = 4 * n_pieces
-        for i_step in range(0, n_steps):
-            j = i_step // n_pieces
-            i_part = i_step - j * n_pieces
-            b_pc = b_p
-            i_nx = gl.minimum(i_step + 1, n_steps - 1)
-            j_nx = i_nx // n_pieces
-            b_p = gl.load(p_p0 + (i_nx - j_nx * n_pieces) * M * _D_V + j_nx * _BLOCK, cache_modifier=".cg")
-            b_w = gl.exp2(gl.load(p_l0 + i_part * M, cache_modifier=".cg") - b_max)
-            b_acc += b_w[:, None] * b_pc
-            if i_part == n_pieces - 1:
-                # the box complete: divided by the sum of the weights, rows no piece saw zeroed
-                b_o = gl.where(m_rows[:, None], b_acc / b_div[:, None], 0.0)
-                gl.store(p_o + j * _BLOCK, b_o.to(p_o.dtype.element_ty))
-                b_acc = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=ld)
-
-    @gluon.jit
     def _math_partition(q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar, p_bar,
                         p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt,
-                        S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, p_req, p_cnt, merge_max,
-                        CAUSAL: gl.constexpr, PAGE: gl.constexpr, NUM_RB: gl.constexpr, N_CHUNKS: gl.constexpr,
-                        N_STAGES: gl.constexpr, MERGE: gl.constexpr, HALF: gl.constexpr):  # fmt: skip
+                        S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, CAUSAL: gl.constexpr,
+                        PAGE: gl.constexpr, NUM_RB: gl.constexpr, N_CHUNKS: gl.constexpr, N_STAGES: gl.constexpr,
+                        HALF: gl.constexpr):  # fmt: skip
         """The math of one of the two warpgroups, ``QKᵀ`` split between them: this one scores keys ``32·HALF ..`` of
         each tile (nine wgmma of N = 32), the row maxima cross through shared memory (``x_smem``), each computes P for
         its keys, and P·V for its value columns takes its own P from registers and the other's from ``p_smem``.
@@ -479,30 +394,14 @@ if HAVE_GLUON:
                 gl.store(p_w + 1 * _BLOCK, acc1 * b_sc)
                 gl.store(p_w + 2 * _BLOCK, acc2 * b_sc)
                 gl.store(p_w + 3 * _BLOCK, acc3 * b_sc)
-                if MERGE:
-                    # both warpgroups store the piece's lse (the same values): each merges from its own stores, or
-                    # from those its count orders before the merge. A request of at most merge_max pieces is
-                    # counted once this warpgroup's stores are done, and the piece whose count completes merges the
-                    # request's columns 256·HALF .. and resets the count; the combine kernel takes the others.
+                if HALF == 0:
                     gl.store(p_lse_ws + i_slot * M + o_m, b_lse2)
-                    i_first = gl.load(p_req + i_b * 4 + 0)
-                    n_pieces = gl.load(p_req + i_b * 4 + 1) - i_first + 1
-                    if n_pieces <= merge_max:
-                        _warps_barrier()
-                        p_c = p_cnt + (i_b * NUM_RB + i_rb) * 2 + HALF
-                        if _completes_half(p_c, n_pieces, HALF) != 0:
-                            _merge_rows_half(p_o_ws, p_lse_ws, p_out, p_lse, i_b, i_first, n_pieces, H, M, i_rb,
-                                             stride_ob, stride_os, stride_oh, HALF)  # fmt: skip
-                            gl.store(p_c, 0)
-                else:
-                    if HALF == 0:
-                        gl.store(p_lse_ws + i_slot * M + o_m, b_lse2)
 
     @gluon.jit
     def _dense_mla_decode_ws_kernel(q_desc, kv_desc, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched,
                                     num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh,
-                                    qk_scale, p_req, p_cnt, merge_max, CAUSAL: gl.constexpr, PAGE: gl.constexpr,
-                                    NUM_RB: gl.constexpr, MERGE: gl.constexpr):  # fmt: skip
+                                    qk_scale, CAUSAL: gl.constexpr, PAGE: gl.constexpr,
+                                    NUM_RB: gl.constexpr):  # fmt: skip
         N_CHUNKS: gl.constexpr = _CHUNKS
         N_STAGES: gl.constexpr = _STAGES
         q_smem = gl.allocate_shared_memory(q_desc.dtype, [N_CHUNKS, _BLOCK, _BLOCK], q_desc.layout)
@@ -530,12 +429,12 @@ if HAVE_GLUON:
             [
                 (_math_partition, (q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar,
                                    p_bar, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks,
-                                   max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, p_req,
-                                   p_cnt, merge_max, CAUSAL, PAGE, NUM_RB, N_CHUNKS, N_STAGES, MERGE, 0)),
+                                   max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, CAUSAL,
+                                   PAGE, NUM_RB, N_CHUNKS, N_STAGES, 0)),
                 (_math_partition, (q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar,
                                    p_bar, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks,
-                                   max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, p_req,
-                                   p_cnt, merge_max, CAUSAL, PAGE, NUM_RB, N_CHUNKS, N_STAGES, MERGE, 1)),
+                                   max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, CAUSAL,
+                                   PAGE, NUM_RB, N_CHUNKS, N_STAGES, 1)),
                 (_load_partition, (q_desc, kv_desc, q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_bt,
                                    p_seqlens, p_sched, num_blocks, max_len, stride_bt, M, PAGE, NUM_RB, N_CHUNKS,
                                    N_STAGES)),
@@ -565,27 +464,13 @@ def dense_decode_split_ws(
     causal: bool,
     softmax_scale: float,
     num_parts: int,
-    req: torch.Tensor | None = None,
-    counts: torch.Tensor | None = None,
-    merge_max: int = 0,
 ) -> Any:
     """Launch the warp-specialized split kernel over ``num_parts`` parts (arguments as
-    :func:`wavemla.kernels.dense_decode.dense_decode_split`, which calls this where :func:`supported`). With
-    ``counts`` (int32, zero, two counters per request and 64-row block: ``b·(s_q·h/64)·2``, left zero again) and the
-    scheduler's ``req``, a request cut into at most ``merge_max`` pieces is merged in the kernel by the program whose
-    piece completes it; the combine kernel, called with ``min_pieces = merge_max + 1``, takes the others."""
+    :func:`wavemla.kernels.dense_decode.dense_decode_split`, which calls this where :func:`supported`)."""
     from wavemla.kernels.dense_decode import LOG2E
 
     b, s_q, h, d_qk = q.shape
     m = s_q * h
-    if counts is not None:
-        if req is None or req.dtype != torch.int32 or req.numel() < 4 * b:
-            raise ValueError(f"req: the scheduler's [b={b}, 4] int32 rows are needed to merge in the kernel")
-        if counts.dtype != torch.int32 or counts.numel() < b * (m // BLOCK) * 2:
-            raise ValueError(f"counts: expected int32 with at least {b * (m // BLOCK) * 2} elements, got "
-                             f"{counts.dtype} with {counts.numel()}")  # fmt: skip
-        if merge_max < 2:
-            raise ValueError(f"merge_max: most pieces of a request merged in the kernel, >= 2, got {merge_max}")
     num_blocks, page = kv.shape[0], kv.shape[1]
     layout = smem_layout()
     q2 = q.view(b * m, d_qk)
@@ -613,13 +498,9 @@ def dense_decode_split_ws(
         out.stride(1),
         out.stride(2),
         softmax_scale * LOG2E,
-        req if counts is not None else sched,
-        counts if counts is not None else sched,
-        merge_max,
         CAUSAL=causal and s_q > 1,
         PAGE=page,
         NUM_RB=num_rb,
-        MERGE=counts is not None,
         num_warps=4,
         maxnreg=MAX_REGS,
     )
@@ -655,14 +536,14 @@ def build_sm90(fn: Any, *, types: dict[str, str], constexprs: dict[str, Any], di
                           options={"num_warps": 4, "maxnreg": max_regs})  # fmt: skip
 
 
-def compile_sm90(dtype: torch.dtype = torch.bfloat16, *, page: int = 64, causal: bool = False, num_rb: int = 1,
-                 merge: bool = False) -> Any:  # fmt: skip
+def compile_sm90(dtype: torch.dtype = torch.bfloat16, *, page: int = 64, causal: bool = False,
+                 num_rb: int = 1) -> Any:  # fmt: skip
     """Compile the kernel for sm_90 without a GPU (as the launcher specialises it); returns Triton's compiled
     kernel (``asm``, ``metadata``: shared memory, registers)."""
     ty = {torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
     desc = f"tensordesc<{ty}[{BLOCK}, {BLOCK}],{smem_layout()!r}>"
     types = {"q_desc": desc, "kv_desc": desc, "p_out": f"*{ty}", "p_lse": "*fp32", "p_o_ws": "*fp32",
              "p_lse_ws": "*fp32", "p_bt": "*i32", "p_seqlens": "*i32", "p_sched": "*i32",
-             "qk_scale": "fp32", "p_req": "*i32", "p_cnt": "*i32"}  # fmt: skip
-    constexprs = {"CAUSAL": causal, "PAGE": page, "NUM_RB": num_rb, "MERGE": merge}
-    return build_sm90(_dense_mla_decode_ws_kernel, types=types, constexprs=constexprs, max_regs=MAX_REGS)
+             "qk_scale": "fp32"}  # fmt: skip
+    return build_sm90(_dense_mla_decode_ws_kernel, types=types,
+                      constexprs={"CAUSAL": causal, "PAGE": page, "NUM_RB": num_rb}, max_regs=MAX_REGS)  # fmt: skip

@@ -64,14 +64,7 @@ if HAVE_GLUON:
         warpgroup_mma_wait,
     )
 
-    from wavemla.kernels.dense_decode_ws import (
-        _completes_half,
-        _exchange,
-        _row_sums,
-        _tile_pv,
-        _tile_softmax,
-        _warps_barrier,
-    )
+    from wavemla.kernels.dense_decode_ws import _exchange, _row_sums, _tile_pv, _tile_softmax, _warps_barrier
 
     # a shared-memory view with another element type: renamed in Triton 3.9 (``_reinterpret`` before)
     _smem_reinterpret = (
@@ -344,6 +337,38 @@ if HAVE_GLUON:
         """Token ``i_tok``'s first and last workspace slots, less ``i_tok``: its pieces are the runs of
         ``slot_units`` units of the flattened (token, tile) space that hold its tiles."""
         return (i_tok * n_tiles) // slot_units, ((i_tok + 1) * n_tiles - 1) // slot_units
+
+    @gluon.jit
+    def _completes_half(p_cnt, n_pieces, HALF: gl.constexpr):
+        """Count this warpgroup's piece of a token of ``n_pieces`` pieces on the counter ``*p_cnt`` and return 1 in
+        each of its threads if that completed the count, else 0: the Triton kernel's handshake
+        (:func:`wavemla.kernels.sparse_decode._completes_count`) for one warpgroup of a warp-specialized program.
+
+        The caller's warpgroup barrier orders its threads' stores of the partial before this. The first lane of each
+        of the four warps adds 1 with acquire-release semantics at GPU scope (a piece counts 4), and the lane that
+        brings the count to ``4 · n_pieces`` tells the others through a barrier of the warpgroup's 128 threads with an
+        OR reduction (named barrier ``8 + HALF``, one the compiler's partitions do not use: they take 0-3), which
+        also orders their later loads (the merge's) after its acquire. One lane a warp, not the warpgroup's first
+        thread: reading ``%tid.x`` here made ptxas treat the code after it as divergent (with Triton 3.6's build,
+        twice the partition's register spills, the tile loop's included)."""
+        return gl.inline_asm_elementwise(
+            f"""{{
+            .reg .pred p_first, p_last, p_any;
+            .reg .u32 r_lane, r_old;
+            mov.u32 r_lane, %laneid;
+            setp.eq.u32 p_first, r_lane, 0;
+            mov.u32 r_old, 0xffffffff;
+            @p_first atom.acq_rel.gpu.global.add.u32 r_old, [$1], 1;
+            setp.eq.and.u32 p_last, r_old, $2, p_first;
+            bar.red.or.pred p_any, {8 + HALF}, 128, p_last;
+            selp.u32 $0, 1, 0, p_any;
+            }}""",
+            "=r,l,r",
+            [p_cnt, 4 * n_pieces - 1],
+            dtype=gl.int32,
+            is_pure=False,
+            pack=1,
+        )
 
     @gluon.jit
     def _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles, slot_units, H, h0,

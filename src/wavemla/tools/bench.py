@@ -10,7 +10,8 @@ one exists. Shapes follow FlashMLA's MODEL1 benchmark: a 128-row sliding window 
 Dense mode (:func:`bench_dense`) times ``dense_mla_decode`` over batch x context x heads x {uniform, skewed
 lengths} x {bf16, FP8 V3.2} at page 64, d_qk 576; it reports µs, GB/s over the bytes that must move (every key row of
 every request once, q, the block-table entries used, out and lse) and the percentage of the copy bandwidth measured
-in the same run, plus the scheduler, split and combine launches timed alone.
+in the same run, plus the scheduler, split and combine launches timed alone and the call with an earlier call's
+schedule reused (the later layers of one decode step).
 
 Example::
 
@@ -396,8 +397,8 @@ def bench_dense(
     log: Any = print,
 ) -> list[DenseRecord]:
     """Time ``dense_mla_decode`` (scheduler + split + combine, one CUDA graph) on every case of :func:`dense_cases`,
-    and each launch alone. ``configs`` forces tile configurations (``BLOCK_HxBLOCK_NxWARPSxSTAGES``) besides the
-    planner's choice."""
+    the same with the schedule reused (``reuse_schedule=True``), and each launch alone. ``configs`` forces tile
+    configurations (``BLOCK_HxBLOCK_NxWARPSxSTAGES``) besides the planner's choice."""
     import torch
 
     from wavemla import config, dense_mla_decode, get_mla_metadata

@@ -174,7 +174,6 @@ def dense_rows(
                 "parts": p.num_parts,
                 "programs": p.programs,
                 "segment_overhead": p.segment_overhead,
-                "ws_merge": p.ws_merge,
                 "tile_us": p.tile_us,
                 **_prediction_fields(b, p),
             }

@@ -1,0 +1,36 @@
+"""The dense benchmark's pure parts on CPU: the length mixes, the bytes and FLOPs a call must move, and the record's
+line (its timing needs a GPU: the GPU lane runs ``wavemla bench --dense``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from wavemla.tools.bench import DenseRecord, dense_lengths, dense_traffic, format_dense_record
+
+
+def test_dense_lengths() -> None:
+    assert dense_lengths(3, 4096, "uniform") == [4096] * 3
+    assert dense_lengths(9, 4096, "skewed") == [4096] + [128] * 7 + [4096]
+    assert dense_lengths(2, 16, "skewed") == [16, 1]
+    with pytest.raises(ValueError, match="kind"):
+        dense_lengths(2, 16, "random")
+
+
+def test_dense_traffic_counts_every_key_row_once() -> None:
+    flops, nbytes = dense_traffic([100, 0], s_q=1, h_q=64, d_qk=576, fp8=False, page=64)
+    assert flops == 2.0 * 64 * (576 + 512) * 100
+    # 100 rows of 1152 bytes, 2 block-table entries, 2 lengths, q in and out/lse for 2 requests of 64 rows
+    assert nbytes == 100 * 1152 + 2 * 4 + 2 * 4 + 2 * 64 * (2 * 576 + 2 * 512 + 4)
+    assert dense_traffic([100], s_q=1, h_q=1, d_qk=576, fp8=True, page=64)[1] > 100 * 656
+
+
+def test_dense_record_line_shows_the_call_with_the_schedule_reused() -> None:
+    fields = {f.name: 0 for f in dataclasses.fields(DenseRecord)}
+    fields.update(provider="wavemla", mode="dense", kv_format="bf16", lengths="uniform", config="64x64x8x2",
+                  batch=32, h_q=64, s_q=1, s_k=4096, median_us=68.9, reused_us=66.8, pct_copy=53.6,
+                  pct_copy_reused=55.3)  # fmt: skip
+    line = format_dense_record(DenseRecord(**fields))
+    assert "68.9us" in line and "53.6%copy" in line
+    assert line.endswith("schedule reused      66.8us  55.3%copy")
