@@ -238,6 +238,21 @@ def test_warp_specialized_kernel_is_priced_where_it_runs() -> None:
         assert p.predicted_us < off.predicted_us
 
 
+def test_scheduler_may_align_parts_with_requests() -> None:
+    """The plan prices cutting requests (``cut_units``, tile units) and, at capacity, a part per request where that
+    is cheaper (batches a little under the part count); WAVEMLA_DENSE_ALIGN=off never aligns."""
+    under = plan_dense(DenseWorkload(batch=128, s_q=1, h_q=64, max_seqlen=4096), H200)
+    assert under.num_parts >= 128 and under.cut_units > 0
+    assert "a part per request" in under.reasons[-1]
+    assert dense_schedule([4096] * 128, under.num_parts, under.segment_overhead, 64, 4096,
+                          under.cut_units).request_parts == tuple((r, r) for r in range(128))  # fmt: skip
+    far_under = plan_dense(DenseWorkload(batch=64, s_q=1, h_q=64, max_seqlen=4096), H200)
+    assert "a part per request" not in far_under.reasons[-1] and far_under.cut_units >= 0
+    with config.override(WAVEMLA_DENSE_ALIGN="off"):  # part of the plan's key
+        off = plan_dense(DenseWorkload(batch=128, s_q=1, h_q=64, max_seqlen=4096), H200)
+    assert off.cut_units == -1 and "a part per request" not in off.reasons[-1]
+
+
 def test_dense_workload_page_is_checked() -> None:
     with pytest.raises(ValueError, match="page"):
         DenseWorkload(batch=1, s_q=1, h_q=16, page=0)

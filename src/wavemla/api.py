@@ -529,6 +529,7 @@ def dense_mla_decode(
                 num_parts=p.num_parts,
                 segment_overhead=p.segment_overhead,
                 block_n=p.config.block_n,
+                cut_units=p.cut_units,
             )
             meta.scheduled = True
         meta.split_kernel = dense_decode_split(

@@ -172,6 +172,16 @@ KNOBS: dict[str, Knob] = {
             choices=("auto", "on", "off"),
         ),
         Knob(
+            "WAVEMLA_DENSE_ALIGN",
+            "str",
+            "auto",
+            "Whether the dense decode's scheduler may give each request a part of its own (no request cut, nothing "
+            "for the combine to merge) where there are no more requests than parts and the heaviest costs no more "
+            "than a balanced part plus the planner's price of cutting: 'auto', or 'off' (always the balanced "
+            "partition).",
+            choices=("auto", "off"),
+        ),
+        Knob(
             "WAVEMLA_SPARSE_WS",
             "str",
             "auto",

@@ -1290,6 +1290,9 @@ class DensePlan:
     predicted_us: float
     resources: Resources
     reasons: tuple[str, ...] = field(default_factory=tuple)
+    # what cutting requests costs, in tile units (the combine's merge beyond its launch): the scheduler gives each
+    # request a part of its own where that beats a balanced partition by this much (dense_schedule; -1: never)
+    cut_units: int = -1
 
     @property
     def block_h(self) -> int:
@@ -1475,7 +1478,8 @@ def plan_dense(workload: DenseWorkload, device: DeviceSpec) -> DensePlan:
     if not isinstance(device, DeviceSpec):
         raise TypeError(f"device: expected a DeviceSpec, got {type(device).__name__}")
     # WAVEMLA_DENSE_WS and WAVEMLA_DENSE_P decide which split kernel a 64x64 tile runs: part of the plan's key
-    overrides = (*(config.get(k) for k in _PLAN_KNOBS), config.get("WAVEMLA_DENSE_WS"), config.get("WAVEMLA_DENSE_P"))
+    overrides = (*(config.get(k) for k in _PLAN_KNOBS), config.get("WAVEMLA_DENSE_WS"), config.get("WAVEMLA_DENSE_P"),
+                 config.get("WAVEMLA_DENSE_ALIGN"))  # fmt: skip
     return _plan_dense_cached(workload, device, overrides)
 
 
@@ -1589,12 +1593,23 @@ def _dense_plan_config(
         group, _ = dense_combine_shape(workload.batch, parts)
         combine = _LAUNCH_US + -(-dense_combine_pieces(workload.batch, parts) // group) * _DENSE_COMBINE_STEP_US
         combine += 2 * (workload.batch + parts) * workload.rows * DENSE_D_V * 4 / share
+    # Aligned (dense_schedule): a part per request where the heaviest request costs no more than a balanced part plus
+    # the combine's merge beyond its launch (which still runs, with nothing to merge); priced here at capacity.
+    cut_units = -1
+    if config.get("WAVEMLA_DENSE_ALIGN") != "off":
+        cut_units = max(0, round((combine - _LAUNCH_US) / tile)) if cut else 0
+    aligned = cut and dense_schedule_aligned(workload.batch, parts, overhead, tiles + overhead, weight, cut_units)
+    if aligned:
+        split_us, combine = (tiles + overhead) * tile, _LAUNCH_US
     predicted = _DENSE_SCHEDULER_US + _LAUNCH_US + split_us + combine
     kernel = " (warp-specialized sm_90 kernel)" if _dense_ws(cfg, workload, device) else ""
+    share_note = (
+        f"a part per request ({tiles + overhead} tile units, none cut)" if aligned else f"{per_part} tile units/part"
+    )
     note = (
         f"{cfg.label}{kernel} over {slots} slots: {parts} parts x {num_rb} row block(s) = {programs} programs, "
         f"{active} active/SM; tile {tile:.2f} us, segment overhead {overhead} tile(s); at capacity "
-        f"({workload.batch} x {tiles} tiles) {per_part} tile units/part, predicted {predicted:.1f} us"
+        f"({workload.batch} x {tiles} tiles) {share_note}, predicted {predicted:.1f} us"
     )
     return DensePlan(
         config=cfg,
@@ -1608,6 +1623,7 @@ def _dense_plan_config(
         predicted_us=predicted,
         resources=res,
         reasons=(note,),
+        cut_units=cut_units,
     )
 
 
@@ -1615,6 +1631,13 @@ def clear_dense_caches() -> None:
     """Forget cached dense plans and resources."""
     _plan_dense_cached.cache_clear()
     _dense_static_resources.cache_clear()
+
+
+def dense_schedule_aligned(batch: int, num_parts: int, overhead: int, max_weight: int, total: int,
+                           cut_units: int) -> bool:  # fmt: skip
+    """Whether the dense schedule gives each request a part of its own (:func:`dense_schedule`, "Aligned"): the
+    heaviest request costs no more than a balanced part plus what cutting requests costs."""
+    return cut_units >= 0 and 0 < batch <= num_parts and max_weight <= -(-total // num_parts) + overhead + cut_units
 
 
 @dataclass(frozen=True)
@@ -1633,15 +1656,20 @@ class DenseSchedule:
 
 
 def dense_schedule(
-    lengths: list[int], num_parts: int, overhead: int, block_n: int, max_seqlen: int
+    lengths: list[int], num_parts: int, overhead: int, block_n: int, max_seqlen: int, cut_units: int = -1
 ) -> DenseSchedule:  # fmt: skip
     """The dense work partition for these lengths, in plain Python: the definition the device scheduler
     (kernels/dense_decode.py) must reproduce exactly, and a way to inspect a plan's balance for given lengths.
 
-    Request ``r`` has ``n_r = max(ceil(clamp(L_r, 0, max_seqlen) / block_n), 1)`` units and weighs ``n_r +
+    Request ``r`` has ``n_r = max(ceil(clamp(L_r, 0, max_seqlen) / block_n), 1)`` units and weighs ``w_r = n_r +
     overhead``; with ``C_r`` the exclusive weight prefix and ``W`` the total, part ``p`` starts at weight
     ``x_p = floor(p·W / P)``: in the last request with ``C_r <= x_p``, at tile ``clamp(x_p - C_r - overhead, 0,
     n_r - 1)``.
+
+    Aligned: with ``cut_units >= 0`` (what cutting requests costs, in units: the partials, the combine's merge),
+    ``b <= P`` and ``max(w_r) <= ceil(W / P) + overhead + cut_units``, part ``p < b`` holds request ``p`` whole and
+    the parts past ``b`` hold nothing: no request is cut, at the price of the heaviest request's weight instead of a
+    balanced share (batches a little under the part count with even lengths).
 
     Example::
 
@@ -1658,6 +1686,10 @@ def dense_schedule(
         unit_prefix.append(unit_prefix[-1] + n)
     total = prefix[-1]
     b = len(units)
+    if dense_schedule_aligned(b, num_parts, overhead, max(units) + overhead, total, cut_units):
+        parts = tuple((min(p, b), 0, min(p + 1, b), 0) for p in range(num_parts))
+        return DenseSchedule(parts, tuple((r, r) for r in range(b)),
+                             tuple(units[p] + overhead if p < b else 0 for p in range(num_parts)), total)  # fmt: skip
     begins: list[tuple[int, int]] = []
     for p in range(num_parts):
         x = p * total // num_parts

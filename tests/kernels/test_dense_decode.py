@@ -300,17 +300,42 @@ SCHEDULES = [
 ]
 
 
+@pytest.mark.parametrize("cut_units", [-1, 0, 4])
 @pytest.mark.parametrize(("lengths", "parts", "overhead", "block_n"), SCHEDULES)
-def test_scheduler_kernel_matches_its_definition(lengths, parts, overhead, block_n):
+def test_scheduler_kernel_matches_its_definition(lengths, parts, overhead, block_n, cut_units):
     max_seqlen = 8192
     seqlens = torch.tensor(lengths, dtype=torch.int32, device=DEVICE)
     sched = torch.full((parts, 4), -7, dtype=torch.int32, device=DEVICE)
     req = torch.full((len(lengths), 4), -7, dtype=torch.int32, device=DEVICE)
     dense_decode_schedule(cache_seqlens=seqlens, sched=sched, req=req, max_seqlen=max_seqlen, num_parts=parts,
-                          segment_overhead=overhead, block_n=block_n)  # fmt: skip
-    want = dense_schedule(lengths, parts, overhead, block_n, max_seqlen)
+                          segment_overhead=overhead, block_n=block_n, cut_units=cut_units)  # fmt: skip
+    want = dense_schedule(lengths, parts, overhead, block_n, max_seqlen, cut_units)
     assert [tuple(r) for r in sched.tolist()] == list(want.parts)
     assert [tuple(r[:2]) for r in req.tolist()] == list(want.request_parts)
+
+
+def test_scheduler_gives_each_request_a_part_where_that_costs_less_than_cutting():
+    """Even lengths under the part count: a part per request, none cut (the parts past b hold nothing), once the
+    heaviest request (18 units) costs at most a balanced part (12) plus the segment overhead (2) plus ``cut_units``;
+    a smaller ``cut_units``, -1, uneven lengths or more requests than parts keep the balanced partition."""
+    lengths = [1000] * 7 + [900]
+    aligned = dense_schedule(lengths, 12, 2, 64, 8192, cut_units=4)
+    assert aligned.parts == tuple((min(p, 8), 0, min(p + 1, 8), 0) for p in range(12))
+    assert aligned.request_parts == tuple((r, r) for r in range(8))
+    for other in (dense_schedule(lengths, 12, 2, 64, 8192, cut_units=c) for c in (3, -1)):
+        assert other.request_parts[1] == (1, 3)  # cut between parts
+    assert dense_schedule([4000] + [100] * 7, 12, 2, 64, 8192, cut_units=4).request_parts[0] == (0, 8)
+    assert dense_schedule(lengths * 2, 12, 2, 64, 8192, cut_units=4).request_parts[1] == (0, 1)
+    seqlens = torch.tensor(lengths, dtype=torch.int32, device=DEVICE)
+    sched = torch.full((12, 4), -7, dtype=torch.int32, device=DEVICE)
+    req = torch.full((8, 4), -7, dtype=torch.int32, device=DEVICE)
+    dense_decode_schedule(cache_seqlens=seqlens, sched=sched, req=req, max_seqlen=8192, num_parts=12,
+                          segment_overhead=2, block_n=64, cut_units=4)  # fmt: skip
+    assert [tuple(r) for r in sched.tolist()] == list(aligned.parts)
+    assert [tuple(r[:2]) for r in req.tolist()] == list(aligned.request_parts)
+    with pytest.raises(ValueError, match="cut_units"):
+        dense_decode_schedule(cache_seqlens=seqlens, sched=sched, req=req, max_seqlen=8192, num_parts=12,
+                              segment_overhead=2, block_n=64, cut_units=-2)  # fmt: skip
 
 
 def test_schedule_covers_every_unit_once_and_balances_skewed_lengths():

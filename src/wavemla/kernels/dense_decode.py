@@ -15,7 +15,10 @@ boundary falls, and each unit belongs to exactly one part. ``r_p`` is found in O
 boundaries inside request ``r`` start at ``ceil(C_r·P / W)``, so a histogram of those values, prefix-summed, counts
 the requests that start at or before each part. The scheduler writes ``sched[p] = (first request, first tile, end
 request, end tile)`` (end exclusive) and, per request, the first and last part that touch it (``part(u)`` of a unit
-is ``floor(((X_u + 1)·P - 1) / W)`` with ``X_u`` the unit's weight position), which the combine reads.
+is ``floor(((X_u + 1)·P - 1) / W)`` with ``X_u`` the unit's weight position), which the combine reads. Aligned
+(the plan's ``cut_units >= 0``, :func:`wavemla.plan.dense_schedule`): where there are no more requests than parts and
+the heaviest request weighs at most ``ceil(W / P) + OVH + cut_units``, part ``p`` takes request ``p`` whole and the
+parts past ``b`` nothing, so no request is cut and the combine has nothing to merge.
 
 Split kernel. Program ``(part, row block)`` walks its range; a request it covers whole is finished there (output and
 natural-log lse written); a cut request leaves one normalized fp32 partial and its base-2 lse in workspace slot
@@ -145,18 +148,24 @@ def _dense_mla_schedule_kernel(
     max_len,
     P,
     OVH,
+    CUT,
     BLOCK_N: tl.constexpr,
     BLOCK_B: tl.constexpr,
     BLOCK_P: tl.constexpr,
 ):
-    # Pass 1: total weight W.
+    # Pass 1: total weight W and the heaviest request's weight.
     b_total = tl.zeros([BLOCK_B], dtype=tl.int32)
+    b_wmax = tl.zeros([BLOCK_B], dtype=tl.int32)
     for i_b0 in range(0, B, BLOCK_B):
         o_b = i_b0 + tl.arange(0, BLOCK_B)
         m_b = o_b < B
         b_n = _request_units(p_seqlens, o_b, m_b, max_len, BLOCK_N)
         b_total += tl.where(m_b, b_n + OVH, 0)
+        b_wmax = tl.maximum(b_wmax, tl.where(m_b, b_n + OVH, 0))
     w_total = tl.sum(b_total, 0).to(tl.int64)
+    # Aligned (plan.dense_schedule_aligned): a part per request, none cut, where the heaviest request costs no more
+    # than a balanced part plus what cutting costs (CUT units; -1: never).
+    aligned = (CUT >= 0) & (B <= P) & (tl.max(b_wmax, 0).to(tl.int64) <= (w_total + P - 1) // P + OVH + CUT)
 
     # Pass 2: weight prefix per request, the parts that touch it, and a histogram of the first part boundary inside
     # each request (ceil(C_r·P / W) <= P; padding goes to the last bin, which no part < P reads).
@@ -169,8 +178,8 @@ def _dense_mla_schedule_kernel(
         b_w = tl.where(m_b, b_n + OVH, 0)
         b_c = tl.cumsum(b_w, 0) - b_w + carry
         b_c64 = b_c.to(tl.int64)
-        b_first = tl.minimum(((b_c64 + OVH + 1) * P - 1) // w_total, P - 1)
-        b_last = tl.minimum(((b_c64 + b_w) * P - 1) // w_total, P - 1)
+        b_first = tl.where(aligned, o_b, tl.minimum(((b_c64 + OVH + 1) * P - 1) // w_total, P - 1))
+        b_last = tl.where(aligned, o_b, tl.minimum(((b_c64 + b_w) * P - 1) // w_total, P - 1))
         p_r = p_req + o_b * 4
         tl.store(p_r + 0, b_first.to(tl.int32), mask=m_b)
         tl.store(p_r + 1, b_last.to(tl.int32), mask=m_b)
@@ -190,6 +199,8 @@ def _dense_mla_schedule_kernel(
     b_n = tl.load(p_req + b_r * 4 + 3, mask=m_p, other=1).to(tl.int64)
     b_x = (o_p.to(tl.int64) * w_total) // P
     b_t = tl.minimum(tl.maximum(b_x - b_c - OVH, 0), b_n - 1)
+    b_r = tl.where(aligned, tl.minimum(o_p, B), b_r)
+    b_t = tl.where(aligned, 0, b_t)
     tl.store(p_sched + o_p * 4 + 0, b_r, mask=m_p)
     tl.store(p_sched + o_p * 4 + 1, b_t.to(tl.int32), mask=m_p)
     tl.debug_barrier()
@@ -647,10 +658,14 @@ def dense_decode_schedule(
     num_parts: int,
     segment_overhead: int,
     block_n: int,
+    cut_units: int = -1,
 ) -> None:
     """Write the work ranges of ``num_parts`` parts into ``sched [num_parts, 4]`` int32 and the parts touching each
     request into ``req [b, 4]`` int32 (first part, last part, weight prefix, units), from ``cache_seqlens [b]``
-    int32 on the device (see the module docstring). One program; no host sync."""
+    int32 on the device (see the module docstring; ``cut_units >= 0`` lets it give each request a part of its own,
+    :func:`wavemla.plan.dense_schedule`). One program; no host sync."""
+    if isinstance(cut_units, bool) or not isinstance(cut_units, int) or cut_units < -1:
+        raise ValueError(f"cut_units: an int >= 0, or -1 for never aligned, got {cut_units!r}")
     b = cache_seqlens.shape[0]
     _dense_mla_schedule_kernel[(1,)](
         p_seqlens=cache_seqlens,
@@ -660,6 +675,7 @@ def dense_decode_schedule(
         max_len=max_seqlen,
         P=num_parts,
         OVH=segment_overhead,
+        CUT=cut_units,
         BLOCK_N=block_n,
         BLOCK_B=min(triton.next_power_of_2(max(b, 16)), _MAX_BLOCK_B),
         BLOCK_P=triton.next_power_of_2(num_parts + 1),

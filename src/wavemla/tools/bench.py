@@ -459,7 +459,7 @@ def bench_dense(
                 "schedule": lambda pl=pl, meta=meta, inputs=inputs: dense_decode_schedule(
                     cache_seqlens=inputs["cache_seqlens"], sched=meta.sched, req=meta.req,
                     max_seqlen=inputs["block_table"].shape[1] * DENSE_PAGE, num_parts=pl.num_parts,
-                    segment_overhead=pl.segment_overhead, block_n=pl.config.block_n),
+                    segment_overhead=pl.segment_overhead, block_n=pl.config.block_n, cut_units=pl.cut_units),
                 "split": lambda pl=pl, meta=meta, inputs=inputs, out=out, lse=lse, kv=kv, c=c, fp8=fp8, s_q=s_q: (
                     dense_decode_split(
                     q=inputs["q"], out=out, lse=lse, o_ws=meta.o_ws, lse_ws=meta.lse_ws, kv=kv,
