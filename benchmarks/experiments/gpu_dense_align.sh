@@ -30,4 +30,6 @@ done
 step 40 $W stress --mode dense --heads 64 --seqlen 4096 --replays 2000
 } 2>&1 | grep -v -E "Warning[:(]|warner\(|warn_once" > "$OUT/dense_align.log"
 grep -E "^== |passed|failed|mismatch|ceilings" "$OUT/dense_align.log" | cut -c1-200
-python3 benchmarks/experiments/dense_align_table.py "$OUT" 2>&1 | tail -40
+python3 benchmarks/experiments/dense_align_table.py "$OUT" 2>&1 | tee -a "$OUT/dense_align.log" | tail -40
+# one file for the JSONs: a call brings back at most 8 files
+tar czf "$OUT/dense-align-json.tar.gz" -C "$OUT" $(cd "$OUT" && ls dense-align-*.json) && rm -f "$OUT"/dense-align-*.json

@@ -1219,6 +1219,13 @@ _DENSE_SCHEDULER_US = 3.0  # the one-program scheduler launch inside a CUDA grap
 # issued together): alone on an H200 the combine took 9.4-9.9 µs with one step and 14.0 with 8 steps of 16 pieces
 # (b=1 h=16, 127 pieces; 2026-11-30-h200-dense-combine-micro.log).
 _DENSE_COMBINE_STEP_US = 0.75
+# What cutting requests costs against a part per request, as a share of the combine's estimated merge: fitted to the
+# break-even batches of the warp-specialized kernel on the H200 (bf16, 4K keys, gpu_dense_align.sh fa02e49,
+# 2026-12-02-h200-dense-align-fa02e49.log): a part per request measured even with the balanced partition at h = 64
+# b = 116 (132 parts; 1.005) and h = 128 b = 60 (66 parts; 1.002), faster from b = 124 and 64 (0.951-0.972) and
+# slower at h = 128 b = 56 (1.059), where the whole estimate (6 and 7 tile units) had aligned from b = 116 and 56.
+# The combine runs partly beside the split's last programs, so its time alone overstates what a cut costs.
+_DENSE_CUT_SHARE = 0.5
 _DENSE_MAX_OVERHEAD_TILES = 16
 _INT32_MAX = 2**31 - 1
 
@@ -1594,10 +1601,11 @@ def _dense_plan_config(
         combine = _LAUNCH_US + -(-dense_combine_pieces(workload.batch, parts) // group) * _DENSE_COMBINE_STEP_US
         combine += 2 * (workload.batch + parts) * workload.rows * DENSE_D_V * 4 / share
     # Aligned (dense_schedule): a part per request where the heaviest request costs no more than a balanced part plus
-    # the combine's merge beyond its launch (which still runs, with nothing to merge); priced here at capacity.
+    # what cutting costs, _DENSE_CUT_SHARE of the combine's merge beyond its launch (which still runs, with nothing to
+    # merge); priced here at capacity.
     cut_units = -1
     if config.get("WAVEMLA_DENSE_ALIGN") != "off":
-        cut_units = max(0, round((combine - _LAUNCH_US) / tile)) if cut else 0
+        cut_units = max(0, round(_DENSE_CUT_SHARE * (combine - _LAUNCH_US) / tile)) if cut else 0
     aligned = cut and dense_schedule_aligned(workload.batch, parts, overhead, tiles + overhead, weight, cut_units)
     if aligned:
         split_us, combine = (tiles + overhead) * tile, _LAUNCH_US
