@@ -113,6 +113,7 @@ def test_dense_json_matches_the_planner(capsys: pytest.CaptureFixture[str]) -> N
         workload = DenseWorkload(batch=r["batch"], s_q=2, h_q=64, d_qk=512, max_seqlen=4096, is_fp8=False)
         p = plan_dense(workload, PRESETS["h200"])
         assert r["config"] == str(p.config) and r["parts"] == p.num_parts and r["programs"] == p.programs
+        assert r["cut_units"] == p.cut_units
         assert r["predicted_us"] == pytest.approx(p.predicted_us) and r["reasons"] == list(p.reasons)
         assert r["us_per_request"] == pytest.approx(p.predicted_us / r["batch"])
 

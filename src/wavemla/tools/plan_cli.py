@@ -174,6 +174,7 @@ def dense_rows(
                 "parts": p.num_parts,
                 "programs": p.programs,
                 "segment_overhead": p.segment_overhead,
+                "cut_units": p.cut_units,
                 "tile_us": p.tile_us,
                 **_prediction_fields(b, p),
             }
