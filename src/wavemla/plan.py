@@ -1224,8 +1224,10 @@ _DENSE_COMBINE_STEP_US = 0.75
 # 2026-12-02-h200-dense-align-fa02e49.log): a part per request measured even with the balanced partition at h = 64
 # b = 116 (132 parts; 1.005) and h = 128 b = 60 (66 parts; 1.002), faster from b = 124 and 64 (0.951-0.972) and
 # slower at h = 128 b = 56 (1.059), where the whole estimate (6 and 7 tile units) had aligned from b = 116 and 56.
+# Half of it aligned h = 128 from b = 59, 4% above b = 58 on the b = 1..128 curve (gpu_dense_ws_curves.sh 3415f88,
+# 2026-12-02-h200-dense-ws-curve-h128-3415f88.json: 167.2 -> 173.9 us); 0.35 starts at b = 60 (h = 64: b = 121).
 # The combine runs partly beside the split's last programs, so its time alone overstates what a cut costs.
-_DENSE_CUT_SHARE = 0.5
+_DENSE_CUT_SHARE = 0.35
 _DENSE_MAX_OVERHEAD_TILES = 16
 _INT32_MAX = 2**31 - 1
 
