@@ -1696,7 +1696,7 @@ def dense_schedule(
         unit_prefix.append(unit_prefix[-1] + n)
     total = prefix[-1]
     b = len(units)
-    if dense_schedule_aligned(b, num_parts, overhead, max(units) + overhead, total, cut_units):
+    if dense_schedule_aligned(b, num_parts, overhead, max(units, default=0) + overhead, total, cut_units):
         parts = tuple((min(p, b), 0, min(p + 1, b), 0) for p in range(num_parts))
         return DenseSchedule(parts, tuple((r, r) for r in range(b)),
                              tuple(units[p] + overhead if p < b else 0 for p in range(num_parts)), total)  # fmt: skip

@@ -314,6 +314,22 @@ def test_scheduler_kernel_matches_its_definition(lengths, parts, overhead, block
     assert [tuple(r[:2]) for r in req.tolist()] == list(want.request_parts)
 
 
+@pytest.mark.parametrize("align", ["auto", "off"])
+def test_a_part_per_request_matches_reference(align):
+    """Even lengths under the part count: with the aligned partition every request is finished whole by its own part
+    (the combine has nothing to merge); with it off they are cut; both give the reference's answer."""
+    inputs = make_dense_decode_inputs(lengths=[200, 190, 200], h_q=16, page=16, dtype=SMALL_DTYPE, device=DEVICE,
+                                      seed=5)  # fmt: skip
+    with config.override(WAVEMLA_TARGET_CTAS=4, WAVEMLA_DENSE_ALIGN=align):
+        meta, _ = get_mla_metadata()
+        check(inputs, metadata=meta)
+    pieces = (meta.req[:, 1] - meta.req[:, 0] + 1).tolist()
+    assert meta.dense_plan.num_parts == 4
+    assert (pieces == [1, 1, 1]) == (align == "auto")
+    if align == "auto":
+        assert meta.sched[3].tolist() == [3, 0, 3, 0]  # the part past the batch holds nothing
+
+
 def test_scheduler_gives_each_request_a_part_where_that_costs_less_than_cutting():
     """Even lengths under the part count: a part per request, none cut (the parts past b hold nothing), once the
     heaviest request (18 units) costs at most a balanced part (12) plus the segment overhead (2) plus ``cut_units``;
