@@ -315,12 +315,14 @@ def test_scheduler_kernel_matches_its_definition(lengths, parts, overhead, block
 
 
 @pytest.mark.parametrize("align", ["auto", "off"])
-def test_a_part_per_request_matches_reference(align):
+@pytest.mark.parametrize(("h_q", "page", "knobs"), [(16, 16, {}), (64, 64, KEYS_MAJOR)], ids=["h16", "h64-64x64"])
+def test_a_part_per_request_matches_reference(align, h_q, page, knobs):
     """Even lengths under the part count: with the aligned partition every request is finished whole by its own part
-    (the combine has nothing to merge); with it off they are cut; both give the reference's answer."""
-    inputs = make_dense_decode_inputs(lengths=[200, 190, 200], h_q=16, page=16, dtype=SMALL_DTYPE, device=DEVICE,
+    (the combine has nothing to merge); with it off they are cut; both give the reference's answer (h = 64 with the
+    64x64 tile: the warp-specialized kernel on sm_90)."""
+    inputs = make_dense_decode_inputs(lengths=[200, 190, 200], h_q=h_q, page=page, dtype=SMALL_DTYPE, device=DEVICE,
                                       seed=5)  # fmt: skip
-    with config.override(WAVEMLA_TARGET_CTAS=4, WAVEMLA_DENSE_ALIGN=align):
+    with config.override(**knobs, WAVEMLA_TARGET_CTAS=4, WAVEMLA_DENSE_ALIGN=align):
         meta, _ = get_mla_metadata()
         check(inputs, metadata=meta)
     pieces = (meta.req[:, 1] - meta.req[:, 0] + 1).tolist()
