@@ -22,6 +22,8 @@ RESULTS = Path(__file__).parent / "results"
 BI = "2026-12-02-h200-bi-cost-ws-merge-loop-1ca2926"
 BEFORE = "2026-11-30-h200"
 DENSE = "2026-12-02-h200-dense-ws-b128-72f38d6"  # the warp-specialized sm_90 kernel's b = 128, 16K points
+# the planner's bf16 picks over b = 1..128 at 4K keys on that kernel (h = 64), with a part per request
+DENSE_CURVE = "2026-12-02-h200-dense-ws-curve-h64-3415f88"
 # the sparse decode as shipped with its warp-specialized sm_90 kernel (sparse_ws_ab.py time: each shape's first
 # "on" row is the plan's pick, the Triton kernel where the plan's tile is not 64x64)
 SPARSE_WS = "2026-12-02-h200-sparse-ws-lane-957aed2"
@@ -206,6 +208,12 @@ def glance() -> str:
             out.append(
                 f"| dense decode | bf16, s_k 16K, h={r['h_q']} | 128 | {r['median_us']:.1f} | "
                 f"{r['pct_copy']:.0f}% of copy bandwidth | `{DENSE}.json` |"
+            )
+    for r in load(DENSE_CURVE)["records"]:
+        if r["batch"] in (32, 128):
+            out.append(
+                f"| dense decode | bf16, s_k 4K, h={r['h_q']} | {r['batch']} | {r['median_us']:.1f} | "
+                f"{r['pct_copy']:.0f}% of copy bandwidth | `{DENSE_CURVE}.json` |"
             )
     idx = sorted(load(f"{BEFORE}-idx-spread"), key=lambda r: (r["n_comp"] or 0, r["b"] or 0))
     for r in idx:
