@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU: the dense warp-specialized kernel's load warp prefetching the next segment's q rows into L2 (one bulk prefetch
-# per segment), A/B against the source before it (carry build/oldsrc: `git archive REV src | tar -x -C
+# per segment; the kernel of commit 34971b4 only: no faster, reverted; docs/dense-decode.md, "Tried and not kept"),
+# A/B against the source before it (carry build/oldsrc: `git archive REV src | tar -x -C
 # build/oldsrc`), `wavemla bench --dense` alternated in two rounds at the batches whose parts hold several segments
 # (bf16, h = 64 b = 8..64 at 4K and b = 32 at 16K, h = 128 b = 32, skewed b = 32), then the dense GPU tests.
 #   BUDGET=420 bash benchmarks/experiments/gpu_dense_qahead.sh SHA   (writes qahead.tar.gz and the log under $OUT)

@@ -89,8 +89,6 @@ _BLOCK = tl.constexpr(BLOCK)  # the same, as kernel constants
 _CHUNKS = tl.constexpr(CHUNKS)
 _STAGES = tl.constexpr(STAGES)
 _D_V = tl.constexpr(D_V)
-_D_QK = tl.constexpr(D_QK)
-_Q_BLOCK_BYTES = tl.constexpr(BLOCK * D_QK * 2)  # a row block of q: 64 rows of 576 bf16/fp16
 _MATH_REGS = tl.constexpr(MATH_REGS)
 _LOAD_REGS = tl.constexpr(LOAD_REGS)
 
@@ -167,30 +165,8 @@ if HAVE_GLUON:
         return r_begin, r_last
 
     @gluon.jit
-    def _prefetch_q_l2(p_q_rows, NBYTES: gl.constexpr):
-        """Bring the ``NBYTES`` of q rows at ``p_q_rows`` (a contiguous row block, 16-byte aligned) into L2: one bulk
-        prefetch from the load warp's first lane; nothing waits for it."""
-        lanes: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
-        p = p_q_rows + gl.zeros([32], gl.int64, layout=lanes)
-        gl.inline_asm_elementwise(
-            f"""{{
-            .reg .pred p;
-            .reg .b32 l;
-            mov.u32 l, %laneid;
-            setp.eq.u32 p, l, 0;
-            @p cp.async.bulk.prefetch.L2.global [$1], {NBYTES};
-            mov.u32 $0, 0;
-            }}""",
-            "=r,l",
-            [p],
-            dtype=gl.int32,
-            is_pure=False,
-            pack=1,
-        )
-
-    @gluon.jit
     def _load_partition(q_desc, kv_desc, q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_bt, p_seqlens,
-                        p_sched, num_blocks, max_len, stride_bt, M, p_q, PAGE: gl.constexpr, NUM_RB: gl.constexpr,
+                        p_sched, num_blocks, max_len, stride_bt, M, PAGE: gl.constexpr, NUM_RB: gl.constexpr,
                         N_CHUNKS: gl.constexpr, N_STAGES: gl.constexpr):  # fmt: skip
         i_pid = gl.program_id(0)
         i_rb = i_pid % NUM_RB
@@ -207,10 +183,6 @@ if HAVE_GLUON:
             row_q = i_b * M + i_rb * _BLOCK
             for c in gl.static_range(N_CHUNKS):
                 _tma_load(q_desc, [row_q, c * _BLOCK], q_ready, q_smem.index(c))
-            if i_b < r_last:
-                # the next segment's q rows, one contiguous [64, 576] block, on their way to L2: its TMA load above,
-                # issued once both math warpgroups release q at this segment's end, then reads L2, not DRAM
-                _prefetch_q_l2(p_q + (row_q + M).to(gl.int64) * _D_QK, _Q_BLOCK_BYTES)
             i_seg += 1  # noqa: SIM113 (a loop-carried counter in a kernel)
             p_bt_row = p_bt + i_b.to(gl.int64) * stride_bt
             for i_tile in range(t_lo, t_stop):
@@ -428,7 +400,7 @@ if HAVE_GLUON:
     @gluon.jit
     def _dense_mla_decode_ws_kernel(q_desc, kv_desc, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched,
                                     num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh,
-                                    qk_scale, p_q, CAUSAL: gl.constexpr, PAGE: gl.constexpr,
+                                    qk_scale, CAUSAL: gl.constexpr, PAGE: gl.constexpr,
                                     NUM_RB: gl.constexpr):  # fmt: skip
         N_CHUNKS: gl.constexpr = _CHUNKS
         N_STAGES: gl.constexpr = _STAGES
@@ -464,7 +436,7 @@ if HAVE_GLUON:
                                    max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, CAUSAL,
                                    PAGE, NUM_RB, N_CHUNKS, N_STAGES, 1)),
                 (_load_partition, (q_desc, kv_desc, q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_bt,
-                                   p_seqlens, p_sched, num_blocks, max_len, stride_bt, M, p_q, PAGE, NUM_RB, N_CHUNKS,
+                                   p_seqlens, p_sched, num_blocks, max_len, stride_bt, M, PAGE, NUM_RB, N_CHUNKS,
                                    N_STAGES)),
             ],
             [4, 1],
@@ -526,7 +498,6 @@ def dense_decode_split_ws(
         out.stride(1),
         out.stride(2),
         softmax_scale * LOG2E,
-        q,
         CAUSAL=causal and s_q > 1,
         PAGE=page,
         NUM_RB=num_rb,
@@ -573,6 +544,6 @@ def compile_sm90(dtype: torch.dtype = torch.bfloat16, *, page: int = 64, causal:
     desc = f"tensordesc<{ty}[{BLOCK}, {BLOCK}],{smem_layout()!r}>"
     types = {"q_desc": desc, "kv_desc": desc, "p_out": f"*{ty}", "p_lse": "*fp32", "p_o_ws": "*fp32",
              "p_lse_ws": "*fp32", "p_bt": "*i32", "p_seqlens": "*i32", "p_sched": "*i32",
-             "qk_scale": "fp32", "p_q": f"*{ty}"}  # fmt: skip
+             "qk_scale": "fp32"}  # fmt: skip
     return build_sm90(_dense_mla_decode_ws_kernel, types=types,
                       constexprs={"CAUSAL": causal, "PAGE": page, "NUM_RB": num_rb}, max_regs=MAX_REGS)  # fmt: skip
