@@ -1,5 +1,6 @@
 """The dense in-kernel merge A/B of gpu_dense_ws_merge.sh: per shape, the call as planned (merge on) and with
-WAVEMLA_DENSE_WS_MERGE=off in each round, the better round's ratio, and the on-call with the schedule reused.
+WAVEMLA_DENSE_WS_MERGE=off (a knob of commit c01760f only) in each round, the better round's ratio, and the on-call
+with the schedule reused.
 
     python benchmarks/experiments/dense_merge_table.py DIR   (reads DIR/dense-merge-{on,off}-{1,2}.json)
 """
