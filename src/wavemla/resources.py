@@ -307,7 +307,7 @@ def _dense_decode_spec(
     import torch
     import triton.language as tl
 
-    from wavemla.kernels.dense_decode import CHUNK_TILES, keys_major, l2_ahead_tiles, l2_policies, p_scratch
+    from wavemla.kernels.dense_decode import CHUNK_TILES, keys_major, l2_ahead_tiles, p_scratch
 
     constexprs: dict[str, Any] = {
         "IS_FP8": is_fp8, "HAS_PE": True, "CAUSAL": False, "PAGE": page,
@@ -315,7 +315,7 @@ def _dense_decode_spec(
         "BLOCK_N": block_n, "NUM_RB": math.ceil(s_q * h / block_h), "NUM_STAGES": num_stages,
         "KEYS_MAJOR": keys_major(is_fp8, block_h), "TILE_IN_PAGE": page % block_n == 0, "BLOCK_C": CHUNK_TILES,
         "P_VIA_WS": p_scratch(is_fp8, block_h, torch.bfloat16, arch), "SCRATCH_ASM": True,
-        "L2_AHEAD": l2_ahead_tiles(is_fp8), "WS_EVICT": "evict_last" if l2_policies(is_fp8, block_h) else "",
+        "L2_AHEAD": l2_ahead_tiles(is_fp8),
     }  # fmt: skip
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
 

@@ -83,7 +83,7 @@ for arch in (80, 86, 89, 90, 100, 120):
     for group, block_d in json.loads(sys.argv[2]):
         c = compile_for_target(
             _dense_mla_combine_kernel, arch=arch, num_warps=4, num_stages=1, pointers=pointers, ints={},
-            constexprs={"BLOCK_M": 16, "BLOCK_D": block_d, "D": 512, "GROUP": group, "WS_EVICT": "evict_first"},
+            constexprs={"BLOCK_M": 16, "BLOCK_D": block_d, "D": 512, "GROUP": group},
             unspecialized=("H", "M", "stride_ob", "stride_os", "stride_oh"),
         )
         out.append([arch, group, block_d, c.metadata.shared])

@@ -209,32 +209,6 @@ def test_gpu_fp8_l2_prefetch_keeps_the_bits(monkeypatch, ahead):
     assert torch.equal(out, out0) and torch.equal(lse, lse0)
 
 
-@pytest.mark.parametrize(("choice", "expected"), [("on", True), ("off", False)])
-def test_dense_l2_knob_decides_the_launch(choice, expected):
-    """WAVEMLA_DENSE_L2 on/off force the partials' L2 policies on every launch or none; auto follows l2_policies."""
-    launches = [(False, 64), (False, 16), (True, 64), (True, 16)]
-    with config.override(WAVEMLA_DENSE_L2=choice):
-        assert [dense_decode_kernels.launch_l2_policies(*x) for x in launches] == [expected] * 4
-    with config.override(WAVEMLA_DENSE_L2="auto"):
-        got = [dense_decode_kernels.launch_l2_policies(*x) for x in launches]
-    assert got == [dense_decode_kernels.l2_policies(*x) for x in launches]
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize(("fp8", "h_q"), [(False, 64), (False, 16), (True, 64)], ids=["ws", "rows16", "fp8"])
-def test_gpu_dense_l2_policies_keep_the_bits(fp8, h_q):
-    """The policies change where the partials live in L2, not the arithmetic: on and off give the same bits, in the
-    warp-specialized kernel (bf16, 64 heads) and the Triton kernel (16 heads; FP8 rows), with requests cut."""
-    inputs = make_dense_decode_inputs(lengths=[4000, 64 * 5 + 3, 0, 129, 2500], h_q=h_q, page=64, fp8=fp8,
-                                      device="cuda", seed=5)  # fmt: skip
-    results = []
-    for choice in ("on", "off"):
-        with config.override(WAVEMLA_DENSE_L2=choice):
-            results.append(dense_mla_decode(**inputs))
-    (o_on, lse_on), (o_off, lse_off) = results
-    assert torch.equal(o_on, o_off) and torch.equal(lse_on, lse_off)
-
-
 def test_poison_and_padding_are_present():
     """The inputs the tests use do hold NaN past every length and huge block-table padding."""
     rows = make_dense_decode_inputs(lengths=[5, 20], page=16, dtype=SMALL_DTYPE)
