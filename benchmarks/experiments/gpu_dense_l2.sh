@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU: L2 eviction policies for the dense decode's partials (the split kernel stores cut requests' partials
-# evict_last, the combine loads them evict_first; knob WAVEMLA_DENSE_L2), A/B by the knob (on / off) on one source,
+# evict_last, the combine loads them evict_first; knob WAVEMLA_DENSE_L2 of commit 13e6d31 only: no faster, reverted;
+# docs/dense-decode.md, "Tried and not kept"), A/B by the knob (on / off) on one source,
 # `wavemla bench --dense` alternated in two rounds: the warp-specialized kernel (bf16, h = 64 and 128 at b = 8, 32,
 # 64 and 128 at 4K, where b = 128 (h = 64) and 64, 128 (h = 128) give each request a part of its own and cut nothing;
 # h = 64 b = 32 and 64 at 16K, uniform and skewed) and the Triton kernel (bf16 h = 16 and FP8 h = 16 and 64, b = 32

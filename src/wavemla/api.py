@@ -450,7 +450,6 @@ def dense_mla_decode(
     """
     from wavemla.kernels.combine import dense_decode_combine
     from wavemla.kernels.dense_decode import dense_decode_schedule, dense_decode_split
-    from wavemla.kernels.dense_decode import launch_l2_policies as dense_l2_policies
     from wavemla.kernels.dense_decode import p_scratch_elems as dense_p_scratch_elems
     from wavemla.kernels.dense_decode import split_p as dense_split_p
 
@@ -521,7 +520,6 @@ def dense_mla_decode(
         lse = torch.empty((b, s_q, h_q), dtype=torch.float32, device=device)
         if b == 0:
             return out, lse.transpose(1, 2)
-        l2_hints = dense_l2_policies(is_fp8, p.config.block_h)
         if not (reuse_schedule and meta.scheduled):
             dense_decode_schedule(
                 cache_seqlens=cache_seqlens,
@@ -554,12 +552,9 @@ def dense_mla_decode(
             num_parts=p.num_parts,
             # planned under WAVEMLA_DENSE_P=single; a call under split keeps P in registers (two dots of it)
             p_ws=None if dense_split_p(is_fp8, q.dtype) else meta.p_ws,
-            l2_hints=l2_hints,
         )
         if p.num_parts > 1:
-            dense_decode_combine(
-                out=out, lse=lse, o_ws=meta.o_ws, lse_ws=meta.lse_ws, req=meta.req, l2_hints=l2_hints
-            )  # fmt: skip
+            dense_decode_combine(out=out, lse=lse, o_ws=meta.o_ws, lse_ws=meta.lse_ws, req=meta.req)
         return out, lse.transpose(1, 2)
 
 

@@ -182,15 +182,6 @@ KNOBS: dict[str, Knob] = {
             choices=("auto", "off"),
         ),
         Knob(
-            "WAVEMLA_DENSE_L2",
-            "str",
-            "auto",
-            "L2 eviction policies of the dense decode's partials: the split kernel stores cut requests' partials "
-            "evict_last, the combine reads them evict_first, so that they are still in L2 when merged. 'auto': "
-            "where measured faster, 'on': every launch, 'off': none. Results are the same every way.",
-            choices=("auto", "on", "off"),
-        ),
-        Knob(
             "WAVEMLA_SPARSE_WS",
             "str",
             "auto",

@@ -208,12 +208,10 @@ def _dense_mla_combine_kernel(
     BLOCK_D: tl.constexpr,
     D: tl.constexpr,
     GROUP: tl.constexpr,
-    WS_EVICT: tl.constexpr,
 ):
     """One program per (request, ``BLOCK_M`` query rows, ``BLOCK_D`` columns): the request's pieces ``GROUP`` a step,
     loaded by an unrolled loop (their loads independent of each other), folded into a running maximum, weight sum
-    and output (online softmax over the steps). Pieces past the last one, and empty ones (lse -inf), weigh 0.
-    ``WS_EVICT``: the L2 policy of the partial outputs' loads (each is read once here)."""
+    and output (online softmax over the steps). Pieces past the last one, and empty ones (lse -inf), weigh 0."""
     i_b = tl.program_id(0)
     i_mb = tl.program_id(1)
     i_db = tl.program_id(2)
@@ -246,8 +244,7 @@ def _dense_mla_combine_kernel(
                 m_g = m_m & (o_m * 0 + (i_grp + g) <= i_last)
                 b_w = tl.exp2(tl.load(p_lse_ws + i_slot * M + o_m, mask=m_g, other=float("-inf")) - b_max_safe)
                 p_o_i = p_o_ws + ((i_slot * M + o_m) * D)[:, None] + o_d[None, :]
-                b_o_i = tl.load(p_o_i, mask=m_g[:, None], other=0.0, eviction_policy=WS_EVICT)
-                b_acc += b_w[:, None] * b_o_i.to(tl.float32)
+                b_acc += b_w[:, None] * tl.load(p_o_i, mask=m_g[:, None], other=0.0).to(tl.float32)
                 b_sum += b_w
             b_max = b_max_new
         m_seen = b_sum > 0.0
@@ -272,7 +269,6 @@ def dense_decode_combine(
     block_d: int | None = None,
     group: int | None = None,
     num_warps: int = 4,
-    l2_hints: bool = False,
 ) -> None:
     """Merge the pieces of cut requests into ``out [b, s_q, h, 512]`` and ``lse [b, s_q, h]``.
 
@@ -281,8 +277,7 @@ def dense_decode_combine(
     a step, their loads issued together (at small batch a request is cut into as many pieces as the GPU has program
     slots, and one piece per memory round trip made the merge a long latency chain). ``group`` and ``block_d``
     default to :func:`wavemla.plan.dense_combine_shape` of the batch and the parts (``o_ws`` has a slot per request
-    and one per part). Programs of requests held by one part return at once. ``l2_hints``: load the partials with
-    L2 policy evict_first (each is read once; the split kernel stored them evict_last).
+    and one per part). Programs of requests held by one part return at once.
     """
     b, s_q, h, d = out.shape
     auto_group, auto_block_d = dense_combine_shape(b, o_ws.shape[0] - b)
@@ -308,6 +303,5 @@ def dense_decode_combine(
         BLOCK_D=block_d,
         D=d,
         GROUP=group,
-        WS_EVICT="evict_first" if l2_hints else "",
         num_warps=num_warps,
     )

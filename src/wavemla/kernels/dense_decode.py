@@ -82,19 +82,6 @@ def l2_ahead_tiles(is_fp8: bool) -> int:
     return 2 if is_fp8 else 0
 
 
-def l2_policies(is_fp8: bool, block_h: int) -> bool:
-    """Whether the split kernel stores cut requests' partials with L2 policy evict_last, and the combine loads them
-    with evict_first, by default (``WAVEMLA_DENSE_L2=auto``; the same bits either way). The partials are written
-    while the row stream passes through L2 and read once by the combine right after."""
-    return True
-
-
-def launch_l2_policies(is_fp8: bool, block_h: int) -> bool:
-    """The launcher's choice of L2 policies: the ``WAVEMLA_DENSE_L2`` knob, ``auto`` meaning :func:`l2_policies`."""
-    choice = config.get("WAVEMLA_DENSE_L2")
-    return choice == "on" or (choice == "auto" and l2_policies(is_fp8, block_h))
-
-
 def split_p(is_fp8: bool, dtype: torch.dtype) -> bool:
     """Whether P meets V as ``bf16(P)`` plus ``bf16(P - bf16(P))`` (two dots): bf16 row caches with
     ``WAVEMLA_DENSE_P=split`` (the default, ``single``, rounds P to bf16 once, as FlashMLA does). fp16 keeps 11 bits
@@ -512,7 +499,6 @@ def _dense_mla_decode_kernel(
     P_VIA_WS: tl.constexpr,
     SCRATCH_ASM: tl.constexpr,
     L2_AHEAD: tl.constexpr,
-    WS_EVICT: tl.constexpr,
 ):
     i_pid = tl.program_id(0)
     i_rb = i_pid % NUM_RB
@@ -659,11 +645,8 @@ def _dense_mla_decode_kernel(
             tl.store(p_lse + tl.cast(i_b, tl.int64) * M + o_m, b_lse, mask=m_m)
         else:
             i_slot = tl.cast(i_b + i_part, tl.int64)
-            tl.store(
-                p_o_ws + ((i_slot * M + o_m) * _D_V)[:, None] + o_d[None, :], b_o, mask=m_m[:, None],
-                eviction_policy=WS_EVICT,
-            )  # fmt: skip
-            tl.store(p_lse_ws + i_slot * M + o_m, b_lse2, mask=m_m, eviction_policy=WS_EVICT)
+            tl.store(p_o_ws + ((i_slot * M + o_m) * _D_V)[:, None] + o_d[None, :], b_o, mask=m_m[:, None])
+            tl.store(p_lse_ws + i_slot * M + o_m, b_lse2, mask=m_m)
 
 
 def dense_decode_schedule(
@@ -724,7 +707,6 @@ def dense_decode_split(
     num_parts: int,
     p_ws: torch.Tensor | None = None,
     l2_ahead: int | None = None,
-    l2_hints: bool = False,
 ) -> Any:
     """Launch the split kernel over ``num_parts`` parts; returns Triton's compiled-kernel handle.
 
@@ -737,8 +719,7 @@ def dense_decode_split(
     (None keeps P in registers; the same arithmetic but for how the two dots of QKᵀ, rope and latent, are summed and
     scaled).
     ``l2_ahead``: prefetch the rows of the tile that many tiles ahead into L2 (FP8 rows; 0: none); None:
-    :func:`l2_ahead_tiles`. ``l2_hints``: store cut requests' partials with L2 policy evict_last, so that they
-    are still in L2 when the combine reads them (:func:`l2_policies`). Results are the same bits either way.
+    :func:`l2_ahead_tiles`. Results are the same bits either way.
     """
     if p_ws is not None:
         need = num_parts * triton.cdiv(q.shape[1] * q.shape[2], block_h) * (block_n * block_h + 2 * block_h)
@@ -762,7 +743,7 @@ def dense_decode_split(
             return dense_decode_ws.dense_decode_split_ws(
                 q=q, out=out, lse=lse, o_ws=o_ws, lse_ws=lse_ws, kv=kv, block_table=block_table,
                 cache_seqlens=cache_seqlens, sched=sched, causal=causal, softmax_scale=softmax_scale,
-                num_parts=num_parts, l2_hints=l2_hints,
+                num_parts=num_parts,
             )  # fmt: skip
     if is_fp8 and q.dtype != torch.float16:
         # FP8 rows compute in fp16; one conversion here lets the split kernel stage q straight into shared memory.
@@ -813,7 +794,6 @@ def dense_decode_split(
         P_VIA_WS=p_ws is not None,
         SCRATCH_ASM=not triton_interpreting(),
         L2_AHEAD=0 if triton_interpreting() else l2_ahead,
-        WS_EVICT="evict_last" if l2_hints else "",
         num_warps=num_warps,
         num_stages=num_stages,
     )

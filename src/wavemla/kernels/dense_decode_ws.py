@@ -292,7 +292,7 @@ if HAVE_GLUON:
                         p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt,
                         S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, CAUSAL: gl.constexpr,
                         PAGE: gl.constexpr, NUM_RB: gl.constexpr, N_CHUNKS: gl.constexpr, N_STAGES: gl.constexpr,
-                        HALF: gl.constexpr, WS_EVICT: gl.constexpr):  # fmt: skip
+                        HALF: gl.constexpr):  # fmt: skip
         """The math of one of the two warpgroups, ``QKᵀ`` split between them: this one scores keys ``32·HALF ..`` of
         each tile (nine wgmma of N = 32), the row maxima cross through shared memory (``x_smem``), each computes P for
         its keys, and P·V for its value columns takes its own P from registers and the other's from ``p_smem``.
@@ -390,18 +390,18 @@ if HAVE_GLUON:
                 i_slot = (i_b + i_part).to(gl.int64)
                 b_sc = b_inv[:, None]
                 p_w = p_o_ws + ((i_slot * M + o_mo) * _D_V + HALF * 256)[:, None] + o_no[None, :]
-                gl.store(p_w + 0 * _BLOCK, acc0 * b_sc, eviction_policy=WS_EVICT)
-                gl.store(p_w + 1 * _BLOCK, acc1 * b_sc, eviction_policy=WS_EVICT)
-                gl.store(p_w + 2 * _BLOCK, acc2 * b_sc, eviction_policy=WS_EVICT)
-                gl.store(p_w + 3 * _BLOCK, acc3 * b_sc, eviction_policy=WS_EVICT)
+                gl.store(p_w + 0 * _BLOCK, acc0 * b_sc)
+                gl.store(p_w + 1 * _BLOCK, acc1 * b_sc)
+                gl.store(p_w + 2 * _BLOCK, acc2 * b_sc)
+                gl.store(p_w + 3 * _BLOCK, acc3 * b_sc)
                 if HALF == 0:
-                    gl.store(p_lse_ws + i_slot * M + o_m, b_lse2, eviction_policy=WS_EVICT)
+                    gl.store(p_lse_ws + i_slot * M + o_m, b_lse2)
 
     @gluon.jit
     def _dense_mla_decode_ws_kernel(q_desc, kv_desc, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched,
                                     num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh,
-                                    qk_scale, CAUSAL: gl.constexpr, PAGE: gl.constexpr, NUM_RB: gl.constexpr,
-                                    WS_EVICT: gl.constexpr):  # fmt: skip
+                                    qk_scale, CAUSAL: gl.constexpr, PAGE: gl.constexpr,
+                                    NUM_RB: gl.constexpr):  # fmt: skip
         N_CHUNKS: gl.constexpr = _CHUNKS
         N_STAGES: gl.constexpr = _STAGES
         q_smem = gl.allocate_shared_memory(q_desc.dtype, [N_CHUNKS, _BLOCK, _BLOCK], q_desc.layout)
@@ -430,11 +430,11 @@ if HAVE_GLUON:
                 (_math_partition, (q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar,
                                    p_bar, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks,
                                    max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, CAUSAL,
-                                   PAGE, NUM_RB, N_CHUNKS, N_STAGES, 0, WS_EVICT)),
+                                   PAGE, NUM_RB, N_CHUNKS, N_STAGES, 0)),
                 (_math_partition, (q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar,
                                    p_bar, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks,
                                    max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, CAUSAL,
-                                   PAGE, NUM_RB, N_CHUNKS, N_STAGES, 1, WS_EVICT)),
+                                   PAGE, NUM_RB, N_CHUNKS, N_STAGES, 1)),
                 (_load_partition, (q_desc, kv_desc, q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_bt,
                                    p_seqlens, p_sched, num_blocks, max_len, stride_bt, M, PAGE, NUM_RB, N_CHUNKS,
                                    N_STAGES)),
@@ -464,11 +464,9 @@ def dense_decode_split_ws(
     causal: bool,
     softmax_scale: float,
     num_parts: int,
-    l2_hints: bool,
 ) -> Any:
     """Launch the warp-specialized split kernel over ``num_parts`` parts (arguments as
-    :func:`wavemla.kernels.dense_decode.dense_decode_split`, which calls this where :func:`supported`).
-    ``l2_hints``: store cut requests' partials with L2 policy evict_last."""
+    :func:`wavemla.kernels.dense_decode.dense_decode_split`, which calls this where :func:`supported`)."""
     from wavemla.kernels.dense_decode import LOG2E
 
     b, s_q, h, d_qk = q.shape
@@ -503,7 +501,6 @@ def dense_decode_split_ws(
         CAUSAL=causal and s_q > 1,
         PAGE=page,
         NUM_RB=num_rb,
-        WS_EVICT="evict_last" if l2_hints else "",
         num_warps=4,
         maxnreg=MAX_REGS,
     )
@@ -540,14 +537,13 @@ def build_sm90(fn: Any, *, types: dict[str, str], constexprs: dict[str, Any], di
 
 
 def compile_sm90(dtype: torch.dtype = torch.bfloat16, *, page: int = 64, causal: bool = False,
-                 num_rb: int = 1, l2_hints: bool = False) -> Any:  # fmt: skip
-    """Compile the kernel for sm_90 without a GPU (as the launcher specialises it; ``l2_hints``: partials stored
-    with L2 policy evict_last); returns Triton's compiled kernel (``asm``, ``metadata``: shared memory, registers)."""
+                 num_rb: int = 1) -> Any:  # fmt: skip
+    """Compile the kernel for sm_90 without a GPU (as the launcher specialises it); returns Triton's compiled
+    kernel (``asm``, ``metadata``: shared memory, registers)."""
     ty = {torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
     desc = f"tensordesc<{ty}[{BLOCK}, {BLOCK}],{smem_layout()!r}>"
     types = {"q_desc": desc, "kv_desc": desc, "p_out": f"*{ty}", "p_lse": "*fp32", "p_o_ws": "*fp32",
              "p_lse_ws": "*fp32", "p_bt": "*i32", "p_seqlens": "*i32", "p_sched": "*i32",
              "qk_scale": "fp32"}  # fmt: skip
     return build_sm90(_dense_mla_decode_ws_kernel, types=types,
-                      constexprs={"CAUSAL": causal, "PAGE": page, "NUM_RB": num_rb,
-                                  "WS_EVICT": "evict_last" if l2_hints else ""}, max_regs=MAX_REGS)  # fmt: skip
+                      constexprs={"CAUSAL": causal, "PAGE": page, "NUM_RB": num_rb}, max_regs=MAX_REGS)  # fmt: skip

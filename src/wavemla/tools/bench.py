@@ -404,7 +404,6 @@ def bench_dense(
     from wavemla import config, dense_mla_decode, get_mla_metadata
     from wavemla.kernels.combine import dense_decode_combine
     from wavemla.kernels.dense_decode import dense_decode_schedule, dense_decode_split
-    from wavemla.kernels.dense_decode import launch_l2_policies as dense_l2_policies
     from wavemla.testing import make_dense_decode_inputs
 
     records: list[DenseRecord] = []
@@ -456,21 +455,19 @@ def bench_dense(
             lse = torch.empty((b, s_q, h), dtype=torch.float32, device="cuda")
             kv = inputs["k_cache"].view(torch.uint8) if fp8 else inputs["k_cache"]
             c = pl.config
-            hints = dense_l2_policies(fp8, c.block_h)  # as the call decides (WAVEMLA_DENSE_L2)
             phases: dict[str, Any] = {
                 "schedule": lambda pl=pl, meta=meta, inputs=inputs: dense_decode_schedule(
                     cache_seqlens=inputs["cache_seqlens"], sched=meta.sched, req=meta.req,
                     max_seqlen=inputs["block_table"].shape[1] * DENSE_PAGE, num_parts=pl.num_parts,
                     segment_overhead=pl.segment_overhead, block_n=pl.config.block_n, cut_units=pl.cut_units),
-                "split": lambda pl=pl, meta=meta, inputs=inputs, out=out, lse=lse, kv=kv, c=c, fp8=fp8, s_q=s_q,
-                hints=hints: (
+                "split": lambda pl=pl, meta=meta, inputs=inputs, out=out, lse=lse, kv=kv, c=c, fp8=fp8, s_q=s_q: (
                     dense_decode_split(
                     q=inputs["q"], out=out, lse=lse, o_ws=meta.o_ws, lse_ws=meta.lse_ws, kv=kv,
                     block_table=inputs["block_table"], cache_seqlens=inputs["cache_seqlens"], sched=meta.sched,
                     is_fp8=fp8, causal=s_q > 1, softmax_scale=576**-0.5, block_h=c.block_h, block_n=c.block_n,
-                    num_warps=c.num_warps, num_stages=c.num_stages, num_parts=pl.num_parts, l2_hints=hints)),
-                "combine": lambda meta=meta, out=out, lse=lse, hints=hints: dense_decode_combine(
-                    out=out, lse=lse, o_ws=meta.o_ws, lse_ws=meta.lse_ws, req=meta.req, l2_hints=hints),
+                    num_warps=c.num_warps, num_stages=c.num_stages, num_parts=pl.num_parts)),
+                "combine": lambda meta=meta, out=out, lse=lse: dense_decode_combine(
+                    out=out, lse=lse, o_ws=meta.o_ws, lse_ws=meta.lse_ws, req=meta.req),
             }  # fmt: skip
             alone = {name: _median_us(fn, reps=max(5, reps // 2), graph=True) for name, fn in phases.items()}
             rec = DenseRecord(
