@@ -8,9 +8,10 @@
 
 Timed (CUDA-graph replay, median of ``--reps``): a read-only stream (``x.sum()`` over fp32) and a copy at several
 sizes, the indexer (score kernel alone, and the whole call) at FP8 32K rows, and the sparse decode (CSA and HCA,
-h=64, s_q=1) at a few batches.
+h=64, s_q=1) at a few batches. ``--only dense``: the streams, then the dense decode (bf16 rows, uniform lengths; h=64
+at b = 8..128 with 4K keys, b = 32 at 1K..16K keys, h=128 b = 32 4K), whole calls and calls that reuse the schedule.
 
-    PYTHONPATH=src python3 benchmarks/experiments/flush_ab.py OUT.json
+    PYTHONPATH=src python3 benchmarks/experiments/flush_ab.py OUT.json [--only dense]
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
     ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--only", choices=("all", "dense"), default="all")
     args = ap.parse_args(argv)
     records: list[dict[str, Any]] = []
 
@@ -84,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         emit("copy", f"{mb} MB (r+w)", 2 * (mb << 20), {m: timed(functools.partial(y.copy_, x), m, args.reps)
                                                       for m in FLUSHES})  # fmt: skip
         del x, y
+
+    if args.only == "dense":
+        _dense(emit, args.reps)
+        return 0
 
     gen = torch.Generator(device="cuda")
     gen.manual_seed(0)
@@ -120,6 +126,22 @@ def main(argv: list[str] | None = None) -> int:
                 emit("decode", f"{mode_name} b={b}{' BI' if invariant else ''}", nbytes,
                      {m: timed(call, m, args.reps) for m in ("dirty", "clean")})  # fmt: skip
     return 0
+
+
+def _dense(emit: Any, reps: int) -> None:
+    from wavemla.testing import make_dense_decode_inputs
+
+    points = [(64, b, 4096) for b in (8, 32, 64, 128)] + [(64, 32, s) for s in (1024, 2048, 8192, 16384)]
+    for h, b, s_k in [*points, (128, 32, 4096)]:
+        inputs = make_dense_decode_inputs(lengths=[s_k] * b, h_q=h, page=64, device="cuda")
+        _, nbytes = bench.dense_traffic([s_k] * b, 1, h, 576, False, 64)
+        meta, _ = wavemla.get_mla_metadata()
+        call = functools.partial(wavemla.dense_mla_decode, **inputs, metadata=meta)
+        emit("dense", f"h={h} b={b} s_k={s_k}", nbytes, {m: timed(call, m, reps) for m in FLUSHES})
+        call()
+        reused = functools.partial(wavemla.dense_mla_decode, **inputs, metadata=meta, reuse_schedule=True)
+        emit("dense", f"h={h} b={b} s_k={s_k} reused", nbytes, {m: timed(reused, m, reps) for m in FLUSHES})
+        del inputs
 
 
 if __name__ == "__main__":
