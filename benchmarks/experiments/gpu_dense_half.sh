@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU: the dense decode's cut-request partials stored as fp16 with a scale per row and 256-column half (half the
-# bytes the split kernels write and the combine reads), A/B against the source before it (carry build/oldsrc:
+# bytes the split kernels write and the combine reads; the kernels of commit 5158675 only: slower, reverted;
+# docs/dense-decode.md, "Tried and not kept"), A/B against the source before it (carry build/oldsrc:
 # `git archive REV src | tar -x -C build/oldsrc`), `wavemla bench --dense` alternated in two rounds: the
 # warp-specialized kernel (bf16 h = 64 b = 1, 8, 32, 64 at 4K; b = 32, 64 at 16K uniform and skewed; h = 128 b = 32
 # 4K) and the Triton kernel (bf16 h = 16 and FP8 h = 64, b = 32 at 4K); then the dense GPU tests and a short stress.

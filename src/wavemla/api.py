@@ -499,9 +499,8 @@ def dense_mla_decode(
             meta.dense_plan = planned
             meta.key = key
             rows = planned.workspace_rows(b)
-            # cut requests' partials: fp16 values and, per slot, the base-2 lse and each 256-column half's scale
-            meta.o_ws = torch.empty((rows, s_q * h_q, 512), dtype=torch.float16, device=device)
-            meta.lse_ws = torch.empty((rows, 3, s_q * h_q), dtype=torch.float32, device=device)
+            meta.o_ws = torch.empty((rows, s_q * h_q, 512), dtype=torch.float32, device=device)
+            meta.lse_ws = torch.empty((rows, s_q * h_q), dtype=torch.float32, device=device)
             meta.sched = torch.empty((planned.num_parts, 4), dtype=torch.int32, device=device)
             meta.req = torch.empty((max(b, 1), 4), dtype=torch.int32, device=device)
             c = planned.config

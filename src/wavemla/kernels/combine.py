@@ -211,9 +211,7 @@ def _dense_mla_combine_kernel(
 ):
     """One program per (request, ``BLOCK_M`` query rows, ``BLOCK_D`` columns): the request's pieces ``GROUP`` a step,
     loaded by an unrolled loop (their loads independent of each other), folded into a running maximum, weight sum
-    and output (online softmax over the steps). Pieces past the last one, and empty ones (lse -inf), weigh 0. A
-    piece is fp16 values times its row's scale for the 256-column half (``lse_ws`` per slot: lse, then the scales of
-    the two halves); ``BLOCK_D`` divides 256, so a program's columns lie in one half."""
+    and output (online softmax over the steps). Pieces past the last one, and empty ones (lse -inf), weigh 0."""
     i_b = tl.program_id(0)
     i_mb = tl.program_id(1)
     i_db = tl.program_id(2)
@@ -225,7 +223,6 @@ def _dense_mla_combine_kernel(
         o_s = o_m // H
         o_h = o_m - o_s * H
         o_d = i_db * BLOCK_D + tl.arange(0, BLOCK_D)
-        i_half = (i_db * BLOCK_D) // (D // 2)
         b_max = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
         b_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
         b_acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
@@ -237,9 +234,7 @@ def _dense_mla_combine_kernel(
             for g in tl.static_range(GROUP):
                 i_slot = tl.cast(i_b + i_grp + g, tl.int64)
                 m_g = m_m & (o_m * 0 + (i_grp + g) <= i_last)
-                b_max_new = tl.maximum(
-                    b_max_new, tl.load(p_lse_ws + i_slot * (3 * M) + o_m, mask=m_g, other=float("-inf"))
-                )
+                b_max_new = tl.maximum(b_max_new, tl.load(p_lse_ws + i_slot * M + o_m, mask=m_g, other=float("-inf")))
             b_max_safe = tl.where(b_max_new == float("-inf"), 0.0, b_max_new)
             b_alpha = tl.exp2(b_max - b_max_safe)  # the earlier steps' share; 0 while they were all empty
             b_sum = b_sum * b_alpha
@@ -247,11 +242,9 @@ def _dense_mla_combine_kernel(
             for g in tl.static_range(GROUP):
                 i_slot = tl.cast(i_b + i_grp + g, tl.int64)
                 m_g = m_m & (o_m * 0 + (i_grp + g) <= i_last)
-                p_l = p_lse_ws + i_slot * (3 * M) + o_m
-                b_w = tl.exp2(tl.load(p_l, mask=m_g, other=float("-inf")) - b_max_safe)
-                b_sc = tl.load(p_l + (1 + i_half) * M, mask=m_g, other=0.0)
+                b_w = tl.exp2(tl.load(p_lse_ws + i_slot * M + o_m, mask=m_g, other=float("-inf")) - b_max_safe)
                 p_o_i = p_o_ws + ((i_slot * M + o_m) * D)[:, None] + o_d[None, :]
-                b_acc += (b_w * b_sc)[:, None] * tl.load(p_o_i, mask=m_g[:, None], other=0.0).to(tl.float32)
+                b_acc += b_w[:, None] * tl.load(p_o_i, mask=m_g[:, None], other=0.0).to(tl.float32)
                 b_sum += b_w
             b_max = b_max_new
         m_seen = b_sum > 0.0
@@ -284,21 +277,14 @@ def dense_decode_combine(
     a step, their loads issued together (at small batch a request is cut into as many pieces as the GPU has program
     slots, and one piece per memory round trip made the merge a long latency chain). ``group`` and ``block_d``
     default to :func:`wavemla.plan.dense_combine_shape` of the batch and the parts (``o_ws`` has a slot per request
-    and one per part). Programs of requests held by one part return at once. ``o_ws [slots, s_q·h, 512]`` fp16 holds
-    each piece's normalized output divided, per row and 256-column half, by the scale that ``lse_ws [slots, 3,
-    s_q·h]`` fp32 holds after the piece's base-2 lse (the split kernels' format).
+    and one per part). Programs of requests held by one part return at once.
     """
     b, s_q, h, d = out.shape
     auto_group, auto_block_d = dense_combine_shape(b, o_ws.shape[0] - b)
     group = auto_group if group is None else group
     block_d = auto_block_d if block_d is None else block_d
-    if (d // 2) % block_d:
-        raise ValueError(f"block_d: must divide half the head dim {d // 2}, got {block_d}")
-    if o_ws.dtype != torch.float16 or lse_ws.dim() != 3 or lse_ws.shape[1] != 3:
-        raise ValueError(
-            f"o_ws, lse_ws: fp16 partials and [slots, 3, rows] fp32 (lse, two half scales), got {o_ws.dtype} "
-            f"{list(o_ws.shape)} and {list(lse_ws.shape)}"
-        )
+    if d % block_d:
+        raise ValueError(f"block_d: must divide the head dim {d}, got {block_d}")
     if not 1 <= group <= DENSE_COMBINE_MAX_GROUP:
         raise ValueError(f"group: pieces per step in 1..{DENSE_COMBINE_MAX_GROUP} (an unrolled loop), got {group}")
     m = s_q * h

@@ -122,16 +122,6 @@ def p_scratch_elems(is_fp8: bool, block_h: int, block_n: int, dtype: torch.dtype
 
 
 @triton.jit
-def partial_scale(b_o):
-    """Per-row scale of a normalized partial ``[rows, columns]`` stored in fp16: the largest finite |value| (1 for a
-    row of zeros), so the stored values lie in [-1, 1] with fp16's 11 bits relative to the row's largest value, and
-    any finite value fits; inf and NaN stay themselves."""
-    b_a = tl.abs(b_o)
-    b_m = tl.max(tl.where(b_a < float("inf"), b_a, 0.0), axis=1)
-    return tl.where(b_m > 0.0, b_m, 1.0)
-
-
-@triton.jit
 def finalize_rows(b_o, b_lse2):
     """Normalized output ``[BLOCK_H, 512]`` and base-2 lse -> (output, natural-log lse); a row that saw no key
     (lse2 = -inf) gets output 0 and lse +inf."""
@@ -654,16 +644,9 @@ def _dense_mla_decode_kernel(
             tl.store(p_o[:, None] + o_d[None, :], b_o.to(p_out.dtype.element_ty), mask=m_m[:, None])
             tl.store(p_lse + tl.cast(i_b, tl.int64) * M + o_m, b_lse, mask=m_m)
         else:
-            # fp16 partial scaled per row (both column halves get the row's scale): lse_ws holds, per slot, the
-            # base-2 lse, then the scales of columns 0-255 and 256-511
             i_slot = tl.cast(i_b + i_part, tl.int64)
-            b_sc = partial_scale(b_o)
-            b_oh = (b_o * (1.0 / b_sc)[:, None]).to(tl.float16)
-            tl.store(p_o_ws + ((i_slot * M + o_m) * _D_V)[:, None] + o_d[None, :], b_oh, mask=m_m[:, None])
-            p_l = p_lse_ws + i_slot * (3 * M) + o_m
-            tl.store(p_l, b_lse2, mask=m_m)
-            tl.store(p_l + M, b_sc, mask=m_m)
-            tl.store(p_l + 2 * M, b_sc, mask=m_m)
+            tl.store(p_o_ws + ((i_slot * M + o_m) * _D_V)[:, None] + o_d[None, :], b_o, mask=m_m[:, None])
+            tl.store(p_lse_ws + i_slot * M + o_m, b_lse2, mask=m_m)
 
 
 def dense_decode_schedule(
@@ -728,14 +711,13 @@ def dense_decode_split(
     """Launch the split kernel over ``num_parts`` parts; returns Triton's compiled-kernel handle.
 
     Inputs must already be validated (see :mod:`wavemla.api`). q ``[b, s_q, h, d_qk]``; out ``[b, s_q, h, 512]``
-    q.dtype; lse ``[b, s_q, h]`` fp32; workspace ``o_ws [b + num_parts, s_q·h, 512]`` fp16 (cut requests' normalized
-    partials, each row and 256-column half divided by its scale) and ``lse_ws [b + num_parts, 3, s_q·h]`` fp32 (per
-    slot: base-2 lse, the scale of columns 0-255, the scale of 256-511); kv ``[blocks, page, 1, d_qk]`` rows or
-    ``[blocks, page, 1, 656]`` uint8; block_table ``[b, max_blocks]`` int32; cache_seqlens ``[b]`` int32; sched
-    ``[num_parts, 4]`` int32 from :func:`dense_decode_schedule`. ``p_ws``: scratch of the compute dtype (q's; fp16 for
-    FP8 rows), at least :func:`p_scratch_elems` elements, through which P (Pᵀ) reaches the PV dot of the tiles of
-    :func:`scratch_tile` (None keeps P in registers; the same arithmetic but for how the two dots of QKᵀ, rope and
-    latent, are summed and scaled).
+    q.dtype; lse ``[b, s_q, h]`` fp32; workspace ``o_ws [b + num_parts, s_q·h, 512]`` fp32 and
+    ``lse_ws [b + num_parts, s_q·h]`` fp32; kv ``[blocks, page, 1, d_qk]`` rows or ``[blocks, page, 1, 656]`` uint8;
+    block_table ``[b, max_blocks]`` int32; cache_seqlens ``[b]`` int32; sched ``[num_parts, 4]`` int32 from
+    :func:`dense_decode_schedule`. ``p_ws``: scratch of the compute dtype (q's; fp16 for FP8 rows), at least
+    :func:`p_scratch_elems` elements, through which P (Pᵀ) reaches the PV dot of the tiles of :func:`scratch_tile`
+    (None keeps P in registers; the same arithmetic but for how the two dots of QKᵀ, rope and latent, are summed and
+    scaled).
     ``l2_ahead``: prefetch the rows of the tile that many tiles ahead into L2 (FP8 rows; 0: none); None:
     :func:`l2_ahead_tiles`. Results are the same bits either way.
     """

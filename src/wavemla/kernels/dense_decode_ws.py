@@ -288,12 +288,6 @@ if HAVE_GLUON:
         return b_l, i_next
 
     @gluon.jit
-    def _abs_max(acc):
-        """Each row's largest finite |value| of an accumulator block (0 where there is none)."""
-        b_a = gl.abs(acc)
-        return gl.max(gl.where(b_a < float("inf"), b_a, 0.0), axis=1)
-
-    @gluon.jit
     def _math_partition(q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar, p_bar,
                         p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt,
                         S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, CAUSAL: gl.constexpr,
@@ -393,21 +387,15 @@ if HAVE_GLUON:
                     b_lse = gl.where(m_rows, b_lse2 * 0.6931471805599453, float("inf"))
                     gl.store(p_lse + i_b.to(gl.int64) * M + o_m, b_lse)
             else:
-                # fp16 partial, this warpgroup's 256 columns divided by their scale (the largest finite |value| of
-                # the row's half, 1 for zeros): lse_ws holds, per slot, the base-2 lse and the two halves' scales
                 i_slot = (i_b + i_part).to(gl.int64)
-                b_m = gl.maximum(gl.maximum(_abs_max(acc0), _abs_max(acc1)), gl.maximum(_abs_max(acc2), _abs_max(acc3)))
-                b_m = b_m * b_inv
-                b_half = gl.where(b_m > 0.0, b_m, 1.0)
-                b_sc = (b_inv / b_half)[:, None]
+                b_sc = b_inv[:, None]
                 p_w = p_o_ws + ((i_slot * M + o_mo) * _D_V + HALF * 256)[:, None] + o_no[None, :]
-                gl.store(p_w + 0 * _BLOCK, (acc0 * b_sc).to(gl.float16))
-                gl.store(p_w + 1 * _BLOCK, (acc1 * b_sc).to(gl.float16))
-                gl.store(p_w + 2 * _BLOCK, (acc2 * b_sc).to(gl.float16))
-                gl.store(p_w + 3 * _BLOCK, (acc3 * b_sc).to(gl.float16))
-                gl.store(p_lse_ws + i_slot * (3 * M) + (1 + HALF) * M + o_mo, b_half)
+                gl.store(p_w + 0 * _BLOCK, acc0 * b_sc)
+                gl.store(p_w + 1 * _BLOCK, acc1 * b_sc)
+                gl.store(p_w + 2 * _BLOCK, acc2 * b_sc)
+                gl.store(p_w + 3 * _BLOCK, acc3 * b_sc)
                 if HALF == 0:
-                    gl.store(p_lse_ws + i_slot * (3 * M) + o_m, b_lse2)
+                    gl.store(p_lse_ws + i_slot * M + o_m, b_lse2)
 
     @gluon.jit
     def _dense_mla_decode_ws_kernel(q_desc, kv_desc, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched,
@@ -554,7 +542,7 @@ def compile_sm90(dtype: torch.dtype = torch.bfloat16, *, page: int = 64, causal:
     kernel (``asm``, ``metadata``: shared memory, registers)."""
     ty = {torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
     desc = f"tensordesc<{ty}[{BLOCK}, {BLOCK}],{smem_layout()!r}>"
-    types = {"q_desc": desc, "kv_desc": desc, "p_out": f"*{ty}", "p_lse": "*fp32", "p_o_ws": "*fp16",
+    types = {"q_desc": desc, "kv_desc": desc, "p_out": f"*{ty}", "p_lse": "*fp32", "p_o_ws": "*fp32",
              "p_lse_ws": "*fp32", "p_bt": "*i32", "p_seqlens": "*i32", "p_sched": "*i32",
              "qk_scale": "fp32"}  # fmt: skip
     return build_sm90(_dense_mla_decode_ws_kernel, types=types,
