@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU: the dense scheduler gathering each part's request prefix and units in registers (and the next part's start)
 # instead of reading back the rows it stored (two round trips to L2 and two block barriers fewer, for batches of up to
-# 1024 requests), A/B against the source before it (carry build/oldsrc: `git archive REV src | tar -x -C
+# 1024 requests; the kernel of commit d4d2a29 only: no faster, reverted; docs/dense-decode.md, "Tried and not kept"),
+# A/B against the source before it (carry build/oldsrc: `git archive REV src | tar -x -C
 # build/oldsrc`), `wavemla bench --dense` alternated in two rounds (bf16, h = 64 and 128 at b = 1, 8, 32, 64 and 128
 # with 4K keys; h = 64 b = 32 with 16K, uniform and skewed; bf16 h = 16 and FP8 h = 64 at b = 32 4K: the Triton
 # kernel), with the scheduler also timed alone; then the dense GPU tests and a short stress.

@@ -297,7 +297,7 @@ SCHEDULES = [
     pytest.param([5] * 37, 4, 2, 16, id="uniform-P4"),
     pytest.param([100_000, 0, 7, 2**31 - 1, -3], 13, 1, 32, id="clamped-P13"),
     pytest.param(list(range(0, 3000, 7)), 264, 4, 64, id="B429-P264"),
-    # more requests than one chunk of the scheduler (1024): the parts read the requests' rows back from memory
+    # more requests than one chunk of the scheduler (1024 at a time)
     pytest.param([(i * 37) % 900 for i in range(1500)], 132, 2, 64, id="B1500-P132"),
 ]
 

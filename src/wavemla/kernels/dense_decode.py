@@ -152,10 +152,7 @@ def _dense_mla_schedule_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_B: tl.constexpr,
     BLOCK_P: tl.constexpr,
-    ONE_CHUNK: tl.constexpr,
 ):
-    # ONE_CHUNK (B <= BLOCK_B): the per-request prefix and units stay in registers and the parts gather them there;
-    # otherwise they are read back from the rows just stored (two round trips to L2 and two block barriers).
     # Pass 1: total weight W and the heaviest request's weight.
     b_total = tl.zeros([BLOCK_B], dtype=tl.int32)
     b_wmax = tl.zeros([BLOCK_B], dtype=tl.int32)
@@ -174,8 +171,6 @@ def _dense_mla_schedule_kernel(
     # each request (ceil(C_r·P / W) <= P; padding goes to the last bin, which no part < P reads).
     b_hist = tl.zeros([BLOCK_P], dtype=tl.int32)
     carry = tl.sum(tl.zeros([BLOCK_B], dtype=tl.int32), 0)
-    b_c = tl.zeros([BLOCK_B], dtype=tl.int32)  # the last chunk's prefix and units stay for ONE_CHUNK's gathers
-    b_n = tl.zeros([BLOCK_B], dtype=tl.int32)
     for i_b0 in range(0, B, BLOCK_B):
         o_b = i_b0 + tl.arange(0, BLOCK_B)
         m_b = o_b < B
@@ -193,36 +188,26 @@ def _dense_mla_schedule_kernel(
         b_lo = (b_c64 * P + w_total - 1) // w_total
         b_hist += tl.histogram(tl.where(m_b, b_lo.to(tl.int32), BLOCK_P - 1), BLOCK_P)
         carry += tl.sum(b_w, 0)
-    if not ONE_CHUNK:
-        tl.debug_barrier()  # the per-request rows above are read back (gathered) below
+    tl.debug_barrier()  # the per-request rows above are read back (gathered) below
 
     # Part p begins in request r_p = #{r : ceil(C_r·P / W) <= p} - 1, at weight x_p = floor(p·W / P).
     o_p = tl.arange(0, BLOCK_P)
     m_p = o_p < P
     b_r = tl.maximum(tl.cumsum(b_hist, 0) - 1, 0)
     b_r = tl.where(m_p, b_r, 0)
-    if ONE_CHUNK:
-        b_c_p = tl.gather(b_c, b_r, 0).to(tl.int64)
-        b_n_p = tl.gather(b_n, b_r, 0).to(tl.int64)
-    else:
-        b_c_p = tl.load(p_req + b_r * 4 + 2, mask=m_p, other=0).to(tl.int64)
-        b_n_p = tl.load(p_req + b_r * 4 + 3, mask=m_p, other=1).to(tl.int64)
+    b_c = tl.load(p_req + b_r * 4 + 2, mask=m_p, other=0).to(tl.int64)
+    b_n = tl.load(p_req + b_r * 4 + 3, mask=m_p, other=1).to(tl.int64)
     b_x = (o_p.to(tl.int64) * w_total) // P
-    b_t = tl.minimum(tl.maximum(b_x - b_c_p - OVH, 0), b_n_p - 1)
+    b_t = tl.minimum(tl.maximum(b_x - b_c - OVH, 0), b_n - 1)
     b_r = tl.where(aligned, tl.minimum(o_p, B), b_r)
-    b_t = tl.where(aligned, 0, b_t).to(tl.int32)
+    b_t = tl.where(aligned, 0, b_t)
     tl.store(p_sched + o_p * 4 + 0, b_r, mask=m_p)
-    tl.store(p_sched + o_p * 4 + 1, b_t, mask=m_p)
+    tl.store(p_sched + o_p * 4 + 1, b_t.to(tl.int32), mask=m_p)
+    tl.debug_barrier()
     # A part ends where the next begins; the last one at (B, 0).
     m_next = m_p & (o_p + 1 < P)
-    if ONE_CHUNK:
-        o_next = tl.minimum(o_p + 1, BLOCK_P - 1)
-        b_r_end = tl.where(m_next, tl.gather(b_r, o_next, 0), B)
-        b_t_end = tl.where(m_next, tl.gather(b_t, o_next, 0), 0)
-    else:
-        tl.debug_barrier()
-        b_r_end = tl.load(p_sched + (o_p + 1) * 4 + 0, mask=m_next, other=B)
-        b_t_end = tl.load(p_sched + (o_p + 1) * 4 + 1, mask=m_next, other=0)
+    b_r_end = tl.load(p_sched + (o_p + 1) * 4 + 0, mask=m_next, other=B)
+    b_t_end = tl.load(p_sched + (o_p + 1) * 4 + 1, mask=m_next, other=0)
     tl.store(p_sched + o_p * 4 + 2, b_r_end, mask=m_p)
     tl.store(p_sched + o_p * 4 + 3, b_t_end, mask=m_p)
 
@@ -694,7 +679,6 @@ def dense_decode_schedule(
         BLOCK_N=block_n,
         BLOCK_B=min(triton.next_power_of_2(max(b, 16)), _MAX_BLOCK_B),
         BLOCK_P=triton.next_power_of_2(num_parts + 1),
-        ONE_CHUNK=b <= _MAX_BLOCK_B,
         num_warps=4,
     )
 
