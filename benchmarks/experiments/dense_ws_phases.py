@@ -1,0 +1,133 @@
+"""Where a dense warp-specialized program's time goes: a copy of ``kernels/dense_decode_ws.py`` with ``%globaltimer``
+stamps (ns) written by the first math warpgroup of every program: its start, the first segment's q in shared memory,
+the first tile in shared memory, the last tile's arrival, the end of its last tile's math, and its end (after the
+epilogue's stores). Calls go through the public API with the copy swapped in; the stamps are read after one call
+behind a 256 MB write (the benchmarks' flush). Prints, per shape, the medians over programs (µs from the kernel's
+first start) and the spread of the ends.
+
+    PYTHONPATH=src python3 benchmarks/experiments/dense_ws_phases.py [--check]   (--check: build for sm_90 only)
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "wavemla" / "kernels" / "dense_decode_ws.py"
+NAMES = ["start", "q ready", "tile 0 ready", "last tile ready", "last tile done", "end"]
+
+STAMP = """
+    @gluon.jit
+    def _stamp(p_ts, o_m, K: gl.constexpr, HALF: gl.constexpr):
+        if HALF == 0:
+            t = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [o_m], dtype=gl.int64, is_pure=False,
+                                          pack=1)
+            gl.store(p_ts + gl.program_id(0) * 8 + K + o_m * 0, t, mask=(o_m % 64) == 0)
+
+"""
+
+
+def _patched_source() -> str:
+    s = SRC.read_text()
+    edits = [
+        (
+            "    @gluon.jit\n    def _math_partition(q_smem,",
+            STAMP + "    @gluon.jit\n    def _math_partition(p_ts, q_smem,",
+        ),
+        (
+            "        o_zr = gl.arange(0, _BLOCK, layout=gl.SliceLayout(1, z_layout))\n",
+            "        o_zr = gl.arange(0, _BLOCK, layout=gl.SliceLayout(1, z_layout))\n"
+            "        _stamp(p_ts, o_m, 0, HALF)\n",
+        ),
+        (
+            "            mbarrier.wait(q_ready, i_seg & 1)\n",
+            "            mbarrier.wait(q_ready, i_seg & 1)\n"
+            "            if i_seg == 0:\n                _stamp(p_ts, o_m, 1, HALF)\n",
+        ),
+        (
+            "                mbarrier.wait(kv_ready.index(i_st), (i_it // N_STAGES) & 1)\n",
+            "                mbarrier.wait(kv_ready.index(i_st), (i_it // N_STAGES) & 1)\n"
+            "                if i_it == 0:\n                    _stamp(p_ts, o_m, 2, HALF)\n"
+            "                _stamp(p_ts, o_m, 3, HALF)\n",
+        ),
+        (
+            "                mbarrier.arrive(kv_empty.index(i_st), count=1)\n                i_it += 1\n",
+            "                mbarrier.arrive(kv_empty.index(i_st), count=1)\n                i_it += 1\n"
+            "                _stamp(p_ts, o_m, 4, HALF)\n",
+        ),
+        (
+            "    @gluon.jit\n    def _dense_mla_decode_ws_kernel(q_desc,",
+            "        _stamp(p_ts, o_m, 5, HALF)\n\n    @gluon.jit\n    def _dense_mla_decode_ws_kernel(p_ts, q_desc,",
+        ),
+        ("                (_math_partition, (q_smem,", "                (_math_partition, (p_ts, q_smem,"),
+        (
+            "    return _dense_mla_decode_ws_kernel[(num_parts * num_rb,)](\n        q_desc,",
+            "    return _dense_mla_decode_ws_kernel[(num_parts * num_rb,)](\n        TS[0],\n        q_desc,",
+        ),
+        ('    types = {"q_desc": desc,', '    types = {"p_ts": "*i64", "q_desc": desc,'),
+    ]
+    for old, new in edits:
+        n = s.count(old)
+        if n != (2 if old.startswith("                (_math_partition") else 1):
+            raise SystemExit(f"patch point found {n} times: {old[:60]!r}")
+        s = s.replace(old, new)
+    return s + "\nTS = [None]\n"
+
+
+def _load():
+    tmp = Path(tempfile.mkdtemp()) / "dense_decode_ws_phases.py"
+    tmp.write_text(_patched_source())
+    spec = importlib.util.spec_from_file_location("dense_decode_ws_phases", tmp)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true")
+    args = ap.parse_args()
+    mod = _load()
+    if args.check:
+        k = mod.compile_sm90()
+        print("built for sm_90:", k.metadata.shared, "bytes of shared memory,",
+              k.asm["ptx"].count("%globaltimer"), "timer reads")  # fmt: skip
+        return 0
+    import torch
+
+    import wavemla
+    import wavemla.kernels.dense_decode_ws as ws
+    from wavemla.testing import make_dense_decode_inputs
+
+    ws.dense_decode_split_ws = mod.dense_decode_split_ws
+    flush = torch.empty(64 << 20, dtype=torch.float32, device="cuda")
+    for h, b, s_k in ((64, 8, 4096), (64, 32, 4096), (64, 64, 4096), (64, 128, 4096), (64, 32, 16384)):
+        inputs = make_dense_decode_inputs(lengths=[s_k] * b, h_q=h, page=64, device="cuda")
+        meta, _ = wavemla.get_mla_metadata()
+        rows = []
+        for rep in range(5):
+            ts = torch.zeros(132 * 8 * (h // 64), dtype=torch.int64, device="cuda")
+            mod.TS[0] = ts
+            flush.zero_()
+            wavemla.dense_mla_decode(**inputs, metadata=meta)
+            torch.cuda.synchronize()
+            t = ts.view(-1, 8)[:, :6].cpu()
+            t = t[t[:, 0] > 0]
+            if rep:
+                rows.append((t - t[:, 0].min()).double() / 1e3)
+        t = torch.cat(rows)
+        med = [statistics.median(t[:, i].tolist()) for i in range(6)]
+        span = statistics.median([float(r[:, 5].max()) for r in rows])
+        late = statistics.median([float(r[:, 0].max()) for r in rows])
+        print(f"h={h} b={b} s_k={s_k}: " + ", ".join(f"{n} {m:.1f}" for n, m in zip(NAMES, med, strict=True))
+              + f" | last start {late:.1f}, kernel span {span:.1f} µs")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
