@@ -57,7 +57,8 @@ print(json.dumps(out))
 def test_sm90_build():
     for name, got in json_from_child(_BUILD).items():
         assert got["shared"] <= H100_SMEM_PER_BLOCK, name
-        assert got["tma"] == 2 * ws.CHUNKS, name  # q's and a tile's nine boxes
+        # q's and a tile's nine boxes loaded, a finished request's four boxes stored by each math warpgroup
+        assert got["tma"] == 2 * ws.CHUNKS + 2 * 4, name
         # per math warpgroup: nine QKᵀ wgmma of K = 64 (4 instructions each) and four P·V (4 each)
         assert got["wgmma"] == 2 * (ws.CHUNKS * 4 + 4 * 4), name
         assert got["setmaxnreg"] and got["threads"], name

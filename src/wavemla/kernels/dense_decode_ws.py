@@ -74,6 +74,8 @@ try:
     _warps_barrier = gl.barrier if hasattr(gl, "barrier") else gl.thread_barrier
     # a TMA load of one box into shared memory, completing on an mbarrier: renamed in Triton 3.9
     _tma_load = tma.async_load if hasattr(tma, "async_load") else tma.async_copy_global_to_shared
+    # a TMA store of one box from shared memory: renamed in Triton 3.9
+    _tma_store = tma.async_store if hasattr(tma, "async_store") else tma.async_copy_shared_to_global
 except ImportError:  # pragma: no cover - depends on the Triton build
     HAVE_GLUON = False
 
@@ -288,7 +290,7 @@ if HAVE_GLUON:
         return b_l, i_next
 
     @gluon.jit
-    def _math_partition(q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar, p_bar,
+    def _math_partition(o_desc, q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar, p_bar,
                         p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt,
                         S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, CAUSAL: gl.constexpr,
                         PAGE: gl.constexpr, NUM_RB: gl.constexpr, N_CHUNKS: gl.constexpr, N_STAGES: gl.constexpr,
@@ -324,8 +326,6 @@ if HAVE_GLUON:
         o_s = o_m // H
         o_n = gl.arange(0, HK, layout=cols_l)
         o_mo = i_rb * _BLOCK + gl.arange(0, _BLOCK, layout=orow_l)
-        o_so = o_mo // H
-        o_ho = o_mo - o_so * H
         o_no = gl.arange(0, _BLOCK, layout=ocol_l)
         o_zr = gl.arange(0, _BLOCK, layout=gl.SliceLayout(1, z_layout))
         i_seg = 0
@@ -366,23 +366,32 @@ if HAVE_GLUON:
                                                   p_bar, i_it, HALF)  # fmt: skip
                 mbarrier.arrive(kv_empty.index(i_st), count=1)
                 i_it += 1
-            mbarrier.arrive(q_empty, count=1)
+            whole = (t_lo == 0) & (t_hi == n_units)
+            if not whole:
+                mbarrier.arrive(q_empty, count=1)
             i_seg += 1  # noqa: SIM113 (a loop-carried counter in a kernel)
 
             b_l, i_x = _row_sums(b_l, x_smem, x_bar, i_x, HALF)
             m_seen = b_l > 0.0
             b_inv = gl.convert_layout(1.0 / gl.where(m_seen, b_l, 1.0), orow_l)
             b_lse2 = gl.where(m_seen, b_mx + gl.log2(gl.where(m_seen, b_l, 1.0)), float("-inf"))
-            whole = (t_lo == 0) & (t_hi == n_units)
             m_rows = b_lse2 > float("-inf")
             if whole:
+                # A request finished here: its 64 rows x 256 columns go out by TMA from q's shared memory, which
+                # both warpgroups are done with (their last QKᵀ came before the row-sum exchange) and which the
+                # load warp refills only once both have arrived at q_empty, after the copies have read it.
                 b_sc = gl.convert_layout(gl.where(m_rows, 1.0, 0.0), orow_l)[:, None] * b_inv[:, None]
-                p_o = p_out + i_b.to(gl.int64) * stride_ob + o_so * stride_os + o_ho * stride_oh + HALF * 256
-                p_o2 = p_o[:, None] + o_no[None, :]
-                gl.store(p_o2 + 0 * _BLOCK, (acc0 * b_sc).to(p_out.dtype.element_ty))
-                gl.store(p_o2 + 1 * _BLOCK, (acc1 * b_sc).to(p_out.dtype.element_ty))
-                gl.store(p_o2 + 2 * _BLOCK, (acc2 * b_sc).to(p_out.dtype.element_ty))
-                gl.store(p_o2 + 3 * _BLOCK, (acc3 * b_sc).to(p_out.dtype.element_ty))
+                q_smem.index(V_CHUNKS * HALF + 0).store((acc0 * b_sc).to(dtype))
+                q_smem.index(V_CHUNKS * HALF + 1).store((acc1 * b_sc).to(dtype))
+                q_smem.index(V_CHUNKS * HALF + 2).store((acc2 * b_sc).to(dtype))
+                q_smem.index(V_CHUNKS * HALF + 3).store((acc3 * b_sc).to(dtype))
+                fence_async_shared()
+                _warps_barrier()
+                row_o = i_b * M + i_rb * _BLOCK
+                for c in gl.static_range(V_CHUNKS):
+                    _tma_store(o_desc, [row_o, HALF * 256 + c * _BLOCK], q_smem.index(V_CHUNKS * HALF + c))
+                tma.store_wait(0)
+                mbarrier.arrive(q_empty, count=1)
                 if HALF == 0:
                     b_lse = gl.where(m_rows, b_lse2 * 0.6931471805599453, float("inf"))
                     gl.store(p_lse + i_b.to(gl.int64) * M + o_m, b_lse)
@@ -398,7 +407,7 @@ if HAVE_GLUON:
                     gl.store(p_lse_ws + i_slot * M + o_m, b_lse2)
 
     @gluon.jit
-    def _dense_mla_decode_ws_kernel(q_desc, kv_desc, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched,
+    def _dense_mla_decode_ws_kernel(q_desc, kv_desc, o_desc, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched,
                                     num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh,
                                     qk_scale, CAUSAL: gl.constexpr, PAGE: gl.constexpr,
                                     NUM_RB: gl.constexpr):  # fmt: skip
@@ -427,11 +436,11 @@ if HAVE_GLUON:
         # fmt: off
         gl.warp_specialize(
             [
-                (_math_partition, (q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar,
+                (_math_partition, (o_desc, q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar,
                                    p_bar, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks,
                                    max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, CAUSAL,
                                    PAGE, NUM_RB, N_CHUNKS, N_STAGES, 0)),
-                (_math_partition, (q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar,
+                (_math_partition, (o_desc, q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar,
                                    p_bar, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks,
                                    max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, CAUSAL,
                                    PAGE, NUM_RB, N_CHUNKS, N_STAGES, 1)),
@@ -477,10 +486,16 @@ def dense_decode_split_ws(
     kv2 = kv.view(num_blocks * page, d_qk)
     q_desc = TensorDescriptor(q2, list(q2.shape), list(q2.stride()), [BLOCK, BLOCK], layout)
     kv_desc = TensorDescriptor(kv2, list(kv2.shape), list(kv2.stride()), [BLOCK, BLOCK], layout)
+    if not out.is_contiguous():
+        raise ValueError(f"out: expected a contiguous [b, s_q, h, 512] tensor (its rows go out by TMA), got strides "
+                         f"{out.stride()}")  # fmt: skip
+    out2 = out.view(b * m, out.shape[-1])  # requests' rows follow each other
+    o_desc = TensorDescriptor(out2, list(out2.shape), list(out2.stride()), [BLOCK, BLOCK], layout)
     num_rb = m // BLOCK
     return _dense_mla_decode_ws_kernel[(num_parts * num_rb,)](
         q_desc,
         kv_desc,
+        o_desc,
         out,
         lse,
         o_ws,
@@ -542,8 +557,8 @@ def compile_sm90(dtype: torch.dtype = torch.bfloat16, *, page: int = 64, causal:
     kernel (``asm``, ``metadata``: shared memory, registers)."""
     ty = {torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
     desc = f"tensordesc<{ty}[{BLOCK}, {BLOCK}],{smem_layout()!r}>"
-    types = {"q_desc": desc, "kv_desc": desc, "p_out": f"*{ty}", "p_lse": "*fp32", "p_o_ws": "*fp32",
-             "p_lse_ws": "*fp32", "p_bt": "*i32", "p_seqlens": "*i32", "p_sched": "*i32",
+    types = {"q_desc": desc, "kv_desc": desc, "o_desc": desc, "p_out": f"*{ty}", "p_lse": "*fp32",
+             "p_o_ws": "*fp32", "p_lse_ws": "*fp32", "p_bt": "*i32", "p_seqlens": "*i32", "p_sched": "*i32",
              "qk_scale": "fp32"}  # fmt: skip
     return build_sm90(_dense_mla_decode_ws_kernel, types=types,
                       constexprs={"CAUSAL": causal, "PAGE": page, "NUM_RB": num_rb}, max_regs=MAX_REGS)  # fmt: skip

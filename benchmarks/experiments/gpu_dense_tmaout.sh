@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# GPU: the dense warp-specialized kernel writing a finished request's output by TMA from q's shared memory (instead
+# of 4-byte stores from registers), A/B against the source before it (carry build/oldsrc: `git archive REV src | tar
+# -x -C build/oldsrc`), `wavemla bench --dense` alternated in two rounds (bf16 h = 64 at b = 32, 121, 128 and 256 with
+# 4K keys and b = 128 with 16K; h = 128 b = 64 and 128 at 4K), then the dense GPU tests and a short stress.
+#   BUDGET=330 bash benchmarks/experiments/gpu_dense_tmaout.sh SHA   (writes dense-tmaout.tar.gz and the log under $OUT)
+set -uo pipefail
+BUDGET=${BUDGET:-330}
+. "$(dirname "$0")/../budget.sh"
+NEW=$PWD/src
+OLD=$PWD/build/oldsrc/src
+SHA=${1:-}
+bench() {  # bench TAG SRC ARGS...
+  local tag=$1 src=$2; shift 2
+  PYTHONPATH=$src step 70 python3 -m wavemla.cli bench --dense --reps 8 "$@" --json "$OUT/dt-$tag.json" \
+    --label "${SHA:-}"
+}
+{
+machine "$SHA"
+for round in 1 2; do
+  for v in new old; do
+    src=$NEW; [ "$v" = old ] && src=$OLD
+    bench "$v-$round-4k" "$src" --kv-formats bf16 --heads 64 --batch 32 121 128 256 --seqlen 4096 --lengths uniform
+    bench "$v-$round-h128" "$src" --kv-formats bf16 --heads 128 --batch 64 128 --seqlen 4096 --lengths uniform
+    bench "$v-$round-16k" "$src" --kv-formats bf16 --heads 64 --batch 128 --seqlen 16384 --lengths uniform
+  done
+done
+step 100 python3 -m pytest -q -p no:cacheprovider $X tests/kernels/test_dense_decode.py \
+  tests/kernels/test_dense_decode_ws.py tests/kernels/test_combine.py tests/test_plan_dense.py
+step 40 python3 -m wavemla.tools.stress --mode dense --heads 64 --replays 1000
+} 2>&1 | grep -v -E "Warning[:(]|warner\(" > "$OUT/dense-tmaout.log"
+grep -E "^== .*(pytest|stress)|passed|failed|mismatch|ceilings" "$OUT/dense-tmaout.log" | cut -c1-150 | tail -8
+python3 - "$OUT" <<'PY' | tee -a "$OUT/dense-tmaout.log"
+import json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+rows = {}
+for f in sorted(out.glob("dt-*.json")):
+    v = f.stem.split("-")[1]
+    for r in json.loads(f.read_text())["records"]:
+        key = (r["kv_format"], r["h_q"], r["batch"], r["s_k"], r["lengths"])
+        rows.setdefault(key, {}).setdefault(v, []).append((r["median_us"], r["pct_copy"], r["schedule_us"]))
+print("fmt   h    b    s_k lengths   new µs (r1, r2)   old µs (r1, r2)  ratio  %copy new/old  scheduler alone new/old")
+for k, d in sorted(rows.items()):
+    if "new" in d and "old" in d:
+        n, o = [x[0] for x in d["new"]], [x[0] for x in d["old"]]
+        pn, po = max(x[1] for x in d["new"]), max(x[1] for x in d["old"])
+        cn, co = min(x[2] for x in d["new"]), min(x[2] for x in d["old"])
+        print(f"{k[0]:5s} {k[1]:3d} {k[2]:4d} {k[3]:6d} {k[4]:8s} {n[0]:8.1f} {n[-1]:8.1f} {o[0]:8.1f} {o[-1]:8.1f}  "
+              f"{min(n) / min(o):.3f}  {pn:5.1f}/{po:5.1f}  {cn:6.1f}/{co:6.1f}")
+PY
+tar czf "$OUT/dense-tmaout.tar.gz" -C "$OUT" $(cd "$OUT" && ls dt-*.json) && rm -f "$OUT"/dt-*.json
