@@ -20,6 +20,9 @@ of one program:
   segment, in the same order in both. Shared memory: q 72 KB, two 72 KB stages, the two P halves (8 KB) and the
   maxima: 231,008 of the 232,448 bytes a block may use. (Computing the whole ``S`` in each warpgroup, with no
   exchange, was 5-10% slower on the H200 where the MMAs bind: docs/dense-decode.md.)
+  A request finished in the program leaves by TMA: each warpgroup writes its 256 output columns into four of q's
+  boxes (free once the row sums have crossed) and copies them out, then releases q to the load warp; a cut
+  request's fp32 partial goes out from registers.
 
 Keys past a request's length in its last tile are real rows of its last page (any bits, NaN included): their scores
 are masked, and each warpgroup zeroes those rows of its value columns in shared memory before ``P·V``, since
