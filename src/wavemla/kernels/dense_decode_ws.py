@@ -294,8 +294,8 @@ if HAVE_GLUON:
 
     @gluon.jit
     def _math_partition(o_desc, q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar, p_bar,
-                        p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt,
-                        S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, CAUSAL: gl.constexpr,
+                        p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt,
+                        S_Q, H, M, qk_scale, CAUSAL: gl.constexpr,
                         PAGE: gl.constexpr, NUM_RB: gl.constexpr, N_CHUNKS: gl.constexpr, N_STAGES: gl.constexpr,
                         HALF: gl.constexpr):  # fmt: skip
         """The math of one of the two warpgroups, ``QKᵀ`` split between them: this one scores keys ``32·HALF ..`` of
@@ -410,10 +410,9 @@ if HAVE_GLUON:
                     gl.store(p_lse_ws + i_slot * M + o_m, b_lse2)
 
     @gluon.jit
-    def _dense_mla_decode_ws_kernel(q_desc, kv_desc, o_desc, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched,
-                                    num_blocks, max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh,
-                                    qk_scale, CAUSAL: gl.constexpr, PAGE: gl.constexpr,
-                                    NUM_RB: gl.constexpr):  # fmt: skip
+    def _dense_mla_decode_ws_kernel(q_desc, kv_desc, o_desc, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched,
+                                    num_blocks, max_len, stride_bt, S_Q, H, M, qk_scale, CAUSAL: gl.constexpr,
+                                    PAGE: gl.constexpr, NUM_RB: gl.constexpr):  # fmt: skip
         N_CHUNKS: gl.constexpr = _CHUNKS
         N_STAGES: gl.constexpr = _STAGES
         q_smem = gl.allocate_shared_memory(q_desc.dtype, [N_CHUNKS, _BLOCK, _BLOCK], q_desc.layout)
@@ -440,12 +439,12 @@ if HAVE_GLUON:
         gl.warp_specialize(
             [
                 (_math_partition, (o_desc, q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar,
-                                   p_bar, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks,
-                                   max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, CAUSAL,
+                                   p_bar, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks,
+                                   max_len, stride_bt, S_Q, H, M, qk_scale, CAUSAL,
                                    PAGE, NUM_RB, N_CHUNKS, N_STAGES, 0)),
                 (_math_partition, (o_desc, q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar,
-                                   p_bar, p_out, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks,
-                                   max_len, stride_bt, S_Q, H, M, stride_ob, stride_os, stride_oh, qk_scale, CAUSAL,
+                                   p_bar, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks,
+                                   max_len, stride_bt, S_Q, H, M, qk_scale, CAUSAL,
                                    PAGE, NUM_RB, N_CHUNKS, N_STAGES, 1)),
                 (_load_partition, (q_desc, kv_desc, q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_bt,
                                    p_seqlens, p_sched, num_blocks, max_len, stride_bt, M, PAGE, NUM_RB, N_CHUNKS,
@@ -499,7 +498,6 @@ def dense_decode_split_ws(
         q_desc,
         kv_desc,
         o_desc,
-        out,
         lse,
         o_ws,
         lse_ws,
@@ -512,9 +510,6 @@ def dense_decode_split_ws(
         s_q,
         h,
         m,
-        out.stride(0),
-        out.stride(1),
-        out.stride(2),
         softmax_scale * LOG2E,
         CAUSAL=causal and s_q > 1,
         PAGE=page,
@@ -560,8 +555,8 @@ def compile_sm90(dtype: torch.dtype = torch.bfloat16, *, page: int = 64, causal:
     kernel (``asm``, ``metadata``: shared memory, registers)."""
     ty = {torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
     desc = f"tensordesc<{ty}[{BLOCK}, {BLOCK}],{smem_layout()!r}>"
-    types = {"q_desc": desc, "kv_desc": desc, "o_desc": desc, "p_out": f"*{ty}", "p_lse": "*fp32",
-             "p_o_ws": "*fp32", "p_lse_ws": "*fp32", "p_bt": "*i32", "p_seqlens": "*i32", "p_sched": "*i32",
+    types = {"q_desc": desc, "kv_desc": desc, "o_desc": desc, "p_lse": "*fp32", "p_o_ws": "*fp32",
+             "p_lse_ws": "*fp32", "p_bt": "*i32", "p_seqlens": "*i32", "p_sched": "*i32",
              "qk_scale": "fp32"}  # fmt: skip
     return build_sm90(_dense_mla_decode_ws_kernel, types=types,
                       constexprs={"CAUSAL": causal, "PAGE": page, "NUM_RB": num_rb}, max_regs=MAX_REGS)  # fmt: skip
