@@ -52,23 +52,5 @@ step 150 python3 -m pytest -q -p no:cacheprovider $X tests/kernels/test_dense_de
   tests/kernels/test_dense_decode_ws.py tests/kernels/test_combine.py tests/test_plan_dense.py
 } 2>&1 | grep -v -E "Warning[:(]|warner\(" > "$OUT/dense-l2.log"
 grep -E "^== .*pytest|passed|failed|ceilings|bits|ncu|_dense_mla_|gpu__time|dram__bytes|lts__t" "$OUT/dense-l2.log" | cut -c1-150
-python3 - "$OUT" <<'PY' | tee -a "$OUT/dense-l2.log"
-import json, sys
-from pathlib import Path
-out = Path(sys.argv[1])
-rows = {}
-for f in sorted(out.glob("dl2-*.json")):
-    pol = f.stem.split("-")[1]
-    for r in json.loads(f.read_text())["records"]:
-        key = (r.get("kv_format", "bf16"), r["h_q"], r["batch"], r["s_k"], r["lengths"])
-        rows.setdefault(key, {}).setdefault(pol, []).append((r["median_us"], r["pct_copy"], r["combine_us"]))
-print("fmt   h    b    s_k lengths    on µs (r1, r2)    off µs (r1, r2)  ratio  %copy on/off  combine alone on/off")
-for k, d in sorted(rows.items()):
-    if "on" in d and "off" in d:
-        n, o = [x[0] for x in d["on"]], [x[0] for x in d["off"]]
-        pn, po = max(x[1] for x in d["on"]), max(x[1] for x in d["off"])
-        cn, co = min(x[2] for x in d["on"]), min(x[2] for x in d["off"])
-        print(f"{k[0]:5s} {k[1]:3d} {k[2]:4d} {k[3]:6d} {k[4]:8s} {n[0]:8.1f} {n[-1]:8.1f} {o[0]:8.1f} {o[-1]:8.1f}  "
-              f"{min(n) / min(o):.3f}  {pn:5.1f}/{po:5.1f}  {cn:6.1f}/{co:6.1f}")
-PY
+python3 "$(dirname "$0")/dense_ab_table.py" "$OUT" dl2 on off combine_us | tee -a "$OUT/dense-l2.log"
 tar czf "$OUT/dense-l2.tar.gz" -C "$OUT" $(cd "$OUT" && ls dl2-*.json ncu-dl2-*.txt 2>/dev/null) && rm -f "$OUT"/dl2-*.json

@@ -33,23 +33,5 @@ step 150 python3 -m pytest -q -p no:cacheprovider $X tests/kernels/test_dense_de
 step 60 python3 -m wavemla.tools.stress --mode dense --heads 64 --replays 1000
 } 2>&1 | grep -v -E "Warning[:(]|warner\(" > "$OUT/dense-sched.log"
 grep -E "^== .*(pytest|stress)|passed|failed|mismatch|ceilings" "$OUT/dense-sched.log" | cut -c1-150 | tail -8
-python3 - "$OUT" <<'PY' | tee -a "$OUT/dense-sched.log"
-import json, sys
-from pathlib import Path
-out = Path(sys.argv[1])
-rows = {}
-for f in sorted(out.glob("ds-*.json")):
-    v = f.stem.split("-")[1]
-    for r in json.loads(f.read_text())["records"]:
-        key = (r["kv_format"], r["h_q"], r["batch"], r["s_k"], r["lengths"])
-        rows.setdefault(key, {}).setdefault(v, []).append((r["median_us"], r["pct_copy"], r["schedule_us"]))
-print("fmt   h    b    s_k lengths   new µs (r1, r2)   old µs (r1, r2)  ratio  %copy new/old  scheduler alone new/old")
-for k, d in sorted(rows.items()):
-    if "new" in d and "old" in d:
-        n, o = [x[0] for x in d["new"]], [x[0] for x in d["old"]]
-        pn, po = max(x[1] for x in d["new"]), max(x[1] for x in d["old"])
-        cn, co = min(x[2] for x in d["new"]), min(x[2] for x in d["old"])
-        print(f"{k[0]:5s} {k[1]:3d} {k[2]:4d} {k[3]:6d} {k[4]:8s} {n[0]:8.1f} {n[-1]:8.1f} {o[0]:8.1f} {o[-1]:8.1f}  "
-              f"{min(n) / min(o):.3f}  {pn:5.1f}/{po:5.1f}  {cn:6.1f}/{co:6.1f}")
-PY
+python3 "$(dirname "$0")/dense_ab_table.py" "$OUT" ds new old schedule_us | tee -a "$OUT/dense-sched.log"
 tar czf "$OUT/dense-sched.tar.gz" -C "$OUT" $(cd "$OUT" && ls ds-*.json) && rm -f "$OUT"/ds-*.json
