@@ -10,12 +10,12 @@ before the debug sections), so that two revisions can be shown to compile to the
     PYTHONPATH=src python3 benchmarks/experiments/dense_ws_build_probe.py --sparse --pieces 66e816a b6fe556
     PYTHONPATH=src python3 benchmarks/experiments/dense_ws_build_probe.py --sparse --digests HEAD e655edc bc1850b
 
-A revision is ``REV`` or ``REV:NAME=VALUE,...`` (module constants set before compiling, ints). Each is compiled
-with ``compile_sm90()`` of that revision (its defaults: dense bf16, page 64, not causal, one row block; sparse pages
-of 64 rows with the extra cache, list lengths and sink) by the installed Triton, and ptxas is the one Triton ships.
-Interpreter off. ``--digests`` (sparse): only the PTX code digest of each revision's ``compile_sm90()`` in three
-variants (its defaults; no extra cache, list lengths or sink; two head blocks), and with ``pieces=True`` (the
-batch-invariant pieces' build) where that revision has it.
+A revision is ``REV`` or ``REV:NAME=VALUE,...`` (module constants set before compiling, ints; ``.`` is the working
+tree's file). Each is compiled with ``compile_sm90()`` of that revision (its defaults: dense bf16, page 64, not causal,
+one row block; sparse pages of 64 rows with the extra cache, list lengths and sink) by the installed Triton, and ptxas
+is the one Triton ships. Interpreter off. ``--digests`` (sparse): only the PTX code digest of each revision's
+``compile_sm90()`` in three variants (its defaults; no extra cache, list lengths or sink; two head blocks), and with
+``pieces=True`` (the batch-invariant pieces' build) where that revision has it.
 """
 
 from __future__ import annotations
@@ -38,9 +38,12 @@ NVDISASM = PTXAS.parent / "nvdisasm"
 
 
 def load(rev: str, consts: dict[str, int]):
-    """The module as committed at ``rev``, with ``consts`` set."""
-    text = subprocess.run(["git", "show", f"{rev}:{PATH}"], capture_output=True, text=True, check=True).stdout
-    tmp = Path(tempfile.mkdtemp()) / f"{Path(PATH).stem}_{rev.replace('/', '_')}.py"
+    """The module as committed at ``rev`` (``.``: the working tree's file), with ``consts`` set."""
+    if rev == ".":
+        text = Path(PATH).read_text()
+    else:
+        text = subprocess.run(["git", "show", f"{rev}:{PATH}"], capture_output=True, text=True, check=True).stdout
+    tmp = Path(tempfile.mkdtemp()) / f"{Path(PATH).stem}_{rev.replace('/', '_').replace('.', 'worktree')}.py"
     tmp.write_text(text)
     spec = importlib.util.spec_from_file_location(tmp.stem, tmp)
     assert spec is not None and spec.loader is not None

@@ -35,8 +35,8 @@ def _patched_source() -> str:
     s = SRC.read_text()
     edits = [
         (
-            "    @gluon.jit\n    def _math_partition(o_desc, q_smem,",
-            STAMP + "    @gluon.jit\n    def _math_partition(p_ts, o_desc, q_smem,",
+            "    @gluon.jit\n    def _math_partition(o_desc, w_desc, q_smem,",
+            STAMP + "    @gluon.jit\n    def _math_partition(p_ts, o_desc, w_desc, q_smem,",
         ),
         (
             "        o_zr = gl.arange(0, _BLOCK, layout=gl.SliceLayout(1, z_layout))\n",
@@ -64,8 +64,8 @@ def _patched_source() -> str:
             "        _stamp(p_ts, o_m, 5, HALF)\n\n    @gluon.jit\n    def _dense_mla_decode_ws_kernel(p_ts, q_desc,",
         ),
         (
-            "                (_math_partition, (o_desc, q_smem,",
-            "                (_math_partition, (p_ts, o_desc, q_smem,",
+            "                (_math_partition, (o_desc, w_desc, q_smem,",
+            "                (_math_partition, (p_ts, o_desc, w_desc, q_smem,",
         ),
         (
             "    return _dense_mla_decode_ws_kernel[(num_parts * num_rb,)](\n        q_desc,",

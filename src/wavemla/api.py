@@ -70,7 +70,8 @@ class MLAMetadata:
 
     plan: Plan | None = None
     key: tuple[Any, ...] | None = None
-    o_ws: torch.Tensor | None = field(default=None, repr=False)
+    o_ws: torch.Tensor | None = field(default=None, repr=False)  # partials (dense: fp32, the Triton kernel's)
+    o_ws_q: torch.Tensor | None = field(default=None, repr=False)  # dense: partials in q's dtype (warp-specialized)
     lse_ws: torch.Tensor | None = field(default=None, repr=False)
     counts: torch.Tensor | None = field(default=None, repr=False)  # sparse: pieces written per (token, head block)
     q_ws: torch.Tensor | None = field(default=None, repr=False)  # sparse, FP8 rows, bf16 q: per-program q in fp16
@@ -499,7 +500,6 @@ def dense_mla_decode(
             meta.dense_plan = planned
             meta.key = key
             rows = planned.workspace_rows(b)
-            meta.o_ws = torch.empty((rows, s_q * h_q, 512), dtype=torch.float32, device=device)
             meta.lse_ws = torch.empty((rows, s_q * h_q), dtype=torch.float32, device=device)
             meta.sched = torch.empty((planned.num_parts, 4), dtype=torch.int32, device=device)
             meta.req = torch.empty((max(b, 1), 4), dtype=torch.int32, device=device)
@@ -514,12 +514,14 @@ def dense_mla_decode(
                 "use one metadata object per decode shape (get_mla_metadata())"
             )
         p = meta.dense_plan
-        assert p is not None and meta.o_ws is not None and meta.lse_ws is not None
+        assert p is not None and meta.lse_ws is not None
         assert meta.sched is not None and meta.req is not None
         out = torch.empty((b, s_q, h_q, 512), dtype=q.dtype, device=device)
         lse = torch.empty((b, s_q, h_q), dtype=torch.float32, device=device)
         if b == 0:
             return out, lse.transpose(1, 2)
+        kv = k_cache.view(torch.uint8) if is_fp8 else k_cache
+        o_ws = dense_partials(meta, q, kv, is_fp8)
         if not (reuse_schedule and meta.scheduled):
             dense_decode_schedule(
                 cache_seqlens=cache_seqlens,
@@ -536,9 +538,9 @@ def dense_mla_decode(
             q=q,
             out=out,
             lse=lse,
-            o_ws=meta.o_ws,
+            o_ws=o_ws,
             lse_ws=meta.lse_ws,
-            kv=k_cache.view(torch.uint8) if is_fp8 else k_cache,
+            kv=kv,
             block_table=block_table,
             cache_seqlens=cache_seqlens,
             sched=meta.sched,
@@ -554,8 +556,29 @@ def dense_mla_decode(
             p_ws=None if dense_split_p(is_fp8, q.dtype) else meta.p_ws,
         )
         if p.num_parts > 1:
-            dense_decode_combine(out=out, lse=lse, o_ws=meta.o_ws, lse_ws=meta.lse_ws, req=meta.req)
+            dense_decode_combine(out=out, lse=lse, o_ws=o_ws, lse_ws=meta.lse_ws, req=meta.req)
         return out, lse.transpose(1, 2)
+
+
+def dense_partials(meta: MLAMetadata, q: torch.Tensor, kv: torch.Tensor, is_fp8: bool) -> torch.Tensor:
+    """The dense workspace for the partials the split kernel writes for this launch (``[b + parts, s_q·h, 512]``
+    of :func:`wavemla.kernels.dense_decode.partials_dtype`), made on first use of each dtype and kept: a CUDA graph
+    captured with one goes on writing that tensor, so it is never replaced."""
+    from wavemla.kernels.dense_decode import partials_dtype
+
+    p = meta.dense_plan
+    assert p is not None
+    c = p.config
+    dtype = partials_dtype(q=q, kv=kv, is_fp8=is_fp8, block_h=c.block_h, block_n=c.block_n)
+    ws = meta.o_ws if dtype == torch.float32 else meta.o_ws_q
+    if ws is None:
+        b, s_q, h_q = q.shape[:3]
+        ws = torch.empty((p.workspace_rows(b), s_q * h_q, 512), dtype=dtype, device=q.device)
+        if dtype == torch.float32:
+            meta.o_ws = ws
+        else:
+            meta.o_ws_q = ws
+    return ws
 
 
 def flash_mla_with_kvcache(

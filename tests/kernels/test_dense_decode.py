@@ -226,6 +226,30 @@ def test_split_and_combine(slots):
         check(inputs, causal=True)
 
 
+def test_triton_kernel_partials_are_fp32():
+    """Off the warp-specialized kernel the cut requests' partials are fp32: the call makes that workspace, and the
+    launcher refuses another dtype, naming o_ws."""
+    inputs = make_dense_decode_inputs(lengths=[70, 150], h_q=16, page=16, dtype=SMALL_DTYPE, device=DEVICE, seed=2)
+    with config.override(WAVEMLA_TARGET_CTAS=5, WAVEMLA_BLOCK_N=16):
+        meta, _ = get_mla_metadata()
+        check(inputs, metadata=meta)
+    plan = meta.dense_plan
+    assert plan is not None and plan.num_parts > 1 and meta.o_ws_q is None and meta.o_ws is not None
+    assert meta.o_ws.dtype == torch.float32
+    kv = inputs["k_cache"]
+    c = plan.config
+    assert dense_decode_kernels.partials_dtype(q=inputs["q"], kv=kv, is_fp8=False, block_h=c.block_h,
+                                               block_n=c.block_n) == torch.float32  # fmt: skip
+    with pytest.raises(ValueError, match="o_ws"):
+        dense_decode_kernels.dense_decode_split(
+            q=inputs["q"], out=torch.empty(2, 1, 16, 512, dtype=SMALL_DTYPE, device=DEVICE),
+            lse=torch.empty(2, 1, 16, device=DEVICE), o_ws=meta.o_ws.to(SMALL_DTYPE), lse_ws=meta.lse_ws, kv=kv,
+            block_table=inputs["block_table"], cache_seqlens=inputs["cache_seqlens"], sched=meta.sched,
+            is_fp8=False, causal=False, softmax_scale=0.1, block_h=c.block_h, block_n=c.block_n,
+            num_warps=c.num_warps, num_stages=c.num_stages, num_parts=plan.num_parts,
+        )  # fmt: skip
+
+
 def test_block_ids_outside_the_cache_are_excluded():
     inputs = make_dense_decode_inputs(lengths=[80, 40], h_q=16, page=16, dtype=SMALL_DTYPE, device=DEVICE, seed=3)
     nb = inputs["k_cache"].shape[0]
@@ -463,13 +487,19 @@ WS_CASES = [
 
 def _ws_runs(inputs, causal, knobs):
     """The call's split kernel with the Gluon kernel allowed (on) and forbidden (off), each checked against the
-    reference; returns ((out, lse, kernel name) on, the same off)."""
+    reference; returns ((out, lse, kernel name) on, the same off). The partials workspace is of q's dtype where the
+    Gluon kernel ran and fp32 where the Triton kernel did."""
     runs = []
     for ws in ("on", "off"):
         with config.override(**KEYS_MAJOR, **knobs, WAVEMLA_DENSE_WS=ws):
             meta, _ = get_mla_metadata()
             out, lse = check(inputs, causal=causal, metadata=meta)
-            runs.append((out, lse, meta.split_kernel.name))
+            name = meta.split_kernel.name
+            runs.append((out, lse, name))
+            if "_dense_mla_decode_ws_kernel" in name:
+                assert meta.o_ws is None and meta.o_ws_q is not None and meta.o_ws_q.dtype == inputs["q"].dtype
+            else:
+                assert meta.o_ws_q is None and meta.o_ws is not None and meta.o_ws.dtype == torch.float32
     return runs
 
 

@@ -57,11 +57,35 @@ print(json.dumps(out))
 def test_sm90_build():
     for name, got in json_from_child(_BUILD).items():
         assert got["shared"] <= H100_SMEM_PER_BLOCK, name
-        # q's and a tile's nine boxes loaded, a finished request's four boxes stored by each math warpgroup
-        assert got["tma"] == 2 * ws.CHUNKS + 2 * 4, name
+        # q's and a tile's nine boxes loaded; by each math warpgroup, four boxes stored for a finished request's
+        # output and four for a cut request's partial
+        assert got["tma"] == 2 * ws.CHUNKS + 2 * 2 * 4, name
         # per math warpgroup: nine QKᵀ wgmma of K = 64 (4 instructions each) and four P·V (4 each)
         assert got["wgmma"] == 2 * (ws.CHUNKS * 4 + 4 * 4), name
         assert got["setmaxnreg"] and got["threads"], name
+
+
+@pytest.mark.skipif(not ws.HAVE_GLUON, reason="needs Gluon (Triton 3.5 or newer with its Hopper API)")
+def test_partials_are_of_q_dtype():
+    """Cut requests' partials leave by TMA in q's dtype: any other workspace is refused, naming o_ws, before a
+    launch."""
+    b, parts, m = 2, 3, 64
+    q = torch.empty(b, 1, m, 576, dtype=torch.bfloat16)
+    args = dict(q=q, out=torch.empty(b, 1, m, 512, dtype=torch.bfloat16), lse=torch.empty(b, 1, m),
+                lse_ws=torch.empty(b + parts, m), kv=torch.empty(4, 64, 1, 576, dtype=torch.bfloat16),
+                block_table=torch.zeros(b, 2, dtype=torch.int32), cache_seqlens=torch.zeros(b, dtype=torch.int32),
+                sched=torch.zeros(parts, 4, dtype=torch.int32), causal=False, softmax_scale=0.1,
+                num_parts=parts)  # fmt: skip
+    wrong = (
+        torch.empty(b + parts, m, 512),  # fp32
+        torch.empty(b + parts, m, 512, dtype=torch.float16),  # not q's dtype
+        torch.empty(b + parts - 1, m, 512, dtype=torch.bfloat16),  # a slot short
+        torch.empty(b + parts, m, 1024, dtype=torch.bfloat16)[..., :512],  # not contiguous
+        torch.empty(b + parts, m * 512, dtype=torch.bfloat16),  # not [slots, rows, 512]
+    )
+    for o_ws in wrong:
+        with pytest.raises(ValueError, match="o_ws"):
+            ws.dense_decode_split_ws(o_ws=o_ws, **args)
 
 
 def test_triton_version_gate(monkeypatch):

@@ -686,6 +686,25 @@ def dense_decode_schedule(
 _TL_DTYPE = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 
 
+def runs_ws(*, q: torch.Tensor, kv: torch.Tensor, is_fp8: bool, block_h: int, block_n: int) -> bool:
+    """Whether :func:`dense_decode_split` runs the warp-specialized sm_90 kernel for these tensors and tile (compiled
+    kernels only; :func:`wavemla.kernels.dense_decode_ws.supported`)."""
+    if triton_interpreting() or q.device.type != "cuda":
+        return False
+    from wavemla.kernels import dense_decode_ws
+
+    return dense_decode_ws.supported(is_fp8=is_fp8, block_h=block_h, block_n=block_n, arch=device_arch(q.device),
+                                     q=q, kv=kv)  # fmt: skip
+
+
+def partials_dtype(*, q: torch.Tensor, kv: torch.Tensor, is_fp8: bool, block_h: int, block_n: int) -> torch.dtype:
+    """The dtype of the cut requests' partials (the normalized output of a piece, and its lse in fp32 beside it) that
+    :func:`dense_decode_split` writes for this launch: q's dtype on the warp-specialized kernel, whose partials leave
+    by TMA like its finished outputs (a weighted mean of value rows of that dtype, so within their range), else
+    fp32."""
+    return q.dtype if runs_ws(q=q, kv=kv, is_fp8=is_fp8, block_h=block_h, block_n=block_n) else torch.float32
+
+
 def dense_decode_split(
     *,
     q: torch.Tensor,
@@ -711,13 +730,13 @@ def dense_decode_split(
     """Launch the split kernel over ``num_parts`` parts; returns Triton's compiled-kernel handle.
 
     Inputs must already be validated (see :mod:`wavemla.api`). q ``[b, s_q, h, d_qk]``; out ``[b, s_q, h, 512]``
-    q.dtype; lse ``[b, s_q, h]`` fp32; workspace ``o_ws [b + num_parts, s_q·h, 512]`` fp32 and
-    ``lse_ws [b + num_parts, s_q·h]`` fp32; kv ``[blocks, page, 1, d_qk]`` rows or ``[blocks, page, 1, 656]`` uint8;
-    block_table ``[b, max_blocks]`` int32; cache_seqlens ``[b]`` int32; sched ``[num_parts, 4]`` int32 from
-    :func:`dense_decode_schedule`. ``p_ws``: scratch of the compute dtype (q's; fp16 for FP8 rows), at least
-    :func:`p_scratch_elems` elements, through which P (Pᵀ) reaches the PV dot of the tiles of :func:`scratch_tile`
-    (None keeps P in registers; the same arithmetic but for how the two dots of QKᵀ, rope and latent, are summed and
-    scaled).
+    q.dtype; lse ``[b, s_q, h]`` fp32; workspace ``o_ws [b + num_parts, s_q·h, 512]`` of :func:`partials_dtype` (fp32,
+    or q's dtype where the warp-specialized kernel runs) and ``lse_ws [b + num_parts, s_q·h]`` fp32; kv ``[blocks, page,
+    1, d_qk]`` rows or ``[blocks, page, 1, 656]`` uint8; block_table ``[b, max_blocks]`` int32; cache_seqlens ``[b]``
+    int32; sched ``[num_parts, 4]`` int32 from :func:`dense_decode_schedule`. ``p_ws``: scratch of the compute dtype
+    (q's; fp16 for FP8 rows), at least :func:`p_scratch_elems` elements, through which P (Pᵀ) reaches the PV dot of the
+    tiles of :func:`scratch_tile` (None keeps P in registers; the same arithmetic but for how the two dots of QKᵀ, rope
+    and latent, are summed and scaled).
     ``l2_ahead``: prefetch the rows of the tile that many tiles ahead into L2 (FP8 rows; 0: none); None:
     :func:`l2_ahead_tiles`. Results are the same bits either way.
     """
@@ -735,16 +754,16 @@ def dense_decode_split(
         l2_ahead = l2_ahead_tiles(is_fp8)
     elif l2_ahead != 0 and (not is_fp8 or l2_ahead < 2):
         raise ValueError(f"l2_ahead: 0, or at least 2 with FP8 rows (the next tile is in flight), got {l2_ahead}")
-    if not triton_interpreting():
+    if runs_ws(q=q, kv=kv, is_fp8=is_fp8, block_h=block_h, block_n=block_n):
         from wavemla.kernels import dense_decode_ws
 
-        if dense_decode_ws.supported(is_fp8=is_fp8, block_h=block_h, block_n=block_n, arch=device_arch(q.device),
-                                     q=q, kv=kv):  # fmt: skip
-            return dense_decode_ws.dense_decode_split_ws(
-                q=q, out=out, lse=lse, o_ws=o_ws, lse_ws=lse_ws, kv=kv, block_table=block_table,
-                cache_seqlens=cache_seqlens, sched=sched, causal=causal, softmax_scale=softmax_scale,
-                num_parts=num_parts,
-            )  # fmt: skip
+        return dense_decode_ws.dense_decode_split_ws(
+            q=q, out=out, lse=lse, o_ws=o_ws, lse_ws=lse_ws, kv=kv, block_table=block_table,
+            cache_seqlens=cache_seqlens, sched=sched, causal=causal, softmax_scale=softmax_scale,
+            num_parts=num_parts,
+        )  # fmt: skip
+    if o_ws.dtype != torch.float32:
+        raise ValueError(f"o_ws: the Triton split kernel writes fp32 partials, got {o_ws.dtype} (partials_dtype())")
     if is_fp8 and q.dtype != torch.float16:
         # FP8 rows compute in fp16; one conversion here lets the split kernel stage q straight into shared memory.
         q = q.to(torch.float16)

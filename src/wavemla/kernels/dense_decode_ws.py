@@ -20,9 +20,10 @@ of one program:
   segment, in the same order in both. Shared memory: q 72 KB, two 72 KB stages, the two P halves (8 KB) and the
   maxima: 231,008 of the 232,448 bytes a block may use. (Computing the whole ``S`` in each warpgroup, with no
   exchange, was 5-10% slower on the H200 where the MMAs bind: docs/dense-decode.md.)
-  A request finished in the program leaves by TMA: each warpgroup writes its 256 output columns into four of q's
-  boxes (free once the row sums have crossed) and copies them out, then releases q to the load warp; a cut
-  request's fp32 partial goes out from registers.
+  A segment's result leaves by TMA: each warpgroup writes its 256 normalized columns into four of q's boxes (free
+  once the row sums have crossed) and copies them out, then releases q to the load warp: a finished request's
+  output, or a cut request's partial, in q's dtype (a weighted mean of value rows of that dtype, so within its
+  range), into the workspace slot the combine merges.
 
 Keys past a request's length in its last tile are real rows of its last page (any bits, NaN included): their scores
 are masked, and each warpgroup zeroes those rows of its value columns in shared memory before ``P·V``, since
@@ -293,8 +294,8 @@ if HAVE_GLUON:
         return b_l, i_next
 
     @gluon.jit
-    def _math_partition(o_desc, q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar, p_bar,
-                        p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt,
+    def _math_partition(o_desc, w_desc, q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar,
+                        p_bar, p_lse, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks, max_len, stride_bt,
                         S_Q, H, M, qk_scale, CAUSAL: gl.constexpr,
                         PAGE: gl.constexpr, NUM_RB: gl.constexpr, N_CHUNKS: gl.constexpr, N_STAGES: gl.constexpr,
                         HALF: gl.constexpr):  # fmt: skip
@@ -312,7 +313,6 @@ if HAVE_GLUON:
         rows_l: gl.constexpr = gl.SliceLayout(1, s_layout)
         cols_l: gl.constexpr = gl.SliceLayout(0, s_layout)
         orow_l: gl.constexpr = gl.SliceLayout(1, o_layout)
-        ocol_l: gl.constexpr = gl.SliceLayout(0, o_layout)
         z_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
         gl.BlockedLayout([1], [32], [4], [0])
         dtype: gl.constexpr = kv_smem.dtype
@@ -328,8 +328,6 @@ if HAVE_GLUON:
         o_m = i_rb * _BLOCK + gl.arange(0, _BLOCK, layout=rows_l)
         o_s = o_m // H
         o_n = gl.arange(0, HK, layout=cols_l)
-        o_mo = i_rb * _BLOCK + gl.arange(0, _BLOCK, layout=orow_l)
-        o_no = gl.arange(0, _BLOCK, layout=ocol_l)
         o_zr = gl.arange(0, _BLOCK, layout=gl.SliceLayout(1, z_layout))
         i_seg = 0
         i_it = 0
@@ -370,8 +368,6 @@ if HAVE_GLUON:
                 mbarrier.arrive(kv_empty.index(i_st), count=1)
                 i_it += 1
             whole = (t_lo == 0) & (t_hi == n_units)
-            if not whole:
-                mbarrier.arrive(q_empty, count=1)
             i_seg += 1  # noqa: SIM113 (a loop-carried counter in a kernel)
 
             b_l, i_x = _row_sums(b_l, x_smem, x_bar, i_x, HALF)
@@ -379,38 +375,37 @@ if HAVE_GLUON:
             b_inv = gl.convert_layout(1.0 / gl.where(m_seen, b_l, 1.0), orow_l)
             b_lse2 = gl.where(m_seen, b_mx + gl.log2(gl.where(m_seen, b_l, 1.0)), float("-inf"))
             m_rows = b_lse2 > float("-inf")
+            # The segment's 64 rows x 256 columns, normalized, go out by TMA from q's shared memory, which both
+            # warpgroups are done with (their last QKᵀ came before the row-sum exchange) and which the load warp
+            # refills only once both have arrived at q_empty, after the copies have read it: a finished request's
+            # output (rows that saw no key: 0), or a cut request's partial in q's dtype (a weighted mean of value
+            # rows, so within their range) into its workspace slot.
+            b_sc = gl.convert_layout(gl.where(m_rows | (not whole), 1.0, 0.0), orow_l)[:, None] * b_inv[:, None]
+            q_smem.index(V_CHUNKS * HALF + 0).store((acc0 * b_sc).to(dtype))
+            q_smem.index(V_CHUNKS * HALF + 1).store((acc1 * b_sc).to(dtype))
+            q_smem.index(V_CHUNKS * HALF + 2).store((acc2 * b_sc).to(dtype))
+            q_smem.index(V_CHUNKS * HALF + 3).store((acc3 * b_sc).to(dtype))
+            fence_async_shared()
+            _warps_barrier()
             if whole:
-                # A request finished here: its 64 rows x 256 columns go out by TMA from q's shared memory, which
-                # both warpgroups are done with (their last QKᵀ came before the row-sum exchange) and which the
-                # load warp refills only once both have arrived at q_empty, after the copies have read it.
-                b_sc = gl.convert_layout(gl.where(m_rows, 1.0, 0.0), orow_l)[:, None] * b_inv[:, None]
-                q_smem.index(V_CHUNKS * HALF + 0).store((acc0 * b_sc).to(dtype))
-                q_smem.index(V_CHUNKS * HALF + 1).store((acc1 * b_sc).to(dtype))
-                q_smem.index(V_CHUNKS * HALF + 2).store((acc2 * b_sc).to(dtype))
-                q_smem.index(V_CHUNKS * HALF + 3).store((acc3 * b_sc).to(dtype))
-                fence_async_shared()
-                _warps_barrier()
                 row_o = i_b * M + i_rb * _BLOCK
                 for c in gl.static_range(V_CHUNKS):
                     _tma_store(o_desc, [row_o, HALF * 256 + c * _BLOCK], q_smem.index(V_CHUNKS * HALF + c))
-                tma.store_wait(0)
-                mbarrier.arrive(q_empty, count=1)
-                if HALF == 0:
+            else:
+                row_w = (i_b + i_part) * M + i_rb * _BLOCK
+                for c in gl.static_range(V_CHUNKS):
+                    _tma_store(w_desc, [row_w, HALF * 256 + c * _BLOCK], q_smem.index(V_CHUNKS * HALF + c))
+            tma.store_wait(0)
+            mbarrier.arrive(q_empty, count=1)
+            if HALF == 0:
+                if whole:
                     b_lse = gl.where(m_rows, b_lse2 * 0.6931471805599453, float("inf"))
                     gl.store(p_lse + i_b.to(gl.int64) * M + o_m, b_lse)
-            else:
-                i_slot = (i_b + i_part).to(gl.int64)
-                b_sc = b_inv[:, None]
-                p_w = p_o_ws + ((i_slot * M + o_mo) * _D_V + HALF * 256)[:, None] + o_no[None, :]
-                gl.store(p_w + 0 * _BLOCK, acc0 * b_sc)
-                gl.store(p_w + 1 * _BLOCK, acc1 * b_sc)
-                gl.store(p_w + 2 * _BLOCK, acc2 * b_sc)
-                gl.store(p_w + 3 * _BLOCK, acc3 * b_sc)
-                if HALF == 0:
-                    gl.store(p_lse_ws + i_slot * M + o_m, b_lse2)
+                else:
+                    gl.store(p_lse_ws + (i_b + i_part).to(gl.int64) * M + o_m, b_lse2)
 
     @gluon.jit
-    def _dense_mla_decode_ws_kernel(q_desc, kv_desc, o_desc, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched,
+    def _dense_mla_decode_ws_kernel(q_desc, kv_desc, o_desc, w_desc, p_lse, p_lse_ws, p_bt, p_seqlens, p_sched,
                                     num_blocks, max_len, stride_bt, S_Q, H, M, qk_scale, CAUSAL: gl.constexpr,
                                     PAGE: gl.constexpr, NUM_RB: gl.constexpr):  # fmt: skip
         N_CHUNKS: gl.constexpr = _CHUNKS
@@ -438,12 +433,12 @@ if HAVE_GLUON:
         # fmt: off
         gl.warp_specialize(
             [
-                (_math_partition, (o_desc, q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar,
-                                   p_bar, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks,
+                (_math_partition, (o_desc, w_desc, q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready,
+                                   kv_empty, x_bar, p_bar, p_lse, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks,
                                    max_len, stride_bt, S_Q, H, M, qk_scale, CAUSAL,
                                    PAGE, NUM_RB, N_CHUNKS, N_STAGES, 0)),
-                (_math_partition, (o_desc, q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready, kv_empty, x_bar,
-                                   p_bar, p_lse, p_o_ws, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks,
+                (_math_partition, (o_desc, w_desc, q_smem, kv_smem, p_smem, x_smem, q_ready, q_empty, kv_ready,
+                                   kv_empty, x_bar, p_bar, p_lse, p_lse_ws, p_bt, p_seqlens, p_sched, num_blocks,
                                    max_len, stride_bt, S_Q, H, M, qk_scale, CAUSAL,
                                    PAGE, NUM_RB, N_CHUNKS, N_STAGES, 1)),
                 (_load_partition, (q_desc, kv_desc, q_smem, kv_smem, q_ready, q_empty, kv_ready, kv_empty, p_bt,
@@ -477,11 +472,18 @@ def dense_decode_split_ws(
     num_parts: int,
 ) -> Any:
     """Launch the warp-specialized split kernel over ``num_parts`` parts (arguments as
-    :func:`wavemla.kernels.dense_decode.dense_decode_split`, which calls this where :func:`supported`)."""
+    :func:`wavemla.kernels.dense_decode.dense_decode_split`, which calls this where :func:`supported`; the partials
+    ``o_ws [b + num_parts, s_q·h, 512]`` are of q's dtype here, contiguous)."""
     from wavemla.kernels.dense_decode import LOG2E
 
     b, s_q, h, d_qk = q.shape
     m = s_q * h
+    shape_ok = o_ws.dim() == 3 and o_ws.shape[0] >= b + num_parts and tuple(o_ws.shape[1:]) == (m, D_V)
+    if o_ws.dtype != q.dtype or not shape_ok or not o_ws.is_contiguous():
+        raise ValueError(
+            f"o_ws: expected a contiguous {q.dtype} tensor [>= {b + num_parts}, {m}, {D_V}] (partials leave by TMA "
+            f"in q's dtype), got {o_ws.dtype} {list(o_ws.shape)} with strides {o_ws.stride()}"
+        )
     num_blocks, page = kv.shape[0], kv.shape[1]
     layout = smem_layout()
     q2 = q.view(b * m, d_qk)
@@ -493,13 +495,15 @@ def dense_decode_split_ws(
                          f"{out.stride()}")  # fmt: skip
     out2 = out.view(b * m, out.shape[-1])  # requests' rows follow each other
     o_desc = TensorDescriptor(out2, list(out2.shape), list(out2.stride()), [BLOCK, BLOCK], layout)
+    ws2 = o_ws.view(o_ws.shape[0] * m, D_V)  # slot s, query row r at row s·m + r
+    w_desc = TensorDescriptor(ws2, list(ws2.shape), list(ws2.stride()), [BLOCK, BLOCK], layout)
     num_rb = m // BLOCK
     return _dense_mla_decode_ws_kernel[(num_parts * num_rb,)](
         q_desc,
         kv_desc,
         o_desc,
+        w_desc,
         lse,
-        o_ws,
         lse_ws,
         block_table,
         cache_seqlens,
@@ -555,7 +559,7 @@ def compile_sm90(dtype: torch.dtype = torch.bfloat16, *, page: int = 64, causal:
     kernel (``asm``, ``metadata``: shared memory, registers)."""
     ty = {torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
     desc = f"tensordesc<{ty}[{BLOCK}, {BLOCK}],{smem_layout()!r}>"
-    types = {"q_desc": desc, "kv_desc": desc, "o_desc": desc, "p_lse": "*fp32", "p_o_ws": "*fp32",
+    types = {"q_desc": desc, "kv_desc": desc, "o_desc": desc, "w_desc": desc, "p_lse": "*fp32",
              "p_lse_ws": "*fp32", "p_bt": "*i32", "p_seqlens": "*i32", "p_sched": "*i32",
              "qk_scale": "fp32"}  # fmt: skip
     return build_sm90(_dense_mla_decode_ws_kernel, types=types,

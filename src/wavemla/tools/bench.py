@@ -402,6 +402,7 @@ def bench_dense(
     import torch
 
     from wavemla import config, dense_mla_decode, get_mla_metadata
+    from wavemla.api import dense_partials
     from wavemla.kernels.combine import dense_decode_combine
     from wavemla.kernels.dense_decode import dense_decode_schedule, dense_decode_split
     from wavemla.testing import make_dense_decode_inputs
@@ -449,25 +450,27 @@ def bench_dense(
                     graph=True,
                 )[1]
             pl = meta.dense_plan
-            assert pl is not None and meta.o_ws is not None and meta.lse_ws is not None
+            assert pl is not None and meta.lse_ws is not None
             assert meta.sched is not None and meta.req is not None
             out = torch.empty((b, s_q, h, 512), dtype=inputs["q"].dtype, device="cuda")
             lse = torch.empty((b, s_q, h), dtype=torch.float32, device="cuda")
             kv = inputs["k_cache"].view(torch.uint8) if fp8 else inputs["k_cache"]
+            o_ws = dense_partials(meta, inputs["q"], kv, fp8)
             c = pl.config
             phases: dict[str, Any] = {
                 "schedule": lambda pl=pl, meta=meta, inputs=inputs: dense_decode_schedule(
                     cache_seqlens=inputs["cache_seqlens"], sched=meta.sched, req=meta.req,
                     max_seqlen=inputs["block_table"].shape[1] * DENSE_PAGE, num_parts=pl.num_parts,
                     segment_overhead=pl.segment_overhead, block_n=pl.config.block_n, cut_units=pl.cut_units),
-                "split": lambda pl=pl, meta=meta, inputs=inputs, out=out, lse=lse, kv=kv, c=c, fp8=fp8, s_q=s_q: (
+                "split": lambda pl=pl, meta=meta, inputs=inputs, out=out, lse=lse, kv=kv, c=c, fp8=fp8, s_q=s_q,
+                o_ws=o_ws: (
                     dense_decode_split(
-                    q=inputs["q"], out=out, lse=lse, o_ws=meta.o_ws, lse_ws=meta.lse_ws, kv=kv,
+                    q=inputs["q"], out=out, lse=lse, o_ws=o_ws, lse_ws=meta.lse_ws, kv=kv,
                     block_table=inputs["block_table"], cache_seqlens=inputs["cache_seqlens"], sched=meta.sched,
                     is_fp8=fp8, causal=s_q > 1, softmax_scale=576**-0.5, block_h=c.block_h, block_n=c.block_n,
                     num_warps=c.num_warps, num_stages=c.num_stages, num_parts=pl.num_parts)),
-                "combine": lambda meta=meta, out=out, lse=lse: dense_decode_combine(
-                    out=out, lse=lse, o_ws=meta.o_ws, lse_ws=meta.lse_ws, req=meta.req),
+                "combine": lambda meta=meta, out=out, lse=lse, o_ws=o_ws: dense_decode_combine(
+                    out=out, lse=lse, o_ws=o_ws, lse_ws=meta.lse_ws, req=meta.req),
             }  # fmt: skip
             alone = {name: _median_us(fn, reps=max(5, reps // 2), graph=True) for name, fn in phases.items()}
             rec = DenseRecord(
