@@ -70,8 +70,8 @@ class MLAMetadata:
 
     plan: Plan | None = None
     key: tuple[Any, ...] | None = None
-    o_ws: torch.Tensor | None = field(default=None, repr=False)  # partials (dense: fp32, the Triton kernel's)
-    o_ws_q: torch.Tensor | None = field(default=None, repr=False)  # dense: partials in q's dtype (warp-specialized)
+    o_ws: torch.Tensor | None = field(default=None, repr=False)  # sparse: partials
+    dense_o_ws: dict[torch.dtype, torch.Tensor] = field(default_factory=dict, repr=False)  # dense: partials by dtype
     lse_ws: torch.Tensor | None = field(default=None, repr=False)
     counts: torch.Tensor | None = field(default=None, repr=False)  # sparse: pieces written per (token, head block)
     q_ws: torch.Tensor | None = field(default=None, repr=False)  # sparse, FP8 rows, bf16 q: per-program q in fp16
@@ -521,7 +521,7 @@ def dense_mla_decode(
         if b == 0:
             return out, lse.transpose(1, 2)
         kv = k_cache.view(torch.uint8) if is_fp8 else k_cache
-        o_ws = dense_partials(meta, q, kv, is_fp8)
+        o_ws = dense_partials(meta, q, is_fp8)
         if not (reuse_schedule and meta.scheduled):
             dense_decode_schedule(
                 cache_seqlens=cache_seqlens,
@@ -560,25 +560,20 @@ def dense_mla_decode(
         return out, lse.transpose(1, 2)
 
 
-def dense_partials(meta: MLAMetadata, q: torch.Tensor, kv: torch.Tensor, is_fp8: bool) -> torch.Tensor:
-    """The dense workspace for the partials the split kernel writes for this launch (``[b + parts, s_q·h, 512]``
-    of :func:`wavemla.kernels.dense_decode.partials_dtype`), made on first use of each dtype and kept: a CUDA graph
-    captured with one goes on writing that tensor, so it is never replaced."""
+def dense_partials(meta: MLAMetadata, q: torch.Tensor, is_fp8: bool) -> torch.Tensor:
+    """The dense workspace for the partials the split kernel writes (``[b + parts, s_q·h, 512]`` of
+    :func:`wavemla.kernels.dense_decode.partials_dtype`, which ``WAVEMLA_DENSE_P`` can change between calls), made
+    on first use of each dtype and kept: a CUDA graph captured with one goes on writing that tensor, so it is never
+    replaced."""
     from wavemla.kernels.dense_decode import partials_dtype
 
     p = meta.dense_plan
     assert p is not None
-    c = p.config
-    dtype = partials_dtype(q=q, kv=kv, is_fp8=is_fp8, block_h=c.block_h, block_n=c.block_n)
-    ws = meta.o_ws if dtype == torch.float32 else meta.o_ws_q
-    if ws is None:
+    dtype = partials_dtype(is_fp8, q.dtype)
+    if dtype not in meta.dense_o_ws:
         b, s_q, h_q = q.shape[:3]
-        ws = torch.empty((p.workspace_rows(b), s_q * h_q, 512), dtype=dtype, device=q.device)
-        if dtype == torch.float32:
-            meta.o_ws = ws
-        else:
-            meta.o_ws_q = ws
-    return ws
+        meta.dense_o_ws[dtype] = torch.empty((p.workspace_rows(b), s_q * h_q, 512), dtype=dtype, device=q.device)
+    return meta.dense_o_ws[dtype]
 
 
 def flash_mla_with_kvcache(

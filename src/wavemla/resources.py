@@ -286,15 +286,17 @@ def _dense_decode_spec(
 ) -> dict[str, Any]:
     """Signature, constexprs and alignment attributes of the dense split kernel at a DeepSeek-V3 decode launch.
 
-    The launch: h = 128 heads, s_q = 1, d_qk = 576, page 64, causal off, bf16 output, fp32 workspace. FP8 V3.2
+    The launch: h = 128 heads, s_q = 1, d_qk = 576, page 64, causal off, bf16 output, partials of
+    :func:`wavemla.kernels.dense_decode.partials_dtype` (fp16 for FP8 rows, bf16 for bf16 rows). FP8 V3.2
     caches compute in fp16 (the launcher converts q); row caches in q's dtype (bf16). Pointers and the integer
     arguments whose values are multiples of 16 get ``tt.divisibility = 16`` (as Triton's launcher does): the V3.2
     row stride (656 B) is one; the block count, the length bound and the batch-dependent ones are not marked.
     """
     rows = "*u8" if is_fp8 else "*bf16"
+    half = "*fp16" if is_fp8 else "*bf16"  # the compute dtype: of the partials and the P scratch rows
     pointers = {
-        "p_q": f"*{q_dtype}", "p_out": "*bf16", "p_lse": "*fp32", "p_o_ws": "*fp32", "p_lse_ws": "*fp32",
-        "p_kv": rows, "p_bt": "*i32", "p_seqlens": "*i32", "p_sched": "*i32", "p_p_ws": "*fp16" if is_fp8 else "*bf16",
+        "p_q": f"*{q_dtype}", "p_out": "*bf16", "p_lse": "*fp32", "p_o_ws": half, "p_lse_ws": "*fp32", "p_kv": rows,
+        "p_bt": "*i32", "p_seqlens": "*i32", "p_sched": "*i32", "p_p_ws": half,
     }  # fmt: skip
     h, s_q, d_qk, page = 128, 1, 576, 64
     row_stride = 656 if is_fp8 else d_qk  # elements of the row pointer's type
@@ -682,8 +684,8 @@ _LAUNCHES = {
     KERNEL: "DSV4 decode: h=64, s_q=2, SWA 128 @ page 256 + compressed 512 @ page 64, lengths and sink; "
     "FP8: q fp16, fp16 workspace; bf16 rows: q bf16, fp32 workspace; pointers and 16-multiple q/out/cache strides "
     "marked tt.divisibility=16",
-    DENSE_KERNEL: "DeepSeek-V3 dense decode: h=128, s_q=1, d_qk=576, page 64, not causal; FP8 V3.2: q fp16; bf16 "
-    "rows: q bf16; fp32 workspace; pointers and 16-multiple strides marked tt.divisibility=16",
+    DENSE_KERNEL: "DeepSeek-V3 dense decode: h=128, s_q=1, d_qk=576, page 64, not causal; FP8 V3.2: q fp16, fp16 "
+    "workspace; bf16 rows: q bf16, bf16 workspace; pointers and 16-multiple strides marked tt.divisibility=16",
 }
 
 

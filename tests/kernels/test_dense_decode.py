@@ -226,28 +226,37 @@ def test_split_and_combine(slots):
         check(inputs, causal=True)
 
 
-def test_triton_kernel_partials_are_fp32():
-    """Off the warp-specialized kernel the cut requests' partials are fp32: the call makes that workspace, and the
-    launcher refuses another dtype, naming o_ws."""
-    inputs = make_dense_decode_inputs(lengths=[70, 150], h_q=16, page=16, dtype=SMALL_DTYPE, device=DEVICE, seed=2)
+@pytest.mark.parametrize("fp8", [False, True], ids=["rows", "fp8"])
+def test_partials_take_the_compute_dtype(fp8):
+    """Cut requests' partials are of the dtype the value rows are computed in (fp16 for FP8 rows, q's for rows), or
+    fp32 where WAVEMLA_DENSE_P=split keeps 16 bits of bf16 weights: the call makes that workspace, and the launcher
+    refuses another dtype, naming o_ws."""
+    assert dense_decode_kernels.partials_dtype(True, torch.bfloat16) == torch.float16
+    assert dense_decode_kernels.partials_dtype(False, torch.float16) == torch.float16
+    assert dense_decode_kernels.partials_dtype(False, torch.bfloat16) == torch.bfloat16
+    with config.override(WAVEMLA_DENSE_P="split"):
+        assert dense_decode_kernels.partials_dtype(False, torch.bfloat16) == torch.float32
+        assert dense_decode_kernels.partials_dtype(True, torch.bfloat16) == torch.float16
+    inputs = make_dense_decode_inputs(lengths=[70, 150], h_q=16, page=16, dtype=SMALL_DTYPE, fp8=fp8, device=DEVICE,
+                                      seed=2)  # fmt: skip
     with config.override(WAVEMLA_TARGET_CTAS=5, WAVEMLA_BLOCK_N=16):
         meta, _ = get_mla_metadata()
         check(inputs, metadata=meta)
     plan = meta.dense_plan
-    assert plan is not None and plan.num_parts > 1 and meta.o_ws_q is None and meta.o_ws is not None
-    assert meta.o_ws.dtype == torch.float32
-    kv = inputs["k_cache"]
+    want = torch.float16 if fp8 else SMALL_DTYPE
+    assert plan is not None and plan.num_parts > 1 and list(meta.dense_o_ws) == [want]
     c = plan.config
-    assert dense_decode_kernels.partials_dtype(q=inputs["q"], kv=kv, is_fp8=False, block_h=c.block_h,
-                                               block_n=c.block_n) == torch.float32  # fmt: skip
-    with pytest.raises(ValueError, match="o_ws"):
-        dense_decode_kernels.dense_decode_split(
-            q=inputs["q"], out=torch.empty(2, 1, 16, 512, dtype=SMALL_DTYPE, device=DEVICE),
-            lse=torch.empty(2, 1, 16, device=DEVICE), o_ws=meta.o_ws.to(SMALL_DTYPE), lse_ws=meta.lse_ws, kv=kv,
-            block_table=inputs["block_table"], cache_seqlens=inputs["cache_seqlens"], sched=meta.sched,
-            is_fp8=False, causal=False, softmax_scale=0.1, block_h=c.block_h, block_n=c.block_n,
-            num_warps=c.num_warps, num_stages=c.num_stages, num_parts=plan.num_parts,
-        )  # fmt: skip
+    kv = inputs["k_cache"].view(torch.uint8) if fp8 else inputs["k_cache"]
+    for wrong in (torch.float32, torch.bfloat16 if want == torch.float16 else torch.float16):
+        with pytest.raises(ValueError, match="o_ws"):
+            dense_decode_kernels.dense_decode_split(
+                q=inputs["q"], out=torch.empty(2, 1, 16, 512, dtype=SMALL_DTYPE, device=DEVICE),
+                lse=torch.empty(2, 1, 16, device=DEVICE), o_ws=meta.dense_o_ws[want].to(wrong),
+                lse_ws=meta.lse_ws, kv=kv, block_table=inputs["block_table"],
+                cache_seqlens=inputs["cache_seqlens"], sched=meta.sched, is_fp8=fp8, causal=False,
+                softmax_scale=0.1, block_h=c.block_h, block_n=c.block_n, num_warps=c.num_warps,
+                num_stages=c.num_stages, num_parts=plan.num_parts,
+            )  # fmt: skip
 
 
 def test_block_ids_outside_the_cache_are_excluded():
@@ -487,8 +496,7 @@ WS_CASES = [
 
 def _ws_runs(inputs, causal, knobs):
     """The call's split kernel with the Gluon kernel allowed (on) and forbidden (off), each checked against the
-    reference; returns ((out, lse, kernel name) on, the same off). The partials workspace is of q's dtype where the
-    Gluon kernel ran and fp32 where the Triton kernel did."""
+    reference; returns ((out, lse, kernel name) on, the same off). Both write partials of q's dtype."""
     runs = []
     for ws in ("on", "off"):
         with config.override(**KEYS_MAJOR, **knobs, WAVEMLA_DENSE_WS=ws):
@@ -496,10 +504,7 @@ def _ws_runs(inputs, causal, knobs):
             out, lse = check(inputs, causal=causal, metadata=meta)
             name = meta.split_kernel.name
             runs.append((out, lse, name))
-            if "_dense_mla_decode_ws_kernel" in name:
-                assert meta.o_ws is None and meta.o_ws_q is not None and meta.o_ws_q.dtype == inputs["q"].dtype
-            else:
-                assert meta.o_ws_q is None and meta.o_ws is not None and meta.o_ws.dtype == torch.float32
+            assert list(meta.dense_o_ws) == [inputs["q"].dtype]
     return runs
 
 

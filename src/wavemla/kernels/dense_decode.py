@@ -645,7 +645,8 @@ def _dense_mla_decode_kernel(
             tl.store(p_lse + tl.cast(i_b, tl.int64) * M + o_m, b_lse, mask=m_m)
         else:
             i_slot = tl.cast(i_b + i_part, tl.int64)
-            tl.store(p_o_ws + ((i_slot * M + o_m) * _D_V)[:, None] + o_d[None, :], b_o, mask=m_m[:, None])
+            p_w = p_o_ws + ((i_slot * M + o_m) * _D_V)[:, None] + o_d[None, :]
+            tl.store(p_w, b_o.to(p_o_ws.dtype.element_ty), mask=m_m[:, None])
             tl.store(p_lse_ws + i_slot * M + o_m, b_lse2, mask=m_m)
 
 
@@ -697,12 +698,16 @@ def runs_ws(*, q: torch.Tensor, kv: torch.Tensor, is_fp8: bool, block_h: int, bl
                                      q=q, kv=kv)  # fmt: skip
 
 
-def partials_dtype(*, q: torch.Tensor, kv: torch.Tensor, is_fp8: bool, block_h: int, block_n: int) -> torch.dtype:
-    """The dtype of the cut requests' partials (the normalized output of a piece, and its lse in fp32 beside it) that
-    :func:`dense_decode_split` writes for this launch: q's dtype on the warp-specialized kernel, whose partials leave
-    by TMA like its finished outputs (a weighted mean of value rows of that dtype, so within their range), else
-    fp32."""
-    return q.dtype if runs_ws(q=q, kv=kv, is_fp8=is_fp8, block_h=block_h, block_n=block_n) else torch.float32
+def partials_dtype(is_fp8: bool, dtype: torch.dtype) -> torch.dtype:
+    """The dtype of the cut requests' partials :func:`dense_decode_split` writes (a piece's normalized output; its
+    lse stays fp32): the 16-bit dtype the value rows are computed in, fp16 for FP8 rows (decoded to fp16) and q's
+    ``dtype`` for bf16/fp16 rows. A partial is a weighted mean of those value rows, so it lies within their range,
+    and its rounding adds at most one rounding of that dtype to an output element (2⁻⁹ of its size in bf16, 2⁻¹¹ in
+    fp16). Under ``WAVEMLA_DENSE_P=split``, which keeps 16 bits of every bf16 weight for precision, bf16 rows keep
+    fp32 partials."""
+    if is_fp8:
+        return torch.float16
+    return torch.float32 if split_p(False, dtype) else dtype
 
 
 def dense_decode_split(
@@ -730,13 +735,12 @@ def dense_decode_split(
     """Launch the split kernel over ``num_parts`` parts; returns Triton's compiled-kernel handle.
 
     Inputs must already be validated (see :mod:`wavemla.api`). q ``[b, s_q, h, d_qk]``; out ``[b, s_q, h, 512]``
-    q.dtype; lse ``[b, s_q, h]`` fp32; workspace ``o_ws [b + num_parts, s_q·h, 512]`` of :func:`partials_dtype` (fp32,
-    or q's dtype where the warp-specialized kernel runs) and ``lse_ws [b + num_parts, s_q·h]`` fp32; kv ``[blocks, page,
-    1, d_qk]`` rows or ``[blocks, page, 1, 656]`` uint8; block_table ``[b, max_blocks]`` int32; cache_seqlens ``[b]``
-    int32; sched ``[num_parts, 4]`` int32 from :func:`dense_decode_schedule`. ``p_ws``: scratch of the compute dtype
-    (q's; fp16 for FP8 rows), at least :func:`p_scratch_elems` elements, through which P (Pᵀ) reaches the PV dot of the
-    tiles of :func:`scratch_tile` (None keeps P in registers; the same arithmetic but for how the two dots of QKᵀ, rope
-    and latent, are summed and scaled).
+    q.dtype; lse ``[b, s_q, h]`` fp32; workspace ``o_ws [b + num_parts, s_q·h, 512]`` of :func:`partials_dtype` and
+    ``lse_ws [b + num_parts, s_q·h]`` fp32; kv ``[blocks, page, 1, d_qk]`` rows or ``[blocks, page, 1, 656]`` uint8;
+    block_table ``[b, max_blocks]`` int32; cache_seqlens ``[b]`` int32; sched ``[num_parts, 4]`` int32 from
+    :func:`dense_decode_schedule`. ``p_ws``: scratch of the compute dtype (q's; fp16 for FP8 rows), at least
+    :func:`p_scratch_elems` elements, through which P (Pᵀ) reaches the PV dot of the tiles of :func:`scratch_tile` (None
+    keeps P in registers; the same arithmetic but for how the two dots of QKᵀ, rope and latent, are summed and scaled).
     ``l2_ahead``: prefetch the rows of the tile that many tiles ahead into L2 (FP8 rows; 0: none); None:
     :func:`l2_ahead_tiles`. Results are the same bits either way.
     """
@@ -762,8 +766,9 @@ def dense_decode_split(
             cache_seqlens=cache_seqlens, sched=sched, causal=causal, softmax_scale=softmax_scale,
             num_parts=num_parts,
         )  # fmt: skip
-    if o_ws.dtype != torch.float32:
-        raise ValueError(f"o_ws: the Triton split kernel writes fp32 partials, got {o_ws.dtype} (partials_dtype())")
+    if o_ws.dtype != partials_dtype(is_fp8, q.dtype):
+        raise ValueError(f"o_ws: expected partials of dtype {partials_dtype(is_fp8, q.dtype)} (partials_dtype), got "
+                         f"{o_ws.dtype}")  # fmt: skip
     if is_fp8 and q.dtype != torch.float16:
         # FP8 rows compute in fp16; one conversion here lets the split kernel stage q straight into shared memory.
         q = q.to(torch.float16)

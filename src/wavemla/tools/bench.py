@@ -455,7 +455,7 @@ def bench_dense(
             out = torch.empty((b, s_q, h, 512), dtype=inputs["q"].dtype, device="cuda")
             lse = torch.empty((b, s_q, h), dtype=torch.float32, device="cuda")
             kv = inputs["k_cache"].view(torch.uint8) if fp8 else inputs["k_cache"]
-            o_ws = dense_partials(meta, inputs["q"], kv, fp8)
+            o_ws = dense_partials(meta, inputs["q"], fp8)
             c = pl.config
             phases: dict[str, Any] = {
                 "schedule": lambda pl=pl, meta=meta, inputs=inputs: dense_decode_schedule(
