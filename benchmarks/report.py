@@ -22,8 +22,8 @@ RESULTS = Path(__file__).parent / "results"
 BI = "2026-12-02-h200-bi-cost-ws-merge-loop-1ca2926"
 BEFORE = "2026-11-30-h200"
 DENSE = "2026-12-02-h200-dense-ws-b128-72f38d6"  # the warp-specialized sm_90 kernel's b = 128, 16K points
-# the planner's bf16 picks over b = 1..128 at 4K keys on that kernel (h = 64), with a part per request
-DENSE_CURVE = "2026-12-02-h200-dense-ws-curve-h64-3415f88"
+# the planner's bf16 picks over b = 1..128 at 4K keys on that kernel (h = 64), cut requests' partials in bf16
+DENSE_CURVE = "2026-12-03-h200-dense-ws-curve-h64-3f5211a"
 # the sparse decode as shipped with its warp-specialized sm_90 kernel (sparse_ws_ab.py time: each shape's first
 # "on" row is the plan's pick, the Triton kernel where the plan's tile is not 64x64)
 SPARSE_WS = "2026-12-02-h200-sparse-ws-lane-957aed2"
