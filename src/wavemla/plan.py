@@ -1601,6 +1601,12 @@ def _dense_plan_config(
     if cut:
         group, _ = dense_combine_shape(workload.batch, parts)
         combine = _LAUNCH_US + -(-dense_combine_pieces(workload.batch, parts) // group) * _DENSE_COMBINE_STEP_US
+        # 4-byte partials, as when _DENSE_CUT_SHARE was fitted. They are 2 bytes since (kernels/dense_decode.py,
+        # partials_dtype), which the curves at 4K show costs here overstate by about 3% (2026-12-03-h200-dense-ws-
+        # curve-h{64,128}-3f5211a.json: predicted over measured 1.13 and 1.15, against 1.10 and 1.13), but priced
+        # at 2 bytes the part-per-request window would move from b = 121 and 60 to 123 and 61 (not measured), and the
+        # curves show no step at the present edges (h = 64: 185.4 us cut at b = 120, 182.1 whole at b = 121; h = 128:
+        # 167.5 at b = 59, 169.4 at b = 60).
         combine += 2 * (workload.batch + parts) * workload.rows * DENSE_D_V * 4 / share
     # Aligned (dense_schedule): a part per request where the heaviest request costs no more than a balanced part plus
     # what cutting costs, _DENSE_CUT_SHARE of the combine's merge beyond its launch (which still runs, with nothing to
