@@ -1,0 +1,67 @@
+"""The dense combine alone over its launch shapes, on 16-bit partials cut the way the scheduler cuts uniform
+requests: pieces per step, output columns and query rows per program, warps.
+
+    PYTHONPATH=src python3 benchmarks/experiments/dense_combine_shapes.py OUT.json
+
+Each case is the planner's part count at h = 64 / 128 with 4K keys; partials bf16, lse fp32, random. Every shape is
+timed with CUDA-graph replay, L2 flushed before each replay (the split kernel's row stream evicts its partials before
+the combine reads them), median of 30, and compared with the planner's shape (max abs difference of the outputs).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+
+import torch
+
+from wavemla.kernels.combine import dense_decode_combine
+from wavemla.plan import dense_combine_shape, dense_schedule
+from wavemla.tools.bench import timings_us
+
+D = 512
+CASES = [(8, 64, 132), (32, 64, 132), (64, 64, 132), (8, 128, 66), (32, 128, 66)]  # (batch, heads, parts)
+SHAPES = list(itertools.product((4, 8, 16), (64, 128, 256), (16, 32), (4, 8)))  # group, block_d, block_m, warps
+
+
+def main() -> int:
+    torch.manual_seed(0)
+    rows = []
+    for b, h, parts in CASES:
+        sched = dense_schedule([4096] * b, parts, 2, 64, 4096)
+        req = torch.tensor([[f, la, 0, 0] for f, la in sched.request_parts], dtype=torch.int32, device="cuda")
+        o_ws = torch.randn(b + parts, h, D, device="cuda").to(torch.bfloat16)
+        lse_ws = torch.randn(b + parts, h, device="cuda") * 4
+        g0, bd0 = dense_combine_shape(b, parts)
+        ref = None
+        for g, bd, bm, w in [(g0, bd0, 16, 4), *SHAPES]:
+            out = torch.zeros(b, 1, h, D, device="cuda", dtype=torch.bfloat16)
+            lse = torch.zeros(b, 1, h, device="cuda")
+
+            def call(out=out, lse=lse, g=g, bd=bd, bm=bm, w=w, o_ws=o_ws, lse_ws=lse_ws, req=req) -> None:
+                dense_decode_combine(out=out, lse=lse, o_ws=o_ws, lse_ws=lse_ws, req=req, block_m=bm, block_d=bd,
+                                     group=g, num_warps=w)  # fmt: skip
+
+            call()
+            torch.cuda.synchronize()
+            if ref is None:
+                ref = out.float().clone()
+            diff = float((out.float() - ref).abs().max())
+            us = timings_us(call, 30, flush=True, graph=True)[1]
+            planner = (g, bd, bm, w) == (g0, bd0, 16, 4)
+            rows.append(dict(batch=b, heads=h, parts=parts, group=g, block_d=bd, block_m=bm, warps=w, us=us,
+                             max_diff=diff, planner=planner))  # fmt: skip
+        case = [r for r in rows if (r["batch"], r["heads"]) == (b, h)]
+        best = min(case, key=lambda r: r["us"])
+        pick = case[0]
+        print(f"b={b:3d} h={h:3d} parts={parts:3d}: planner {g0}x{bd0}x16x4 {pick['us']:.1f} us; best "
+              f"{best['group']}x{best['block_d']}x{best['block_m']}x{best['warps']} {best['us']:.1f} us; max diff "
+              f"{max(r['max_diff'] for r in case):.1e}", flush=True)  # fmt: skip
+    with open(sys.argv[1], "w") as f:
+        json.dump({"gpu": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
