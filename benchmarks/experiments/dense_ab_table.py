@@ -1,6 +1,6 @@
-"""The A/B table of the dense decode's two-way GPU scripts (gpu_dense_l2.sh, gpu_dense_half.sh, gpu_dense_sched.sh,
-gpu_dense_tmaout.sh): per shape, each side's median in each round, the ratio of the two sides' lower medians, the
-best % of the copy ceiling, and one phase timed alone (the lower of the rounds).
+"""The A/B table of the dense decode's two-way GPU scripts (gpu_dense_l2.sh and those sourcing dense_ab.sh): per shape,
+each side's median in each round, the ratio of the two sides' lower medians, the best % of the copy ceiling, and one
+phase timed alone (the lower of the rounds).
 
     python3 benchmarks/experiments/dense_ab_table.py DIR PREFIX A B PHASE
     (reads DIR/PREFIX-{A,B}-ROUND-*.json written by `wavemla bench --dense --json`; PHASE: combine_us, schedule_us

@@ -7,23 +7,14 @@
 #   BUDGET=560 bash benchmarks/experiments/gpu_dense_partials.sh SHA   (writes dense-partials.tar.gz and the log)
 set -uo pipefail
 BUDGET=${BUDGET:-560}
-. "$(dirname "$0")/../budget.sh"
-NEW=$PWD/src
-OLD=$PWD/build/oldsrc/src
-SHA=${1:-}
-bench() {  # bench TAG SRC LIMIT ARGS...
-  local tag=$1 src=$2 limit=$3; shift 3
-  PYTHONPATH=$src step "$limit" python3 -m wavemla.cli bench --dense --reps 8 "$@" --json "$OUT/dp-$tag.json" \
-    --label "${SHA:-}"
-}
+. "$(dirname "$0")/dense_ab.sh"
 {
 machine "$SHA"
 for round in 1 2; do
   for v in new old; do
-    src=$NEW; [ "$v" = old ] && src=$OLD
-    bench "$v-$round-4k" "$src" 70 --kv-formats bf16 --heads 64 128 --batch 8 32 64 128 --seqlen 4096 \
+    ab_bench dp "$round-4k" $v 70 8 --kv-formats bf16 --heads 64 128 --batch 8 32 64 128 --seqlen 4096 \
       --lengths uniform
-    [ "$round" = 1 ] && bench "$v-$round-16k" "$src" 45 --kv-formats bf16 --heads 64 --batch 32 --seqlen 16384 \
+    [ "$round" = 1 ] && ab_bench dp "$round-16k" $v 45 8 --kv-formats bf16 --heads 64 --batch 32 --seqlen 16384 \
       --lengths uniform skewed
   done
 done
@@ -32,7 +23,4 @@ step 150 python3 -m pytest -q -p no:cacheprovider $X -m gpu tests/kernels/test_d
 step 40 python3 -m wavemla.tools.stress --mode dense --heads 64 --replays 1000
 } 2>&1 | grep -v -E "Warning[:(]|warner\(" > "$OUT/dense-partials.log"
 grep -E "^== .*(pytest|stress)|passed|failed|mismatch|ceilings" "$OUT/dense-partials.log" | cut -c1-150 | tail -8
-for phase in split_us combine_us; do
-  python3 "$(dirname "$0")/dense_ab_table.py" "$OUT" dp new old $phase | tee -a "$OUT/dense-partials.log"
-done
-tar czf "$OUT/dense-partials.tar.gz" -C "$OUT" $(cd "$OUT" && ls dp-*.json) && rm -f "$OUT"/dp-*.json
+ab_tables dense-partials dp split_us combine_us

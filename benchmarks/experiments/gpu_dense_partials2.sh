@@ -8,24 +8,15 @@
 #   BUDGET=560 bash benchmarks/experiments/gpu_dense_partials2.sh SHA   (writes dense-partials2.tar.gz and the log)
 set -uo pipefail
 BUDGET=${BUDGET:-560}
-. "$(dirname "$0")/../budget.sh"
-NEW=$PWD/src
-OLD=$PWD/build/oldsrc/src
-SHA=${1:-}
-bench() {  # bench TAG SRC LIMIT ARGS...
-  local tag=$1 src=$2 limit=$3; shift 3
-  PYTHONPATH=$src step "$limit" python3 -m wavemla.cli bench --dense --reps 8 "$@" --json "$OUT/dq-$tag.json" \
-    --label "${SHA:-}"
-}
+. "$(dirname "$0")/dense_ab.sh"
 SAN="compute-sanitizer --error-exitcode 99"
 {
 machine "$SHA"
 for round in 1 2; do
   for v in new old; do
-    src=$NEW; [ "$v" = old ] && src=$OLD
-    bench "$v-$round-fp8" "$src" 50 --kv-formats fp8 --heads 64 128 --batch 8 32 64 128 --seqlen 4096 \
+    ab_bench dq "$round-fp8" $v 50 8 --kv-formats fp8 --heads 64 128 --batch 8 32 64 128 --seqlen 4096 \
       --lengths uniform
-    bench "$v-$round-h16" "$src" 30 --kv-formats bf16 --heads 16 --batch 8 32 64 128 --seqlen 4096 \
+    ab_bench dq "$round-h16" $v 30 8 --kv-formats bf16 --heads 16 --batch 8 32 64 128 --seqlen 4096 \
       --lengths uniform
   done
 done
@@ -39,7 +30,4 @@ step 60 $SAN --tool memcheck python3 -m wavemla.tools.stress --small --mode dens
 TRITON_OVERRIDE_ARCH=sm120 step 120 python3 -m pytest -q -p no:cacheprovider $X tests/kernels/test_dense_decode.py
 } 2>&1 | grep -v -E "Warning[:(]|warner\(" > "$OUT/dense-partials2.log"
 grep -E "^== |passed|failed|mismatch|ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/dense-partials2.log" | cut -c1-150 | tail -24
-for phase in split_us combine_us; do
-  python3 "$(dirname "$0")/dense_ab_table.py" "$OUT" dq new old $phase | tee -a "$OUT/dense-partials2.log"
-done
-tar czf "$OUT/dense-partials2.tar.gz" -C "$OUT" $(cd "$OUT" && ls dq-*.json) && rm -f "$OUT"/dq-*.json
+ab_tables dense-partials2 dq split_us combine_us

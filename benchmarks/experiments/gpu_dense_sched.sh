@@ -9,23 +9,14 @@
 #   BUDGET=540 bash benchmarks/experiments/gpu_dense_sched.sh SHA   (writes dense-sched.tar.gz and the log under $OUT)
 set -uo pipefail
 BUDGET=${BUDGET:-540}
-. "$(dirname "$0")/../budget.sh"
-NEW=$PWD/src
-OLD=$PWD/build/oldsrc/src
-SHA=${1:-}
-bench() {  # bench TAG SRC ARGS...
-  local tag=$1 src=$2; shift 2
-  PYTHONPATH=$src step 70 python3 -m wavemla.cli bench --dense --reps 10 "$@" --json "$OUT/ds-$tag.json" \
-    --label "${SHA:-}"
-}
+. "$(dirname "$0")/dense_ab.sh"
 {
 machine "$SHA"
 for round in 1 2; do
   for v in new old; do
-    src=$NEW; [ "$v" = old ] && src=$OLD
-    bench "$v-$round-4k" "$src" --kv-formats bf16 --heads 64 128 --batch 1 8 32 64 128 --seqlen 4096 --lengths uniform
-    bench "$v-$round-16k" "$src" --kv-formats bf16 --heads 64 --batch 32 --seqlen 16384 --lengths uniform skewed
-    bench "$v-$round-triton" "$src" --kv-formats bf16 fp8 --heads 16 64 --batch 32 --seqlen 4096 --lengths uniform
+    ab_bench ds "$round-4k" $v 70 10 --kv-formats bf16 --heads 64 128 --batch 1 8 32 64 128 --seqlen 4096 --lengths uniform
+    ab_bench ds "$round-16k" $v 70 10 --kv-formats bf16 --heads 64 --batch 32 --seqlen 16384 --lengths uniform skewed
+    ab_bench ds "$round-triton" $v 70 10 --kv-formats bf16 fp8 --heads 16 64 --batch 32 --seqlen 4096 --lengths uniform
   done
 done
 step 150 python3 -m pytest -q -p no:cacheprovider $X tests/kernels/test_dense_decode.py \
@@ -33,5 +24,4 @@ step 150 python3 -m pytest -q -p no:cacheprovider $X tests/kernels/test_dense_de
 step 60 python3 -m wavemla.tools.stress --mode dense --heads 64 --replays 1000
 } 2>&1 | grep -v -E "Warning[:(]|warner\(" > "$OUT/dense-sched.log"
 grep -E "^== .*(pytest|stress)|passed|failed|mismatch|ceilings" "$OUT/dense-sched.log" | cut -c1-150 | tail -8
-python3 "$(dirname "$0")/dense_ab_table.py" "$OUT" ds new old schedule_us | tee -a "$OUT/dense-sched.log"
-tar czf "$OUT/dense-sched.tar.gz" -C "$OUT" $(cd "$OUT" && ls ds-*.json) && rm -f "$OUT"/ds-*.json
+ab_tables dense-sched ds schedule_us

@@ -6,21 +6,12 @@
 #   BUDGET=330 bash benchmarks/experiments/gpu_dense_tmaout.sh SHA   (writes dense-tmaout.tar.gz and the log under $OUT)
 set -uo pipefail
 BUDGET=${BUDGET:-330}
-. "$(dirname "$0")/../budget.sh"
-NEW=$PWD/src
-OLD=$PWD/build/oldsrc/src
-SHA=${1:-}
-bench() {  # bench TAG SRC ARGS...
-  local tag=$1 src=$2; shift 2
-  PYTHONPATH=$src step 70 python3 -m wavemla.cli bench --dense --reps 8 "$@" --json "$OUT/dt-$tag.json" \
-    --label "${SHA:-}"
-}
+. "$(dirname "$0")/dense_ab.sh"
 {
 machine "$SHA"
 for round in 1 2; do
   for v in new old; do
-    src=$NEW; [ "$v" = old ] && src=$OLD
-    bench "$v-$round-4k" "$src" --kv-formats bf16 --heads 64 128 --batch 32 64 121 128 256 --seqlen 4096 \
+    ab_bench dt "$round-4k" $v 70 8 --kv-formats bf16 --heads 64 128 --batch 32 64 121 128 256 --seqlen 4096 \
       --lengths uniform
   done
 done
@@ -29,5 +20,4 @@ step 90 python3 -m pytest -q -p no:cacheprovider $X tests/kernels/test_dense_dec
 step 40 python3 -m wavemla.tools.stress --mode dense --heads 64 --replays 1000
 } 2>&1 | grep -v -E "Warning[:(]|warner\(" > "$OUT/dense-tmaout.log"
 grep -E "^== .*(pytest|stress)|passed|failed|mismatch|ceilings" "$OUT/dense-tmaout.log" | cut -c1-150 | tail -8
-python3 "$(dirname "$0")/dense_ab_table.py" "$OUT" dt new old schedule_us | tee -a "$OUT/dense-tmaout.log"
-tar czf "$OUT/dense-tmaout.tar.gz" -C "$OUT" $(cd "$OUT" && ls dt-*.json) && rm -f "$OUT"/dt-*.json
+ab_tables dense-tmaout dt schedule_us
