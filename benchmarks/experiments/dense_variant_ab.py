@@ -4,8 +4,9 @@ DeepSeek-V3 shapes: same plan and inputs, the variants timed in alternation, out
     PYTHONPATH=src python3 benchmarks/experiments/dense_variant_ab.py OUT.json --variants l2_ahead=0 l2_ahead=2 \\
         --points bf16:64:128:4096 fp8:64:128:4096
 
-A variant is ``KEY=INT[,KEY=INT...]`` (``-`` for the defaults; ``warps=N`` sets the knob WAVEMLA_NUM_WARPS, so the
-planner re-plans with that warp count); a point ``FORMAT:H:B:S_K`` (uniform lengths, page
+A variant is ``KEY=INT[,KEY=INT...]`` (``-`` for the defaults; ``warps``, ``stages``, ``bn`` and ``bh`` set the knobs
+WAVEMLA_NUM_WARPS, WAVEMLA_NUM_STAGES, WAVEMLA_BLOCK_N and WAVEMLA_BLOCK_H, so the planner re-plans with that tile);
+a point ``FORMAT:H:B:S_K`` (uniform lengths, page
 64, s_q 1, the planner's pick). CUDA-graph replay, L2 flushed before each replay; the lower of each variant's
 per-round medians, with the copy bandwidth measured in the same process. Reported per variant: µs, ratio to the
 first, % of copy, and whether out and lse are bit-identical to the first's (else the largest |Δout| / max |out|).
@@ -31,7 +32,7 @@ from dense_ab import graph_median_us, pct_copy, write_results
 BASE = dd.dense_decode_split
 
 
-KNOBS = {"warps": "WAVEMLA_NUM_WARPS"}
+KNOBS = {"warps": "WAVEMLA_NUM_WARPS", "stages": "WAVEMLA_NUM_STAGES", "bn": "WAVEMLA_BLOCK_N", "bh": "WAVEMLA_BLOCK_H"}
 
 
 def parse_variant(v: str) -> tuple[dict[str, int], dict[str, int]]:
