@@ -289,10 +289,26 @@ def _load_fp8_block(p_row, m_n, J: tl.constexpr):
 
 
 @triton.jit
-def _e4m3_f16(b_x, E4M3_CVT: tl.constexpr):
+def _e4m3_f16(b_x, E4M3_CVT: tl.constexpr, ASM: tl.constexpr):
     """uint8 e4m3 codes -> fp16, exact: the value itself (hardware conversion) or the value x 2^-8 (bit
-    assembly)."""
-    if E4M3_CVT:
+    assembly). ``ASM``: the conversion as inline assembly, which Triton does not move into the dots' operand
+    layouts (a cast it moves there gives the raw load two users of different layouts, and the pipeliner then
+    leaves it out of cp.async)."""
+    if E4M3_CVT and ASM:
+        return tl.inline_asm_elementwise(
+            """{
+            .reg .b16 l, h;
+            mov.b32 {l, h}, $2;
+            cvt.rn.f16x2.e4m3x2 $0, l;
+            cvt.rn.f16x2.e4m3x2 $1, h;
+            }""",
+            "=r,=r,r",
+            [b_x],
+            dtype=tl.float16,
+            is_pure=False,
+            pack=4,
+        )
+    elif E4M3_CVT:
         return b_x.to(tl.float8e4nv, bitcast=True).to(tl.float16)
     else:
         return e4m3_times_256_inv_f16(b_x)
@@ -599,10 +615,10 @@ def _dense_mla_decode_kernel(
                     b_x3, b_c3 = _load_fp8_block(p_row, m_n, 3)
                     b_pe = tl.load((p_row + 528).to(tl.pointer_type(tl.bfloat16))[:, None] + o_e[None, :],
                                    mask=m_n[:, None], other=0.0).to(tl.float16)  # fmt: skip
-                    b_e0 = _e4m3_f16(b_x0, E4M3_CVT)
-                    b_e1 = _e4m3_f16(b_x1, E4M3_CVT)
-                    b_e2 = _e4m3_f16(b_x2, E4M3_CVT)
-                    b_e3 = _e4m3_f16(b_x3, E4M3_CVT)
+                    b_e0 = _e4m3_f16(b_x0, E4M3_CVT, SCRATCH_ASM)
+                    b_e1 = _e4m3_f16(b_x1, E4M3_CVT, SCRATCH_ASM)
+                    b_e2 = _e4m3_f16(b_x2, E4M3_CVT, SCRATCH_ASM)
+                    b_e3 = _e4m3_f16(b_x3, E4M3_CVT, SCRATCH_ASM)
                     k_f = qk_scale * F_INV
                     b_s = (tl.dot(b_q0, tl.trans(b_e0)) * (b_c0 * k_f)[None, :]
                            + tl.dot(b_q1, tl.trans(b_e1)) * (b_c1 * k_f)[None, :]
