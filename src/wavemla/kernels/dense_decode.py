@@ -308,6 +308,26 @@ def _e4m3_f16(b_x, E4M3_CVT: tl.constexpr, ASM: tl.constexpr):
             is_pure=False,
             pack=4,
         )
+    elif ASM:
+        # bytes b0 b1 -> halves b0 << 8, b1 << 8 (prmt), then sign | magnitude << 7: the fp16 bits of e4m3 x 2^-8
+        return tl.inline_asm_elementwise(
+            """{
+            .reg .b32 t, s, m;
+            prmt.b32 t, $2, 0, 0x1404;
+            and.b32 s, t, 0x80008000;
+            shr.b32 m, t, 1;
+            lop3.b32 $0, s, m, 0x3F803F80, 0xF8;
+            prmt.b32 t, $2, 0, 0x3424;
+            and.b32 s, t, 0x80008000;
+            shr.b32 m, t, 1;
+            lop3.b32 $1, s, m, 0x3F803F80, 0xF8;
+            }""",
+            "=r,=r,r",
+            [b_x],
+            dtype=tl.float16,
+            is_pure=False,
+            pack=4,
+        )
     elif E4M3_CVT:
         return b_x.to(tl.float8e4nv, bitcast=True).to(tl.float16)
     else:
