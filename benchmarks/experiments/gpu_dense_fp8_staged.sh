@@ -13,7 +13,7 @@ AB="python3 benchmarks/experiments/dense_variant_ab.py"
 machine "${1:-}"
 step 150 $AB "$OUT/dense-fp8-staged-h16.json" --reps 15 --points fp8:16:128:4096 fp8:16:32:4096 fp8:16:8:4096 \
   --variants e4m3_cvt=0 - stages=3 stages=2,fp8_blocks=1 stages=3,fp8_blocks=1 bn=32,stages=3,fp8_blocks=1 \
-  bn=32,stages=3,warps=4,fp8_blocks=1 bn=32,stages=2,warps=4,fp8_blocks=1
+  bn=32,stages=3,warps=4,fp8_blocks=1 bn=32,stages=2,warps=4,fp8_blocks=1 e4m3_cvt=0,stages=3,fp8_blocks=1
 step 150 $AB "$OUT/dense-fp8-staged-h64.json" --reps 15 --points fp8:64:128:4096 fp8:64:32:4096 fp8:128:32:4096 \
   --variants e4m3_cvt=0 - stages=2 bh=32,stages=2,fp8_blocks=1 bh=32,stages=3,fp8_blocks=1 \
   bh=16,stages=3,fp8_blocks=1 bh=16,bn=64,stages=3,fp8_blocks=1
