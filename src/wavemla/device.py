@@ -535,7 +535,7 @@ def current_spec() -> DeviceSpec:
 
 
 # Triton's float8e4nv type (and the cvt.f16x2.e4m3x2 instruction behind its conversion) starts at sm_89.
-_E4M3_CVT_MIN_ARCH = 89
+E4M3_CVT_MIN_ARCH = 89
 
 
 def fp8_decode_path(device: Any) -> str:
@@ -553,10 +553,10 @@ def fp8_decode_path(device: Any) -> str:
     if dev.type != "cuda":
         return "bits" if choice == "bits" else "cvt"
     arch = device_arch(dev)
-    if choice == "cvt" and arch < _E4M3_CVT_MIN_ARCH:
+    if choice == "cvt" and arch < E4M3_CVT_MIN_ARCH:
         raise ValueError(f"WAVEMLA_FP8_DECODE=cvt: sm_{arch} has no e4m3 conversion (sm_89 or newer needed)")
     if choice == "auto":
-        return "cvt" if arch >= _E4M3_CVT_MIN_ARCH else "bits"
+        return "cvt" if arch >= E4M3_CVT_MIN_ARCH else "bits"
     return str(choice)
 
 

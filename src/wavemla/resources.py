@@ -317,7 +317,7 @@ def _dense_decode_spec(
         "BLOCK_N": block_n, "NUM_RB": math.ceil(s_q * h / block_h), "NUM_STAGES": num_stages,
         "KEYS_MAJOR": keys_major(is_fp8, block_h), "TILE_IN_PAGE": page % block_n == 0, "BLOCK_C": CHUNK_TILES,
         "P_VIA_WS": p_scratch(is_fp8, block_h, torch.bfloat16, arch), "SCRATCH_ASM": True,
-        "L2_AHEAD": l2_ahead_tiles(is_fp8), "E4M3_CVT": is_fp8 and arch >= 89, "FP8_BLOCKS": False,
+        "L2_AHEAD": l2_ahead_tiles(is_fp8), "E4M3_CVT": is_fp8 and arch >= 89,
     }  # fmt: skip
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
 

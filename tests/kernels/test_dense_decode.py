@@ -127,6 +127,52 @@ def test_p_scratch_rows_match_p_in_registers(fp8, knobs, lengths, seed):
     assert torch.allclose(lse, lse_r, rtol=1e-5, atol=1e-5)
 
 
+# FP8 V3.2 tiles staged by the pipeliner (num_stages > 1: raw bytes through cp.async, the four 128-wide blocks of a
+# row apart, each scale applied to its dot's scores and weights): 16- and 32-row blocks, and 64-row blocks with P
+# through scratch rows on sm_90; pages holding whole tiles and pages that do not, past one chunk of block ids.
+FP8_STAGED = [
+    pytest.param(dict(lengths=[90, 0, 33, 64], h_q=16, page=64), False,
+                 dict(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_WARPS=4, WAVEMLA_NUM_STAGES=3),
+                 id="16x32x4x3-p64-len0"),
+    pytest.param(dict(lengths=[3, 170], s_q=2, h_q=16, page=61), True,
+                 dict(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=16, WAVEMLA_NUM_STAGES=2, WAVEMLA_TARGET_CTAS=3),
+                 id="16x16x2-S2-p61-causal"),
+    pytest.param(dict(lengths=[150, 17], s_q=2, h_q=16, page=16), True,
+                 dict(WAVEMLA_BLOCK_H=32, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_WARPS=8, WAVEMLA_NUM_STAGES=3),
+                 id="32x32x8x3-S2-p16-causal"),
+    pytest.param(dict(lengths=[150, 0, 17, 100], s_q=2, h_q=32, page=16), True,
+                 dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_WARPS=8, WAVEMLA_NUM_STAGES=2),
+                 id="64x32x8x2-S2-p16-causal"),
+    pytest.param(dict(lengths=[1100, 5, 600], h_q=8, page=64), False,
+                 dict(WAVEMLA_BLOCK_N=16, WAVEMLA_NUM_STAGES=3, WAVEMLA_TARGET_CTAS=5), id="chunks-16x16x3-p64"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("shape", "causal", "knobs"), FP8_STAGED)
+def test_fp8_staged_tiles_match_reference(shape, causal, knobs):
+    inputs = make_dense_decode_inputs(**shape, fp8=True, dtype=SMALL_DTYPE, device=DEVICE, seed=17)
+    with config.override(**knobs):
+        meta, _ = get_mla_metadata()
+        check(inputs, causal=causal, metadata=meta)
+    assert meta.dense_plan is not None and meta.dense_plan.config.num_stages == knobs["WAVEMLA_NUM_STAGES"]
+
+
+def test_fp8_staged_decodes_give_the_same_bits(monkeypatch):
+    """Staged FP8 tiles decode e4m3 by the hardware conversion (the value) or by bit assembly (the value x 2^-8),
+    and rescale by the matching power of two: the same scores, weights and outputs, bit for bit."""
+    if HAS_CUDA and device_arch(DEVICE) < 89:
+        pytest.skip("no e4m3 conversion before sm_89")
+    launch = dense_decode_kernels.dense_decode_split
+    inputs = make_dense_decode_inputs(lengths=[90, 33, 0], s_q=2, h_q=16, page=16, fp8=True, dtype=SMALL_DTYPE,
+                                      device=DEVICE, seed=18)  # fmt: skip
+    got = []
+    for cvt in (True, False):
+        monkeypatch.setattr(dense_decode_kernels, "dense_decode_split", functools.partial(launch, e4m3_cvt=cvt))
+        with config.override(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=16, WAVEMLA_NUM_STAGES=3):
+            got.append(dense_mla_decode(**inputs, causal=True))
+    assert torch.equal(got[0][0], got[1][0]) and torch.equal(got[0][1], got[1][1])
+
+
 def test_keys_major_rescale_with_rising_scores():
     """Keys-major tiles (with scratch rows for Pᵀ on sm_90 and under the interpreter) over keys whose rope parts are
     scaled up along the sequence (the values stay N(0, 1)), in one part so that one program walks every tile of a
