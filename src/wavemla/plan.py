@@ -1214,6 +1214,12 @@ _DENSE_ONE_PROGRAM_DRAM = 0.85
 # (2026-12-02-h200-dense-ws-split.log).
 _DENSE_WS_MMA_EFFICIENCY = 0.48
 _DENSE_FP8_DECODE_ROW_US = 0.02  # e4m3 bit decode + scale of one 512-value row on one SM (~40 cycles at 2 GHz)
+# The same for staged FP8 tiles (num_stages > 1), fitted with the candidate lists of _dense_base_configs to the tiles
+# measured on the H200 at h = 16, 32, 64 and 128, b = 1..128, 4K keys (2026-12-03-h200-dense-fp8-staged{,2}.log,
+# benchmarks/experiments/gpu_dense_fp8_staged{,2}.sh): at 0.02-0.04 every pick is within 3% of the best measured
+# (0.05: h = 32 b = 128 takes 16x16x4x3, 1.41x). The model still prices FP8 tiles low (predicted / measured
+# 0.41-0.98): it ranks them, it does not time them.
+_DENSE_FP8_STAGED_ROW_US = 0.04
 _DENSE_SCHEDULER_US = 3.0  # the one-program scheduler launch inside a CUDA graph
 # One step of a combine program (kernels/combine.py merges a request's pieces a group a step, the group's loads
 # issued together): alone on an H200 the combine took 9.4-9.9 µs with one step and 14.0 with 8 steps of 16 pieces
@@ -1319,17 +1325,19 @@ class DensePlan:
 def _dense_base_configs(rows: int, is_fp8: bool) -> list[KernelConfig]:
     """Candidate tiles by query rows (``s_q · h_q``). BLOCK_H covers the rows that share a KV tile. bf16/fp16 rows
     are staged through shared memory by Triton's pipeliner, tile ``i + NUM_STAGES - 1`` in flight while tile ``i`` is
-    computed (block ids come a chunk at a time, so no stage goes to a block-table load); FP8 rows are decoded in
-    registers with the next tile prefetched by hand (``num_stages`` 1). The 16-row tiles are the fallbacks that fit
-    99 KB per block (sm_86/89/120)."""
+    computed (block ids come a chunk at a time, so no stage goes to a block-table load). FP8 rows in 16-row tiles
+    are staged the same way (``num_stages`` 3, the raw bytes); in 32- and 64-row tiles they are decoded in registers
+    with the next tile prefetched by hand (``num_stages`` 1). The 16-row tiles fit 99 KB per block (sm_86/89/120)."""
     if is_fp8:
-        if rows <= 16:
-            return [KernelConfig(16, 32, 8, 1), KernelConfig(16, 32, 4, 1), KernelConfig(16, 64, 8, 1),
-                    KernelConfig(16, 16, 4, 1)]  # fmt: skip
+        # 16-row tiles staged (num_stages 3: raw bytes through cp.async, the scale blocks apart); on the H200 they
+        # beat the register-prefetched 16-, 32- and 64-row tiles up to 32 query rows (h = 16: 0.71-0.89 of 16x64x8x1
+        # at b = 8..128; h = 32: 0.86 of 32x32x8x1) and at h = 64 b = 1 (0.96 of 16x32x8x1), the 64-row register
+        # tile beyond (h = 64 b = 8: 16x32x4x3 1.13x of 64x32x8x1); staged 32-row tiles gained nothing
+        # (2026-12-03-h200-dense-fp8-staged{,2}.log). 16x16x4x3 (56 KB) is the fallback for smaller shared memory.
         if rows <= 32:
-            return [KernelConfig(32, 32, 8, 1), KernelConfig(16, 32, 8, 1), KernelConfig(16, 16, 4, 1)]
-        return [KernelConfig(64, 32, 8, 1), KernelConfig(32, 32, 8, 1), KernelConfig(16, 32, 8, 1),
-                KernelConfig(16, 16, 4, 1)]  # fmt: skip
+            return [KernelConfig(16, 32, 4, 3), KernelConfig(16, 16, 4, 3)]
+        return [KernelConfig(64, 32, 8, 1), KernelConfig(32, 32, 8, 1), KernelConfig(16, 32, 4, 3),
+                KernelConfig(16, 16, 4, 3)]  # fmt: skip
     # Rows at 3 stages: 2 tile buffers with mma.sync (its operands are read into registers, freeing a buffer), one
     # tile in flight during the math; at 2 stages the one buffer serializes load and math. 64x64x8x2 runs
     # keys-major (wgmma on sm_90, see kernels/dense_decode.keys_major): 64 query rows per program share each tile,
@@ -1405,10 +1413,16 @@ def _dense_tile_us(cfg: KernelConfig, workload: DenseWorkload, device: DeviceSpe
     dram = active * tile_bytes / num_rb / share
     mma = _dense_tile_flops(cfg, workload, ws) / (device.bf16_tflops * 1e6 / device.num_sms * _dense_mma_efficiency(
         cfg, workload, device, ws))  # fmt: skip
-    decode = cfg.block_n * _DENSE_FP8_DECODE_ROW_US if workload.is_fp8 else 0.0
+    decode = cfg.block_n * _dense_fp8_row_us(cfg) if workload.is_fp8 else 0.0
     overlapped = ws or workload.is_fp8 or cfg.num_stages >= 3
     own = max(_DENSE_LATENCY_US, mma + decode) if overlapped else _DENSE_LATENCY_US + mma + decode
     return max(dram, own, active * (mma + decode))
+
+
+def _dense_fp8_row_us(cfg: KernelConfig) -> float:
+    """Decode cost of one FP8 V3.2 row in a tile of ``cfg``: staged tiles (``num_stages`` > 1) convert e4m3 alone,
+    register-prefetched tiles assemble the bits and scale them (kernels/dense_decode.py)."""
+    return _DENSE_FP8_STAGED_ROW_US if cfg.num_stages > 1 else _DENSE_FP8_DECODE_ROW_US
 
 
 def _dense_tile_flops(cfg: KernelConfig, workload: DenseWorkload, ws: bool = False) -> float:
