@@ -1216,10 +1216,12 @@ _DENSE_WS_MMA_EFFICIENCY = 0.48
 _DENSE_FP8_DECODE_ROW_US = 0.02  # e4m3 bit decode + scale of one 512-value row on one SM (~40 cycles at 2 GHz)
 # The same for staged FP8 tiles (num_stages > 1), fitted with the candidate lists of _dense_base_configs to the tiles
 # measured on the H200 at h = 16, 32, 64 and 128, b = 1..128, 4K keys (2026-12-03-h200-dense-fp8-staged{,2}.log,
-# benchmarks/experiments/gpu_dense_fp8_staged{,2}.sh): at 0.02-0.04 every pick is within 3% of the best measured
-# (0.05: h = 32 b = 128 takes 16x16x4x3, 1.41x). The model still prices FP8 tiles low (predicted / measured
-# 0.41-0.98): it ranks them, it does not time them.
-_DENSE_FP8_STAGED_ROW_US = 0.04
+# benchmarks/experiments/gpu_dense_fp8_staged{,2}.sh): at 0.02-0.03 every pick is within 3% of the best measured.
+# At 0.04 the tiles were still ranked right, but 16x32x4x3 ran one program per SM instead of two (h = 16 b = 128 4K:
+# 282.9 µs against 227.6; 2026-12-03-h200-dense-fp8-final-b301506.log): the model charges the decode to every
+# program on the SM, where two programs hide each other's waits. The model still prices FP8 tiles low (predicted /
+# measured 0.41-0.98): it ranks them, it does not time them.
+_DENSE_FP8_STAGED_ROW_US = 0.02
 _DENSE_SCHEDULER_US = 3.0  # the one-program scheduler launch inside a CUDA graph
 # One step of a combine program (kernels/combine.py merges a request's pieces a group a step, the group's loads
 # issued together): alone on an H200 the combine took 9.4-9.9 µs with one step and 14.0 with 8 steps of 16 pieces
@@ -1333,11 +1335,11 @@ def _dense_base_configs(rows: int, is_fp8: bool) -> list[KernelConfig]:
         # beat the register-prefetched 16-, 32- and 64-row tiles up to 32 query rows (h = 16: 0.71-0.89 of 16x64x8x1
         # at b = 8..128; h = 32: 0.86 of 32x32x8x1) and at h = 64 b = 1 (0.96 of 16x32x8x1), the 64-row register
         # tile beyond (h = 64 b = 8: 16x32x4x3 1.13x of 64x32x8x1); staged 32-row tiles gained nothing
-        # (2026-12-03-h200-dense-fp8-staged{,2}.log). 16x16x4x3 (56 KB) is the fallback for smaller shared memory.
+        # (2026-12-03-h200-dense-fp8-staged{,2}.log). 16x16x4x3 measured 1.2-1.4x slower than 16x32x4x3 (h = 32), and
+        # 16x32x4x3 (94 KB) fits every preset's shared memory, so it has no smaller fallback.
         if rows <= 32:
-            return [KernelConfig(16, 32, 4, 3), KernelConfig(16, 16, 4, 3)]
-        return [KernelConfig(64, 32, 8, 1), KernelConfig(32, 32, 8, 1), KernelConfig(16, 32, 4, 3),
-                KernelConfig(16, 16, 4, 3)]  # fmt: skip
+            return [KernelConfig(16, 32, 4, 3)]
+        return [KernelConfig(64, 32, 8, 1), KernelConfig(32, 32, 8, 1), KernelConfig(16, 32, 4, 3)]
     # Rows at 3 stages: 2 tile buffers with mma.sync (its operands are read into registers, freeing a buffer), one
     # tile in flight during the math; at 2 stages the one buffer serializes load and math. 64x64x8x2 runs
     # keys-major (wgmma on sm_90, see kernels/dense_decode.keys_major): 64 query rows per program share each tile,
