@@ -27,6 +27,8 @@ DENSE_CURVE = "2026-12-03-h200-dense-ws-curve-h64-3f5211a"
 # the sparse decode as shipped with its warp-specialized sm_90 kernel (sparse_ws_ab.py time: each shape's first
 # "on" row is the plan's pick, the Triton kernel where the plan's tile is not 64x64)
 SPARSE_WS = "2026-12-02-h200-sparse-ws-lane-957aed2"
+# the planner's FP8 V3.2 picks over b = 1..128 at 4K keys, h = 16: staged 16-row tiles
+DENSE_FP8_CURVE = "2026-12-03-h200-dense-fp8-curve-h16-70bb758"
 
 
 def load(name: str) -> dict:
@@ -214,6 +216,12 @@ def glance() -> str:
             out.append(
                 f"| dense decode | bf16, s_k 4K, h={r['h_q']} | {r['batch']} | {r['median_us']:.1f} | "
                 f"{r['pct_copy']:.0f}% of copy bandwidth | `{DENSE_CURVE}.json` |"
+            )
+    for r in load(DENSE_FP8_CURVE)["records"]:
+        if r["batch"] in (32, 128):
+            out.append(
+                f"| dense decode | FP8 V3.2, s_k 4K, h={r['h_q']} | {r['batch']} | {r['median_us']:.1f} | "
+                f"{r['pct_copy']:.0f}% of copy bandwidth | `{DENSE_FP8_CURVE}.json` |"
             )
     idx = sorted(load(f"{BEFORE}-idx-spread"), key=lambda r: (r["n_comp"] or 0, r["b"] or 0))
     for r in idx:

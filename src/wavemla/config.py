@@ -135,10 +135,11 @@ KNOBS: dict[str, Knob] = {
             "WAVEMLA_FP8_DECODE",
             "str",
             "auto",
-            "How the sparse decode and the indexer read e4m3 bytes: 'cvt' (the hardware conversion, two values per "
-            "instruction, and FP8 tensor-core dots for FP8 indexer queries; sm_89 and newer), 'bits' (integer bit "
-            "assembly into fp16; every architecture), 'auto' (cvt where it exists). Both give the same results; the "
-            "dense decode always uses bit assembly.",
+            "How the sparse decode, the indexer and the dense decode's staged FP8 tiles read e4m3 bytes: 'cvt' (the "
+            "hardware conversion, two values per instruction, and FP8 tensor-core dots for FP8 indexer queries; "
+            "sm_89 and newer), 'bits' (integer bit assembly into fp16; every architecture), 'auto' (cvt where it "
+            "exists). Both give the same results; the dense decode's register-prefetched FP8 tiles always use bit "
+            "assembly.",
             choices=("auto", "cvt", "bits"),
         ),
         Knob(
