@@ -35,9 +35,12 @@ was computed: one tile in flight, never overlapped with the math). Row blocks of
 512 value columns and its N the 64 query rows: wgmma on sm_90).
 
 Caches: bf16/fp16 rows ``[blocks, page, 1, d_qk]`` (d_qk 576 = 512 latent + 64 rope, or 512), or FlashMLA's V3.2 FP8
-layout ``[blocks, page, 1, 656]`` (512 e4m3, 4 fp32 scales per 128 values, 64 bf16 rope) decoded in registers to
-fp16 (exact for power-of-two scales) and computed in fp16; the raw bytes of the next tile are loaded into registers
-while a tile is computed, and the rows of the tile after it are prefetched into L2 (:func:`l2_ahead_tiles`).
+layout ``[blocks, page, 1, 656]`` (512 e4m3, 4 fp32 scales per 128 values, 64 bf16 rope), computed in fp16. FP8 tiles
+at ``NUM_STAGES`` > 1 are staged like row tiles (the raw bytes through cp.async) and keep a row's four 128-wide blocks
+apart, each block's scale applied to its dot's scores and to the weights that meet its values, so only the e4m3
+conversion touches every value; at ``NUM_STAGES`` 1 the tile is decoded in registers (scaled, exact for power-of-two
+scales), the raw bytes of the next tile loaded into registers while a tile is computed and the rows of the tile
+after it prefetched into L2 (:func:`l2_ahead_tiles`).
 """
 
 from __future__ import annotations
