@@ -4,6 +4,8 @@
 # (fp8_blocks: each block's scale applied to its dot's scores and to the weights meeting it; the decode is the e4m3
 # conversion alone), with the bit-assembled or hardware e4m3 decode (e4m3_cvt). dense_variant_ab.py: same inputs,
 # variants alternated in two rounds, CUDA graph, L2 flushed, outputs compared with the first variant's.
+# Ran on commit 6dceeb0, whose launcher had the options fp8_blocks (the blocks apart, now what num_stages > 1 means
+# for FP8 rows) and e4m3_cvt for the register tiles too; check that commit out to run it again.
 #   BUDGET=400 bash benchmarks/experiments/gpu_dense_fp8_staged.sh SHA   (writes dense-fp8-staged-*.json and the log)
 set -uo pipefail
 BUDGET=${BUDGET:-400}
