@@ -1335,11 +1335,14 @@ def _dense_base_configs(rows: int, is_fp8: bool) -> list[KernelConfig]:
         # beat the register-prefetched 16-, 32- and 64-row tiles up to 32 query rows (h = 16: 0.71-0.89 of 16x64x8x1
         # at b = 8..128; h = 32: 0.86 of 32x32x8x1) and at h = 64 b = 1 (0.96 of 16x32x8x1), the 64-row register
         # tile beyond (h = 64 b = 8: 16x32x4x3 1.13x of 64x32x8x1); staged 32-row tiles gained nothing
-        # (2026-12-03-h200-dense-fp8-staged{,2}.log). 16x16x4x3 measured 1.2-1.4x slower than 16x32x4x3 (h = 32), and
-        # 16x32x4x3 (94 KB) fits every preset's shared memory, so it has no smaller fallback.
+        # (2026-12-03-h200-dense-fp8-staged{,2}.log). 16x16x4x3 measured 1.2-1.4x slower than 16x32x4x3 (h = 32).
+        # 16x16x4x2 (45.8 KB on sm_120) is for the parts with 100 KB of shared memory per SM (sm_86/89/120), where
+        # 16x32x4x3 (94 KB) runs one program per SM and it runs two; unmeasured there, and never the H200's pick
+        # (its picks at 1K-64K keys are the same with and without it).
         if rows <= 32:
-            return [KernelConfig(16, 32, 4, 3)]
-        return [KernelConfig(64, 32, 8, 1), KernelConfig(32, 32, 8, 1), KernelConfig(16, 32, 4, 3)]
+            return [KernelConfig(16, 32, 4, 3), KernelConfig(16, 16, 4, 2)]
+        return [KernelConfig(64, 32, 8, 1), KernelConfig(32, 32, 8, 1), KernelConfig(16, 32, 4, 3),
+                KernelConfig(16, 16, 4, 2)]  # fmt: skip
     # Rows at 3 stages: 2 tile buffers with mma.sync (its operands are read into registers, freeing a buffer), one
     # tile in flight during the math; at 2 stages the one buffer serializes load and math. 64x64x8x2 runs
     # keys-major (wgmma on sm_90, see kernels/dense_decode.keys_major): 64 query rows per program share each tile,
