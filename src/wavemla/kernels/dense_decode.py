@@ -297,24 +297,17 @@ def _e4m3_f16(b_x, E4M3_CVT: tl.constexpr, ASM: tl.constexpr):
     assembly). ``ASM``: the conversion as inline assembly, which Triton does not move into the dots' operand
     layouts (a cast it moves there gives the raw load two users of different layouts, and the pipeliner then
     leaves it out of cp.async)."""
-    if E4M3_CVT and ASM:
-        return tl.inline_asm_elementwise(
-            """{
+    if ASM:
+        if E4M3_CVT:
+            asm: tl.constexpr = """{
             .reg .b16 l, h;
             mov.b32 {l, h}, $2;
             cvt.rn.f16x2.e4m3x2 $0, l;
             cvt.rn.f16x2.e4m3x2 $1, h;
-            }""",
-            "=r,=r,r",
-            [b_x],
-            dtype=tl.float16,
-            is_pure=False,
-            pack=4,
-        )
-    elif ASM:
-        # bytes b0 b1 -> halves b0 << 8, b1 << 8 (prmt), then sign | magnitude << 7: the fp16 bits of e4m3 x 2^-8
-        return tl.inline_asm_elementwise(
-            """{
+            }"""
+        else:
+            # bytes b0 b1 -> halves b0 << 8, b1 << 8 (prmt), then sign | magnitude << 7: the fp16 bits of e4m3 x 2^-8
+            asm: tl.constexpr = """{
             .reg .b32 t, s, m;
             prmt.b32 t, $2, 0, 0x1404;
             and.b32 s, t, 0x80008000;
@@ -324,13 +317,8 @@ def _e4m3_f16(b_x, E4M3_CVT: tl.constexpr, ASM: tl.constexpr):
             and.b32 s, t, 0x80008000;
             shr.b32 m, t, 1;
             lop3.b32 $1, s, m, 0x3F803F80, 0xF8;
-            }""",
-            "=r,=r,r",
-            [b_x],
-            dtype=tl.float16,
-            is_pure=False,
-            pack=4,
-        )
+            }"""
+        return tl.inline_asm_elementwise(asm, "=r,=r,r", [b_x], dtype=tl.float16, is_pure=False, pack=4)
     elif E4M3_CVT:
         return b_x.to(tl.float8e4nv, bitcast=True).to(tl.float16)
     else:
