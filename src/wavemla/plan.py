@@ -1214,13 +1214,13 @@ _DENSE_ONE_PROGRAM_DRAM = 0.85
 # (2026-12-02-h200-dense-ws-split.log).
 _DENSE_WS_MMA_EFFICIENCY = 0.48
 _DENSE_FP8_DECODE_ROW_US = 0.02  # e4m3 bit decode + scale of one 512-value row on one SM (~40 cycles at 2 GHz)
-# The same for staged FP8 tiles (num_stages > 1), fitted with the candidate lists of _dense_base_configs to the tiles
-# measured on the H200 at h = 16, 32, 64 and 128, b = 1..128, 4K keys (2026-12-03-h200-dense-fp8-staged{,2}.log,
-# benchmarks/experiments/gpu_dense_fp8_staged{,2}.sh): at 0.02-0.03 every pick is within 3% of the best measured.
-# At 0.04 the tiles were still ranked right, but 16x32x4x3 ran one program per SM instead of two (h = 16 b = 128 4K:
-# 282.9 µs against 227.6; 2026-12-03-h200-dense-fp8-final-b301506.log): the model charges the decode to every
-# program on the SM, where two programs hide each other's waits. The model still prices FP8 tiles low (predicted /
-# measured 0.41-0.98): it ranks them, it does not time them.
+# The same for staged FP8 tiles (num_stages > 1). Against the tiles forced on the H200 at h = 16, 32 and 64, b = 1..128,
+# 4K keys (benchmarks/experiments/gpu_dense_fp8_staged{,2}.sh, 2026-12-03-h200-dense-fp8-staged{,2}.log), with the
+# candidate lists of _dense_base_configs, the model picks the fastest measured tile (or one within 3%) at 0.02-0.06
+# (benchmarks/experiments/fit_dense_fp8.py). What decides the value is the parts: at 0.04 16x32x4x3 ran one program
+# per SM instead of two (h = 16 b = 128 4K: 282.9 µs against 227.6; 2026-12-03-h200-dense-fp8-final-b301506.log),
+# since the model charges the decode to every program on the SM where two programs hide each other's waits. The
+# model prices FP8 tiles low (predicted / measured 0.42-0.84 over those tiles at 0.02): it ranks, it does not time.
 _DENSE_FP8_STAGED_ROW_US = 0.02
 _DENSE_SCHEDULER_US = 3.0  # the one-program scheduler launch inside a CUDA graph
 # One step of a combine program (kernels/combine.py merges a request's pieces a group a step, the group's loads
