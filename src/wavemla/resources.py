@@ -256,27 +256,38 @@ def _sparse_decode_spec(
     }  # fmt: skip
     import triton.language as tl
 
-    from wavemla.kernels.sparse_decode import MERGE_CHUNK, WORKLOAD_INTS, l2_policies, l2_prefetch_next, p_scratch
+    from wavemla.kernels.sparse_decode import (
+        MERGE_CHUNK,
+        STAGED_CHUNK_TILES,
+        WORKLOAD_INTS,
+        l2_policies,
+        l2_prefetch_next,
+        p_scratch,
+        staged_fp8,
+    )
 
     unspecialized = WORKLOAD_INTS  # the kernel takes no alignment hint for them (sizes, list widths, counters)
 
     l2 = l2_policies(is_fp8, block_h, block_n)  # the launcher's L2 policies
+    staged = staged_fp8(is_fp8, num_stages)
     constexprs: dict[str, Any] = {
         "IS_FP8": is_fp8, "PAGE": page, "PAGE_X": page_x, "HAS_LEN": True, "HAS_EXTRA": True, "HAS_LEN_X": True,
         "HAS_SINK": True, "DTYPE": tl.float16 if is_fp8 else tl.bfloat16, "BLOCK_H": block_h, "BLOCK_N": block_n,
         "D": 512, "NUM_HB": math.ceil(h / block_h), "NUM_STAGES": num_stages,
         # as the launcher sets them: the hardware e4m3 conversion from sm_89 on, row prefetch for 32-row tiles
         "E4M3_CVT": is_fp8 and arch >= 89, "PREFETCH_ROWS": is_fp8 and block_n <= 32,
-        "MERGE_IN_KERNEL": block_n >= 64, "ACQUIRE_ASM": True, "Q_VIA_WS": is_fp8 and q_dtype == "bf16",
+        "MERGE_IN_KERNEL": block_n >= 64, "ACQUIRE_ASM": True,
+        "Q_VIA_WS": is_fp8 and q_dtype == "bf16" and not staged,
         "PDL": arch >= 90,  # the launcher's choice with a Triton that has grid dependency control
         # q converted by the launcher's kernel, this one launched behind it, the first tile prefetched meanwhile
-        "WAIT_Q": is_fp8 and q_dtype == "fp16" and arch >= 90,
-        "PREFETCH_FIRST": is_fp8 and q_dtype == "fp16" and arch >= 90,
+        # (staged tiles convert q in registers)
+        "WAIT_Q": is_fp8 and q_dtype == "fp16" and arch >= 90 and not staged,
+        "PREFETCH_FIRST": is_fp8 and q_dtype == "fp16" and arch >= 90 and not staged,
         "MERGE_DC": MERGE_CHUNK,
         "KV_EVICT": "evict_first" if l2 else "",
         "WS_EVICT": "evict_last" if l2 else "",
         "PREFETCH_L2": l2_prefetch_next(is_fp8, block_n), "P_VIA_WS": p_scratch(is_fp8, block_h, arch),
-        "MERGE_PAIR": True, "LEAN_NORM": True,
+        "MERGE_PAIR": True, "LEAN_NORM": True, "DECODE_ASM": True, "STAGED_C": STAGED_CHUNK_TILES,
     }  # fmt: skip
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
 

@@ -417,6 +417,61 @@ def test_fp8_decode_paths_give_identical_bits(splits):
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
 
 
+# Staged FP8 tiles (num_stages > 1): index entries a chunk at a time, raw rows staged by Triton's pipeliner, a row's
+# seven nope blocks apart (kernels/sparse_decode.py, _attend_tiles_staged)
+STAGED = dict(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_WARPS=4, WAVEMLA_NUM_STAGES=3)
+STAGED_CASES = [
+    pytest.param(dict(batch=2, h_q=16, topk=64, page=64), STAGED, id="h16-p64"),
+    pytest.param(
+        dict(batch=3, h_q=20, topk=40, page=61, extra_topk=50, extra_page=69, invalid_fraction=0.3),
+        STAGED,
+        id="h20-p61-x69-invalid",
+    ),
+    # a list past one chunk of index entries (16 tiles of 32), tokens cut between programs (the combine merges them)
+    pytest.param(
+        dict(batch=2, s_q=2, h_q=16, topk=40, page=16, extra_topk=600, extra_page=2),
+        {**STAGED, "WAVEMLA_TARGET_CTAS": 7},
+        id="s2-x600-cut",
+    ),
+    pytest.param(
+        dict(batch=2, h_q=16, topk=48, page=32, extra_topk=80, extra_page=16),
+        {**STAGED, "WAVEMLA_BLOCK_N": 16, "WAVEMLA_NUM_STAGES": 2, "WAVEMLA_NUM_SPLITS": 3},
+        id="16x16x4x2-split",
+    ),
+]
+
+
+@pytest.mark.parametrize("shape, knobs", STAGED_CASES)
+def test_fp8_staged_tiles_match_reference(shape, knobs):
+    from wavemla import get_mla_metadata
+
+    inputs = make_sparse_decode_inputs(**shape, fp8=True, dtype=SMALL_DTYPE, device=DEVICE, seed=21)
+    if shape["batch"] == 3:  # per-request lengths, one of them empty
+        inputs["topk_length"] = torch.tensor([40, 0, 17], dtype=torch.int32, device=DEVICE)
+        inputs["extra_topk_length"] = torch.tensor([3, 50, 0], dtype=torch.int32, device=DEVICE)
+    with config.override(**knobs):
+        meta, _ = get_mla_metadata()
+        check(inputs, metadata=meta)
+    assert meta.plan is not None and meta.plan.config.num_stages == knobs["WAVEMLA_NUM_STAGES"]
+
+
+def test_fp8_staged_decodes_give_the_same_bits():
+    """Staged FP8 tiles decode e4m3 by the hardware conversion (the value) or by bit assembly (the value x 2^-8), and
+    rescale by the matching power of two: the same scores, weights and outputs, bit for bit."""
+    if gpu_lacks_e4m3_cvt():
+        pytest.skip("no e4m3 conversion before sm_89")
+    inputs = make_sparse_decode_inputs(
+        batch=2, s_q=2, h_q=16, topk=40, page=16, extra_topk=70, extra_page=4, fp8=True, dtype=SMALL_DTYPE,
+        device=DEVICE, seed=22,
+    )  # fmt: skip
+    kwargs = {k: v for k, v in inputs.items() if v is not None}
+    got = []
+    for decode in ("bits", "cvt"):
+        with config.override(**STAGED, WAVEMLA_NUM_SPLITS=2, WAVEMLA_FP8_DECODE=decode):
+            got.append(sparse_mla_decode(**kwargs))
+    assert torch.equal(got[0][0], got[1][0]) and torch.equal(got[0][1], got[1][1])
+
+
 # --- GPU lane: production shapes and dtypes --------------------------------------------------------------------
 
 GPU_CASES = [

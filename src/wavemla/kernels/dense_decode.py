@@ -53,7 +53,7 @@ import triton.language as tl
 
 from wavemla import config
 from wavemla.device import E4M3_CVT_MIN_ARCH, device_arch, fp8_decode_path, triton_interpreting
-from wavemla.kernels.fp8 import e4m3_times_256_inv_f16
+from wavemla.kernels.fp8 import e4m3_f16, e4m3_times_256_inv_f16
 
 LOG2E = 1.4426950408889634
 D_V = 512  # value width (the latent part of a key row)
@@ -289,40 +289,6 @@ def _load_fp8_block(p_row, m_n, J: tl.constexpr):
     b_x = tl.load(p_row[:, None] + (J * 128 + o_c[None, :]), mask=m_n[:, None], other=0)
     b_s = tl.load((p_row + 512).to(tl.pointer_type(tl.float32)) + J, mask=m_n, other=0.0)
     return b_x, b_s
-
-
-@triton.jit
-def _e4m3_f16(b_x, E4M3_CVT: tl.constexpr, ASM: tl.constexpr):
-    """uint8 e4m3 codes -> fp16, exact: the value itself (hardware conversion) or the value x 2^-8 (bit
-    assembly). ``ASM``: the conversion as inline assembly, which Triton does not move into the dots' operand
-    layouts (a cast it moves there gives the raw load two users of different layouts, and the pipeliner then
-    leaves it out of cp.async)."""
-    if ASM:
-        if E4M3_CVT:
-            asm: tl.constexpr = """{
-            .reg .b16 l, h;
-            mov.b32 {l, h}, $2;
-            cvt.rn.f16x2.e4m3x2 $0, l;
-            cvt.rn.f16x2.e4m3x2 $1, h;
-            }"""
-        else:
-            # bytes b0 b1 -> halves b0 << 8, b1 << 8 (prmt), then sign | magnitude << 7: the fp16 bits of e4m3 x 2^-8
-            asm: tl.constexpr = """{
-            .reg .b32 t, s, m;
-            prmt.b32 t, $2, 0, 0x1404;
-            and.b32 s, t, 0x80008000;
-            shr.b32 m, t, 1;
-            lop3.b32 $0, s, m, 0x3F803F80, 0xF8;
-            prmt.b32 t, $2, 0, 0x3424;
-            and.b32 s, t, 0x80008000;
-            shr.b32 m, t, 1;
-            lop3.b32 $1, s, m, 0x3F803F80, 0xF8;
-            }"""
-        return tl.inline_asm_elementwise(asm, "=r,=r,r", [b_x], dtype=tl.float16, is_pure=False, pack=4)
-    elif E4M3_CVT:
-        return b_x.to(tl.float8e4nv, bitcast=True).to(tl.float16)
-    else:
-        return e4m3_times_256_inv_f16(b_x)
 
 
 @triton.jit
@@ -623,10 +589,10 @@ def _dense_mla_decode_kernel(
                     b_x3, b_c3 = _load_fp8_block(p_row, m_n, 3)
                     b_pe = tl.load((p_row + 528).to(tl.pointer_type(tl.bfloat16))[:, None] + o_e[None, :],
                                    mask=m_n[:, None], other=0.0).to(tl.float16)  # fmt: skip
-                    b_e0 = _e4m3_f16(b_x0, E4M3_CVT, SCRATCH_ASM)
-                    b_e1 = _e4m3_f16(b_x1, E4M3_CVT, SCRATCH_ASM)
-                    b_e2 = _e4m3_f16(b_x2, E4M3_CVT, SCRATCH_ASM)
-                    b_e3 = _e4m3_f16(b_x3, E4M3_CVT, SCRATCH_ASM)
+                    b_e0 = e4m3_f16(b_x0, E4M3_CVT, SCRATCH_ASM)
+                    b_e1 = e4m3_f16(b_x1, E4M3_CVT, SCRATCH_ASM)
+                    b_e2 = e4m3_f16(b_x2, E4M3_CVT, SCRATCH_ASM)
+                    b_e3 = e4m3_f16(b_x3, E4M3_CVT, SCRATCH_ASM)
                     k_f = qk_scale * F_INV
                     b_s = (tl.dot(b_q0, tl.trans(b_e0)) * (b_c0 * k_f)[None, :]
                            + tl.dot(b_q1, tl.trans(b_e1)) * (b_c1 * k_f)[None, :]

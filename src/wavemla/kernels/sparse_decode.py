@@ -43,7 +43,7 @@ import triton.language as tl
 from wavemla import config
 from wavemla.device import device_arch, fp8_decode_path, triton_interpreting
 from wavemla.kernels import gdc
-from wavemla.kernels.fp8 import e4m3_times_256_inv_f16, ue8m0_scale_times_256
+from wavemla.kernels.fp8 import e4m3_f16, e4m3_times_256_inv_f16, ue8m0_scale, ue8m0_scale_times_256
 from wavemla.kernels.gdc import gdc_launch_dependents, gdc_wait
 from wavemla.plan import Q_CONVERT_MIN_TILES
 
@@ -233,6 +233,122 @@ def _attend_tiles(
             b_s_qk = tl.dot(b_q, tl.trans(b_kv)) * qk_scale
             b_acc, b_m, b_l = _online_update(b_acc, b_m, b_l, b_kv, b_s_qk, m_n, p_pws, DTYPE, P_VIA_WS)
     return b_acc, b_m, b_l
+
+
+# Staged FP8 tiles: a chunk's index entries are loaded this many tiles at a time (see _attend_tiles_staged).
+STAGED_CHUNK_TILES = 16
+
+
+def staged_fp8(is_fp8: bool, num_stages: int) -> bool:
+    """Whether the split kernel runs FP8 rows as staged tiles (:func:`_attend_tiles_staged`): at ``num_stages`` > 1;
+    at 1 the raw rows are decoded in registers (:func:`_attend_tiles`)."""
+    return is_fp8 and num_stages > 1
+
+
+@triton.jit
+def _chunk_entries(p_idx, i_c0, n_hi, num_slots, BLOCK_N: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Index entries of tiles ``[i_c0, i_c0 + BLOCK_C)`` as ``[BLOCK_C, BLOCK_N]`` int32 slots, -1 where invalid (at or
+    past ``n_hi``, negative, or >= slots)."""
+    o_n = (i_c0 + tl.arange(0, BLOCK_C))[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    b_idx = tl.load(p_idx + o_n, mask=o_n < n_hi, other=-1)
+    return tl.where((b_idx >= 0) & (b_idx < num_slots), b_idx, -1)
+
+
+@triton.jit
+def _staged_scores(b_q, b_x, b_c, k_f, E4M3_CVT: tl.constexpr, ASM: tl.constexpr):
+    """One 64-wide nope block of a staged tile: its e4m3 codes ``[BLOCK_N, 64]`` as fp16 (:func:`e4m3_f16`) and its
+    scores ``q_j · E_jᵀ`` times each row's scale (``b_c``, fp32) and ``k_f``."""
+    b_e = e4m3_f16(b_x, E4M3_CVT, ASM)
+    return b_e, tl.dot(b_q, tl.trans(b_e)) * (b_c * k_f)[None, :]
+
+
+@triton.jit
+def _attend_tiles_staged(
+    b_a0, b_a1, b_a2, b_a3, b_a4, b_a5, b_a6, b_ar, b_m, b_l,
+    b_q0, b_q1, b_q2, b_q3, b_q4, b_q5, b_q6, b_qr,
+    p_cache, p_idx, i_lo, i_hi, n_valid, num_slots, stride_blk, qk_scale,
+    PAGE: tl.constexpr, BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr, E4M3_CVT: tl.constexpr,
+    ASM: tl.constexpr, BLOCK_C: tl.constexpr,
+):  # fmt: skip
+    """:func:`_attend_tiles` for FP8 MODEL1 rows, staged: returns the updated accumulators (seven nope blocks and the
+    rope block, ``[BLOCK_H, 64]`` each), m and l.
+
+    The index entries come ``BLOCK_C`` tiles at a time, so no load in the tile loop feeds a tile's row addresses and
+    Triton's pipeliner issues the raw bytes of tile ``i + NUM_STAGES - 1`` through cp.async while tile ``i`` is
+    computed. A row's seven 64-wide nope blocks stay apart: each block's power-of-two scale multiplies its dot's
+    scores (``QKᵀ``) or the weights that meet its values (``PV``), so the decode is the e4m3 conversion alone (inline
+    assembly on a GPU: a cast that Triton moves into the dots' operand layouts keeps the raw load out of cp.async).
+    With the hardware conversion the blocks hold e4m3 values, with the bit assembly those values x 2^-8
+    (``F_INV``); the nope accumulators hold ``2^8 / F_INV`` times their output columns, the rope one its own.
+    """
+    F_INV: tl.constexpr = 1.0 if E4M3_CVT else 256.0  # a decoded value is e4m3 / F_INV
+    o_e = tl.arange(0, 64)
+    n_hi = tl.minimum(n_valid, i_hi * BLOCK_N)
+    k_f = qk_scale * F_INV
+    for i_c0 in range(i_lo, i_hi, BLOCK_C):
+        b_ids = _chunk_entries(p_idx, i_c0, n_hi, num_slots, BLOCK_N, BLOCK_C)
+        for i_tile in tl.range(i_c0, tl.minimum(i_c0 + BLOCK_C, i_hi), num_stages=NUM_STAGES):
+            m_sel = tl.arange(0, BLOCK_C) == i_tile - i_c0
+            b_idx = tl.sum(tl.where(m_sel[:, None], b_ids, 0), 0)
+            m_n = b_idx >= 0
+            b_idx = tl.where(m_n, b_idx, 0)
+            # PAGE is a compile-time constant: the slot -> (page, row) split is a multiply-shift
+            p_page = p_cache + (b_idx // PAGE).to(tl.int64) * stride_blk
+            b_tok = b_idx % PAGE
+            p_row = p_page + b_tok * 576
+            # a row's 8 scale bytes (7 used) as one 8-byte word, the rope as 64 bf16
+            b_sc = tl.load((p_page + PAGE * 576 + b_tok * 8).to(tl.pointer_type(tl.int64)), mask=m_n, other=0)
+            b_x0 = tl.load(p_row[:, None] + (0 * 64 + o_e[None, :]), mask=m_n[:, None], other=0)
+            b_x1 = tl.load(p_row[:, None] + (1 * 64 + o_e[None, :]), mask=m_n[:, None], other=0)
+            b_x2 = tl.load(p_row[:, None] + (2 * 64 + o_e[None, :]), mask=m_n[:, None], other=0)
+            b_x3 = tl.load(p_row[:, None] + (3 * 64 + o_e[None, :]), mask=m_n[:, None], other=0)
+            b_x4 = tl.load(p_row[:, None] + (4 * 64 + o_e[None, :]), mask=m_n[:, None], other=0)
+            b_x5 = tl.load(p_row[:, None] + (5 * 64 + o_e[None, :]), mask=m_n[:, None], other=0)
+            b_x6 = tl.load(p_row[:, None] + (6 * 64 + o_e[None, :]), mask=m_n[:, None], other=0)
+            b_r = tl.load((p_row + 448).to(tl.pointer_type(tl.bfloat16))[:, None] + o_e[None, :], mask=m_n[:, None],
+                          other=0.0).to(tl.float16)  # fmt: skip
+            b_c0 = ue8m0_scale(b_sc)
+            b_c1 = ue8m0_scale(b_sc >> 8)
+            b_c2 = ue8m0_scale(b_sc >> 16)
+            b_c3 = ue8m0_scale(b_sc >> 24)
+            b_c4 = ue8m0_scale(b_sc >> 32)
+            b_c5 = ue8m0_scale(b_sc >> 40)
+            b_c6 = ue8m0_scale(b_sc >> 48)
+            b_e0, b_s0 = _staged_scores(b_q0, b_x0, b_c0, k_f, E4M3_CVT, ASM)
+            b_e1, b_s1 = _staged_scores(b_q1, b_x1, b_c1, k_f, E4M3_CVT, ASM)
+            b_e2, b_s2 = _staged_scores(b_q2, b_x2, b_c2, k_f, E4M3_CVT, ASM)
+            b_e3, b_s3 = _staged_scores(b_q3, b_x3, b_c3, k_f, E4M3_CVT, ASM)
+            b_e4, b_s4 = _staged_scores(b_q4, b_x4, b_c4, k_f, E4M3_CVT, ASM)
+            b_e5, b_s5 = _staged_scores(b_q5, b_x5, b_c5, k_f, E4M3_CVT, ASM)
+            b_e6, b_s6 = _staged_scores(b_q6, b_x6, b_c6, k_f, E4M3_CVT, ASM)
+            b_s = ((b_s0 + b_s1) + (b_s2 + b_s3)) + ((b_s4 + b_s5) + (b_s6 + tl.dot(b_qr, tl.trans(b_r)) * qk_scale))
+            b_s = tl.where(m_n[None, :], b_s, float("-inf"))
+            b_m_new = tl.maximum(b_m, tl.max(b_s, 1))
+            # a row that has seen no valid score keeps m = -inf; subtract 0 there so exp2 gives 0, not NaN
+            b_m_safe = tl.where(b_m_new == float("-inf"), 0.0, b_m_new)
+            b_p = tl.exp2(b_s - b_m_safe[:, None])
+            b_alpha = tl.exp2(b_m - b_m_safe)
+            b_l = b_l * b_alpha + tl.sum(b_p, 1)
+            b_m = b_m_new
+            b_alpha = b_alpha[:, None]
+            # weights times scale x 2^8 (a power of two: P rounds to fp16 as it would alone)
+            b_a0 = tl.dot((b_p * (b_c0 * 256.0)[None, :]).to(tl.float16), b_e0, b_a0 * b_alpha)
+            b_a1 = tl.dot((b_p * (b_c1 * 256.0)[None, :]).to(tl.float16), b_e1, b_a1 * b_alpha)
+            b_a2 = tl.dot((b_p * (b_c2 * 256.0)[None, :]).to(tl.float16), b_e2, b_a2 * b_alpha)
+            b_a3 = tl.dot((b_p * (b_c3 * 256.0)[None, :]).to(tl.float16), b_e3, b_a3 * b_alpha)
+            b_a4 = tl.dot((b_p * (b_c4 * 256.0)[None, :]).to(tl.float16), b_e4, b_a4 * b_alpha)
+            b_a5 = tl.dot((b_p * (b_c5 * 256.0)[None, :]).to(tl.float16), b_e5, b_a5 * b_alpha)
+            b_a6 = tl.dot((b_p * (b_c6 * 256.0)[None, :]).to(tl.float16), b_e6, b_a6 * b_alpha)
+            b_ar = tl.dot(b_p.to(tl.float16), b_r, b_ar * b_alpha)
+    return b_a0, b_a1, b_a2, b_a3, b_a4, b_a5, b_a6, b_ar, b_m, b_l
+
+
+@triton.jit
+def _join_cols8(b_a0, b_a1, b_a2, b_a3, b_a4, b_a5, b_a6, b_a7):
+    """Eight ``[R, C]`` column blocks -> ``[R, 8·C]`` (block j at columns ``[j·C, (j+1)·C)``)."""
+    b_z = tl.join(tl.join(tl.join(b_a0, b_a1), tl.join(b_a2, b_a3)), tl.join(tl.join(b_a4, b_a5), tl.join(b_a6, b_a7)))
+    b_z = tl.permute(b_z, (0, 4, 3, 2, 1))  # [R, C, k, m, n] = block 4n + 2m + k
+    return tl.reshape(b_z, (b_z.shape[0], 8 * b_z.shape[4]))
 
 
 @triton.jit
@@ -556,6 +672,8 @@ def _sparse_mla_decode_kernel(
     P_VIA_WS: tl.constexpr,
     MERGE_PAIR: tl.constexpr,
     LEAN_NORM: tl.constexpr,
+    DECODE_ASM: tl.constexpr,
+    STAGED_C: tl.constexpr,
 ):
     if PDL:
         # Let the combine launch now: its programs wait in griddepcontrol.wait until this grid has finished, so
@@ -598,46 +716,98 @@ def _sparse_mla_decode_kernel(
                     )  # fmt: skip
             gdc_wait()
         p_q_tok = p_q + tl.cast(i_b, tl.int64) * stride_qb + i_s * stride_qs
-        b_q = tl.load(p_q_tok + o_h[:, None] * stride_qh + o_d[None, :], mask=m_h[:, None], other=0.0).to(DTYPE)
-        if Q_VIA_WS:
-            # q converted here goes out to this program's scratch rows and comes back as a plain load, which Triton
-            # stages in shared memory for the tensor cores (a converted value would stay in registers across the
-            # tile loop); the round trip is served by L2 and replaces a separate conversion kernel. (Converting
-            # 64 columns at a time spilled less but measured slower, CSA b=8 with 16x32 tiles 32.5 against 26.8 µs
-            # in separate runs: a chunk's load may not move above the previous chunk's store, which may alias it.)
-            p_qw = p_q_ws + tl.cast(i_pid, tl.int64) * (BLOCK_H * D) + tl.arange(0, BLOCK_H)[:, None] * D + o_d[None, :]
-            tl.debug_barrier()  # the previous segment's reads of the scratch rows are done
-            tl.store(p_qw, b_q)
-            tl.debug_barrier()  # every thread's rows are stored before any thread reads them back
-            b_q = tl.load(p_qw)
-        b_acc = tl.zeros([BLOCK_H, D], dtype=tl.float32)
-        b_m = tl.full([BLOCK_H], float("-inf"), dtype=tl.float32)
-        b_l = tl.zeros([BLOCK_H], dtype=tl.float32)
-
-        n_main = topk
-        if HAS_LEN:
-            n_main = tl.minimum(tl.maximum(tl.load(p_len + i_b), 0), topk)
-        hi_main = tl.minimum(t_hi, tl.cdiv(n_main, BLOCK_N))
-        b_acc, b_m, b_l = _attend_tiles(
-            b_acc, b_m, b_l, b_q,
-            p_kv, p_idx + tl.cast(i_b, tl.int64) * stride_ib + i_s * stride_is,
-            t_lo, hi_main, n_main, num_slots, stride_kv_blk, stride_kv_tok, qk_scale, p_pws,
-            IS_FP8, PAGE, DTYPE, BLOCK_N, D, NUM_STAGES, E4M3_CVT, PREFETCH_ROWS, KV_EVICT,
-            PREFETCH_L2, P_VIA_WS,
-        )  # fmt: skip
-        if HAS_EXTRA:
+        if IS_FP8 and NUM_STAGES > 1:
+            n_main = topk
+            if HAS_LEN:
+                n_main = tl.minimum(tl.maximum(tl.load(p_len + i_b), 0), topk)
+            hi_main = tl.minimum(t_hi, tl.cdiv(n_main, BLOCK_N))
             n_x = topk_x
-            if HAS_LEN_X:
+            if HAS_EXTRA and HAS_LEN_X:
                 n_x = tl.minimum(tl.maximum(tl.load(p_len_x + i_b), 0), topk_x)
             lo_x = tl.maximum(t_lo - n_tiles_main, 0)
             hi_x = tl.minimum(t_hi - n_tiles_main, tl.cdiv(n_x, BLOCK_N))
+            p_idx_tok = p_idx + tl.cast(i_b, tl.int64) * stride_ib + i_s * stride_is
+            p_idx_x_tok = p_idx_x + tl.cast(i_b, tl.int64) * stride_ixb + i_s * stride_ixs
+            # Staged tiles (_attend_tiles_staged): q and the accumulators as eight 64-wide column blocks, the seventh
+            # past the nope dims the rope's.
+            o_e = tl.arange(0, 64)
+            p_qh = p_q_tok + o_h[:, None] * stride_qh + o_e[None, :]
+            b_q0 = tl.load(p_qh + 0 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
+            b_q1 = tl.load(p_qh + 1 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
+            b_q2 = tl.load(p_qh + 2 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
+            b_q3 = tl.load(p_qh + 3 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
+            b_q4 = tl.load(p_qh + 4 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
+            b_q5 = tl.load(p_qh + 5 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
+            b_q6 = tl.load(p_qh + 6 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
+            b_qr = tl.load(p_qh + 7 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
+            b_a0 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
+            b_a1 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
+            b_a2 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
+            b_a3 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
+            b_a4 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
+            b_a5 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
+            b_a6 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
+            b_ar = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
+            b_m = tl.full([BLOCK_H], float("-inf"), dtype=tl.float32)
+            b_l = tl.zeros([BLOCK_H], dtype=tl.float32)
+            b_a0, b_a1, b_a2, b_a3, b_a4, b_a5, b_a6, b_ar, b_m, b_l = _attend_tiles_staged(
+                b_a0, b_a1, b_a2, b_a3, b_a4, b_a5, b_a6, b_ar, b_m, b_l,
+                b_q0, b_q1, b_q2, b_q3, b_q4, b_q5, b_q6, b_qr,
+                p_kv, p_idx_tok, t_lo, hi_main, n_main, num_slots, stride_kv_blk, qk_scale,
+                PAGE, BLOCK_N, NUM_STAGES, E4M3_CVT, DECODE_ASM, STAGED_C,
+            )  # fmt: skip
+            if HAS_EXTRA:
+                b_a0, b_a1, b_a2, b_a3, b_a4, b_a5, b_a6, b_ar, b_m, b_l = _attend_tiles_staged(
+                    b_a0, b_a1, b_a2, b_a3, b_a4, b_a5, b_a6, b_ar, b_m, b_l,
+                    b_q0, b_q1, b_q2, b_q3, b_q4, b_q5, b_q6, b_qr,
+                    p_kv_x, p_idx_x_tok, lo_x, hi_x, n_x, num_slots_x, stride_kvx_blk, qk_scale,
+                    PAGE_X, BLOCK_N, NUM_STAGES, E4M3_CVT, DECODE_ASM, STAGED_C,
+                )  # fmt: skip
+            K_NOPE: tl.constexpr = (1.0 if E4M3_CVT else 256.0) / 256.0  # the nope blocks' 2^8 / F_INV undone
+            b_acc = _join_cols8(b_a0 * K_NOPE, b_a1 * K_NOPE, b_a2 * K_NOPE, b_a3 * K_NOPE, b_a4 * K_NOPE,
+                                b_a5 * K_NOPE, b_a6 * K_NOPE, b_ar)  # fmt: skip
+        else:
+            b_q = tl.load(p_q_tok + o_h[:, None] * stride_qh + o_d[None, :], mask=m_h[:, None], other=0.0).to(DTYPE)
+            if Q_VIA_WS:
+                # q converted here goes out to this program's scratch rows and comes back as a plain load, which Triton
+                # stages in shared memory for the tensor cores (a converted value would stay in registers across the
+                # tile loop); the round trip is served by L2 and replaces a separate conversion kernel. (Converting
+                # 64 columns at a time spilled less but measured slower, CSA b=8 with 16x32 tiles 32.5 against 26.8 µs
+                # in separate runs: a chunk's load may not move above the previous chunk's store, which may alias it.)
+                p_qw = p_q_ws + tl.cast(i_pid, tl.int64) * (BLOCK_H * D)
+                p_qw = p_qw + tl.arange(0, BLOCK_H)[:, None] * D + o_d[None, :]
+                tl.debug_barrier()  # the previous segment's reads of the scratch rows are done
+                tl.store(p_qw, b_q)
+                tl.debug_barrier()  # every thread's rows are stored before any thread reads them back
+                b_q = tl.load(p_qw)
+            b_acc = tl.zeros([BLOCK_H, D], dtype=tl.float32)
+            b_m = tl.full([BLOCK_H], float("-inf"), dtype=tl.float32)
+            b_l = tl.zeros([BLOCK_H], dtype=tl.float32)
+
+            n_main = topk
+            if HAS_LEN:
+                n_main = tl.minimum(tl.maximum(tl.load(p_len + i_b), 0), topk)
+            hi_main = tl.minimum(t_hi, tl.cdiv(n_main, BLOCK_N))
             b_acc, b_m, b_l = _attend_tiles(
                 b_acc, b_m, b_l, b_q,
-                p_kv_x, p_idx_x + tl.cast(i_b, tl.int64) * stride_ixb + i_s * stride_ixs,
-                lo_x, hi_x, n_x, num_slots_x, stride_kvx_blk, stride_kvx_tok, qk_scale, p_pws,
-                IS_FP8, PAGE_X, DTYPE, BLOCK_N, D, NUM_STAGES, E4M3_CVT, PREFETCH_ROWS, KV_EVICT,
+                p_kv, p_idx + tl.cast(i_b, tl.int64) * stride_ib + i_s * stride_is,
+                t_lo, hi_main, n_main, num_slots, stride_kv_blk, stride_kv_tok, qk_scale, p_pws,
+                IS_FP8, PAGE, DTYPE, BLOCK_N, D, NUM_STAGES, E4M3_CVT, PREFETCH_ROWS, KV_EVICT,
                 PREFETCH_L2, P_VIA_WS,
             )  # fmt: skip
+            if HAS_EXTRA:
+                n_x = topk_x
+                if HAS_LEN_X:
+                    n_x = tl.minimum(tl.maximum(tl.load(p_len_x + i_b), 0), topk_x)
+                lo_x = tl.maximum(t_lo - n_tiles_main, 0)
+                hi_x = tl.minimum(t_hi - n_tiles_main, tl.cdiv(n_x, BLOCK_N))
+                b_acc, b_m, b_l = _attend_tiles(
+                    b_acc, b_m, b_l, b_q,
+                    p_kv_x, p_idx_x + tl.cast(i_b, tl.int64) * stride_ixb + i_s * stride_ixs,
+                    lo_x, hi_x, n_x, num_slots_x, stride_kvx_blk, stride_kvx_tok, qk_scale, p_pws,
+                    IS_FP8, PAGE_X, DTYPE, BLOCK_N, D, NUM_STAGES, E4M3_CVT, PREFETCH_ROWS, KV_EVICT,
+                    PREFETCH_L2, P_VIA_WS,
+                )  # fmt: skip
 
         m_seen = b_l > 0.0
         b_lse2 = tl.where(m_seen, b_m + tl.log2(tl.where(m_seen, b_l, 1.0)), float("-inf"))
@@ -850,11 +1020,14 @@ def sparse_decode_split(
     # 121.1 µs). With ``q_ws`` the kernel converts q and reloads it through per-program scratch rows; without it, q is
     # converted by _q_to_f16 (one more kernel, which this one launches behind) when programs run Q_CONVERT_MIN_TILES
     # tiles or more.
-    q_via_ws = is_fp8 and q.dtype != torch.float16 and q_ws is not None
+    # Staged FP8 tiles hold q in registers as eight 64-wide blocks, converted there (16 heads: 32 registers).
+    staged = staged_fp8(is_fp8, num_stages)
+    q_via_ws = is_fp8 and q.dtype != torch.float16 and q_ws is not None and not staged
     if pdl is None:
         pdl = gdc.enabled(q.device)
     wait_q = False
-    if is_fp8 and q.dtype != torch.float16 and not q_via_ws and units_per_part >= Q_CONVERT_MIN_TILES:
+    convert_q = is_fp8 and q.dtype != torch.float16 and not q_via_ws and not staged
+    if convert_q and units_per_part >= Q_CONVERT_MIN_TILES:
         q = _q_to_f16(q, pdl)
         wait_q = pdl
     b, s_q, h, d = q.shape
@@ -944,6 +1117,8 @@ def sparse_decode_split(
         P_VIA_WS=p_ws is not None,
         MERGE_PAIR=merge_pair,
         LEAN_NORM=lean_norm,
+        DECODE_ASM=not triton_interpreting(),
+        STAGED_C=STAGED_CHUNK_TILES,
         num_warps=num_warps,
         num_stages=num_stages,
         **({"launch_pdl": True} if wait_q else {}),
