@@ -257,8 +257,10 @@ class Plan:
           equal, HCA b=8 and 16 38.3 vs 37.6 and 47.3 vs 46.3 (2026-11-30-h200-qpath16.log).
         - Registers beat both for one-tile programs (b=1, 16x32: 17.6 vs 20.5).
 
+        Staged FP8 tiles (``num_stages`` > 1) convert q in registers as eight 64-wide blocks.
+
         The fp16 values are the same either way."""
-        return self.units_per_part >= Q_CONVERT_MIN_TILES and self.config.block_h < 64
+        return self.units_per_part >= Q_CONVERT_MIN_TILES and self.config.block_h < 64 and self.config.num_stages == 1
 
     @property
     def segments_per_program(self) -> int:
@@ -271,6 +273,11 @@ class Plan:
             return 0
         return tokens + -(-tokens * self.n_tiles // self.slot_units)
 
+
+# Pipeline stages of the split kernel's staged FP8 tiles, and their tile time against the register tile's where no
+# tile time was measured: the ratio of the two measured 16x32 tile times on the H200 (2.0 against 2.3 µs, _SM90_TABLE).
+STAGED_FP8_STAGES = 3
+_STAGED_FP8_TILE = 2.0 / 2.3
 
 # Static resources of the split kernel per (block_h, block_n, num_warps, num_stages, is_fp8) on sm_90, read from the
 # compiled kernel on an H200 (Triton 3.6: n_regs, shared memory), with the time of one tile measured there. These
@@ -302,6 +309,14 @@ _SM90_TABLE: dict[tuple[int, int, int, int, bool], Resources] = {
     (64, 32, 8, 1, True): Resources(102400, 255, "table", tile_us=3.2, segment_us=3.25, first_segment_us=0.0),
     (32, 32, 8, 1, True): Resources(67584, 255, "table", tile_us=8.6),  # spills: slow
     (16, 32, 4, 1, True): Resources(50176, 255, "table", tile_us=2.3, segment_us=3.5, first_segment_us=4.0),
+    # Staged 16x32 FP8 tiles (kernels/sparse_decode.py, _attend_tiles_staged): against the register tile above at
+    # the same partitions (benchmarks/experiments/gpu_sparse_staged.sh 1980344, 2026-12-03-h200-sparse-staged-1980344
+    # .json), h=16 CSA/HCA b = 32..256 0.90-0.95 of its time, b = 8 the same: 0.2-0.4 µs less per tile and
+    # program at full occupancy (CSA b=256, 20 tiles: 85.8 -> 78.9 µs; HCA b=256, 36 tiles: 144.2 -> 129.9); its
+    # segment costs kept. Shared memory and registers: the kernel compiled for sm_90 by Triton 3.6 (regs.py).
+    (16, 32, 4, STAGED_FP8_STAGES, True): Resources(
+        83456, 255, "table", tile_us=2.0, segment_us=3.5, first_segment_us=4.0
+    ),
     (16, 16, 4, 1, True): Resources(33280, 255, "table", tile_us=5.0),
     # bf16 rows (Triton pipelines the row gather into shared memory at 2 stages): tile µs from the v2ns2 rows of the
     # same log; shared memory of the current kernel (index prefetch) compiled by Triton 3.6 for sm_90
@@ -443,14 +458,17 @@ _TABLE_ARCH_FALLBACK = {121: 120}
 
 def _base_configs(h: int, is_fp8: bool) -> list[KernelConfig]:
     ns = 1 if is_fp8 else 2  # bf16 rows feed tl.dot directly, so Triton can pipeline them (measured faster)
+    # FP8 rows in 16x32 tiles also staged (STAGED_FP8_STAGES: the raw rows through cp.async, a row's blocks apart)
+    staged = [KernelConfig(16, 32, 4, STAGED_FP8_STAGES)] if is_fp8 else []
     if h <= 16:
-        return [KernelConfig(16, 32, 4, ns), KernelConfig(16, 16, 4, ns)]
+        return [*staged, KernelConfig(16, 32, 4, ns), KernelConfig(16, 16, 4, ns)]
     if h <= 32:
-        return [KernelConfig(32, 32, 8, ns), KernelConfig(16, 32, 4, ns), KernelConfig(16, 16, 4, ns)]
+        return [KernelConfig(32, 32, 8, ns), *staged, KernelConfig(16, 32, 4, ns), KernelConfig(16, 16, 4, ns)]
     return [
         KernelConfig(64, 64, 8, ns),
         KernelConfig(64, 32, 8, ns),
         KernelConfig(32, 32, 8, ns),
+        *staged,
         KernelConfig(16, 32, 4, ns),
         KernelConfig(16, 16, 4, ns),
     ]
@@ -578,11 +596,12 @@ def _tile_us(
     """
     if measured is not None:
         return measured
+    staged = _STAGED_FP8_TILE if workload.is_fp8 and cfg.num_stages > 1 else 1.0
     rate = (device.bf16_tflops / device.num_sms) / _H200_BF16_TFLOPS_PER_SM
     issue = (_ROW_US if workload.is_fp8 else _ROW_US / 2) + _ROW_HEAD64_US * cfg.block_h / 64 / rate
     row_bytes = _ROW_BYTES_FP8 if workload.is_fp8 else _ROW_BYTES_BF16
     dram = row_bytes / num_hb / (device.mem_gbps * _DRAM_EFFICIENCY * 1e3 / device.num_sms)
-    return _TILE_LATENCY_US + cfg.block_n * max(issue, dram) * occupancy
+    return (_TILE_LATENCY_US + cfg.block_n * max(issue, dram) * occupancy) * staged
 
 
 def _workspace_bytes(workload: Workload, device: DeviceSpec) -> int:
