@@ -485,6 +485,9 @@ def _candidates(
     (beside the warp-specialized kernel, see _SM90_NARROW_MAX_TOKENS) —, a note when a floor gave way because
     nothing passed it)."""
     base = _base_configs(workload.h_q, workload.is_fp8)
+    if workload.is_fp8 and _tile_forced() and config.get("WAVEMLA_NUM_STAGES") is None:
+        # a tile forced by its shape keeps the register-decoded FP8 tiles (stages 1), as before staged tiles existed
+        base = [c for c in base if c.num_stages == 1]
     if device is None:
         return base, [], ""
     kept, dropped, notes = base, [], []
