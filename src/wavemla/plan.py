@@ -274,10 +274,16 @@ class Plan:
         return tokens + -(-tokens * self.n_tiles // self.slot_units)
 
 
-# Pipeline stages of the split kernel's staged FP8 tiles, and their tile time against the register tile's where no
-# tile time was measured: the ratio of the two measured 16x32 tile times on the H200 (2.0 against 2.3 µs, _SM90_TABLE).
+# Pipeline stages of the split kernel's staged FP8 tiles, and their time against the register tile's at the same
+# partition. On the H200 (benchmarks/experiments/gpu_sparse_staged.sh 1980344, 2026-12-03-h200-sparse-staged-1980344
+# .json) the 16x32 staged tile took 0.90-0.95 of the register tile's time at h=16 CSA/HCA b = 32..256 and at h=64 in
+# 16-head tiles, the same at b = 8: a staged plan is priced as the register tile's at its partition times this ratio
+# (so both choose the same partition where both run as many programs per SM). Pricing its tile alone 0.3 µs cheaper
+# (2.0 µs) instead let the combine's fixed cost pick whole-token programs at CSA h=16 b = 159..171, measured 77 µs
+# against about 65 for 13-tile programs (2026-12-03-h200-sparse-decode-curve-h16-staged.json, the register tile's
+# 69.7 at 13 tiles in the curve before).
 STAGED_FP8_STAGES = 3
-_STAGED_FP8_TILE = 2.0 / 2.3
+_STAGED_FP8_RATIO = 0.93
 
 # Static resources of the split kernel per (block_h, block_n, num_warps, num_stages, is_fp8) on sm_90, read from the
 # compiled kernel on an H200 (Triton 3.6: n_regs, shared memory), with the time of one tile measured there. These
@@ -309,13 +315,11 @@ _SM90_TABLE: dict[tuple[int, int, int, int, bool], Resources] = {
     (64, 32, 8, 1, True): Resources(102400, 255, "table", tile_us=3.2, segment_us=3.25, first_segment_us=0.0),
     (32, 32, 8, 1, True): Resources(67584, 255, "table", tile_us=8.6),  # spills: slow
     (16, 32, 4, 1, True): Resources(50176, 255, "table", tile_us=2.3, segment_us=3.5, first_segment_us=4.0),
-    # Staged 16x32 FP8 tiles (kernels/sparse_decode.py, _attend_tiles_staged): against the register tile above at
-    # the same partitions (benchmarks/experiments/gpu_sparse_staged.sh 1980344, 2026-12-03-h200-sparse-staged-1980344
-    # .json), h=16 CSA/HCA b = 32..256 0.90-0.95 of its time, b = 8 the same: 0.2-0.4 µs less per tile and
-    # program at full occupancy (CSA b=256, 20 tiles: 85.8 -> 78.9 µs; HCA b=256, 36 tiles: 144.2 -> 129.9); its
-    # segment costs kept. Shared memory and registers: the kernel compiled for sm_90 by Triton 3.6 (regs.py).
+    # Staged 16x32 FP8 tiles (kernels/sparse_decode.py, _attend_tiles_staged): the register tile's costs, the plan
+    # then priced at _STAGED_FP8_RATIO of them (CSA b=256, 20 tiles a program: 85.8 -> 78.9 µs; HCA b=256, 36 tiles:
+    # 144.2 -> 129.9). Shared memory and registers: the kernel compiled for sm_90 by Triton 3.6 (regs.py).
     (16, 32, 4, STAGED_FP8_STAGES, True): Resources(
-        83456, 255, "table", tile_us=2.0, segment_us=3.5, first_segment_us=4.0
+        83456, 255, "table", tile_us=2.3, segment_us=3.5, first_segment_us=4.0
     ),
     (16, 16, 4, 1, True): Resources(33280, 255, "table", tile_us=5.0),
     # bf16 rows (Triton pipelines the row gather into shared memory at 2 stages): tile µs from the v2ns2 rows of the
@@ -481,9 +485,9 @@ def _smem_capped(device: DeviceSpec) -> bool:
 def _candidates(
     workload: Workload, device: DeviceSpec | None
 ) -> tuple[list[KernelConfig], list[tuple[KernelConfig, str]], str]:
-    """(configurations to cost, configurations left out with why — ``"occupancy"``, ``"spills"`` or ``"narrow"``
-    (beside the warp-specialized kernel, see _SM90_NARROW_MAX_TOKENS) —, a note when a floor gave way because
-    nothing passed it)."""
+    """(configurations to cost, configurations left out with why — ``"occupancy"``, ``"spills"``, ``"narrow"`` or
+    ``"staged"`` (beside the warp-specialized kernel, see _SM90_NARROW_MAX_TOKENS) —, a note when a floor gave way
+    because nothing passed it)."""
     base = _base_configs(workload.h_q, workload.is_fp8)
     if workload.is_fp8 and _tile_forced() and config.get("WAVEMLA_NUM_STAGES") is None:
         # a tile forced by its shape keeps the register-decoded FP8 tiles (stages 1), as before staged tiles existed
@@ -515,6 +519,14 @@ def _candidates(
         if wide:
             dropped += [(c, "narrow") for c in kept if c not in wide]
             kept = wide
+    elif _sparse_ws(KernelConfig(64, 64, 8, 1), workload, device) and not _tile_forced():
+        # Beside the warp-specialized kernel (1-2 query tokens) the narrow tiles are the register ones: the staged
+        # tile measured 0.3-0.8 µs faster than them there, but at h=128 b=2 the model took it (160 programs, past
+        # the SM count and short of two a SM, where it underprices narrow tiles) over the 64x64 tile: 27.9 against
+        # 23.5 µs (benchmarks/experiments/gpu_sparse_staged2.sh 3391ec6, 2026-12-03-h200-sparse-staged2-3391ec6.log)
+        register = [c for c in kept if c.block_h >= 64 or c.num_stages == 1]
+        dropped += [(c, "staged") for c in kept if c not in register]
+        kept = register
     return kept, dropped, "; ".join(notes)
 
 
@@ -599,12 +611,11 @@ def _tile_us(
     """
     if measured is not None:
         return measured
-    staged = _STAGED_FP8_TILE if workload.is_fp8 and cfg.num_stages > 1 else 1.0
     rate = (device.bf16_tflops / device.num_sms) / _H200_BF16_TFLOPS_PER_SM
     issue = (_ROW_US if workload.is_fp8 else _ROW_US / 2) + _ROW_HEAD64_US * cfg.block_h / 64 / rate
     row_bytes = _ROW_BYTES_FP8 if workload.is_fp8 else _ROW_BYTES_BF16
     dram = row_bytes / num_hb / (device.mem_gbps * _DRAM_EFFICIENCY * 1e3 / device.num_sms)
-    return (_TILE_LATENCY_US + cfg.block_n * max(issue, dram) * occupancy) * staged
+    return _TILE_LATENCY_US + cfg.block_n * max(issue, dram) * occupancy
 
 
 def _workspace_bytes(workload: Workload, device: DeviceSpec) -> int:
@@ -690,8 +701,17 @@ class _Coster:
         # tile that merges in the kernel); a combine kernel's merges keep their bytes
         self.measured_merge = measured_fp8 and self.in_kernel
         self.tiles = [_tile_us(cfg, workload, device, a, res.tile_us, num_hb) for a in range(occ + 1)]
+        # staged FP8 tiles: the register tile's price at the same partition, times their measured ratio
+        self.scale = _STAGED_FP8_RATIO if workload.is_fp8 and cfg.num_stages > 1 else 1.0
 
     def __call__(self, upp: int, piece: int | None = None) -> _Split:
+        """Cost of ``upp`` units per program (:meth:`_cost`), staged FP8 tiles' at ``self.scale`` of it."""
+        s = self._cost(upp, piece)
+        if self.scale == 1.0:
+            return s
+        return dataclasses.replace(s, tile_us=s.tile_us * self.scale, predicted_us=s.predicted_us * self.scale)
+
+    def _cost(self, upp: int, piece: int | None = None) -> _Split:
         """Cost of ``upp`` units per program; ``piece`` (batch-invariant plans): every token is cut into pieces of
         this many tiles, ``upp`` is a multiple of it and each piece writes its own partial."""
         n_tiles = self.n_tiles
@@ -1028,6 +1048,12 @@ def _plan_cached(workload: Workload, device: DeviceSpec, overrides: tuple[object
                 because = (
                     f"{res.stack_bytes} B of stack per thread on sm_{device.arch} (spills; over {_SPILL_STACK_MAX} B "
                     "ran 2-15x slower along the mma.sync paths)"
+                )
+            elif why == "staged":
+                because = (
+                    "staged tiles are not offered beside the warp-specialized kernel (where the cost model "
+                    "underprices narrow tiles, one was picked over it and measured slower; docs/planner.md, "
+                    "Candidates)"
                 )
             else:
                 because = (

@@ -200,13 +200,35 @@ def test_bf16_q_over_fp8_rows(forced, monkeypatch):
     )  # fmt: skip
     kwargs = {k: v for k, v in inputs.items() if v is not None}
     meta, _ = get_mla_metadata()
-    with config.override(**forced):
+    with config.override(**forced, WAVEMLA_NUM_STAGES=1):  # the register tile (staged tiles convert in registers)
         out, lse = check_bf16_q(inputs, meta)
         assert meta.plan is not None and meta.plan.q_scratch  # 16-row tiles, 3 tiles or more per program
         assert meta.q_ws is not None and meta.q_ws.dtype == torch.float16
         assert meta.q_ws.shape == (meta.plan.programs, meta.plan.config.block_h, 512)
         split = sd.sparse_decode_split
         monkeypatch.setattr(sd, "sparse_decode_split", lambda **kw: split(**{**kw, "q_ws": None, "q": kw["q"].half()}))
+        out2, lse2 = sparse_mla_decode(**kwargs, metadata=meta)
+    assert torch.equal(out, out2) and torch.equal(lse, lse2)
+
+
+def test_bf16_q_over_fp8_rows_staged(monkeypatch):
+    """Staged FP8 tiles convert a bf16 q in registers (no scratch rows, no conversion kernel): the same bits as q
+    converted before the launch."""
+    import wavemla.kernels.sparse_decode as sd
+    from wavemla import get_mla_metadata
+
+    inputs = make_sparse_decode_inputs(
+        batch=3, s_q=2, h_q=16, topk=48, page=32, extra_topk=80, extra_page=16, fp8=True, dtype=torch.bfloat16,
+        device=DEVICE, seed=7,
+    )  # fmt: skip
+    kwargs = {k: v for k, v in inputs.items() if v is not None}
+    meta, _ = get_mla_metadata()
+    with config.override(**STAGED, WAVEMLA_TARGET_CTAS=4):
+        out, lse = check_bf16_q(inputs, meta)
+        assert meta.plan is not None and meta.plan.config.num_stages == 3 and meta.plan.units_per_part >= 3
+        assert not meta.plan.q_scratch and meta.q_ws is None
+        split = sd.sparse_decode_split
+        monkeypatch.setattr(sd, "sparse_decode_split", lambda **kw: split(**{**kw, "q": kw["q"].half()}))
         out2, lse2 = sparse_mla_decode(**kwargs, metadata=meta)
     assert torch.equal(out, out2) and torch.equal(lse, lse2)
 
