@@ -64,9 +64,11 @@ def sparse_table(data: dict, mode: str, h: int, s_q: int, moved: dict[int, dict]
 # picks ("-ws-refit2") moved, then those its combine term priced by the cut tokens' fp16 partials moved
 # ("-ws-combine"), then those the Triton kernel's narrow tiles left beside it from three query tokens on moved
 # ("-ws-small-b"). Each curve is one run; the later runs are shown beside them (moved_table) and make up
-# the current planner's curve (current_rows), whose steps are counted. The 16-head curves (no warp-specialized kernel,
-# no moved pick) are of the runs before.
+# the current planner's curve (current_rows), whose steps are counted. The 16-head curves (no warp-specialized kernel)
+# are of the staged FP8 16x32 tiles, with the batches whose partition pricing them at the register tile's ratio moved
+# re-measured ("-staged-ratio").
 WS = "2026-12-02-h200-sparse-decode"
+STAGED = "2026-12-03-h200-sparse-decode"
 CURVES = [
     (f"{WS}-curve-h64-ws", "csa", 64, 1, (f"{WS}-changed-h64-ws-refit", f"{WS}-changed-h64-ws-refit2",
      f"{WS}-changed-h64-ws-combine", f"{WS}-changed-h64-ws-small-b")),
@@ -77,8 +79,8 @@ CURVES = [
     (f"{WS}-curve-h64-s2-hca-ws", "hca", 64, 2,
      (f"{WS}-changed-h64-s2-hca-ws-refit", f"{WS}-changed-h64-s2-hca-ws-refit2",
      f"{WS}-changed-h64-s2-hca-ws-combine")),
-    (f"{BEFORE}-sparse-decode-curve-h16", "csa", 16, 1, ()),
-    (f"{BEFORE}-sparse-decode-curve-h16-hca", "hca", 16, 1, ()),
+    (f"{STAGED}-curve-h16-staged", "csa", 16, 1, (f"{STAGED}-changed-h16-staged-ratio",)),
+    (f"{STAGED}-curve-h16-hca-staged", "hca", 16, 1, (f"{STAGED}-changed-h16-hca-staged-ratio",)),
     (f"{WS}-curve-h128-ws", "csa", 128, 1, (f"{WS}-changed-h128-ws-refit", f"{WS}-changed-h128-ws-refit2",
      f"{WS}-changed-h128-ws-combine")),
     (f"{WS}-curve-h128-hca-ws", "hca", 128, 1,
@@ -114,7 +116,7 @@ def moved_table(name: str, later: tuple[str, ...]) -> str:
         a = before[b]
         out.append(
             f"| {b} | {a['config']}:{a['units_per_part']} | {a['median_us']:.1f} | "
-            f"{r['config']}:{r['units_per_part']} | {r['median_us']:.1f} | `{run.removeprefix(WS)}` |"
+            f"{r['config']}:{r['units_per_part']} | {r['median_us']:.1f} | `{run.removeprefix(WS).removeprefix(STAGED)}` |"
         )
     return "\n".join(out)
 
