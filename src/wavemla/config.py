@@ -103,7 +103,9 @@ KNOBS: dict[str, Knob] = {
             "WAVEMLA_NUM_STAGES",
             "int",
             None,
-            "Software-pipelining depth of the KV loop (Triton num_stages).",
+            "Software-pipelining depth of the KV loop (Triton num_stages); with FP8 caches 2 or 3 selects the "
+            "staged tiles (raw rows through cp.async, decoded per 64- or 128-wide block), 1 the register-decoded "
+            "ones.",
             choices=(1, 2, 3),
         ),
         Knob(
