@@ -50,6 +50,11 @@ want racecheck-merge && step ${RACECHECK_LIMIT:-150} racecheck-merge $CS --tool 
 TP="python3 -m pytest tests/kernels/test_sparse_decode.py -k merge -q -p no:cacheprovider -p no:xdist"
 want memcheck-pair && step 120 memcheck-pair $CS --tool memcheck $TP
 want racecheck-pair && step ${RACECHECK_LIMIT:-150} racecheck-pair $CS --tool racecheck --racecheck-report hazard $TP
+# staged FP8 16x32 tiles (raw rows through cp.async, index entries a chunk at a time): whole and cut tokens, a list
+# past one chunk, bf16 q converted in registers (the --small stress runs above plan them too: 16 heads)
+ST="python3 -m pytest tests/kernels/test_sparse_decode.py -k staged -q -p no:cacheprovider -p no:xdist"
+want memcheck-staged && step 150 memcheck-staged $CS --tool memcheck $ST
+want racecheck-staged && step ${RACECHECK_LIMIT:-150} racecheck-staged $CS --tool racecheck --racecheck-report hazard $ST
 # 64-head FP8 tiles passing P to the PV dot through per-program scratch rows (sm_90), whole and cut tokens
 PS="python3 -m pytest tests/kernels/test_sparse_decode.py -k scratch_rows -q -p no:cacheprovider -p no:xdist"
 want memcheck-pscratch && step 120 memcheck-pscratch $CS --tool memcheck $PS
