@@ -114,9 +114,10 @@ def moved_table(name: str, later: tuple[str, ...]) -> str:
     out = ["| b | pick then | µs | pick now | µs (later run) | run |", "|---|---|---|---|---|---|"]
     for b, (r, run) in sorted(newest_rows(later).items()):
         a = before[b]
+        tag = run.removeprefix(WS).removeprefix(STAGED)
         out.append(
             f"| {b} | {a['config']}:{a['units_per_part']} | {a['median_us']:.1f} | "
-            f"{r['config']}:{r['units_per_part']} | {r['median_us']:.1f} | `{run.removeprefix(WS).removeprefix(STAGED)}` |"
+            f"{r['config']}:{r['units_per_part']} | {r['median_us']:.1f} | `{tag}` |"
         )
     return "\n".join(out)
 

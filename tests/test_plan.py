@@ -626,3 +626,26 @@ def test_plan_says_where_the_warp_specialized_kernel_runs():
     assert not says(plan(dsv4(128, fp8=False), H200))
     with config.override(WAVEMLA_SPARSE_WS="off"):
         assert not says(plan(dsv4(128), H200))
+
+
+def test_staged_fp8_tile_priced_at_the_register_tiles_partition() -> None:
+    """A staged FP8 16x32 plan costs the register tile's plan at the same partition times the measured ratio, so
+    both choose the same partition on the H200 (two programs per SM either way); a tile forced by its shape keeps the
+    register decode; beside the warp-specialized kernel the staged tile is left out, with its reason."""
+    from wavemla.kernels import sparse_decode_ws
+
+    staged, register = KernelConfig(16, 32, 4, plan_mod.STAGED_FP8_STAGES), KernelConfig(16, 32, 4, 1)
+    for b in (8, 64, 159, 256):
+        w = dsv4(b, h=16)
+        a, r = evaluate(w, H200, staged, 13), evaluate(w, H200, register, 13)
+        assert a.predicted_us == pytest.approx(r.predicted_us * plan_mod._STAGED_FP8_RATIO)
+        p = plan(w, H200)
+        assert p.config == staged and not p.q_scratch
+        with config.override(WAVEMLA_NUM_STAGES=1):
+            assert plan(w, H200).units_per_part == p.units_per_part
+    with config.override(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=32):
+        assert plan(dsv4(64, h=16), H200).config == register
+    if sparse_decode_ws.applies(arch=90, is_fp8=True, h_q=64, block_h=64, block_n=64):
+        p = plan(dsv4(2, h=128), H200)
+        assert p.config == KernelConfig(64, 64, 8, 1)
+        assert any(r.startswith(f"{staged.label}: left out, staged tiles") for r in p.reasons)
