@@ -477,6 +477,39 @@ def test_fp8_staged_tiles_match_reference(shape, knobs):
     assert meta.plan is not None and meta.plan.config.num_stages == knobs["WAVEMLA_NUM_STAGES"]
 
 
+def test_fp8_staged_tiles_need_8_byte_aligned_pages(monkeypatch):
+    """Staged tiles load a row's scale bytes as one 8-byte word, so a cache whose pages start only 2-byte aligned (as
+    the API allows) runs the register-decoded tile at the same plan: right outputs either way."""
+    import wavemla.kernels.sparse_decode as sd
+
+    inputs = make_sparse_decode_inputs(
+        batch=2, h_q=16, topk=64, page=16, extra_topk=40, extra_page=4, fp8=True, dtype=SMALL_DTYPE, device=DEVICE,
+        seed=23,
+    )  # fmt: skip
+    kv = inputs["kv_cache"]
+    nb, page = kv.shape[0], kv.shape[1]
+    stride0 = page * 584 + 2  # even (the API's bound), not a multiple of 8
+    buf = torch.zeros(2 + nb * stride0, dtype=kv.dtype, device=DEVICE)
+    odd = buf[2:].as_strided(kv.shape, (stride0, 584, 584, 1))
+    odd.copy_(kv)
+    stages = []
+    kernel = sd._sparse_mla_decode_kernel
+
+    class Spy:
+        def __getitem__(self, grid):
+            def launch(**kw):
+                stages.append(kw["NUM_STAGES"])
+                return kernel[grid](**kw)
+
+            return launch
+
+    monkeypatch.setattr(sd, "_sparse_mla_decode_kernel", Spy())
+    with config.override(**STAGED):
+        check(inputs)
+        check({**inputs, "kv_cache": odd})
+    assert stages == [3, 1]
+
+
 def test_fp8_staged_decodes_give_the_same_bits():
     """Staged FP8 tiles decode e4m3 by the hardware conversion (the value) or by bit assembly (the value x 2^-8), and
     rescale by the matching power of two: the same scores, weights and outputs, bit for bit."""

@@ -1020,8 +1020,14 @@ def sparse_decode_split(
     # 121.1 µs). With ``q_ws`` the kernel converts q and reloads it through per-program scratch rows; without it, q is
     # converted by _q_to_f16 (one more kernel, which this one launches behind) when programs run Q_CONVERT_MIN_TILES
     # tiles or more.
-    # Staged FP8 tiles hold q in registers as eight 64-wide blocks, converted there (16 heads: 32 registers).
-    staged = staged_fp8(is_fp8, num_stages)
+    # Staged FP8 tiles hold q in registers as eight 64-wide blocks, converted there (16 heads: 32 registers), and
+    # load a row's scale bytes as one 8-byte word: caches whose pages do not start 8-byte aligned (the API asks 2)
+    # run the register-decoded tile instead (same plan and partition, outputs within the tolerances).
+    staged = staged_fp8(is_fp8, num_stages) and all(
+        c.data_ptr() % 8 == 0 and c.stride(0) % 8 == 0 for c in (kv, extra_kv) if c is not None
+    )
+    if is_fp8 and not staged:
+        num_stages = 1
     q_via_ws = is_fp8 and q.dtype != torch.float16 and q_ws is not None and not staged
     if pdl is None:
         pdl = gdc.enabled(q.device)
