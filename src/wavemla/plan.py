@@ -285,6 +285,13 @@ class Plan:
 STAGED_FP8_STAGES = 3
 _STAGED_FP8_RATIO = 0.93
 
+
+def staged_fp8(is_fp8: bool, num_stages: int) -> bool:
+    """Whether the sparse split kernel runs FP8 rows as staged tiles (kernels/sparse_decode.py,
+    ``_attend_tiles_staged``): at ``num_stages`` > 1; at 1 the raw rows are decoded in registers."""
+    return is_fp8 and num_stages > 1
+
+
 # Static resources of the split kernel per (block_h, block_n, num_warps, num_stages, is_fp8) on sm_90, read from the
 # compiled kernel on an H200 (Triton 3.6: n_regs, shared memory), with the time of one tile measured there. These
 # win over the compiled table on sm_90: they carry a measured tile cost.
@@ -491,7 +498,7 @@ def _candidates(
     base = _base_configs(workload.h_q, workload.is_fp8)
     if workload.is_fp8 and _tile_forced() and config.get("WAVEMLA_NUM_STAGES") is None:
         # a tile forced by its shape keeps the register-decoded FP8 tiles (stages 1), as before staged tiles existed
-        base = [c for c in base if c.num_stages == 1]
+        base = [c for c in base if not staged_fp8(workload.is_fp8, c.num_stages)]
     if device is None:
         return base, [], ""
     kept, dropped, notes = base, [], []
@@ -524,7 +531,7 @@ def _candidates(
         # tile measured 0.3-0.8 µs faster than them there, but at h=128 b=2 the model took it (160 programs, past
         # the SM count and short of two a SM, where it underprices narrow tiles) over the 64x64 tile: 27.9 against
         # 23.5 µs (benchmarks/experiments/gpu_sparse_staged2.sh 3391ec6, 2026-12-03-h200-sparse-staged2-3391ec6.log)
-        register = [c for c in kept if c.block_h >= 64 or c.num_stages == 1]
+        register = [c for c in kept if c.block_h >= 64 or not staged_fp8(workload.is_fp8, c.num_stages)]
         dropped += [(c, "staged") for c in kept if c not in register]
         kept = register
     return kept, dropped, "; ".join(notes)
@@ -702,7 +709,7 @@ class _Coster:
         self.measured_merge = measured_fp8 and self.in_kernel
         self.tiles = [_tile_us(cfg, workload, device, a, res.tile_us, num_hb) for a in range(occ + 1)]
         # staged FP8 tiles: the register tile's price at the same partition, times their measured ratio
-        self.scale = _STAGED_FP8_RATIO if workload.is_fp8 and cfg.num_stages > 1 else 1.0
+        self.scale = _STAGED_FP8_RATIO if staged_fp8(workload.is_fp8, cfg.num_stages) else 1.0
 
     def __call__(self, upp: int, piece: int | None = None) -> _Split:
         """Cost of ``upp`` units per program (:meth:`_cost`), staged FP8 tiles' at ``self.scale`` of it."""

@@ -183,6 +183,15 @@ def check_bf16_q(inputs, meta):
     return out, lse
 
 
+def _bf16_q_inputs():
+    """A bf16 q over FP8 rows (two query tokens of 16 heads, both lists): the inputs, and the call's keywords."""
+    inputs = make_sparse_decode_inputs(
+        batch=3, s_q=2, h_q=16, topk=48, page=32, extra_topk=80, extra_page=16, fp8=True, dtype=torch.bfloat16,
+        device=DEVICE, seed=7,
+    )  # fmt: skip
+    return inputs, {k: v for k, v in inputs.items() if v is not None}
+
+
 @pytest.mark.parametrize(
     "forced", [dict(WAVEMLA_TARGET_CTAS=1), dict(WAVEMLA_TARGET_CTAS=4), dict(WAVEMLA_TARGET_CTAS=6)], ids=str
 )
@@ -194,11 +203,7 @@ def test_bf16_q_over_fp8_rows(forced, monkeypatch):
     import wavemla.kernels.sparse_decode as sd
     from wavemla import get_mla_metadata
 
-    inputs = make_sparse_decode_inputs(
-        batch=3, s_q=2, h_q=16, topk=48, page=32, extra_topk=80, extra_page=16, fp8=True, dtype=torch.bfloat16,
-        device=DEVICE, seed=7,
-    )  # fmt: skip
-    kwargs = {k: v for k, v in inputs.items() if v is not None}
+    inputs, kwargs = _bf16_q_inputs()
     meta, _ = get_mla_metadata()
     with config.override(**forced, WAVEMLA_NUM_STAGES=1):  # the register tile (staged tiles convert in registers)
         out, lse = check_bf16_q(inputs, meta)
@@ -217,11 +222,7 @@ def test_bf16_q_over_fp8_rows_staged(monkeypatch):
     import wavemla.kernels.sparse_decode as sd
     from wavemla import get_mla_metadata
 
-    inputs = make_sparse_decode_inputs(
-        batch=3, s_q=2, h_q=16, topk=48, page=32, extra_topk=80, extra_page=16, fp8=True, dtype=torch.bfloat16,
-        device=DEVICE, seed=7,
-    )  # fmt: skip
-    kwargs = {k: v for k, v in inputs.items() if v is not None}
+    inputs, kwargs = _bf16_q_inputs()
     meta, _ = get_mla_metadata()
     with config.override(**STAGED, WAVEMLA_TARGET_CTAS=4):
         out, lse = check_bf16_q(inputs, meta)

@@ -45,7 +45,7 @@ from wavemla.device import device_arch, fp8_decode_path, triton_interpreting
 from wavemla.kernels import gdc
 from wavemla.kernels.fp8 import e4m3_f16, e4m3_times_256_inv_f16, ue8m0_scale, ue8m0_scale_times_256
 from wavemla.kernels.gdc import gdc_launch_dependents, gdc_wait
-from wavemla.plan import Q_CONVERT_MIN_TILES
+from wavemla.plan import Q_CONVERT_MIN_TILES, staged_fp8
 
 LOG2E = 1.4426950408889634
 
@@ -239,12 +239,6 @@ def _attend_tiles(
 STAGED_CHUNK_TILES = 16
 
 
-def staged_fp8(is_fp8: bool, num_stages: int) -> bool:
-    """Whether the split kernel runs FP8 rows as staged tiles (:func:`_attend_tiles_staged`): at ``num_stages`` > 1;
-    at 1 the raw rows are decoded in registers (:func:`_attend_tiles`)."""
-    return is_fp8 and num_stages > 1
-
-
 @triton.jit
 def _chunk_entries(p_idx, i_c0, n_hi, num_slots, BLOCK_N: tl.constexpr, BLOCK_C: tl.constexpr):
     """Index entries of tiles ``[i_c0, i_c0 + BLOCK_C)`` as ``[BLOCK_C, BLOCK_N]`` int32 slots, -1 where invalid (at or
@@ -322,6 +316,8 @@ def _attend_tiles_staged(
             b_e5, b_s5 = _staged_scores(b_q5, b_x5, b_c5, k_f, E4M3_CVT, ASM)
             b_e6, b_s6 = _staged_scores(b_q6, b_x6, b_c6, k_f, E4M3_CVT, ASM)
             b_s = ((b_s0 + b_s1) + (b_s2 + b_s3)) + ((b_s4 + b_s5) + (b_s6 + tl.dot(b_qr, tl.trans(b_r)) * qk_scale))
+            # _online_update's softmax step, written out: as a helper shared with it, ptxas allocated the measured
+            # tiles' registers differently (64x64x8x1 and this tile, whose stack grew from 40 to 48 B; offline SASS)
             b_s = tl.where(m_n[None, :], b_s, float("-inf"))
             b_m_new = tl.maximum(b_m, tl.max(b_s, 1))
             # a row that has seen no valid score keeps m = -inf; subtract 0 there so exp2 gives 0, not NaN
