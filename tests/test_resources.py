@@ -293,12 +293,13 @@ def test_unknown_kernel_is_named(environ: dict[str, str], cache_dir: Path) -> No
 # ---------------------------------------------------------------- no recompiles as a workload's sizes change
 
 _ALIGNMENT_PROBE = """
-import json
+import difflib, json
 from wavemla.kernels.sparse_decode import WORKLOAD_INTS, _sparse_mla_decode_kernel as fn
 from wavemla.resources import sparse_decode_ptx
 ptx = [sparse_decode_ptx(64, 64, 8, 1, True, "fp16", 90, mark_workload=m) for m in (True, False)]
 blind = [p.name for p in fn.params if p.do_not_specialize_on_alignment]
-print(json.dumps({"identical": ptx[0] == ptx[1], "blind": blind, "workload": list(WORKLOAD_INTS)}))
+diff = list(difflib.unified_diff(ptx[0].splitlines(), ptx[1].splitlines(), "marked", "blind", n=0, lineterm=""))
+print(json.dumps({"identical": ptx[0] == ptx[1], "blind": blind, "workload": list(WORKLOAD_INTS), "diff": diff[:40]}))
 """
 
 
@@ -309,4 +310,5 @@ def test_workload_sized_ints_take_no_alignment_hint(environ: dict[str, str]) -> 
     ``tt.divisibility = 16`` and with none gives the same PTX. Compiled in a child process (interpreter off)."""
     got = json_from_child(_ALIGNMENT_PROBE, environ)
     assert got["blind"] == got["workload"]
-    assert got["identical"], "an alignment hint on a workload-sized integer changed the split kernel's PTX"
+    diff = "\n".join(got["diff"])
+    assert got["identical"], f"an alignment hint on a workload-sized integer changed the split kernel's PTX:\n{diff}"
