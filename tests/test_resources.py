@@ -303,12 +303,13 @@ print(json.dumps({"identical": ptx[0] == ptx[1], "blind": blind, "workload": lis
 """
 
 
-def test_workload_sized_ints_take_no_alignment_hint(environ: dict[str, str]) -> None:
+def test_workload_sized_ints_take_no_alignment_hint(environ: dict[str, str], tmp_path: Path) -> None:
     """The split kernel ignores the alignment of the integers that follow the workload (``WORKLOAD_INTS``: slot
     counts, list widths and strides, work counters), so lists or pools that change size do not compile new variants
     mid-decode; and that costs nothing: one FP8 configuration compiled for sm_90 with all of them marked
-    ``tt.divisibility = 16`` and with none gives the same PTX. Compiled in a child process (interpreter off)."""
-    got = json_from_child(_ALIGNMENT_PROBE, environ)
+    ``tt.divisibility = 16`` and with none gives the same PTX. Compiled in a child process (interpreter off) with a
+    Triton cache of its own, so both variants are compiled here and not read from what other tests compiled."""
+    got = json_from_child(_ALIGNMENT_PROBE, {**environ, "TRITON_CACHE_DIR": str(tmp_path / "triton-cache")})
     assert got["blind"] == got["workload"]
     diff = "\n".join(got["diff"])
     assert got["identical"], f"an alignment hint on a workload-sized integer changed the split kernel's PTX:\n{diff}"
