@@ -123,14 +123,53 @@ def spread(tokens: int, n_tiles: int, parts: int) -> tuple[int, int, int] | None
     return whole, left, math.ceil(left * n_tiles / parts)
 
 
+def check_partition(tokens: int, n_tiles: int, parts: int) -> int:
+    """The kernel's two ranges (the same arithmetic) for ``tokens`` over ``parts`` parts: every (token, tile) run
+    exactly once, every cut token among the leftover ones, its pieces in the workspace slots the combine reads
+    (``token + (token·n) // U .. token + ((token+1)·n - 1) // U``, below ``L + parts``). Returns the busiest program's
+    tiles."""
+    shape = spread(tokens, n_tiles, parts)
+    assert shape is not None
+    whole, left, upp = shape
+    cut, whole_units, total = left * n_tiles, whole * n_tiles, tokens * n_tiles
+    seen: set[tuple[int, int]] = set()
+    slots: dict[int, list[int]] = {}
+    busiest = 0
+    for part in range(parts):
+        load = 0
+        for r in range(2):
+            lo = (1 - r) * (part * upp) + r * (cut + part * whole_units)
+            hi = min(lo + (1 - r) * upp + r * whole_units, (1 - r) * cut + r * total)
+            for seg in range(lo // n_tiles, (hi - 1) // n_tiles + 1 if hi > lo else lo // n_tiles):
+                seg_lo = max(seg * n_tiles, lo)
+                tok = seg_lo // n_tiles
+                t_lo, t_hi = seg_lo - tok * n_tiles, min((seg + 1) * n_tiles, hi) - tok * n_tiles
+                for t in range(t_lo, t_hi):
+                    assert (tok, t) not in seen
+                    seen.add((tok, t))
+                load += t_hi - t_lo
+                if (t_lo, t_hi) != (0, n_tiles):
+                    assert tok < left
+                    slots.setdefault(tok, []).append(tok + seg_lo // upp)
+        busiest = max(busiest, load)
+    assert len(seen) == total
+    for tok, got in slots.items():
+        first, last = tok + (tok * n_tiles) // upp, tok + ((tok + 1) * n_tiles - 1) // upp
+        assert sorted(got) == list(range(first, last + 1)) and last < left + parts
+    return busiest
+
+
 def build() -> None:
-    """Write the variant and compile it for sm_90 without a GPU (the default build and the spread build)."""
+    """Check the partition's arithmetic at the timed points, then write the variant and compile it for sm_90 without
+    a GPU (its default build and the one that merges cut tokens in the kernel)."""
+    for tokens, n_tiles, parts in ((133, 10, 132), (200, 10, 132), (148, 18, 132), (134, 10, 132), (67, 18, 66)):
+        print(f"{tokens} tokens of {n_tiles} tiles over {parts} parts: {spread(tokens, n_tiles, parts)} (whole tokens a"
+              f" program, leftover tokens, tiles a cut run), busiest program {check_partition(tokens, n_tiles, parts)}"
+              " tiles")  # fmt: skip
     variant = load_variant()
     for name, merge in (("default", False), ("merge", True)):
         k = variant.compile_sm90(merge=merge)
-        meta = k.metadata
-        sass_regs = getattr(meta, "num_regs", None)
-        print(f"variant ({name}): shared {meta.shared} B, regs {sass_regs}, ptx {len(k.asm['ptx'])} chars")
+        print(f"variant ({name}): shared memory {k.metadata.shared} B, PTX {len(k.asm['ptx'])} characters")
 
 
 def time_point(point: str, variant: ModuleType, reps: int) -> list[dict[str, Any]]:
