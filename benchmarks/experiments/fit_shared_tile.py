@@ -13,7 +13,6 @@ per SM ("one") or more programs than SMs ("two"). Then the planner's picks that 
 """
 
 import collections
-import json
 import math
 import sys
 from pathlib import Path
@@ -25,16 +24,13 @@ from wavemla.tools.bench import MODES
 sys.path.insert(0, str(Path(__file__).parent))
 from partition_model import DEVICE, predict
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
-CURVES = {
-    "16x32x4x1": ["2026-11-30-h200-sparse-decode-curve-h16.json", "2026-11-30-h200-sparse-decode-curve-h16-hca.json"],
-    "16x32x4x3": [
-        "2026-12-03-h200-sparse-decode-curve-h16-staged.json",
-        "2026-12-03-h200-sparse-decode-curve-h16-hca-staged.json",
-        "2026-12-03-h200-sparse-decode-changed-h16-staged-ratio.json",
-        "2026-12-03-h200-sparse-decode-changed-h16-hca-staged-ratio.json",
-    ],
-}
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import report as results  # benchmarks/report.py: the committed curves as the report reads them
+
+# the 16-head curves: the register tile's (before the staged tile) and the staged tile's as BENCHMARKS.md has them
+# (report.CURVES: the curve with the batches re-measured since)
+REGISTER = [f"{results.BEFORE}-sparse-decode-curve-h16", f"{results.BEFORE}-sparse-decode-curve-h16-hca"]
+STAGED = [(name, later) for name, _, h, s_q, later in results.CURVES if h == 16 and s_q == 1]
 CONFIGS = {(16, 32, 4, 1), (16, 32, 4, pl.STAGED_FP8_STAGES)}
 _shipped_tile_us = pl._tile_us
 _shared: list[float | None] = [None]
@@ -60,16 +56,16 @@ def set_shared(value: float | None) -> None:
 
 
 def load(config: str) -> list[dict]:
-    """The curve points of ``config`` (a later file's batch replaces an earlier one's: the re-measured plans)."""
-    points: dict[tuple[str, int], dict] = {}
-    for name in CURVES[config]:
-        for r in json.loads((RESULTS / name).read_text())["records"]:
-            if r.get("provider") == "wavemla" and r["config"] == config:
-                points[(r["mode"], r["batch"])] = r
-    return list(points.values())
+    """The 16-head curve points of ``config`` (16x32x4x1: the register tile's curves; 16x32x4x3: the staged tile's,
+    with the re-measured batches in place)."""
+    if config == "16x32x4x1":
+        rows = [r for name in REGISTER for r in results.curve_rows(name)]
+    else:
+        rows = [r for name, later in STAGED for r in results.current_rows(name, later)]
+    return [r for r in rows if r["config"] == config]
 
 
-def report(points: list[dict]) -> str:
+def summary(points: list[dict]) -> str:
     groups: dict[tuple[str, str, str], list[float]] = collections.defaultdict(list)
     err = 0.0
     for r in points:
@@ -101,11 +97,11 @@ def main() -> None:
         moves = float(args[i + 1])
         del args[i : i + 2]
     values = [float(a) for a in args] or [2.3, 2.5, 2.7, 2.8, 2.9, 3.0, 3.1, 3.3]
-    data = {c: load(c) for c in CURVES}
+    data = {c: load(c) for c in ("16x32x4x1", "16x32x4x3")}
     for value in values:
         set_shared(value)
         for config, points in data.items():
-            print(f"shared tile {value:.2f} µs, {config}: {report(points)}")
+            print(f"shared tile {value:.2f} µs, {config}: {summary(points)}")
     measured = {(r["mode"], r["batch"], r["units_per_part"]): r["median_us"] for r in data["16x32x4x3"]}
     for h_q, batches in ((16, range(1, 257)), (64, range(1, 9)), (128, range(1, 9))):
         set_shared(None)

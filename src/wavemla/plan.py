@@ -279,9 +279,9 @@ class Plan:
 # .json) the 16x32 staged tile took 0.90-0.95 of the register tile's time at h=16 CSA/HCA b = 32..256 and at h=64 in
 # 16-head tiles, the same at b = 8: a staged plan is priced as the register tile's at its partition times this ratio
 # (so both choose the same partition where both run as many programs per SM). Pricing its tile alone 0.3 µs cheaper
-# (2.0 µs) instead let the combine's fixed cost pick whole-token programs at CSA h=16 b = 159..171, measured 77 µs
-# against about 65 for 13-tile programs (2026-12-03-h200-sparse-decode-curve-h16-staged.json, the register tile's
-# 69.7 at 13 tiles in the curve before).
+# (2.0 µs) instead let the combine's fixed cost pick whole-token programs at CSA h=16 b = 159..171, measured 76.5-77.6
+# µs (2026-12-03-h200-sparse-decode-curve-h16-staged.json) against 63.5-64.4 for the 13-tile programs this ratio
+# picks there (-changed-h16-staged-ratio.json).
 STAGED_FP8_STAGES = 3
 _STAGED_FP8_RATIO = 0.93
 

@@ -264,10 +264,9 @@ def _sparse_decode_spec(
         l2_prefetch_next,
         p_scratch,
     )
+    from wavemla.plan import staged_fp8
 
     unspecialized = WORKLOAD_INTS  # the kernel takes no alignment hint for them (sizes, list widths, counters)
-
-    from wavemla.plan import staged_fp8
 
     l2 = l2_policies(is_fp8, block_h, block_n)  # the launcher's L2 policies
     staged = staged_fp8(is_fp8, num_stages)
