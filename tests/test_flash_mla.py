@@ -16,7 +16,7 @@ import torch
 
 import wavemla
 import wavemla.flash_mla as shim
-from conftest import DEVICE
+from tests.conftest import DEVICE
 from wavemla.testing import make_dense_decode_inputs, make_sparse_decode_inputs
 
 NAMES = (*shim.DEFAULT_NAMES, "sgl_kernel.flash_mla", "engine_kernels.mla")

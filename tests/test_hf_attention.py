@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import torch
 
-from conftest import DEVICE
+from tests.conftest import DEVICE
 from wavemla import hf_attention
 from wavemla.testing import Tolerance, assert_close, rows_out_tolerance
 

@@ -13,7 +13,7 @@ answer.
 
 CPU lane: q and row caches are fp16 (see tests/test_hostile_inputs.py for why not bf16 there). A long local run::
 
-    PYTHONPATH=src:tests python tests/test_hostile_dense.py --examples 1000
+    PYTHONPATH=src python -m tests.test_hostile_dense --examples 1000
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import DEVICE, HAS_CUDA
-from test_hostile_inputs import (
+from tests.conftest import DEVICE, HAS_CUDA
+from tests.test_hostile_inputs import (
     INT32_MAX,
     INT32_MIN,
     _bad_scale,

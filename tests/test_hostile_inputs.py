@@ -15,7 +15,7 @@ truncated reference, 47% the rounded one), which puts bf16 outputs just outside 
 Examples per run: ``HOSTILE_EXAMPLES`` (sized for ≤ 3 min on 2 CPU cores), or the ``max_examples`` of a hypothesis
 profile loaded with ``--hypothesis-profile``. A long local run::
 
-    PYTHONPATH=src:tests python tests/test_hostile_inputs.py --examples 2000
+    PYTHONPATH=src python -m tests.test_hostile_inputs --examples 2000
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import DEVICE, HAS_CUDA
+from tests.conftest import DEVICE, HAS_CUDA
 from wavemla import config, flash_mla_with_kvcache, get_mla_metadata, sparse_mla_decode
 from wavemla.reference import sparse_decode_ref
 from wavemla.reference.fp8 import BYTES_PER_TOKEN, model1_page_bytes, page_views, quantize_model1

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import triton
 
-from conftest import json_from_child
+from tests.conftest import json_from_child
 from wavemla import config, resources
 from wavemla.device import PRESETS
 from wavemla.plan import KernelConfig, Workload, all_candidate_configs, clear_caches, static_resources

@@ -14,8 +14,8 @@ from wavemla.device import get_spec
 from wavemla.plan import Workload, plan
 from wavemla.tools.bench import MODES
 
-sys.path.insert(0, str(Path(__file__).parents[2] / "tests"))
-from test_plan import _h200_records
+sys.path.insert(0, str(Path(__file__).parents[2]))
+from tests.test_plan import _h200_records
 
 H200 = get_spec("h200")
 changed: dict[tuple[str, int, int], list[int]] = {}

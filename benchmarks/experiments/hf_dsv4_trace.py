@@ -57,8 +57,8 @@ def build_model(layers: int, experts: int) -> Any:
 def tiny_model() -> Any:
     """The tests' tiny DeepSeek-V4 (tests/test_hf_attention.py), for a smoke run of this script."""
     root = Path(__file__).resolve().parents[2]
-    sys.path[:0] = [str(root / "tests")]
-    from test_hf_attention import tiny_model as make
+    sys.path[:0] = [str(root)]
+    from tests.test_hf_attention import tiny_model as make
 
     return make()
 

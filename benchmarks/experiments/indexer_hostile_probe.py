@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "kernels")]
+sys.path[:0] = [str(ROOT)]
 
-import test_indexer  # noqa: E402  (the test tree is on the path only from here)
+from tests.kernels import test_indexer  # noqa: E402  (the test tree is on the path only from here)
 
 
 def main(argv: list[str]) -> int:

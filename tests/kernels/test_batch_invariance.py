@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import torch
 
-from conftest import DEVICE, HAS_CUDA
+from tests.conftest import DEVICE, HAS_CUDA
 from wavemla import config, sparse_mla_decode
 from wavemla.api import _device_spec
 from wavemla.device import DeviceSpec, get_spec

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from conftest import DEVICE
+from tests.conftest import DEVICE
 from wavemla.kernels.combine import dense_decode_combine
 
 D = 512

@@ -6,7 +6,7 @@ import functools
 import pytest
 import torch
 
-from conftest import DEVICE, HAS_CUDA
+from tests.conftest import DEVICE, HAS_CUDA
 from wavemla import config, dense_mla_decode, flash_mla_with_kvcache, get_mla_metadata
 from wavemla.device import device_arch
 from wavemla.kernels import dense_decode as dense_decode_kernels

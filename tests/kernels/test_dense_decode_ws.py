@@ -5,7 +5,7 @@ Its numerics run on the GPU lane (tests/kernels/test_dense_decode.py)."""
 import pytest
 import torch
 
-from conftest import json_from_child
+from tests.conftest import json_from_child
 from wavemla import config
 from wavemla.kernels import dense_decode_ws as ws
 

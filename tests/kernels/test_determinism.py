@@ -9,7 +9,7 @@ hold it to that. A repeated call also finds the piece counters reset by the call
 import pytest
 import torch
 
-from conftest import DEVICE, HAS_CUDA
+from tests.conftest import DEVICE, HAS_CUDA
 from wavemla import config, get_mla_metadata, sparse_mla_decode
 from wavemla.testing import make_sparse_decode_inputs
 from wavemla.tools.stress import first_difference

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 import wavemla
 import wavemla.kernels.indexer as indexer_kernels
-from conftest import DEVICE, gpu_lacks_e4m3_cvt
+from tests.conftest import DEVICE, gpu_lacks_e4m3_cvt
 from wavemla import config
 from wavemla.indexer_glue import indexer_extra_args, sparse_decode_extra_args
 from wavemla.kernels.indexer import (
@@ -846,7 +846,7 @@ def check_hostile(case: tuple[Problem, int, dict]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """The hostile-count property test with more examples (random seeds), outside pytest."""
-    from test_hostile_inputs import long_run
+    from tests.test_hostile_inputs import long_run
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--examples", type=int, default=300)

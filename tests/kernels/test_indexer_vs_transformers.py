@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 import torch
 
-from conftest import DEVICE
+from tests.conftest import DEVICE
 from wavemla.kernels.indexer import indexer_scores, lightning_indexer
 
 transformers = pytest.importorskip("transformers")
 if not hasattr(transformers, "DeepseekV4ForCausalLM"):
     pytest.skip("this transformers has no DeepSeek-V4 model", allow_module_level=True)
 
-from test_hf_attention import tiny_model  # noqa: E402  (after the skip: it needs the model)
+from tests.test_hf_attention import tiny_model  # noqa: E402  (after the skip: it needs the model)
 
 Q_DTYPE = torch.float16 if DEVICE == "cuda" else torch.float32  # the kernel's lanes (fp32: interpreter only)
 # Rounding of a score between the two implementations, relative to the largest |score| of the token.

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import torch
 
-from conftest import DEVICE, HAS_CUDA
+from tests.conftest import DEVICE, HAS_CUDA
 from wavemla import config, sparse_mla_decode
 from wavemla.reference import sparse_decode_ref
 from wavemla.reference.fp8 import page_views, quantize_model1

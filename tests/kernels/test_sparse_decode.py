@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from conftest import DEVICE, HAS_CUDA, capture_graph, gpu_lacks_e4m3_cvt
+from tests.conftest import DEVICE, HAS_CUDA, capture_graph, gpu_lacks_e4m3_cvt
 from wavemla import config, sparse_mla_decode
 from wavemla.reference import quantize_model1, sparse_decode_ref
 from wavemla.testing import TOLERANCES, assert_close, make_sparse_decode_inputs

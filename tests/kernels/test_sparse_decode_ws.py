@@ -4,7 +4,7 @@ lane its outputs against the fp64 reference and the Triton kernel, its bits run 
 import pytest
 import torch
 
-from conftest import DEVICE, capture_graph, json_from_child
+from tests.conftest import DEVICE, capture_graph, json_from_child
 from wavemla import config, get_mla_metadata, sparse_mla_decode
 from wavemla.kernels import sparse_decode_ws as ws
 from wavemla.reference import sparse_decode_ref
