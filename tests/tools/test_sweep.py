@@ -312,7 +312,7 @@ def test_real_server_sweep_4_levels_x_64_requests(tmp_path: Path, capsys: pytest
     out = tmp_path / "real"
     argv = ["sweep", "--url", server.url, "--model", server.model, "--concurrency", "1", "8", "32", "64"]
     argv += ["--num-requests", "64", "--warmup", "8", "--input-len", "16", "--output-len", "8", "--out", str(out)]
-    argv += ["--timeout", "120", "--quiet"]
+    argv += ["--timeout", "120", "--quiet", "--save-requests"]
     assert cli.main(argv) == 0, server.log_tail()
     table = capsys.readouterr().out
     assert "out tok/s" in table
@@ -320,11 +320,16 @@ def test_real_server_sweep_4_levels_x_64_requests(tmp_path: Path, capsys: pytest
     assert doc["status"] == "complete"
     assert set(doc["definitions"]) >= {"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "output_tok_s", "tok_s_per_user"}
     assert [lv["concurrency"] for lv in doc["levels"]] == [1, 8, 32, 64]
+    rows = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
     for lv in doc["levels"]:
         assert lv["requests"] == 64 and lv["completed"] == 64, lv["errors"]
         assert lv["usage_source"] == "server"
         assert lv["output_tokens"]["mean"] == pytest.approx(8.0)  # special tokens are suppressed in the model
-        assert lv["output_tok_s"] > 0 and lv["ttft_ms"]["n"] == 64 and lv["itl_ms"]["n"] == 64 * 7
+        # ITL is per chunk: a token that decodes to no text yet (part of a UTF-8 character) sends no chunk, so a
+        # request of 8 tokens gives 1 to 8 chunks; the gaps pooled are the chunks of each request, less one.
+        chunks = [r["chunks"] for r in rows if r["concurrency"] == lv["concurrency"]]
+        assert len(chunks) == 64 and all(1 <= c <= 8 for c in chunks), chunks
+        assert lv["output_tok_s"] > 0 and lv["ttft_ms"]["n"] == 64 and lv["itl_ms"]["n"] == sum(c - 1 for c in chunks)
         assert lv["ttft_ms"]["median"] <= lv["e2e_ms"]["median"]
         # Every measured token arrives inside the window, plus whatever the other requests streamed.
         assert lv["output_tokens_in_window"] >= 64 * 8 - 1e-6
