@@ -10,3 +10,9 @@ heads, D latent width 512, N KV rows of a tile, T flattened query tokens ``B*S``
 - ``b_*``  register tiles
 - ``BLOCK_*`` constexpr tile sizes; other ALL_CAPS arguments are constexpr flags
 """
+
+from wavemla.device import triton_interpreting
+from wavemla.kernels.interpret import fix_scalar_index
+
+if triton_interpreting():
+    fix_scalar_index()
