@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 from wavemla.device import triton_interpreting
-from wavemla.kernels.interpret import _scalar_index, fix_scalar_index
+from wavemla.kernels.interpret import _MARK, _scalar_index, fix_scalar_index
 
 
 def _scalar(data: np.ndarray) -> SimpleNamespace:
@@ -42,7 +42,7 @@ def test_kernel_loops_over_scalar_bounds_under_the_interpreter() -> None:
     from triton.runtime import interpreter
 
     installed = interpreter._patch_lang_tensor
-    assert getattr(installed, "_wavemla_scalar_index", False), "not installed when wavemla.kernels was imported"
+    assert getattr(installed, _MARK, False), "not installed when wavemla.kernels was imported"
     out = torch.zeros(4, dtype=torch.int32)
     _scalar_range_kernel[(4,)](out, 3)
     assert out.tolist() == [sum(range(i // 2, i + 3)) for i in range(4)]

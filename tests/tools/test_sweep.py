@@ -326,7 +326,7 @@ def test_real_server_sweep_4_levels_x_64_requests(tmp_path: Path, capsys: pytest
         assert lv["usage_source"] == "server"
         assert lv["output_tokens"]["mean"] == pytest.approx(8.0)  # special tokens are suppressed in the model
         # ITL is per chunk, and a server may hold back a token that decodes to no text yet or send several tokens
-        # in one chunk (transformers 5.25: 2 to 8 chunks for 8 tokens), so the gaps are each request's chunks less one.
+        # in one chunk (transformers 5.25 sends fewer chunks than tokens): the gaps are each request's chunks less one.
         chunks = [r["chunks"] for r in rows if r["concurrency"] == lv["concurrency"]]
         assert len(chunks) == 64 and all(1 <= c <= 8 for c in chunks), chunks
         assert lv["output_tok_s"] > 0 and lv["ttft_ms"]["n"] == 64 and lv["itl_ms"]["n"] == sum(c - 1 for c in chunks)
