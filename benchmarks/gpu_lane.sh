@@ -4,7 +4,8 @@
 #   bash benchmarks/gpu_lane.sh LABEL [wavemla bench arguments...]
 # Writes tests.log, bench.json and bench.log under $OUT (default ./gpu-lane-out) and prints a short table last.
 # LANE_WORKERS sets the pytest-xdist workers (default: one per core, up to 16). LANE_SHARD=i/n runs the i-th of n
-# interleaved shares of the tests (the stress tests with the last), for a lane split over n calls.
+# interleaved shares of the tests (the stress tests with the last), for a lane split over n calls. TEST_PATHS (a
+# space-separated list) runs those paths instead of tests/; SKIP_TESTS=1, SKIP_STRESS=1, SKIP_BENCH=1 leave steps out.
 # PORTABLE_ARCHS="sm80 sm120" also runs the kernel tests and the demo along those architectures' code paths
 # (benchmarks/portable_gpu.sh: portable-<arch>.log).
 set -uo pipefail
@@ -19,6 +20,7 @@ PY=${PYTHON:-python3}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader | tee "$OUT/gpu.txt"
 $PY -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$OUT/gpu.txt"
 
+TESTS_RC=0
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   # One worker per core, up to 16: compiling the kernels is most of a lane on a machine whose Triton cache is empty
   # (8 workers ran out of 430 s at 94% of the tests on a fresh 16-core H200 machine).
@@ -31,7 +33,7 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   # LANE_SHARD=i/n runs every n-th collected test from the i-th (1-based), the stress tests with shard n only: a cold
   # lane needs more than one 10-minute call (16 workers reached 1,124 of 1,142 tests in 520 s), so run it as n calls.
   SELECT=()
-  STRESS=1
+  STRESS=$((1 - ${SKIP_STRESS:-0}))
   if [ -n "${LANE_SHARD:-}" ]; then
     I=${LANE_SHARD%/*}; N=${LANE_SHARD#*/}
     $PY -m pytest --collect-only -q ${TEST_PATHS:-tests} -p no:cacheprovider --ignore=tests/tools/test_stress.py \
@@ -40,9 +42,12 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
     mapfile -t SELECT < "$OUT/lane_shard.txt"
     [ "$I" = "$N" ] || STRESS=0
   fi
-  $PY -m pytest "${SELECT[@]:-${TEST_PATHS:-tests}}" -v $XDIST -p no:cacheprovider --ignore=tests/tools/test_stress.py \
+  # TEST_PATHS is a space-separated list of paths (each its own argument)
+  [ "${#SELECT[@]}" -eq 0 ] && read -r -a SELECT <<< "${TEST_PATHS:-tests}"
+  $PY -m pytest "${SELECT[@]}" -v $XDIST -p no:cacheprovider --ignore=tests/tools/test_stress.py \
     ${TEST_ARGS:-} 2>&1 | tee "$OUT/tests.log" | grep -v -E " PASSED| SKIPPED| XFAIL" | tail -25
-  echo "tests exit: ${PIPESTATUS[0]}" | tee -a "$OUT/tests.log"
+  TESTS_RC=${PIPESTATUS[0]}  # 5: pytest collected nothing, a failure here
+  echo "tests exit: $TESTS_RC" | tee -a "$OUT/tests.log"
   if [ "$STRESS" = 1 ]; then
     $PY -m pytest tests/tools/test_stress.py -q -p no:cacheprovider -p no:xdist 2>&1 | tee -a "$OUT/tests.log" | tail -5
   fi
@@ -59,3 +64,4 @@ echo "== summary =="
 grep -E "passed|failed|error" "$OUT/tests.log" 2>/dev/null | tail -3
 for f in "$OUT"/portable-sm*.log; do [ -e "$f" ] && echo "$(basename "$f"): $(grep -E "passed|failed" "$f" | tail -1)"; done
 grep -E "ceilings" "$OUT/bench.log" 2>/dev/null || true
+exit "$TESTS_RC"  # the tests' status (non-zero when any failed or none were collected)

@@ -177,7 +177,6 @@ def time_point(point: str, variant: ModuleType, reps: int) -> list[dict[str, Any
     at one point, each checked against the fp64 reference, then timed."""
     import torch
 
-    import wavemla.api as api
     from wavemla import get_mla_metadata, sparse_mla_decode
     from wavemla.kernels import combine as cb
     from wavemla.kernels import sparse_decode_ws as ws
@@ -202,7 +201,7 @@ def time_point(point: str, variant: ModuleType, reps: int) -> list[dict[str, Any
     n_tiles, tokens = p.n_tiles, b * s_q
     parts = torch.cuda.get_device_properties(0).multi_processor_count // (heads // 64)
     shape = spread(tokens, n_tiles, parts)
-    shipped_split, shipped_combine = ws.sparse_decode_split_ws, api.sparse_decode_combine
+    shipped_split, shipped_combine = ws.sparse_decode_split_ws, cb.sparse_decode_combine
 
     def run_variant(**launch: Any) -> Any:
         return variant.sparse_decode_split_ws(**launch)
@@ -213,7 +212,7 @@ def time_point(point: str, variant: ModuleType, reps: int) -> list[dict[str, Any
         launch.pop("counts", None)
         launch.update(units_per_part=upp, num_parts=parts, cut_units=left * n_tiles, whole_units=whole * n_tiles)
         k = variant.sparse_decode_split_ws(**launch)
-        cb.sparse_decode_combine(
+        shipped_combine(
             out=launch["out"].view(tokens, 1, heads, 512)[:left], lse=launch["lse"].view(tokens, 1, heads)[:left],
             o_ws=launch["o_ws"], lse_ws=launch["lse_ws"], attn_sink=launch["attn_sink"], n_tiles=n_tiles,
             units_per_part=upp,
@@ -227,7 +226,7 @@ def time_point(point: str, variant: ModuleType, reps: int) -> list[dict[str, Any
     for name, launcher in runs:
         ws.sparse_decode_split_ws = shipped_split if launcher is None else launcher
         # the spread run merges its cut tokens itself
-        api.sparse_decode_combine = (lambda **_: None) if launcher is run_spread else shipped_combine
+        cb.sparse_decode_combine = (lambda **_: None) if launcher is run_spread else shipped_combine
         try:
             meta, _ = get_mla_metadata()
             out, lse = sparse_mla_decode(**kw, metadata=meta)
@@ -240,7 +239,7 @@ def time_point(point: str, variant: ModuleType, reps: int) -> list[dict[str, Any
             print(f"{point:14s} {name:34s} ERROR {str(e).splitlines()[0][:100]}", flush=True)
             continue
         finally:
-            ws.sparse_decode_split_ws, api.sparse_decode_combine = shipped_split, shipped_combine
+            ws.sparse_decode_split_ws, cb.sparse_decode_combine = shipped_split, shipped_combine
         print(f"{point:14s} {name:34s} {med:7.1f} us  {'ok' if not bad else 'MISMATCH ' + bad[:60]}", flush=True)
         records.append(dict(point=point, run=name, plan=f"{p.config}:{p.units_per_part}", median_us=med, ok=not bad))
     return records
