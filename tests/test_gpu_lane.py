@@ -1,0 +1,49 @@
+"""benchmarks/gpu_lane.sh on a CPU machine, over a few throwaway test files: every path in TEST_PATHS runs, and the
+lane's exit status is the tests' (a failure, or nothing collected, is non-zero)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+LANE = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_lane.sh"
+
+
+def run_lane(tmp_path: Path, files: dict[str, str], paths: str) -> tuple[int, str]:
+    for name, body in files.items():
+        (tmp_path / name).write_text(body)
+    (tmp_path / "src").mkdir(exist_ok=True)
+    env = os.environ | {
+        "OUT": str(tmp_path / "out"),
+        "TEST_PATHS": paths,
+        "SKIP_BENCH": "1",
+        "SKIP_STRESS": "1",
+        "PYTHON": sys.executable,
+        "LANE_WORKERS": "1",
+    }
+    done = subprocess.run(
+        ["bash", str(LANE), "label"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    return done.returncode, (tmp_path / "out" / "tests.log").read_text()
+
+
+PASS = "def test_passes():\n    assert True\n"
+
+
+def test_every_path_in_test_paths_runs(tmp_path: Path) -> None:
+    rc, log = run_lane(tmp_path, {"test_one.py": PASS, "test_two.py": PASS}, "test_one.py test_two.py")
+    assert rc == 0, log
+    assert "test_one.py::test_passes PASSED" in log and "test_two.py::test_passes PASSED" in log
+
+
+@pytest.mark.parametrize(
+    ("files", "want"),
+    [({"test_one.py": PASS, "test_bad.py": "def test_fails():\n    assert False\n"}, 1), ({"test_one.py": ""}, 5)],
+    ids=["a-failure", "nothing-collected"],
+)
+def test_the_lane_exits_with_the_tests_status(tmp_path: Path, files: dict[str, str], want: int) -> None:
+    rc, log = run_lane(tmp_path, files, " ".join(files))
+    assert rc == want, log
+    assert f"tests exit: {want}" in log
