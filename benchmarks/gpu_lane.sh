@@ -32,24 +32,31 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   # -v: a line per test (PASSED/FAILED with its name), so a lane cut by a time limit still names its failures
   # LANE_SHARD=i/n runs every n-th collected test from the i-th (1-based), the stress tests with shard n only: a cold
   # lane needs more than one 10-minute call (16 workers reached 1,124 of 1,142 tests in 520 s), so run it as n calls.
-  SELECT=()
+  # TEST_PATHS is a space-separated list of paths, each its own argument
+  read -r -a SELECT <<< "${TEST_PATHS:-tests}"
   STRESS=$((1 - ${SKIP_STRESS:-0}))
   if [ -n "${LANE_SHARD:-}" ]; then
     I=${LANE_SHARD%/*}; N=${LANE_SHARD#*/}
-    $PY -m pytest --collect-only -q ${TEST_PATHS:-tests} -p no:cacheprovider --ignore=tests/tools/test_stress.py \
+    $PY -m pytest --collect-only -q "${SELECT[@]}" -p no:cacheprovider --ignore=tests/tools/test_stress.py \
       ${TEST_ARGS:-} 2>/dev/null | grep "::" | awk -v i="$I" -v n="$N" '(NR - i) % n == 0' > "$OUT/lane_shard.txt"
     echo "lane shard $LANE_SHARD: $(wc -l < "$OUT/lane_shard.txt") tests"
     mapfile -t SELECT < "$OUT/lane_shard.txt"
     [ "$I" = "$N" ] || STRESS=0
   fi
-  # TEST_PATHS is a space-separated list of paths (each its own argument)
-  [ "${#SELECT[@]}" -eq 0 ] && read -r -a SELECT <<< "${TEST_PATHS:-tests}"
-  $PY -m pytest "${SELECT[@]}" -v $XDIST -p no:cacheprovider --ignore=tests/tools/test_stress.py \
-    ${TEST_ARGS:-} 2>&1 | tee "$OUT/tests.log" | grep -v -E " PASSED| SKIPPED| XFAIL" | tail -25
-  TESTS_RC=${PIPESTATUS[0]}  # 5: pytest collected nothing, a failure here
+  if [ "${#SELECT[@]}" -eq 0 ]; then  # an empty shard: pytest without paths would run every test
+    TESTS_RC=5
+    echo "no tests selected" > "$OUT/tests.log"
+  else
+    $PY -m pytest "${SELECT[@]}" -v $XDIST -p no:cacheprovider --ignore=tests/tools/test_stress.py \
+      ${TEST_ARGS:-} 2>&1 | tee "$OUT/tests.log" | grep -v -E " PASSED| SKIPPED| XFAIL" | tail -25
+    TESTS_RC=${PIPESTATUS[0]}  # 5: pytest collected nothing, a failure here
+  fi
   echo "tests exit: $TESTS_RC" | tee -a "$OUT/tests.log"
   if [ "$STRESS" = 1 ]; then
     $PY -m pytest tests/tools/test_stress.py -q -p no:cacheprovider -p no:xdist 2>&1 | tee -a "$OUT/tests.log" | tail -5
+    STRESS_RC=${PIPESTATUS[0]}
+    echo "stress exit: $STRESS_RC" | tee -a "$OUT/tests.log"
+    [ "$TESTS_RC" = 0 ] && TESTS_RC=$STRESS_RC
   fi
 fi
 
@@ -64,4 +71,4 @@ echo "== summary =="
 grep -E "passed|failed|error" "$OUT/tests.log" 2>/dev/null | tail -3
 for f in "$OUT"/portable-sm*.log; do [ -e "$f" ] && echo "$(basename "$f"): $(grep -E "passed|failed" "$f" | tail -1)"; done
 grep -E "ceilings" "$OUT/bench.log" 2>/dev/null || true
-exit "$TESTS_RC"  # the tests' status (non-zero when any failed or none were collected)
+exit "$TESTS_RC"  # the tests' status, then the stress tests' (non-zero when any failed or none were collected)

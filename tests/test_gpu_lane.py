@@ -1,5 +1,6 @@
-"""benchmarks/gpu_lane.sh on a CPU machine, over a few throwaway test files: every path in TEST_PATHS runs, and the
-lane's exit status is the tests' (a failure, or nothing collected, is non-zero)."""
+"""benchmarks/gpu_lane.sh on a CPU machine, over a few throwaway test files: every path in TEST_PATHS runs, a shard
+runs its share (an empty one runs nothing), and the lane's exit status is the tests' (a failure, or nothing
+collected, is non-zero)."""
 
 import os
 import subprocess
@@ -11,7 +12,7 @@ import pytest
 LANE = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_lane.sh"
 
 
-def run_lane(tmp_path: Path, files: dict[str, str], paths: str) -> tuple[int, str]:
+def run_lane(tmp_path: Path, files: dict[str, str], paths: str, shard: str = "") -> tuple[int, str]:
     for name, body in files.items():
         (tmp_path / name).write_text(body)
     (tmp_path / "src").mkdir(exist_ok=True)
@@ -22,6 +23,7 @@ def run_lane(tmp_path: Path, files: dict[str, str], paths: str) -> tuple[int, st
         "SKIP_STRESS": "1",
         "PYTHON": sys.executable,
         "LANE_WORKERS": "1",
+        "LANE_SHARD": shard,
     }
     done = subprocess.run(
         ["bash", str(LANE), "label"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
@@ -47,3 +49,11 @@ def test_the_lane_exits_with_the_tests_status(tmp_path: Path, files: dict[str, s
     rc, log = run_lane(tmp_path, files, " ".join(files))
     assert rc == want, log
     assert f"tests exit: {want}" in log
+
+
+def test_a_shard_runs_its_share_and_an_empty_shard_fails(tmp_path: Path) -> None:
+    files = {"test_one.py": PASS, "test_two.py": PASS}
+    rc, log = run_lane(tmp_path, files, "test_one.py test_two.py", shard="2/2")
+    assert rc == 0 and log.count(" PASSED") == 1 and "test_two.py::test_passes PASSED" in log, log
+    rc, log = run_lane(tmp_path, files, "test_one.py test_two.py", shard="3/3")  # two tests, a third share: none
+    assert rc == 5 and "no tests selected" in log and " PASSED" not in log, log
