@@ -16,11 +16,12 @@ cost of the two-range loop itself.
 
     PYTHONPATH=src python3 benchmarks/experiments/ws_spread.py --build      # write it and compile it for sm_90
     PYTHONPATH=src python3 benchmarks/experiments/ws_spread.py --points csa:133 hca:133 csa-s2:67 csa-h128:67 \
-        [--reps 15] [--json F]
+        [--reps 15] [--json F] [--breakdown]
 
 Each point runs the planner's plan (the package's kernel), the variant on the planner's partition, and the variant on
 the spread partition; each output is checked against the fp64 reference, then timed (CUDA-graph replay, L2 flushed,
-median). DSV4 shapes as ``partition_sweep.py``: ``csa`` or ``hca``, ``-sN`` query tokens, ``-hN`` heads.
+median), then the planner's plan again (the order's effect); ``--breakdown`` also times each with no combine
+launched. DSV4 shapes as ``partition_sweep.py``: ``csa`` or ``hca``, ``-sN`` query tokens, ``-hN`` heads.
 """
 
 import argparse
@@ -172,9 +173,10 @@ def build() -> None:
         print(f"variant ({name}): shared memory {k.metadata.shared} B, PTX {len(k.asm['ptx'])} characters")
 
 
-def time_point(point: str, variant: ModuleType, reps: int) -> list[dict[str, Any]]:
+def time_point(point: str, variant: ModuleType, reps: int, breakdown: bool = False) -> list[dict[str, Any]]:
     """The planner's plan, the variant on the planner's partition and (past a perfect fit) on the spread partition
-    at one point, each checked against the fp64 reference, then timed."""
+    at one point, each checked against the fp64 reference, then timed; then the planner's plan again (the order's
+    effect). ``breakdown``: each also timed with no combine launched (the split kernel and the API's host path)."""
     import torch
 
     from wavemla import get_mla_metadata, sparse_mla_decode
@@ -202,6 +204,7 @@ def time_point(point: str, variant: ModuleType, reps: int) -> list[dict[str, Any
     parts = torch.cuda.get_device_properties(0).multi_processor_count // (heads // 64)
     shape = spread(tokens, n_tiles, parts)
     shipped_split, shipped_combine = ws.sparse_decode_split_ws, cb.sparse_decode_combine
+    combine_off = [False]
 
     def run_variant(**launch: Any) -> Any:
         return variant.sparse_decode_split_ws(**launch)
@@ -212,6 +215,8 @@ def time_point(point: str, variant: ModuleType, reps: int) -> list[dict[str, Any
         launch.pop("counts", None)
         launch.update(units_per_part=upp, num_parts=parts, cut_units=left * n_tiles, whole_units=whole * n_tiles)
         k = variant.sparse_decode_split_ws(**launch)
+        if combine_off[0]:
+            return k
         shipped_combine(
             out=launch["out"].view(tokens, 1, heads, 512)[:left], lse=launch["lse"].view(tokens, 1, heads)[:left],
             o_ws=launch["o_ws"], lse_ws=launch["lse_ws"], attn_sink=launch["attn_sink"], n_tiles=n_tiles,
@@ -222,6 +227,7 @@ def time_point(point: str, variant: ModuleType, reps: int) -> list[dict[str, Any
     runs: list[tuple[str, Any]] = [("planner", None), ("variant, planner's partition", run_variant)]
     if shape is not None and meta.o_ws is not None and meta.o_ws.shape[0] >= shape[1] + parts:
         runs.append((f"spread W={shape[0]} L={shape[1]} U={shape[2]}", run_spread))
+    runs.append(("planner, again", None))
     records = []
     for name, launcher in runs:
         ws.sparse_decode_split_ws = shipped_split if launcher is None else launcher
@@ -235,13 +241,25 @@ def time_point(point: str, variant: ModuleType, reps: int) -> list[dict[str, Any
             )
             call = lambda meta=meta: sparse_mla_decode(**kw, metadata=meta)  # noqa: E731
             med = timings_us(call, reps=reps, graph=True)[1]
+            split = None
+            if breakdown:  # outputs unmerged: timed, not checked
+                combine_off[0] = True
+                cb.sparse_decode_combine = lambda **_: None
+                split = timings_us(lambda meta=meta: sparse_mla_decode(**kw, metadata=meta), reps=reps, graph=True)[1]
         except Exception as e:  # a failing run is reported, the others still run
             print(f"{point:14s} {name:34s} ERROR {str(e).splitlines()[0][:100]}", flush=True)
             continue
         finally:
             ws.sparse_decode_split_ws, cb.sparse_decode_combine = shipped_split, shipped_combine
-        print(f"{point:14s} {name:34s} {med:7.1f} us  {'ok' if not bad else 'MISMATCH ' + bad[:60]}", flush=True)
-        records.append(dict(point=point, run=name, plan=f"{p.config}:{p.units_per_part}", median_us=med, ok=not bad))
+            combine_off[0] = False
+        without = f"  (no combine {split:6.1f} us)" if split is not None else ""
+        print(
+            f"{point:14s} {name:34s} {med:7.1f} us{without}  {'ok' if not bad else 'MISMATCH ' + bad[:60]}", flush=True
+        )
+        records.append(
+            dict(point=point, run=name, plan=f"{p.config}:{p.units_per_part}", median_us=med, no_combine_us=split,
+                 ok=not bad)
+        )  # fmt: skip
     return records
 
 
@@ -250,9 +268,10 @@ def main() -> None:
     ap.add_argument("--points", nargs="+", default=["csa:133", "hca:133", "csa-s2:67", "csa-h128:67"])
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--breakdown", action="store_true", help="also time each run with no combine launched")
     args = ap.parse_args()
     variant = load_variant()
-    records = [r for point in args.points for r in time_point(point, variant, args.reps)]
+    records = [r for point in args.points for r in time_point(point, variant, args.reps, args.breakdown)]
     if args.json:
         Path(args.json).write_text(json.dumps({"argv": sys.argv, "records": records}, indent=1))
 
