@@ -29,7 +29,8 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   $PY -c "import xdist" 2>/dev/null && XDIST="-n ${LANE_WORKERS:-$WORKERS}"
   # The stress tests drive several CUDA graphs on several streams each; they run alone, not beside other
   # pytest workers on the same GPU.
-  # -v: a line per test (PASSED/FAILED with its name), so a lane cut by a time limit still names its failures
+  # -v: a line per test (PASSED/FAILED with its name), so a lane cut by a time limit still names its failures;
+  # --durations: the longest tests, which set a parallel lane's wall time when they start late
   # LANE_SHARD=i/n runs every n-th collected test from the i-th (1-based), the stress tests with shard n only: a cold
   # lane needs more than one 10-minute call (16 workers reached 1,124 of 1,142 tests in 520 s), so run it as n calls.
   # TEST_PATHS is a space-separated list of paths, each its own argument
@@ -47,7 +48,7 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
     TESTS_RC=5
     echo "no tests selected" > "$OUT/tests.log"
   else
-    $PY -m pytest "${SELECT[@]}" -v $XDIST -p no:cacheprovider --ignore=tests/tools/test_stress.py \
+    $PY -m pytest "${SELECT[@]}" -v --durations=40 $XDIST -p no:cacheprovider --ignore=tests/tools/test_stress.py \
       ${TEST_ARGS:-} 2>&1 | tee "$OUT/tests.log" | grep -v -E " PASSED| SKIPPED| XFAIL" | tail -25
     TESTS_RC=${PIPESTATUS[0]}  # 5: pytest collected nothing, a failure here
   fi
