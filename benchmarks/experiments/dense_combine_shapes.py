@@ -1,7 +1,11 @@
 """The dense combine alone over its launch shapes, on 16-bit partials cut the way the scheduler cuts uniform
 requests: pieces per step, output columns and query rows per program, warps.
 
-    PYTHONPATH=src python3 benchmarks/experiments/dense_combine_shapes.py OUT.json
+    PYTHONPATH=src python3 benchmarks/experiments/dense_combine_shapes.py OUT.json [--skewed]
+
+``--skewed``: 16 heads, the benchmark's skewed lengths (one request in 8 at s_k, the others s_k / 32), cut by the
+scheduler as the planner's staged FP8 16x32 plan cuts them into 132 or 264 parts: the long request holds most of the
+pieces, which one chain of steps merges (b = 8, 16K in 264 parts: the combine took 28 µs of a 45.6 µs call).
 
 Each case is the planner's part count at h = 64 / 128 with 4K keys; partials bf16, lse fp32, random. Every shape is
 timed with CUDA-graph replay, L2 flushed before each replay (the split kernel's row stream evicts its partials before
@@ -16,26 +20,41 @@ import sys
 
 import torch
 
+from wavemla.device import get_spec
 from wavemla.kernels.combine import dense_decode_combine
-from wavemla.plan import dense_combine_shape, dense_schedule
-from wavemla.tools.bench import timings_us
+from wavemla.plan import DenseWorkload, dense_combine_shape, dense_schedule, plan_dense
+from wavemla.tools.bench import dense_lengths, timings_us
 
 D = 512
 CASES = [(8, 64, 132), (32, 64, 132), (64, 64, 132), (8, 128, 66), (32, 128, 66)]  # (batch, heads, parts)
 SHAPES = list(itertools.product((4, 8, 16), (64, 128, 256), (16, 32), (4, 8)))  # group, block_d, block_m, warps
+# (batch, heads, parts, s_k) with skewed lengths, and the shapes tried there (one 16-row block at 16 heads)
+SKEWED = [(8, 16, 264, 16384), (8, 16, 132, 16384), (8, 16, 264, 4096), (16, 16, 264, 16384), (32, 16, 264, 16384)]
+SKEWED_SHAPES = list(itertools.product((8, 16, 32), (16, 32, 64, 128), (16,), (4, 8)))
+
+
+def schedule_rows(b: int, h: int, parts: int, s_k: int, skewed: bool) -> list[tuple[int, int]]:
+    """(first part, last part) of each request as the device scheduler cuts them."""
+    if not skewed:
+        return dense_schedule([4096] * b, parts, 2, 64, 4096).request_parts
+    p = plan_dense(DenseWorkload(batch=b, s_q=1, h_q=h, max_seqlen=s_k, is_fp8=True), get_spec("h200"))
+    lengths = dense_lengths(b, s_k, "skewed")
+    return dense_schedule(lengths, parts, p.segment_overhead, p.config.block_n, s_k, p.cut_units).request_parts
 
 
 def main() -> int:
     torch.manual_seed(0)
     rows = []
-    for b, h, parts in CASES:
-        sched = dense_schedule([4096] * b, parts, 2, 64, 4096)
-        req = torch.tensor([[f, la, 0, 0] for f, la in sched.request_parts], dtype=torch.int32, device="cuda")
+    skewed = "--skewed" in sys.argv
+    cases = SKEWED if skewed else [(*c, 4096) for c in CASES]
+    for b, h, parts, s_k in cases:
+        request_parts = schedule_rows(b, h, parts, s_k, skewed)
+        req = torch.tensor([[f, la, 0, 0] for f, la in request_parts], dtype=torch.int32, device="cuda")
         o_ws = torch.randn(b + parts, h, D, device="cuda").to(torch.bfloat16)
         lse_ws = torch.randn(b + parts, h, device="cuda") * 4
         g0, bd0 = dense_combine_shape(b, parts)
         ref = None
-        for g, bd, bm, w in [(g0, bd0, 16, 4), *SHAPES]:
+        for g, bd, bm, w in [(g0, bd0, 16, 4), *(SKEWED_SHAPES if skewed else SHAPES)]:
             out = torch.zeros(b, 1, h, D, device="cuda", dtype=torch.bfloat16)
             lse = torch.zeros(b, 1, h, device="cuda")
 
@@ -50,12 +69,14 @@ def main() -> int:
             diff = float((out.float() - ref).abs().max())
             us = timings_us(call, 30, flush=True, graph=True)[1]
             planner = (g, bd, bm, w) == (g0, bd0, 16, 4)
-            rows.append(dict(batch=b, heads=h, parts=parts, group=g, block_d=bd, block_m=bm, warps=w, us=us,
-                             max_diff=diff, planner=planner))  # fmt: skip
-        case = [r for r in rows if (r["batch"], r["heads"]) == (b, h)]
+            rows.append(dict(batch=b, heads=h, parts=parts, s_k=s_k, skewed=skewed, group=g, block_d=bd, block_m=bm,
+                             warps=w, us=us, max_diff=diff, planner=planner))  # fmt: skip
+        case = [r for r in rows if (r["batch"], r["heads"], r["parts"], r["s_k"]) == (b, h, parts, s_k)]
         best = min(case, key=lambda r: r["us"])
         pick = case[0]
-        print(f"b={b:3d} h={h:3d} parts={parts:3d}: planner {g0}x{bd0}x16x4 {pick['us']:.1f} us; best "
+        pieces = max(la - f + 1 for f, la in request_parts)
+        print(f"b={b:3d} h={h:3d} parts={parts:3d} s_k={s_k} most pieces {pieces}: planner {g0}x{bd0}x16x4 "
+              f"{pick['us']:.1f} us; best "
               f"{best['group']}x{best['block_d']}x{best['block_m']}x{best['warps']} {best['us']:.1f} us; max diff "
               f"{max(r['max_diff'] for r in case):.1e}", flush=True)  # fmt: skip
     with open(sys.argv[1], "w") as f:
