@@ -20,6 +20,7 @@ import sys
 
 import torch
 
+from wavemla import config
 from wavemla.device import get_spec
 from wavemla.kernels.combine import dense_decode_combine
 from wavemla.plan import DenseWorkload, dense_combine_shape, dense_schedule, plan_dense
@@ -37,7 +38,9 @@ def schedule_rows(b: int, h: int, parts: int, s_k: int, skewed: bool) -> list[tu
     """(first part, last part) of each request as the device scheduler cuts them."""
     if not skewed:
         return dense_schedule([4096] * b, parts, 2, 64, 4096).request_parts
-    p = plan_dense(DenseWorkload(batch=b, s_q=1, h_q=h, max_seqlen=s_k, is_fp8=True), get_spec("h200"))
+    with config.override(WAVEMLA_TARGET_CTAS=parts):  # the plan the benchmark runs in these parts
+        p = plan_dense(DenseWorkload(batch=b, s_q=1, h_q=h, max_seqlen=s_k, is_fp8=True), get_spec("h200"))
+    assert p.num_parts == parts, (p.num_parts, parts)
     lengths = dense_lengths(b, s_k, "skewed")
     return dense_schedule(lengths, parts, p.segment_overhead, p.config.block_n, s_k, p.cut_units).request_parts
 
