@@ -15,7 +15,6 @@ LANE = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_lane.sh"
 def run_lane(tmp_path: Path, files: dict[str, str], paths: str, shard: str = "") -> tuple[int, str]:
     for name, body in files.items():
         (tmp_path / name).write_text(body)
-    (tmp_path / "src").mkdir(exist_ok=True)
     env = os.environ | {
         "OUT": str(tmp_path / "out"),
         "TEST_PATHS": paths,

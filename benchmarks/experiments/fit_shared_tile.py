@@ -5,15 +5,22 @@ The planner's ``_SM90_TABLE`` prices those tiles at one time (2.3 µs) whatever 
 tile time where two or more programs share an SM is replaced by each trial value, the other costs kept.
 
     PYTHONPATH=src python3 benchmarks/experiments/fit_shared_tile.py [VALUE ...] [--moves VALUE]
+    PYTHONPATH=src python3 benchmarks/experiments/fit_shared_tile.py --steps AB.json [AB.json ...]
 
 For each value (default 2.3 .. 3.3) it prints the rms log error of predicted against measured time per tile, and
 the mean ratio predicted / measured per group: CSA or HCA, tokens cut between programs or not, at most one program
 per SM ("one") or more programs than SMs ("two"). Then the planner's picks that ``--moves`` (default 2.9) changes, at
 16 heads, b = 1..256, and at 64 and 128 heads, b = 1..8, with the old pick's measured time where the curves have it.
+
+``--steps``: the per-request steps above 5% of the 16-head curves (report.cliffs) as they are, and with each batch that
+the A/B runs of gpu_shared_tile.sh timed at its moved plan (2.9 µs) in place (median over the runs given); the moved
+batches they did not time are left out.
 """
 
 import collections
+import json
 import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -30,7 +37,8 @@ import report as results  # benchmarks/report.py: the committed curves as the re
 # the 16-head curves: the register tile's (before the staged tile) and the staged tile's as BENCHMARKS.md has them
 # (report.CURVES: the curve with the batches re-measured since)
 REGISTER = [f"{results.BEFORE}-sparse-decode-curve-h16", f"{results.BEFORE}-sparse-decode-curve-h16-hca"]
-STAGED = [(name, later) for name, _, h, s_q, later in results.CURVES if h == 16 and s_q == 1]
+STAGED_CURVES = [c for c in results.CURVES if c[2] == 16 and c[3] == 1]
+STAGED = [(name, later) for name, _, _, _, later in STAGED_CURVES]
 CONFIGS = {(16, 32, 4, 1), (16, 32, 4, pl.STAGED_FP8_STAGES)}
 _shipped_tile_us = pl._tile_us
 _shared: list[float | None] = [None]
@@ -89,8 +97,38 @@ def picks(h_q: int, batches: range) -> dict[tuple[str, int], tuple[str, int, flo
     return out
 
 
+def steps(paths: list[str], moves: float) -> None:
+    """The 16-head curves' steps now, and with the moved plans (a shared-SM time of ``moves``) that the A/B runs
+    timed in place (each pair of records: before, then moved); moved batches the runs did not time are left out."""
+    times: dict[tuple[str, int], list[float]] = collections.defaultdict(list)
+    for path in paths:
+        records = json.loads(Path(path).read_text())["records"]
+        for moved in records[1::2]:
+            if moved["h_q"] == 16 and moved["s_q"] == 1:
+                times[(moved["mode"], moved["batch"])].append(moved["median_us"])
+    set_shared(pl._SM90_TABLE[(16, 32, 4, 1, True)].tile_us)
+    before = picks(16, range(1, 257))
+    set_shared(moves)
+    after = picks(16, range(1, 257))
+    for name, mode, _, _, later in STAGED_CURVES:
+        rows = results.current_rows(name, later)
+        timed = []
+        for r in rows:
+            key = (mode, r["batch"])
+            if key in times:
+                timed.append(dict(r, median_us=statistics.median(times[key])))
+            elif before[key][:2] == after[key][:2]:
+                timed.append(r)
+        for label, curve in (("now", rows), (f"moved plans timed ({len(rows) - len(timed)} untimed left out)", timed)):
+            table, count = results.cliffs(curve)
+            print(f"{mode} h=16, {label}: {count} steps above 5%\n{table}")
+
+
 def main() -> None:
     args = sys.argv[1:]
+    if "--steps" in args:
+        steps(args[args.index("--steps") + 1 :], 2.9)
+        return
     moves = 2.9
     if "--moves" in args:
         i = args.index("--moves")
