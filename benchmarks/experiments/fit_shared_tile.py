@@ -1,8 +1,9 @@
 """A separate time for the sm_90 16x32 FP8 tiles where two programs share an SM (a launch of more programs than
 SMs), fitted to the 16-head b = 1..256 curves of both tiles: the register tile's (2026-11-30, 16x32x4x1) and the
 staged tile's (2026-12-03, 16x32x4x3, with the batches re-measured at the plans that the staged tile's pricing moved).
-The planner's ``_SM90_TABLE`` prices those tiles at one time (2.3 µs) whatever the programs per SM; here the model's
-tile time where two or more programs share an SM is replaced by each trial value, the other costs kept.
+The planner's ``_SM90_TABLE`` priced those tiles at one time (2.3 µs) whatever the programs per SM (it now takes
+``_SHARED_16X32_US`` where they share an SM, at 16 heads); here the model's tile time where two or more programs
+share an SM is replaced by each trial value, the other costs kept, and the picks are compared against one time.
 
     PYTHONPATH=src python3 benchmarks/experiments/fit_shared_tile.py [VALUE ...] [--moves VALUE]
     PYTHONPATH=src python3 benchmarks/experiments/fit_shared_tile.py --steps AB.json [AB.json ...]
@@ -142,7 +143,7 @@ def main() -> None:
             print(f"shared tile {value:.2f} µs, {config}: {summary(points)}")
     measured = {(r["mode"], r["batch"], r["units_per_part"]): r["median_us"] for r in data["16x32x4x3"]}
     for h_q, batches in ((16, range(1, 257)), (64, range(1, 9)), (128, range(1, 9))):
-        set_shared(None)
+        set_shared(pl._SM90_TABLE[(16, 32, 4, 1, True)].tile_us)  # one time, shared or not
         before = picks(h_q, batches)
         set_shared(moves)
         after = picks(h_q, batches)
