@@ -328,6 +328,34 @@ def test_h200_choices_are_the_measured_ones() -> None:
         assert (str(p.config), p.units_per_part) == (r["config"], r["units_per_part"]), r
 
 
+def test_a_16x32_fp8_tile_beside_another_program_costs_its_shared_time_at_16_heads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 16x32 FP8 tile whose SM holds two programs is priced at the shared-SM time (2.9 µs against 2.3) where a part
+    is one head block (h=16); alone on its SM, or in parts of 4 head blocks (h=64), at the one time."""
+    cfg = KernelConfig(16, 32, 4, 1)
+
+    def tiles(w: Workload) -> tuple[float, float]:
+        now = evaluate(w, H200, cfg, 20).tile_us
+        key = (16, 32, 4, 1, True)
+        monkeypatch.setitem(
+            plan_mod._SM90_TABLE, key, dataclasses.replace(plan_mod._SM90_TABLE[key], shared_tile_us=None)
+        )
+        plan_mod.clear_caches()
+        one = evaluate(w, H200, cfg, 20).tile_us
+        monkeypatch.undo()
+        plan_mod.clear_caches()
+        return now, one
+
+    with config.override(WAVEMLA_SPARSE_WS="off"):
+        now, one = tiles(dsv4(172, 16))  # 172 programs on 132 SMs: two share 40 of them
+        assert now == pytest.approx(one * 2.9 / 2.3)
+        now, one = tiles(dsv4(132, 16))  # one program an SM
+        assert now == pytest.approx(one)
+        now, one = tiles(dsv4(172, 64))  # 4 head blocks a part
+        assert now == pytest.approx(one)
+
+
 def test_q_goes_through_the_kernel_scratch_where_it_measured_faster() -> None:
     """16x32 plans of 3+ tiles per program convert q in the kernel; 64-head plans (the dependent-launch conversion
     kernel measured faster) and programs of 1-2 tiles do not; and every plan says how many token segments its
