@@ -66,7 +66,7 @@ def sparse_table(data: dict, mode: str, h: int, s_q: int, moved: dict[int, dict]
 # ("-ws-small-b"). Each curve is one run; the later runs are shown beside them (moved_table) and make up
 # the current planner's curve (current_rows), whose steps are counted. The 16-head curves (no warp-specialized kernel)
 # are of the staged FP8 16x32 tiles, with the batches whose partition pricing them at the register tile's ratio moved
-# re-measured ("-staged-ratio").
+# re-measured ("-staged-ratio"), then those the 16x32 tile's shared-SM time moved ("-shared-tile").
 WS = "2026-12-02-h200-sparse-decode"
 STAGED = "2026-12-03-h200-sparse-decode"
 CURVES = [
@@ -79,8 +79,10 @@ CURVES = [
     (f"{WS}-curve-h64-s2-hca-ws", "hca", 64, 2,
      (f"{WS}-changed-h64-s2-hca-ws-refit", f"{WS}-changed-h64-s2-hca-ws-refit2",
      f"{WS}-changed-h64-s2-hca-ws-combine")),
-    (f"{STAGED}-curve-h16-staged", "csa", 16, 1, (f"{STAGED}-changed-h16-staged-ratio",)),
-    (f"{STAGED}-curve-h16-hca-staged", "hca", 16, 1, (f"{STAGED}-changed-h16-hca-staged-ratio",)),
+    (f"{STAGED}-curve-h16-staged", "csa", 16, 1, (f"{STAGED}-changed-h16-staged-ratio",
+     f"{STAGED}-changed-h16-shared-tile")),
+    (f"{STAGED}-curve-h16-hca-staged", "hca", 16, 1, (f"{STAGED}-changed-h16-hca-staged-ratio",
+     f"{STAGED}-changed-h16-hca-shared-tile")),
     (f"{WS}-curve-h128-ws", "csa", 128, 1, (f"{WS}-changed-h128-ws-refit", f"{WS}-changed-h128-ws-refit2",
      f"{WS}-changed-h128-ws-combine")),
     (f"{WS}-curve-h128-hca-ws", "hca", 128, 1,

@@ -290,7 +290,7 @@ def test_h200_costs_come_from_its_measurements() -> None:
 # moves (``*-ws-combine.json``), the small batches' plans (``*-ws-small-b.json``) and cut tokens merged in that kernel
 # (``*-ws-merge.json``); then the staged 16x32 tiles priced at the register tile's ratio (``*-staged-ratio.json``).
 _PLANNER_RUNS = ("-merge-model", "-exact-pieces", "-refit8", "-ws-refit", "-ws-refit2", "-ws-combine", "-ws-small-b",
-                 "-ws-merge", "-staged-ratio")  # fmt: skip
+                 "-ws-merge", "-staged-ratio", "-shared-tile")  # fmt: skip
 
 
 def _planner_run(name: str) -> int:

@@ -300,6 +300,8 @@ def staged_fp8(is_fp8: bool, num_stages: int) -> bool:
 # The h=16 plans it moved were timed against the plans before, three times (benchmarks/experiments/
 # gpu_shared_tile.sh, 2026-12-03-h200-shared-tile-ab-{1,2,3}.json): 16 of 18 faster by 5-25% (CSA b = 172..184:
 # 77.1-78.2 -> 67.1-68.4 µs), HCA b=6 within 1%, HCA b=7 and b=10 5% and 11% slower (21.5 -> 22.6, 23.6 -> 26.2 µs).
+# The 36 moved batches of the curves, re-measured as the curves were (-changed-h16{,-hca}-shared-tile.json): CSA
+# 1285.7 -> 1142.6 µs over 24, HCA 1135.9 -> 1056.2 over 12; the slower picks are near-ties in the model.
 # Parts of more head blocks keep one time: the fit saw none, and at h=64 (4 head blocks a part, whose programs read
 # the same rows from L2) one time ranks the measured HCA b = 8..11 picks the right way round (the 16x32 entry below).
 _SHARED_16X32_US = 2.9
