@@ -3,6 +3,7 @@ device scheduler makes (its Python definition, :func:`wavemla.plan.dense_schedul
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from wavemla.plan import (
     clear_dense_caches,
     dense_candidate_configs,
     dense_schedule,
+    dense_schedule_parts,
     dense_static_resources,
     plan_dense,
 )
@@ -251,6 +253,37 @@ def test_scheduler_may_align_parts_with_requests() -> None:
     with config.override(WAVEMLA_DENSE_ALIGN="off"):  # part of the plan's key
         off = plan_dense(DenseWorkload(batch=128, s_q=1, h_q=64, max_seqlen=4096), H200)
     assert off.cut_units == -1 and "a part per request" not in off.reasons[-1]
+
+
+def test_lengths_lighter_than_capacity_run_over_fewer_parts() -> None:
+    """The plan sets a part floor of 4 segment overheads (or its share at capacity, where that is less), so lengths
+    at capacity keep every part and lighter ones (skewed: one request in 8 long) use ceil(W / floor) parts, the rest
+    holding nothing; WAVEMLA_DENSE_PART_FLOOR=off keeps every part."""
+    wl = DenseWorkload(batch=8, s_q=1, h_q=16, max_seqlen=16384, is_fp8=True)
+    p = plan_dense(wl, H200)
+    tiles = 16384 // p.block_n
+    capacity = 8 * (tiles + p.segment_overhead)
+    assert p.num_parts > 8 and p.min_part_weight == min(4 * p.segment_overhead, capacity // p.num_parts)
+    full = dense_schedule([16384] * 8, p.num_parts, p.segment_overhead, p.block_n, 16384, p.cut_units,
+                          p.min_part_weight)  # fmt: skip
+    assert full == dense_schedule([16384] * 8, p.num_parts, p.segment_overhead, p.block_n, 16384, p.cut_units)
+    skewed = [16384] + [512] * 7
+    s = dense_schedule(skewed, p.num_parts, p.segment_overhead, p.block_n, 16384, p.cut_units, p.min_part_weight)
+    used = dense_schedule_parts(p.num_parts, s.total_weight, p.min_part_weight)
+    assert used == -(-s.total_weight // p.min_part_weight) < p.num_parts
+    assert min(s.part_weights[:used]) >= p.min_part_weight - p.segment_overhead
+    assert s.parts[used:] == ((8, 0, 8, 0),) * (p.num_parts - used) and not any(s.part_weights[used:])
+    assert max(last for _, last in s.request_parts) == used - 1
+    # at capacity every plan keeps all its parts
+    for b, h, s_k, fp8 in itertools.product((1, 8, 64, 128), (16, 64, 128), (1024, 4096, 65536), (False, True)):
+        q = plan_dense(DenseWorkload(batch=b, s_q=1, h_q=h, max_seqlen=s_k, is_fp8=fp8), H200)
+        weight = b * (-(-s_k // q.block_n) + q.segment_overhead)
+        assert dense_schedule_parts(q.num_parts, weight, q.min_part_weight) == q.num_parts, (b, h, s_k, fp8)
+    with config.override(WAVEMLA_DENSE_PART_FLOOR="off"):  # part of the plan's key
+        assert plan_dense(wl, H200).min_part_weight == 0
+    assert dense_schedule_parts(264, 100, 0) == 264 and dense_schedule_parts(264, 0, 8) == 1
+    with pytest.raises(ValueError, match="min_part_weight"):
+        dense_schedule([5], 4, 1, 16, 64, -1, -1)
 
 
 def test_dense_workload_page_is_checked() -> None:

@@ -532,6 +532,7 @@ def dense_mla_decode(
                 segment_overhead=p.segment_overhead,
                 block_n=p.config.block_n,
                 cut_units=p.cut_units,
+                min_part_weight=p.min_part_weight,
             )
             meta.scheduled = True
         meta.split_kernel = dense_decode_split(

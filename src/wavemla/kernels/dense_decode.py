@@ -18,7 +18,9 @@ request, end tile)`` (end exclusive) and, per request, the first and last part t
 is ``floor(((X_u + 1)·P - 1) / W)`` with ``X_u`` the unit's weight position), which the combine reads. Aligned
 (the plan's ``cut_units >= 0``, :func:`wavemla.plan.dense_schedule`): where there are no more requests than parts and
 the heaviest request weighs at most ``ceil(W / P) + OVH + cut_units``, part ``p`` takes request ``p`` whole and the
-parts past ``b`` nothing, so no request is cut and the combine has nothing to merge.
+parts past ``b`` nothing, so no request is cut and the combine has nothing to merge. Part floor (the plan's
+``min_part_weight > 0``): otherwise the balanced partition runs over ``min(P, ceil(W / min_part_weight))`` parts and
+the rest hold nothing, so lengths far under the block table's capacity are not cut into slivers.
 
 Split kernel. Program ``(part, row block)`` walks its range; a request it covers whole is finished there (output and
 natural-log lse written); a cut request leaves one normalized fp32 partial and its base-2 lse in workspace slot
@@ -149,9 +151,10 @@ def _dense_mla_schedule_kernel(
     p_req,
     B,
     max_len,
-    P,
+    P_ALL,
     OVH,
     CUT,
+    MINW,
     BLOCK_N: tl.constexpr,
     BLOCK_B: tl.constexpr,
     BLOCK_P: tl.constexpr,
@@ -168,7 +171,14 @@ def _dense_mla_schedule_kernel(
     w_total = tl.sum(b_total, 0).to(tl.int64)
     # Aligned (plan.dense_schedule_aligned): a part per request, none cut, where the heaviest request costs no more
     # than a balanced part plus what cutting costs (CUT units; -1: never).
-    aligned = (CUT >= 0) & (B <= P) & (tl.max(b_wmax, 0).to(tl.int64) <= (w_total + P - 1) // P + OVH + CUT)
+    w_max = tl.max(b_wmax, 0).to(tl.int64)
+    aligned = (CUT >= 0) & (B <= P_ALL) & (w_max <= (w_total + P_ALL - 1) // P_ALL + OVH + CUT)
+    # Part floor (plan.dense_schedule_parts): the balanced partition over P = min(P_ALL, ceil(W / MINW)) parts, each
+    # carrying about MINW (0: all P_ALL); parts P.. hold nothing.
+    minw = tl.full([], MINW, tl.int64)
+    p_all = tl.full([], P_ALL, tl.int64)
+    p_floor = tl.minimum(p_all, tl.maximum((w_total + minw - 1) // tl.maximum(minw, 1), 1))
+    P = tl.where(minw > 0, p_floor, p_all)
 
     # Pass 2: weight prefix per request, the parts that touch it, and a histogram of the first part boundary inside
     # each request (ceil(C_r·P / W) <= P; padding goes to the last bin, which no part < P reads).
@@ -195,13 +205,16 @@ def _dense_mla_schedule_kernel(
 
     # Part p begins in request r_p = #{r : ceil(C_r·P / W) <= p} - 1, at weight x_p = floor(p·W / P).
     o_p = tl.arange(0, BLOCK_P)
-    m_p = o_p < P
+    m_p = o_p < P_ALL
+    m_used = o_p < P
     b_r = tl.maximum(tl.cumsum(b_hist, 0) - 1, 0)
-    b_r = tl.where(m_p, b_r, 0)
-    b_c = tl.load(p_req + b_r * 4 + 2, mask=m_p, other=0).to(tl.int64)
-    b_n = tl.load(p_req + b_r * 4 + 3, mask=m_p, other=1).to(tl.int64)
+    b_r = tl.where(m_used, b_r, 0)
+    b_c = tl.load(p_req + b_r * 4 + 2, mask=m_used, other=0).to(tl.int64)
+    b_n = tl.load(p_req + b_r * 4 + 3, mask=m_used, other=1).to(tl.int64)
     b_x = (o_p.to(tl.int64) * w_total) // P
     b_t = tl.minimum(tl.maximum(b_x - b_c - OVH, 0), b_n - 1)
+    b_r = tl.where(m_used, b_r, B)  # past the parts used: (B, 0), nothing
+    b_t = tl.where(m_used, b_t, 0)
     b_r = tl.where(aligned, tl.minimum(o_p, B), b_r)
     b_t = tl.where(aligned, 0, b_t)
     tl.store(p_sched + o_p * 4 + 0, b_r, mask=m_p)
@@ -734,13 +747,17 @@ def dense_decode_schedule(
     segment_overhead: int,
     block_n: int,
     cut_units: int = -1,
+    min_part_weight: int = 0,
 ) -> None:
     """Write the work ranges of ``num_parts`` parts into ``sched [num_parts, 4]`` int32 and the parts touching each
     request into ``req [b, 4]`` int32 (first part, last part, weight prefix, units), from ``cache_seqlens [b]``
     int32 on the device (see the module docstring; ``cut_units >= 0`` lets it give each request a part of its own,
-    :func:`wavemla.plan.dense_schedule`). One program; no host sync."""
+    ``min_part_weight > 0`` spreads light lengths over fewer parts, :func:`wavemla.plan.dense_schedule`). One
+    program; no host sync."""
     if isinstance(cut_units, bool) or not isinstance(cut_units, int) or cut_units < -1:
         raise ValueError(f"cut_units: an int >= 0, or -1 for never aligned, got {cut_units!r}")
+    if isinstance(min_part_weight, bool) or not isinstance(min_part_weight, int) or min_part_weight < 0:
+        raise ValueError(f"min_part_weight: an int >= 0 (0: no floor), got {min_part_weight!r}")
     b = cache_seqlens.shape[0]
     _dense_mla_schedule_kernel[(1,)](
         p_seqlens=cache_seqlens,
@@ -748,9 +765,10 @@ def dense_decode_schedule(
         p_req=req,
         B=b,
         max_len=max_seqlen,
-        P=num_parts,
+        P_ALL=num_parts,
         OVH=segment_overhead,
         CUT=cut_units,
+        MINW=min_part_weight,
         BLOCK_N=block_n,
         BLOCK_B=min(triton.next_power_of_2(max(b, 16)), _MAX_BLOCK_B),
         BLOCK_P=triton.next_power_of_2(num_parts + 1),

@@ -175,6 +175,7 @@ def dense_rows(
                 "programs": p.programs,
                 "segment_overhead": p.segment_overhead,
                 "cut_units": p.cut_units,
+                "min_part_weight": p.min_part_weight,
                 "tile_us": p.tile_us,
                 **_prediction_fields(b, p),
             }
