@@ -43,7 +43,7 @@ def schedule_rows(b: int, h: int, parts: int, s_k: int, skewed: bool) -> list[tu
     assert p.num_parts == parts, (p.num_parts, parts)
     lengths = dense_lengths(b, s_k, "skewed")
     return dense_schedule(
-        lengths, parts, p.segment_overhead, p.config.block_n, s_k, p.cut_units, p.min_part_weight
+        lengths, parts, p.segment_overhead, p.config.block_n, s_k, p.cut_units, p.min_part_weight, p.wave_parts
     ).request_parts
 
 

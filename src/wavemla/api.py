@@ -533,6 +533,7 @@ def dense_mla_decode(
                 block_n=p.config.block_n,
                 cut_units=p.cut_units,
                 min_part_weight=p.min_part_weight,
+                wave_parts=p.wave_parts,
             )
             meta.scheduled = True
         meta.split_kernel = dense_decode_split(

@@ -1313,14 +1313,17 @@ _DENSE_COMBINE_STEP_US = 0.75
 # The combine runs partly beside the split's last programs, so its time alone overstates what a cut costs.
 _DENSE_CUT_SHARE = 0.35
 _DENSE_MAX_OVERHEAD_TILES = 16
-# About the least weight a dense part carries, in segment overheads (DensePlan.min_part_weight): where the real
-# lengths weigh less than the block table's capacity (skewed or short requests), the device scheduler spreads them
-# over ceil(W / floor) parts, never cutting parts at capacity (the floor is at most a part's share there). Measured on
-# an H200 with the 16-head FP8 16x32x4x3 plan (segment overhead 2 tiles; benchmarks/experiments/gpu_dense_parts.sh,
+# The least weight a dense part carries, in segment overheads (DensePlan.min_part_weight): where the real lengths
+# weigh less than the block table's capacity (skewed or short requests) and a part would carry less, the device
+# scheduler drops whole waves of parts (a program per SM) while each part left still carries it, down to one wave;
+# parts at capacity are never dropped (the floor is at most a part's share there). Measured on an H200 with the
+# 16-head FP8 16x32x4x3 plan (segment overhead 2 tiles; benchmarks/experiments/gpu_dense_parts.sh,
 # 2026-12-03-h200-dense-parts-{132,264}.json, 20 points b = 4..64 at 4K and 16K, uniform and skewed): 132 parts
 # against 264 took 0.73-0.93 of the time where 264 parts would carry at most 5.2 weight units each (skewed b = 8
-# 16K: 36.1 against 46.6 µs), 1.00-1.03 at 7.8-7.9 (the one point at 2.6 even), and 1.11-1.26 from 9.7 on: a part of
-# under 4 overheads' weight costs more in its segment and its piece of the combine than it saves.
+# 16K: 36.1 against 46.6 µs), 1.00-1.03 at 7.8-7.9 (the one point at 2.6 even), and 1.11-1.26 from 9.7 on. Parts
+# fewer than a wave lost: the weight over 8 parts (gpu_dense_floor.sh 95b4a07, 2026-12-03-h200-dense-floor-95b4a07-
+# auto.json) took 36.9 µs over 43 parts against 27.6 over 132 (b = 16 4K), 52.9 over 160 (two programs on 28 SMs)
+# against 43.4 (b = 16 16K), 46.4 over 86 against 37.8 (b = 32 4K): a program's fixed cost is most of a short split.
 _DENSE_MIN_PART_OVERHEADS = 4
 _INT32_MAX = 2**31 - 1
 
@@ -1395,9 +1398,11 @@ class DensePlan:
     # what cutting requests costs, in tile units (the combine's merge beyond its launch): the scheduler gives each
     # request a part of its own where that beats a balanced partition by this much (dense_schedule; -1: never)
     cut_units: int = -1
-    # about the least weight a part of the balanced partition carries: lengths weighing W use min(num_parts,
-    # ceil(W / min_part_weight)) parts and the rest hold nothing (dense_schedule; 0: always num_parts)
+    # the least weight a part of the balanced partition carries: lengths weighing less than num_parts of it run over
+    # whole waves of wave_parts parts fewer (a program per SM), the rest holding nothing (dense_schedule,
+    # dense_schedule_parts; 0: always num_parts)
     min_part_weight: int = 0
+    wave_parts: int = 1
 
     @property
     def block_h(self) -> int:
@@ -1722,10 +1727,11 @@ def _dense_plan_config(
     if config.get("WAVEMLA_DENSE_ALIGN") != "off":
         cut_units = max(0, round(_DENSE_CUT_SHARE * (combine - _LAUNCH_US) / tile)) if cut else 0
     aligned = cut and dense_schedule_aligned(workload.batch, parts, overhead, tiles + overhead, weight, cut_units)
-    # Lighter lengths than capacity over fewer parts (dense_schedule): each part carries about
-    # _DENSE_MIN_PART_OVERHEADS segment overheads, or what it carries at capacity where that is less, so the plan
-    # priced here (at capacity) is the one that runs there.
+    # Lighter lengths than capacity over whole waves of parts fewer (dense_schedule): where a part would carry under
+    # _DENSE_MIN_PART_OVERHEADS segment overheads, or under what it carries at capacity where that is less, so the
+    # plan priced here (at capacity) is the one that runs there.
     min_part_weight = 0
+    wave_parts = max(1, device.num_sms // num_rb)
     if parts > 1 and config.get("WAVEMLA_DENSE_PART_FLOOR") != "off":
         min_part_weight = max(1, min(_DENSE_MIN_PART_OVERHEADS * overhead, weight // parts))
     if aligned:
@@ -1754,6 +1760,7 @@ def _dense_plan_config(
         reasons=(note,),
         cut_units=cut_units,
         min_part_weight=min_part_weight,
+        wave_parts=wave_parts,
     )
 
 
@@ -1785,13 +1792,14 @@ class DenseSchedule:
     total_weight: int
 
 
-def dense_schedule_parts(num_parts: int, total: int, min_part_weight: int) -> int:
-    """The parts the balanced dense partition uses for lengths weighing ``total``: ``num_parts``, or with
-    ``min_part_weight`` > 0 no more than give each part that weight, ``min(num_parts, max(ceil(total /
-    min_part_weight), 1))``."""
-    if min_part_weight <= 0:
+def dense_schedule_parts(num_parts: int, total: int, min_part_weight: int, wave_parts: int = 1) -> int:
+    """The parts the balanced dense partition uses for lengths weighing ``total``: ``num_parts`` where each would
+    carry ``min_part_weight`` (or it is 0); else whole waves of ``wave_parts`` parts (a program per SM) fewer, as
+    many as still give each part that weight, never under one wave (or ``num_parts``, if less):
+    ``max(min(num_parts, wave_parts), wave_parts · floor(total / (min_part_weight · wave_parts)))``."""
+    if min_part_weight <= 0 or total >= num_parts * min_part_weight:
         return num_parts
-    return min(num_parts, max(-(-total // min_part_weight), 1))
+    return max(min(num_parts, wave_parts), wave_parts * (total // (min_part_weight * wave_parts)))
 
 
 def dense_schedule(
@@ -1802,6 +1810,7 @@ def dense_schedule(
     max_seqlen: int,
     cut_units: int = -1,
     min_part_weight: int = 0,
+    wave_parts: int = 1,
 ) -> DenseSchedule:
     """The dense work partition for these lengths, in plain Python: the definition the device scheduler
     (kernels/dense_decode.py) must reproduce exactly, and a way to inspect a plan's balance for given lengths.
@@ -1816,9 +1825,10 @@ def dense_schedule(
     the parts past ``b`` hold nothing: no request is cut, at the price of the heaviest request's weight instead of a
     balanced share (batches a little under the part count with even lengths).
 
-    Part floor: otherwise, with ``min_part_weight`` > 0, the balanced partition above runs over ``P' =
-    min(P, max(ceil(W / min_part_weight), 1))`` parts (:func:`dense_schedule_parts`) and parts ``P'..P-1`` hold
-    nothing (``(b, 0, b, 0)``): lengths far under the block table's capacity are not cut into slivers.
+    Part floor: otherwise, with ``min_part_weight`` > 0 and ``W < P · min_part_weight``, the balanced partition
+    above runs over ``P'`` parts, ``P`` less whole waves of ``wave_parts`` (:func:`dense_schedule_parts`), and
+    parts ``P'..P-1`` hold nothing (``(b, 0, b, 0)``): lengths far under the block table's capacity are not cut into
+    slivers, and the parts left still fill the SMs.
 
     Example::
 
@@ -1828,8 +1838,9 @@ def dense_schedule(
     if num_parts < 1 or overhead < 0 or block_n < 1:
         raise ValueError(f"num_parts, overhead, block_n: expected >= 1, >= 0, >= 1, got {num_parts}, {overhead}, "
                          f"{block_n}")  # fmt: skip
-    if min_part_weight < 0:
-        raise ValueError(f"min_part_weight: expected >= 0 (0: no floor), got {min_part_weight}")
+    if min_part_weight < 0 or wave_parts < 1:
+        raise ValueError(f"min_part_weight, wave_parts: expected >= 0 (0: no floor), >= 1, got {min_part_weight}, "
+                         f"{wave_parts}")  # fmt: skip
     units = [max(-(-min(max(n, 0), max_seqlen) // block_n), 1) for n in lengths]
     prefix, unit_prefix = [0], [0]
     for n in units:
@@ -1841,7 +1852,7 @@ def dense_schedule(
         parts = tuple((min(p, b), 0, min(p + 1, b), 0) for p in range(num_parts))
         return DenseSchedule(parts, tuple((r, r) for r in range(b)),
                              tuple(units[p] + overhead if p < b else 0 for p in range(num_parts)), total)  # fmt: skip
-    used = dense_schedule_parts(num_parts, total, min_part_weight)
+    used = dense_schedule_parts(num_parts, total, min_part_weight, wave_parts)
     begins: list[tuple[int, int]] = []
     for p in range(used):
         x = p * total // used
