@@ -3,7 +3,6 @@ device scheduler makes (its Python definition, :func:`wavemla.plan.dense_schedul
 
 from __future__ import annotations
 
-import itertools
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,6 @@ from wavemla.plan import (
     clear_dense_caches,
     dense_candidate_configs,
     dense_schedule,
-    dense_schedule_parts,
     dense_static_resources,
     plan_dense,
 )
@@ -253,41 +251,6 @@ def test_scheduler_may_align_parts_with_requests() -> None:
     with config.override(WAVEMLA_DENSE_ALIGN="off"):  # part of the plan's key
         off = plan_dense(DenseWorkload(batch=128, s_q=1, h_q=64, max_seqlen=4096), H200)
     assert off.cut_units == -1 and "a part per request" not in off.reasons[-1]
-
-
-def test_lengths_lighter_than_capacity_run_over_fewer_parts() -> None:
-    """The plan sets a part floor of 4 segment overheads (or its share at capacity, where that is less): lengths at
-    capacity keep every part; lighter ones (skewed: one request in 8 long) whose parts would carry less run over
-    whole waves of parts fewer (a program per SM), as many as still carry the floor, at least one wave, the rest
-    holding nothing; WAVEMLA_DENSE_PART_FLOOR=off keeps every part."""
-    wl = DenseWorkload(batch=8, s_q=1, h_q=16, max_seqlen=16384, is_fp8=True)
-    p = plan_dense(wl, H200)
-    capacity = 8 * (16384 // p.block_n + p.segment_overhead)
-    assert p.num_parts == 2 * H200.num_sms and p.wave_parts == H200.num_sms  # two programs an SM, one row block
-    assert p.min_part_weight == min(4 * p.segment_overhead, capacity // p.num_parts) > 0
-    args = (p.num_parts, p.segment_overhead, p.block_n, 16384, p.cut_units)
-    full = dense_schedule([16384] * 8, *args, p.min_part_weight, p.wave_parts)
-    assert full == dense_schedule([16384] * 8, *args)
-    skewed = dense_schedule([16384] + [512] * 7, *args, p.min_part_weight, p.wave_parts)
-    assert skewed.total_weight < p.num_parts * p.min_part_weight  # 264 parts would carry less than the floor
-    assert max(last for _, last in skewed.request_parts) == p.wave_parts - 1  # one wave: parts 0..131
-    assert skewed.parts[p.wave_parts :] == ((8, 0, 8, 0),) * p.wave_parts and not any(skewed.part_weights[132:])
-    # the wave count: as many waves as carry the floor, at least one, never more than the plan's parts
-    assert dense_schedule_parts(264, 264 * 8, 8, 132) == 264 and dense_schedule_parts(264, 264 * 8 - 1, 8, 132) == 132
-    assert dense_schedule_parts(396, 2 * 132 * 8, 8, 132) == 264 and dense_schedule_parts(396, 10, 8, 132) == 132
-    assert dense_schedule_parts(66, 10, 8, 132) == 66 and dense_schedule_parts(264, 10, 0, 132) == 264
-    assert dense_schedule_parts(12, 50, 8, 1) == 6
-    # at capacity every plan keeps all its parts
-    for b, h, s_k, fp8 in itertools.product((1, 8, 64, 128), (16, 64, 128), (1024, 4096, 65536), (False, True)):
-        q = plan_dense(DenseWorkload(batch=b, s_q=1, h_q=h, max_seqlen=s_k, is_fp8=fp8), H200)
-        weight = b * (-(-s_k // q.block_n) + q.segment_overhead)
-        assert dense_schedule_parts(q.num_parts, weight, q.min_part_weight, q.wave_parts) == q.num_parts, (b, h, s_k)
-    with config.override(WAVEMLA_DENSE_PART_FLOOR="off"):  # part of the plan's key
-        assert plan_dense(wl, H200).min_part_weight == 0
-    with pytest.raises(ValueError, match="min_part_weight"):
-        dense_schedule([5], 4, 1, 16, 64, -1, -1)
-    with pytest.raises(ValueError, match="wave_parts"):
-        dense_schedule([5], 4, 1, 16, 64, -1, 8, 0)
 
 
 def test_dense_workload_page_is_checked() -> None:

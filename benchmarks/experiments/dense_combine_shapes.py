@@ -42,9 +42,7 @@ def schedule_rows(b: int, h: int, parts: int, s_k: int, skewed: bool) -> list[tu
         p = plan_dense(DenseWorkload(batch=b, s_q=1, h_q=h, max_seqlen=s_k, is_fp8=True), get_spec("h200"))
     assert p.num_parts == parts, (p.num_parts, parts)
     lengths = dense_lengths(b, s_k, "skewed")
-    return dense_schedule(
-        lengths, parts, p.segment_overhead, p.config.block_n, s_k, p.cut_units, p.min_part_weight, p.wave_parts
-    ).request_parts
+    return dense_schedule(lengths, parts, p.segment_overhead, p.config.block_n, s_k, p.cut_units).request_parts
 
 
 def main() -> int:

@@ -532,8 +532,6 @@ def dense_mla_decode(
                 segment_overhead=p.segment_overhead,
                 block_n=p.config.block_n,
                 cut_units=p.cut_units,
-                min_part_weight=p.min_part_weight,
-                wave_parts=p.wave_parts,
             )
             meta.scheduled = True
         meta.split_kernel = dense_decode_split(

@@ -185,16 +185,6 @@ KNOBS: dict[str, Knob] = {
             choices=("auto", "off"),
         ),
         Knob(
-            "WAVEMLA_DENSE_PART_FLOOR",
-            "str",
-            "auto",
-            "Whether the dense decode's scheduler runs lengths lighter than the block table's capacity over whole "
-            "waves of parts fewer (a program per SM), where a part would carry less than the plan's min_part_weight "
-            "(4 segment overheads, or its share at capacity where that is less): 'auto', or 'off' (always all the "
-            "plan's parts).",
-            choices=("auto", "off"),
-        ),
-        Knob(
             "WAVEMLA_SPARSE_WS",
             "str",
             "auto",

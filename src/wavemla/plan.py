@@ -1313,18 +1313,6 @@ _DENSE_COMBINE_STEP_US = 0.75
 # The combine runs partly beside the split's last programs, so its time alone overstates what a cut costs.
 _DENSE_CUT_SHARE = 0.35
 _DENSE_MAX_OVERHEAD_TILES = 16
-# The least weight a dense part carries, in segment overheads (DensePlan.min_part_weight): where the real lengths
-# weigh less than the block table's capacity (skewed or short requests) and a part would carry less, the device
-# scheduler drops whole waves of parts (a program per SM) while each part left still carries it, down to one wave;
-# parts at capacity are never dropped (the floor is at most a part's share there). Measured on an H200 with the
-# 16-head FP8 16x32x4x3 plan (segment overhead 2 tiles; benchmarks/experiments/gpu_dense_parts.sh,
-# 2026-12-03-h200-dense-parts-{132,264}.json, 20 points b = 4..64 at 4K and 16K, uniform and skewed): 132 parts
-# against 264 took 0.73-0.93 of the time where 264 parts would carry at most 5.2 weight units each (skewed b = 8
-# 16K: 36.1 against 46.6 µs), 1.00-1.03 at 7.8-7.9 (the one point at 2.6 even), and 1.11-1.26 from 9.7 on. Parts
-# fewer than a wave lost: the weight over 8 parts (gpu_dense_floor.sh 95b4a07, 2026-12-03-h200-dense-floor-95b4a07-
-# auto.json) took 36.9 µs over 43 parts against 27.6 over 132 (b = 16 4K), 52.9 over 160 (two programs on 28 SMs)
-# against 43.4 (b = 16 16K), 46.4 over 86 against 37.8 (b = 32 4K): a program's fixed cost is most of a short split.
-_DENSE_MIN_PART_OVERHEADS = 4
 _INT32_MAX = 2**31 - 1
 
 
@@ -1398,11 +1386,6 @@ class DensePlan:
     # what cutting requests costs, in tile units (the combine's merge beyond its launch): the scheduler gives each
     # request a part of its own where that beats a balanced partition by this much (dense_schedule; -1: never)
     cut_units: int = -1
-    # the least weight a part of the balanced partition carries: lengths weighing less than num_parts of it run over
-    # whole waves of wave_parts parts fewer (a program per SM), the rest holding nothing (dense_schedule,
-    # dense_schedule_parts; 0: always num_parts)
-    min_part_weight: int = 0
-    wave_parts: int = 1
 
     @property
     def block_h(self) -> int:
@@ -1600,7 +1583,7 @@ def plan_dense(workload: DenseWorkload, device: DeviceSpec) -> DensePlan:
         raise TypeError(f"device: expected a DeviceSpec, got {type(device).__name__}")
     # WAVEMLA_DENSE_WS and WAVEMLA_DENSE_P decide which split kernel a 64x64 tile runs: part of the plan's key
     overrides = (*(config.get(k) for k in _PLAN_KNOBS), config.get("WAVEMLA_DENSE_WS"), config.get("WAVEMLA_DENSE_P"),
-                 config.get("WAVEMLA_DENSE_ALIGN"), config.get("WAVEMLA_DENSE_PART_FLOOR"))  # fmt: skip
+                 config.get("WAVEMLA_DENSE_ALIGN"))  # fmt: skip
     return _plan_dense_cached(workload, device, overrides)
 
 
@@ -1727,13 +1710,6 @@ def _dense_plan_config(
     if config.get("WAVEMLA_DENSE_ALIGN") != "off":
         cut_units = max(0, round(_DENSE_CUT_SHARE * (combine - _LAUNCH_US) / tile)) if cut else 0
     aligned = cut and dense_schedule_aligned(workload.batch, parts, overhead, tiles + overhead, weight, cut_units)
-    # Lighter lengths than capacity over whole waves of parts fewer (dense_schedule): where a part would carry under
-    # _DENSE_MIN_PART_OVERHEADS segment overheads, or under what it carries at capacity where that is less, so the
-    # plan priced here (at capacity) is the one that runs there.
-    min_part_weight = 0
-    wave_parts = max(1, device.num_sms // num_rb)
-    if parts > 1 and config.get("WAVEMLA_DENSE_PART_FLOOR") != "off":
-        min_part_weight = max(1, min(_DENSE_MIN_PART_OVERHEADS * overhead, weight // parts))
     if aligned:
         split_us, combine = (tiles + overhead) * tile, _LAUNCH_US
     predicted = _DENSE_SCHEDULER_US + _LAUNCH_US + split_us + combine
@@ -1759,8 +1735,6 @@ def _dense_plan_config(
         resources=res,
         reasons=(note,),
         cut_units=cut_units,
-        min_part_weight=min_part_weight,
-        wave_parts=wave_parts,
     )
 
 
@@ -1792,26 +1766,9 @@ class DenseSchedule:
     total_weight: int
 
 
-def dense_schedule_parts(num_parts: int, total: int, min_part_weight: int, wave_parts: int = 1) -> int:
-    """The parts the balanced dense partition uses for lengths weighing ``total``: ``num_parts`` where each would
-    carry ``min_part_weight`` (or it is 0); else whole waves of ``wave_parts`` parts (a program per SM) fewer, as
-    many as still give each part that weight, never under one wave (or ``num_parts``, if less):
-    ``max(min(num_parts, wave_parts), wave_parts · floor(total / (min_part_weight · wave_parts)))``."""
-    if min_part_weight <= 0 or total >= num_parts * min_part_weight:
-        return num_parts
-    return max(min(num_parts, wave_parts), wave_parts * (total // (min_part_weight * wave_parts)))
-
-
 def dense_schedule(
-    lengths: list[int],
-    num_parts: int,
-    overhead: int,
-    block_n: int,
-    max_seqlen: int,
-    cut_units: int = -1,
-    min_part_weight: int = 0,
-    wave_parts: int = 1,
-) -> DenseSchedule:
+    lengths: list[int], num_parts: int, overhead: int, block_n: int, max_seqlen: int, cut_units: int = -1
+) -> DenseSchedule:  # fmt: skip
     """The dense work partition for these lengths, in plain Python: the definition the device scheduler
     (kernels/dense_decode.py) must reproduce exactly, and a way to inspect a plan's balance for given lengths.
 
@@ -1825,11 +1782,6 @@ def dense_schedule(
     the parts past ``b`` hold nothing: no request is cut, at the price of the heaviest request's weight instead of a
     balanced share (batches a little under the part count with even lengths).
 
-    Part floor: otherwise, with ``min_part_weight`` > 0 and ``W < P · min_part_weight``, the balanced partition
-    above runs over ``P'`` parts, ``P`` less whole waves of ``wave_parts`` (:func:`dense_schedule_parts`), and
-    parts ``P'..P-1`` hold nothing (``(b, 0, b, 0)``): lengths far under the block table's capacity are not cut into
-    slivers, and the parts left still fill the SMs.
-
     Example::
 
         s = dense_schedule([4096, 1, 1, 300], num_parts=8, overhead=3, block_n=64, max_seqlen=8192)
@@ -1838,9 +1790,6 @@ def dense_schedule(
     if num_parts < 1 or overhead < 0 or block_n < 1:
         raise ValueError(f"num_parts, overhead, block_n: expected >= 1, >= 0, >= 1, got {num_parts}, {overhead}, "
                          f"{block_n}")  # fmt: skip
-    if min_part_weight < 0 or wave_parts < 1:
-        raise ValueError(f"min_part_weight, wave_parts: expected >= 0 (0: no floor), >= 1, got {min_part_weight}, "
-                         f"{wave_parts}")  # fmt: skip
     units = [max(-(-min(max(n, 0), max_seqlen) // block_n), 1) for n in lengths]
     prefix, unit_prefix = [0], [0]
     for n in units:
@@ -1852,18 +1801,16 @@ def dense_schedule(
         parts = tuple((min(p, b), 0, min(p + 1, b), 0) for p in range(num_parts))
         return DenseSchedule(parts, tuple((r, r) for r in range(b)),
                              tuple(units[p] + overhead if p < b else 0 for p in range(num_parts)), total)  # fmt: skip
-    used = dense_schedule_parts(num_parts, total, min_part_weight, wave_parts)
     begins: list[tuple[int, int]] = []
-    for p in range(used):
-        x = p * total // used
+    for p in range(num_parts):
+        x = p * total // num_parts
         r = max(i for i in range(b) if prefix[i] <= x)
         begins.append((r, min(max(x - prefix[r] - overhead, 0), units[r] - 1)))
-    begins += [(b, 0)] * (num_parts - used)
     ends = [*begins[1:], (b, 0)]
     parts = tuple((rb, tb, re, te) for (rb, tb), (re, te) in zip(begins, ends, strict=True))
 
     def part_of(x: int) -> int:
-        return min(((x + 1) * used - 1) // total, used - 1)
+        return min(((x + 1) * num_parts - 1) // total, num_parts - 1)
 
     request_parts = tuple(
         (part_of(prefix[r] + overhead), part_of(prefix[r + 1] - 1)) for r in range(b)

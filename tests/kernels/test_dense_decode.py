@@ -8,11 +8,10 @@ import torch
 
 from tests.conftest import DEVICE, HAS_CUDA
 from wavemla import config, dense_mla_decode, flash_mla_with_kvcache, get_mla_metadata
-from wavemla.api import _device_spec
 from wavemla.device import device_arch
 from wavemla.kernels import dense_decode as dense_decode_kernels
 from wavemla.kernels.dense_decode import dense_decode_schedule
-from wavemla.plan import dense_schedule, dense_schedule_parts
+from wavemla.plan import dense_schedule
 from wavemla.reference import dense_decode_ref
 from wavemla.testing import (
     BLOCK_TABLE_PAD,
@@ -382,19 +381,16 @@ SCHEDULES = [
 ]
 
 
-@pytest.mark.parametrize(("min_part_weight", "wave_parts"), [(0, 1), (1, 1), (8, 1), (8, 3), (10**6, 2)])
 @pytest.mark.parametrize("cut_units", [-1, 0, 4])
 @pytest.mark.parametrize(("lengths", "parts", "overhead", "block_n"), SCHEDULES)
-def test_scheduler_kernel_matches_its_definition(lengths, parts, overhead, block_n, cut_units, min_part_weight,
-                                                 wave_parts):  # fmt: skip
+def test_scheduler_kernel_matches_its_definition(lengths, parts, overhead, block_n, cut_units):
     max_seqlen = 8192
     seqlens = torch.tensor(lengths, dtype=torch.int32, device=DEVICE)
     sched = torch.full((parts, 4), -7, dtype=torch.int32, device=DEVICE)
     req = torch.full((len(lengths), 4), -7, dtype=torch.int32, device=DEVICE)
     dense_decode_schedule(cache_seqlens=seqlens, sched=sched, req=req, max_seqlen=max_seqlen, num_parts=parts,
-                          segment_overhead=overhead, block_n=block_n, cut_units=cut_units,
-                          min_part_weight=min_part_weight, wave_parts=wave_parts)  # fmt: skip
-    want = dense_schedule(lengths, parts, overhead, block_n, max_seqlen, cut_units, min_part_weight, wave_parts)
+                          segment_overhead=overhead, block_n=block_n, cut_units=cut_units)  # fmt: skip
+    want = dense_schedule(lengths, parts, overhead, block_n, max_seqlen, cut_units)
     assert [tuple(r) for r in sched.tolist()] == list(want.parts)
     assert [tuple(r[:2]) for r in req.tolist()] == list(want.request_parts)
 
@@ -415,29 +411,6 @@ def test_a_part_per_request_matches_reference(align, h_q, page, knobs):
     assert (pieces == [1, 1, 1]) == (align == "auto")
     if align == "auto":
         assert meta.sched[3].tolist() == [3, 0, 3, 0]  # the part past the batch holds nothing
-
-
-@pytest.mark.parametrize("floor", ["auto", "off"])
-@pytest.mark.parametrize(("h_q", "page", "knobs"), [(16, 16, {}), (64, 64, KEYS_MAJOR)], ids=["h16", "h64-64x64"])
-def test_lengths_under_capacity_over_fewer_parts_match_reference(floor, h_q, page, knobs):
-    """Lengths far under the block table's capacity (spare columns) in two waves of parts (two programs an SM): with
-    the part floor the scheduler runs them over one wave, and the parts past it hold nothing; off, over both; both
-    give the reference's answer (h = 64 with the 64x64 tile: the warp-specialized kernel on sm_90)."""
-    inputs = make_dense_decode_inputs(lengths=[300, 40, 9], h_q=h_q, page=page, dtype=SMALL_DTYPE, device=DEVICE,
-                                      spare_blocks=60000 // page, seed=6)  # fmt: skip
-    wave = _device_spec(torch.device(DEVICE)).num_sms
-    with config.override(**knobs, WAVEMLA_TARGET_CTAS=2 * wave, WAVEMLA_DENSE_ALIGN="off",
-                         WAVEMLA_DENSE_PART_FLOOR=floor):  # fmt: skip
-        meta, _ = get_mla_metadata()
-        check(inputs, metadata=meta)
-    p = meta.dense_plan
-    assert p.num_parts * p.num_row_blocks == 2 * wave and p.wave_parts == p.num_parts // 2
-    units = [max(-(-n // p.block_n), 1) for n in (300, 40, 9)]
-    used = dense_schedule_parts(p.num_parts, sum(units) + 3 * p.segment_overhead, p.min_part_weight, p.wave_parts)
-    assert (p.min_part_weight > 0) == (floor == "auto")
-    assert used == (p.wave_parts if floor == "auto" else p.num_parts)
-    assert all(row == [3, 0, 3, 0] for row in meta.sched[used:].tolist())
-    assert all(row != [3, 0, 3, 0] for row in meta.sched[:used].tolist())
 
 
 def test_scheduler_gives_each_request_a_part_where_that_costs_less_than_cutting():

@@ -18,10 +18,7 @@ request, end tile)`` (end exclusive) and, per request, the first and last part t
 is ``floor(((X_u + 1)·P - 1) / W)`` with ``X_u`` the unit's weight position), which the combine reads. Aligned
 (the plan's ``cut_units >= 0``, :func:`wavemla.plan.dense_schedule`): where there are no more requests than parts and
 the heaviest request weighs at most ``ceil(W / P) + OVH + cut_units``, part ``p`` takes request ``p`` whole and the
-parts past ``b`` nothing, so no request is cut and the combine has nothing to merge. Part floor (the plan's
-``min_part_weight > 0``): otherwise, where a part would carry less than that, the balanced partition runs over whole
-waves of the plan's ``wave_parts`` parts fewer (as many as still carry it, at least one wave) and the rest hold
-nothing, so lengths far under the block table's capacity are not cut into slivers.
+parts past ``b`` nothing, so no request is cut and the combine has nothing to merge.
 
 Split kernel. Program ``(part, row block)`` walks its range; a request it covers whole is finished there (output and
 natural-log lse written); a cut request leaves one normalized fp32 partial and its base-2 lse in workspace slot
@@ -152,11 +149,9 @@ def _dense_mla_schedule_kernel(
     p_req,
     B,
     max_len,
-    P_ALL,
+    P,
     OVH,
     CUT,
-    MINW,
-    WAVE,
     BLOCK_N: tl.constexpr,
     BLOCK_B: tl.constexpr,
     BLOCK_P: tl.constexpr,
@@ -173,16 +168,7 @@ def _dense_mla_schedule_kernel(
     w_total = tl.sum(b_total, 0).to(tl.int64)
     # Aligned (plan.dense_schedule_aligned): a part per request, none cut, where the heaviest request costs no more
     # than a balanced part plus what cutting costs (CUT units; -1: never).
-    w_max = tl.max(b_wmax, 0).to(tl.int64)
-    aligned = (CUT >= 0) & (B <= P_ALL) & (w_max <= (w_total + P_ALL - 1) // P_ALL + OVH + CUT)
-    # Part floor (plan.dense_schedule_parts): where a part of P_ALL would carry under MINW (0: never), the balanced
-    # partition runs over whole waves of WAVE parts fewer, as many as still carry MINW each, at least one wave (or
-    # P_ALL); parts P.. hold nothing.
-    minw = tl.full([], MINW, tl.int64)
-    wave = tl.full([], WAVE, tl.int64)
-    p_all = tl.full([], P_ALL, tl.int64)
-    p_floor = tl.maximum(tl.minimum(p_all, wave), wave * (w_total // tl.maximum(minw * wave, 1)))
-    P = tl.where((minw > 0) & (w_total < p_all * minw), p_floor, p_all)
+    aligned = (CUT >= 0) & (B <= P) & (tl.max(b_wmax, 0).to(tl.int64) <= (w_total + P - 1) // P + OVH + CUT)
 
     # Pass 2: weight prefix per request, the parts that touch it, and a histogram of the first part boundary inside
     # each request (ceil(C_r·P / W) <= P; padding goes to the last bin, which no part < P reads).
@@ -209,16 +195,13 @@ def _dense_mla_schedule_kernel(
 
     # Part p begins in request r_p = #{r : ceil(C_r·P / W) <= p} - 1, at weight x_p = floor(p·W / P).
     o_p = tl.arange(0, BLOCK_P)
-    m_p = o_p < P_ALL
-    m_used = o_p < P
+    m_p = o_p < P
     b_r = tl.maximum(tl.cumsum(b_hist, 0) - 1, 0)
-    b_r = tl.where(m_used, b_r, 0)
-    b_c = tl.load(p_req + b_r * 4 + 2, mask=m_used, other=0).to(tl.int64)
-    b_n = tl.load(p_req + b_r * 4 + 3, mask=m_used, other=1).to(tl.int64)
+    b_r = tl.where(m_p, b_r, 0)
+    b_c = tl.load(p_req + b_r * 4 + 2, mask=m_p, other=0).to(tl.int64)
+    b_n = tl.load(p_req + b_r * 4 + 3, mask=m_p, other=1).to(tl.int64)
     b_x = (o_p.to(tl.int64) * w_total) // P
     b_t = tl.minimum(tl.maximum(b_x - b_c - OVH, 0), b_n - 1)
-    b_r = tl.where(m_used, b_r, B)  # past the parts used: (B, 0), nothing
-    b_t = tl.where(m_used, b_t, 0)
     b_r = tl.where(aligned, tl.minimum(o_p, B), b_r)
     b_t = tl.where(aligned, 0, b_t)
     tl.store(p_sched + o_p * 4 + 0, b_r, mask=m_p)
@@ -751,20 +734,13 @@ def dense_decode_schedule(
     segment_overhead: int,
     block_n: int,
     cut_units: int = -1,
-    min_part_weight: int = 0,
-    wave_parts: int = 1,
 ) -> None:
     """Write the work ranges of ``num_parts`` parts into ``sched [num_parts, 4]`` int32 and the parts touching each
     request into ``req [b, 4]`` int32 (first part, last part, weight prefix, units), from ``cache_seqlens [b]``
     int32 on the device (see the module docstring; ``cut_units >= 0`` lets it give each request a part of its own,
-    ``min_part_weight > 0`` runs light lengths over whole waves of ``wave_parts`` parts fewer,
     :func:`wavemla.plan.dense_schedule`). One program; no host sync."""
     if isinstance(cut_units, bool) or not isinstance(cut_units, int) or cut_units < -1:
         raise ValueError(f"cut_units: an int >= 0, or -1 for never aligned, got {cut_units!r}")
-    if isinstance(min_part_weight, bool) or not isinstance(min_part_weight, int) or min_part_weight < 0:
-        raise ValueError(f"min_part_weight: an int >= 0 (0: no floor), got {min_part_weight!r}")
-    if isinstance(wave_parts, bool) or not isinstance(wave_parts, int) or wave_parts < 1:
-        raise ValueError(f"wave_parts: an int >= 1, got {wave_parts!r}")
     b = cache_seqlens.shape[0]
     _dense_mla_schedule_kernel[(1,)](
         p_seqlens=cache_seqlens,
@@ -772,11 +748,9 @@ def dense_decode_schedule(
         p_req=req,
         B=b,
         max_len=max_seqlen,
-        P_ALL=num_parts,
+        P=num_parts,
         OVH=segment_overhead,
         CUT=cut_units,
-        MINW=min_part_weight,
-        WAVE=wave_parts,
         BLOCK_N=block_n,
         BLOCK_B=min(triton.next_power_of_2(max(b, 16)), _MAX_BLOCK_B),
         BLOCK_P=triton.next_power_of_2(num_parts + 1),

@@ -461,8 +461,7 @@ def bench_dense(
                 "schedule": lambda pl=pl, meta=meta, inputs=inputs: dense_decode_schedule(
                     cache_seqlens=inputs["cache_seqlens"], sched=meta.sched, req=meta.req,
                     max_seqlen=inputs["block_table"].shape[1] * DENSE_PAGE, num_parts=pl.num_parts,
-                    segment_overhead=pl.segment_overhead, block_n=pl.config.block_n, cut_units=pl.cut_units,
-                    min_part_weight=pl.min_part_weight, wave_parts=pl.wave_parts),
+                    segment_overhead=pl.segment_overhead, block_n=pl.config.block_n, cut_units=pl.cut_units),
                 "split": lambda pl=pl, meta=meta, inputs=inputs, out=out, lse=lse, kv=kv, c=c, fp8=fp8, s_q=s_q,
                 o_ws=o_ws: (
                     dense_decode_split(

@@ -175,8 +175,6 @@ def dense_rows(
                 "programs": p.programs,
                 "segment_overhead": p.segment_overhead,
                 "cut_units": p.cut_units,
-                "min_part_weight": p.min_part_weight,
-                "wave_parts": p.wave_parts,
                 "tile_us": p.tile_us,
                 **_prediction_fields(b, p),
             }
