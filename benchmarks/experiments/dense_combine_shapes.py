@@ -1,11 +1,15 @@
 """The dense combine alone over its launch shapes, on 16-bit partials cut the way the scheduler cuts uniform
 requests: pieces per step, output columns and query rows per program, warps.
 
-    PYTHONPATH=src python3 benchmarks/experiments/dense_combine_shapes.py OUT.json [--skewed]
+    PYTHONPATH=src python3 benchmarks/experiments/dense_combine_shapes.py OUT.json [--skewed | --many]
 
 ``--skewed``: 16 heads, the benchmark's skewed lengths (one request in 8 at s_k, the others s_k / 32), cut by the
 scheduler as the planner's staged FP8 16x32 plan cuts them into 132 or 264 parts: the long request holds most of the
 pieces, which one chain of steps merges (b = 8, 16K in 264 parts: the combine took 28 µs of a 45.6 µs call).
+
+``--many``: uniform lengths cut into more than 16 pieces a request (16 heads in 264 or 132 parts, 64 and 128 heads at
+b = 1..8), groups of 16 and 32 pieces a step over 16..128 columns: whether 32 a step holds where a request's pieces
+are that many without skew.
 
 Each case is the planner's part count at h = 64 / 128 with 4K keys; partials bf16, lse fp32, random. Every shape is
 timed with CUDA-graph replay, L2 flushed before each replay (the split kernel's row stream evicts its partials before
@@ -32,6 +36,10 @@ SHAPES = list(itertools.product((4, 8, 16), (64, 128, 256), (16, 32), (4, 8)))  
 # (batch, heads, parts, s_k) with skewed lengths, and the shapes tried there (one 16-row block at 16 heads)
 SKEWED = [(8, 16, 264, 16384), (8, 16, 132, 16384), (8, 16, 264, 4096), (16, 16, 264, 16384), (32, 16, 264, 16384)]
 SKEWED_SHAPES = list(itertools.product((8, 16, 32), (16, 32, 64, 128), (16,), (4, 8)))
+# (batch, heads, parts) with uniform lengths of more than 16 pieces a request, and the shapes tried there
+MANY = [(1, 16, 132), (4, 16, 264), (8, 16, 264), (8, 16, 132), (16, 16, 264), (1, 64, 132), (2, 64, 132),
+        (4, 64, 132), (1, 128, 66), (2, 128, 66)]  # fmt: skip
+MANY_SHAPES = list(itertools.product((16, 32), (16, 32, 64, 128), (16,), (4, 8)))
 
 
 def schedule_rows(b: int, h: int, parts: int, s_k: int, skewed: bool) -> list[tuple[int, int]]:
@@ -49,7 +57,8 @@ def main() -> int:
     torch.manual_seed(0)
     rows = []
     skewed = "--skewed" in sys.argv
-    cases = SKEWED if skewed else [(*c, 4096) for c in CASES]
+    many = "--many" in sys.argv
+    cases = SKEWED if skewed else [(*c, 4096) for c in (MANY if many else CASES)]
     for b, h, parts, s_k in cases:
         request_parts = schedule_rows(b, h, parts, s_k, skewed)
         req = torch.tensor([[f, la, 0, 0] for f, la in request_parts], dtype=torch.int32, device="cuda")
@@ -57,7 +66,8 @@ def main() -> int:
         lse_ws = torch.randn(b + parts, h, device="cuda") * 4
         g0, bd0 = dense_combine_shape(b, parts)
         ref = None
-        for g, bd, bm, w in [(g0, bd0, 16, 4), *(SKEWED_SHAPES if skewed else SHAPES)]:
+        shapes = SKEWED_SHAPES if skewed else MANY_SHAPES if many else SHAPES
+        for g, bd, bm, w in [(g0, bd0, 16, 4), *shapes]:
             out = torch.zeros(b, 1, h, D, device="cuda", dtype=torch.bfloat16)
             lse = torch.zeros(b, 1, h, device="cuda")
 
