@@ -191,7 +191,11 @@ def test_schedule_arguments_are_checked() -> None:
 def test_dense_combine_shape_follows_the_pieces_a_request_can_have():
     from wavemla.plan import dense_combine_pieces, dense_combine_shape
 
-    assert dense_combine_pieces(1, 132) == 132 and dense_combine_shape(1, 132) == (16, 32)
+    assert dense_combine_pieces(1, 132) == 132 and dense_combine_shape(1, 132) == (32, 16)
+    assert dense_combine_pieces(4, 264) == 67 and dense_combine_shape(4, 264) == (32, 16)
+    assert dense_combine_pieces(8, 264) == 34 and dense_combine_shape(8, 264) == (32, 64)
+    assert dense_combine_pieces(16, 264) == 18 and dense_combine_shape(16, 264) == (32, 64)
+    assert dense_combine_pieces(32, 264) == 10 and dense_combine_shape(32, 264) == (16, 32)
     assert dense_combine_pieces(32, 132) == 6 and dense_combine_shape(32, 132) == (8, 128)
     assert dense_combine_pieces(128, 264) == 4 and dense_combine_shape(128, 264) == (4, 128)
 

@@ -1646,13 +1646,23 @@ def dense_combine_shape(batch: int, num_parts: int) -> tuple[int, int]:
     threads: shuffles and shared memory) 23.2 at 127 pieces but 28-148 at b=128; the group's pieces as separate
     loads of an unrolled loop, 16 pieces over 32 columns, 14.0 at 127 pieces, 9.8 at 33, 9.5-9.9 at 5-17, and 4
     pieces over 128 columns 9.4-13.5 at b=128.
+
+    Past 16 pieces, 32 a step (``benchmarks/experiments/dense_combine_shapes.py --many`` and ``--skewed``,
+    ``2026-12-03-h200-dense-combine-many-a268b5a.json``, ``-dense-combine-skewed-59525d7.json``, L2 flushed, median
+    of 30, 15 cases of 17-212 pieces in the longest request, h = 16/64/128, uniform and skewed lengths): over 64
+    columns 0.85-0.96 of 16 pieces over 32 in every case; over 16 columns 0.72-0.84 where a request can have 64 or
+    more (b=1 h=64 in 132 parts: 19.2 -> 13.8 µs; b=8 h=16 skewed in 264: 28.2 -> 21.2) but up to 1.21 at 17-34.
     """
     pieces = dense_combine_pieces(batch, num_parts)
     if pieces <= 4:
         return 4, 128
     if pieces <= 8:
         return 8, 128
-    return 16, 32
+    if pieces <= 16:
+        return 16, 32
+    if pieces < 64:
+        return 32, 64
+    return 32, 16
 
 
 def _dense_slot_levels(device: DeviceSpec, occ: int, workload: DenseWorkload, cfg: KernelConfig) -> list[int]:
@@ -1694,7 +1704,9 @@ def _dense_plan_config(
     share = device.mem_gbps * _DRAM_EFFICIENCY * 1e3
     combine = 0.0
     if cut:
-        group, _ = dense_combine_shape(workload.batch, parts)
+        # priced at 16 pieces a step where the combine runs 32 (dense_combine_shape): the parts were chosen, and the
+        # curves measured, with that price; 32 a step measured 0.72-0.96 of its time, so it stays an upper bound
+        group = min(dense_combine_shape(workload.batch, parts)[0], 16)
         combine = _LAUNCH_US + -(-dense_combine_pieces(workload.batch, parts) // group) * _DENSE_COMBINE_STEP_US
         # 4-byte partials, as when _DENSE_CUT_SHARE was fitted. They are 2 bytes since (kernels/dense_decode.py,
         # partials_dtype), which the curves at 4K show costs here overstate by about 3% (2026-12-03-h200-dense-ws-

@@ -102,8 +102,8 @@ def test_dense_combine_compiles_for_every_architecture():
     import wavemla
     from wavemla.plan import dense_combine_shape
 
-    shapes = sorted({dense_combine_shape(b, p) for b in (1, 8, 32, 128) for p in (16, 66, 132, 264)})
-    assert len(shapes) == 3
+    shapes = sorted({dense_combine_shape(b, p) for b in (1, 4, 8, 32, 128) for p in (16, 66, 132, 264)})
+    assert len(shapes) == 5
     src = str(Path(wavemla.__file__).resolve().parent.parent)
     proc = subprocess.run(
         [sys.executable, "-c", _COMPILE, src, json.dumps(shapes)], capture_output=True, text=True, env={}, timeout=600
