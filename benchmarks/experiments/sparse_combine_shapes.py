@@ -24,7 +24,7 @@ from wavemla.tools.bench import timings_us
 
 H, D = 64, 512
 CASES = [(1, 10, 1), (4, 10, 1), (8, 10, 1), (12, 10, 1), (16, 10, 2), (1, 20, 1), (8, 20, 1), (64, 10, 3)]
-SHAPES = list(itertools.product((1, 2, 4, 8, 16), (32, 64, 128, 256, 512), (2, 4, 8)))  # block_h, block_d, warps
+SHAPES = list(itertools.product((1, 2, 4, 8, 16), (64, 128, 256, 512), (4, 8)))  # block_h, block_d, warps
 # the all-pieces merge holds [pieces, block_h, block_d] partials in registers: shapes past this many are left out
 MAX_ELEMENTS = 16384
 
