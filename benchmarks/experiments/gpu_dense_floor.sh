@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs at 95b4a07 and 2a997f3 only: the part floor it measures was removed after (docs/dense-decode.md, "Parts and
-# skewed lengths"); at later commits the knob is unknown and the script stops at its first bench.
+# Measures 95b4a07 and 2a997f3 only: the part floor was removed after (docs/dense-decode.md, "Parts and skewed
+# lengths"); at later commits nothing reads WAVEMLA_DENSE_PART_FLOOR, so its two sides run the same plan.
 # GPU: the dense scheduler's part floor (plan.DensePlan.min_part_weight, WAVEMLA_DENSE_PART_FLOOR): the dense kernel
 # tests, then the dense FP8 16-head points of gpu_dense_parts.sh (b = 4..64 at 4K and 16K, uniform and skewed) as
 # planned and with the floor off, in one run. Uniform lengths are at the block table's capacity, where the floor
