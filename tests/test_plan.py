@@ -288,7 +288,8 @@ def test_h200_costs_come_from_its_measurements() -> None:
 # 64x64 and 64x32 tile costs (``*-refit8.json``), with the warp-specialized kernel's costs re-fitted to its curves
 # (``*-ws-refit.json``) and chosen by the picks they make (``*-ws-refit2.json``), with the combine priced by what it
 # moves (``*-ws-combine.json``), the small batches' plans (``*-ws-small-b.json``) and cut tokens merged in that kernel
-# (``*-ws-merge.json``); then the staged 16x32 tiles priced at the register tile's ratio (``*-staged-ratio.json``).
+# (``*-ws-merge.json``); then the staged 16x32 tiles priced at the register tile's ratio (``*-staged-ratio.json``), and
+# the 16x32 tiles' shared-SM time at 16 heads (``*-shared-tile.json``).
 _PLANNER_RUNS = ("-merge-model", "-exact-pieces", "-refit8", "-ws-refit", "-ws-refit2", "-ws-combine", "-ws-small-b",
                  "-ws-merge", "-staged-ratio", "-shared-tile")  # fmt: skip
 

@@ -198,6 +198,9 @@ def test_dense_combine_shape_follows_the_pieces_a_request_can_have():
     assert dense_combine_pieces(32, 264) == 10 and dense_combine_shape(32, 264) == (16, 32)
     assert dense_combine_pieces(32, 132) == 6 and dense_combine_shape(32, 132) == (8, 128)
     assert dense_combine_pieces(128, 264) == 4 and dense_combine_shape(128, 264) == (4, 128)
+    # a combine of 32 pieces a step is priced at 16 a step, as the parts were measured: one short request keeps 16
+    # parts (17 pieces), which pricing 32 a step would take to 66
+    assert plan_dense(DenseWorkload(batch=1, s_q=1, h_q=16, max_seqlen=1024), H200).num_parts == 16
 
 
 def test_short_single_requests_take_fewer_parts_than_sms():
