@@ -147,3 +147,30 @@ def test_sparse_combine_skips_tokens_held_by_one_program(program_units):
         assert (out == 7.0).all()
     if program_units == 15:  # programs of units 0-14, 15-29, 30-44, 45-59: tokens 1 and 4 cut between two
         assert [t for t in range(b) if (out[t] == 7.0).all()] == [0, 2, 3, 5]
+
+
+@pytest.mark.parametrize("n_tiles", [10, 36])
+@pytest.mark.parametrize("block_d", [64, 128])
+def test_sparse_all_pieces_merge_matches_an_fp64_merge(n_tiles, block_d):
+    """Tokens cut into one-tile pieces (16 and 64 pieces rounded up: the all-pieces merge, one program per token, head
+    and ``block_d`` columns): the fp64 merge's answer."""
+    from wavemla.kernels.combine import sparse_decode_combine, wide_merge
+
+    assert wide_merge(n_tiles, 1)
+    torch.manual_seed(2)
+    b, h = 3, 4
+    slots = b + b * n_tiles
+    lse_ws = torch.randn(slots, h) * 4
+    o_ws = torch.randn(slots, h, D).to(torch.float16)
+    out = torch.zeros((b, 1, h, D), dtype=torch.float16, device=DEVICE)
+    lse = torch.zeros((b, 1, h), device=DEVICE)
+    sparse_decode_combine(out=out, lse=lse, o_ws=o_ws.to(DEVICE), lse_ws=lse_ws.to(DEVICE), attn_sink=None,
+                          n_tiles=n_tiles, units_per_part=1, block_d=block_d)  # fmt: skip
+    out, lse = out.cpu(), lse.cpu()
+    for t in range(b):
+        l2 = lse_ws[t + t * n_tiles : t + (t + 1) * n_tiles].double()
+        w = torch.exp2(l2 - l2.max(0).values)
+        ref = (w[:, :, None] * o_ws[t + t * n_tiles : t + (t + 1) * n_tiles].double()).sum(0) / w.sum(0)[:, None]
+        assert torch.allclose(out[t, 0].double(), ref, atol=2e-3, rtol=2e-3), t
+        ref_lse = (l2.max(0).values + torch.log2(w.sum(0))) * math.log(2)
+        assert torch.allclose(lse[t, 0].double(), ref_lse, atol=1e-4, rtol=1e-5), t
