@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -240,3 +241,17 @@ def test_env_scan_catches(line: str) -> None:
 @pytest.mark.parametrize("line", ["config.get('WAVEMLA_GPU')", "environment = {}", "from os import path"])
 def test_env_scan_ignores(line: str) -> None:
     assert not _ENV_ACCESS.search(line)
+
+
+def test_an_unknown_wavemla_variable_is_warned_of_once(environ: dict[str, str]) -> None:
+    """A ``WAVEMLA_*`` variable that is no knob (misspelt: ``WAVEMLA_BLOCK_HH``) is ignored, with a warning naming it
+    once; other names are not wavemla's business."""
+    environ.update({"WAVEMLA_BLOCK_HH": "32", "WAVEMLAX": "1", "OTHER": "1"})
+    config._warned.discard("WAVEMLA_BLOCK_HH")
+    assert config.unknown_names() == ["WAVEMLA_BLOCK_HH"]
+    with pytest.warns(UserWarning, match="WAVEMLA_BLOCK_HH is not a wavemla knob"):
+        assert config.get("WAVEMLA_BLOCK_H") is None
+    config.reload()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert config.get("WAVEMLA_BLOCK_H") is None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -222,6 +223,20 @@ KNOBS: dict[str, Knob] = {
 _cache: dict[str, Any] = {}
 _overrides: dict[str, Any] = {}
 _environ: Callable[[], Any] = lambda: os.environ  # noqa: E731 - the single read point of the environment
+_warned: set[str] = set()
+
+
+def unknown_names() -> list[str]:
+    """``WAVEMLA_*`` environment variables that are no knob (a misspelt or a retired name): wavemla ignores them,
+    so :func:`get` warns of each once and ``wavemla env`` reports them as errors."""
+    return sorted(name for name in _environ() if name.startswith("WAVEMLA_") and name not in KNOBS)
+
+
+def _warn_unknown() -> None:
+    for name in unknown_names():
+        if name not in _warned:
+            _warned.add(name)
+            warnings.warn(f"{name} is not a wavemla knob and is ignored (`wavemla env` lists the knobs)", stacklevel=3)
 
 
 def get(name: str) -> Any:
@@ -231,6 +246,7 @@ def get(name: str) -> Any:
     if name in _overrides:
         return _overrides[name]
     if name not in _cache:
+        _warn_unknown()
         raw = _environ().get(name)
         _cache[name] = KNOBS[name].default if raw is None or raw == "" else KNOBS[name].parse(raw)
     return _cache[name]

@@ -177,3 +177,12 @@ def test_reports_what_import_flash_mla_gets(
         shim.uninstall()
     monkeypatch.setitem(sys.modules, "flash_mla", types.ModuleType("flash_mla"))
     assert json.loads(_run(capsys, "--json")[1])["flash_mla"].startswith("another module, already imported (")
+
+
+def test_unknown_wavemla_variable_is_an_error(environ: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    environ["WAVEMLA_DENSE_ALIGNN"] = "off"
+    config._warned.discard("WAVEMLA_DENSE_ALIGNN")
+    with pytest.warns(UserWarning, match="WAVEMLA_DENSE_ALIGNN"):
+        code, out = _run(capsys, "--json")
+    assert code == 2
+    assert json.loads(out)["errors"] == ["WAVEMLA_DENSE_ALIGNN: not a wavemla knob, ignored"]

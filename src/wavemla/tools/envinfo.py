@@ -39,6 +39,7 @@ def collect() -> dict[str, Any]:
 
     knobs = config.table()
     errors = [row["error"] for row in knobs if row["error"]]
+    errors += [f"{name}: not a wavemla knob, ignored" for name in config.unknown_names()]
     try:
         override_arch = triton_override_arch()
     except ValueError as exc:
