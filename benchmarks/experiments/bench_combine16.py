@@ -15,12 +15,8 @@ from wavemla.kernels import combine
 
 
 def shape_before(batch: int, num_parts: int) -> tuple[int, int]:
-    pieces = plan.dense_combine_pieces(batch, num_parts)
-    if pieces <= 4:
-        return 4, 128
-    if pieces <= 8:
-        return 8, 128
-    return 16, 32
+    group, block_d = plan.dense_combine_shape(batch, num_parts)
+    return (16, 32) if group > 16 else (group, block_d)
 
 
 if __name__ == "__main__":

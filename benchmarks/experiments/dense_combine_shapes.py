@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import json
 import sys
+from collections.abc import Callable
 
 import torch
 
@@ -40,6 +41,19 @@ SKEWED_SHAPES = list(itertools.product((8, 16, 32), (16, 32, 64, 128), (16,), (4
 MANY = [(1, 16, 132), (4, 16, 264), (8, 16, 264), (8, 16, 132), (16, 16, 264), (1, 64, 132), (2, 64, 132),
         (4, 64, 132), (1, 128, 66), (2, 128, 66)]  # fmt: skip
 MANY_SHAPES = list(itertools.product((16, 32), (16, 32, 64, 128), (16,), (4, 8)))
+
+
+def run_checked(
+    call: Callable[[], None], out: torch.Tensor, ref: torch.Tensor | None
+) -> tuple[torch.Tensor, float, float]:
+    """Run ``call`` (which writes ``out``) once, compare ``out`` with ``ref`` (the first shape's output; None: this is
+    the first), then time it: (the reference, the max abs difference, median µs over 30 graph replays, L2 flushed)."""
+    call()
+    torch.cuda.synchronize()
+    if ref is None:
+        ref = out.float().clone()
+    diff = float((out.float() - ref).abs().max())
+    return ref, diff, timings_us(call, 30, flush=True, graph=True)[1]
 
 
 def schedule_rows(b: int, h: int, parts: int, s_k: int, skewed: bool) -> list[tuple[int, int]]:
@@ -75,12 +89,7 @@ def main() -> int:
                 dense_decode_combine(out=out, lse=lse, o_ws=o_ws, lse_ws=lse_ws, req=req, block_m=bm, block_d=bd,
                                      group=g, num_warps=w)  # fmt: skip
 
-            call()
-            torch.cuda.synchronize()
-            if ref is None:
-                ref = out.float().clone()
-            diff = float((out.float() - ref).abs().max())
-            us = timings_us(call, 30, flush=True, graph=True)[1]
+            ref, diff, us = run_checked(call, out, ref)
             planner = (g, bd, bm, w) == (g0, bd0, 16, 4)
             rows.append(dict(batch=b, heads=h, parts=parts, s_k=s_k, skewed=skewed, group=g, block_d=bd, block_m=bm,
                              warps=w, us=us, max_diff=diff, planner=planner))  # fmt: skip

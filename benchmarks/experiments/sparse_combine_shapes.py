@@ -7,7 +7,8 @@ t + ((t+1)·n - 1)//U``), 64 heads, fp16 partials, fp32 base-2 lse, random.
 Cases: the spread partition's leftover tokens (``ws_spread.py``: L = 1..12 tokens of 10 one-tile pieces, whose
 combine measured about 1.4 µs a token in the call), and the package's small-batch cuts (b = 1..8 tokens of 20 tiles
 in one-tile slots). Every shape (heads and columns a program, warps) is timed with CUDA-graph replay, L2 flushed
-before each replay, median of 30, and checked against the default shape (max abs difference of the outputs).
+before each replay, median of 30, and checked against the default shape (max abs difference of the outputs;
+``dense_combine_shapes.run_checked``).
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ from __future__ import annotations
 import itertools
 import json
 import sys
+from pathlib import Path
 
 import torch
 import triton
 
 from wavemla.kernels.combine import sparse_decode_combine, wide_merge
-from wavemla.tools.bench import timings_us
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dense_combine_shapes import run_checked
 
 H, D = 64, 512
 CASES = [(1, 10, 1), (4, 10, 1), (8, 10, 1), (12, 10, 1), (16, 10, 2), (1, 20, 1), (8, 20, 1), (64, 10, 3)]
@@ -50,12 +54,7 @@ def main() -> int:
                 sparse_decode_combine(out=out, lse=lse, o_ws=o_ws, lse_ws=lse_ws, attn_sink=None, n_tiles=n,
                                       units_per_part=u, block_h=bh, block_d=bd, num_warps=w, pdl=False)  # fmt: skip
 
-            call()
-            torch.cuda.synchronize()
-            if ref is None:
-                ref = out.float().clone()
-            diff = float((out.float() - ref).abs().max())
-            us = timings_us(call, 30, flush=True, graph=True)[1]
+            ref, diff, us = run_checked(call, out, ref)
             rows.append(dict(tokens=t, n_tiles=n, slot_units=u, wide=wide_merge(n, u), block_h=bh, block_d=bd,
                              warps=w, us=us, max_diff=diff, default=i == 0))  # fmt: skip
         case = [r for r in rows if (r["tokens"], r["n_tiles"], r["slot_units"]) == (t, n, u)]

@@ -246,7 +246,8 @@ def get(name: str) -> Any:
     if name in _overrides:
         return _overrides[name]
     if name not in _cache:
-        _warn_unknown()
+        if not _cache:  # the first read since the environment was (re)loaded
+            _warn_unknown()
         raw = _environ().get(name)
         _cache[name] = KNOBS[name].default if raw is None or raw == "" else KNOBS[name].parse(raw)
     return _cache[name]
