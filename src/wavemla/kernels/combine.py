@@ -30,6 +30,25 @@ from wavemla.plan import dense_combine_shape
 _WIDE_FROM_PIECES = 16
 
 
+# Columns a program of the all-pieces merge takes: all 512 (fewer programs; H200, 64 heads, fp16 partials, one-tile
+# pieces, the combine alone: benchmarks/experiments/sparse_combine_shapes.py,
+# 2026-12-03-h200-sparse-combine-shapes-7e91166.json, L2 flushed, median of 30): 4/8/12 tokens of 10 pieces took 8.1,
+# 9.7, 11.4 µs over 512 columns against 10.6, 15.7, 22.0 over 128 (8 tokens of 20 pieces 11.2 against 17.5); one
+# token 6.8 against 6.4 (7.6 against 7.2 with 20 pieces), which 128 would win, but the shape may not depend on the
+# batch (batch-invariant plans: a column block's reduction order is its own). The pieces' partials of a program,
+# [pieces, block_h, block_d], are capped at this many elements (128 a thread at 4 warps).
+_WIDE_MAX_ELEMENTS = 16384
+
+
+def wide_block_d(max_pieces: int, d: int = 512) -> int:
+    """The columns a program of the all-pieces merge takes for tokens of at most ``max_pieces`` (a power of two)
+    pieces, one head a program (see ``_WIDE_MAX_ELEMENTS``)."""
+    block_d = d
+    while block_d > 64 and max_pieces * block_d > _WIDE_MAX_ELEMENTS:
+        block_d //= 2
+    return block_d
+
+
 def _max_pieces_pow2(n_tiles: int, units_per_part: int) -> int:
     """The most pieces a token has with slots of ``units_per_part`` tiles, rounded up to a power of two."""
     return triton.next_power_of_2((n_tiles + units_per_part - 2) // units_per_part + 1)
@@ -131,7 +150,7 @@ def sparse_decode_combine(
     units_per_part: int,
     program_units: int | None = None,
     block_h: int = 1,
-    block_d: int = 128,
+    block_d: int | None = None,
     num_warps: int = 4,
     pdl: bool | None = None,
 ) -> None:
@@ -141,7 +160,8 @@ def sparse_decode_combine(
     is merged. At small batch the pieces of one token are many and the combine is a bandwidth problem, so it is
     spread over every head. A token has at most ``(n_tiles + units_per_part - 2) // units_per_part + 1`` pieces;
     rounded up to a power of two, from 16 on one program per (token, ``block_h`` heads, ``block_d`` columns) loads
-    them all at once and reduces over the piece axis, below that one program per (token, ``block_h`` heads) runs
+    them all at once and reduces over the piece axis (``block_d`` None: :func:`wide_block_d`), below that one program
+    per (token, ``block_h`` heads) runs
     :func:`merge_pieces` over them in slot order (see ``_WIDE_FROM_PIECES``). The choice depends only on the
     static shape, so batch-invariant plans (fixed pieces) always merge the same way. ``pdl`` (None:
     :func:`wavemla.kernels.gdc.enabled`): launch for programmatic dependent launch behind the split kernel,
@@ -152,10 +172,12 @@ def sparse_decode_combine(
     if pdl is None:
         pdl = gdc.enabled(out.device)
     b, s_q, h, d = out.shape
-    if d % block_d:
-        raise ValueError(f"block_d: must divide the head dim {d}, got {block_d}")
     max_pieces = _max_pieces_pow2(n_tiles, units_per_part)
     wide = wide_merge(n_tiles, units_per_part)
+    if block_d is None:
+        block_d = wide_block_d(max_pieces, d) if wide else d
+    if d % block_d:
+        raise ValueError(f"block_d: must divide the head dim {d}, got {block_d}")
     grid = (b * s_q, triton.cdiv(h, block_h), d // block_d if wide else 1)
     _sparse_mla_combine_kernel[grid](
         p_out=out,
