@@ -150,13 +150,14 @@ def test_sparse_combine_skips_tokens_held_by_one_program(program_units):
 
 
 @pytest.mark.parametrize("n_tiles", [10, 36])
-@pytest.mark.parametrize("block_d", [64, 128])
+@pytest.mark.parametrize("block_d", [None, 128])
 def test_sparse_all_pieces_merge_matches_an_fp64_merge(n_tiles, block_d):
-    """Tokens cut into one-tile pieces (16 and 64 pieces rounded up: the all-pieces merge, one program per token, head
-    and ``block_d`` columns): the fp64 merge's answer."""
-    from wavemla.kernels.combine import sparse_decode_combine, wide_merge
+    """Tokens cut into one-tile pieces (16 and 64 pieces rounded up: the all-pieces merge), over the columns a program
+    it takes by default (:func:`wide_block_d`: all 512, 256 from 64 pieces) and over 128: the fp64 merge's answer."""
+    from wavemla.kernels.combine import sparse_decode_combine, wide_block_d, wide_merge
 
     assert wide_merge(n_tiles, 1)
+    assert (wide_block_d(16), wide_block_d(32), wide_block_d(64), wide_block_d(128)) == (512, 512, 256, 128)
     torch.manual_seed(2)
     b, h = 3, 4
     slots = b + b * n_tiles
