@@ -9,7 +9,7 @@ BUDGET=${BUDGET:-200}
 . "$(dirname "$0")/../budget.sh"
 {
 machine "${1:-}"
-step 60 python3 -m pytest -q -n 8 -p no:cacheprovider tests/kernels/test_combine.py
+step 150 python3 -m pytest -q -n 8 -p no:cacheprovider tests/kernels/test_combine.py
 for m in csa hca; do
   A="--mode $m --s-q 1 --heads 16 64 --batch 1 4 8 --reps 15 --label ${1:-}"
   step 40 python3 -m wavemla.cli bench $A --json "$OUT/sparse-c512-$m-new.json"

@@ -35,7 +35,9 @@ _WIDE_FROM_PIECES = 16
 # 2026-12-03-h200-sparse-combine-shapes-7e91166.json, L2 flushed, median of 30): 4/8/12 tokens of 10 pieces took 8.1,
 # 9.7, 11.4 µs over 512 columns against 10.6, 15.7, 22.0 over 128 (8 tokens of 20 pieces 11.2 against 17.5); one
 # token 6.8 against 6.4 (7.6 against 7.2 with 20 pieces), which 128 would win, but the shape may not depend on the
-# batch (batch-invariant plans: a column block's reduction order is its own). The pieces' partials of a program,
+# batch: a batch-invariant plan merges a token alike in every batch, and the order of the sum over pieces follows the
+# program's shape. In `wavemla bench` (2026-12-03-h200-sparse-combine512-4d4baba.json, CSA/HCA, 16/64 heads,
+# b = 1/4/8) 0.85-1.04 of 128's time, geomean 0.97; 1.04 at 16 heads and one token. The pieces' partials of a program,
 # [pieces, block_h, block_d], are capped at this many elements (128 a thread at 4 warps).
 _WIDE_MAX_ELEMENTS = 16384
 
