@@ -53,6 +53,8 @@ import torch
 
 from wavemla import config
 from wavemla.device import device_arch, triton_interpreting
+from wavemla.kernels import launch
+from wavemla.kernels.launch import NotReplayable, Recording, Replay
 from wavemla.plan import DensePlan, DenseWorkload, Plan, Workload, plan, plan_dense
 from wavemla.reference import fp8_v32
 from wavemla.reference.fp8 import BYTES_PER_TOKEN, D_QK
@@ -62,6 +64,7 @@ MAX_S_Q = 4  # query tokens per request the decodes take (the token and up to 3 
 _FP8_DTYPES = (torch.uint8, torch.float8_e4m3fn)
 # The kernels take softmax_scale·log2(e) as an fp32 argument.
 _MAX_SOFTMAX_SCALE = float(torch.finfo(torch.float32).max) / math.log2(math.e)
+_MAX_REPLAYS = 8  # call signatures whose launches a metadata object keeps (kernels.launch)
 
 
 @dataclass
@@ -81,6 +84,27 @@ class MLAMetadata:
     sched: torch.Tensor | None = field(default=None, repr=False)  # dense: [num_parts, 4] int32 work ranges
     req: torch.Tensor | None = field(default=None, repr=False)  # dense: [b, 4] int32 parts touching each request
     scheduled: bool = False  # dense: the scheduler has run into sched/req (see dense_mla_decode's reuse_schedule)
+    # the launches of calls made with this metadata, by call signature, replayed by later calls with the same one
+    replays: list[tuple[tuple[Any, ...], Replay]] = field(default_factory=list, repr=False)
+
+    def buffers(self) -> list[torch.Tensor]:
+        """The workspace tensors this metadata owns (the same for every call)."""
+        held = [self.o_ws, self.lse_ws, self.counts, self.q_ws, self.p_ws, self.sched, self.req]
+        return [t for t in (*held, *self.dense_o_ws.values()) if t is not None]
+
+    def replay_for(self, key: tuple[Any, ...]) -> Replay | None:
+        for k, r in self.replays:
+            if k == key:
+                return r
+        return None
+
+    def keep_replay(self, key: tuple[Any, ...], rec: Recording, inputs: list[torch.Tensor | None]) -> None:
+        """Keep the launches ``rec`` noted for calls of signature ``key`` (the last 8 signatures are kept)."""
+        try:
+            replay = Replay(rec, inputs, self.buffers())
+        except NotReplayable:
+            return
+        self.replays = [(key, replay), *[(k, r) for k, r in self.replays if k != key]][:_MAX_REPLAYS]
 
 
 def get_mla_metadata(*args: Any, **kwargs: Any) -> tuple[MLAMetadata, None]:
@@ -174,6 +198,11 @@ def _device_spec(device: torch.device) -> Any:
     return _SPECS[key]
 
 
+def _replayable(metadata: Any, tensors: tuple[Any, ...], scalars: tuple[Any, ...]) -> bool:
+    """Whether a call may use its metadata's launch replays (:func:`wavemla.kernels.launch.replayable`)."""
+    return type(metadata) is MLAMetadata and launch.replayable(tensors, scalars)
+
+
 def sparse_mla_decode(
     q: torch.Tensor,
     kv_cache: torch.Tensor,
@@ -198,9 +227,23 @@ def sparse_mla_decode(
 
         out, lse = sparse_mla_decode(q, cache, idx, attn_sink=sink, extra_kv_cache=comp, extra_indices=comp_idx)
     """
-    from wavemla.kernels import sparse_decode_ws
-    from wavemla.kernels.combine import sparse_decode_combine
-    from wavemla.kernels.sparse_decode import p_scratch_elems, sparse_decode_split
+    from wavemla.kernels.sparse_decode import p_scratch_elems
+
+    # A call with the signature of one made before with this metadata launches that call's kernels again
+    # (kernels.launch): the same validation outcome, plan, kernels and arguments, with the new tensors.
+    tensors = (q, kv_cache, indices, topk_length, extra_kv_cache, extra_indices, extra_topk_length, attn_sink)
+    scalars = (softmax_scale, batch_invariant)
+    call_sig: tuple[Any, ...] | None = None
+    if _replayable(metadata, tensors, scalars):
+        assert metadata is not None
+        call_sig, ptrs = launch.call_key(tensors, scalars)
+        replay = metadata.replay_for(call_sig)
+        if replay is not None:
+            b, s_q, h_q = q.shape[:3]
+            out = torch.empty((b, s_q, h_q, D_QK), dtype=q.dtype, device=q.device)
+            lse = torch.empty((b, s_q, h_q), dtype=torch.float32, device=q.device)
+            replay.launch((*tensors, out, lse), (*ptrs, out.data_ptr(), lse.data_ptr()))
+            return out, lse.transpose(1, 2)
 
     device = _check_q_common(q)
     b, s_q, h_q, d = q.shape
@@ -299,63 +342,95 @@ def sparse_mla_decode(
         lse = torch.empty((b, s_q, h_q), dtype=torch.float32, device=device)
         if b == 0:
             return out, lse.transpose(1, 2)
-        kv = kv_cache.view(torch.uint8) if is_fp8 else kv_cache
-        extra_kv = extra_kv_cache.view(torch.uint8) if (has_extra and is_fp8) else extra_kv_cache
-        ws = device.type == "cuda" and not triton_interpreting() and sparse_decode_ws.supported(
-            is_fp8=is_fp8, block_h=p.config.block_h, block_n=p.config.block_n, arch=device_arch(device), q=q,
-            kv=kv, extra_kv=extra_kv,
-        )  # fmt: skip
-        # what both split kernels take; the Triton kernel also its tile, merge and scratch choices
-        launch = dict(
-            q=q,
+        with launch.recording() as rec:
+            _sparse_launch(meta, q, out, lse, kv_cache, indices, topk_length, extra_kv_cache, extra_indices,
+                           extra_topk_length, attn_sink, scale, is_fp8, has_extra, device)  # fmt: skip
+        if call_sig is not None:
+            meta.keep_replay(call_sig, rec, [*tensors, out, lse])
+        return out, lse.transpose(1, 2)
+
+
+def _sparse_launch(
+    meta: MLAMetadata,
+    q: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    kv_cache: torch.Tensor,
+    indices: torch.Tensor,
+    topk_length: torch.Tensor | None,
+    extra_kv_cache: torch.Tensor | None,
+    extra_indices: torch.Tensor | None,
+    extra_topk_length: torch.Tensor | None,
+    attn_sink: torch.Tensor | None,
+    scale: float,
+    is_fp8: bool,
+    has_extra: bool,
+    device: torch.device,
+) -> None:
+    """The sparse decode's launches for a validated, planned call (split kernel, then the combine if the plan needs
+    it)."""
+    from wavemla.kernels import sparse_decode_ws
+    from wavemla.kernels.combine import sparse_decode_combine
+    from wavemla.kernels.sparse_decode import sparse_decode_split
+
+    p = meta.plan
+    assert p is not None
+    kv = kv_cache.view(torch.uint8) if is_fp8 else kv_cache
+    extra_kv = extra_kv_cache.view(torch.uint8) if (has_extra and is_fp8) else extra_kv_cache
+    ws = device.type == "cuda" and not triton_interpreting() and sparse_decode_ws.supported(
+        is_fp8=is_fp8, block_h=p.config.block_h, block_n=p.config.block_n, arch=device_arch(device), q=q,
+        kv=kv, extra_kv=extra_kv,
+    )  # fmt: skip
+    # what both split kernels take; the Triton kernel also its tile, merge and scratch choices
+    common = dict(
+        q=q,
+        out=out,
+        lse=lse,
+        o_ws=meta.o_ws,
+        lse_ws=meta.lse_ws,
+        kv=kv,
+        indices=indices,
+        topk_length=topk_length,
+        extra_kv=extra_kv,
+        extra_indices=extra_indices if has_extra else None,
+        extra_topk_length=extra_topk_length if has_extra else None,
+        attn_sink=attn_sink,
+        softmax_scale=scale,
+        units_per_part=p.units_per_part,
+        num_parts=p.num_parts,
+        pieces_tiles=p.pieces_tiles,
+    )
+    if ws:
+        meta.split_kernel = sparse_decode_ws.sparse_decode_split_ws(
+            **common, counts=meta.counts if p.ws_merge else None
+        )
+    else:
+        meta.split_kernel = sparse_decode_split(
+            **common,
+            counts=meta.counts,
+            is_fp8=is_fp8,
+            block_h=p.config.block_h,
+            block_n=p.config.block_n,
+            num_warps=p.config.num_warps,
+            num_stages=p.config.num_stages,
+            merge_in_kernel=p.merge_in_kernel,
+            q_ws=meta.q_ws,
+            p_ws=meta.p_ws,
+        )
+    # the warp-specialized kernel merges the tokens whose batch-invariant pieces all ran in one program, and those
+    # cut between programs where the plan says so; the combine takes the rest
+    if p.needs_combine and not p.ws_merge if ws else p.writes_partials and not p.merge_in_kernel:
+        assert meta.o_ws is not None and meta.lse_ws is not None
+        sparse_decode_combine(
             out=out,
             lse=lse,
             o_ws=meta.o_ws,
             lse_ws=meta.lse_ws,
-            kv=kv,
-            indices=indices,
-            topk_length=topk_length,
-            extra_kv=extra_kv,
-            extra_indices=extra_indices if has_extra else None,
-            extra_topk_length=extra_topk_length if has_extra else None,
             attn_sink=attn_sink,
-            softmax_scale=scale,
-            units_per_part=p.units_per_part,
-            num_parts=p.num_parts,
-            pieces_tiles=p.pieces_tiles,
+            n_tiles=p.n_tiles,
+            units_per_part=p.slot_units,
+            program_units=p.units_per_part if ws and p.pieces_tiles is not None else None,
         )
-        if ws:
-            meta.split_kernel = sparse_decode_ws.sparse_decode_split_ws(
-                **launch, counts=meta.counts if p.ws_merge else None
-            )
-        else:
-            meta.split_kernel = sparse_decode_split(
-                **launch,
-                counts=meta.counts,
-                is_fp8=is_fp8,
-                block_h=p.config.block_h,
-                block_n=p.config.block_n,
-                num_warps=p.config.num_warps,
-                num_stages=p.config.num_stages,
-                merge_in_kernel=p.merge_in_kernel,
-                q_ws=meta.q_ws,
-                p_ws=meta.p_ws,
-            )
-        # the warp-specialized kernel merges the tokens whose batch-invariant pieces all ran in one program, and those
-        # cut between programs where the plan says so; the combine takes the rest
-        if p.needs_combine and not p.ws_merge if ws else p.writes_partials and not p.merge_in_kernel:
-            assert meta.o_ws is not None and meta.lse_ws is not None
-            sparse_decode_combine(
-                out=out,
-                lse=lse,
-                o_ws=meta.o_ws,
-                lse_ws=meta.lse_ws,
-                attn_sink=attn_sink,
-                n_tiles=p.n_tiles,
-                units_per_part=p.slot_units,
-                program_units=p.units_per_part if ws and p.pieces_tiles is not None else None,
-            )
-        return out, lse.transpose(1, 2)
 
 
 def _check_q_common(q: Any) -> torch.device:
@@ -454,6 +529,22 @@ def dense_mla_decode(
     from wavemla.kernels.dense_decode import p_scratch_elems as dense_p_scratch_elems
     from wavemla.kernels.dense_decode import split_p as dense_split_p
 
+    tensors = (q, k_cache, block_table, cache_seqlens)
+    run_schedule = not (reuse_schedule and isinstance(metadata, MLAMetadata) and metadata.scheduled)
+    scalars = (softmax_scale, causal, run_schedule)
+    call_sig: tuple[Any, ...] | None = None
+    if _replayable(metadata, tensors, scalars):
+        assert metadata is not None
+        call_sig, ptrs = launch.call_key(tensors, scalars)
+        replay = metadata.replay_for(call_sig)
+        if replay is not None:
+            b, s_q, h_q = q.shape[:3]
+            out = torch.empty((b, s_q, h_q, 512), dtype=q.dtype, device=q.device)
+            lse = torch.empty((b, s_q, h_q), dtype=torch.float32, device=q.device)
+            replay.launch((*tensors, out, lse), (*ptrs, out.data_ptr(), lse.data_ptr()))
+            metadata.scheduled = True
+            return out, lse.transpose(1, 2)
+
     device = _check_q_common(q)
     b, s_q, h_q, d_qk = q.shape
     if d_qk not in (576, 512):
@@ -522,41 +613,44 @@ def dense_mla_decode(
             return out, lse.transpose(1, 2)
         kv = k_cache.view(torch.uint8) if is_fp8 else k_cache
         o_ws = dense_partials(meta, q, is_fp8)
-        if not (reuse_schedule and meta.scheduled):
-            dense_decode_schedule(
+        with launch.recording() as rec:
+            if not (reuse_schedule and meta.scheduled):
+                dense_decode_schedule(
+                    cache_seqlens=cache_seqlens,
+                    sched=meta.sched,
+                    req=meta.req,
+                    max_seqlen=workload.max_seqlen,
+                    num_parts=p.num_parts,
+                    segment_overhead=p.segment_overhead,
+                    block_n=p.config.block_n,
+                    cut_units=p.cut_units,
+                )
+                meta.scheduled = True
+            meta.split_kernel = dense_decode_split(
+                q=q,
+                out=out,
+                lse=lse,
+                o_ws=o_ws,
+                lse_ws=meta.lse_ws,
+                kv=kv,
+                block_table=block_table,
                 cache_seqlens=cache_seqlens,
                 sched=meta.sched,
-                req=meta.req,
-                max_seqlen=workload.max_seqlen,
-                num_parts=p.num_parts,
-                segment_overhead=p.segment_overhead,
+                is_fp8=is_fp8,
+                causal=causal,
+                softmax_scale=scale,
+                block_h=p.config.block_h,
                 block_n=p.config.block_n,
-                cut_units=p.cut_units,
+                num_warps=p.config.num_warps,
+                num_stages=p.config.num_stages,
+                num_parts=p.num_parts,
+                # planned under WAVEMLA_DENSE_P=single; a call under split keeps P in registers (two dots of it)
+                p_ws=None if dense_split_p(is_fp8, q.dtype) else meta.p_ws,
             )
-            meta.scheduled = True
-        meta.split_kernel = dense_decode_split(
-            q=q,
-            out=out,
-            lse=lse,
-            o_ws=o_ws,
-            lse_ws=meta.lse_ws,
-            kv=kv,
-            block_table=block_table,
-            cache_seqlens=cache_seqlens,
-            sched=meta.sched,
-            is_fp8=is_fp8,
-            causal=causal,
-            softmax_scale=scale,
-            block_h=p.config.block_h,
-            block_n=p.config.block_n,
-            num_warps=p.config.num_warps,
-            num_stages=p.config.num_stages,
-            num_parts=p.num_parts,
-            # planned under WAVEMLA_DENSE_P=single; a call under split keeps P in registers (two dots of it)
-            p_ws=None if dense_split_p(is_fp8, q.dtype) else meta.p_ws,
-        )
-        if p.num_parts > 1:
-            dense_decode_combine(out=out, lse=lse, o_ws=o_ws, lse_ws=meta.lse_ws, req=meta.req)
+            if p.num_parts > 1:
+                dense_decode_combine(out=out, lse=lse, o_ws=o_ws, lse_ws=meta.lse_ws, req=meta.req)
+        if call_sig is not None:
+            meta.keep_replay(call_sig, rec, [*tensors, out, lse])
         return out, lse.transpose(1, 2)
 
 

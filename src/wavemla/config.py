@@ -205,6 +205,16 @@ KNOBS: dict[str, Knob] = {
             choices=("auto", "on", "off"),
         ),
         Knob(
+            "WAVEMLA_LAUNCH",
+            "str",
+            "replay",
+            "How the decode calls launch their kernels when a call repeats one made before with the same metadata "
+            "(sparse and dense decode) or arguments (indexer): 'replay' launches the compiled kernels directly with "
+            "the new tensors' addresses, skipping Triton's per-launch argument binding (same kernels, same "
+            "arguments); 'triton': every launch through Triton's launch path.",
+            choices=("replay", "triton"),
+        ),
+        Knob(
             "WAVEMLA_GPU",
             "str",
             None,
@@ -222,6 +232,7 @@ KNOBS: dict[str, Knob] = {
 
 _cache: dict[str, Any] = {}
 _overrides: dict[str, Any] = {}
+_generation = [0]  # bumped whenever a knob's value may change (reload, override): see generation()
 _environ: Callable[[], Any] = lambda: os.environ  # noqa: E731 - the single read point of the environment
 _warned: set[str] = set()
 
@@ -263,12 +274,20 @@ def raw(name: str) -> str | None:
 def reload() -> None:
     """Forget parsed values so the next :func:`get` reads the environment again."""
     _cache.clear()
+    _generation[0] += 1
+
+
+def generation() -> int:
+    """A number that changes whenever a knob's value may have changed (:func:`reload`, :func:`override`): callers
+    that keep work decided under the knobs (the decode calls' launch replays) key it on this."""
+    return _generation[0]
 
 
 @contextlib.contextmanager
 def override(**values: Any) -> Iterator[None]:
     """Temporarily set knobs (validated like environment values; ``None`` means unset)."""
     saved = dict(_overrides)
+    _generation[0] += 1
     try:
         for name, value in values.items():
             if name not in KNOBS:
@@ -282,6 +301,7 @@ def override(**values: Any) -> Iterator[None]:
     finally:
         _overrides.clear()
         _overrides.update(saved)
+        _generation[0] += 1
 
 
 def environ_without(*names: str) -> dict[str, str]:

@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from wavemla.kernels import gdc
+from wavemla.kernels import gdc, launch
 from wavemla.kernels.dense_decode import finalize_rows
 from wavemla.kernels.gdc import gdc_wait
 from wavemla.kernels.sparse_decode import finalize_heads, merge_pieces
@@ -181,7 +181,9 @@ def sparse_decode_combine(
     if d % block_d:
         raise ValueError(f"block_d: must divide the head dim {d}, got {block_d}")
     grid = (b * s_q, triton.cdiv(h, block_h), d // block_d if wide else 1)
-    _sparse_mla_combine_kernel[grid](
+    launch.run(
+        _sparse_mla_combine_kernel,
+        grid,
         p_out=out,
         p_lse=lse,
         p_o_ws=o_ws,
@@ -312,7 +314,9 @@ def dense_decode_combine(
     if not 1 <= group <= DENSE_COMBINE_MAX_GROUP:
         raise ValueError(f"group: pieces per step in 1..{DENSE_COMBINE_MAX_GROUP} (an unrolled loop), got {group}")
     m = s_q * h
-    _dense_mla_combine_kernel[(b, triton.cdiv(m, block_m), d // block_d)](
+    launch.run(
+        _dense_mla_combine_kernel,
+        (b, triton.cdiv(m, block_m), d // block_d),
         p_out=out,
         p_lse=lse,
         p_o_ws=o_ws,

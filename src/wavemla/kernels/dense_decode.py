@@ -53,6 +53,7 @@ import triton.language as tl
 
 from wavemla import config
 from wavemla.device import E4M3_CVT_MIN_ARCH, device_arch, fp8_decode_path, triton_interpreting
+from wavemla.kernels import launch
 from wavemla.kernels.fp8 import e4m3_f16, e4m3_times_256_inv_f16
 
 LOG2E = 1.4426950408889634
@@ -742,7 +743,9 @@ def dense_decode_schedule(
     if isinstance(cut_units, bool) or not isinstance(cut_units, int) or cut_units < -1:
         raise ValueError(f"cut_units: an int >= 0, or -1 for never aligned, got {cut_units!r}")
     b = cache_seqlens.shape[0]
-    _dense_mla_schedule_kernel[(1,)](
+    launch.run(
+        _dense_mla_schedule_kernel,
+        (1,),
         p_seqlens=cache_seqlens,
         p_sched=sched,
         p_req=req,
@@ -858,7 +861,9 @@ def dense_decode_split(
     m = s_q * h
     num_rb = triton.cdiv(m, block_h)
     page = kv.shape[1]
-    return _dense_mla_decode_kernel[(num_parts * num_rb,)](
+    return launch.run(
+        _dense_mla_decode_kernel,
+        (num_parts * num_rb,),
         p_q=q,
         p_out=out,
         p_lse=lse,

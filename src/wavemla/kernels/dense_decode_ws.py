@@ -44,6 +44,7 @@ import triton
 import triton.language as tl
 
 from wavemla import config
+from wavemla.kernels import launch
 
 
 def _triton_at_least(major: int, minor: int) -> bool:
@@ -498,7 +499,9 @@ def dense_decode_split_ws(
     ws2 = o_ws.view(o_ws.shape[0] * m, D_V)  # slot s, query row r at row s·m + r
     w_desc = TensorDescriptor(ws2, list(ws2.shape), list(ws2.stride()), [BLOCK, BLOCK], layout)
     num_rb = m // BLOCK
-    return _dense_mla_decode_ws_kernel[(num_parts * num_rb,)](
+    return launch.run(
+        _dense_mla_decode_ws_kernel,
+        (num_parts * num_rb,),
         q_desc,
         kv_desc,
         o_desc,

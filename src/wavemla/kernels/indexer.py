@@ -58,6 +58,7 @@ Example::
 
 from __future__ import annotations
 
+import collections
 import math
 from dataclasses import dataclass
 
@@ -66,6 +67,7 @@ import triton
 import triton.language as tl
 
 from wavemla.device import fp8_decode_path
+from wavemla.kernels import launch
 from wavemla.kernels.fp8 import e4m3_times_256_inv_f16
 from wavemla.reference.indexer import INDEX_K_LAYOUTS
 
@@ -1382,7 +1384,7 @@ def _check_out(
 
 def _workspace(workspace: object, numel: int, device: torch.device) -> torch.Tensor:
     if workspace is None:
-        return torch.empty(numel, dtype=torch.int32, device=device)
+        return launch.scratch(torch.empty(numel, dtype=torch.int32, device=device))
     workspace = _require_tensor("workspace", workspace, (torch.int32,), 1, device)
     if workspace.numel() < numel:
         raise ValueError(
@@ -1430,7 +1432,9 @@ def _launch_scores(
     k_words = index_k_cache.view(torch.int32) if call.fp8 else index_k_cache
     q_arg = q_idx.view(torch.uint8) if q_idx.dtype == torch.float8_e4m3fn else q_idx
     grid = (triton.cdiv(max(call.max_n, 1), cfg.rows_per_program), call.b, triton.cdiv(call.s_q, cfg.s_block))
-    _indexer_score_kernel[grid](
+    launch.run(
+        _indexer_score_kernel,
+        grid,
         p_q=q_arg,
         p_w=weights,
         p_k=index_k_cache,
@@ -1488,7 +1492,9 @@ def _launch_token_select(
 ) -> None:
     """Per-token select: one program per query token; its candidate list lives in its (unzeroed) histogram region."""
     stride_list = _list_stride(call, cfg)
-    _indexer_select_kernel[(call.b * call.s_q,)](
+    launch.run(
+        _indexer_select_kernel,
+        (call.b * call.s_q,),
         p_keys=keys,
         p_list=hist,
         p_bt=block_table,
@@ -1554,8 +1560,10 @@ def _launch_spread_select(
         "num_warps": cfg.select_warps,
     }
     if call.max_n > call.topk:  # static: otherwise no token can have more than topk rows
-        _indexer_spread_count_kernel[(tokens * cfg.parts,)](**shared)
-    _indexer_spread_rank_kernel[(tokens,)](
+        launch.run(_indexer_spread_count_kernel, (tokens * cfg.parts,), **shared)
+    launch.run(
+        _indexer_spread_rank_kernel,
+        (tokens,),
         p_list=hist,
         p_bt=block_table,
         p_idx=indices,
@@ -1623,6 +1631,25 @@ def lightning_indexer(
 
         idx, length = lightning_indexer(q_idx, weights, index_k_cache, block_table, n_comp, 512, max_n_comp=65536)
     """
+    # A call with the signature of one made before launches that call's kernels again (kernels.launch).
+    given = out if isinstance(out, tuple) and len(out) == 2 else (None, None)
+    tensors = (q_idx, weights, index_k_cache, block_table, n_comp, *given, workspace)
+    scalars = (topk, max_n_comp, select_chunk, index_k_layout, select, out is None)
+    key: tuple[object, ...] | None = None
+    if launch.replayable(tensors, scalars) and (out is None or None not in given):
+        key, ptrs = launch.call_key(tensors, scalars)
+        kept = _REPLAYS.get(key)
+        if kept is not None:
+            replay, out_shapes = kept
+            _REPLAYS.move_to_end(key)
+            if out is None:
+                idx_out = torch.empty(out_shapes[0], dtype=torch.int32, device=q_idx.device)
+                len_out = torch.empty(out_shapes[1], dtype=torch.int32, device=q_idx.device)
+                inputs = (*tensors[:5], idx_out, len_out, workspace)
+                replay.launch(inputs, (*ptrs[:5], idx_out.data_ptr(), len_out.data_ptr(), *ptrs[5:]))
+                return idx_out, len_out
+            replay.launch(tensors, ptrs)
+            return given  # type: ignore[return-value]
     call = _validate(q_idx, weights, index_k_cache, block_table, n_comp, topk, max_n_comp, index_k_layout)
     device = q_idx.device
     checked = _check_out(out, call.b, call.s_q, call.topk, device)
@@ -1631,6 +1658,43 @@ def lightning_indexer(
         lengths = torch.empty((call.b, call.s_q), dtype=torch.int32, device=device)
     else:
         indices, lengths = checked
+    with launch.recording() as rec:
+        _indexer_launches(call, q_idx, weights, index_k_cache, block_table, n_comp, indices, lengths, workspace,
+                          select_chunk, select)  # fmt: skip
+    if key is not None:
+        try:
+            replay = launch.Replay(rec, (*tensors[:5], indices, lengths, workspace), ())
+        except launch.NotReplayable:
+            pass
+        else:
+            _REPLAYS[key] = (replay, (tuple(indices.shape), tuple(lengths.shape)))
+            while len(_REPLAYS) > _MAX_REPLAYS:
+                _REPLAYS.popitem(last=False)
+    return indices, lengths
+
+
+# Launch replays of recent indexer calls by signature (kernels.launch), least recently used first.
+_REPLAYS: collections.OrderedDict[tuple[object, ...], tuple[launch.Replay, tuple[tuple[int, ...], ...]]] = (
+    collections.OrderedDict()
+)
+_MAX_REPLAYS = 16
+
+
+def _indexer_launches(
+    call: _Call,
+    q_idx: torch.Tensor,
+    weights: torch.Tensor,
+    index_k_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    n_comp: torch.Tensor,
+    indices: torch.Tensor,
+    lengths: torch.Tensor,
+    workspace: torch.Tensor | None,
+    select_chunk: int | None,
+    select: str | None,
+) -> None:
+    """The indexer's launches for a validated call: scores, then the select ``choose_config`` picks."""
+    device = q_idx.device
     cfg = choose_config(
         call.b,
         call.s_q,
@@ -1655,7 +1719,7 @@ def lightning_indexer(
         else:
             parts = ws[layout.parts : layout.numel]
             _launch_spread_select(call, cfg, block_table, n_comp, keys, parts, hist, layout.n_pad, indices, lengths)
-        return indices, lengths
+        return
     common = {
         "p_ncomp": n_comp,
         "stride_nb": n_comp.stride(0),
@@ -1671,13 +1735,23 @@ def lightning_indexer(
     }
     select_grid = (layout.n_chunks, call.b * call.s_q)
     if call.max_n > call.topk:  # static: otherwise no token can have more than topk rows
+        launch.untracked("histograms zeroed by torch")
         hist.zero_()
         _launch_scores(call, cfg, q_idx, weights, index_k_cache, block_table, n_comp, keys, layout.n_pad, call.topk)
         for pass_ in (0, 1, 2):
-            _indexer_hist_kernel[select_grid](
-                p_keys=keys, p_hist=hist, PASS=pass_, NB0=HIST0_BINS, NB=HIST_BINS, **common
+            launch.run(
+                _indexer_hist_kernel,
+                select_grid,
+                p_keys=keys,
+                p_hist=hist,
+                PASS=pass_,
+                NB0=HIST0_BINS,
+                NB=HIST_BINS,
+                **common,
             )
-        _indexer_count_kernel[select_grid](
+        launch.run(
+            _indexer_count_kernel,
+            select_grid,
             p_keys=keys,
             p_hist=hist,
             p_counts=counts,
@@ -1687,7 +1761,9 @@ def lightning_indexer(
             NB=HIST_BINS,
             **common,
         )
-    _indexer_compact_kernel[select_grid](
+    launch.run(
+        _indexer_compact_kernel,
+        select_grid,
         p_keys=keys,
         p_bt=block_table,
         p_counts=counts,
@@ -1704,7 +1780,6 @@ def lightning_indexer(
         BLOCK_C=min(1024, _next_pow2(layout.n_chunks)),
         **common,
     )
-    return indices, lengths
 
 
 def indexer_scores(

@@ -42,7 +42,7 @@ import triton.language as tl
 
 from wavemla import config
 from wavemla.device import device_arch, fp8_decode_path, triton_interpreting
-from wavemla.kernels import gdc
+from wavemla.kernels import gdc, launch
 from wavemla.kernels.fp8 import e4m3_f16, e4m3_times_256_inv_f16, ue8m0_scale, ue8m0_scale_times_256
 from wavemla.kernels.gdc import gdc_launch_dependents, gdc_wait
 from wavemla.plan import Q_CONVERT_MIN_TILES, staged_fp8
@@ -924,10 +924,12 @@ def launch_l2_policies(is_fp8: bool, block_h: int, block_n: int) -> bool:
 
 def _q_to_f16(q: torch.Tensor, pdl: bool) -> torch.Tensor:
     """fp16 copy of ``q`` by :func:`_q_to_f16_kernel` (which lets a dependent launch start at once when ``pdl``)."""
-    q = q.contiguous()
-    out = torch.empty(q.shape, dtype=torch.float16, device=q.device)
+    if not q.is_contiguous():
+        launch.untracked("q copied to make it contiguous")
+        q = q.contiguous()
+    out = launch.scratch(torch.empty(q.shape, dtype=torch.float16, device=q.device))
     n = q.numel()
-    _q_to_f16_kernel[(triton.cdiv(n, _Q_BLOCK),)](q, out, n, BLOCK=_Q_BLOCK, PDL=pdl, num_warps=4)
+    launch.run(_q_to_f16_kernel, (triton.cdiv(n, _Q_BLOCK),), q, out, n, BLOCK=_Q_BLOCK, PDL=pdl, num_warps=4)
     return out
 
 
@@ -1042,7 +1044,9 @@ def sparse_decode_split(
     dummy = indices  # a valid pointer for arguments a constexpr flag disables
     kv_x = extra_kv if has_extra else kv
     idx_x = extra_indices if has_extra else indices
-    return _sparse_mla_decode_kernel[(num_parts * num_hb,)](
+    return launch.run(
+        _sparse_mla_decode_kernel,
+        (num_parts * num_hb,),
         p_q=q,
         p_out=out,
         p_lse=lse,

@@ -52,6 +52,7 @@ import triton
 import triton.language as tl
 
 from wavemla import config
+from wavemla.kernels import launch
 from wavemla.kernels.dense_decode_ws import HAVE_GLUON
 
 if HAVE_GLUON:
@@ -761,7 +762,9 @@ def sparse_decode_split_ws(
     if counts is not None and (counts.dtype != torch.int32 or counts.numel() < b * s_q * num_hb * 2):
         raise ValueError(f"counts: expected int32 with at least {b * s_q * num_hb * 2} elements, got {counts.dtype} "
                          f"with {counts.numel()}")  # fmt: skip
-    return _sparse_mla_decode_ws_kernel[(num_parts * num_hb,)](
+    return launch.run(
+        _sparse_mla_decode_ws_kernel,
+        (num_parts * num_hb,),
         q,
         out,
         lse,

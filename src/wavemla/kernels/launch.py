@@ -1,0 +1,275 @@
+"""Kernel launches that skip Triton's per-launch work when a decode call repeats.
+
+Triton's ``kernel[grid](...)`` binds every argument, specializes it (dtype, 16-byte alignment, integers equal to 1
+or divisible by 16) and looks the compiled kernel up on every call. For this package's kernels (11 to 72 arguments)
+that took 20-54 µs a launch on the H200 machine's host, against 6-12 µs for the compiled kernel's own launcher
+(``benchmarks/experiments/host_breakdown.py``), and a decode call launches two or three kernels.
+
+The decode calls launch through :func:`run`. Under :func:`recording`, the launches of one call are noted, and
+:class:`Replay` turns them into calls of the compiled kernels' launchers with every argument fixed except the
+tensors' addresses, which the caller gives per call (or, for scratch tensors a launcher allocated, the replay
+allocates again). The caller keeps a replay for the *signature* of the call it recorded: the type, dtype, shape,
+strides, device and 16-byte alignment of every tensor argument, which tensors share an address, the scalar
+arguments and the knobs. Within one signature every other launch argument, every specialization and every
+choice the launchers make are the same, so a replay launches exactly what Triton would have: the same compiled
+kernels with the same arguments.
+
+A recording is refused (no replay; calls keep Triton's path) when a launch argument is a tensor the caller did not
+name and no launcher registered (:func:`scratch`), when host-side torch work ran that a replay could not repeat
+(:func:`untracked`), under Triton's interpreter, and while a Triton launch hook is set (profilers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import inspect
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+
+from wavemla import config
+
+
+@dataclasses.dataclass
+class Recording:
+    """The launches of one call, noted by :func:`run` while :func:`recording` is active."""
+
+    launches: list[tuple[Any, tuple[int, ...], tuple[Any, ...], dict[str, Any], Any]] = dataclasses.field(
+        default_factory=list
+    )
+    scratch: list[torch.Tensor] = dataclasses.field(default_factory=list)
+    refused: str | None = None
+
+
+_ACTIVE: contextvars.ContextVar[Recording | None] = contextvars.ContextVar("wavemla_launch_recording", default=None)
+
+
+def run(fn: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> Any:
+    """``fn[grid](*args, **kwargs)`` (Triton's launch path), noted by an active :func:`recording`; returns what
+    Triton returns (the compiled kernel)."""
+    kernel = fn[grid](*args, **kwargs)
+    rec = _ACTIVE.get()
+    if rec is not None:
+        rec.launches.append((fn, tuple(grid), args, kwargs, kernel))
+    return kernel
+
+
+def scratch(t: torch.Tensor) -> torch.Tensor:
+    """Register ``t``, allocated by a launcher for this call only, so that a replay allocates its own (same
+    shape, strides, dtype and device; nothing is written to it on the host); returns ``t``."""
+    rec = _ACTIVE.get()
+    if rec is not None:
+        rec.scratch.append(t)
+    return t
+
+
+def untracked(reason: str) -> None:
+    """Note host-side work of this call that a replay would not repeat (a torch copy or fill): no replay."""
+    rec = _ACTIVE.get()
+    if rec is not None and rec.refused is None:
+        rec.refused = reason
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[Recording]:
+    """Note the launches made inside the block (not across threads or tasks: a context variable)."""
+    rec = Recording()
+    token = _ACTIVE.set(rec)
+    try:
+        yield rec
+    finally:
+        _ACTIVE.reset(token)
+
+
+def enabled() -> bool:
+    """Whether calls may be replayed now: ``WAVEMLA_LAUNCH=replay`` and no Triton launch hook set."""
+    if config.get("WAVEMLA_LAUNCH") != "replay":
+        return False
+    from triton import knobs
+
+    return all(_idle(h) for h in (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook))
+
+
+def _idle(hook: Any) -> bool:
+    """A launch hook that calls nothing: None, or an empty hook chain (Triton 3.5 and newer)."""
+    return hook is None or (isinstance(getattr(hook, "calls", None), list) and not hook.calls)
+
+
+def replayable(tensors: Sequence[Any], scalars: Sequence[Any]) -> bool:
+    """Whether a call may be replayed: tensors or None where tensors go, the first a CUDA tensor on the current
+    device, scalars of plain types (None, bool, int, float, str), replays allowed (:func:`enabled`)."""
+    first = tensors[0]
+    return (
+        isinstance(first, torch.Tensor)
+        and first.is_cuda
+        and all(t is None or isinstance(t, torch.Tensor) for t in tensors)
+        and all(v is None or type(v) in (bool, int, float, str) for v in scalars)
+        and enabled()
+        and first.get_device() == torch.cuda.current_device()
+    )
+
+
+def call_key(tensors: Sequence[torch.Tensor | None], scalars: Sequence[Any]) -> tuple[tuple[Any, ...], list[int]]:
+    """(signature, addresses) of a call (see the module doc): every tensor's type, dtype, shape, strides and device,
+    the 16-byte alignment of every address and which addresses are equal, the scalars with their types, and the
+    knobs' generation; the addresses are the tensors' ``data_ptr()`` (None entries left out)."""
+    ptrs = [t.data_ptr() for t in tensors if t is not None]
+    shapes = tuple(None if t is None else (type(t), t.dtype, t.shape, t.stride(), t.get_device()) for t in tensors)
+    aligned = (*(p & 15 for p in ptrs), *(ptrs.index(p) for p in ptrs))
+    return (shapes, aligned, tuple((type(v), v) for v in scalars), config.generation()), ptrs
+
+
+def _span(t: torch.Tensor) -> int:
+    """Bytes from ``t``'s first element to just past its last (non-negative strides)."""
+    if t.numel() == 0:
+        return 0
+    return (sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True)) + 1) * t.element_size()
+
+
+class NotReplayable(Exception):
+    """A recorded call that cannot be replayed (the reason names what)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Slot:
+    id: int  # inputs first (their index), then scratch tensors, then kept ones
+    kind: str  # "in" (given per call), "scratch" (allocated per call), "keep" (the same tensor every call)
+    ptr: int
+    span: int
+    dtype: torch.dtype
+
+
+class Replay:
+    """The kernels of a recorded call, launched again with new tensors.
+
+    ``inputs``: the call's tensors in a fixed order (None where absent), whose addresses the caller passes to
+    :meth:`launch` in the same order; ``keep``: tensors that stay the same for every call (the metadata's
+    workspace). Every tensor argument of a recorded launch must be, or lie inside, one of these or a registered
+    scratch tensor (:func:`scratch`), else :class:`NotReplayable`. Host tensor descriptors (TMA) whose base lies
+    inside an input or scratch tensor are rebuilt per call on the new one. ``device``: the CUDA device the
+    kernels were loaded on (default: that of the first CUDA tensor among ``inputs`` and ``keep``).
+    """
+
+    def __init__(
+        self,
+        rec: Recording,
+        inputs: Sequence[torch.Tensor | None],
+        keep: Sequence[torch.Tensor],
+        device: int | None = None,
+    ):
+        if rec.refused is not None:
+            raise NotReplayable(rec.refused)
+        if not rec.launches:
+            raise NotReplayable("no kernel launched")
+        n_in, n_scratch = len(inputs), len(rec.scratch)
+        slots = [_Slot(i, "in", t.data_ptr(), _span(t), t.dtype) for i, t in enumerate(inputs) if t is not None]
+        slots += [_Slot(n_in + i, "scratch", t.data_ptr(), _span(t), t.dtype) for i, t in enumerate(rec.scratch)]
+        slots += [_Slot(n_in + n_scratch + i, "keep", t.data_ptr(), _span(t), t.dtype) for i, t in enumerate(keep)]
+        self._slots = slots
+        self._n_inputs = n_in
+        self._in_ids = [i for i, t in enumerate(inputs) if t is not None]
+        self._scratch = [(n_in + i, t.shape, t.stride(), t.dtype, t.device) for i, t in enumerate(rec.scratch)]
+        self._keep = list(keep)  # held so that their addresses stay valid
+        self._addr = [0] * (n_in + n_scratch) + [t.data_ptr() for t in keep]
+        self._launches: list[tuple[Any, Any, Any, tuple[int, int, int], list[Any], list[tuple[int, int, int]],
+                                   list[tuple[int, type, dict[str, Any], int, tuple[Any, ...]]]]] = []  # fmt: skip
+        for fn, grid, args, kwargs, kernel in rec.launches:
+            if kernel is None or not hasattr(kernel, "packed_metadata"):
+                raise NotReplayable(f"{_name(fn)}: no compiled kernel (Triton's interpreter?)")
+            if hasattr(kernel, "result"):
+                kernel = kernel.result()
+            names = list(inspect.signature(fn.fn).parameters)
+            bound = inspect.signature(fn.fn).bind(*args, **{k: v for k, v in kwargs.items() if k in names})
+            bound.apply_defaults()
+            values = list(bound.arguments.values())
+            pointers: list[tuple[int, int, int]] = []
+            descriptors: list[tuple[int, type, dict[str, Any], int, tuple[Any, ...]]] = []
+            for pos, v in enumerate(values):
+                if isinstance(v, torch.Tensor):
+                    slot, offset = self._resolve(v, _name(fn), names[pos])
+                    pointers.append((pos, slot.id, offset))
+                    values[pos] = None
+                elif dataclasses.is_dataclass(v) and isinstance(getattr(v, "base", None), torch.Tensor):
+                    base = v.base
+                    slot, offset = self._resolve(base, _name(fn), names[pos])
+                    if slot.kind == "keep":
+                        continue  # the same tensor every call: the recorded descriptor stands
+                    if slot.dtype != base.dtype or offset % base.element_size():
+                        raise NotReplayable(f"{_name(fn)}: {names[pos]}'s base is no view of its tensor's elements")
+                    view = (tuple(base.shape), tuple(base.stride()), offset // base.element_size())
+                    # the descriptor's other fields; the recorded tensor is not held
+                    fields = {f.name: getattr(v, f.name) for f in dataclasses.fields(v) if f.init and f.name != "base"}
+                    descriptors.append((pos, type(v), fields, slot.id, view))
+                    values[pos] = None
+                elif not isinstance(v, (int, float, bool, str, type(None))) and not _is_constexpr_value(v):
+                    raise NotReplayable(f"{_name(fn)}: argument {names[pos]} of type {type(v).__name__}")
+            g = tuple(grid) + (1,) * (3 - len(grid))
+            run = kernel.run  # Triton's launcher for the compiled kernel (the handles are loaded: it launched)
+            self._launches.append(
+                (run, kernel.function, kernel.packed_metadata, (g[0], g[1], g[2]), values, pointers, descriptors)
+            )
+        self._device = _device_of(inputs, keep) if device is None else device
+
+    def _resolve(self, t: torch.Tensor, kernel: str, arg: str) -> tuple[_Slot, int]:
+        """The slot holding the tensor ``t``, and ``t``'s byte offset in it."""
+        p = t.data_ptr()
+        exact = [s for s in self._slots if s.ptr == p]
+        if exact:
+            if len({s.kind for s in exact}) > 1:
+                raise NotReplayable(f"{kernel}: {arg} is at the address of tensors of different kinds")
+            return exact[0], 0
+        inside = [s for s in self._slots if s.ptr <= p and p + _span(t) <= s.ptr + s.span]
+        if len(inside) != 1:
+            why = "in no tensor the call names" if not inside else "inside more than one of the call's tensors"
+            raise NotReplayable(f"{kernel}: {arg} lies {why}")
+        return inside[0], p - inside[0].ptr
+
+    def launch(self, inputs: Sequence[torch.Tensor | None], ptrs: Sequence[int], stream: int | None = None) -> None:
+        """Launch the recorded kernels with ``inputs`` (the tensors, in the recorded order, None where the recorded
+        call had None) at addresses ``ptrs`` (their ``data_ptr()``, None entries left out), on ``stream`` (default:
+        the current stream of the recorded device)."""
+        if len(inputs) != self._n_inputs or len(ptrs) != len(self._in_ids):
+            raise ValueError(
+                f"inputs, ptrs: expected {self._n_inputs} inputs and {len(self._in_ids)} addresses (the recorded "
+                f"call's), got {len(inputs)} and {len(ptrs)}"
+            )
+        addr = list(self._addr)
+        for i, p in zip(self._in_ids, ptrs, strict=True):
+            addr[i] = p
+        held: dict[int, torch.Tensor] = {}
+        for i, shape, stride, dtype, device in self._scratch:
+            held[i] = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+            addr[i] = held[i].data_ptr()
+        if stream is None:
+            from triton.runtime import driver
+
+            stream = driver.active.get_current_stream(self._device)
+        for run, function, packed, (g0, g1, g2), template, pointers, descriptors in self._launches:
+            values = list(template)
+            for pos, i, offset in pointers:
+                values[pos] = addr[i] + offset
+            for pos, cls, fields, i, (shape, stride, offset_elems) in descriptors:
+                src = held[i] if i in held else inputs[i]
+                assert src is not None
+                values[pos] = cls(base=src.as_strided(shape, stride, src.storage_offset() + offset_elems), **fields)
+            run(g0, g1, g2, stream, function, packed, None, None, None, *values)
+        # the scratch tensors go back to the caching allocator now: stream-ordered, as after Triton's launches
+
+
+def _is_constexpr_value(v: Any) -> bool:
+    """Triton dtypes and layouts passed as constexpr arguments (compared by value, kept as they are)."""
+    return type(v).__module__.startswith("triton")
+
+
+def _name(fn: Any) -> str:
+    return getattr(fn, "__name__", None) or getattr(getattr(fn, "fn", None), "__name__", repr(fn))
+
+
+def _device_of(inputs: Sequence[torch.Tensor | None], keep: Sequence[torch.Tensor]) -> int:
+    for t in (*inputs, *keep):
+        if t is not None and t.is_cuda:
+            return t.get_device()
+    raise NotReplayable("no CUDA tensor among the call's tensors")
