@@ -1636,7 +1636,7 @@ def lightning_indexer(
     tensors = (q_idx, weights, index_k_cache, block_table, n_comp, *given, workspace)
     scalars = (topk, max_n_comp, select_chunk, index_k_layout, select, out is None)
     key: tuple[object, ...] | None = None
-    if launch.replayable(tensors, scalars) and (out is None or None not in given):
+    if launch.replayable(tensors, scalars) and (out is None or all(t is not None for t in given)):
         key, ptrs = launch.call_key(tensors, scalars)
         kept = _REPLAYS.get(key)
         if kept is not None:
