@@ -85,25 +85,27 @@ class MLAMetadata:
     req: torch.Tensor | None = field(default=None, repr=False)  # dense: [b, 4] int32 parts touching each request
     scheduled: bool = False  # dense: the scheduler has run into sched/req (see dense_mla_decode's reuse_schedule)
     # the launches of calls made with this metadata, by call signature, replayed by later calls with the same one
-    replays: list[tuple[tuple[Any, ...], Replay]] = field(default_factory=list, repr=False)
+    replays: list[tuple[tuple[Any, ...], Replay | None]] = field(default_factory=list, repr=False)
 
     def buffers(self) -> list[torch.Tensor]:
         """The workspace tensors this metadata owns (the same for every call)."""
         held = [self.o_ws, self.lse_ws, self.counts, self.q_ws, self.p_ws, self.sched, self.req]
         return [t for t in (*held, *self.dense_o_ws.values()) if t is not None]
 
-    def replay_for(self, key: tuple[Any, ...]) -> Replay | None:
+    def replay_for(self, key: tuple[Any, ...]) -> tuple[bool, Replay | None]:
+        """(whether calls of signature ``key`` were recorded, their replay: None where they cannot be replayed)."""
         for k, r in self.replays:
             if k == key:
-                return r
-        return None
+                return True, r
+        return False, None
 
     def keep_replay(self, key: tuple[Any, ...], rec: Recording, inputs: list[torch.Tensor | None]) -> None:
-        """Keep the launches ``rec`` noted for calls of signature ``key`` (the last 8 signatures are kept)."""
+        """Keep the launches ``rec`` noted for calls of signature ``key``, or that they cannot be replayed (the last
+        8 signatures are kept)."""
         try:
-            replay = Replay(rec, inputs, self.buffers())
+            replay: Replay | None = Replay(rec, inputs, self.buffers())
         except NotReplayable:
-            return
+            replay = None
         self.replays = [(key, replay), *[(k, r) for k, r in self.replays if k != key]][:_MAX_REPLAYS]
 
 
@@ -234,10 +236,11 @@ def sparse_mla_decode(
     tensors = (q, kv_cache, indices, topk_length, extra_kv_cache, extra_indices, extra_topk_length, attn_sink)
     scalars = (softmax_scale, batch_invariant)
     call_sig: tuple[Any, ...] | None = None
+    seen = False
     if _replayable(metadata, tensors, scalars):
         assert metadata is not None
         call_sig, ptrs = launch.call_key(tensors, scalars)
-        replay = metadata.replay_for(call_sig)
+        seen, replay = metadata.replay_for(call_sig)
         if replay is not None:
             b, s_q, h_q = q.shape[:3]
             out = torch.empty((b, s_q, h_q, D_QK), dtype=q.dtype, device=q.device)
@@ -345,7 +348,7 @@ def sparse_mla_decode(
         with launch.recording() as rec:
             _sparse_launch(meta, q, out, lse, kv_cache, indices, topk_length, extra_kv_cache, extra_indices,
                            extra_topk_length, attn_sink, scale, is_fp8, has_extra, device)  # fmt: skip
-        if call_sig is not None:
+        if call_sig is not None and not seen:
             meta.keep_replay(call_sig, rec, [*tensors, out, lse])
         return out, lse.transpose(1, 2)
 
@@ -533,10 +536,11 @@ def dense_mla_decode(
     run_schedule = not (reuse_schedule and isinstance(metadata, MLAMetadata) and metadata.scheduled)
     scalars = (softmax_scale, causal, run_schedule)
     call_sig: tuple[Any, ...] | None = None
+    seen = False
     if _replayable(metadata, tensors, scalars):
         assert metadata is not None
         call_sig, ptrs = launch.call_key(tensors, scalars)
-        replay = metadata.replay_for(call_sig)
+        seen, replay = metadata.replay_for(call_sig)
         if replay is not None:
             b, s_q, h_q = q.shape[:3]
             out = torch.empty((b, s_q, h_q, 512), dtype=q.dtype, device=q.device)
@@ -649,7 +653,7 @@ def dense_mla_decode(
             )
             if p.num_parts > 1:
                 dense_decode_combine(out=out, lse=lse, o_ws=o_ws, lse_ws=meta.lse_ws, req=meta.req)
-        if call_sig is not None:
+        if call_sig is not None and not seen:
             meta.keep_replay(call_sig, rec, [*tensors, out, lse])
         return out, lse.transpose(1, 2)
 

@@ -129,6 +129,25 @@ def test_replay_rebuilds_descriptors_on_the_new_tensor() -> None:
     assert new.base.data_ptr() == q2.data_ptr() + 8 * 4 and torch.equal(new.base, q2[8:].view(4, 4))
 
 
+def test_replay_converts_the_new_input() -> None:
+    k = FakeKernel()
+    fn = FakeJIT(_kernel_fn, k)
+    q = torch.arange(6, dtype=torch.bfloat16)
+    with launch.recording() as rec:
+        q16 = launch.converted(q, torch.float16)
+        launch.run(fn, (1,), q16, q, 1, q16, 1.0, True)
+    assert launch.converted(q16, torch.float16) is q16  # no conversion: nothing to note (and no recording here)
+    replay = Replay(rec, [q], [], device=0)
+    q2 = torch.arange(6, dtype=torch.bfloat16) * 2
+    replay.launch([q2], [q2.data_ptr()], stream=0)
+    (args,) = k.calls
+    assert args[10] == q2.data_ptr() and args[9] == args[12] and args[9] != q2.data_ptr()
+    with launch.recording() as bad:
+        launch.run(fn, (1,), launch.converted(q[2:], torch.float16), q, 1, q, 1.0, True)
+    with pytest.raises(NotReplayable, match="conversion"):
+        Replay(bad, [q], [], device=0)
+
+
 @pytest.mark.parametrize(
     "case",
     ["unknown tensor", "untracked", "no kernel", "odd argument", "nothing launched", "two kinds at one address"],
@@ -224,7 +243,7 @@ class CountLaunches:
 def _same(a: tuple[torch.Tensor, ...], b: tuple[torch.Tensor, ...]) -> None:
     for x, y in zip(a, b, strict=True):
         assert x.shape == y.shape and x.dtype == y.dtype
-        assert torch.equal(x.view(torch.uint8), y.view(torch.uint8)), "bits differ"
+        assert torch.equal(x.contiguous().view(torch.uint8), y.contiguous().view(torch.uint8)), "bits differ"
 
 
 SPARSE = [
@@ -250,7 +269,7 @@ def test_gpu_sparse_replay_gives_triton_launch_bits(shape: dict, knobs: dict, mo
     with config.override(**knobs):
         meta, _ = get_mla_metadata()
         sparse_mla_decode(**inputs(1), metadata=meta)  # through Triton, recorded
-        assert meta.replays, "the first call left no replay"
+        assert meta.replays and meta.replays[0][1] is not None, "the first call left no replay"
         new = inputs(2)
         count = CountLaunches(monkeypatch)
         got = sparse_mla_decode(**new, metadata=meta)
@@ -282,7 +301,7 @@ def test_gpu_sparse_replay_falls_back_on_another_alignment(monkeypatch: pytest.M
     _same(got, want)
     n = count.n
     _same(sparse_mla_decode(**{**kw, "q": q}, metadata=meta), want)  # and now replayed at that alignment too
-    assert count.n == n and len(meta.replays) == 2
+    assert count.n == n and sum(r is not None for _, r in meta.replays) == 2
 
 
 @pytest.mark.gpu
@@ -391,9 +410,9 @@ def test_gpu_indexer_replay_gives_triton_launch_bits(select: str, given: bool, m
     count = CountLaunches(monkeypatch)
     got = call(new)
     if select == "chunked":  # its histograms are zeroed by torch: never replayed
-        assert not _REPLAYS and count.n > 0
+        assert all(r is None for r, _ in _REPLAYS.values()) and count.n > 0
     else:
-        assert _REPLAYS and count.n == 0
+        assert _REPLAYS and all(r is not None for r, _ in _REPLAYS.values()) and count.n == 0
     with config.override(WAVEMLA_LAUNCH="triton"):
         want = call(new)
     _same(got, want)

@@ -856,7 +856,7 @@ def dense_decode_split(
                          f"{o_ws.dtype}")  # fmt: skip
     if is_fp8 and q.dtype != torch.float16:
         # FP8 rows compute in fp16; one conversion here lets the split kernel stage q straight into shared memory.
-        q = q.to(torch.float16)
+        q = launch.converted(q, torch.float16)
     _, s_q, h, d_qk = q.shape
     m = s_q * h
     num_rb = triton.cdiv(m, block_h)

@@ -1639,7 +1639,7 @@ def lightning_indexer(
     if launch.replayable(tensors, scalars) and (out is None or all(t is not None for t in given)):
         key, ptrs = launch.call_key(tensors, scalars)
         kept = _REPLAYS.get(key)
-        if kept is not None:
+        if kept is not None and kept[0] is not None:
             replay, out_shapes = kept
             _REPLAYS.move_to_end(key)
             if out is None:
@@ -1661,20 +1661,19 @@ def lightning_indexer(
     with launch.recording() as rec:
         _indexer_launches(call, q_idx, weights, index_k_cache, block_table, n_comp, indices, lengths, workspace,
                           select_chunk, select)  # fmt: skip
-    if key is not None:
+    if key is not None and key not in _REPLAYS:
         try:
-            replay = launch.Replay(rec, (*tensors[:5], indices, lengths, workspace), ())
+            replay: launch.Replay | None = launch.Replay(rec, (*tensors[:5], indices, lengths, workspace), ())
         except launch.NotReplayable:
-            pass
-        else:
-            _REPLAYS[key] = (replay, (tuple(indices.shape), tuple(lengths.shape)))
-            while len(_REPLAYS) > _MAX_REPLAYS:
-                _REPLAYS.popitem(last=False)
+            replay = None  # remembered: calls of this signature are not recorded again
+        _REPLAYS[key] = (replay, (tuple(indices.shape), tuple(lengths.shape)))
+        while len(_REPLAYS) > _MAX_REPLAYS:
+            _REPLAYS.popitem(last=False)
     return indices, lengths
 
 
 # Launch replays of recent indexer calls by signature (kernels.launch), least recently used first.
-_REPLAYS: collections.OrderedDict[tuple[object, ...], tuple[launch.Replay, tuple[tuple[int, ...], ...]]] = (
+_REPLAYS: collections.OrderedDict[tuple[object, ...], tuple[launch.Replay | None, tuple[tuple[int, ...], ...]]] = (
     collections.OrderedDict()
 )
 _MAX_REPLAYS = 16

@@ -14,9 +14,10 @@ arguments and the knobs. Within one signature every other launch argument, every
 choice the launchers make are the same, so a replay launches exactly what Triton would have: the same compiled
 kernels with the same arguments.
 
-A recording is refused (no replay; calls keep Triton's path) when a launch argument is a tensor the caller did not
-name and no launcher registered (:func:`scratch`), when host-side torch work ran that a replay could not repeat
-(:func:`untracked`), under Triton's interpreter, and while a Triton launch hook is set (profilers).
+Host-side torch work in a launcher is either repeated by the replay (a scratch allocation, :func:`scratch`; a
+dtype conversion of an input, :func:`converted`) or refuses the recording (:func:`untracked`). A recording is also
+refused (no replay; calls keep Triton's path) when a launch argument is a tensor the caller did not name and no
+launcher registered, under Triton's interpreter, and while a Triton launch hook is set (profilers).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class Recording:
         default_factory=list
     )
     scratch: list[torch.Tensor] = dataclasses.field(default_factory=list)
+    converted: list[tuple[torch.Tensor, torch.Tensor]] = dataclasses.field(default_factory=list)  # (source, copy)
     refused: str | None = None
 
 
@@ -64,6 +66,15 @@ def scratch(t: torch.Tensor) -> torch.Tensor:
     if rec is not None:
         rec.scratch.append(t)
     return t
+
+
+def converted(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``t.to(dtype)``, a launcher's conversion of a call's tensor: a replay converts the new tensor the same way."""
+    out = t.to(dtype)
+    rec = _ACTIVE.get()
+    if rec is not None and out is not t:
+        rec.converted.append((t, out))
+    return out
 
 
 def untracked(reason: str) -> None:
@@ -136,7 +147,8 @@ class NotReplayable(Exception):
 @dataclasses.dataclass(frozen=True)
 class _Slot:
     id: int  # inputs first (their index), then scratch tensors, then kept ones
-    kind: str  # "in" (given per call), "scratch" (allocated per call), "keep" (the same tensor every call)
+    kind: str  # "in" (given per call), "scratch" (allocated per call), "converted" (an input converted per call),
+    # "keep" (the same tensor every call)
     ptr: int
     span: int
     dtype: torch.dtype
@@ -147,8 +159,9 @@ class Replay:
 
     ``inputs``: the call's tensors in a fixed order (None where absent), whose addresses the caller passes to
     :meth:`launch` in the same order; ``keep``: tensors that stay the same for every call (the metadata's
-    workspace). Every tensor argument of a recorded launch must be, or lie inside, one of these or a registered
-    scratch tensor (:func:`scratch`), else :class:`NotReplayable`. Host tensor descriptors (TMA) whose base lies
+    workspace). Every tensor argument of a recorded launch must be, or lie inside, one of these, a registered
+    scratch tensor (:func:`scratch`) or a registered conversion of an input (:func:`converted`), else
+    :class:`NotReplayable`. Host tensor descriptors (TMA) whose base lies
     inside an input or scratch tensor are rebuilt per call on the new one. ``device``: the CUDA device the
     kernels were loaded on (default: that of the first CUDA tensor among ``inputs`` and ``keep``).
     """
@@ -164,16 +177,34 @@ class Replay:
             raise NotReplayable(rec.refused)
         if not rec.launches:
             raise NotReplayable("no kernel launched")
-        n_in, n_scratch = len(inputs), len(rec.scratch)
+        n_in, n_scratch, n_conv = len(inputs), len(rec.scratch), len(rec.converted)
         slots = [_Slot(i, "in", t.data_ptr(), _span(t), t.dtype) for i, t in enumerate(inputs) if t is not None]
         slots += [_Slot(n_in + i, "scratch", t.data_ptr(), _span(t), t.dtype) for i, t in enumerate(rec.scratch)]
-        slots += [_Slot(n_in + n_scratch + i, "keep", t.data_ptr(), _span(t), t.dtype) for i, t in enumerate(keep)]
+        first_conv = n_in + n_scratch
+        slots += [_Slot(first_conv + i, "converted", c.data_ptr(), _span(c), c.dtype)
+                  for i, (_, c) in enumerate(rec.converted)]  # fmt: skip
+        first_keep = first_conv + n_conv
+        slots += [_Slot(first_keep + i, "keep", t.data_ptr(), _span(t), t.dtype) for i, t in enumerate(keep)]
         self._slots = slots
         self._n_inputs = n_in
         self._in_ids = [i for i, t in enumerate(inputs) if t is not None]
         self._scratch = [(n_in + i, t.shape, t.stride(), t.dtype, t.device) for i, t in enumerate(rec.scratch)]
+        # conversions of whole input tensors (a call's q to the kernel's dtype), redone per call from the new input
+        self._converted: list[tuple[int, int, torch.dtype]] = []
+        for i, (src, out) in enumerate(rec.converted):
+            slot, offset = self._resolve(src, "a conversion", "its source")
+            ref = inputs[slot.id] if slot.kind == "in" else None
+            if (
+                ref is None
+                or offset
+                or ref.shape != src.shape
+                or ref.stride() != src.stride()
+                or ref.dtype != src.dtype
+            ):
+                raise NotReplayable("a conversion of a tensor that is not one of the call's inputs")
+            self._converted.append((first_conv + i, slot.id, out.dtype))
         self._keep = list(keep)  # held so that their addresses stay valid
-        self._addr = [0] * (n_in + n_scratch) + [t.data_ptr() for t in keep]
+        self._addr = [0] * first_keep + [t.data_ptr() for t in keep]
         self._launches: list[tuple[Any, Any, Any, tuple[int, int, int], list[Any], list[tuple[int, int, int]],
                                    list[tuple[int, type, dict[str, Any], int, tuple[Any, ...]]]]] = []  # fmt: skip
         for fn, grid, args, kwargs, kernel in rec.launches:
@@ -242,6 +273,11 @@ class Replay:
         held: dict[int, torch.Tensor] = {}
         for i, shape, stride, dtype, device in self._scratch:
             held[i] = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+            addr[i] = held[i].data_ptr()
+        for i, src, dtype in self._converted:
+            source = inputs[src]
+            assert source is not None
+            held[i] = source.to(dtype)
             addr[i] = held[i].data_ptr()
         if stream is None:
             from triton.runtime import driver
