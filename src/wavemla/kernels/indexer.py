@@ -59,6 +59,7 @@ Example::
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 from dataclasses import dataclass
 
@@ -1641,7 +1642,8 @@ def lightning_indexer(
         kept = _REPLAYS.get(key)
         if kept is not None and kept[0] is not None:
             replay, out_shapes = kept
-            _REPLAYS.move_to_end(key)
+            with contextlib.suppress(KeyError):  # another thread may have dropped it meanwhile
+                _REPLAYS.move_to_end(key)
             if out is None:
                 idx_out = torch.empty(out_shapes[0], dtype=torch.int32, device=q_idx.device)
                 len_out = torch.empty(out_shapes[1], dtype=torch.int32, device=q_idx.device)
@@ -1668,7 +1670,10 @@ def lightning_indexer(
             replay = None  # remembered: calls of this signature are not recorded again
         _REPLAYS[key] = (replay, (tuple(indices.shape), tuple(lengths.shape)))
         while len(_REPLAYS) > _MAX_REPLAYS:
-            _REPLAYS.popitem(last=False)
+            try:
+                _REPLAYS.popitem(last=False)
+            except KeyError:  # emptied by another thread
+                break
     return indices, lengths
 
 
