@@ -2,7 +2,7 @@
 
 Triton's ``kernel[grid](...)`` binds every argument, specializes it (dtype, 16-byte alignment, integers equal to 1
 or divisible by 16) and looks the compiled kernel up on every call. For this package's kernels (11 to 72 arguments)
-that took 20-54 µs a launch on the H200 machine's host, against 6-12 µs for the compiled kernel's own launcher
+that took 14-68 µs a launch on the H200 machine's host, against 6-14 µs for the compiled kernel's own launcher
 (``benchmarks/experiments/host_breakdown.py``), and a decode call launches two or three kernels.
 
 The decode calls launch through :func:`run`. Under :func:`recording`, the launches of one call are noted, and
