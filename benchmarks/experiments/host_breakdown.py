@@ -19,8 +19,9 @@ import contextlib
 import cProfile
 import json
 import pstats
-import time
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -30,18 +31,8 @@ from triton.runtime.jit import JITFunction
 from wavemla import api, config
 from wavemla.testing import make_dense_decode_inputs, make_sparse_decode_inputs
 
-
-def host_us(call: Callable[[], Any], calls: int) -> float:
-    """Host µs per call, ``calls`` calls back to back (the GPU runs behind), after 3 warm calls."""
-    for _ in range(3):
-        call()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        call()
-    us = (time.perf_counter() - t0) / calls * 1e6
-    torch.cuda.synchronize()
-    return us
+sys.path.insert(0, str(Path(__file__).parent))
+from api_host_cost import host_us
 
 
 @contextlib.contextmanager

@@ -200,9 +200,28 @@ def _device_spec(device: torch.device) -> Any:
     return _SPECS[key]
 
 
-def _replayable(metadata: Any, tensors: tuple[Any, ...], scalars: tuple[Any, ...]) -> bool:
-    """Whether a call may use its metadata's launch replays (:func:`wavemla.kernels.launch.replayable`)."""
-    return type(metadata) is MLAMetadata and launch.replayable(tensors, scalars)
+def _replayed(
+    metadata: Any, tensors: tuple[Any, ...], scalars: tuple[Any, ...], d_v: int
+) -> tuple[tuple[Any, ...] | None, bool, tuple[torch.Tensor, torch.Tensor] | None]:
+    """A decode call through its metadata's launch replays (:mod:`wavemla.kernels.launch`): (the call's signature,
+    None where it may not be replayed; whether that signature was recorded before; the outputs ``(out [b, s_q, h_q,
+    d_v], lse [b, h_q, s_q])`` of the replayed launches, None where the call must go through Triton's path). The
+    first tensor is q."""
+    if type(metadata) is not MLAMetadata or not launch.replayable(tensors, scalars):
+        return None, False, None
+    call_sig, ptrs = launch.call_key(tensors, scalars)
+    seen, replay = metadata.replay_for(call_sig)
+    if replay is None:
+        return call_sig, seen, None
+    q = tensors[0]
+    b, s_q, h_q = q.shape[:3]
+    out = torch.empty((b, s_q, h_q, d_v), dtype=q.dtype, device=q.device)
+    lse = torch.empty((b, s_q, h_q), dtype=torch.float32, device=q.device)
+    out_ptr, lse_ptr = out.data_ptr(), lse.data_ptr()
+    if (out_ptr | lse_ptr) & 15:  # an allocator that does not align to 16 bytes: Triton's path
+        return call_sig, seen, None
+    replay.launch((*tensors, out, lse), (*ptrs, out_ptr, lse_ptr))
+    return call_sig, seen, (out, lse.transpose(1, 2))
 
 
 def sparse_mla_decode(
@@ -235,22 +254,9 @@ def sparse_mla_decode(
     # (kernels.launch): the same validation outcome, plan, kernels and arguments, with the new tensors.
     tensors = (q, kv_cache, indices, topk_length, extra_kv_cache, extra_indices, extra_topk_length, attn_sink)
     scalars = (softmax_scale, batch_invariant)
-    call_sig: tuple[Any, ...] | None = None
-    seen = False
-    if _replayable(metadata, tensors, scalars):
-        assert metadata is not None
-        call_sig, ptrs = launch.call_key(tensors, scalars)
-        seen, replay = metadata.replay_for(call_sig)
-        if replay is not None:
-            b, s_q, h_q = q.shape[:3]
-            out = torch.empty((b, s_q, h_q, D_QK), dtype=q.dtype, device=q.device)
-            lse = torch.empty((b, s_q, h_q), dtype=torch.float32, device=q.device)
-            out_ptr, lse_ptr = out.data_ptr(), lse.data_ptr()
-            if (out_ptr | lse_ptr) & 15:  # an allocator that does not align to 16 bytes: Triton's path below
-                replay = None
-        if replay is not None:
-            replay.launch((*tensors, out, lse), (*ptrs, out_ptr, lse_ptr))
-            return out, lse.transpose(1, 2)
+    call_sig, seen, done = _replayed(metadata, tensors, scalars, D_QK)
+    if done is not None:
+        return done
 
     device = _check_q_common(q)
     b, s_q, h_q, d = q.shape
@@ -539,23 +545,11 @@ def dense_mla_decode(
     tensors = (q, k_cache, block_table, cache_seqlens)
     run_schedule = not (reuse_schedule and isinstance(metadata, MLAMetadata) and metadata.scheduled)
     scalars = (softmax_scale, causal, run_schedule)
-    call_sig: tuple[Any, ...] | None = None
-    seen = False
-    if _replayable(metadata, tensors, scalars):
-        assert metadata is not None
-        call_sig, ptrs = launch.call_key(tensors, scalars)
-        seen, replay = metadata.replay_for(call_sig)
-        if replay is not None:
-            b, s_q, h_q = q.shape[:3]
-            out = torch.empty((b, s_q, h_q, 512), dtype=q.dtype, device=q.device)
-            lse = torch.empty((b, s_q, h_q), dtype=torch.float32, device=q.device)
-            out_ptr, lse_ptr = out.data_ptr(), lse.data_ptr()
-            if (out_ptr | lse_ptr) & 15:  # an allocator that does not align to 16 bytes: Triton's path below
-                replay = None
-        if replay is not None:
-            replay.launch((*tensors, out, lse), (*ptrs, out_ptr, lse_ptr))
-            metadata.scheduled = True
-            return out, lse.transpose(1, 2)
+    call_sig, seen, done = _replayed(metadata, tensors, scalars, 512)
+    if done is not None:
+        assert isinstance(metadata, MLAMetadata)
+        metadata.scheduled = True
+        return done
 
     device = _check_q_common(q)
     b, s_q, h_q, d_qk = q.shape

@@ -246,6 +246,15 @@ def _same(a: tuple[torch.Tensor, ...], b: tuple[torch.Tensor, ...]) -> None:
         assert torch.equal(x.flatten().view(torch.uint8), y.flatten().view(torch.uint8)), "bits differ"
 
 
+def _csa_kwargs(seed: int, **shape: Any) -> dict[str, Any]:
+    """sparse_mla_decode's keyword arguments for a CUDA CSA call (FP8 MODEL1, 128 window + 512 compressed rows)."""
+    from wavemla.testing import make_sparse_decode_inputs
+
+    kw = make_sparse_decode_inputs(topk=128, page=64, extra_topk=512, extra_page=64, fp8=True, device="cuda",
+                                   seed=seed, **shape)  # fmt: skip
+    return {k: v for k, v in kw.items() if v is not None}
+
+
 SPARSE = [
     pytest.param(dict(batch=64, h_q=64), {}, id="csa-h64-b64"),  # warp-specialized kernel on sm_90
     pytest.param(dict(batch=64, h_q=64), {"WAVEMLA_SPARSE_WS": "off"}, id="csa-h64-b64-triton-qconvert"),
@@ -259,12 +268,9 @@ SPARSE = [
 @pytest.mark.parametrize(("shape", "knobs"), SPARSE)
 def test_gpu_sparse_replay_gives_triton_launch_bits(shape: dict, knobs: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     from wavemla import sparse_mla_decode
-    from wavemla.testing import make_sparse_decode_inputs
 
     def inputs(seed: int) -> dict[str, Any]:
-        kw = make_sparse_decode_inputs(topk=128, page=64, extra_topk=512, extra_page=64, extra_pool=4096, fp8=True,
-                                       device="cuda", seed=seed, invalid_fraction=0.1, **shape)  # fmt: skip
-        return {k: v for k, v in kw.items() if v is not None}
+        return _csa_kwargs(seed, extra_pool=4096, invalid_fraction=0.1, **shape)
 
     with config.override(**knobs):
         meta, _ = get_mla_metadata()
@@ -284,11 +290,8 @@ def test_gpu_sparse_replay_gives_triton_launch_bits(shape: dict, knobs: dict, mo
 @pytest.mark.gpu
 def test_gpu_sparse_replay_falls_back_on_another_alignment(monkeypatch: pytest.MonkeyPatch) -> None:
     from wavemla import sparse_mla_decode
-    from wavemla.testing import make_sparse_decode_inputs
 
-    kw = make_sparse_decode_inputs(batch=8, h_q=64, topk=128, page=64, extra_topk=512, extra_page=64, fp8=True,
-                                   device="cuda", seed=3)  # fmt: skip
-    kw = {k: v for k, v in kw.items() if v is not None}
+    kw = _csa_kwargs(3, batch=8, h_q=64)
     meta, _ = get_mla_metadata()
     sparse_mla_decode(**kw, metadata=meta)
     # q moved by 8 bytes in a larger buffer: another 16-byte alignment, so Triton's path (and specialization; the
@@ -313,11 +316,8 @@ def test_gpu_replay_in_cuda_graph_and_under_a_launch_hook(monkeypatch: pytest.Mo
     from triton import knobs
 
     from wavemla import sparse_mla_decode
-    from wavemla.testing import make_sparse_decode_inputs
 
-    kw = make_sparse_decode_inputs(batch=32, h_q=64, topk=128, page=64, extra_topk=512, extra_page=64, fp8=True,
-                                   device="cuda", seed=4)  # fmt: skip
-    kw = {k: v for k, v in kw.items() if v is not None}
+    kw = _csa_kwargs(4, batch=32, h_q=64)
     meta, _ = get_mla_metadata()
     eager = sparse_mla_decode(**kw, metadata=meta)
     count = CountLaunches(monkeypatch)
