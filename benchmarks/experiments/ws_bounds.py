@@ -1,0 +1,205 @@
+"""What bounds the warp-specialized sm_90 sparse kernel's tile: the package's kernel timed against copies of it with
+one part of the work taken out.
+
+At CSA h=64 b=256 on the H200 the kernel runs 20 tiles a program in about 113 µs: about 5.6 µs a 64-row tile. Counted
+per tile and SM, the rows are 37 KB (1.2 µs at an SM's share of the copy rate), the MMAs 9.4 MFLOP (1.3 µs at the
+bf16 peak), the shared-memory traffic about 370 KB (q and K read by both math warpgroups' QKᵀ, V and P by PV, the
+gather's fp16 stores: 1.5 µs at 128 B a clock). Each variant below removes one of these, so the time that is left
+says which one the tile waits for:
+
+- ``control``: the kernel unchanged, written and loaded the same way (the variants' own overhead: none expected);
+- ``noload``: the gather loads no row words or scales and prefetches no rows into L2 (each word is made from its own
+  address instead, so the decode still runs on values that change every tile); the index entries are still loaded;
+- ``nodecode``: the rows are loaded, the words are stored as they came (no e4m3 conversion or scale multiply);
+- ``nomma``: the math warpgroups issue no wgmma (``QKᵀ`` is 1 everywhere, ``PV`` only rescales), with the softmax,
+  the exchanges between the warpgroups and the stage handshakes kept;
+- ``noload-nomma``: both.
+
+Outputs of the variants are wrong by construction and are not checked; ``control`` is checked against the fp64
+reference. The variants are written into ``variants/sparse_decode_ws_<name>.py`` (git-ignored) by text replacements
+that must each match once.
+
+    PYTHONPATH=src python3 benchmarks/experiments/ws_bounds.py --build                 # compile each for sm_90 (CPU)
+    PYTHONPATH=src python3 benchmarks/experiments/ws_bounds.py --points csa:128 csa:256 hca:128 [--json F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+SOURCE = HERE.parents[1] / "src" / "wavemla" / "kernels" / "sparse_decode_ws.py"
+
+_ROW_LOAD = "raw = gl.load(p_w[:, None] + o_w4[None, :], mask=ok[:, None], other=0)"
+_ROW_FREE = "raw = gl.where(ok[:, None], ((p_w[:, None] + o_w4[None, :]).to(gl.int64) & 0x3C3C3C3C).to(gl.int32), 0)"
+_ROPE_LOAD = "raw = gl.load(p_w[:, None] + o_w8[None, :], mask=gl.convert_layout(ok, rows8)[:, None], other=0)"
+_ROPE_FREE = (
+    "raw = gl.where(gl.convert_layout(ok, rows8)[:, None], "
+    "((p_w[:, None] + o_w8[None, :]).to(gl.int64) & 0x3F003F00).to(gl.int32), 0)"
+)
+_SCALE_LOAD = "return gl.load(p_w, mask=ok, other=0), gl.load(p_w + 1, mask=ok, other=0)"
+_SCALE_FREE = "s = gl.where(ok, ((p_w.to(gl.int64) & 0x01010101) | 0x7E7E7E7E).to(gl.int32), 0)\n        return s, s"
+_PREFETCH_ROWS = (
+    "            @p cp.async.bulk.prefetch.L2.global [$1], {NBYTES};\n            @p prefetch.global.L2 [$2];\n"
+)
+_QK_MMA = "b_s = warpgroup_mma(q_smem.index(c), b_k, b_s, use_acc=c > 0, is_async=True)"
+_QK_WAIT = "b_s = warpgroup_mma_wait(num_outstanding=0, deps=(b_s,))"
+_PV_CALL = "acc0, acc1, acc2, acc3 = _tile_pv(b_p16,"
+_IMPORTS = "from wavemla.kernels.dense_decode_ws import _exchange, _row_sums, _tile_pv, _tile_softmax, _warps_barrier\n"
+_PV_FREE = '''
+    @gluon.jit
+    def _tile_pv_free(b_p16, b_alpha, acc0, acc1, acc2, acc3, kv_smem, v_base, p_smem, p_bar, i_it,
+                      HALF: gl.constexpr):  # fmt: skip
+        """_tile_pv without its wgmma: the accumulators rescaled, the wait for the other warpgroup's P kept."""
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, _BLOCK, 16])  # fmt: skip
+        b_a = gl.convert_layout(b_alpha, gl.SliceLayout(1, o_layout))[:, None]
+        mbarrier.wait(p_bar, i_it & 1)
+        return acc0 * b_a, acc1 * b_a, acc2 * b_a, acc3 * b_a
+'''
+
+VARIANTS = ("control", "noload", "nodecode", "nomma", "noload-nomma")
+
+
+def _once(text: str, old: str, new: str) -> str:
+    if text.count(old) != 1:
+        raise SystemExit(f"the kernel source changed: {old[:70]!r} is there {text.count(old)} times, not once")
+    return text.replace(old, new)
+
+
+def _noload(text: str) -> str:
+    text = _once(text, _ROW_LOAD, _ROW_FREE)
+    text = _once(text, _ROPE_LOAD, _ROPE_FREE)
+    text = _once(text, _SCALE_LOAD, _SCALE_FREE)
+    # the rows' L2 prefetch goes; the q rows' (the same helper, 1024 bytes) goes with it
+    return _once(text, _PREFETCH_ROWS, "")
+
+
+def _nodecode(text: str) -> str:
+    # boxes 0-6: the raw words (four e4m3 codes each, plus the scale word) stored as the box's 32 words, the
+    # conversion left unused (pure: the compiler drops it); box 7 (rope): the words as loaded
+    text = _once(
+        text,
+        "            out = gl.reshape(gl.join(lo, hi), [_BLOCK, _BLOCK // 2])\n",
+        "            out = gl.reshape(gl.join(raw, raw + sc[:, None]), [_BLOCK, _BLOCK // 2])\n",
+    )
+    return _once(text, "        else:\n            out = gl.inline_asm_elementwise(",
+                 "        else:\n            out = raw\n            _unused = gl.inline_asm_elementwise(")  # fmt: skip
+
+
+def _nomma(text: str) -> str:
+    text = _once(text, _QK_MMA, "b_s = b_s + 0.0")
+    text = _once(text, _QK_WAIT, "b_s = b_s + 1.0")
+    text = _once(text, _PV_CALL, "acc0, acc1, acc2, acc3 = _tile_pv_free(b_p16,")
+    return _once(text, _IMPORTS, _IMPORTS + _PV_FREE)
+
+
+def variant_source(name: str) -> str:
+    text = SOURCE.read_text()
+    if name in ("noload", "noload-nomma"):
+        text = _noload(text)
+    if name == "nodecode":
+        text = _nodecode(text)
+    if name in ("nomma", "noload-nomma"):
+        text = _nomma(text)
+    if name not in VARIANTS:
+        raise SystemExit(f"variant {name!r}: expected one of {VARIANTS}")
+    return text
+
+
+def load_variant(name: str) -> ModuleType:
+    path = HERE / "variants" / f"sparse_decode_ws_{name.replace('-', '_')}.py"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(variant_source(name))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def build() -> None:
+    """Write every variant and compile it for sm_90 without a GPU."""
+    for name in VARIANTS:
+        k = load_variant(name).compile_sm90()
+        print(f"{name:14s} shared memory {k.metadata.shared} B, PTX {len(k.asm['ptx'])} characters, "
+              f"wgmma {k.asm['ptx'].count('wgmma.mma_async')}, ld.global {k.asm['ptx'].count('ld.global')}, "
+              f"cvt e4m3 {k.asm['ptx'].count('e4m3x2')}")  # fmt: skip
+
+
+def time_point(point: str, variants: dict[str, ModuleType], reps: int) -> list[dict[str, Any]]:
+    """The planner's plan with the package's kernel, then each variant on the same plan; the package's again last."""
+    import torch
+
+    from wavemla import get_mla_metadata, sparse_mla_decode
+    from wavemla.kernels import sparse_decode_ws as ws
+    from wavemla.reference import sparse_decode_ref
+    from wavemla.testing import TOLERANCES, check_close
+    from wavemla.tools.bench import timings_us
+
+    sys.path.insert(0, str(HERE))
+    from merge_ab import decode_point
+
+    m = re.fullmatch(r"(csa|hca)(?:-s(\d+))?(?:-h(\d+))?:(\d+)", point)
+    if m is None:
+        raise SystemExit(f"point {point!r}: expected MODE[-sN][-hN]:B")
+    mode, s_q, heads, b = m.group(1), int(m.group(2) or 1), int(m.group(3) or 64), int(m.group(4))
+    kw, _ = decode_point(mode, b, 0, seed=0, s_q=s_q, h=heads)
+    rest = {k: v for k, v in kw.items() if k not in ("q", "kv_cache", "indices")}
+    ref_o, ref_l = sparse_decode_ref(kw["q"], kw["kv_cache"], kw["indices"], **rest)
+    shipped = ws.sparse_decode_split_ws
+    records = []
+    runs = [("package", None)] + list(variants.items()) + [("package, again", None)]
+    plan = None
+    for name, module in runs:
+        if module is not None:
+            ws.sparse_decode_split_ws = module.sparse_decode_split_ws
+        try:
+            meta, _ = get_mla_metadata()
+            out, lse = sparse_mla_decode(**kw, metadata=meta)
+            assert meta.plan is not None
+            plan = f"{meta.plan.config}:{meta.plan.units_per_part}"
+            checked = module is None or name == "control"
+            bad = ""
+            if checked:
+                bad = check_close("out", out, ref_o, TOLERANCES[("out", "gpu")]) or check_close(
+                    "lse", lse, ref_l, TOLERANCES[("lse", "gpu")]
+                )
+            med = timings_us(lambda meta=meta: sparse_mla_decode(**kw, metadata=meta), reps=reps, graph=True)[1]
+        except Exception as e:  # a failing run is reported, the others still run
+            print(f"{point:10s} {name:16s} ERROR {str(e).splitlines()[0][:120]}", flush=True)
+            continue
+        finally:
+            ws.sparse_decode_split_ws = shipped
+        state = ("ok" if not bad else "MISMATCH " + bad[:60]) if checked else "(not checked)"
+        print(f"{point:10s} {name:16s} {med:7.1f} us  {state}", flush=True)
+        records.append(dict(point=point, run=name, plan=plan, median_us=med, checked=checked, ok=not bad))
+        torch.cuda.synchronize()
+    return records
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--points", nargs="+", default=["csa:128", "csa:256", "hca:128"])
+    ap.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    variants = {name: load_variant(name) for name in args.variants}
+    records = [r for point in args.points for r in time_point(point, variants, args.reps)]
+    if args.json:
+        Path(args.json).write_text(json.dumps({"argv": sys.argv, "records": records}, indent=1))
+
+
+if __name__ == "__main__":
+    if "--build" in sys.argv:
+        build()
+    else:
+        main()
