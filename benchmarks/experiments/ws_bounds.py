@@ -156,7 +156,7 @@ def time_point(point: str, variants: dict[str, ModuleType], reps: int) -> list[d
     ref_o, ref_l = sparse_decode_ref(kw["q"], kw["kv_cache"], kw["indices"], **rest)
     shipped = ws.sparse_decode_split_ws
     records = []
-    runs = [("package", None)] + list(variants.items()) + [("package, again", None)]
+    runs = [("package", None), *variants.items(), ("package, again", None)]
     plan = None
     for name, module in runs:
         if module is not None:
