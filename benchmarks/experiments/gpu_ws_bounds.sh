@@ -10,4 +10,5 @@ export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/ws-bounds.log"
 echo "commit ${1:-unlabelled}" | tee -a "$OUT/ws-bounds.log"
 timeout "${LIMIT:-420}" python3 benchmarks/experiments/ws_bounds.py --points ${POINTS:-csa:128 csa:256 hca:128 hca:256} \
-  --reps "${REPS:-15}" --json "$OUT/ws-bounds.json" 2>&1 | tee -a "$OUT/ws-bounds.log"
+  ${VARIANTS:+--variants $VARIANTS} --reps "${REPS:-15}" --json "$OUT/ws-bounds.json" 2>&1 | tee -a "$OUT/ws-bounds.log"
+# e.g. VARIANTS="control nomath noexchange nomma" POINTS="csa:128 csa:256 hca:256"

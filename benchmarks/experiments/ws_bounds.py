@@ -13,7 +13,13 @@ says which one the tile waits for:
 - ``nodecode``: the rows are loaded, the words are stored as they came (no e4m3 conversion or scale multiply);
 - ``nomma``: the math warpgroups issue no wgmma (``QKᵀ`` is 1 everywhere, ``PV`` only rescales), with the softmax,
   the exchanges between the warpgroups and the stage handshakes kept;
-- ``noload-nomma``: both.
+- ``noload-nomma``: both;
+- ``nomath``: the math warpgroups only take each staged tile and give its stage back (no ``QKᵀ``, softmax or ``PV``):
+  the time the gather needs to stage the tiles;
+- ``noexchange``: each math warpgroup takes its softmax over its own 32 keys and multiplies its own P into both
+  halves of ``V`` (the same wgmma), so neither the row maxima nor P cross between the warpgroups within a tile;
+- ``file:PATH``: the kernel module in ``PATH`` (another build of it, e.g. ``git show REV:src/wavemla/kernels/
+  sparse_decode_ws.py > PATH``), checked against the reference like ``control``: an A/B of two builds in one run.
 
 Outputs of the variants are wrong by construction and are not checked; ``control`` is checked against the fp64
 reference. The variants are written into ``variants/sparse_decode_ws_<name>.py`` (git-ignored) by text replacements
@@ -65,13 +71,64 @@ _PV_FREE = '''
         return acc0 * b_a, acc1 * b_a, acc2 * b_a, acc3 * b_a
 '''
 
-VARIANTS = ("control", "noload", "nodecode", "nomma", "noload-nomma")
+VARIANTS = ("control", "noload", "nodecode", "nomma", "noload-nomma", "nomath", "noexchange")
 
 
 def _once(text: str, old: str, new: str) -> str:
     if text.count(old) != 1:
         raise SystemExit(f"the kernel source changed: {old[:70]!r} is there {text.count(old)} times, not once")
     return text.replace(old, new)
+
+
+_TILE_BODY_START = "                    b_s = gl.zeros([_BLOCK, HK], gl.float32, layout=s_layout)\n"
+_TILE_BODY_END = "                                                      p_smem, p_bar, i_it, HALF)  # fmt: skip\n"
+_SOFTMAX_CALL = "b_p16, b_alpha, b_mx, b_l, i_x = _tile_softmax(b_s,"
+_LOCAL = '''
+    @gluon.jit
+    def _tile_softmax_local(b_s, b_mx, b_l, p_smem, x_smem, x_bar, p_bar, i_x, HALF: gl.constexpr):
+        """_tile_softmax over this warpgroup's 32 keys alone: no exchange of row maxima, P not shared."""
+        b_mx_new = gl.maximum(b_mx, gl.max(b_s, 1))
+        b_mx_safe = gl.where(b_mx_new == float("-inf"), 0.0, b_mx_new)
+        b_p = gl.exp2(b_s - b_mx_safe[:, None])
+        b_alpha = gl.exp2(b_mx - b_mx_safe)
+        b_l = b_l * b_alpha + gl.sum(b_p, 1)
+        return b_p.to(gl.float16), b_alpha, b_mx_new, b_l, i_x
+
+    @gluon.jit
+    def _tile_pv_local(b_p16, b_alpha, acc0, acc1, acc2, acc3, kv_smem, v_base, p_smem, p_bar, i_it,
+                       HALF: gl.constexpr):  # fmt: skip
+        """_tile_pv with this warpgroup's P, from registers, for both halves of the tile's keys (no wait for the
+        other warpgroup's P)."""
+        HK: gl.constexpr = _BLOCK // 2
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, _BLOCK, 16])  # fmt: skip
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        b_a = gl.convert_layout(b_alpha, gl.SliceLayout(1, o_layout))[:, None]
+        b_pa = gl.convert_layout(b_p16, p_layout)
+        acc0 = warpgroup_mma(b_pa, kv_smem.index(v_base + 0).slice(0, HK, dim=0), acc0 * b_a, is_async=True)
+        acc1 = warpgroup_mma(b_pa, kv_smem.index(v_base + 1).slice(0, HK, dim=0), acc1 * b_a, is_async=True)
+        acc2 = warpgroup_mma(b_pa, kv_smem.index(v_base + 2).slice(0, HK, dim=0), acc2 * b_a, is_async=True)
+        acc3 = warpgroup_mma(b_pa, kv_smem.index(v_base + 3).slice(0, HK, dim=0), acc3 * b_a, is_async=True)
+        acc0 = warpgroup_mma(b_pa, kv_smem.index(v_base + 0).slice(HK, HK, dim=0), acc0, is_async=True)
+        acc1 = warpgroup_mma(b_pa, kv_smem.index(v_base + 1).slice(HK, HK, dim=0), acc1, is_async=True)
+        acc2 = warpgroup_mma(b_pa, kv_smem.index(v_base + 2).slice(HK, HK, dim=0), acc2, is_async=True)
+        acc3 = warpgroup_mma(b_pa, kv_smem.index(v_base + 3).slice(HK, HK, dim=0), acc3, is_async=True)
+        return warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
+'''
+
+
+def _nomath(text: str) -> str:
+    start = text.index(_TILE_BODY_START)
+    end = text.index(_TILE_BODY_END, start) + len(_TILE_BODY_END)
+    if text.count(_TILE_BODY_START) != 1 or text.count(_TILE_BODY_END) != 1:
+        raise SystemExit("the kernel source changed: the math tile body is not delimited once")
+    return text[:start] + text[end:]
+
+
+def _noexchange(text: str) -> str:
+    text = _once(text, _SOFTMAX_CALL, "b_p16, b_alpha, b_mx, b_l, i_x = _tile_softmax_local(b_s,")
+    text = _once(text, _PV_CALL, "acc0, acc1, acc2, acc3 = _tile_pv_local(b_p16,")
+    return _once(text, _IMPORTS, _IMPORTS + _LOCAL)
 
 
 def _noload(text: str) -> str:
@@ -102,6 +159,8 @@ def _nomma(text: str) -> str:
 
 
 def variant_source(name: str) -> str:
+    if name.startswith("file:"):  # another build of the kernel, as a file (e.g. a commit's, from `git show`)
+        return Path(name[5:]).read_text()
     text = SOURCE.read_text()
     if name in ("noload", "noload-nomma"):
         text = _noload(text)
@@ -109,13 +168,18 @@ def variant_source(name: str) -> str:
         text = _nodecode(text)
     if name in ("nomma", "noload-nomma"):
         text = _nomma(text)
+    if name == "nomath":
+        text = _nomath(text)
+    if name == "noexchange":
+        text = _noexchange(text)
     if name not in VARIANTS:
         raise SystemExit(f"variant {name!r}: expected one of {VARIANTS}")
     return text
 
 
 def load_variant(name: str) -> ModuleType:
-    path = HERE / "variants" / f"sparse_decode_ws_{name.replace('-', '_')}.py"
+    stem = Path(name[5:]).stem if name.startswith("file:") else name.replace("-", "_")
+    path = HERE / "variants" / f"sparse_decode_ws_{stem}_v.py"
     path.parent.mkdir(exist_ok=True)
     path.write_text(variant_source(name))
     spec = importlib.util.spec_from_file_location(path.stem, path)
@@ -166,7 +230,7 @@ def time_point(point: str, variants: dict[str, ModuleType], reps: int) -> list[d
             out, lse = sparse_mla_decode(**kw, metadata=meta)
             assert meta.plan is not None
             plan = f"{meta.plan.config}:{meta.plan.units_per_part}"
-            checked = module is None or name == "control"
+            checked = module is None or name == "control" or name.startswith("file:")
             bad = ""
             if checked:
                 bad = check_close("out", out, ref_o, TOLERANCES[("out", "gpu")]) or check_close(
