@@ -18,6 +18,8 @@ says which one the tile waits for:
   the time the gather needs to stage the tiles;
 - ``noexchange``: each math warpgroup takes its softmax over its own 32 keys and multiplies its own P into both
   halves of ``V`` (the same wgmma), so neither the row maxima nor P cross between the warpgroups within a tile;
+- ``regs:MxG``: the kernel with the second math warpgroup's registers ``M`` and the gather's ``G`` a thread (the first
+  math warpgroup gets what is left; 192 and 112 as shipped), checked like ``control``;
 - ``file:PATH``: the kernel module in ``PATH`` (another build of it, e.g. ``git show REV:src/wavemla/kernels/
   sparse_decode_ws.py > PATH``), checked against the reference like ``control``: an A/B of two builds in one run.
 
@@ -162,6 +164,10 @@ def variant_source(name: str) -> str:
     if name.startswith("file:"):  # another build of the kernel, as a file (e.g. a commit's, from `git show`)
         return Path(name[5:]).read_text()
     text = SOURCE.read_text()
+    m = re.fullmatch(r"regs:(\d+)x(\d+)", name)
+    if m:  # the second math warpgroup's and the gather's registers (the first math warpgroup gets what is left)
+        text = _once(text, "\nGATHER_REGS = 112 ", f"\nGATHER_REGS = {m.group(2)} ")
+        return _once(text, "\nMATH_REGS = 192 ", f"\nMATH_REGS = {m.group(1)} ")
     if name in ("noload", "noload-nomma"):
         text = _noload(text)
     if name == "nodecode":
@@ -178,7 +184,7 @@ def variant_source(name: str) -> str:
 
 
 def load_variant(name: str) -> ModuleType:
-    stem = Path(name[5:]).stem if name.startswith("file:") else name.replace("-", "_")
+    stem = Path(name[5:]).stem if name.startswith("file:") else re.sub(r"[^a-z0-9]", "_", name)
     path = HERE / "variants" / f"sparse_decode_ws_{stem}_v.py"
     path.parent.mkdir(exist_ok=True)
     path.write_text(variant_source(name))
@@ -230,7 +236,7 @@ def time_point(point: str, variants: dict[str, ModuleType], reps: int) -> list[d
             out, lse = sparse_mla_decode(**kw, metadata=meta)
             assert meta.plan is not None
             plan = f"{meta.plan.config}:{meta.plan.units_per_part}"
-            checked = module is None or name == "control" or name.startswith("file:")
+            checked = module is None or name == "control" or name.startswith(("file:", "regs:"))
             bad = ""
             if checked:
                 bad = check_close("out", out, ref_o, TOLERANCES[("out", "gpu")]) or check_close(
