@@ -19,7 +19,7 @@ says which one the tile waits for:
 - ``noexchange``: each math warpgroup takes its softmax over its own 32 keys and multiplies its own P into both
   halves of ``V`` (the same wgmma), so neither the row maxima nor P cross between the warpgroups within a tile;
 - ``regs:MxG``: the kernel with the second math warpgroup's registers ``M`` and the gather's ``G`` a thread (the first
-  math warpgroup gets what is left; 192 and 112 as shipped), checked like ``control``;
+  math warpgroup gets what is left), checked like ``control``;
 - ``file:PATH``: the kernel module in ``PATH`` (another build of it, e.g. ``git show REV:src/wavemla/kernels/
   sparse_decode_ws.py > PATH``), checked against the reference like ``control``: an A/B of two builds in one run.
 
@@ -166,8 +166,11 @@ def variant_source(name: str) -> str:
     text = SOURCE.read_text()
     m = re.fullmatch(r"regs:(\d+)x(\d+)", name)
     if m:  # the second math warpgroup's and the gather's registers (the first math warpgroup gets what is left)
-        text = _once(text, "\nGATHER_REGS = 112 ", f"\nGATHER_REGS = {m.group(2)} ")
-        return _once(text, "\nMATH_REGS = 192 ", f"\nMATH_REGS = {m.group(1)} ")
+        text, n_g = re.subn(r"\nGATHER_REGS = \d+ ", f"\nGATHER_REGS = {m.group(2)} ", text)
+        text, n_m = re.subn(r"\nMATH_REGS = \d+ ", f"\nMATH_REGS = {m.group(1)} ", text)
+        if (n_g, n_m) != (1, 1):
+            raise SystemExit("the kernel source changed: GATHER_REGS and MATH_REGS are not set once each")
+        return text
     if name in ("noload", "noload-nomma"):
         text = _noload(text)
     if name == "nodecode":
