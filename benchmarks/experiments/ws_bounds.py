@@ -166,8 +166,8 @@ def variant_source(name: str) -> str:
     text = SOURCE.read_text()
     m = re.fullmatch(r"regs:(\d+)x(\d+)", name)
     if m:  # the second math warpgroup's and the gather's registers (the first math warpgroup gets what is left)
-        text, n_g = re.subn(r"\nGATHER_REGS = \d+ ", f"\nGATHER_REGS = {m.group(2)} ", text)
-        text, n_m = re.subn(r"\nMATH_REGS = \d+ ", f"\nMATH_REGS = {m.group(1)} ", text)
+        text, n_g = re.subn(r"\nGATHER_REGS = \d+\b", f"\nGATHER_REGS = {m.group(2)}", text)
+        text, n_m = re.subn(r"\nMATH_REGS = \d+\b", f"\nMATH_REGS = {m.group(1)}", text)
         if (n_g, n_m) != (1, 1):
             raise SystemExit("the kernel source changed: GATHER_REGS and MATH_REGS are not set once each")
         return text
