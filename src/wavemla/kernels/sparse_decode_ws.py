@@ -80,9 +80,9 @@ CHUNKS = D // BLOCK  # 8 boxes per row block: 7 of e4m3 nope, 1 of rope
 STAGES = 2
 # Registers a thread: the gather warpgroup's (a tile of raw bytes in flight, the decode of one box) and the second
 # math warpgroup's; the first (the default partition) gets what the compiler leaves (184). The tile waits on both
-# math warpgroups and on the gather, whose spills cost most: on the H200, 112 and 192 (the first 200) took 1.04-1.10x
-# the time of 120 and 200 at CSA/HCA h=64 b = 128 and 256, and 104 or fewer for the gather 1.05-1.53x
-# (benchmarks/experiments/ws_bounds.py, regs:MxG; 2026-12-04-h200-ws-regs-*.log).
+# math warpgroups and on the gather, whose spills cost most: on the H200, 112 and 192 (the first 200) took 1.05-1.10x
+# the time of 120 and 200 at CSA/HCA h=64 b = 128 and 256, and a gather of 104 registers or fewer 1.05-1.53x that of
+# 112 (benchmarks/experiments/ws_bounds.py, regs:MxG; 2026-12-04-h200-ws-regs-*.log; docs/sparse-decode.md).
 GATHER_REGS = 120
 MATH_REGS = 200
 MAX_REGS = 168  # per thread at launch: 12 warps x 32 x 168 <= 65,536
