@@ -18,6 +18,12 @@ says which one the tile waits for:
   the time the gather needs to stage the tiles;
 - ``noexchange``: each math warpgroup takes its softmax over its own 32 keys and multiplies its own P into both
   halves of ``V`` (the same wgmma), so neither the row maxima nor P cross between the warpgroups within a tile;
+- ``oneexchange``: one exchange between the math warpgroups a tile instead of two (exact, not a bound): each
+  warpgroup takes its keys' P against its own running maximum and publishes P (fp16) and that maximum together; each
+  then rescales both halves' P to the common maximum in registers (the other's read back from shared memory, so it is
+  rounded to fp16 twice) and multiplies them into its columns of ``V``, both from registers. P's buffers are double
+  buffered by tile, the maxima sit in four more rows of the exchange buffer (224,192 bytes of shared memory). Checked
+  against the fp64 reference like ``control``;
 - ``regs:MxG``: the kernel with the second math warpgroup's registers ``M`` and the gather's ``G`` a thread (the first
   math warpgroup gets what is left), checked like ``control``;
 - ``file:PATH``: the kernel module in ``PATH`` (another build of it, e.g. ``git show REV:src/wavemla/kernels/
@@ -73,7 +79,7 @@ _PV_FREE = '''
         return acc0 * b_a, acc1 * b_a, acc2 * b_a, acc3 * b_a
 '''
 
-VARIANTS = ("control", "noload", "nodecode", "nomma", "noload-nomma", "nomath", "noexchange")
+VARIANTS = ("control", "noload", "nodecode", "nomma", "noload-nomma", "nomath", "noexchange", "oneexchange")
 
 
 def _once(text: str, old: str, new: str) -> str:
@@ -133,6 +139,82 @@ def _noexchange(text: str) -> str:
     return _once(text, _IMPORTS, _IMPORTS + _LOCAL)
 
 
+_I20 = " " * 20
+_SOFTMAX_PV = (
+    f"{_I20}b_p16, b_alpha, b_mx, b_l, i_x = _tile_softmax(b_s, b_mx, b_l, p_smem, x_smem, x_bar, p_bar, i_x,\n"
+    f"{' ' * 67}HALF)  # fmt: skip\n"
+    f"{_I20}acc0, acc1, acc2, acc3 = _tile_pv(b_p16, b_alpha, acc0, acc1, acc2, acc3, kv_smem, k_base + v0,\n"
+    f"{' ' * 54}p_smem, p_bar, i_it, HALF)  # fmt: skip\n"
+)
+_SOFTMAX_PV_ONE = (
+    f"{_I20}b_p16, b_po16, b_alpha, b_mx, b_l = _tile_softmax_one(b_s, b_mx, b_l, p_smem, x_smem, p_bar,\n"
+    f"{' ' * 74}i_it, HALF)  # fmt: skip\n"
+    f"{_I20}acc0, acc1, acc2, acc3 = _tile_pv_one(b_p16, b_po16, b_alpha, acc0, acc1, acc2, acc3, kv_smem,\n"
+    f"{' ' * 58}k_base + v0, HALF)  # fmt: skip\n"
+)
+_P_ALLOC = "p_smem = gl.allocate_shared_memory(gl.float16, [2, _BLOCK, _BLOCK // 2], p_sl)"
+_X_ALLOC = "x_smem = gl.allocate_shared_memory(gl.float32, [4, _BLOCK], gl.SwizzledSharedLayout(1, 1, 1, [0]))"
+_ONE = '''
+    @gluon.jit
+    def _tile_softmax_one(b_s, b_mx, b_l, p_smem, x_smem, p_bar, i_it, HALF: gl.constexpr):
+        """One tile's online softmax with one exchange: this warpgroup's P against its own running maximum goes to
+        ``p_smem`` (slot ``2·(i_it & 1) + HALF``) and that maximum to ``x_smem`` row ``4 + 2·(i_it & 1) + HALF``, both
+        announced by one arrival at ``p_bar``; then both P are rescaled to the common maximum. Returns (this warpgroup's
+        P, the other's, the accumulator's rescale factor, the new maxima, this warpgroup's keys' row sums)."""
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, _BLOCK // 2, 16])  # fmt: skip
+        rows_l: gl.constexpr = gl.SliceLayout(1, s_layout)
+        x_layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+        par = i_it & 1
+        f_own = gl.maximum(b_mx, gl.max(b_s, 1))
+        b_p = gl.exp2(b_s - gl.where(f_own == float("-inf"), 0.0, f_own)[:, None])
+        p_smem.index(par * 2 + HALF).store(b_p.to(gl.float16))
+        x_smem.index(4 + par * 2 + HALF).store(gl.convert_layout(f_own, x_layout))
+        _warps_barrier()
+        mbarrier.arrive(p_bar, count=1)
+        mbarrier.wait(p_bar, par)
+        f_oth = gl.convert_layout(x_smem.index(4 + par * 2 + 1 - HALF).load(x_layout), rows_l)
+        b_mx_new = gl.maximum(f_own, f_oth)
+        b_mx_safe = gl.where(b_mx_new == float("-inf"), 0.0, b_mx_new)
+        g_own = gl.where(f_own == float("-inf"), 0.0, gl.exp2(f_own - b_mx_safe))
+        g_oth = gl.where(f_oth == float("-inf"), 0.0, gl.exp2(f_oth - b_mx_safe))
+        b_alpha = gl.exp2(b_mx - b_mx_safe)
+        b_p = b_p * g_own[:, None]
+        b_l = b_l * b_alpha + gl.sum(b_p, 1)
+        b_po = p_smem.index(par * 2 + 1 - HALF).load(s_layout).to(gl.float32) * g_oth[:, None]
+        return b_p.to(gl.float16), b_po.to(gl.float16), b_alpha, b_mx_new, b_l
+
+    @gluon.jit
+    def _tile_pv_one(b_p16, b_po16, b_alpha, acc0, acc1, acc2, acc3, kv_smem, v_base, HALF: gl.constexpr):
+        """``O += P·V`` for this warpgroup's four value boxes, both warpgroups' P from registers."""
+        HK: gl.constexpr = _BLOCK // 2
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, _BLOCK, 16])  # fmt: skip
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        k_mine: gl.constexpr = HALF * HK
+        k_other: gl.constexpr = (1 - HALF) * HK
+        b_a = gl.convert_layout(b_alpha, gl.SliceLayout(1, o_layout))[:, None]
+        b_pa = gl.convert_layout(b_p16, p_layout)
+        b_pb = gl.convert_layout(b_po16, p_layout)
+        acc0 = warpgroup_mma(b_pa, kv_smem.index(v_base + 0).slice(k_mine, HK, dim=0), acc0 * b_a, is_async=True)
+        acc1 = warpgroup_mma(b_pa, kv_smem.index(v_base + 1).slice(k_mine, HK, dim=0), acc1 * b_a, is_async=True)
+        acc2 = warpgroup_mma(b_pa, kv_smem.index(v_base + 2).slice(k_mine, HK, dim=0), acc2 * b_a, is_async=True)
+        acc3 = warpgroup_mma(b_pa, kv_smem.index(v_base + 3).slice(k_mine, HK, dim=0), acc3 * b_a, is_async=True)
+        acc0 = warpgroup_mma(b_pb, kv_smem.index(v_base + 0).slice(k_other, HK, dim=0), acc0, is_async=True)
+        acc1 = warpgroup_mma(b_pb, kv_smem.index(v_base + 1).slice(k_other, HK, dim=0), acc1, is_async=True)
+        acc2 = warpgroup_mma(b_pb, kv_smem.index(v_base + 2).slice(k_other, HK, dim=0), acc2, is_async=True)
+        acc3 = warpgroup_mma(b_pb, kv_smem.index(v_base + 3).slice(k_other, HK, dim=0), acc3, is_async=True)
+        return warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
+'''
+
+
+def _oneexchange(text: str) -> str:
+    text = _once(text, _SOFTMAX_PV, _SOFTMAX_PV_ONE)
+    text = _once(text, _P_ALLOC, _P_ALLOC.replace("[2, _BLOCK", "[4, _BLOCK"))
+    text = _once(text, _X_ALLOC, _X_ALLOC.replace("[4, _BLOCK]", "[8, _BLOCK]"))
+    return _once(text, _IMPORTS, _IMPORTS + _ONE)
+
+
 def _noload(text: str) -> str:
     text = _once(text, _ROW_LOAD, _ROW_FREE)
     text = _once(text, _ROPE_LOAD, _ROPE_FREE)
@@ -181,6 +263,8 @@ def variant_source(name: str) -> str:
         text = _nomath(text)
     if name == "noexchange":
         text = _noexchange(text)
+    if name == "oneexchange":
+        text = _oneexchange(text)
     if name not in VARIANTS:
         raise SystemExit(f"variant {name!r}: expected one of {VARIANTS}")
     return text
@@ -239,7 +323,7 @@ def time_point(point: str, variants: dict[str, ModuleType], reps: int) -> list[d
             out, lse = sparse_mla_decode(**kw, metadata=meta)
             assert meta.plan is not None
             plan = f"{meta.plan.config}:{meta.plan.units_per_part}"
-            checked = module is None or name == "control" or name.startswith(("file:", "regs:"))
+            checked = module is None or name in ("control", "oneexchange") or name.startswith(("file:", "regs:"))
             bad = ""
             if checked:
                 bad = check_close("out", out, ref_o, TOLERANCES[("out", "gpu")]) or check_close(
