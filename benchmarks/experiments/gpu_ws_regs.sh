@@ -11,4 +11,4 @@ echo "commit ${1:-unlabelled}" | tee "$OUT/ws-regs.log"
 timeout "${TEST_LIMIT:-170}" python3 -m pytest tests/kernels/test_sparse_decode_ws.py tests/kernels/test_batch_invariance.py \
   tests/kernels/test_launch.py -q -n 12 -p no:cacheprovider 2>&1 | tail -3 | tee -a "$OUT/ws-regs.log"
 OUT=$OUT LIMIT=${LIMIT:-120} bash benchmarks/experiments/gpu_ws_bounds.sh "${1:-unlabelled}" > /dev/null 2>&1
-cat "$OUT/ws-bounds.log" | tee -a "$OUT/ws-regs.log"
+tee -a "$OUT/ws-regs.log" < "$OUT/ws-bounds.log"

@@ -2,9 +2,10 @@
 H200): the package's kernel against copies of it with one part of the work taken out, as ``ws_bounds.py`` does for
 the warp-specialized kernel.
 
-At CSA h=16 b=256 the H200 takes about 79 µs, 31-33% of the roofline: a program runs a 32-row tile in about 4 µs
+At CSA h=16 b=256 the H200 takes 79.4 µs, 31.6% of the roofline (``2026-12-03-h200-sparse-decode-curve-h16-
+staged.json``): a program runs a 32-row tile in about 4 µs
 while its 18.7 KB of rows take 0.6 µs at an SM's share of copy and its MMAs (``mma.sync``, 16 rows of heads) far less.
-The copies, written at run time into ``variants/sparse_decode_<name>.py`` (git-ignored) by text replacements that must
+The copies, written at run time into ``variants/sparse_decode_<name>_v.py`` (git-ignored) by text replacements that must
 each match once, and swapped in for the package's split launcher behind the public call:
 
 - ``control``: the kernel unchanged (checked against the fp64 reference);
@@ -23,14 +24,14 @@ Outputs of ``noload`` and ``nodot`` are wrong by construction and not checked.
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
-import json
 import re
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # this directory: ws_bounds' variant helpers and runner
+from ws_bounds import _once, load_module, run_cli, time_variants
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE.parents[1] / "src" / "wavemla" / "kernels" / "sparse_decode.py"
@@ -67,12 +68,6 @@ _PV_ROPE = "b_ar = tl.dot(b_p.to(tl.float16), b_r, b_ar * b_alpha)"
 _PV_ROPE_FREE = "b_ar = b_ar * b_alpha + tl.sum(b_p, 1)[:, None]"
 
 
-def _once(text: str, old: str, new: str) -> str:
-    if text.count(old) != 1:
-        raise SystemExit(f"the kernel source changed: {old[:70]!r} is there {text.count(old)} times, not once")
-    return text.replace(old, new)
-
-
 def _subn(text: str, pattern: re.Pattern[str], repl: str, count: int) -> str:
     text, n = pattern.subn(repl, text)
     if n != count:
@@ -97,14 +92,7 @@ def variant_source(name: str) -> str:
 
 
 def load_variant(name: str) -> ModuleType:
-    path = HERE / "variants" / f"sparse_decode_{name}_v.py"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(variant_source(name))
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(HERE / "variants" / f"sparse_decode_{name}_v.py", variant_source(name))
 
 
 def build() -> None:
@@ -126,66 +114,17 @@ def build() -> None:
 
 
 def time_point(point: str, variants: dict[str, ModuleType], reps: int) -> list[dict[str, Any]]:
-    """The planner's 16-head plan with the package's kernel, then each variant on the same plan; the package's again
-    last."""
-    import torch
-
+    """The planner's 16-head plan with the package's split launcher, then each variant's on the same plan (points
+    ``MODE:B``; ``-hN`` as ``ws_bounds.py``'s)."""
     import wavemla.kernels.sparse_decode as sd
-    from wavemla import get_mla_metadata, sparse_mla_decode
-    from wavemla.reference import sparse_decode_ref
-    from wavemla.testing import TOLERANCES, check_close
-    from wavemla.tools.bench import timings_us
 
-    sys.path.insert(0, str(HERE))
-    from merge_ab import decode_point
-
-    m = re.fullmatch(r"(csa|hca):(\d+)", point)
-    if m is None:
-        raise SystemExit(f"point {point!r}: expected MODE:B")
-    mode, b = m.group(1), int(m.group(2))
-    kw, _ = decode_point(mode, b, 0, seed=0, s_q=1, h=16)
-    rest = {k: v for k, v in kw.items() if k not in ("q", "kv_cache", "indices")}
-    ref_o, ref_l = sparse_decode_ref(kw["q"], kw["kv_cache"], kw["indices"], **rest)
-    shipped = sd.sparse_decode_split
-    records = []
-    for name, module in [("package", None), *variants.items(), ("package, again", None)]:
-        if module is not None:
-            sd.sparse_decode_split = module.sparse_decode_split
-        try:
-            meta, _ = get_mla_metadata()
-            out, lse = sparse_mla_decode(**kw, metadata=meta)
-            assert meta.plan is not None
-            plan = f"{meta.plan.config}:{meta.plan.units_per_part}"
-            checked = module is None or name == "control"
-            bad = ""
-            if checked:
-                bad = check_close("out", out, ref_o, TOLERANCES[("out", "gpu")]) or check_close(
-                    "lse", lse, ref_l, TOLERANCES[("lse", "gpu")]
-                )
-            med = timings_us(lambda meta=meta: sparse_mla_decode(**kw, metadata=meta), reps=reps, graph=True)[1]
-        except Exception as e:  # a failing run is reported, the others still run
-            print(f"{point:10s} {name:16s} ERROR {str(e).splitlines()[0][:120]}", flush=True)
-            continue
-        finally:
-            sd.sparse_decode_split = shipped
-        state = ("ok" if not bad else "MISMATCH " + bad[:60]) if checked else "(not checked)"
-        print(f"{point:10s} {name:16s} {plan:22s} {med:7.1f} us  {state}", flush=True)
-        records.append(dict(point=point, run=name, plan=plan, median_us=med, checked=checked, ok=not bad))
-        torch.cuda.synchronize()
-    return records
+    return time_variants(
+        point, variants, reps, owner=sd, attr="sparse_decode_split", checked=lambda name: name == "control", heads=16
+    )
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--points", nargs="+", default=["csa:128", "csa:256", "hca:256"])
-    ap.add_argument("--variants", nargs="+", default=list(VARIANTS))
-    ap.add_argument("--reps", type=int, default=15)
-    ap.add_argument("--json", default=None)
-    args = ap.parse_args()
-    variants = {name: load_variant(name) for name in args.variants}
-    records = [r for point in args.points for r in time_point(point, variants, args.reps)]
-    if args.json:
-        Path(args.json).write_text(json.dumps({"argv": sys.argv, "records": records}, indent=1))
+    run_cli(["csa:128", "csa:256", "hca:256"], VARIANTS, load_variant, time_point)
 
 
 if __name__ == "__main__":

@@ -30,10 +30,10 @@ says which one the tile waits for:
   sparse_decode_ws.py > PATH``), checked against the reference like ``control``: an A/B of two builds in one run.
 
 Outputs of the variants are wrong by construction and are not checked; ``control`` is checked against the fp64
-reference. The variants are written into ``variants/sparse_decode_ws_<name>.py`` (git-ignored) by text replacements
+reference. The variants are written into ``variants/sparse_decode_ws_<name>_v.py`` (git-ignored) by text replacements
 that must each match once.
 
-    PYTHONPATH=src python3 benchmarks/experiments/ws_bounds.py --build                 # compile each for sm_90 (CPU)
+    PYTHONPATH=src python3 benchmarks/experiments/ws_bounds.py --build [--spills] [NAME ...]  # sm_90, on the CPU
     PYTHONPATH=src python3 benchmarks/experiments/ws_bounds.py --points csa:128 csa:256 hca:128 [--json F]
 """
 
@@ -44,6 +44,7 @@ import importlib.util
 import json
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -90,38 +91,17 @@ def _once(text: str, old: str, new: str) -> str:
 
 _TILE_BODY_START = "                    b_s = gl.zeros([_BLOCK, HK], gl.float32, layout=s_layout)\n"
 _TILE_BODY_END = "                                                      p_smem, p_bar, i_it, HALF)  # fmt: skip\n"
-_SOFTMAX_CALL = "b_p16, b_alpha, b_mx, b_l, i_x = _tile_softmax(b_s,"
 _LOCAL = '''
     @gluon.jit
-    def _tile_softmax_local(b_s, b_mx, b_l, p_smem, x_smem, x_bar, p_bar, i_x, HALF: gl.constexpr):
-        """_tile_softmax over this warpgroup's 32 keys alone: no exchange of row maxima, P not shared."""
+    def _tile_softmax_local(b_s, b_mx, b_l, p_smem, x_smem, p_bar, i_it, HALF: gl.constexpr):
+        """_tile_softmax_one's results over this warpgroup's 32 keys alone: no exchange, its own P given as the
+        other's as well."""
         b_mx_new = gl.maximum(b_mx, gl.max(b_s, 1))
         b_mx_safe = gl.where(b_mx_new == float("-inf"), 0.0, b_mx_new)
         b_p = gl.exp2(b_s - b_mx_safe[:, None])
         b_alpha = gl.exp2(b_mx - b_mx_safe)
         b_l = b_l * b_alpha + gl.sum(b_p, 1)
-        return b_p.to(gl.float16), b_alpha, b_mx_new, b_l, i_x
-
-    @gluon.jit
-    def _tile_pv_local(b_p16, b_alpha, acc0, acc1, acc2, acc3, kv_smem, v_base, p_smem, p_bar, i_it,
-                       HALF: gl.constexpr):  # fmt: skip
-        """_tile_pv with this warpgroup's P, from registers, for both halves of the tile's keys (no wait for the
-        other warpgroup's P)."""
-        HK: gl.constexpr = _BLOCK // 2
-        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                           instr_shape=[16, _BLOCK, 16])  # fmt: skip
-        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-        b_a = gl.convert_layout(b_alpha, gl.SliceLayout(1, o_layout))[:, None]
-        b_pa = gl.convert_layout(b_p16, p_layout)
-        acc0 = warpgroup_mma(b_pa, kv_smem.index(v_base + 0).slice(0, HK, dim=0), acc0 * b_a, is_async=True)
-        acc1 = warpgroup_mma(b_pa, kv_smem.index(v_base + 1).slice(0, HK, dim=0), acc1 * b_a, is_async=True)
-        acc2 = warpgroup_mma(b_pa, kv_smem.index(v_base + 2).slice(0, HK, dim=0), acc2 * b_a, is_async=True)
-        acc3 = warpgroup_mma(b_pa, kv_smem.index(v_base + 3).slice(0, HK, dim=0), acc3 * b_a, is_async=True)
-        acc0 = warpgroup_mma(b_pa, kv_smem.index(v_base + 0).slice(HK, HK, dim=0), acc0, is_async=True)
-        acc1 = warpgroup_mma(b_pa, kv_smem.index(v_base + 1).slice(HK, HK, dim=0), acc1, is_async=True)
-        acc2 = warpgroup_mma(b_pa, kv_smem.index(v_base + 2).slice(HK, HK, dim=0), acc2, is_async=True)
-        acc3 = warpgroup_mma(b_pa, kv_smem.index(v_base + 3).slice(HK, HK, dim=0), acc3, is_async=True)
-        return warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
+        return b_p.to(gl.float16), b_p.to(gl.float16), b_alpha, b_mx_new, b_l
 '''
 
 
@@ -134,9 +114,10 @@ def _nomath(text: str) -> str:
 
 
 def _noexchange(text: str) -> str:
-    text = _once(text, _SOFTMAX_CALL, "b_p16, b_alpha, b_mx, b_l, i_x = _tile_softmax_local(b_s,")
-    text = _once(text, _PV_CALL, "acc0, acc1, acc2, acc3 = _tile_pv_local(b_p16,")
-    return _once(text, _IMPORTS, _IMPORTS + _LOCAL)
+    # this warpgroup's P into both halves of V: oneexchange's PV with its own P as the other's
+    text = _once(text, _SOFTMAX_PV, _SOFTMAX_PV_ONE)
+    text = _once(text, "= _tile_softmax_one(b_s,", "= _tile_softmax_local(b_s,")
+    return _once(text, _IMPORTS, _IMPORTS + _LOCAL + _ONE)
 
 
 _I20 = " " * 20
@@ -270,11 +251,10 @@ def variant_source(name: str) -> str:
     return text
 
 
-def load_variant(name: str) -> ModuleType:
-    stem = Path(name[5:]).stem if name.startswith("file:") else re.sub(r"[^a-z0-9]", "_", name)
-    path = HERE / "variants" / f"sparse_decode_ws_{stem}_v.py"
+def load_module(path: Path, text: str) -> ModuleType:
+    """Write ``text`` to ``path`` (under ``variants/``) and import it as a module of its own."""
     path.parent.mkdir(exist_ok=True)
-    path.write_text(variant_source(name))
+    path.write_text(text)
     spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -282,21 +262,69 @@ def load_variant(name: str) -> ModuleType:
     return module
 
 
+def load_variant(name: str) -> ModuleType:
+    stem = Path(name[5:]).stem if name.startswith("file:") else re.sub(r"[^a-z0-9]", "_", name)
+    return load_module(HERE / "variants" / f"sparse_decode_ws_{stem}_v.py", variant_source(name))
+
+
+def spills(ptx: str) -> str:
+    """ptxas's spill bytes for ``ptx`` (sm_90a) and the local loads and stores (LDL, STL) of each register region
+    of the SASS, in order (a region starts at each ``setmaxnreg``; the second math warpgroup's, the gather's and the
+    first math warpgroup's are the long ones), with the region's registers a thread."""
+    import subprocess
+    import tempfile
+
+    from dense_ws_build_probe import NVDISASM, PTXAS
+
+    with tempfile.TemporaryDirectory() as d:
+        src, obj = Path(d) / "k.ptx", Path(d) / "k.cubin"
+        src.write_text(ptx)
+        info = subprocess.run([str(PTXAS), "-arch=sm_90a", "-v", str(src), "-o", str(obj)], capture_output=True,
+                              text=True, check=True).stderr  # fmt: skip
+        sass = subprocess.run([str(NVDISASM), "-c", str(obj)], capture_output=True, text=True, check=True).stdout
+    found = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", info)
+    regions: list[tuple[int, int, int]] = []  # (registers, instructions, LDL/STL)
+    for line in sass.splitlines():
+        m = re.search(r"USETMAXREG\.\w+\.CTAPOOL (?:UP0, )?0x([0-9a-f]+)", line)
+        if m:
+            regions.append((int(m.group(1), 16), 0, 0))
+        elif regions and re.search(r"/\*[0-9a-f]{4,}\*/\s+\S", line):
+            r, n, k = regions[-1]
+            regions[-1] = (r, n + 1, k + bool(re.search(r"\b(LDL|STL)", line)))
+    big = ", ".join(f"{r} registers: {k} LDL/STL of {n}" for r, n, k in regions if n > 100)
+    stores, loads = found[0] if found else ("0", "0")
+    return f"spill stores/loads {stores}/{loads} B; {big}"
+
+
 def build() -> None:
-    """Write every variant and compile it for sm_90 without a GPU."""
-    for name in VARIANTS:
+    """Write every variant (or those named) and compile it for sm_90 without a GPU; ``--spills``: with ptxas's spills
+    and each warpgroup's local loads and stores (:func:`spills`)."""
+    for name in [a for a in sys.argv[1:] if not a.startswith("--")] or VARIANTS:
         k = load_variant(name).compile_sm90()
         print(f"{name:14s} shared memory {k.metadata.shared} B, PTX {len(k.asm['ptx'])} characters, "
               f"wgmma {k.asm['ptx'].count('wgmma.mma_async')}, ld.global {k.asm['ptx'].count('ld.global')}, "
               f"cvt e4m3 {k.asm['ptx'].count('e4m3x2')}")  # fmt: skip
+        if "--spills" in sys.argv:
+            print(f"{'':14s} {spills(k.asm['ptx'])}")
 
 
-def time_point(point: str, variants: dict[str, ModuleType], reps: int) -> list[dict[str, Any]]:
-    """The planner's plan with the package's kernel, then each variant on the same plan; the package's again last."""
+def time_variants(
+    point: str,
+    variants: dict[str, ModuleType],
+    reps: int,
+    *,
+    owner: ModuleType,
+    attr: str,
+    checked: Callable[[str], bool],
+    heads: int = 64,
+) -> list[dict[str, Any]]:
+    """The planner's plan at ``point`` (``MODE[-sN][-hN]:B``, ``heads`` unless ``-hN``) with the package's kernel, then
+    each variant's launcher swapped in for ``owner.<attr>`` behind the public call, on the same plan; the package's
+    again last (the order's effect). The package's runs and the variants ``checked`` accepts are checked against the
+    fp64 reference; each is timed (CUDA-graph replay, L2 flushed, median of ``reps``)."""
     import torch
 
     from wavemla import get_mla_metadata, sparse_mla_decode
-    from wavemla.kernels import sparse_decode_ws as ws
     from wavemla.reference import sparse_decode_ref
     from wavemla.testing import TOLERANCES, check_close
     from wavemla.tools.bench import timings_us
@@ -307,25 +335,25 @@ def time_point(point: str, variants: dict[str, ModuleType], reps: int) -> list[d
     m = re.fullmatch(r"(csa|hca)(?:-s(\d+))?(?:-h(\d+))?:(\d+)", point)
     if m is None:
         raise SystemExit(f"point {point!r}: expected MODE[-sN][-hN]:B")
-    mode, s_q, heads, b = m.group(1), int(m.group(2) or 1), int(m.group(3) or 64), int(m.group(4))
-    kw, _ = decode_point(mode, b, 0, seed=0, s_q=s_q, h=heads)
+    mode, s_q, h, b = m.group(1), int(m.group(2) or 1), int(m.group(3) or heads), int(m.group(4))
+    kw, _ = decode_point(mode, b, 0, seed=0, s_q=s_q, h=h)
     rest = {k: v for k, v in kw.items() if k not in ("q", "kv_cache", "indices")}
     ref_o, ref_l = sparse_decode_ref(kw["q"], kw["kv_cache"], kw["indices"], **rest)
-    shipped = ws.sparse_decode_split_ws
+    shipped = getattr(owner, attr)
     records = []
     runs = [("package", None), *variants.items(), ("package, again", None)]
     plan = None
     for name, module in runs:
         if module is not None:
-            ws.sparse_decode_split_ws = module.sparse_decode_split_ws
+            setattr(owner, attr, getattr(module, attr))
         try:
             meta, _ = get_mla_metadata()
             out, lse = sparse_mla_decode(**kw, metadata=meta)
             assert meta.plan is not None
             plan = f"{meta.plan.config}:{meta.plan.units_per_part}"
-            checked = module is None or name in ("control", "oneexchange") or name.startswith(("file:", "regs:"))
+            check = module is None or checked(name)
             bad = ""
-            if checked:
+            if check:
                 bad = check_close("out", out, ref_o, TOLERANCES[("out", "gpu")]) or check_close(
                     "lse", lse, ref_l, TOLERANCES[("lse", "gpu")]
                 )
@@ -334,25 +362,44 @@ def time_point(point: str, variants: dict[str, ModuleType], reps: int) -> list[d
             print(f"{point:10s} {name:16s} ERROR {str(e).splitlines()[0][:120]}", flush=True)
             continue
         finally:
-            ws.sparse_decode_split_ws = shipped
-        state = ("ok" if not bad else "MISMATCH " + bad[:60]) if checked else "(not checked)"
+            setattr(owner, attr, shipped)
+        state = ("ok" if not bad else "MISMATCH " + bad[:60]) if check else "(not checked)"
         print(f"{point:10s} {name:16s} {med:7.1f} us  {state}", flush=True)
-        records.append(dict(point=point, run=name, plan=plan, median_us=med, checked=checked, ok=not bad))
+        records.append(dict(point=point, run=name, plan=plan, median_us=med, checked=check, ok=not bad))
         torch.cuda.synchronize()
     return records
 
 
-def main() -> None:
+def run_cli(
+    default_points: list[str], names: tuple[str, ...], load: Callable[[str], ModuleType], time_point: Callable[..., Any]
+) -> None:
+    """``--points``, ``--variants``, ``--reps``, ``--json``: each point's runs (``time_point(point, variants, reps)``)
+    printed, and written as JSON."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("--points", nargs="+", default=["csa:128", "csa:256", "hca:128"])
-    ap.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    ap.add_argument("--points", nargs="+", default=default_points)
+    ap.add_argument("--variants", nargs="+", default=list(names))
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    variants = {name: load_variant(name) for name in args.variants}
+    variants = {name: load(name) for name in args.variants}
     records = [r for point in args.points for r in time_point(point, variants, args.reps)]
     if args.json:
         Path(args.json).write_text(json.dumps({"argv": sys.argv, "records": records}, indent=1))
+
+
+def _checked(name: str) -> bool:
+    """The variants that compute the kernel's outputs (the others take work out)."""
+    return name in ("control", "oneexchange") or name.startswith(("file:", "regs:"))
+
+
+def time_point(point: str, variants: dict[str, ModuleType], reps: int) -> list[dict[str, Any]]:
+    from wavemla.kernels import sparse_decode_ws as ws
+
+    return time_variants(point, variants, reps, owner=ws, attr="sparse_decode_split_ws", checked=_checked)
+
+
+def main() -> None:
+    run_cli(["csa:128", "csa:256", "hca:128", "hca:256"], VARIANTS, load_variant, time_point)
 
 
 if __name__ == "__main__":
