@@ -19,14 +19,15 @@ RESULTS = Path(__file__).parent / "results"
 # The runs of the current sparse-decode build and planner: the b = 1..256 curves (CURVES; the 16-head ones from the
 # runs before the warp-specialized kernel, which they do not run), the batch-invariant cost with that kernel (BI), and
 # the indexer from the runs before those.
-BI = "2026-12-02-h200-bi-cost-ws-merge-loop-1ca2926"
+# (the second of two runs on the build with the register split of 2026-12-04; the first had an outlier at CSA b = 96)
+BI = "2026-12-04-h200-bi-cost-69241da-2"
 BEFORE = "2026-11-30-h200"
 DENSE = "2026-12-02-h200-dense-ws-b128-72f38d6"  # the warp-specialized sm_90 kernel's b = 128, 16K points
 # the planner's bf16 picks over b = 1..128 at 4K keys on that kernel (h = 64), cut requests' partials in bf16
 DENSE_CURVE = "2026-12-03-h200-dense-ws-curve-h64-3f5211a"
-# the sparse decode as shipped with its warp-specialized sm_90 kernel (sparse_ws_ab.py time: each shape's first
-# "on" row is the plan's pick, the Triton kernel where the plan's tile is not 64x64)
-SPARSE_WS = "2026-12-02-h200-sparse-ws-lane-957aed2"
+# the sparse decode as shipped (`wavemla bench` at the FlashMLA anchor shapes), with its warp-specialized sm_90
+# kernel's register split of 2026-12-04
+SPARSE_BENCH = "2026-12-04-h200-bench-69241da"
 # the planner's FP8 V3.2 picks over b = 1..128 at 4K keys, h = 16: staged 16-row tiles
 DENSE_FP8_CURVE = "2026-12-03-h200-dense-fp8-curve-h16-70bb758"
 
@@ -191,16 +192,14 @@ def png(path: str) -> None:
 def glance() -> str:
     """The headline figures of the current runs: one row per kernel and shape, with the file each comes from."""
     out = ["| kernel | shape | b | µs | against | from |", "|---|---|---|---|---|---|"]
-    picks: dict[tuple[str, int, int, int], dict] = {}
-    for r in load(SPARSE_WS)["rows"]:
-        if r["ws"] == "on":
-            picks.setdefault((r["mode"], r["h_q"], r["s_q"], r["batch"]), r)
+    sparse = [r for r in load(SPARSE_BENCH)["records"] if r["provider"] == "wavemla"]
     for mode in ("csa", "hca"):
-        for (m, h, s_q, b), r in sorted(picks.items(), key=lambda kv: kv[0][3]):
-            if (m, h, s_q) == (mode, 64, 1) and b in (1, 64, 128, 256) and r["ratio_to_flashmla"]:
+        for r in sorted(sparse, key=lambda r: r["batch"]):
+            shape = (r["mode"], r["h_q"], r["s_q"])
+            if shape == (mode, 64, 1) and r["batch"] in (1, 64, 128, 256) and r["ratio_to_flashmla"]:
                 out.append(
-                    f"| sparse decode | {mode.upper()}, h=64, s_q=1, FP8 MODEL1 | {b} | {r['median_us']:.1f} "
-                    f"| {r['ratio_to_flashmla']:.2f}× FlashMLA's time | `{SPARSE_WS}.json` |"
+                    f"| sparse decode | {mode.upper()}, h=64, s_q=1, FP8 MODEL1 | {r['batch']} | {r['median_us']:.1f} "
+                    f"| {r['ratio_to_flashmla']:.2f}× FlashMLA's time | `{SPARSE_BENCH}.json` |"
                 )
     bi = load(BI)["records"]
     for mode in ("csa", "hca"):

@@ -7,7 +7,10 @@ replays off); the stamps are read after one call behind a 256 MB write (the benc
 the medians over programs (µs from the kernel's first start), the last start and the kernel span, beside the
 call's CUDA-graph-replayed time and each kernel's device time (``sparse_prof.py``).
 
-    PYTHONPATH=src python3 benchmarks/experiments/sparse_ws_phases.py csa:8 csa:32 csa:128 [--check]
+    PYTHONPATH=src python3 benchmarks/experiments/sparse_ws_phases.py csa:8 csa:32 csa:128 [--clean] [--check]
+
+``--clean``: the write is followed by a read of another 256 MB, so that L2 holds clean lines when the call starts
+(the dirty lines' write-back taken out of the call).
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("points", nargs="*", default=["csa:8", "csa:32", "csa:64", "csa:128"])
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--clean", action="store_true")
     args = ap.parse_args()
     mod = _load()
     if args.check:
@@ -99,8 +103,10 @@ def main() -> int:
     import wavemla.kernels.sparse_decode_ws as ws
 
     flush = torch.empty(64 << 20, dtype=torch.float32, device="cuda")
+    clean = torch.empty(64 << 20, dtype=torch.float32, device="cuda") if args.clean else None
     for point in args.points:
-        profile_point(point, 15)  # the package's kernel: graph time and each kernel's time
+        if not args.clean:
+            profile_point(point, 15)  # the package's kernel: graph time and each kernel's time
         m = re.fullmatch(r"(csa|hca)(?:-s(\d+))?(?:-h(\d+))?:(\d+)", point)
         assert m is not None
         mode, s_q, h, b = m.group(1), int(m.group(2) or 1), int(m.group(3) or 64), int(m.group(4))
@@ -114,6 +120,8 @@ def main() -> int:
                 ts = torch.zeros(1024 * 8, dtype=torch.int64, device="cuda")
                 mod.TS[0] = ts
                 flush.zero_()
+                if clean is not None:
+                    clean.sum()
                 wavemla.sparse_mla_decode(**kw, metadata=meta)
                 torch.cuda.synchronize()
                 t = ts.view(-1, 8)[:, :7].cpu()
