@@ -71,18 +71,24 @@ def ptx_instructions(ptx: str) -> int:
     return sum(1 for ln in lines if ln and not ln.startswith((".", "//", "$", "{", "}", "(", ")")) and ln[-1] != ":")
 
 
-def probe(item: str, pieces: bool = False) -> None:
-    rev, _, rest = item.partition(":")
-    consts = {k: int(v) for k, v in (kv.split("=") for kv in rest.split(",") if kv)}
-    mod = load(rev, consts)
-    k = mod.compile_sm90(pieces=True) if pieces else mod.compile_sm90()
-    ptx = k.asm["ptx"]
+def assemble(ptx: str) -> tuple[str, str]:
+    """``ptx`` assembled for sm_90a by Triton's ptxas: (ptxas's ``-v`` report, the cubin's SASS by nvdisasm)."""
     with tempfile.TemporaryDirectory() as d:
         src, obj = Path(d) / "k.ptx", Path(d) / "k.cubin"
         src.write_text(ptx)
         info = subprocess.run([str(PTXAS), "-arch=sm_90a", "-v", str(src), "-o", str(obj)], capture_output=True,
                               text=True, check=True).stderr  # fmt: skip
         sass = subprocess.run([str(NVDISASM), "-c", str(obj)], capture_output=True, text=True, check=True).stdout
+    return info, sass
+
+
+def probe(item: str, pieces: bool = False) -> None:
+    rev, _, rest = item.partition(":")
+    consts = {k: int(v) for k, v in (kv.split("=") for kv in rest.split(",") if kv)}
+    mod = load(rev, consts)
+    k = mod.compile_sm90(pieces=True) if pieces else mod.compile_sm90()
+    ptx = k.asm["ptx"]
+    info, sass = assemble(ptx)
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", info)
     regs = re.findall(r"Used (\d+) registers", info)
     state_loads = re.findall(r"/\*([0-9a-f]+)\*/\s+LDS\.U8 (R\d+), \[(R\d+)\+(0x[0-9a-f]+)\]", sass)

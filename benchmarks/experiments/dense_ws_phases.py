@@ -11,7 +11,9 @@ first start) and the spread of the ends.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
+import os
 import statistics
 import sys
 import tempfile
@@ -68,11 +70,17 @@ def _patched_source() -> str:
             "                (_math_partition, (p_ts, o_desc, w_desc, q_smem,",
         ),
         (
-            "    return _dense_mla_decode_ws_kernel[(num_parts * num_rb,)](\n        q_desc,",
-            "    return _dense_mla_decode_ws_kernel[(num_parts * num_rb,)](\n        TS[0],\n        q_desc,",
+            "        _dense_mla_decode_ws_kernel,\n        (num_parts * num_rb,),\n        q_desc,",
+            "        _dense_mla_decode_ws_kernel,\n        (num_parts * num_rb,),\n        TS[0],\n        q_desc,",
         ),
         ('    types = {"q_desc": desc,', '    types = {"p_ts": "*i64", "q_desc": desc,'),
     ]
+    return patch(s, edits)
+
+
+def patch(s: str, edits: list[tuple[str, str]]) -> str:
+    """``s`` with each ``(old, new)`` of ``edits`` replaced (once; twice for the two math partitions' argument lists)
+    and a stamp buffer slot ``TS`` appended for the launcher."""
     for old, new in edits:
         n = s.count(old)
         if n != (2 if old.startswith("                (_math_partition") else 1):
@@ -81,14 +89,51 @@ def _patched_source() -> str:
     return s + "\nTS = [None]\n"
 
 
-def _load():
-    tmp = Path(tempfile.mkdtemp()) / "dense_decode_ws_phases.py"
-    tmp.write_text(_patched_source())
-    spec = importlib.util.spec_from_file_location("dense_decode_ws_phases", tmp)
+def load_patched(name: str, text: str):
+    """``text`` imported as module ``name`` from a temporary file."""
+    tmp = Path(tempfile.mkdtemp()) / f"{name}.py"
+    tmp.write_text(text)
+    spec = importlib.util.spec_from_file_location(name, tmp)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+def stamped_calls(mod, call, n: int, before=None, reps: int = 5) -> list:
+    """``reps`` calls (after one more, dropped), each behind ``before()`` (the flush) with a fresh stamp buffer in
+    ``mod.TS``: per call, the first ``n`` stamps of every program that ran, in µs from the call's first start."""
+    import torch
+
+    rows = []
+    for rep in range(reps + 1):
+        ts = torch.zeros(1024 * 8, dtype=torch.int64, device="cuda")
+        mod.TS[0] = ts
+        if before is not None:
+            before()
+        call()
+        torch.cuda.synchronize()
+        t = ts.view(-1, 8)[:, :n].cpu()
+        t = t[t[:, 0] > 0]
+        if rep:
+            rows.append((t - t[:, 0].min()).double() / 1e3)
+    return rows
+
+
+def summary(rows: list, names: list[str], end: int) -> str:
+    """The medians over programs and calls of each stamp, the last start and the kernel span (median over calls)."""
+    import torch
+
+    t = torch.cat(rows)
+    med = [statistics.median(t[:, i].tolist()) for i in range(len(names))]
+    span = statistics.median([float(r[:, end].max()) for r in rows])
+    late = statistics.median([float(r[:, 0].max()) for r in rows])
+    return (", ".join(f"{n} {m:.1f}" for n, m in zip(names, med, strict=True))
+            + f" | last start {late:.1f}, kernel span {span:.1f} µs")  # fmt: skip
+
+
+def _load():
+    return load_patched("dense_decode_ws_phases", _patched_source())
 
 
 def main() -> int:
@@ -101,6 +146,7 @@ def main() -> int:
         print("built for sm_90:", k.metadata.shared, "bytes of shared memory,",
               k.asm["ptx"].count("%globaltimer"), "timer reads")  # fmt: skip
         return 0
+    os.environ["WAVEMLA_LAUNCH"] = "triton"  # every call launches the copy with this call's stamp buffer
     import torch
 
     import wavemla
@@ -112,23 +158,9 @@ def main() -> int:
     for h, b, s_k in ((64, 8, 4096), (64, 32, 4096), (64, 64, 4096), (64, 128, 4096), (64, 32, 16384)):
         inputs = make_dense_decode_inputs(lengths=[s_k] * b, h_q=h, page=64, device="cuda")
         meta, _ = wavemla.get_mla_metadata()
-        rows = []
-        for rep in range(5):
-            ts = torch.zeros(132 * 8 * (h // 64), dtype=torch.int64, device="cuda")
-            mod.TS[0] = ts
-            flush.zero_()
-            wavemla.dense_mla_decode(**inputs, metadata=meta)
-            torch.cuda.synchronize()
-            t = ts.view(-1, 8)[:, :6].cpu()
-            t = t[t[:, 0] > 0]
-            if rep:
-                rows.append((t - t[:, 0].min()).double() / 1e3)
-        t = torch.cat(rows)
-        med = [statistics.median(t[:, i].tolist()) for i in range(6)]
-        span = statistics.median([float(r[:, 5].max()) for r in rows])
-        late = statistics.median([float(r[:, 0].max()) for r in rows])
-        print(f"h={h} b={b} s_k={s_k}: " + ", ".join(f"{n} {m:.1f}" for n, m in zip(NAMES, med, strict=True))
-              + f" | last start {late:.1f}, kernel span {span:.1f} µs")  # fmt: skip
+        call = functools.partial(wavemla.dense_mla_decode, **inputs, metadata=meta)
+        rows = stamped_calls(mod, call, 6, flush.zero_, reps=4)
+        print(f"h={h} b={b} s_k={s_k}: {summary(rows, NAMES, 5)}")
     return 0
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,15 @@ def load_variant(path: Path) -> Any:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def parse_point(point: str, heads: int = 64) -> tuple[str, int, int, int]:
+    """``MODE[-sN][-hN]:B`` (e.g. ``csa:128``, ``csa-s2:96``, ``hca-h128:64``) as (mode, s_q, heads, batch); s_q 1 and
+    ``heads`` unless given."""
+    m = re.fullmatch(r"(csa|hca)(?:-s(\d+))?(?:-h(\d+))?:(\d+)", point)
+    if m is None:
+        raise SystemExit(f"point {point!r}: expected MODE[-sN][-hN]:B")
+    return m.group(1), int(m.group(2) or 1), int(m.group(3) or heads), int(m.group(4))
 
 
 def decode_point(

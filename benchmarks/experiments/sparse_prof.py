@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 from collections import defaultdict
@@ -21,17 +20,14 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from merge_ab import decode_point
+from merge_ab import decode_point, parse_point
 
 from wavemla import get_mla_metadata, sparse_mla_decode
 from wavemla.tools.bench import timings_us
 
 
 def profile_point(point: str, calls: int) -> dict[str, Any]:
-    m = re.fullmatch(r"(csa|hca)(?:-s(\d+))?(?:-h(\d+))?:(\d+)", point)
-    if m is None:
-        raise SystemExit(f"point {point!r}: expected MODE[-sN][-hN]:B")
-    mode, s_q, h, b = m.group(1), int(m.group(2) or 1), int(m.group(3) or 64), int(m.group(4))
+    mode, s_q, h, b = parse_point(point)
     kw, _ = decode_point(mode, b, 0, seed=0, s_q=s_q, h=h)
     meta, _ = get_mla_metadata()
 

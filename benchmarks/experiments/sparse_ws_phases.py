@@ -16,27 +16,18 @@ call's CUDA-graph-replayed time and each kernel's device time (``sparse_prof.py`
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import functools
 import os
-import re
-import statistics
 import sys
-import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # this directory: dense_ws_phases' stamp helpers
+from dense_ws_phases import STAMP, load_patched, patch, stamped_calls, summary
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "wavemla" / "kernels" / "sparse_decode_ws.py"
 NAMES = ["start", "q ready", "tile 0 ready", "last tile ready", "last tile done", "last q ready", "end"]
 _END = 6
 
-STAMP = """
-    @gluon.jit
-    def _stamp(p_ts, o_m, K: gl.constexpr, HALF: gl.constexpr):
-        if HALF == 0:
-            t = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [o_m], dtype=gl.int64, is_pure=False,
-                                          pack=1)
-            gl.store(p_ts + gl.program_id(0) * 8 + K + o_m * 0, t, mask=(o_m % 64) == 0)
-
-"""
 _STAGE_Q = (
     "            else:\n"
     "                i_x = _stage_q(q_smem, p_q, i_b, i_s, stride_qb, stride_qs, o_qh, o_qc, x_bar, i_x, HALF)\n"
@@ -64,22 +55,7 @@ def _patched_source() -> str:
          "        _sparse_mla_decode_ws_kernel,\n        (num_parts * num_hb,),\n        TS[0],\n        q,"),
         ('    types = {"p_q": "*bf16",', '    types = {"p_ts": "*i64", "p_q": "*bf16",'),
     ]  # fmt: skip
-    for old, new in edits:
-        n = s.count(old)
-        if n != (2 if old.startswith("                (_math_partition") else 1):
-            raise SystemExit(f"patch point found {n} times: {old[:60]!r}")
-        s = s.replace(old, new)
-    return s + "\nTS = [None]\n"
-
-
-def _load():
-    tmp = Path(tempfile.mkdtemp()) / "sparse_decode_ws_phases.py"
-    tmp.write_text(_patched_source())
-    spec = importlib.util.spec_from_file_location("sparse_decode_ws_phases", tmp)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return patch(s, edits)
 
 
 def main() -> int:
@@ -88,7 +64,7 @@ def main() -> int:
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--clean", action="store_true")
     args = ap.parse_args()
-    mod = _load()
+    mod = load_patched("sparse_decode_ws_phases", _patched_source())
     if args.check:
         k = mod.compile_sm90()
         print("built for sm_90:", k.metadata.shared, "bytes of shared memory,",
@@ -96,7 +72,7 @@ def main() -> int:
         return 0
     os.environ["WAVEMLA_LAUNCH"] = "triton"  # every call launches the copy with this call's stamp buffer
     import torch
-    from merge_ab import decode_point
+    from merge_ab import decode_point, parse_point
     from sparse_prof import profile_point
 
     import wavemla
@@ -104,39 +80,25 @@ def main() -> int:
 
     flush = torch.empty(64 << 20, dtype=torch.float32, device="cuda")
     clean = torch.empty(64 << 20, dtype=torch.float32, device="cuda") if args.clean else None
+
+    def before() -> None:
+        flush.zero_()
+        if clean is not None:
+            clean.sum()
+
     for point in args.points:
         if not args.clean:
             profile_point(point, 15)  # the package's kernel: graph time and each kernel's time
-        m = re.fullmatch(r"(csa|hca)(?:-s(\d+))?(?:-h(\d+))?:(\d+)", point)
-        assert m is not None
-        mode, s_q, h, b = m.group(1), int(m.group(2) or 1), int(m.group(3) or 64), int(m.group(4))
+        mode, s_q, h, b = parse_point(point)
         kw, _ = decode_point(mode, b, 0, seed=0, s_q=s_q, h=h)
         shipped = ws.sparse_decode_split_ws
         ws.sparse_decode_split_ws = mod.sparse_decode_split_ws
         try:
             meta, _ = wavemla.get_mla_metadata()
-            rows = []
-            for rep in range(6):
-                ts = torch.zeros(1024 * 8, dtype=torch.int64, device="cuda")
-                mod.TS[0] = ts
-                flush.zero_()
-                if clean is not None:
-                    clean.sum()
-                wavemla.sparse_mla_decode(**kw, metadata=meta)
-                torch.cuda.synchronize()
-                t = ts.view(-1, 8)[:, :7].cpu()
-                t = t[t[:, 0] > 0]
-                if rep:
-                    rows.append((t - t[:, 0].min()).double() / 1e3)
+            rows = stamped_calls(mod, functools.partial(wavemla.sparse_mla_decode, **kw, metadata=meta), 7, before)
         finally:
             ws.sparse_decode_split_ws = shipped
-        t = torch.cat(rows)
-        med = [statistics.median(t[:, i].tolist()) for i in range(7)]
-        span = statistics.median([float(r[:, _END].max()) for r in rows])
-        late = statistics.median([float(r[:, 0].max()) for r in rows])
-        phases = ", ".join(f"{n} {x:.1f}" for n, x in zip(NAMES, med, strict=True))
-        print(f"  {point}: {len(rows[0])} programs; {phases} | last start {late:.1f}, kernel span {span:.1f} µs",
-              flush=True)  # fmt: skip
+        print(f"  {point}: {len(rows[0])} programs; {summary(rows, NAMES, _END)}", flush=True)
     return 0
 
 

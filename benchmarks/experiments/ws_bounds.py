@@ -271,17 +271,9 @@ def spills(ptx: str) -> str:
     """ptxas's spill bytes for ``ptx`` (sm_90a) and the local loads and stores (LDL, STL) of each register region
     of the SASS, in order (a region starts at each ``setmaxnreg``; the second math warpgroup's, the gather's and the
     first math warpgroup's are the long ones), with the region's registers a thread."""
-    import subprocess
-    import tempfile
+    from dense_ws_build_probe import assemble
 
-    from dense_ws_build_probe import NVDISASM, PTXAS
-
-    with tempfile.TemporaryDirectory() as d:
-        src, obj = Path(d) / "k.ptx", Path(d) / "k.cubin"
-        src.write_text(ptx)
-        info = subprocess.run([str(PTXAS), "-arch=sm_90a", "-v", str(src), "-o", str(obj)], capture_output=True,
-                              text=True, check=True).stderr  # fmt: skip
-        sass = subprocess.run([str(NVDISASM), "-c", str(obj)], capture_output=True, text=True, check=True).stdout
+    info, sass = assemble(ptx)
     found = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", info)
     regions: list[tuple[int, int, int]] = []  # (registers, instructions, LDL/STL)
     for line in sass.splitlines():
@@ -330,12 +322,9 @@ def time_variants(
     from wavemla.tools.bench import timings_us
 
     sys.path.insert(0, str(HERE))
-    from merge_ab import decode_point
+    from merge_ab import decode_point, parse_point
 
-    m = re.fullmatch(r"(csa|hca)(?:-s(\d+))?(?:-h(\d+))?:(\d+)", point)
-    if m is None:
-        raise SystemExit(f"point {point!r}: expected MODE[-sN][-hN]:B")
-    mode, s_q, h, b = m.group(1), int(m.group(2) or 1), int(m.group(3) or heads), int(m.group(4))
+    mode, s_q, h, b = parse_point(point, heads)
     kw, _ = decode_point(mode, b, 0, seed=0, s_q=s_q, h=h)
     rest = {k: v for k, v in kw.items() if k not in ("q", "kv_cache", "indices")}
     ref_o, ref_l = sparse_decode_ref(kw["q"], kw["kv_cache"], kw["indices"], **rest)
