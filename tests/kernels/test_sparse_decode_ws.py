@@ -63,7 +63,7 @@ for name, kw in (("csa", dict(page=256, page_x=64)), ("swa", dict(has_extra=Fals
     out[name] = dict(shared=k.metadata.shared, wgmma=ptx.count("wgmma.mma_async"), setmaxnreg="setmaxnreg" in ptx,
                      cvt=ptx.count("cvt.rn.f16x2.e4m3x2"), prefetch=ptx.count("cp.async.bulk.prefetch.L2"),
                      threads=".reqntid 384" in ptx, ex2=ptx.count("ex2.approx"), instructions=instructions(ptx),
-                     atoms=ptx.count("atom.acq_rel.gpu.global.add.u32"),
+                     atoms=ptx.count("atom.acq_rel.gpu.global.add.u32"), tma_stores=ptx.count("cp.async.bulk.tensor"),
                      bar_red=sorted(set(re.findall("bar[.]red[.]or[.]pred[^,]*,[^0-9]*([0-9]+),[^0-9]*([0-9]+)", ptx))),
                      bar_ids=sorted({int(i) for i in re.findall("bar[.]sync[^0-9]*([0-9]+)", ptx)}))
 print(json.dumps(out))
@@ -80,6 +80,11 @@ def test_sm90_build():
         # each gather thread decodes eight words (two rows of four) of each of the seven e4m3 boxes, two pairs a word
         assert got["cvt"] == 7 * 8 * 2, name
         assert got["prefetch"] >= 2 and got["setmaxnreg"] and got["threads"], name
+    # a whole token's output leaves by TMA (four boxes a math warpgroup), and so does a cut token's partial where
+    # nothing merges in the kernel; where something does, the partials leave from registers
+    assert builds["csa"]["tma_stores"] == builds["swa"]["tma_stores"] == 2 * 2 * 4
+    for name in ("csa-pieces", "csa-merge", "csa-pieces-merge"):
+        assert builds[name]["tma_stores"] == 2 * 4, name
     # batch-invariant pieces compile the in-program merge in (its exp2 of the piece weights and the sink), the
     # default launch leaves it out
     assert builds["csa-pieces"]["ex2"] > builds["csa"]["ex2"]

@@ -21,10 +21,12 @@ producer that computes instead of copying:
   and ``O[:, 256·HALF : 256·HALF + 256] += P·V`` takes its own P from registers and the other's from shared
   memory. The row sums meet once per segment.
 
-Shared memory: q 64 KB, two 64 KB stages, the P halves (8 KB), the maxima and the validity masks (214,976 bytes with
+Shared memory: q 64 KB, two 64 KB stages, the P halves (8 KB), the maxima and the validity masks (207,296 bytes with
 the compiler's scratch). A token held whole by one program is finished there (sink applied, output and lse
 written); a cut token leaves one normalized partial (fp16) and one base-2 lse per piece in the workspace, for
-:func:`wavemla.kernels.combine.sparse_decode_combine`. Batch-invariant plans cut every token into fixed pieces and
+:func:`wavemla.kernels.combine.sparse_decode_combine`. Both leave by TMA (:func:`_out_by_tma`) from q's shared memory,
+which the segment is done with, so ``out`` must be contiguous; where the kernel merges (``PIECES``, ``MERGE``) the
+partials leave from registers. Batch-invariant plans cut every token into fixed pieces and
 launch the kernel compiled with ``PIECES``: the math runs one segment per piece (a token's later pieces keep its
 staged q), the gather one per token (no prologue between pieces), and a program that ran all of a token's pieces
 merges them itself (:func:`_merge_half`, the combine's arithmetic in the same order, so the bits do not depend on
@@ -61,11 +63,21 @@ if HAVE_GLUON:
     from triton.experimental.gluon.language.nvidia.hopper import (
         fence_async_shared,
         mbarrier,
+        tma,
         warpgroup_mma,
         warpgroup_mma_wait,
     )
 
-    from wavemla.kernels.dense_decode_ws import _exchange, _row_sums, _tile_pv, _tile_softmax, _warps_barrier
+    from wavemla.kernels.dense_decode_ws import (
+        TensorDescriptor,
+        _exchange,
+        _row_sums,
+        _tile_pv,
+        _tile_softmax,
+        _tma_store,
+        _warps_barrier,
+        smem_layout,
+    )
 
     # a shared-memory view with another element type: renamed in Triton 3.9 (``_reinterpret`` before)
     _smem_reinterpret = (
@@ -339,6 +351,30 @@ if HAVE_GLUON:
         return i_x + 1
 
     @gluon.jit
+    def _out_by_tma(q_smem, desc, row, acc0, acc1, acc2, acc3, b_sc, HALF: gl.constexpr):
+        """This warpgroup's 256 columns of a segment's 64 head rows (``acc0..3`` times ``b_sc``, in ``desc``'s dtype)
+        to rows ``row ..`` of ``desc`` by TMA, through q's shared-memory boxes ``4·HALF ..``: both warpgroups are
+        done with q once their row sums have crossed (their last ``QKᵀ`` came before), and this warpgroup stages only
+        those boxes of the next q, after the copies have read them (the wait at the end)."""
+        box: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+        ty: gl.constexpr = desc.dtype
+        b0 = _smem_reinterpret(q_smem.index(HALF * 4 + 0), ty, [_BLOCK, _BLOCK], box)
+        b1 = _smem_reinterpret(q_smem.index(HALF * 4 + 1), ty, [_BLOCK, _BLOCK], box)
+        b2 = _smem_reinterpret(q_smem.index(HALF * 4 + 2), ty, [_BLOCK, _BLOCK], box)
+        b3 = _smem_reinterpret(q_smem.index(HALF * 4 + 3), ty, [_BLOCK, _BLOCK], box)
+        b0.store((acc0 * b_sc).to(ty))
+        b1.store((acc1 * b_sc).to(ty))
+        b2.store((acc2 * b_sc).to(ty))
+        b3.store((acc3 * b_sc).to(ty))
+        fence_async_shared()
+        _warps_barrier()
+        _tma_store(desc, [row, HALF * 256 + 0 * _BLOCK], b0)
+        _tma_store(desc, [row, HALF * 256 + 1 * _BLOCK], b1)
+        _tma_store(desc, [row, HALF * 256 + 2 * _BLOCK], b2)
+        _tma_store(desc, [row, HALF * 256 + 3 * _BLOCK], b3)
+        tma.store_wait(0)
+
+    @gluon.jit
     def _token_slots(i_tok, n_tiles, slot_units):
         """Token ``i_tok``'s first and last workspace slots, less ``i_tok``: its pieces are the runs of
         ``slot_units`` units of the flattened (token, tile) space that hold its tiles."""
@@ -534,9 +570,9 @@ if HAVE_GLUON:
                         p_o_ws, p_lse_ws, p_sink, p_cnt, p_idx, p_len, p_idx_x, p_len_x, S_Q, H, topk, topk_x,
                         n_tiles_main, n_tiles, total_units, units_per_part, seg_units, slot_units, stride_qb,
                         stride_qs, stride_ob, stride_os, stride_oh, stride_ib, stride_is, stride_ixb, stride_ixs,
-                        qk_scale, HAS_LEN: gl.constexpr, HAS_EXTRA: gl.constexpr, HAS_LEN_X: gl.constexpr,
-                        HAS_SINK: gl.constexpr, NUM_HB: gl.constexpr, PIECES: gl.constexpr, MERGE: gl.constexpr,
-                        HALF: gl.constexpr):  # fmt: skip
+                        qk_scale, o_desc, w_desc, HAS_LEN: gl.constexpr, HAS_EXTRA: gl.constexpr,
+                        HAS_LEN_X: gl.constexpr, HAS_SINK: gl.constexpr, NUM_HB: gl.constexpr, PIECES: gl.constexpr,
+                        MERGE: gl.constexpr, HALF: gl.constexpr):  # fmt: skip
         """One of the two math warpgroups (:mod:`wavemla.kernels.dense_decode_ws`' scheme): this one scores entries
         ``32·HALF ..`` of each tile and accumulates value columns ``256·HALF ..``."""
         HK: gl.constexpr = _BLOCK // 2
@@ -572,6 +608,10 @@ if HAVE_GLUON:
         i_it = 0
         i_x = 0
         i_tok_q = -1  # the token whose q is staged
+        # the sinks (base 2) of this program's heads, loaded now: a whole token's epilogue would otherwise wait for them
+        b_sink2 = gl.zeros([_BLOCK], gl.float32, layout=rows_l)
+        if HAS_SINK:
+            b_sink2 = gl.load(p_sink + o_h).to(gl.float32) * 1.4426950408889634
         for i_seg in range(unit_lo // seg_units, (unit_hi - 1) // seg_units + 1):
             seg_lo, i_tok, i_b, i_s, t_lo, t_hi = _segment(i_seg, unit_lo, unit_hi, seg_units, n_tiles, S_Q)
             tok = _token(i_b, i_s, n_tiles_main, p_len, p_len_x, topk, topk_x, HAS_LEN, HAS_EXTRA, HAS_LEN_X)
@@ -618,28 +658,33 @@ if HAVE_GLUON:
             if (t_lo == 0) & (t_hi == n_tiles):
                 # the whole token: the sink enters the denominator, out = o / (1 + 2^(sink·log2e - lse2))
                 if HAS_SINK:
-                    b_sink2 = gl.load(p_sink + o_h).to(gl.float32) * 1.4426950408889634
                     b_inv = b_inv / (1.0 + gl.exp2(b_sink2 - b_lse2))
                 b_sc = gl.convert_layout(gl.where(m_seen, b_inv, 0.0), orow_l)[:, None]
-                p_o = p_out + i_b.to(gl.int64) * stride_ob + i_s * stride_os + o_ho * stride_oh + HALF * 256
-                p_o2 = gl.convert_layout(p_o, st_rows)[:, None] + o_st[None, :]
-                gl.store(p_o2 + 0 * _BLOCK, gl.convert_layout((acc0 * b_sc).to(p_out.dtype.element_ty), st_layout))
-                gl.store(p_o2 + 1 * _BLOCK, gl.convert_layout((acc1 * b_sc).to(p_out.dtype.element_ty), st_layout))
-                gl.store(p_o2 + 2 * _BLOCK, gl.convert_layout((acc2 * b_sc).to(p_out.dtype.element_ty), st_layout))
-                gl.store(p_o2 + 3 * _BLOCK, gl.convert_layout((acc3 * b_sc).to(p_out.dtype.element_ty), st_layout))
+                # out's rows: (token, head), contiguous
+                _out_by_tma(q_smem, o_desc, i_tok * H + i_hb * _BLOCK, acc0, acc1, acc2, acc3, b_sc, HALF)
                 if HALF == 0:
                     b_lse = gl.where(m_seen, b_lse2 * 0.6931471805599453, float("inf"))
                     gl.store(p_lse + i_tok.to(gl.int64) * H + o_h, b_lse)
             else:
                 i_slot = (i_tok + seg_lo // slot_units).to(gl.int64)
                 b_sc = gl.convert_layout(b_inv, orow_l)[:, None]
-                p_w = (
-                    p_o_ws + gl.convert_layout((i_slot * H + o_ho) * 512 + HALF * 256, st_rows)[:, None] + o_st[None, :]
-                )
-                gl.store(p_w + 0 * _BLOCK, gl.convert_layout((acc0 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
-                gl.store(p_w + 1 * _BLOCK, gl.convert_layout((acc1 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
-                gl.store(p_w + 2 * _BLOCK, gl.convert_layout((acc2 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
-                gl.store(p_w + 3 * _BLOCK, gl.convert_layout((acc3 * b_sc).to(p_o_ws.dtype.element_ty), st_layout))
+                if PIECES or MERGE:
+                    # from registers: a further piece keeps q's shared memory, and the merge reads the partials
+                    # back with ordinary loads after its count (which orders these stores before it)
+                    p_w = (
+                        p_o_ws
+                        + gl.convert_layout((i_slot * H + o_ho) * 512 + HALF * 256, st_rows)[:, None]
+                        + o_st[None, :]
+                    )
+                    w_ty = p_o_ws.dtype.element_ty
+                    gl.store(p_w + 0 * _BLOCK, gl.convert_layout((acc0 * b_sc).to(w_ty), st_layout))
+                    gl.store(p_w + 1 * _BLOCK, gl.convert_layout((acc1 * b_sc).to(w_ty), st_layout))
+                    gl.store(p_w + 2 * _BLOCK, gl.convert_layout((acc2 * b_sc).to(w_ty), st_layout))
+                    gl.store(p_w + 3 * _BLOCK, gl.convert_layout((acc3 * b_sc).to(w_ty), st_layout))
+                else:
+                    # the workspace's rows: (slot, head); the combine reads them after this kernel
+                    _out_by_tma(q_smem, w_desc, (i_slot * H).to(gl.int32) + i_hb * _BLOCK, acc0, acc1, acc2, acc3,
+                                b_sc, HALF)  # fmt: skip
                 if PIECES or MERGE:
                     # both warpgroups store the piece's lse (the same values): each merges from its own stores, or
                     # from those its count orders before the merge
@@ -677,7 +722,8 @@ if HAVE_GLUON:
                                      p_idx_x, p_len_x, num_slots, num_slots_x, stride_kv_blk, stride_kvx_blk, S_Q, H,
                                      topk, topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units,
                                      slot_units, stride_qb, stride_qs, stride_ob, stride_os, stride_oh, stride_ib,
-                                     stride_is, stride_ixb, stride_ixs, qk_scale, p_cnt, PAGE: gl.constexpr,
+                                     stride_is, stride_ixb, stride_ixs, qk_scale, p_cnt, o_desc, w_desc,
+                                     PAGE: gl.constexpr,
                                      PAGE_X: gl.constexpr, HAS_LEN: gl.constexpr, HAS_EXTRA: gl.constexpr,
                                      HAS_LEN_X: gl.constexpr, HAS_SINK: gl.constexpr,
                                      NUM_HB: gl.constexpr, PIECES: gl.constexpr, MERGE: gl.constexpr):  # fmt: skip
@@ -707,13 +753,15 @@ if HAVE_GLUON:
                                    p_out, p_lse, p_o_ws, p_lse_ws, p_sink, p_cnt, p_idx, p_len, p_idx_x, p_len_x, S_Q,
                                    H, topk, topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units,
                                    slot_units, stride_qb, stride_qs, stride_ob, stride_os, stride_oh, stride_ib,
-                                   stride_is, stride_ixb, stride_ixs, qk_scale, HAS_LEN, HAS_EXTRA, HAS_LEN_X,
+                                   stride_is, stride_ixb, stride_ixs, qk_scale, o_desc, w_desc, HAS_LEN, HAS_EXTRA,
+                                   HAS_LEN_X,
                                    HAS_SINK, NUM_HB, PIECES, MERGE, 0)),
                 (_math_partition, (q_smem, kv_smem, m_smem, p_smem, x_smem, kv_ready, kv_empty, x_bar, p_bar, p_q,
                                    p_out, p_lse, p_o_ws, p_lse_ws, p_sink, p_cnt, p_idx, p_len, p_idx_x, p_len_x, S_Q,
                                    H, topk, topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units,
                                    slot_units, stride_qb, stride_qs, stride_ob, stride_os, stride_oh, stride_ib,
-                                   stride_is, stride_ixb, stride_ixs, qk_scale, HAS_LEN, HAS_EXTRA, HAS_LEN_X,
+                                   stride_is, stride_ixb, stride_ixs, qk_scale, o_desc, w_desc, HAS_LEN, HAS_EXTRA,
+                                   HAS_LEN_X,
                                    HAS_SINK, NUM_HB, PIECES, MERGE, 1)),
                 (_gather_partition, (kv_smem, m_smem, kv_ready, kv_empty, p_q, stride_qb, stride_qs, p_kv, p_idx,
                                      p_len,
@@ -764,6 +812,21 @@ def sparse_decode_split_ws(
     kv_x = extra_kv if extra_kv is not None else kv
     idx_x = extra_indices if extra_indices is not None else indices
     num_hb = h // BLOCK
+    # a whole token's output, and a cut token's partial where nothing merges in the kernel, leave by TMA: out's and
+    # the workspace's rows as [rows, 512] boxes of 64 x 64
+    if not out.is_contiguous():
+        raise ValueError(f"out: expected a contiguous [b, s_q, h, 512] tensor (its rows go out by TMA), got strides "
+                         f"{out.stride()}")  # fmt: skip
+    layout = smem_layout()
+    out2 = out.view(b * s_q * h, D)
+    o_desc = TensorDescriptor(out2, list(out2.shape), list(out2.stride()), [BLOCK, BLOCK], layout)
+    w_desc = o_desc
+    if o_ws is not None:
+        if not o_ws.is_contiguous() or o_ws.shape[-1] != D or o_ws.shape[-2] != h:
+            raise ValueError(f"o_ws: expected a contiguous [slots, {h}, {D}] tensor (partials go out by TMA), got "
+                             f"{list(o_ws.shape)} with strides {o_ws.stride()}")  # fmt: skip
+        ws2 = o_ws.view(-1, D)
+        w_desc = TensorDescriptor(ws2, list(ws2.shape), list(ws2.stride()), [BLOCK, BLOCK], layout)
     if counts is not None and (counts.dtype != torch.int32 or counts.numel() < b * s_q * num_hb * 2):
         raise ValueError(f"counts: expected int32 with at least {b * s_q * num_hb * 2} elements, got {counts.dtype} "
                          f"with {counts.numel()}")  # fmt: skip
@@ -806,7 +869,9 @@ def sparse_decode_split_ws(
         idx_x.stride(0),
         idx_x.stride(1),
         softmax_scale * LOG2E,
-        counts if counts is not None else indices,  # last: the default build's parameters keep their offsets
+        counts if counts is not None else indices,  # then the descriptors: the default build's parameters keep
+        o_desc,  # their offsets
+        w_desc,
         PAGE=kv.shape[1],
         PAGE_X=kv_x.shape[1],
         HAS_LEN=topk_length is not None,
@@ -829,7 +894,9 @@ def compile_sm90(*, page: int = 64, page_x: int = 64, has_extra: bool = True, ha
 
     types = {"p_q": "*bf16", "p_out": "*bf16", "p_lse": "*fp32", "p_o_ws": "*fp16", "p_lse_ws": "*fp32",
              "p_sink": "*fp32", "p_kv": "*u8", "p_idx": "*i32", "p_len": "*i32", "p_kv_x": "*u8", "p_idx_x": "*i32",
-             "p_len_x": "*i32", "qk_scale": "fp32", "p_cnt": "*i32"}  # fmt: skip
+             "p_len_x": "*i32", "qk_scale": "fp32", "p_cnt": "*i32",
+             "o_desc": f"tensordesc<bf16[{BLOCK}, {BLOCK}],{smem_layout()!r}>",
+             "w_desc": f"tensordesc<fp16[{BLOCK}, {BLOCK}],{smem_layout()!r}>"}  # fmt: skip
     constexprs = {"PAGE": page, "PAGE_X": page_x, "HAS_LEN": has_len, "HAS_EXTRA": has_extra, "HAS_LEN_X": has_len,
                   "HAS_SINK": has_sink, "NUM_HB": num_hb, "PIECES": pieces, "MERGE": merge}  # fmt: skip
     return build_sm90(_sparse_mla_decode_ws_kernel, types=types, constexprs=constexprs, divisible=("stride_",),

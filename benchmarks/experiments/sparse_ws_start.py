@@ -1,0 +1,145 @@
+"""How a warp-specialized sparse program starts: a copy of ``kernels/sparse_decode_ws.py`` with ``%globaltimer``
+stamps (ns) in the first math warpgroup and in the gather warpgroup of every program, finer than
+``sparse_ws_phases.py`` at the program's start. Each stamp follows a memory operation in program order (ptxas keeps
+timer reads in order with memory operations), so "q stored" is taken once the q rows have arrived and been written to
+shared memory.
+
+Math warpgroup (first): entry; before its q loads; after its q stores to shared memory; q staged (after the exchange
+with the other math warpgroup); the first tile ready; the program's end.
+Gather warpgroup: entry; the first two tiles' index entries known (after the second tile's L2 prefetch is issued);
+the first tile's first box decoded and stored; the first tile handed over (its ``kv_ready`` arrive).
+
+Points whose programs hold one token segment each (the stamps of a second segment overwrite the first's): e.g.
+``csa:8 csa:64 csa:128 hca:128``. Prints, per point, the medians over programs and calls (µs from the kernel's first
+start), after one call behind a 256 MB write (``--clean``: followed by a read of another 256 MB).
+
+    PYTHONPATH=src:benchmarks/experiments python3 benchmarks/experiments/sparse_ws_start.py csa:8 csa:128 [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dense_ws_phases import load_patched, patch
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "wavemla" / "kernels" / "sparse_decode_ws.py"
+NAMES = {0: "math entry", 1: "q loads issued", 2: "q stored", 3: "q staged", 4: "tile 0 ready", 5: "end",
+         8: "gather entry", 9: "entries known", 10: "box 0 stored", 11: "tile 0 handed over"}  # fmt: skip
+SLOTS = 16
+
+STAMPS = """
+    @gluon.jit
+    def _stamp_m(p_ts, o, K: gl.constexpr, HALF: gl.constexpr):
+        if HALF == 0:
+            t = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [o], dtype=gl.int64, is_pure=False,
+                                          pack=1)
+            gl.store(p_ts + gl.program_id(0) * 16 + K + o * 0, t, mask=(o % 64) == 0)
+
+    @gluon.jit
+    def _stamp_g(p_ts, o, K: gl.constexpr):
+        t = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [o], dtype=gl.int64, is_pure=False, pack=1)
+        gl.store(p_ts + gl.program_id(0) * 16 + K + o * 0, t, mask=o == 0)
+
+"""
+
+
+def _patched_source() -> str:
+    s = SRC.read_text()
+    stage = "        b_q0 = gl.load(p_qt + 0 * _BLOCK)\n"
+    stored = "        q_smem.index(HALF * 4 + 3).store(b_q3.to(gl.float16))\n"
+    call_q = "_stage_q(q_smem, p_q, i_b, i_s, stride_qb, stride_qs, o_qh, o_qc, x_bar, i_x, HALF)\n"
+    call_t = "_stage_q(p_ts, " + call_q[len("_stage_q(") :]
+    pf = "            _prefetch_l2(p_r2, p_s2, ok2, _ROW_BYTES)\n            idx = _tile_entries(_live_from(u2 + 1,"
+    box0 = "                    r0 = _box_step(kv_smem, base + 0, r0, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 0)\n"
+    arrive = "                    mbarrier.arrive(kv_ready.index(i_st), count=1)\n                    i_it += 1\n"
+    wait = "                    mbarrier.wait(kv_ready.index(i_st), (i_it // _STAGES) & 1)\n"
+    edits = [
+        ("    @gluon.jit\n    def _segment(", STAMPS + "    @gluon.jit\n    def _segment("),
+        ("    def _stage_q(q_smem, p_q,", "    def _stage_q(p_ts, q_smem, p_q,"),
+        (stage, "        _stamp_m(p_ts, o_qh, 1, HALF)\n" + stage),
+        (stored, stored + "        _stamp_m(p_ts, o_qh, 2, HALF)\n"),
+        ("                    i_x = " + call_q, "                    i_x = " + call_t),
+        ("            else:\n                i_x = " + call_q,
+         "            else:\n                i_x = " + call_t + "            _stamp_m(p_ts, o_h, 3, HALF)\n"),
+        ("    @gluon.jit\n    def _math_partition(q_smem,", "    @gluon.jit\n    def _math_partition(p_ts, q_smem,"),
+        ("        i_tok_q = -1  # the token whose q is staged\n",
+         "        i_tok_q = -1  # the token whose q is staged\n        _stamp_m(p_ts, o_h, 0, HALF)\n"),
+        (wait, wait + "                    if i_it == 0:\n                        _stamp_m(p_ts, o_h, 4, HALF)\n"),
+        ("    @gluon.jit\n    def _sparse_mla_decode_ws_kernel(p_q,",
+         "        _stamp_m(p_ts, o_h, 5, HALF)\n\n    @gluon.jit\n    def _sparse_mla_decode_ws_kernel(p_ts, p_q,"),
+        ("    def _gather_partition(kv_smem,", "    def _gather_partition(p_ts, kv_smem,"),
+        ("        i_it = 0\n        # batch-invariant pieces (PIECES)",
+         "        i_it = 0\n        _stamp_g(p_ts, o_r, 8)\n        # batch-invariant pieces (PIECES)"),
+        (pf, "            _prefetch_l2(p_r2, p_s2, ok2, _ROW_BYTES)\n            _stamp_g(p_ts, o_r, 9)\n"
+             "            idx = _tile_entries(_live_from(u2 + 1,"),
+        (box0, box0 + "                    if i_it == 0:\n                        _stamp_g(p_ts, o_r, 10)\n"),
+        (arrive, arrive + "                    if i_it == 1:\n                        _stamp_g(p_ts, o_r, 11)\n"),
+        ("                (_math_partition, (q_smem,", "                (_math_partition, (p_ts, q_smem,"),
+        ("                (_gather_partition, (kv_smem,", "                (_gather_partition, (p_ts, kv_smem,"),
+        ("        _sparse_mla_decode_ws_kernel,\n        (num_parts * num_hb,),\n        q,",
+         "        _sparse_mla_decode_ws_kernel,\n        (num_parts * num_hb,),\n        TS[0],\n        q,"),
+        ('    types = {"p_q": "*bf16",', '    types = {"p_ts": "*i64", "p_q": "*bf16",'),
+    ]  # fmt: skip
+    return patch(s, edits)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("points", nargs="*", default=["csa:8", "csa:64", "csa:128", "hca:128"])
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--clean", action="store_true")
+    args = ap.parse_args()
+    mod = load_patched("sparse_decode_ws_start", _patched_source())
+    if args.check:
+        k = mod.compile_sm90()
+        print("built for sm_90:", k.metadata.shared, "bytes of shared memory,",
+              k.asm["ptx"].count("%globaltimer"), "timer reads")  # fmt: skip
+        return 0
+    os.environ["WAVEMLA_LAUNCH"] = "triton"  # every call launches the copy with this call's stamp buffer
+    import torch
+    from merge_ab import decode_point, parse_point
+
+    import wavemla
+    import wavemla.kernels.sparse_decode_ws as ws
+
+    flush = torch.empty(64 << 20, dtype=torch.float32, device="cuda")
+    clean = torch.empty(64 << 20, dtype=torch.float32, device="cuda") if args.clean else None
+    for point in args.points:
+        mode, s_q, h, b = parse_point(point)
+        kw, _ = decode_point(mode, b, 0, seed=0, s_q=s_q, h=h)
+        shipped = ws.sparse_decode_split_ws
+        ws.sparse_decode_split_ws = mod.sparse_decode_split_ws
+        rows = []
+        try:
+            meta, _ = wavemla.get_mla_metadata()
+            for rep in range(6):
+                ts = torch.zeros(1024 * SLOTS, dtype=torch.int64, device="cuda")
+                mod.TS[0] = ts
+                flush.zero_()
+                if clean is not None:
+                    clean.sum()
+                wavemla.sparse_mla_decode(**kw, metadata=meta)
+                torch.cuda.synchronize()
+                t = ts.view(-1, SLOTS).cpu()
+                t = t[t[:, 0] > 0]
+                if rep:
+                    rows.append((t - t[:, 0].min()).double() / 1e3)
+        finally:
+            ws.sparse_decode_split_ws = shipped
+        t = torch.cat(rows)
+        parts = []
+        for k, name in NAMES.items():
+            col = t[:, k]
+            col = col[col > -1e6]  # slots a program did not write (0 before the shift)
+            parts.append(f"{name} {statistics.median(col.tolist()):.2f}")
+        print(f"  {point}: {len(rows[0])} programs; " + ", ".join(parts), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
