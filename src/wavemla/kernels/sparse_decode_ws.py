@@ -413,8 +413,8 @@ if HAVE_GLUON:
         )
 
     @gluon.jit
-    def _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, q_smem, own_last, i_tok, i_b, i_s, n_tiles, slot_units,
-                    H, h0, stride_ob, stride_os, stride_oh, HAS_SINK: gl.constexpr, HALF: gl.constexpr):  # fmt: skip
+    def _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles, slot_units, H, h0,
+                    stride_ob, stride_os, stride_oh, HAS_SINK: gl.constexpr, HALF: gl.constexpr):  # fmt: skip
         """Merge token ``i_tok``'s pieces (workspace slots ``i_tok + i_first .. i_tok + i_last``) into its output
         columns ``256·HALF ..`` for heads ``h0 .. h0 + 63`` (and, ``HALF`` 0, its lse): the arithmetic of
         :func:`wavemla.kernels.sparse_decode.merge_pieces` then ``finalize_heads``, each element's terms added in
@@ -426,12 +426,7 @@ if HAVE_GLUON:
         3,591 SASS instructions for the two warpgroups, warps waited for an instruction in 16.5% of the stall samples,
         against 5.5% in the default build; docs/sparse-decode.md, "Instruction fetch"). So the lse sums come first, then
         one loop over (64-column box, piece) with the next partial's load issued before the current one is added: one
-        copy of a box's code.
-
-        ``own_last`` (true): the last piece is this warpgroup's, just computed, and its partial is in q's
-        shared-memory boxes ``4·HALF ..`` (q is done with once the row sums have crossed), not in the workspace: the
-        loop runs over the others and adds it at each box's end, in the same order, so the bits are the same; its lse
-        is in the workspace as every piece's."""
+        copy of a box's code."""
         st_layout: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0])
         rows: gl.constexpr = gl.SliceLayout(1, st_layout)
         o_h = h0 + gl.arange(0, _BLOCK, layout=rows)
@@ -459,25 +454,19 @@ if HAVE_GLUON:
         p_o = p_out + i_b.to(gl.int64) * stride_ob + i_s * stride_os + o_h[:, None] * stride_oh + o_c[None, :]
         # partial (box j, piece i) at p_p0 + i·H·512 + j·64
         p_p0 = p_o_ws + ((i_tok + i_first).to(gl.int64) * H + o_h[:, None]) * 512 + o_c[None, :]
-        n_glob = n_pieces  # the pieces read from the workspace (at least one)
-        if own_last:
-            n_glob = n_pieces - 1
         b_p = gl.load(p_p0, cache_modifier=".cg")
         b_acc = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=st_layout)
-        n_steps = 4 * n_glob
+        n_steps = 4 * n_pieces
         for i_step in range(0, n_steps):
-            j = i_step // n_glob
-            i_part = i_step - j * n_glob
+            j = i_step // n_pieces
+            i_part = i_step - j * n_pieces
             b_pc = b_p
             i_nx = gl.minimum(i_step + 1, n_steps - 1)
-            j_nx = i_nx // n_glob
-            b_p = gl.load(p_p0 + (i_nx - j_nx * n_glob) * H * 512 + j_nx * _BLOCK, cache_modifier=".cg")
+            j_nx = i_nx // n_pieces
+            b_p = gl.load(p_p0 + (i_nx - j_nx * n_pieces) * H * 512 + j_nx * _BLOCK, cache_modifier=".cg")
             b_w = gl.exp2(gl.load(p_l0 + i_part * H, cache_modifier=".cg") - b_max)
             b_acc += b_w[:, None] * b_pc.to(gl.float32)
-            if i_part == n_glob - 1:
-                if own_last:
-                    b_w = gl.exp2(gl.load(p_l0 + n_glob * H, cache_modifier=".cg") - b_max)
-                    b_acc += b_w[:, None] * q_smem.index(HALF * 4 + j).load(st_layout).to(gl.float32)
+            if i_part == n_pieces - 1:
                 # the box complete: normalized (the sum of weights, then the sink factor: finalize_heads' order),
                 # rows no piece saw zeroed
                 b_o = b_acc / b_div[:, None]
@@ -680,29 +669,18 @@ if HAVE_GLUON:
                 i_slot = (i_tok + seg_lo // slot_units).to(gl.int64)
                 b_sc = gl.convert_layout(b_inv, orow_l)[:, None]
                 if PIECES or MERGE:
+                    # from registers: a further piece keeps q's shared memory, and the merge reads the partials
+                    # back with ordinary loads after its count (which orders these stores before it)
+                    p_w = (
+                        p_o_ws
+                        + gl.convert_layout((i_slot * H + o_ho) * 512 + HALF * 256, st_rows)[:, None]
+                        + o_st[None, :]
+                    )
                     w_ty = p_o_ws.dtype.element_ty
-                    # the last of a token's batch-invariant pieces, all of which ran here: merged below, its partial
-                    # kept in q's shared memory (q is done with); any other piece's partial leaves from registers (a
-                    # further piece keeps q, and a merge elsewhere reads it back with ordinary loads after its count,
-                    # which orders these stores before it)
-                    held = False
-                    if PIECES:
-                        held = (t_hi == n_tiles) & (i_tok * n_tiles >= unit_lo)
-                    if held:
-                        q_smem.index(HALF * 4 + 0).store((acc0 * b_sc).to(w_ty))
-                        q_smem.index(HALF * 4 + 1).store((acc1 * b_sc).to(w_ty))
-                        q_smem.index(HALF * 4 + 2).store((acc2 * b_sc).to(w_ty))
-                        q_smem.index(HALF * 4 + 3).store((acc3 * b_sc).to(w_ty))
-                    else:
-                        p_w = (
-                            p_o_ws
-                            + gl.convert_layout((i_slot * H + o_ho) * 512 + HALF * 256, st_rows)[:, None]
-                            + o_st[None, :]
-                        )
-                        gl.store(p_w + 0 * _BLOCK, gl.convert_layout((acc0 * b_sc).to(w_ty), st_layout))
-                        gl.store(p_w + 1 * _BLOCK, gl.convert_layout((acc1 * b_sc).to(w_ty), st_layout))
-                        gl.store(p_w + 2 * _BLOCK, gl.convert_layout((acc2 * b_sc).to(w_ty), st_layout))
-                        gl.store(p_w + 3 * _BLOCK, gl.convert_layout((acc3 * b_sc).to(w_ty), st_layout))
+                    gl.store(p_w + 0 * _BLOCK, gl.convert_layout((acc0 * b_sc).to(w_ty), st_layout))
+                    gl.store(p_w + 1 * _BLOCK, gl.convert_layout((acc1 * b_sc).to(w_ty), st_layout))
+                    gl.store(p_w + 2 * _BLOCK, gl.convert_layout((acc2 * b_sc).to(w_ty), st_layout))
+                    gl.store(p_w + 3 * _BLOCK, gl.convert_layout((acc3 * b_sc).to(w_ty), st_layout))
                 else:
                     # the workspace's rows: (slot, head); the combine reads them after this kernel
                     _out_by_tma(q_smem, w_desc, (i_slot * H).to(gl.int32) + i_hb * _BLOCK, acc0, acc1, acc2, acc3,
@@ -724,25 +702,17 @@ if HAVE_GLUON:
                         if cut:
                             merge_now = _completes_half(p_c, i_last - i_first + 1, HALF) != 0
                         if merge_now:
-                            # (one call compiled: without PIECES no piece is held, and the merge reads no shared memory)
-                            if PIECES:
-                                _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, q_smem, held, i_tok, i_b, i_s,
-                                            n_tiles, slot_units, H, i_hb * _BLOCK, stride_ob, stride_os, stride_oh,
-                                            HAS_SINK, HALF)  # fmt: skip
-                            else:
-                                _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, q_smem, False, i_tok, i_b, i_s,
-                                            n_tiles, slot_units, H, i_hb * _BLOCK, stride_ob, stride_os, stride_oh,
-                                            HAS_SINK, HALF)  # fmt: skip
+                            _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles, slot_units,
+                                        H, i_hb * _BLOCK, stride_ob, stride_os, stride_oh, HAS_SINK, HALF)  # fmt: skip
                             if cut:
                                 gl.store(p_c, 0)
                     else:
-                        if held:
+                        if (t_hi == n_tiles) & (i_tok * n_tiles >= unit_lo):
                             # the last of a token's pieces, all of which ran here: merged now, as the combine kernel
                             # would (the tokens cut between programs are left to it, or to MERGE's count)
                             _warps_barrier()
-                            _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, q_smem, held, i_tok, i_b, i_s, n_tiles,
-                                        slot_units, H, i_hb * _BLOCK, stride_ob, stride_os, stride_oh, HAS_SINK,
-                                        HALF)  # fmt: skip
+                            _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles, slot_units,
+                                        H, i_hb * _BLOCK, stride_ob, stride_os, stride_oh, HAS_SINK, HALF)  # fmt: skip
                 else:
                     if HALF == 0:
                         gl.store(p_lse_ws + i_slot * H + o_h, b_lse2)
