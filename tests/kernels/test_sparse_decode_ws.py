@@ -64,6 +64,7 @@ for name, kw in (("csa", dict(page=256, page_x=64)), ("swa", dict(has_extra=Fals
                      cvt=ptx.count("cvt.rn.f16x2.e4m3x2"), prefetch=ptx.count("cp.async.bulk.prefetch.L2"),
                      threads=".reqntid 384" in ptx, ex2=ptx.count("ex2.approx"), instructions=instructions(ptx),
                      atoms=ptx.count("atom.acq_rel.gpu.global.add.u32"), tma_stores=ptx.count("cp.async.bulk.tensor"),
+                     bulk_done=ptx.count("fence.proxy.async.global"),
                      bar_red=sorted(set(re.findall("bar[.]red[.]or[.]pred[^,]*,[^0-9]*([0-9]+),[^0-9]*([0-9]+)", ptx))),
                      bar_ids=sorted({int(i) for i in re.findall("bar[.]sync[^0-9]*([0-9]+)", ptx)}))
 print(json.dumps(out))
@@ -80,11 +81,16 @@ def test_sm90_build():
         # each gather thread decodes eight words (two rows of four) of each of the seven e4m3 boxes, two pairs a word
         assert got["cvt"] == 7 * 8 * 2, name
         assert got["prefetch"] >= 2 and got["setmaxnreg"] and got["threads"], name
-    # a whole token's output leaves by TMA (four boxes a math warpgroup), and so does a cut token's partial where
-    # nothing merges in the kernel; where something does, the partials leave from registers
-    assert builds["csa"]["tma_stores"] == builds["swa"]["tma_stores"] == 2 * 2 * 4
-    for name in ("csa-pieces", "csa-merge", "csa-pieces-merge"):
+    # a whole token's output leaves by TMA (four boxes a math warpgroup), and so does a cut token's partial except
+    # with batch-invariant pieces (a further piece keeps q's shared memory: from registers); where the kernel merges
+    # tokens cut between programs, the copies' writes complete before the count (the full wait and a proxy fence)
+    assert builds["csa"]["tma_stores"] == builds["swa"]["tma_stores"] == builds["csa-merge"]["tma_stores"] == 2 * 2 * 4
+    for name in ("csa-pieces", "csa-pieces-merge"):
         assert builds[name]["tma_stores"] == 2 * 4, name
+    assert (
+        builds["csa-merge"]["bulk_done"] > 0
+        and builds["csa"]["bulk_done"] == builds["csa-pieces-merge"]["bulk_done"] == 0
+    )
     # batch-invariant pieces compile the in-program merge in (its exp2 of the piece weights and the sink), the
     # default launch leaves it out
     assert builds["csa-pieces"]["ex2"] > builds["csa"]["ex2"]

@@ -375,6 +375,21 @@ if HAVE_GLUON:
         tma.store_wait(0)
 
     @gluon.jit
+    def _bulk_writes_done(o):
+        """Wait until this thread's TMA stores are complete, their writes to global memory included (the wait after
+        :func:`_out_by_tma` only waits for their reads of shared memory), and order those writes before its later
+        accesses through the generic proxy: a partial that another program's merge loads after this program's count
+        (``o``: any tensor, for the elementwise form)."""
+        return gl.inline_asm_elementwise(
+            "cp.async.bulk.wait_group 0;\n fence.proxy.async.global;\n mov.u32 $0, 0;",
+            "=r,r",
+            [o],
+            dtype=gl.int32,
+            is_pure=False,
+            pack=1,
+        )
+
+    @gluon.jit
     def _token_slots(i_tok, n_tiles, slot_units):
         """Token ``i_tok``'s first and last workspace slots, less ``i_tok``: its pieces are the runs of
         ``slot_units`` units of the flattened (token, tile) space that hold its tiles."""
@@ -668,9 +683,8 @@ if HAVE_GLUON:
             else:
                 i_slot = (i_tok + seg_lo // slot_units).to(gl.int64)
                 b_sc = gl.convert_layout(b_inv, orow_l)[:, None]
-                if PIECES or MERGE:
-                    # from registers: a further piece keeps q's shared memory, and the merge reads the partials
-                    # back with ordinary loads after its count (which orders these stores before it)
+                if PIECES:
+                    # from registers: a further piece keeps q's shared memory
                     p_w = (
                         p_o_ws
                         + gl.convert_layout((i_slot * H + o_ho) * 512 + HALF * 256, st_rows)[:, None]
@@ -682,7 +696,8 @@ if HAVE_GLUON:
                     gl.store(p_w + 2 * _BLOCK, gl.convert_layout((acc2 * b_sc).to(w_ty), st_layout))
                     gl.store(p_w + 3 * _BLOCK, gl.convert_layout((acc3 * b_sc).to(w_ty), st_layout))
                 else:
-                    # the workspace's rows: (slot, head); the combine reads them after this kernel
+                    # the workspace's rows: (slot, head); the combine reads them after this kernel, or (MERGE) a
+                    # merge after this warpgroup's count, which the copies' writes are ordered before (below)
                     _out_by_tma(q_smem, w_desc, (i_slot * H).to(gl.int32) + i_hb * _BLOCK, acc0, acc1, acc2, acc3,
                                 b_sc, HALF)  # fmt: skip
                 if PIECES or MERGE:
@@ -696,6 +711,8 @@ if HAVE_GLUON:
                         # resets the count (one call site of the merge: its code is fetched once)
                         cut = (i_tok * n_tiles < unit_lo) | ((i_tok + 1) * n_tiles > unit_hi)
                         merge_now = (t_hi == n_tiles) & (i_tok * n_tiles >= unit_lo)
+                        if not PIECES:
+                            _bulk_writes_done(o_h)  # the partial went out by TMA
                         _warps_barrier()
                         i_first, i_last = _token_slots(i_tok, n_tiles, slot_units)
                         p_c = p_cnt + (i_tok * NUM_HB + i_hb) * 2 + HALF
