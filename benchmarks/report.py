@@ -19,15 +19,15 @@ RESULTS = Path(__file__).parent / "results"
 # The runs of the current sparse-decode build and planner: the b = 1..256 curves (CURVES; the 16-head ones from the
 # runs before the warp-specialized kernel, which they do not run), the batch-invariant cost with that kernel (BI), and
 # the indexer from the runs before those.
-# (on the build whose whole tokens' outputs leave by TMA, 2026-12-04)
-BI = "2026-12-04-h200-bi-cost-bb14d5f"
+# (on the build whose outputs and partials leave by TMA, 2026-12-04)
+BI = "2026-12-04-h200-bi-cost-c1331a3"
 BEFORE = "2026-11-30-h200"
 DENSE = "2026-12-02-h200-dense-ws-b128-72f38d6"  # the warp-specialized sm_90 kernel's b = 128, 16K points
 # the planner's bf16 picks over b = 1..128 at 4K keys on that kernel (h = 64), cut requests' partials in bf16
 DENSE_CURVE = "2026-12-03-h200-dense-ws-curve-h64-3f5211a"
 # the sparse decode as shipped (`wavemla bench` at the FlashMLA anchor shapes), with its warp-specialized sm_90
-# kernel's outputs by TMA of 2026-12-04
-SPARSE_BENCH = "2026-12-04-h200-bench-bb14d5f"
+# kernel's outputs and partials by TMA of 2026-12-04
+SPARSE_BENCH = "2026-12-04-h200-bench-c1331a3"
 # the planner's FP8 V3.2 picks over b = 1..128 at 4K keys, h = 16: staged 16-row tiles
 DENSE_FP8_CURVE = "2026-12-03-h200-dense-fp8-curve-h16-70bb758"
 

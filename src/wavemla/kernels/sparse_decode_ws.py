@@ -25,8 +25,9 @@ Shared memory: q 64 KB, two 64 KB stages, the P halves (8 KB), the maxima and th
 the compiler's scratch). A token held whole by one program is finished there (sink applied, output and lse
 written); a cut token leaves one normalized partial (fp16) and one base-2 lse per piece in the workspace, for
 :func:`wavemla.kernels.combine.sparse_decode_combine`. Both leave by TMA (:func:`_out_by_tma`) from q's shared memory,
-which the segment is done with, so ``out`` must be contiguous; where the kernel merges (``PIECES``, ``MERGE``) the
-partials leave from registers. Batch-invariant plans cut every token into fixed pieces and
+which the segment is done with, so ``out`` must be contiguous; with ``PIECES`` the partials leave from registers (a
+further piece of the token keeps q), and with ``MERGE`` their copies complete before the count that lets another
+program merge them (:func:`_bulk_writes_done`). Batch-invariant plans cut every token into fixed pieces and
 launch the kernel compiled with ``PIECES``: the math runs one segment per piece (a token's later pieces keep its
 staged q), the gather one per token (no prologue between pieces), and a program that ran all of a token's pieces
 merges them itself (:func:`_merge_half`, the combine's arithmetic in the same order, so the bits do not depend on
