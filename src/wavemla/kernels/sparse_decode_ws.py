@@ -830,8 +830,8 @@ def sparse_decode_split_ws(
     kv_x = extra_kv if extra_kv is not None else kv
     idx_x = extra_indices if extra_indices is not None else indices
     num_hb = h // BLOCK
-    # a whole token's output, and a cut token's partial where nothing merges in the kernel, leave by TMA: out's and
-    # the workspace's rows as [rows, 512] boxes of 64 x 64
+    # a whole token's output, and a cut token's partial but with batch-invariant pieces, leave by TMA: out's and the
+    # workspace's rows as [rows, 512] boxes of 64 x 64
     if not out.is_contiguous():
         raise ValueError(f"out: expected a contiguous [b, s_q, h, 512] tensor (its rows go out by TMA), got strides "
                          f"{out.stride()}")  # fmt: skip
