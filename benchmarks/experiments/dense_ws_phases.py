@@ -22,15 +22,22 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[2] / "src" / "wavemla" / "kernels" / "dense_decode_ws.py"
 NAMES = ["start", "q ready", "tile 0 ready", "last tile ready", "last tile done", "end"]
 
-STAMP = """
+
+def stamp_source(slots: int = 8, name: str = "_stamp") -> str:
+    """A Gluon helper ``name(p_ts, o_m, K, HALF)`` for the patched sources: the first math warpgroup (``HALF`` 0) writes
+    ``%globaltimer`` (ns) to stamp ``K`` of its program's ``slots`` (one thread, of the row ``o_m % 64 == 0``)."""
+    return f"""
     @gluon.jit
-    def _stamp(p_ts, o_m, K: gl.constexpr, HALF: gl.constexpr):
+    def {name}(p_ts, o_m, K: gl.constexpr, HALF: gl.constexpr):
         if HALF == 0:
             t = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [o_m], dtype=gl.int64, is_pure=False,
                                           pack=1)
-            gl.store(p_ts + gl.program_id(0) * 8 + K + o_m * 0, t, mask=(o_m % 64) == 0)
+            gl.store(p_ts + gl.program_id(0) * {slots} + K + o_m * 0, t, mask=(o_m % 64) == 0)
 
 """
+
+
+STAMP = stamp_source()
 
 
 def _patched_source() -> str:
@@ -100,35 +107,38 @@ def load_patched(name: str, text: str):
     return mod
 
 
-def stamped_calls(mod, call, n: int, before=None, reps: int = 5) -> list:
-    """``reps`` calls (after one more, dropped), each behind ``before()`` (the flush) with a fresh stamp buffer in
-    ``mod.TS``: per call, the first ``n`` stamps of every program that ran, in µs from the call's first start."""
+def stamped_calls(mod, call, n: int, before=None, reps: int = 5, slots: int = 8) -> list:
+    """``reps`` calls (after one more, dropped), each behind ``before()`` (the flush) with a fresh stamp buffer of
+    ``slots`` stamps a program in ``mod.TS``: per call, the first ``n`` stamps of every program that ran, in µs from the
+    call's first start (a stamp the program did not write: far below zero)."""
     import torch
 
     rows = []
     for rep in range(reps + 1):
-        ts = torch.zeros(1024 * 8, dtype=torch.int64, device="cuda")
+        ts = torch.zeros(1024 * slots, dtype=torch.int64, device="cuda")
         mod.TS[0] = ts
         if before is not None:
             before()
         call()
         torch.cuda.synchronize()
-        t = ts.view(-1, 8)[:, :n].cpu()
+        t = ts.view(-1, slots)[:, :n].cpu()
         t = t[t[:, 0] > 0]
         if rep:
             rows.append((t - t[:, 0].min()).double() / 1e3)
     return rows
 
 
-def summary(rows: list, names: list[str], end: int) -> str:
-    """The medians over programs and calls of each stamp, the last start and the kernel span (median over calls)."""
+def summary(rows: list, names: list[str] | dict[int, str], end: int, digits: int = 1) -> str:
+    """The medians over programs and calls of each stamp (``names``: of stamps 0, 1, .., or by stamp index), over the
+    programs that wrote it; the last start and the kernel span (median over calls)."""
     import torch
 
     t = torch.cat(rows)
-    med = [statistics.median(t[:, i].tolist()) for i in range(len(names))]
+    named = names.items() if isinstance(names, dict) else enumerate(names)
+    cols = [(name, t[:, i][t[:, i] > -1e6]) for i, name in named]  # unwritten stamps: far below zero after the shift
     span = statistics.median([float(r[:, end].max()) for r in rows])
     late = statistics.median([float(r[:, 0].max()) for r in rows])
-    return (", ".join(f"{n} {m:.1f}" for n, m in zip(names, med, strict=True))
+    return (", ".join(f"{name} {statistics.median(col.tolist()):.{digits}f}" for name, col in cols)
             + f" | last start {late:.1f}, kernel span {span:.1f} µs")  # fmt: skip
 
 

@@ -19,6 +19,7 @@ import argparse
 import functools
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # this directory: dense_ws_phases' stamp helpers
@@ -71,35 +72,51 @@ def main() -> int:
               k.asm["ptx"].count("%globaltimer"), "timer reads")  # fmt: skip
         return 0
     os.environ["WAVEMLA_LAUNCH"] = "triton"  # every call launches the copy with this call's stamp buffer
-    import torch
-    from merge_ab import decode_point, parse_point
     from sparse_prof import profile_point
+
+    before = flush_before(args.clean)
+    for point in args.points:
+        if not args.clean:
+            profile_point(point, 15)  # the package's kernel: graph time and each kernel's time
+        rows = stamped_point(mod, point, 7, before)
+        print(f"  {point}: {len(rows[0])} programs; {summary(rows, NAMES, _END)}", flush=True)
+    return 0
+
+
+def flush_before(clean: bool) -> Callable[[], None]:
+    """What runs before each stamped call: the benchmarks' 256 MB write, and with ``clean`` a read of another 256 MB
+    after it (L2 left holding clean lines)."""
+    import torch
+
+    flush = torch.empty(64 << 20, dtype=torch.float32, device="cuda")
+    other = torch.empty(64 << 20, dtype=torch.float32, device="cuda") if clean else None
+
+    def before() -> None:
+        flush.zero_()
+        if other is not None:
+            other.sum()
+
+    return before
+
+
+def stamped_point(mod, point: str, n: int, before: Callable[[], None], slots: int = 8) -> list:
+    """:func:`dense_ws_phases.stamped_calls` of the public call at ``point`` (``MODE[-sN][-hN]:B``, DSV4 FP8 inputs,
+    the planner's plan) with the patched copy ``mod``'s launcher swapped in for the package's."""
+    from merge_ab import decode_point, parse_point
 
     import wavemla
     import wavemla.kernels.sparse_decode_ws as ws
 
-    flush = torch.empty(64 << 20, dtype=torch.float32, device="cuda")
-    clean = torch.empty(64 << 20, dtype=torch.float32, device="cuda") if args.clean else None
-
-    def before() -> None:
-        flush.zero_()
-        if clean is not None:
-            clean.sum()
-
-    for point in args.points:
-        if not args.clean:
-            profile_point(point, 15)  # the package's kernel: graph time and each kernel's time
-        mode, s_q, h, b = parse_point(point)
-        kw, _ = decode_point(mode, b, 0, seed=0, s_q=s_q, h=h)
-        shipped = ws.sparse_decode_split_ws
-        ws.sparse_decode_split_ws = mod.sparse_decode_split_ws
-        try:
-            meta, _ = wavemla.get_mla_metadata()
-            rows = stamped_calls(mod, functools.partial(wavemla.sparse_mla_decode, **kw, metadata=meta), 7, before)
-        finally:
-            ws.sparse_decode_split_ws = shipped
-        print(f"  {point}: {len(rows[0])} programs; {summary(rows, NAMES, _END)}", flush=True)
-    return 0
+    mode, s_q, h, b = parse_point(point)
+    kw, _ = decode_point(mode, b, 0, seed=0, s_q=s_q, h=h)
+    shipped = ws.sparse_decode_split_ws
+    ws.sparse_decode_split_ws = mod.sparse_decode_split_ws
+    try:
+        meta, _ = wavemla.get_mla_metadata()
+        call = functools.partial(wavemla.sparse_mla_decode, **kw, metadata=meta)
+        return stamped_calls(mod, call, n, before, slots=slots)
+    finally:
+        ws.sparse_decode_split_ws = shipped
 
 
 if __name__ == "__main__":

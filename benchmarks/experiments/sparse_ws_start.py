@@ -11,7 +11,8 @@ the first tile's first box decoded and stored; the first tile handed over (its `
 
 Points whose programs hold one token segment each (the stamps of a second segment overwrite the first's): e.g.
 ``csa:8 csa:64 csa:128 hca:128``. Prints, per point, the medians over programs and calls (µs from the kernel's first
-start), after one call behind a 256 MB write (``--clean``: followed by a read of another 256 MB).
+start), the last start and the span to the last math warpgroup's end, after one call behind a 256 MB write
+(``--clean``: followed by a read of another 256 MB); the stamping and the calls are those of ``sparse_ws_phases.py``.
 
     PYTHONPATH=src:benchmarks/experiments python3 benchmarks/experiments/sparse_ws_start.py csa:8 csa:128 [--check]
 """
@@ -20,32 +21,29 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dense_ws_phases import load_patched, patch
+from dense_ws_phases import load_patched, patch, stamp_source, summary
+from sparse_ws_phases import flush_before, stamped_point
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "wavemla" / "kernels" / "sparse_decode_ws.py"
 NAMES = {0: "math entry", 1: "q loads issued", 2: "q stored", 3: "q staged", 4: "tile 0 ready", 5: "end",
          8: "gather entry", 9: "entries known", 10: "box 0 stored", 11: "tile 0 handed over"}  # fmt: skip
 SLOTS = 16
+_END = 5
 
-STAMPS = """
-    @gluon.jit
-    def _stamp_m(p_ts, o, K: gl.constexpr, HALF: gl.constexpr):
-        if HALF == 0:
-            t = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [o], dtype=gl.int64, is_pure=False,
-                                          pack=1)
-            gl.store(p_ts + gl.program_id(0) * 16 + K + o * 0, t, mask=(o % 64) == 0)
-
-    @gluon.jit
+# the math warpgroup's stamps as the phases scripts write them; the gather's from the thread of its first row
+STAMPS = (
+    stamp_source(SLOTS, "_stamp_m")
+    + f"""    @gluon.jit
     def _stamp_g(p_ts, o, K: gl.constexpr):
         t = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [o], dtype=gl.int64, is_pure=False, pack=1)
-        gl.store(p_ts + gl.program_id(0) * 16 + K + o * 0, t, mask=o == 0)
+        gl.store(p_ts + gl.program_id(0) * {SLOTS} + K + o * 0, t, mask=o == 0)
 
 """
+)
 
 
 def _patched_source() -> str:
@@ -101,43 +99,10 @@ def main() -> int:
               k.asm["ptx"].count("%globaltimer"), "timer reads")  # fmt: skip
         return 0
     os.environ["WAVEMLA_LAUNCH"] = "triton"  # every call launches the copy with this call's stamp buffer
-    import torch
-    from merge_ab import decode_point, parse_point
-
-    import wavemla
-    import wavemla.kernels.sparse_decode_ws as ws
-
-    flush = torch.empty(64 << 20, dtype=torch.float32, device="cuda")
-    clean = torch.empty(64 << 20, dtype=torch.float32, device="cuda") if args.clean else None
+    before = flush_before(args.clean)
     for point in args.points:
-        mode, s_q, h, b = parse_point(point)
-        kw, _ = decode_point(mode, b, 0, seed=0, s_q=s_q, h=h)
-        shipped = ws.sparse_decode_split_ws
-        ws.sparse_decode_split_ws = mod.sparse_decode_split_ws
-        rows = []
-        try:
-            meta, _ = wavemla.get_mla_metadata()
-            for rep in range(6):
-                ts = torch.zeros(1024 * SLOTS, dtype=torch.int64, device="cuda")
-                mod.TS[0] = ts
-                flush.zero_()
-                if clean is not None:
-                    clean.sum()
-                wavemla.sparse_mla_decode(**kw, metadata=meta)
-                torch.cuda.synchronize()
-                t = ts.view(-1, SLOTS).cpu()
-                t = t[t[:, 0] > 0]
-                if rep:
-                    rows.append((t - t[:, 0].min()).double() / 1e3)
-        finally:
-            ws.sparse_decode_split_ws = shipped
-        t = torch.cat(rows)
-        parts = []
-        for k, name in NAMES.items():
-            col = t[:, k]
-            col = col[col > -1e6]  # slots a program did not write (0 before the shift)
-            parts.append(f"{name} {statistics.median(col.tolist()):.2f}")
-        print(f"  {point}: {len(rows[0])} programs; " + ", ".join(parts), flush=True)
+        rows = stamped_point(mod, point, max(NAMES) + 1, before, slots=SLOTS)
+        print(f"  {point}: {len(rows[0])} programs; {summary(rows, NAMES, _END, digits=2)}", flush=True)
     return 0
 
 
