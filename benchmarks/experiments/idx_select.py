@@ -1,17 +1,20 @@
-"""The top-k selects of the lightning indexer side by side: per-token (one program per query token), chunked, and
-spread (a token's walks split among several programs, then one program per token).
+"""The top-k selects of the lightning indexer side by side: per-token (one program per query token), chunked,
+spread (a token's walks split among several programs, then one program per token) and listed (the score programs
+list their rows' candidates against thresholds from a sample kernel, then one program per token).
 
     PYTHONPATH=src python3 benchmarks/experiments/idx_select.py OUT.json            # on a GPU
     PYTHONPATH=src python3 benchmarks/experiments/idx_select.py OUT.json --dry      # CPU: the plan, no timing
 
 Every shape is timed with CUDA-graph replay and L2 flushed (median of ``--reps``): the whole call on each select
-path (``select="token"``, ``"chunked"``, ``"spread"`` where the shape has it), and the score kernel alone (so that
+path (``select="token"``, ``"chunked"``, ``"spread"`` and ``"listed"`` where the shape has them), and the score
+kernel alone (so that
 each select's own time is the call minus the score kernel). Shapes: b ∈ {1, 32, 64, 128} × n_comp ∈ {2K, 32K,
 256K}, b = 8 at 32K and 256K and b = 16 at 32K, with FP8 rows in the page-split layout and FP8 queries (the
 production format), and b ∈ {32, 64} × 32K with bf16 rows (``--shapes`` picks some); s_q 1, 64 heads,
 top-512, page 64. Records follow ``wavemla.tools.bench_indexer`` (``make_record``: median/p20/p80, index-K bytes,
 GB/s, % of the device-to-device copy bandwidth measured first in the same run), plus ``select`` (``token``,
-``chunked``, ``spread`` or ``score``), ``score_us``, ``select_us`` and ``auto`` (the path ``choose_config`` picks).
+``chunked``, ``spread``, ``listed`` or ``score``), ``score_us``, ``select_us`` and ``auto`` (the path
+``choose_config`` picks).
 The JSON is rewritten after every shape, so a run cut short keeps what it measured.
 """
 
@@ -113,7 +116,12 @@ def _score_only(case: IndexerBenchCase, data: dict[str, torch.Tensor], ws: torch
 
 
 def measure_case(
-    case: IndexerBenchCase, generator: torch.Generator, reps: int, env: dict[str, Any], copy_gbps: float
+    case: IndexerBenchCase,
+    generator: torch.Generator,
+    reps: int,
+    env: dict[str, Any],
+    copy_gbps: float,
+    only: tuple[str, ...] = PATHS,
 ) -> list[dict[str, Any]]:
     """Score kernel alone, then the whole call on each select path; prints one line per path."""
     data = _fill_case(case, generator)
@@ -132,7 +140,7 @@ def measure_case(
     score_row.update(select="score", score_us=score_us, select_us=0.0, auto=auto.select)
     rows = [score_row]
     outputs = []
-    paths = [p for p in PATHS if p != "spread" or auto.parts]
+    paths = [p for p in only if (p != "spread" or auto.parts) and (p != "listed" or auto.list_parts)]
     for path in paths:
 
         def call(path: str = path) -> object:
@@ -156,7 +164,9 @@ def measure_case(
     return rows
 
 
-def measure(cases: list[IndexerBenchCase], out_path: Path, reps: int) -> list[dict[str, Any]]:
+def measure(
+    cases: list[IndexerBenchCase], out_path: Path, reps: int, only: tuple[str, ...] = PATHS
+) -> list[dict[str, Any]]:
     """The copy ceiling, then every case that fits the free memory; the JSON is rewritten after each case."""
     env = _environment()
     free, _ = torch.cuda.mem_get_info()
@@ -173,7 +183,7 @@ def measure(cases: list[IndexerBenchCase], out_path: Path, reps: int) -> list[di
         if not fits(case, "triton", free):
             print(f"skip {describe(case)}: needs {triton_memory_bytes(case) / 2**30:.1f} GiB", flush=True)
             continue
-        records += measure_case(case, generator, reps, env, copy_gbps)
+        records += measure_case(case, generator, reps, env, copy_gbps, only)
         out_path.write_text(json.dumps(records, indent=1))
     out_path.write_text(json.dumps(records, indent=1))
     return records
@@ -185,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--dry", action="store_true", help="print the shapes and the heuristic's picks; no GPU")
     parser.add_argument("--shapes", nargs="+", metavar="B:N:ROWS", help="only these shapes, e.g. 32:32768:fp8-paged")
+    parser.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS), help="only these select paths")
     args = parser.parse_args(argv)
     cases = select_cases()
     if args.shapes:
@@ -196,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("idx_select.py: needs a CUDA device (or --dry)", file=sys.stderr)
         return 2
-    measure(cases, args.out, args.reps)
+    measure(cases, args.out, args.reps, tuple(args.paths))
     return 0
 
 
