@@ -1,19 +1,17 @@
-"""The top-k selects of the lightning indexer side by side: per-token (one program per query token), chunked,
-spread (a token's walks split among several programs, then one program per token) and listed (the score programs
-list their rows' candidates against thresholds from a sample kernel, then one program per token).
+"""The top-k selects of the lightning indexer side by side: per-token (one program per query token), chunked, and
+spread (a token's walks split among several programs, then one program per token).
 
     PYTHONPATH=src python3 benchmarks/experiments/idx_select.py OUT.json            # on a GPU
     PYTHONPATH=src python3 benchmarks/experiments/idx_select.py OUT.json --dry      # CPU: the plan, no timing
 
 Every shape is timed with CUDA-graph replay and L2 flushed (median of ``--reps``): the whole call on each select
-path (``select="token"``, ``"chunked"``, ``"spread"`` and ``"listed"`` where the shape has them), and the score
-kernel alone (so that
-each select's own time is the call minus the score kernel). Shapes: b ∈ {1, 32, 64, 128} × n_comp ∈ {2K, 32K,
-256K}, b = 8 at 32K and 256K and b = 16 at 32K, with FP8 rows in the page-split layout and FP8 queries (the
-production format), and b ∈ {32, 64} × 32K with bf16 rows (``--shapes`` picks some); s_q 1, 64 heads,
-top-512, page 64. Records follow ``wavemla.tools.bench_indexer`` (``make_record``: median/p20/p80, index-K bytes,
-GB/s, % of the device-to-device copy bandwidth measured first in the same run), plus ``select`` (``token``,
-``chunked``, ``spread``, ``listed`` or ``score``), ``score_us``, ``select_us`` and ``auto`` (the path
+path (``select="token"``, ``"chunked"``, ``"spread"`` where the shape has it; ``--paths`` picks some), and the
+score kernel alone (so that each select's own time is the call minus the score kernel). Shapes: b ∈ {1, 32, 64,
+128} × n_comp ∈ {2K, 32K, 256K}, b = 8 at 32K and 256K and b = 16 at 32K, with FP8 rows in the page-split layout
+and FP8 queries (the production format), and b ∈ {32, 64} × 32K with bf16 rows (``--shapes`` picks some); s_q 1,
+64 heads, top-512, page 64. Records follow ``wavemla.tools.bench_indexer`` (``make_record``: median/p20/p80,
+index-K bytes, GB/s, % of the device-to-device copy bandwidth measured first in the same run), plus ``select``
+(``token``, ``chunked``, ``spread`` or ``score``), ``score_us``, ``select_us`` and ``auto`` (the path
 ``choose_config`` picks).
 The JSON is rewritten after every shape, so a run cut short keeps what it measured.
 """
@@ -140,7 +138,7 @@ def measure_case(
     score_row.update(select="score", score_us=score_us, select_us=0.0, auto=auto.select)
     rows = [score_row]
     outputs = []
-    paths = [p for p in only if (p != "spread" or auto.parts) and (p != "listed" or auto.list_parts)]
+    paths = [p for p in only if p != "spread" or auto.parts]
     for path in paths:
 
         def call(path: str = path) -> object:

@@ -28,16 +28,15 @@ from tests.conftest import DEVICE, gpu_lacks_e4m3_cvt
 from wavemla import config
 from wavemla.indexer_glue import indexer_extra_args, sparse_decode_extra_args
 from wavemla.kernels.indexer import (
-    LISTED_MAX_ROWS,
-    LISTED_MAX_TOKENS,
     SELECT_PATHS,
     SPREAD_MAX_TOKENS,
     TOKEN_LIST_CAP,
+    WIDE_LIST_KEYS,
+    WIDE_LIST_TOKENS,
     choose_config,
     indexer_scores,
     indexer_workspace_numel,
     lightning_indexer,
-    listed_parts,
     spread_gather,
     spread_parts,
     workspace_layout,
@@ -444,11 +443,17 @@ def test_choose_config_picks_the_select_path():
     assert choose_config(1, 1, 64, 262144).select == "chunked"  # one token over long rows: chunks spread it
     assert choose_config(64, 1, 64, 32768, topk=4096).select == "chunked"  # topk crowds the list
     for path in SELECT_PATHS:
-        cfg = choose_config(1, 1, 64, 65536, select=path)
+        cfg = choose_config(1, 1, 64, 262144, select=path)
         assert cfg.select == path and any("forced by select" in r for r in cfg.reasons)
     token = choose_config(128, 1, 64, 32768)
     assert any(r.startswith("select=token") for r in token.reasons)
     assert token.list_cap >= 2 * 512 and token.block_list >= 512 and token.sample >= 256
+    # the list's register block: 2 topk keys, doubled from WIDE_LIST_TOKENS query tokens on, at most WIDE_LIST_KEYS
+    assert choose_config(WIDE_LIST_TOKENS - 1, 1, 64, 32768).block_list == 1024
+    assert choose_config(WIDE_LIST_TOKENS, 1, 64, 32768).block_list == 2048 == WIDE_LIST_KEYS
+    assert choose_config(16, 2, 64, 32768).block_list == 2048  # query tokens, not requests
+    assert choose_config(128, 1, 64, 32768, topk=1024).block_list == 2048
+    assert choose_config(128, 1, 64, 32768, topk=64).block_list == 512
     spread = choose_config(32, 1, 64, 32768)
     assert any(r.startswith("select=spread") for r in spread.reasons) and (spread.parts, spread.part_cap) == (8, 4096)
     # the path never changes the workspace
@@ -462,28 +467,6 @@ def test_choose_config_picks_the_select_path():
         choose_config(1, 1, 64, 1000, topk=TOKEN_LIST_CAP + 1, select="token")
     with pytest.raises(ValueError, match=r"select.*spread"):
         choose_config(SPREAD_MAX_TOKENS + 1, 1, 64, 32768, select="spread")
-    with pytest.raises(ValueError, match=r"select.*listed"):
-        choose_config(LISTED_MAX_TOKENS + 1, 1, 64, 32768, select="listed")
-    with pytest.raises(ValueError, match=r"select.*listed"):
-        choose_config(1, 1, 64, LISTED_MAX_ROWS + 1, select="listed")
-    listed = choose_config(32, 1, 64, 32768, select="listed")
-    assert listed.rows_per_program == 1024 and (listed.list_parts, listed.list_part_cap) == (32, 1024)
-    assert any(r.startswith("list_parts=32") for r in listed.reasons)
-
-
-def test_listed_parts():
-    assert listed_parts(32, 32768, 1024) == (32, 1024)  # a region per score program's rows
-    assert listed_parts(64, 32768, 2048) == (16, 2048)
-    assert listed_parts(8, 32768, 4096) == (8, TOKEN_LIST_CAP)  # a region holds at most a token's list
-    assert listed_parts(2, 600, 128) == (8, 128)  # 5 programs' rows, rounded up to a power of two
-    assert listed_parts(LISTED_MAX_TOKENS + 1, 32768, 1024) == (0, 0)
-    assert listed_parts(1, LISTED_MAX_ROWS + 1, 128) == (0, 0)
-    # the workspace holds the regions whatever the index-K format (the rows per score program differ)
-    for b, n in ((1, 600), (2, 65536), (32, 32768), (128, 8192)):
-        for fp8 in (False, True):
-            cfg = choose_config(b, 1, 64, n, kv_fp8=fp8, select="listed")
-            layout = workspace_layout(b, 1, n, choose_config(b, 1, 64, n))
-            assert (layout.numel - layout.parts) // b >= cfg.list_parts * (8 + 2 * cfg.list_part_cap)
 
 
 def test_spread_parts():
@@ -536,74 +519,6 @@ def test_spread_select_matches_reference(
     if indexer_kernels._interpreted():
         tied = data == (0, 0)  # every key equal: more ties at the k-th key than any list holds
         assert (walks["n"] > 0) == (branch == "walked" or tied)
-
-
-# Rows per score program (one region each), a region's capacity and gather step, the list and the sample shrunk so
-# that interpreter-sized problems reach every branch of the listed select: "gathered" (the regions' lists are
-# ranked), "gathered-steps" (a region longer than one gather step), "walked" (a region overflows: the rank program
-# walks the keys itself). All-equal rows add the tie branch to each.
-LISTED_CASES = [
-    pytest.param(128, 128, 512, 128, 256, "gathered", id="rows128-gathered"),
-    pytest.param(256, 256, 16, 256, 1024, "gathered", id="rows256-gather16"),
-    pytest.param(128, 16, 512, 64, 64, "walked", id="region-overflow"),
-]
-
-
-@pytest.mark.parametrize(("rows", "part_cap", "gather", "sample", "list_cap", "branch"), LISTED_CASES)
-@pytest.mark.parametrize(
-    ("b", "s_q", "n_comp", "data", "fp8"),
-    [
-        pytest.param(2, 1, [600, 450], (-2, 2), False, id="B2-S1"),
-        pytest.param(2, 2, [[599, 600], [20, 450]], (-2, 2), True, id="B2-S2-pertoken-fp8"),
-        pytest.param(1, 1, [700], (0, 0), False, id="B1-all-equal"),
-    ],
-)
-def test_listed_select_matches_reference(
-    b, s_q, n_comp, data, fp8, rows, part_cap, gather, sample, list_cap, branch, device, monkeypatch
-):
-    """The score programs list their rows' candidates against thresholds from the sample kernel; the rank program
-    gathers them, or walks the keys itself where a region overflowed or a tie fills the list."""
-    choose = indexer_kernels.choose_config
-
-    def shrunk(*a, **k):
-        cfg = choose(*a, **k)
-        n = a[3]
-        parts = 1 << (-(-n // rows) - 1).bit_length()
-        return dataclasses.replace(
-            cfg, rows_per_program=rows, list_parts=parts, list_part_cap=part_cap, sample=sample, list_cap=list_cap
-        )
-
-    monkeypatch.setattr(indexer_kernels, "choose_config", shrunk)
-    monkeypatch.setattr(indexer_kernels, "spread_gather", lambda *_: gather)
-    walks = _count_calls(monkeypatch, "_walk_select")
-    lists = _count_calls(monkeypatch, "_list_part")
-    p = make_problem(b, s_q, 61, n_comp, device=device, fp8=fp8, seed=7, lo=data[0], hi=data[1])
-    got = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 32, select="listed")
-    assert_same(got, lightning_indexer_ref(p.q, p.w, p.cache, p.table, p.n_comp, 32))
-    if indexer_kernels._interpreted():
-        # every key equal: all 700 rows tie at the k-th key, more than a list of under 700 holds
-        tied_over = data == (0, 0) and list_cap < 700
-        assert (walks["n"] > 0) == (branch == "walked" or tied_over)
-        assert lists["n"] > 0
-
-
-def test_listed_select_thresholds_come_from_the_sample(device):
-    """The sample kernel's thresholds are the ones the per-token select would sort from the token's keys."""
-    p = make_problem(1, 1, 64, [3000], device=device, seed=3)
-    cfg = choose_config(1, 1, 64, p.table.shape[1] * 64, kv_fp8=False, select="listed")
-    call = indexer_kernels._validate(p.q, p.w, p.cache, p.table, p.n_comp, 64, None, "rows")
-    layout = workspace_layout(1, 1, call.max_n, cfg)
-    ws = torch.zeros(layout.numel, dtype=torch.int32, device=device)
-    stride = indexer_kernels._list_stride(call, cfg)
-    hist = ws[layout.hist : layout.counts]
-    indexer_kernels._launch_sample(call, cfg, p.q, p.w, p.cache, p.table, p.n_comp, hist, stride)
-    scores = indexer_scores_ref(p.q, p.w, p.cache, p.table, p.n_comp)[0, 0, :3000].float()
-    bits = scores.view(torch.int32)
-    keys = bits ^ ((bits >> 31) & 0x7FFFFFFF)
-    sample = keys[(torch.arange(cfg.sample) * 3000) // cfg.sample].sort().values
-    assert torch.equal(hist[: cfg.sample].cpu(), keys[(torch.arange(cfg.sample) * 3000) // cfg.sample].cpu())
-    t = hist[cfg.sample : cfg.sample + 4].cpu().tolist()
-    assert t == sorted(t) and len(set(t)) == 4 and t[0] >= int(sample[0]) and t[3] <= int(sample[-1]) + 3
 
 
 # ----------------------------------------------------------------------------------------------- validation
@@ -768,8 +683,6 @@ def test_gpu_matches_reference(fmt, b, s_q, page, n_comp, topk, select):
     p = make_problem(
         b, s_q, page, n_comp, device="cuda", dtype=torch.bfloat16, fp8=fmt != "bf16", seed=b + page, layout=layout
     )
-    if select == "listed" and not listed_parts(b * s_q, p.table.shape[1] * page, 4096)[0]:
-        pytest.skip(f"no listed select over {p.table.shape[1] * page} rows (at most {LISTED_MAX_ROWS})")
     if fmt.startswith("fp8q"):
         p.q = p.q.to(torch.float8_e4m3fn)
     got, want = run_both(p, topk, select=select)

@@ -382,7 +382,7 @@ def test_gpu_dense_replay_gives_triton_launch_bits(shape: dict, reuse: bool, mon
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("select", ["spread", "listed", "token", "chunked"])
+@pytest.mark.parametrize("select", ["spread", "token", "chunked"])
 @pytest.mark.parametrize("given", [False, True], ids=["allocated", "given-out-workspace"])
 def test_gpu_indexer_replay_gives_triton_launch_bits(select: str, given: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     from wavemla.kernels.indexer import _REPLAYS, indexer_workspace_numel, lightning_indexer

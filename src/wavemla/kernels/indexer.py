@@ -68,9 +68,8 @@ import triton
 import triton.language as tl
 
 from wavemla.device import fp8_decode_path
-from wavemla.kernels import gdc, launch
+from wavemla.kernels import launch
 from wavemla.kernels.fp8 import e4m3_times_256_inv_f16
-from wavemla.kernels.gdc import gdc_launch_dependents, gdc_wait
 from wavemla.reference.indexer import INDEX_K_LAYOUTS
 
 INDEX_DIM = 128
@@ -79,7 +78,7 @@ SUPPORTED_HEADS = (16, 32, 64, 128)
 HIST0_BINS = 256  # pass 0: key bits 31..24, histogrammed in registers
 HIST_BINS = 4096  # passes 1 and 2: key bits 23..12 and 11..0, only keys matching the higher digits, in memory
 MAX_TOKENS = 65535  # grid dimension 1 of the select kernels is B·S
-SELECT_PATHS = ("token", "chunked", "spread", "listed")
+SELECT_PATHS = ("token", "chunked", "spread")
 # Per-token select (one program per query token). Its list of candidate keys and their rows fills the token's
 # histogram region of the workspace, which that path leaves unused (and unzeroed).
 TOKEN_LIST_CAP = 4096
@@ -93,8 +92,8 @@ SPREAD_PROGRAMS = 256  # first-launch programs aimed at: about two per SM of a 1
 SPREAD_MAX_PARTS = 8
 SPREAD_MIN_PART_ROWS = 2048  # rows per part at least (four keys per walker): fewer parts for shorter rows
 SPREAD_MIN_ROWS = 16384  # the default picks the spread select from this many rows on (when tokens allow)
-LISTED_MAX_TOKENS = 128  # the listed select exists up to this many query tokens ...
-LISTED_MAX_ROWS = 65536  # ... and rows: its regions take about twice the keys' workspace
+WIDE_LIST_TOKENS = 32  # from this many query tokens the list's register block doubles, up to WIDE_LIST_KEYS
+WIDE_LIST_KEYS = 2048
 _Q_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float8_e4m3fn)
 
 
@@ -117,8 +116,6 @@ class IndexerConfig:
     block_list: int  # per-token select: list keys per step of its radix passes and output (the first stay in registers)
     parts: int  # spread select: programs per token of its first launch (0: more than SPREAD_MAX_TOKENS tokens)
     part_cap: int  # spread select: candidate keys one part's region holds
-    list_parts: int  # listed select: regions per token, one per score program's rows (a power of two; 0: no path)
-    list_part_cap: int  # listed select: candidate keys one region holds
     reasons: tuple[str, ...]
 
 
@@ -144,32 +141,6 @@ def spread_parts(tokens: int, max_n_comp: int) -> tuple[int, int]:
         parts *= 2
     rows = -(-max(max_n_comp, 1) // parts)
     return parts, min(TOKEN_LIST_CAP, -(-rows // 16) * 16)
-
-
-def _rows_per_program(b: int, groups: int, max_n_comp: int, block_n: int) -> int:
-    """Rows one score program walks: about 1024 score programs, at least one tile, at most 4096 rows."""
-    target = -(-(b * groups * max(max_n_comp, 1)) // 1024)
-    return min(4096, max(block_n, _next_pow2(target)))
-
-
-def listed_parts(tokens: int, max_n_comp: int, rows_per_program: int) -> tuple[int, int]:
-    """``(list_parts, list_part_cap)`` of the listed select: a region per score program's rows (their count rounded
-    up to a power of two) holding up to its rows or ``TOKEN_LIST_CAP`` keys; ``(0, 0)`` where the path does not
-    exist (more than ``LISTED_MAX_TOKENS`` tokens or ``LISTED_MAX_ROWS`` rows)."""
-    if tokens > LISTED_MAX_TOKENS or max_n_comp > LISTED_MAX_ROWS:
-        return 0, 0
-    return _next_pow2(-(-max(max_n_comp, 1) // rows_per_program)), min(TOKEN_LIST_CAP, rows_per_program)
-
-
-def _listed_region_ints(b: int, s_q: int, s_block: int, max_n_comp: int) -> int:
-    """Workspace int32 per token that the listed select's regions may take, whatever the index-K format (its
-    tile, hence the rows per score program, depends on it)."""
-    groups = -(-s_q // s_block)
-    most = 0
-    for block_n in (64, 128):
-        parts, cap = listed_parts(b * s_q, max_n_comp, _rows_per_program(b, groups, max_n_comp, block_n))
-        most = max(most, parts * (PART_META + 2 * cap))
-    return most
 
 
 def choose_config(
@@ -212,7 +183,8 @@ def choose_config(
             "16 KB bf16 K tiles (deeper pipelines measured no faster on the H200)"
         )
     groups = -(-s_q // s_block)
-    rows_per_program = _rows_per_program(b, groups, max_n_comp, block_n)
+    target = -(-(b * groups * max(max_n_comp, 1)) // 1024)
+    rows_per_program = min(4096, max(block_n, _next_pow2(target)))
     reasons.append(
         f"rows_per_program={rows_per_program}: about 1024 score programs (several waves of resident programs on a "
         "132-SM part), each amortising its q-tile load and histogram flush over many rows"
@@ -230,22 +202,22 @@ def choose_config(
         reasons.append(f"chunk={chunk}: forced by select_chunk")
     block_sel = min(1024, chunk)
     parts, part_cap = spread_parts(tokens, max_n_comp)
-    list_parts, list_part_cap = listed_parts(tokens, max_n_comp, rows_per_program)
-    path = _choose_select(tokens, max_n_comp, topk, select, parts, list_parts, reasons)
+    path = _choose_select(tokens, max_n_comp, topk, select, parts, reasons)
     sample = min(2048, max(256, _next_pow2(max_n_comp // 64)))
+    # A list holds about 1.5 topk keys, a few over 2 topk: a program whose list outgrows the register block loads
+    # the rest again in every radix pass and in the output, and the call waits for its slowest token. With many
+    # tokens one such list is likely, so the block doubles (H200, FP8 32K rows: spread rank kernel 21 -> 18 µs at
+    # b = 32 and 64); with few it is unlikely and the larger block only costs (b = 1 and 8: +2 µs).
     block_list = min(TOKEN_LIST_CAP, max(256, _next_pow2(2 * topk)))
+    wide = tokens >= WIDE_LIST_TOKENS and block_list < WIDE_LIST_KEYS
+    if wide:
+        block_list *= 2
     if path == "spread":
         reasons.append(
             f"parts={parts}, part_cap={part_cap}: {tokens}x{parts} programs count and list the keys, each over "
             f"{-(-max_n_comp // parts)} rows at most; then one program per token ranks the candidates"
         )
-    if path == "listed":
-        reasons.append(
-            f"list_parts={list_parts}, list_part_cap={list_part_cap}: a sample kernel scores {sample} rows a token "
-            f"for its thresholds; each score program then counts and lists its {rows_per_program} rows' keys; one "
-            "program per token ranks the candidates"
-        )
-    if path in ("token", "spread", "listed"):
+    if path in ("token", "spread"):
         reasons.append(
             f"sample={sample}: about one sampled key per 64 rows puts the k-th key near sample rank topk / 64 (8 for "
             "top-512), enough to bracket it within a list of about 1.5 topk keys; sorting the sample stays cheap"
@@ -254,6 +226,12 @@ def choose_config(
             f"select_warps={TOKEN_SELECT_WARPS}, list_cap={TOKEN_LIST_CAP}, block_list={block_list}: "
             f"{32 * TOKEN_SELECT_WARPS} walkers (one per thread) keep 32 KB of key loads in flight; a list of about "
             f"1.5 topk keys fits the first {block_list} that stay in registers through the radix passes"
+            + (
+                f" (doubled at {WIDE_LIST_TOKENS} query tokens or more: the longest of their lists sets the select's "
+                "time)"
+                if wide
+                else ""
+            )
         )
     return IndexerConfig(
         block_n=block_n,
@@ -270,8 +248,6 @@ def choose_config(
         block_list=block_list,
         parts=parts,
         part_cap=part_cap,
-        list_parts=list_parts,
-        list_part_cap=list_part_cap,
         reasons=tuple(reasons),
     )
 
@@ -281,23 +257,16 @@ def spread_gather(parts: int, part_cap: int) -> int:
     return max(16, min(_next_pow2(part_cap), 4096 // parts))
 
 
-def _choose_select(
-    tokens: int, max_n_comp: int, topk: int, select: str | None, parts: int, list_parts: int, reasons: list[str]
-) -> str:
+def _choose_select(tokens: int, max_n_comp: int, topk: int, select: str | None, parts: int, reasons: list[str]) -> str:
     """The select path: chunks for few tokens over very long rows; a token's walks spread over several programs
     for up to SPREAD_MAX_TOKENS tokens over long rows; otherwise one program per token."""
     if select is not None:
         if select not in SELECT_PATHS:
             raise ValueError(f"select: expected one of {SELECT_PATHS} or None, got {select!r}")
-        if select in ("token", "spread", "listed") and topk > TOKEN_LIST_CAP:
+        if select in ("token", "spread") and topk > TOKEN_LIST_CAP:
             raise ValueError(f"select: {select!r} keeps at most {TOKEN_LIST_CAP} rows per token, got topk={topk}")
         if select == "spread" and parts == 0:
             raise ValueError(f"select: 'spread' takes at most {SPREAD_MAX_TOKENS} query tokens, got {tokens}")
-        if select == "listed" and list_parts == 0:
-            raise ValueError(
-                f"select: 'listed' takes at most {LISTED_MAX_TOKENS} query tokens and {LISTED_MAX_ROWS} rows, got "
-                f"{tokens} and {max_n_comp}"
-            )
         reasons.append(f"select={select}: forced by select")
         return select
     if topk > TOKEN_LIST_CAP // 2:
@@ -338,7 +307,7 @@ class WorkspaceLayout:
     hist: int  # [T, HIST0_BINS + 2 · HIST_BINS]  (zeroed every call)
     counts: int  # [T, n_chunks, 2]
     thresh: int  # [T, 2]
-    parts: int  # [T, regions]: the spread select's parts or the listed select's regions, whichever is larger
+    parts: int  # [T, parts, _PART_META + 2 · part_cap]  (spread select; empty past SPREAD_MAX_TOKENS tokens)
     numel: int
 
 
@@ -351,12 +320,7 @@ def workspace_layout(b: int, s_q: int, max_n_comp: int, config: IndexerConfig) -
     counts = hist + tokens * (HIST0_BINS + 2 * HIST_BINS)
     thresh = counts + tokens * n_chunks * 2
     parts = thresh + tokens * 2
-    region = max(
-        config.parts * (PART_META + 2 * config.part_cap),
-        config.list_parts * (PART_META + 2 * config.list_part_cap),
-        _listed_region_ints(b, s_q, config.s_block, max_n_comp),
-    )
-    numel = parts + tokens * region
+    numel = parts + tokens * config.parts * (PART_META + 2 * config.part_cap)
     return WorkspaceLayout(n_pad, n_chunks, keys, hist, counts, thresh, parts, numel)
 
 
@@ -419,61 +383,6 @@ def _resolve_digit(b_h, rem, NB: tl.constexpr):
 
 
 @triton.jit
-def _tile_scores(
-    p_k,
-    p_kw,
-    p_bt_row,
-    o_n,
-    m_n,
-    b_qt,
-    b_w,
-    stride_kb,
-    stride_kp,
-    S_BLOCK: tl.constexpr,
-    H: tl.constexpr,
-    D: tl.constexpr,
-    PAGE: tl.constexpr,
-    KV_FP8: tl.constexpr,
-    KV_PAGED: tl.constexpr,
-    E4M3_CVT: tl.constexpr,
-    DOT_DTYPE: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
-    SCORE_SCALE: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-):
-    """fp32 scores ``[BLOCK_N, S_BLOCK]`` of rows ``o_n`` (masked by ``m_n``) of one request, gathered through its
-    block-table row ``p_bt_row``, against the transposed q tile ``b_qt [D, S_BLOCK·H]`` and head weights ``b_w``."""
-    o_d = tl.arange(0, D)
-    o_nu = o_n.to(tl.uint32)  # rows are >= 0: unsigned division by the page needs no sign fix-up
-    b_blk = tl.load(p_bt_row + o_nu // PAGE, mask=m_n, other=0)
-    o_blk = b_blk.to(tl.int64) * stride_kb
-    o_row = o_blk + ((o_nu % PAGE) * stride_kp).to(tl.int64)
-    if KV_FP8:
-        if KV_PAGED:
-            o_code = o_blk * 4 + ((o_nu % PAGE) * D).to(tl.int64)  # byte offset of the row's codes
-            o_scale = o_blk + PAGE * (D // 4) + (o_nu % PAGE).to(tl.int64)  # word of its scale
-        else:
-            o_code = o_row * 4
-            o_scale = o_row + D // 4  # the row's fp32 scale is its word D/4
-        b_code = tl.load(p_k + o_code[:, None] + o_d[None, :], mask=m_n[:, None], other=0)
-        b_k = _e4m3_operand(b_code, DOT_DTYPE, E4M3_CVT)
-        # scale > 0 commutes with ReLU, so it multiplies the score after the head sum
-        b_scale = tl.load(p_kw + o_scale, mask=m_n, other=0).to(tl.float32, bitcast=True)
-    else:
-        b_k = tl.load(p_k + o_row[:, None] + o_d[None, :], mask=m_n[:, None], other=0.0)
-    b_logit = tl.dot(b_k, b_qt, input_precision=DOT_PRECISION)  # [BLOCK_N, S_BLOCK·H] fp32
-    # ReLU that keeps NaN (a plain max returns 0 on GPUs): a NaN row scores NaN and so ranks as -inf
-    b_logit = tl.maximum(b_logit, 0.0, propagate_nan=tl.PropagateNan.ALL) * b_w[None, :]
-    if S_BLOCK == 1:
-        b_score = tl.sum(b_logit, axis=1)[:, None]  # [BLOCK_N, 1], no relayout
-    else:
-        b_score = tl.sum(tl.reshape(b_logit, [BLOCK_N, S_BLOCK, H]), axis=2)  # [BLOCK_N, S_BLOCK]
-    if KV_FP8:
-        b_score = b_score * (b_scale * SCORE_SCALE)[:, None]  # exact: the scales are powers of two
-    return b_score
-
-
-@triton.jit
 def _indexer_score_kernel(
     p_q,
     p_w,
@@ -482,8 +391,6 @@ def _indexer_score_kernel(
     p_bt,
     p_ncomp,
     p_keys,
-    p_parts,
-    p_thr,
     stride_qb,
     stride_qs,
     stride_qh,
@@ -495,8 +402,6 @@ def _indexer_score_kernel(
     stride_nb,
     stride_ns,
     stride_keys,
-    stride_parts,
-    stride_thr,
     max_n,
     topk,
     rows_per_program,
@@ -514,20 +419,8 @@ def _indexer_score_kernel(
     DOT_PRECISION: tl.constexpr,
     SCORE_SCALE: tl.constexpr,
     BLOCK_N: tl.constexpr,
-    LIST: tl.constexpr,
-    PDL: tl.constexpr,
-    PART_CAP: tl.constexpr,
-    CAP: tl.constexpr,
-    BLOCK_L: tl.constexpr,
-    SAMPLE: tl.constexpr,
-    WALKERS: tl.constexpr,
 ):
     """Keys of rows [i_n·rows_per_program, +rows_per_program) of token group i_g of request i_b.
-
-    With ``LIST`` (the listed select) the program then counts and lists its own rows' keys for each token of the
-    group against the token's four thresholds (from ``_indexer_sample_kernel``, read after ``gdc_wait`` where the
-    score kernel was launched behind it), as a part of the spread select would: its region is part ``i_n`` of the
-    token (``_list_part``).
 
     Logits are computed transposed, ``K_tile [BLOCK_N, D] · qᵀ [D, S_BLOCK·H]``: the gathered rows are the dot's
     M side (64-row wgmma halves on sm_90) and the head sum is a reduction along each row. FP8 rows: ``stride_kb`` and
@@ -557,26 +450,38 @@ def _indexer_score_kernel(
         b_qt = tl.trans(b_q)  # [D, S_BLOCK·H]
         b_w = tl.load(p_w + i_b * stride_wb + o_ms * stride_ws + o_m % H, mask=m_m, other=0.0)
         o_tok = (i_b * S_Q + o_s).to(tl.int64)
-        p_bt_row = p_bt + i_b * stride_btb
         for i_row in range(row_lo, row_hi, BLOCK_N):
             o_n = i_row + tl.arange(0, BLOCK_N)
             m_n = o_n < row_hi
-            b_score = _tile_scores(
-                p_k, p_kw, p_bt_row, o_n, m_n, b_qt, b_w, stride_kb, stride_kp, S_BLOCK, H, D, PAGE, KV_FP8, KV_PAGED,
-                E4M3_CVT, DOT_DTYPE, DOT_PRECISION, SCORE_SCALE, BLOCK_N,
-            )  # fmt: skip
+            o_nu = o_n.to(tl.uint32)  # rows are >= 0: unsigned division by the page needs no sign fix-up
+            b_blk = tl.load(p_bt + i_b * stride_btb + o_nu // PAGE, mask=m_n, other=0)
+            o_blk = b_blk.to(tl.int64) * stride_kb
+            o_row = o_blk + ((o_nu % PAGE) * stride_kp).to(tl.int64)
+            if KV_FP8:
+                if KV_PAGED:
+                    o_code = o_blk * 4 + ((o_nu % PAGE) * D).to(tl.int64)  # byte offset of the row's codes
+                    o_scale = o_blk + PAGE * (D // 4) + (o_nu % PAGE).to(tl.int64)  # word of its scale
+                else:
+                    o_code = o_row * 4
+                    o_scale = o_row + D // 4  # the row's fp32 scale is its word D/4
+                b_code = tl.load(p_k + o_code[:, None] + o_d[None, :], mask=m_n[:, None], other=0)
+                b_k = _e4m3_operand(b_code, DOT_DTYPE, E4M3_CVT)
+                # scale > 0 commutes with ReLU, so it multiplies the score after the head sum
+                b_scale = tl.load(p_kw + o_scale, mask=m_n, other=0).to(tl.float32, bitcast=True)
+            else:
+                b_k = tl.load(p_k + o_row[:, None] + o_d[None, :], mask=m_n[:, None], other=0.0)
+            b_logit = tl.dot(b_k, b_qt, input_precision=DOT_PRECISION)  # [BLOCK_N, S_BLOCK·H] fp32
+            # ReLU that keeps NaN (a plain max returns 0 on GPUs): a NaN row scores NaN and so ranks as -inf
+            b_logit = tl.maximum(b_logit, 0.0, propagate_nan=tl.PropagateNan.ALL) * b_w[None, :]
+            if S_BLOCK == 1:
+                b_score = tl.sum(b_logit, axis=1)[:, None]  # [BLOCK_N, 1], no relayout
+            else:
+                b_score = tl.sum(tl.reshape(b_logit, [BLOCK_N, S_BLOCK, H]), axis=2)  # [BLOCK_N, S_BLOCK]
+            if KV_FP8:
+                b_score = b_score * (b_scale * SCORE_SCALE)[:, None]  # exact: the scales are powers of two
             b_key = _score_key(b_score)
             m_key = m_active[None, :] & (o_n[:, None] < b_nvis[None, :])
             tl.store(p_keys + (o_tok * stride_keys)[None, :] + o_n[:, None], b_key, mask=m_key)
-        if LIST:
-            if PDL:
-                gdc_wait()  # the sample kernel's thresholds are complete and visible past this point
-            tl.debug_barrier()  # this program's keys, stored by all its threads, are read back by other threads
-            for s in tl.static_range(S_BLOCK):
-                _list_part(
-                    p_keys, p_parts, p_thr, b_nvis, i_b, i_g * S_BLOCK + s, i_n, s, row_lo, rows_per_program,
-                    stride_keys, stride_parts, stride_thr, S_Q, S_BLOCK, PART_CAP, CAP, BLOCK_L, SAMPLE, WALKERS,
-                )  # fmt: skip
 
 
 @triton.jit
@@ -862,12 +767,7 @@ def _sample_ladder(p_row_keys, n_vis, topk, SAMPLE: tl.constexpr):
     keys, so that a tie at the k-th key shows in the counts.
     """
     o_i = tl.arange(0, SAMPLE)
-    return _ladder(tl.sort(tl.load(p_row_keys + (o_i.to(tl.int64) * n_vis) // SAMPLE), 0), n_vis, topk, SAMPLE)
-
-
-@triton.jit
-def _ladder(b_sorted, n_vis, topk, SAMPLE: tl.constexpr):
-    """The four thresholds of :func:`_sample_ladder` from its ascending sample ``b_sorted [SAMPLE]``."""
+    b_sorted = tl.sort(tl.load(p_row_keys + (o_i.to(tl.int64) * n_vis) // SAMPLE), 0)
     rank = (topk * SAMPLE) / n_vis
     spread = tl.sqrt(rank) + 1.0
     t0 = _sample_key(b_sorted, rank + 8.0 * spread, SAMPLE)
@@ -1153,157 +1053,6 @@ _PART_META = tl.constexpr(PART_META)
 
 
 @triton.jit
-def _list_part(
-    p_keys,
-    p_parts,
-    p_thr,
-    b_nvis,
-    i_b,
-    i_s,
-    i_n,
-    S_IDX: tl.constexpr,
-    row_lo,
-    rows_per_program,
-    stride_keys,
-    stride_parts,
-    stride_thr,
-    S_Q: tl.constexpr,
-    S_BLOCK: tl.constexpr,
-    PART_CAP: tl.constexpr,
-    CAP: tl.constexpr,
-    BLOCK_L: tl.constexpr,
-    SAMPLE: tl.constexpr,
-    WALKERS: tl.constexpr,
-):
-    """Listed select, in the score program of rows ``[row_lo, +rows_per_program)``: part ``i_n`` of query token
-    ``i_s`` of request ``i_b`` (the group's ``S_IDX``-th, ``b_nvis`` its visible rows, 0 if it takes its rows
-    unscored).
-
-    For a token the rank program would not list whole, the part counts its rows' keys at or above the token's four
-    thresholds (stored by ``_indexer_sample_kernel`` after the token's sample, at ``SAMPLE`` in its scratch) and
-    copies its keys ``>= t0`` with their rows, in row order, into its region when they fit ``PART_CAP``; the
-    region's head gets the thresholds and the counts, as a part of the spread select's first launch would write
-    them. Walkers (one per thread) own contiguous rows; their loads stop at the token's last visible row.
-    """
-    n_vis = tl.sum(tl.where(tl.arange(0, S_BLOCK) == S_IDX, b_nvis, 0), 0)
-    if (i_s < S_Q) & ((n_vis > CAP) | (n_vis > BLOCK_L)) & (row_lo < n_vis):
-        i_t = (i_b * S_Q + i_s).to(tl.int64)
-        p_row_keys = p_keys + i_t * stride_keys
-        p_t = p_thr + i_t * stride_thr + SAMPLE
-        t0 = tl.load(p_t)
-        t1 = tl.load(p_t + 1)
-        t2 = tl.load(p_t + 2)
-        t3 = tl.load(p_t + 3)
-        o_last = tl.minimum(row_lo + rows_per_program, n_vis)
-        span = tl.cdiv(tl.cdiv(o_last - row_lo, WALKERS), 4) * 4
-        o_start = row_lo + tl.arange(0, WALKERS) * span
-        o_end = tl.minimum(o_start + span, o_last)
-        c0, c1, c2, c3 = _walker_counts(p_row_keys, o_start, o_end, span, t0, t1, t2, t3)
-        n0 = tl.sum(c0, 0)
-        p_part = p_parts + i_t * stride_parts + i_n * (_PART_META + 2 * PART_CAP)
-        if n0 <= PART_CAP:
-            _walker_compact(
-                p_row_keys,
-                p_part + _PART_META,
-                p_part + _PART_META + PART_CAP,
-                o_start,
-                o_end,
-                span,
-                t0,
-                t0,
-                0,
-                tl.cumsum(c0, 0) - c0,
-                tl.zeros([WALKERS], dtype=tl.int32),
-            )
-        o_m = tl.arange(0, _PART_META)
-        meta = tl.where(o_m == 0, t0, tl.where(o_m == 1, t1, tl.where(o_m == 2, t2, t3)))
-        meta = tl.where(o_m == 4, n0, meta)
-        meta = tl.where(o_m == 5, tl.sum(c1, 0), meta)
-        meta = tl.where(o_m == 6, tl.sum(c2, 0), meta)
-        meta = tl.where(o_m == 7, tl.sum(c3, 0), meta)
-        tl.store(p_part + o_m, meta)
-
-
-@triton.jit
-def _indexer_sample_kernel(
-    p_q,
-    p_w,
-    p_k,
-    p_kw,
-    p_bt,
-    p_ncomp,
-    p_scr,
-    stride_qb,
-    stride_qs,
-    stride_qh,
-    stride_wb,
-    stride_ws,
-    stride_kb,
-    stride_kp,
-    stride_btb,
-    stride_nb,
-    stride_ns,
-    stride_scr,
-    max_n,
-    topk,
-    S_Q: tl.constexpr,
-    H: tl.constexpr,
-    D: tl.constexpr,
-    PAGE: tl.constexpr,
-    PER_TOKEN: tl.constexpr,
-    KV_FP8: tl.constexpr,
-    KV_PAGED: tl.constexpr,
-    Q_FP8: tl.constexpr,
-    E4M3_CVT: tl.constexpr,
-    DOT_DTYPE: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
-    SCORE_SCALE: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    CAP: tl.constexpr,
-    BLOCK_L: tl.constexpr,
-    SAMPLE: tl.constexpr,
-    PDL: tl.constexpr,
-):
-    """Listed select, first launch: query token ``i_t``'s four thresholds, before its keys exist.
-
-    For a token the rank program would not list whole, the program scores the ``SAMPLE`` rows the per-token
-    select samples (rows ``i · n_vis // SAMPLE``) with the score kernel's arithmetic, sorts their keys (stored in
-    the token's scratch, then read back) and stores the ladder's thresholds after them. With ``PDL`` it lets the
-    score kernel launch at once; that kernel waits for these thresholds only after scoring its rows.
-    """
-    if PDL:
-        gdc_launch_dependents()
-    i_t = tl.program_id(0)
-    i_b = i_t // S_Q
-    i_s = i_t % S_Q
-    n_vis = _visible_rows(p_ncomp, i_b, i_s, stride_nb, stride_ns, max_n, S_Q, PER_TOKEN)
-    if (n_vis > topk) & ((n_vis > CAP) | (n_vis > BLOCK_L)):
-        o_h = tl.arange(0, H)
-        o_d = tl.arange(0, D)
-        b_q = tl.load(p_q + i_b * stride_qb + i_s * stride_qs + o_h[:, None] * stride_qh + o_d[None, :])
-        if Q_FP8:
-            b_q = _e4m3_operand(b_q, DOT_DTYPE, E4M3_CVT)
-        b_qt = tl.trans(b_q)  # [D, H]
-        b_w = tl.load(p_w + i_b * stride_wb + i_s * stride_ws + o_h)
-        p_row_scr = p_scr + i_t.to(tl.int64) * stride_scr
-        p_bt_row = p_bt + i_b * stride_btb
-        for i_0 in range(0, SAMPLE, BLOCK_N):
-            o_i = i_0 + tl.arange(0, BLOCK_N)
-            m_i = o_i < SAMPLE
-            o_n = tl.where(m_i, (o_i.to(tl.int64) * n_vis) // SAMPLE, 0).to(tl.int32)
-            b_score = _tile_scores(
-                p_k, p_kw, p_bt_row, o_n, m_i, b_qt, b_w, stride_kb, stride_kp, 1, H, D, PAGE, KV_FP8, KV_PAGED,
-                E4M3_CVT, DOT_DTYPE, DOT_PRECISION, SCORE_SCALE, BLOCK_N,
-            )  # fmt: skip
-            tl.store(p_row_scr + o_i[:, None], _score_key(b_score), mask=m_i[:, None])
-        tl.debug_barrier()  # the sample's keys are read back by other threads
-        b_sorted = tl.sort(tl.load(p_row_scr + tl.arange(0, SAMPLE)), 0)
-        t0, t1, t2, t3 = _ladder(b_sorted, n_vis, topk, SAMPLE)
-        o_m = tl.arange(0, 4)
-        tl.store(p_row_scr + SAMPLE + o_m, tl.where(o_m == 0, t0, tl.where(o_m == 1, t1, tl.where(o_m == 2, t2, t3))))
-
-
-@triton.jit
 def _indexer_spread_count_kernel(
     p_keys,
     p_parts,
@@ -1395,7 +1144,6 @@ def _indexer_spread_rank_kernel(
     stride_ls,
     max_n,
     topk,
-    part_rows,
     S_Q: tl.constexpr,
     PER_TOKEN: tl.constexpr,
     PAGE: tl.constexpr,
@@ -1415,10 +1163,6 @@ def _indexer_spread_rank_kernel(
     the regions (part after part: ascending row order) into the token's list and ranked as in the per-token select
     (steps 3 and 4 of :func:`_indexer_select_kernel`). Otherwise, and for tokens the per-token select lists whole,
     this program runs the whole per-token select itself. Both give the same bits.
-
-    The listed select launches it too: there part ``p`` holds rows ``[p · part_rows, +part_rows)``, and the parts
-    at or past the token's visible rows (which no score program wrote) count for nothing. ``part_rows = 0``: every
-    part of ``PARTS`` was written (the spread select).
     """
     i_t = tl.program_id(0)
     i_b = i_t // S_Q
@@ -1437,17 +1181,15 @@ def _indexer_spread_rank_kernel(
         gathered = tl.zeros_like(n_vis)  # 1 once the parts' lists are gathered
         if (n_vis > CAP) | (n_vis > BLOCK_L):  # the tokens the parts counted
             p_token = p_parts + i_t.to(tl.int64) * stride_parts
-            o_pi = tl.arange(0, PARTS)
-            o_p = o_pi * (_PART_META + 2 * PART_CAP)
-            m_p = (part_rows == 0) | (o_pi.to(tl.int64) * part_rows < n_vis)
+            o_p = tl.arange(0, PARTS) * (_PART_META + 2 * PART_CAP)
             t0 = tl.load(p_token)
             t1 = tl.load(p_token + 1)
             t2 = tl.load(p_token + 2)
             t3 = tl.load(p_token + 3)
-            n_part = tl.load(p_token + o_p + 4, mask=m_p, other=0)  # per part: its keys >= t0, its list's length
-            b_c1 = tl.load(p_token + o_p + 5, mask=m_p, other=0)
-            b_c2 = tl.load(p_token + o_p + 6, mask=m_p, other=0)
-            b_c3 = tl.load(p_token + o_p + 7, mask=m_p, other=0)
+            n_part = tl.load(p_token + o_p + 4)  # per part: its keys >= t0, the length of its region's list
+            b_c1 = tl.load(p_token + o_p + 5)
+            b_c2 = tl.load(p_token + o_p + 6)
+            b_c3 = tl.load(p_token + o_p + 7)
             c0 = tl.sum(n_part, 0)
             c1 = tl.sum(b_c1, 0)
             c2 = tl.sum(b_c2, 0)
@@ -1700,18 +1442,12 @@ def _launch_scores(
     keys: torch.Tensor,
     n_pad: int,
     topk_gate: int,
-    listing: tuple[torch.Tensor, torch.Tensor, int] | None = None,
 ) -> None:
-    """Score kernel: keys of every visible row of tokens with more than ``topk_gate`` rows.
-
-    ``listing``: ``(regions, scratch, scratch stride)`` of the listed select, whose score programs then count and
-    list their rows' keys against the thresholds the sample kernel left in the scratch (launched behind it)."""
+    """Score kernel: keys of every visible row of tokens with more than ``topk_gate`` rows."""
     # FP8 rows: codes read through the byte view, the scale word through an int32 view; strides in 4-byte words
     k_words = index_k_cache.view(torch.int32) if call.fp8 else index_k_cache
     q_arg = q_idx.view(torch.uint8) if q_idx.dtype == torch.float8_e4m3fn else q_idx
     grid = (triton.cdiv(max(call.max_n, 1), cfg.rows_per_program), call.b, triton.cdiv(call.s_q, cfg.s_block))
-    regions, scratch, stride_thr = listing if listing is not None else (keys, keys, 0)
-    pdl = listing is not None and gdc.enabled(q_idx.device)
     launch.run(
         _indexer_score_kernel,
         grid,
@@ -1722,8 +1458,6 @@ def _launch_scores(
         p_bt=block_table,
         p_ncomp=n_comp,
         p_keys=keys,
-        p_parts=regions,
-        p_thr=scratch,
         stride_qb=q_idx.stride(0),
         stride_qs=q_idx.stride(1),
         stride_qh=q_idx.stride(2),
@@ -1735,8 +1469,6 @@ def _launch_scores(
         stride_nb=n_comp.stride(0),
         stride_ns=n_comp.stride(1) if call.per_token else 0,
         stride_keys=n_pad,
-        stride_parts=cfg.list_parts * (PART_META + 2 * cfg.list_part_cap),
-        stride_thr=stride_thr,
         max_n=call.max_n,
         topk=topk_gate,
         rows_per_program=cfg.rows_per_program,
@@ -1749,71 +1481,8 @@ def _launch_scores(
         KV_FP8=call.fp8,
         KV_PAGED=call.paged,
         BLOCK_N=cfg.block_n,
-        LIST=listing is not None,
-        PDL=pdl,
-        PART_CAP=max(cfg.list_part_cap, 1),
-        CAP=cfg.list_cap,
-        BLOCK_L=cfg.block_list,
-        SAMPLE=cfg.sample,
-        WALKERS=32 * cfg.num_warps,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
-        **_dot_setup(q_idx, call.fp8),
-        **({"launch_pdl": True} if pdl else {}),
-    )
-
-
-def _launch_sample(
-    call: _Call,
-    cfg: IndexerConfig,
-    q_idx: torch.Tensor,
-    weights: torch.Tensor,
-    index_k_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    n_comp: torch.Tensor,
-    scratch: torch.Tensor,
-    stride_scr: int,
-) -> None:
-    """Listed select's first launch: each token's sample scored and sorted into its four thresholds."""
-    k_words = index_k_cache.view(torch.int32) if call.fp8 else index_k_cache
-    q_arg = q_idx.view(torch.uint8) if q_idx.dtype == torch.float8_e4m3fn else q_idx
-    launch.run(
-        _indexer_sample_kernel,
-        (call.b * call.s_q,),
-        p_q=q_arg,
-        p_w=weights,
-        p_k=index_k_cache,
-        p_kw=k_words,
-        p_bt=block_table,
-        p_ncomp=n_comp,
-        p_scr=scratch,
-        stride_qb=q_idx.stride(0),
-        stride_qs=q_idx.stride(1),
-        stride_qh=q_idx.stride(2),
-        stride_wb=weights.stride(0),
-        stride_ws=weights.stride(1),
-        stride_kb=k_words.stride(0),
-        stride_kp=k_words.stride(1),
-        stride_btb=block_table.stride(0),
-        stride_nb=n_comp.stride(0),
-        stride_ns=n_comp.stride(1) if call.per_token else 0,
-        stride_scr=stride_scr,
-        max_n=call.max_n,
-        topk=call.topk,
-        S_Q=call.s_q,
-        H=call.heads,
-        D=INDEX_DIM,
-        PAGE=call.page,
-        PER_TOKEN=call.per_token,
-        KV_FP8=call.fp8,
-        KV_PAGED=call.paged,
-        BLOCK_N=cfg.block_n,
-        CAP=cfg.list_cap,
-        BLOCK_L=cfg.block_list,
-        SAMPLE=cfg.sample,
-        PDL=gdc.enabled(q_idx.device),
-        num_warps=cfg.num_warps,
-        num_stages=2,
         **_dot_setup(q_idx, call.fp8),
     )
 
@@ -1921,74 +1590,9 @@ def _launch_spread_select(
         stride_is=indices.stride(1),
         stride_lb=lengths.stride(0),
         stride_ls=lengths.stride(1),
-        part_rows=0,
         PAGE=call.page,
         GATHER=spread_gather(cfg.parts, cfg.part_cap),
         **shared,
-    )
-
-
-def _launch_listed_select(
-    call: _Call,
-    cfg: IndexerConfig,
-    q_idx: torch.Tensor,
-    weights: torch.Tensor,
-    index_k_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    n_comp: torch.Tensor,
-    keys: torch.Tensor,
-    regions: torch.Tensor,
-    hist: torch.Tensor,
-    n_pad: int,
-    indices: torch.Tensor,
-    lengths: torch.Tensor,
-) -> None:
-    """Listed select: the sample kernel, the score kernel listing each program's candidates behind it, then one
-    program per token ranks them (the spread select's rank kernel over ``list_parts`` regions of ``rows_per_program``
-    rows). A token's sample keys and thresholds live in its (unzeroed) histogram region until the rank program
-    writes its list there."""
-    stride_list = _list_stride(call, cfg)
-    assert cfg.sample + 4 <= stride_list, "a token's sample and thresholds must fit its histogram region"
-    if call.max_n > call.topk:  # static: otherwise no token can have more than topk rows
-        _launch_sample(call, cfg, q_idx, weights, index_k_cache, block_table, n_comp, hist, stride_list)
-        _launch_scores(
-            call, cfg, q_idx, weights, index_k_cache, block_table, n_comp, keys, n_pad, call.topk,
-            listing=(regions, hist, stride_list),
-        )  # fmt: skip
-    launch.run(
-        _indexer_spread_rank_kernel,
-        (call.b * call.s_q,),
-        p_keys=keys,
-        p_parts=regions,
-        p_list=hist,
-        p_bt=block_table,
-        p_ncomp=n_comp,
-        p_idx=indices,
-        p_len=lengths,
-        stride_btb=block_table.stride(0),
-        stride_nb=n_comp.stride(0),
-        stride_ns=n_comp.stride(1) if call.per_token else 0,
-        stride_keys=n_pad,
-        stride_parts=cfg.list_parts * (PART_META + 2 * cfg.list_part_cap),
-        stride_list=stride_list,
-        stride_ib=indices.stride(0),
-        stride_is=indices.stride(1),
-        stride_lb=lengths.stride(0),
-        stride_ls=lengths.stride(1),
-        max_n=call.max_n,
-        topk=call.topk,
-        part_rows=cfg.rows_per_program,
-        S_Q=call.s_q,
-        PER_TOKEN=call.per_token,
-        PAGE=call.page,
-        PARTS=cfg.list_parts,
-        PART_CAP=cfg.list_part_cap,
-        CAP=cfg.list_cap,
-        SAMPLE=cfg.sample,
-        WALKERS=32 * cfg.select_warps,
-        BLOCK_L=cfg.block_list,
-        GATHER=spread_gather(cfg.list_parts, cfg.list_part_cap),
-        num_warps=cfg.select_warps,
     )
 
 
@@ -2126,13 +1730,6 @@ def _indexer_launches(
     hist = ws[layout.hist : layout.counts]
     counts = ws[layout.counts : layout.thresh]
     thresh = ws[layout.thresh : layout.parts]
-    if cfg.select == "listed":
-        regions = ws[layout.parts : layout.numel]
-        _launch_listed_select(
-            call, cfg, q_idx, weights, index_k_cache, block_table, n_comp, keys, regions, hist, layout.n_pad,
-            indices, lengths,
-        )  # fmt: skip
-        return
     if cfg.select in ("token", "spread"):
         if call.max_n > call.topk:  # static: otherwise no token can have more than topk rows
             _launch_scores(call, cfg, q_idx, weights, index_k_cache, block_table, n_comp, keys, layout.n_pad, call.topk)
@@ -2254,120 +1851,52 @@ def _production_variants(heads: int, page: int, arch: int) -> list[tuple[object,
     blocks = max_n // page
     cvt = arch >= 89
     out: list[tuple[object, str, dict[str, object], int, int]] = []
-    # the listed select's builds (its score programs list candidates) at 32K rows, where it exists
-    listed = [("fp8q paged", s_q, True) for s_q in (1, 2)]
-    for fmt, s_q, listing in [(f, s, False) for f in ("bf16", "fp8", "fp8q", "fp8q paged") for s in (1, 2)] + listed:
+    for fmt in ("bf16", "fp8", "fp8q", "fp8q paged"):
         fp8 = fmt != "bf16"
         q_fp8 = fmt.startswith("fp8q")
-        n_rows = 32768 if listing else max_n
-        cfg = choose_config(b, s_q, heads, n_rows, kv_fp8=fp8, topk=topk, select="listed" if listing else None)
-        layout = workspace_layout(b, s_q, n_rows, cfg)
-        row = INDEX_DIM if not fp8 else FP8_ROW_BYTES // 4
-        scale = (1.0 if cvt or not fp8 else 256.0) * (1.0 if cvt or not q_fp8 else 256.0)
-        args: dict[str, object] = {
-            "p_q": "*u8" if q_fp8 else "*bf16",
-            "p_w": "*fp32",
-            "p_k": "*u8" if fp8 else "*bf16",
-            "p_kw": "*i32" if fp8 else "*bf16",
-            "p_bt": "*i32",
-            "p_ncomp": "*i32",
-            "p_keys": "*i32",
-            "p_parts": "*i32",
-            "p_thr": "*i32",
-            "stride_qb": s_q * heads * INDEX_DIM,
-            "stride_qs": heads * INDEX_DIM,
-            "stride_qh": INDEX_DIM,
-            "stride_wb": s_q * heads,
-            "stride_ws": heads,
-            "stride_kb": page * row,
-            "stride_kp": row,
-            "stride_btb": blocks,
-            "stride_nb": 1,
-            "stride_ns": 0,
-            "stride_keys": layout.n_pad,
-            "stride_parts": cfg.list_parts * (PART_META + 2 * cfg.list_part_cap),
-            "stride_thr": HIST0_BINS + 2 * HIST_BINS,
-            "max_n": n_rows,
-            "topk": topk,
-            "rows_per_program": cfg.rows_per_program,
-            "S_Q": s_q,
-            "S_BLOCK": cfg.s_block,
-            "H": heads,
-            "D": INDEX_DIM,
-            "PAGE": page,
-            "PER_TOKEN": False,
-            "KV_FP8": fp8,
-            "KV_PAGED": fmt.endswith("paged"),
-            "Q_FP8": q_fp8,
-            "E4M3_CVT": cvt and fp8,
-            "DOT_DTYPE": (tl.float8e4nv if cvt else tl.float16) if q_fp8 else tl.bfloat16,
-            "DOT_PRECISION": "tf32",
-            "SCORE_SCALE": scale,
-            "BLOCK_N": cfg.block_n,
-            "LIST": listing,
-            "PDL": listing and arch >= 90,
-            "PART_CAP": max(cfg.list_part_cap, 1),
-            "CAP": cfg.list_cap,
-            "BLOCK_L": cfg.block_list,
-            "SAMPLE": cfg.sample,
-            "WALKERS": 32 * cfg.num_warps,
-        }
-        variant = f"{fmt} s_q={s_q}" + (" listed" if listing else "")
-        out.append((_indexer_score_kernel, variant, args, cfg.num_warps, cfg.num_stages))
-        if listing and s_q == 1:
-            sample = {k: v for k, v in args.items() if k.startswith(("stride_q", "stride_w", "stride_k", "p_"))}
-            for name in ("p_keys", "p_parts", "p_thr", "stride_keys"):
-                sample.pop(name)
-            sample.update(
-                {
-                    "p_scr": "*i32",
-                    "stride_btb": blocks,
-                    "stride_nb": 1,
-                    "stride_ns": 0,
-                    "stride_scr": HIST0_BINS + 2 * HIST_BINS,
-                    "max_n": n_rows,
-                    "topk": topk,
-                    "S_Q": s_q,
-                    **{k: args[k] for k in ("H", "D", "PAGE", "PER_TOKEN", "KV_FP8", "KV_PAGED", "Q_FP8")},
-                    **{k: args[k] for k in ("E4M3_CVT", "DOT_DTYPE", "DOT_PRECISION", "SCORE_SCALE")},
-                    **{k: args[k] for k in ("BLOCK_N", "CAP", "BLOCK_L", "SAMPLE")},
-                    "PDL": arch >= 90,
-                }
-            )
-            out.append((_indexer_sample_kernel, "listed", sample, cfg.num_warps, 2))
-            rank = {
-                "p_keys": "*i32",
-                "p_parts": "*i32",
-                "p_list": "*i32",
+        for s_q in (1, 2):
+            cfg = choose_config(b, s_q, heads, max_n, kv_fp8=fp8)
+            layout = workspace_layout(b, s_q, max_n, cfg)
+            row = INDEX_DIM if not fp8 else FP8_ROW_BYTES // 4
+            scale = (1.0 if cvt or not fp8 else 256.0) * (1.0 if cvt or not q_fp8 else 256.0)
+            args: dict[str, object] = {
+                "p_q": "*u8" if q_fp8 else "*bf16",
+                "p_w": "*fp32",
+                "p_k": "*u8" if fp8 else "*bf16",
+                "p_kw": "*i32" if fp8 else "*bf16",
                 "p_bt": "*i32",
                 "p_ncomp": "*i32",
-                "p_idx": "*i32",
-                "p_len": "*i32",
+                "p_keys": "*i32",
+                "stride_qb": s_q * heads * INDEX_DIM,
+                "stride_qs": heads * INDEX_DIM,
+                "stride_qh": INDEX_DIM,
+                "stride_wb": s_q * heads,
+                "stride_ws": heads,
+                "stride_kb": page * row,
+                "stride_kp": row,
                 "stride_btb": blocks,
                 "stride_nb": 1,
                 "stride_ns": 0,
                 "stride_keys": layout.n_pad,
-                "stride_parts": args["stride_parts"],
-                "stride_list": HIST0_BINS + 2 * HIST_BINS,
-                "stride_ib": topk,
-                "stride_is": topk,
-                "stride_lb": 1,
-                "stride_ls": 1,
-                "max_n": n_rows,
+                "max_n": max_n,
                 "topk": topk,
-                "part_rows": cfg.rows_per_program,
-                "S_Q": 1,
-                "PER_TOKEN": False,
+                "rows_per_program": cfg.rows_per_program,
+                "S_Q": s_q,
+                "S_BLOCK": cfg.s_block,
+                "H": heads,
+                "D": INDEX_DIM,
                 "PAGE": page,
-                "PARTS": cfg.list_parts,
-                "PART_CAP": cfg.list_part_cap,
-                "CAP": cfg.list_cap,
-                "SAMPLE": cfg.sample,
-                "WALKERS": 32 * cfg.select_warps,
-                "BLOCK_L": cfg.block_list,
-                "GATHER": spread_gather(cfg.list_parts, cfg.list_part_cap),
+                "PER_TOKEN": False,
+                "KV_FP8": fp8,
+                "KV_PAGED": fmt.endswith("paged"),
+                "Q_FP8": q_fp8,
+                "E4M3_CVT": cvt and fp8,
+                "DOT_DTYPE": (tl.float8e4nv if cvt else tl.float16) if q_fp8 else tl.bfloat16,
+                "DOT_PRECISION": "tf32",
+                "SCORE_SCALE": scale,
+                "BLOCK_N": cfg.block_n,
             }
-            out.append((_indexer_spread_rank_kernel, "listed", rank, cfg.select_warps, 3))
+            out.append((_indexer_score_kernel, f"{fmt} s_q={s_q}", args, cfg.num_warps, cfg.num_stages))
     cfg = choose_config(b, 1, heads, max_n)
     layout = workspace_layout(b, 1, max_n, cfg)
     select: dict[str, object] = {
@@ -2474,7 +2003,6 @@ def _production_variants(heads: int, page: int, arch: int) -> list[tuple[object,
         "stride_is": topk,
         "stride_lb": 1,
         "stride_ls": 1,
-        "part_rows": 0,
         "PAGE": page,
         "GATHER": spread_gather(spread.parts, spread.part_cap),
     }

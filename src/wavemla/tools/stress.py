@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
 # --indexer-select: "auto" and the indexer's SELECT_PATHS (listed here: the kernels are imported only once --cpu has
 # picked the interpreter)
-INDEXER_SELECTS = ("auto", "token", "chunked", "spread", "listed")
+INDEXER_SELECTS = ("auto", "token", "chunked", "spread")
 # mode -> (topk, page, extra_topk, extra_page, extra_pool): FlashMLA's MODEL1 decode shapes (see tools/bench.py)
 MODES: dict[str, tuple[int, int, int, int, int]] = {
     "swa": (128, 256, 0, 64, 0),
@@ -260,13 +260,11 @@ def validate_config(cfg: StressConfig) -> None:
             raise ValueError(f"--{name.replace('_', '-')}: expected a positive integer, got {getattr(cfg, name)}")
     if any(s is not None and s < 1 for s in cfg.splits):
         raise ValueError(f"--splits: expected 'auto' or positive integers, got {list(cfg.splits)}")
-    # not at import: --cpu picks the interpreter first
-    from wavemla.kernels.indexer import LISTED_MAX_TOKENS, SPREAD_MAX_TOKENS
+    from wavemla.kernels.indexer import SPREAD_MAX_TOKENS  # not at import: --cpu picks the interpreter first
 
-    most = {"spread": SPREAD_MAX_TOKENS, "listed": LISTED_MAX_TOKENS}.get(cfg.indexer_select)
-    if most is not None and max(cfg.batches) * cfg.s_q > most:
+    if cfg.indexer_select == "spread" and max(cfg.batches) * cfg.s_q > SPREAD_MAX_TOKENS:
         raise ValueError(
-            f"--indexer-select: {cfg.indexer_select!r} takes at most {most} query tokens, got batch "
+            f"--indexer-select: 'spread' takes at most {SPREAD_MAX_TOKENS} query tokens, got batch "
             f"{max(cfg.batches)} x s_q {cfg.s_q}"
         )
     if cfg.inject_flip is not None and not 0 <= cfg.inject_flip < cfg.replays:
