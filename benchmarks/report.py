@@ -30,6 +30,9 @@ DENSE_CURVE = "2026-12-03-h200-dense-ws-curve-h64-3f5211a"
 SPARSE_BENCH = "2026-12-04-h200-bench-c1331a3"
 # the planner's FP8 V3.2 picks over b = 1..128 at 4K keys, h = 16: staged 16-row tiles
 DENSE_FP8_CURVE = "2026-12-03-h200-dense-fp8-curve-h16-70bb758"
+# the indexer with the candidate list's wider register block from 32 query tokens (2026-12-04); the shapes that run
+# did not reach come from the run before it (BEFORE)
+IDX = "2026-12-04-h200-idx-wide-list-c3b6ded"
 
 
 def load(name: str) -> dict:
@@ -227,15 +230,19 @@ def glance() -> str:
                 f"| dense decode | FP8 V3.2, s_k 4K, h={r['h_q']} | {r['batch']} | {r['median_us']:.1f} | "
                 f"{r['pct_copy']:.0f}% of copy bandwidth | `{DENSE_FP8_CURVE}.json` |"
             )
-    idx = sorted(load(f"{BEFORE}-idx-spread"), key=lambda r: (r["n_comp"] or 0, r["b"] or 0))
-    for r in idx:
-        picked = r["provider"] == "triton" and r["select"] == r.get("auto") and r["kv_format"] == "fp8-paged"
-        if picked and r["b"] in (32, 128) and r["n_comp"] in (32768, 262144):
-            out.append(
-                f"| lightning indexer | FP8 rows and q, top-512, n_comp {r['n_comp'] // 1024}K, {r['select']} "
-                f"select | {r['b']} | {r['median_us']:.1f} | {r['pct_of_copy_bw']:.0f}% of copy bandwidth | "
-                f"`{BEFORE}-idx-spread.json` |"
-            )
+    picked: dict[tuple[int, int], tuple[dict, str]] = {}
+    for name in (IDX, f"{BEFORE}-idx-spread"):
+        for r in load(name):
+            chosen = r["provider"] == "triton" and r["select"] == r.get("auto") and r["kv_format"] == "fp8-paged"
+            if chosen and r["b"] in (32, 64, 128) and r["n_comp"] in (32768, 262144):
+                picked.setdefault((r["n_comp"], r["b"]), (r, name))
+    for (n_comp, b), (r, name) in sorted(picked.items()):
+        if b == 64 and n_comp == 262144:
+            continue
+        out.append(
+            f"| lightning indexer | FP8 rows and q, top-512, n_comp {n_comp // 1024}K, {r['select']} select | {b} | "
+            f"{r['median_us']:.1f} | {r['pct_of_copy_bw']:.0f}% of copy bandwidth | `{name}.json` |"
+        )
     return "\n".join(out)
 
 
