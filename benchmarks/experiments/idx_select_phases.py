@@ -112,7 +112,7 @@ def _run_shape(
                 stride_keys=layout.n_pad, stride_list=ix.HIST0_BINS + 2 * ix.HIST_BINS, stride_ib=idx.stride(0),
                 stride_is=idx.stride(1), stride_lb=lens.stride(0), stride_ls=lens.stride(1), max_n=n, topk=512,
                 S_Q=1, PER_TOKEN=False, PAGE=call.page, CAP=cfg.list_cap, SAMPLE=sample,
-                WALKERS=32 * cfg.select_warps, BLOCK_L=cfg.block_list, num_warps=cfg.select_warps,
+                WALKERS=32 * cfg.select_warps, BLOCK_L=cfg.block_list, WHOLE=cfg.list_whole, num_warps=cfg.select_warps,
             )  # fmt: skip
             torch.cuda.synchronize()
             if rep < 2:

@@ -403,7 +403,7 @@ def test_token_select_matches_chunked_and_reference(
     assert_same(token, want)
     assert_same(chunked, want)
     if seen is not None:  # the branch the case is named for really ran
-        listed_whole = min(list_cap, choose(b, s_q, 64, p.table.shape[1] * page, topk=topk).block_list)
+        listed_whole = min(list_cap, choose(b, s_q, 64, p.table.shape[1] * page, topk=topk).list_whole)
         long_tokens = int((visible_rows(p.n_comp.cpu(), s_q, max_n) > listed_whole).sum())
         assert long_tokens > 0
         if branch == "ladder":
@@ -432,6 +432,26 @@ def test_lists_longer_than_a_register_block(select, data, device, monkeypatch):
         assert passes["n"] > 0
 
 
+@pytest.mark.parametrize("select", ["token", "spread"])
+def test_wide_list_block_keeps_sampling_longer_tokens(select, device, monkeypatch):
+    """A register block twice the rows listed whole (as from WIDE_LIST_TOKENS query tokens on): a token between the
+    two still samples and brackets its k-th key instead of listing every key; the bits are the reference's."""
+    choose = indexer_kernels.choose_config
+
+    def wide(*a, **k):
+        cfg = choose(*a, **k)
+        return dataclasses.replace(cfg, block_list=2 * cfg.list_whole)
+
+    monkeypatch.setattr(indexer_kernels, "choose_config", wide)
+    walks = _count_calls(monkeypatch, "_walker_counts")
+    p = make_problem(2, 1, 61, [400, 300], device=device, seed=3)  # topk 64: 256 rows listed whole, block of 512
+    assert choose_config(2, 1, 64, p.table.shape[1] * 61, topk=64).list_whole == 256
+    got = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 64, select=select)
+    assert_same(got, lightning_indexer_ref(p.q, p.w, p.cache, p.table, p.n_comp, 64))
+    if indexer_kernels._interpreted():
+        assert walks["n"] > 0  # the sample's thresholds were counted
+
+
 def test_choose_config_picks_the_select_path():
     # the measured fastest path at each shape (FP8 page-split rows, H200, 2026-11-30-h200-idx-spread.log)
     assert choose_config(32, 1, 64, 32768).select == "spread"  # 32 tokens: a token's walks over 8 programs
@@ -451,9 +471,14 @@ def test_choose_config_picks_the_select_path():
     # the list's register block: 2 topk keys, doubled from WIDE_LIST_TOKENS query tokens on, at most WIDE_LIST_KEYS
     assert choose_config(WIDE_LIST_TOKENS - 1, 1, 64, 32768).block_list == 1024
     assert choose_config(WIDE_LIST_TOKENS, 1, 64, 32768).block_list == 2048 == WIDE_LIST_KEYS
+    # the tokens listed whole (no sample) do not change with the block: up to 2 topk rows
+    assert choose_config(WIDE_LIST_TOKENS, 1, 64, 32768).list_whole == 1024
+    assert choose_config(WIDE_LIST_TOKENS - 1, 1, 64, 32768).list_whole == 1024
     assert choose_config(16, 2, 64, 32768).block_list == 2048  # query tokens, not requests
     assert choose_config(128, 1, 64, 32768, topk=1024).block_list == 2048
     assert choose_config(128, 1, 64, 32768, topk=64).block_list == 512
+    assert choose_config(128, 1, 64, 1024).block_list == 1024  # every token listed whole: no list outgrows 1024
+    assert choose_config(128, 1, 64, 1025).block_list == 2048
     spread = choose_config(32, 1, 64, 32768)
     assert any(r.startswith("select=spread") for r in spread.reasons) and (spread.parts, spread.part_cap) == (8, 4096)
     # the path never changes the workspace

@@ -114,6 +114,7 @@ class IndexerConfig:
     sample: int  # per-token select: keys sorted to guess the k-th key
     select_warps: int  # per-token select: warps of its program (one walker per thread)
     block_list: int  # per-token select: list keys per step of its radix passes and output (the first stay in registers)
+    list_whole: int  # per-token and spread selects: tokens with at most this many rows list every key (no sample)
     parts: int  # spread select: programs per token of its first launch (0: more than SPREAD_MAX_TOKENS tokens)
     part_cap: int  # spread select: candidate keys one part's region holds
     reasons: tuple[str, ...]
@@ -207,9 +208,11 @@ def choose_config(
     # A list holds about 1.5 topk keys, a few over 2 topk: a program whose list outgrows the register block loads
     # the rest again in every radix pass and in the output, and the call waits for its slowest token. With many
     # tokens one such list is likely, so the block doubles (H200, FP8 32K rows: spread rank kernel 21 -> 18 µs at
-    # b = 32 and 64); with few it is unlikely and the larger block only costs (b = 1 and 8: +2 µs).
+    # b = 32 and 64); with few it is unlikely and the larger block only costs (b = 1 and 8: +2 µs), as it does
+    # where no token has more rows than are listed whole (no list can outgrow the block then).
     block_list = min(TOKEN_LIST_CAP, max(256, _next_pow2(2 * topk)))
-    wide = tokens >= WIDE_LIST_TOKENS and block_list < WIDE_LIST_KEYS
+    list_whole = block_list  # the tokens that skip the sample do not change with the block
+    wide = tokens >= WIDE_LIST_TOKENS and block_list < WIDE_LIST_KEYS and max_n_comp > list_whole
     if wide:
         block_list *= 2
     if path == "spread":
@@ -246,6 +249,7 @@ def choose_config(
         sample=sample,
         select_warps=TOKEN_SELECT_WARPS,
         block_list=block_list,
+        list_whole=list_whole,
         parts=parts,
         part_cap=part_cap,
         reasons=tuple(reasons),
@@ -888,6 +892,7 @@ def _walk_select(
     SAMPLE: tl.constexpr,
     WALKERS: tl.constexpr,
     BLOCK_L: tl.constexpr,
+    WHOLE: tl.constexpr,
 ):
     """Steps 1–3 of the per-token select over all ``n_vis > topk`` keys of a token (see
     :func:`_indexer_select_kernel`): the list in ascending row order and its k-th key, ``(m_list, thr, need_eq,
@@ -907,7 +912,7 @@ def _walk_select(
     b_lo = tl.minimum(tl.maximum(n_vis - o_start, 0), span)
     hi = tl.zeros_like(n_vis) + _KEY_CEIL
     b_hi = tl.zeros([WALKERS], dtype=tl.int32)
-    if (n_vis > CAP) | (n_vis > BLOCK_L):  # else every key fits the list's register block: list them all
+    if (n_vis > CAP) | (n_vis > WHOLE):  # else every key is listed (at most the list's register block)
         t0, t1, t2, t3 = _sample_ladder(p_row_keys, n_vis, topk, SAMPLE)
         lo, cnt_lo, b_lo, hi, b_hi = _bracket_step(
             p_row_keys, o_start, o_end, span, topk, t0, t1, t2, t3, lo, cnt_lo, b_lo, hi, b_hi
@@ -1010,6 +1015,7 @@ def _indexer_select_kernel(
     SAMPLE: tl.constexpr,
     WALKERS: tl.constexpr,
     BLOCK_L: tl.constexpr,
+    WHOLE: tl.constexpr,
 ):
     """The whole exact top-k of one query token (program ``i_t``): its indices and ``topk_length``.
 
@@ -1017,7 +1023,7 @@ def _indexer_select_kernel(
        sample gives four thresholds; one walk counts, per walker, the keys at or above each, which brackets the k-th
        key in ``[lo, hi)``: at least ``topk`` keys are ``>= lo``, fewer are ``>= hi``. While more than ``CAP`` keys
        are ``>= lo``, further walks split the bracket four ways (the first split at ``lo + 1``, so that a tie at the
-       k-th key ends the search). Tokens with ``n_vis <= min(CAP, BLOCK_L)`` skip the sample (every key is
+       k-th key ends the search). Tokens with ``n_vis <= min(CAP, WHOLE)`` skip the sample (every key is
        listed); tokens with ``n_vis <= topk`` take rows ``0 .. n_vis - 1``, unscored.
     2. **List.** A walk copies every key ``>= lo`` with its row into the token's list, walker after walker from
        offsets given by the counts: ascending row order, at most ``CAP`` entries, no scan across threads. (If the
@@ -1041,7 +1047,7 @@ def _indexer_select_kernel(
         p_list_keys = p_list + i_t.to(tl.int64) * stride_list
         p_list_rows = p_list_keys + CAP
         m_list, thr, need_eq, n_eq = _walk_select(
-            p_row_keys, p_list_keys, p_list_rows, n_vis, topk, CAP, SAMPLE, WALKERS, BLOCK_L
+            p_row_keys, p_list_keys, p_list_rows, n_vis, topk, CAP, SAMPLE, WALKERS, BLOCK_L, WHOLE
         )
         _emit_list(p_list_keys, p_list_rows, m_list, thr, need_eq, n_eq, p_out, p_bt_row, PAGE, BLOCK_L)
     _emit_rest(
@@ -1071,6 +1077,7 @@ def _indexer_spread_count_kernel(
     SAMPLE: tl.constexpr,
     WALKERS: tl.constexpr,
     BLOCK_L: tl.constexpr,
+    WHOLE: tl.constexpr,
 ):
     """Spread select, first launch: part ``i_p`` of token ``i_t`` (program ``i_t · PARTS + i_p``).
 
@@ -1082,7 +1089,7 @@ def _indexer_spread_count_kernel(
     i_t = tl.program_id(0) // PARTS
     i_p = tl.program_id(0) % PARTS
     n_vis = _visible_rows(p_ncomp, i_t // S_Q, i_t % S_Q, stride_nb, stride_ns, max_n, S_Q, PER_TOKEN)
-    if (n_vis > topk) & ((n_vis > CAP) | (n_vis > BLOCK_L)):
+    if (n_vis > topk) & ((n_vis > CAP) | (n_vis > WHOLE)):
         p_row_keys = p_keys + i_t.to(tl.int64) * stride_keys
         p_part = p_parts + i_t.to(tl.int64) * stride_parts + i_p * (_PART_META + 2 * PART_CAP)
         n_vis4 = tl.cdiv(n_vis, 4) * 4
@@ -1153,6 +1160,7 @@ def _indexer_spread_rank_kernel(
     SAMPLE: tl.constexpr,
     WALKERS: tl.constexpr,
     BLOCK_L: tl.constexpr,
+    WHOLE: tl.constexpr,
     GATHER: tl.constexpr,
 ):
     """Spread select, second launch: token ``i_t``'s indices and ``topk_length`` from its parts.
@@ -1179,7 +1187,7 @@ def _indexer_spread_rank_kernel(
         need_eq = tl.zeros_like(n_vis)
         n_eq = tl.zeros_like(n_vis)
         gathered = tl.zeros_like(n_vis)  # 1 once the parts' lists are gathered
-        if (n_vis > CAP) | (n_vis > BLOCK_L):  # the tokens the parts counted
+        if (n_vis > CAP) | (n_vis > WHOLE):  # the tokens the parts counted
             p_token = p_parts + i_t.to(tl.int64) * stride_parts
             o_p = tl.arange(0, PARTS) * (_PART_META + 2 * PART_CAP)
             t0 = tl.load(p_token)
@@ -1223,7 +1231,7 @@ def _indexer_spread_rank_kernel(
                 gathered += 1
         if gathered == 0:
             m_list, thr, need_eq, n_eq = _walk_select(
-                p_row_keys, p_list_keys, p_list_rows, n_vis, topk, CAP, SAMPLE, WALKERS, BLOCK_L
+                p_row_keys, p_list_keys, p_list_rows, n_vis, topk, CAP, SAMPLE, WALKERS, BLOCK_L, WHOLE
             )
         _emit_list(p_list_keys, p_list_rows, m_list, thr, need_eq, n_eq, p_out, p_bt_row, PAGE, BLOCK_L)
     _emit_rest(
@@ -1535,6 +1543,7 @@ def _launch_token_select(
         SAMPLE=cfg.sample,
         WALKERS=32 * cfg.select_warps,
         BLOCK_L=cfg.block_list,
+        WHOLE=cfg.list_whole,
         num_warps=cfg.select_warps,
     )
 
@@ -1573,6 +1582,7 @@ def _launch_spread_select(
         "SAMPLE": cfg.sample,
         "WALKERS": 32 * cfg.select_warps,
         "BLOCK_L": cfg.block_list,
+        "WHOLE": cfg.list_whole,
         "num_warps": cfg.select_warps,
     }
     if call.max_n > call.topk:  # static: otherwise no token can have more than topk rows
@@ -1968,6 +1978,7 @@ def _production_variants(heads: int, page: int, arch: int) -> list[tuple[object,
         "SAMPLE": token.sample,
         "WALKERS": 32 * token.select_warps,
         "BLOCK_L": token.block_list,
+        "WHOLE": token.list_whole,
     }
     out.append((_indexer_select_kernel, "per token", args, token.select_warps, 3))
     spread = choose_config(b, 1, heads, max_n, topk=topk, select="spread")
@@ -1989,6 +2000,7 @@ def _production_variants(heads: int, page: int, arch: int) -> list[tuple[object,
         "SAMPLE": spread.sample,
         "WALKERS": 32 * spread.select_warps,
         "BLOCK_L": spread.block_list,
+        "WHOLE": spread.list_whole,
     }
     out.append((_indexer_spread_count_kernel, "spread", spread_args, spread.select_warps, 3))
     args = {
