@@ -107,6 +107,14 @@ def load_patched(name: str, text: str):
     return mod
 
 
+def check_build(mod) -> int:
+    """``--check``: build the stamped copy for sm_90 (no GPU) and print its shared memory and timer reads."""
+    k = mod.compile_sm90()
+    print("built for sm_90:", k.metadata.shared, "bytes of shared memory,",
+          k.asm["ptx"].count("%globaltimer"), "timer reads")  # fmt: skip
+    return 0
+
+
 def stamped_calls(mod, call, n: int, before=None, reps: int = 5, slots: int = 8) -> list:
     """``reps`` calls (after one more, dropped), each behind ``before()`` (the flush) with a fresh stamp buffer of
     ``slots`` stamps a program in ``mod.TS``: per call, the first ``n`` stamps of every program that ran, in µs from the
@@ -152,10 +160,7 @@ def main() -> int:
     args = ap.parse_args()
     mod = _load()
     if args.check:
-        k = mod.compile_sm90()
-        print("built for sm_90:", k.metadata.shared, "bytes of shared memory,",
-              k.asm["ptx"].count("%globaltimer"), "timer reads")  # fmt: skip
-        return 0
+        return check_build(mod)
     os.environ["WAVEMLA_LAUNCH"] = "triton"  # every call launches the copy with this call's stamp buffer
     import torch
 

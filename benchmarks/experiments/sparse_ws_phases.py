@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # this directory: dense_ws_phases' stamp helpers
-from dense_ws_phases import STAMP, load_patched, patch, stamped_calls, summary
+from dense_ws_phases import STAMP, check_build, load_patched, patch, stamped_calls, summary
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "wavemla" / "kernels" / "sparse_decode_ws.py"
 NAMES = ["start", "q ready", "tile 0 ready", "last tile ready", "last tile done", "last q ready", "end"]
@@ -49,14 +49,21 @@ def _patched_source() -> str:
         (_WAIT, _WAIT + "                    if i_it == 0:\n                        _stamp(p_ts, o_h, 2, HALF)\n"
                         "                    _stamp(p_ts, o_h, 3, HALF)\n"),
         (_DONE, _DONE + "                    _stamp(p_ts, o_h, 4, HALF)\n"),
+    ]  # fmt: skip
+    return patch(s, edits + stamp_buffer_edits(f"        _stamp(p_ts, o_h, {_END}, HALF)\n"))
+
+
+def stamp_buffer_edits(end_stamp: str) -> list[tuple[str, str]]:
+    """The edits that pass the stamp buffer ``p_ts`` from the launcher (``TS[0]``) through the kernel to the math
+    partitions, with ``end_stamp`` (the math warpgroup's last stamp) at the end of the math partition's code."""
+    return [
         ("    @gluon.jit\n    def _sparse_mla_decode_ws_kernel(p_q,",
-         f"        _stamp(p_ts, o_h, {_END}, HALF)\n\n    @gluon.jit\n    def _sparse_mla_decode_ws_kernel(p_ts, p_q,"),
+         end_stamp + "\n    @gluon.jit\n    def _sparse_mla_decode_ws_kernel(p_ts, p_q,"),
         ("                (_math_partition, (q_smem,", "                (_math_partition, (p_ts, q_smem,"),
         ("        _sparse_mla_decode_ws_kernel,\n        (num_parts * num_hb,),\n        q,",
          "        _sparse_mla_decode_ws_kernel,\n        (num_parts * num_hb,),\n        TS[0],\n        q,"),
         ('    types = {"p_q": "*bf16",', '    types = {"p_ts": "*i64", "p_q": "*bf16",'),
     ]  # fmt: skip
-    return patch(s, edits)
 
 
 def main() -> int:
@@ -67,10 +74,7 @@ def main() -> int:
     args = ap.parse_args()
     mod = load_patched("sparse_decode_ws_phases", _patched_source())
     if args.check:
-        k = mod.compile_sm90()
-        print("built for sm_90:", k.metadata.shared, "bytes of shared memory,",
-              k.asm["ptx"].count("%globaltimer"), "timer reads")  # fmt: skip
-        return 0
+        return check_build(mod)
     os.environ["WAVEMLA_LAUNCH"] = "triton"  # every call launches the copy with this call's stamp buffer
     from sparse_prof import profile_point
 

@@ -25,8 +25,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dense_ws_phases import load_patched, patch, stamp_source, summary
-from sparse_ws_phases import flush_before, stamped_point
+from dense_ws_phases import check_build, load_patched, patch, stamp_source, summary
+from sparse_ws_phases import flush_before, stamp_buffer_edits, stamped_point
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "wavemla" / "kernels" / "sparse_decode_ws.py"
 NAMES = {0: "math entry", 1: "q loads issued", 2: "q stored", 3: "q staged", 4: "tile 0 ready", 5: "end",
@@ -68,8 +68,6 @@ def _patched_source() -> str:
         ("        i_tok_q = -1  # the token whose q is staged\n",
          "        i_tok_q = -1  # the token whose q is staged\n        _stamp_m(p_ts, o_h, 0, HALF)\n"),
         (wait, wait + "                    if i_it == 0:\n                        _stamp_m(p_ts, o_h, 4, HALF)\n"),
-        ("    @gluon.jit\n    def _sparse_mla_decode_ws_kernel(p_q,",
-         "        _stamp_m(p_ts, o_h, 5, HALF)\n\n    @gluon.jit\n    def _sparse_mla_decode_ws_kernel(p_ts, p_q,"),
         ("    def _gather_partition(kv_smem,", "    def _gather_partition(p_ts, kv_smem,"),
         ("        i_it = 0\n        # batch-invariant pieces (PIECES)",
          "        i_it = 0\n        _stamp_g(p_ts, o_r, 8)\n        # batch-invariant pieces (PIECES)"),
@@ -77,13 +75,9 @@ def _patched_source() -> str:
              "            idx = _tile_entries(_live_from(u2 + 1,"),
         (box0, box0 + "                    if i_it == 0:\n                        _stamp_g(p_ts, o_r, 10)\n"),
         (arrive, arrive + "                    if i_it == 1:\n                        _stamp_g(p_ts, o_r, 11)\n"),
-        ("                (_math_partition, (q_smem,", "                (_math_partition, (p_ts, q_smem,"),
         ("                (_gather_partition, (kv_smem,", "                (_gather_partition, (p_ts, kv_smem,"),
-        ("        _sparse_mla_decode_ws_kernel,\n        (num_parts * num_hb,),\n        q,",
-         "        _sparse_mla_decode_ws_kernel,\n        (num_parts * num_hb,),\n        TS[0],\n        q,"),
-        ('    types = {"p_q": "*bf16",', '    types = {"p_ts": "*i64", "p_q": "*bf16",'),
     ]  # fmt: skip
-    return patch(s, edits)
+    return patch(s, edits + stamp_buffer_edits(f"        _stamp_m(p_ts, o_h, {_END}, HALF)\n"))
 
 
 def main() -> int:
@@ -94,10 +88,7 @@ def main() -> int:
     args = ap.parse_args()
     mod = load_patched("sparse_decode_ws_start", _patched_source())
     if args.check:
-        k = mod.compile_sm90()
-        print("built for sm_90:", k.metadata.shared, "bytes of shared memory,",
-              k.asm["ptx"].count("%globaltimer"), "timer reads")  # fmt: skip
-        return 0
+        return check_build(mod)
     os.environ["WAVEMLA_LAUNCH"] = "triton"  # every call launches the copy with this call's stamp buffer
     before = flush_before(args.clean)
     for point in args.points:
