@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -430,6 +432,45 @@ def test_lists_longer_than_a_register_block(select, data, device, monkeypatch):
     assert_same(got, lightning_indexer_ref(p.q, p.w, p.cache, p.table, p.n_comp, 40))
     if indexer_kernels._interpreted():
         assert passes["n"] > 0
+
+
+@triton.jit
+def _list_kth_probe(p_keys, p_out, m, lo, hi, topk, BLOCK_L: tl.constexpr):
+    thr, need_eq, n_eq = indexer_kernels._list_kth(p_keys, m, lo, hi, topk, BLOCK_L)
+    o = tl.arange(0, 4)
+    tl.store(p_out + o, tl.where(o == 0, thr, tl.where(o == 1, need_eq, n_eq)))
+
+
+def _keys_for(kind: str, gen: torch.Generator) -> torch.Tensor:
+    if kind == "random":  # distinct keys over the whole int32 range: the passes stop after one or two bytes
+        return torch.randint(-(2**31) + 2, 2**31 - 1, (300,), generator=gen, dtype=torch.int64)
+    if kind == "low-byte":  # keys that differ only in their lowest byte: every byte but the last is one digit
+        return 0x12345600 + torch.randperm(256, generator=gen)[:200]
+    if kind == "ties":  # few values, the k-th one held by many keys: the bucket is never taken whole early
+        return torch.randint(-3, 4, (300,), generator=gen, dtype=torch.int64) * 65536
+    return torch.full((100,), 7, dtype=torch.int64)  # one value
+
+
+@pytest.mark.parametrize("kind", ["random", "low-byte", "ties", "equal"])
+@pytest.mark.parametrize("block", [64, 512])
+def test_list_kth_takes_exactly_the_top_k(kind, block, device):
+    """``_list_kth`` on a list bracketed by its own extremes: the keys above ``thr`` and the first ``need_eq`` equal
+    to it (all of them where ``need_eq == n_eq``) are exactly ``topk`` keys, none below an unselected one; where the
+    passes stop early ``thr`` is the lowest key of the k-th key's bucket and every key from it on is taken."""
+    gen = torch.Generator().manual_seed(11)
+    keys = _keys_for(kind, gen)
+    for topk in (1, 7, len(keys) // 3, len(keys) - 1, len(keys)):
+        out = torch.zeros(4, dtype=torch.int32, device=device)
+        k32 = keys.to(torch.int32).to(device)
+        _list_kth_probe[(1,)](k32, out, len(keys), int(keys.min()), int(keys.max()), topk, BLOCK_L=block)
+        thr, need_eq, n_eq = (int(x) for x in out.cpu()[:3])
+        assert n_eq == int((keys == thr).sum()) or need_eq == n_eq
+        taken = int((keys > thr).sum()) + (int((keys == thr).sum()) if need_eq == n_eq else need_eq)
+        assert taken == topk, (kind, topk, thr, need_eq, n_eq)
+        kth = int(keys.sort(descending=True).values[topk - 1])
+        assert thr <= kth and int((keys >= thr).sum()) >= topk
+        if thr != kth:  # stopped early: from thr on, exactly the top-k
+            assert need_eq == n_eq and int((keys >= thr).sum()) == topk
 
 
 @pytest.mark.parametrize("select", ["token", "spread"])

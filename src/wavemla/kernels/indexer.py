@@ -377,13 +377,27 @@ def _score_key(b_score):
 
 
 @triton.jit
+def _sum_min_min(a0, b0, c0, a1, b1, c1):
+    return a0 + a1, tl.minimum(b0, b1), tl.minimum(c0, c1)
+
+
+@triton.jit
+def _resolve_bucket(b_h, rem, NB: tl.constexpr):
+    """Digit of the ``rem``-th largest key in a histogram ``b_h [NB]``, the rank left inside that digit's bucket, and
+    the bucket's count: one scan and one three-way reduction."""
+    b_ge = tl.cumsum(b_h, 0, reverse=True)  # keys with digit >= bin; non-increasing, as is b_ge - b_h
+    m_in = b_ge >= rem  # the bins up to the digit's: the digit's has the smallest of both counts among them
+    n_in, ge_d, above_d = tl.reduce(
+        (m_in.to(tl.int32), tl.where(m_in, b_ge, 2**31 - 1), tl.where(m_in, b_ge - b_h, 2**31 - 1)), 0, _sum_min_min
+    )
+    return n_in - 1, rem - above_d, ge_d - above_d
+
+
+@triton.jit
 def _resolve_digit(b_h, rem, NB: tl.constexpr):
     """Digit of the ``rem``-th largest key in a histogram ``b_h [NB]``, and the rank left inside that digit's bucket."""
-    o_bin = tl.arange(0, NB)
-    b_ge = tl.sum(b_h, 0) - tl.cumsum(b_h, 0) + b_h  # keys with digit >= bin; non-increasing
-    i_d = tl.sum((b_ge >= rem).to(tl.int32), 0) - 1
-    n_above = tl.sum(tl.where(o_bin > i_d, b_h, 0), 0)
-    return i_d, rem - n_above
+    i_d, rem, _ = _resolve_bucket(b_h, rem, NB)
+    return i_d, rem
 
 
 @triton.jit
@@ -837,11 +851,15 @@ def _walker_compact(p_row_keys, p_list_keys, p_list_rows, o_start, o_end, span, 
 @triton.jit
 def _digit_hist(b_u, m_u, shift, prefix):
     """256-bin histogram of key bits ``[shift, shift + 8)`` over the (order-preserving, unsigned) keys whose higher
-    bits equal ``prefix``, and how many keys have higher bits above ``prefix``."""
-    b_top = (b_u >> shift) >> 8
+    bits equal ``prefix``."""
     b_digit = ((b_u >> shift) & 255).to(tl.int32)
-    b_h = tl.histogram(b_digit, 256, mask=m_u & (b_top == prefix))
-    return b_h, tl.sum((m_u & (b_top > prefix)).to(tl.int32), 0)
+    return tl.histogram(b_digit, 256, mask=m_u & (((b_u >> shift) >> 8) == prefix))
+
+
+@triton.jit
+def _count_above(b_u, m_u, shift, prefix):
+    """How many of the keys have bits above ``shift + 8`` greater than ``prefix``."""
+    return tl.sum((m_u & (((b_u >> shift) >> 8) > prefix)).to(tl.int32), 0)
 
 
 @triton.jit
@@ -850,8 +868,10 @@ def _list_kth(p_list_keys, m, lo, hi, topk, BLOCK_L: tl.constexpr):
 
     The list holds every key ``>= lo`` and the k-th key lies in ``[lo, hi]``, so only the key bits below the highest
     bit where ``lo`` and ``hi`` differ are unknown: one 8-bit radix pass per unknown byte (1 to 4), each
-    histogramming the keys that match the digits found so far. ``need_eq`` keys equal to ``thr`` are taken, of the
-    ``n_eq`` in the list. The first ``BLOCK_L`` keys stay in registers across passes.
+    histogramming the keys that match the digits found so far. The passes stop early where every key of the k-th
+    key's bucket is taken (its rank in the bucket is the bucket's count); ``thr`` is then the lowest key the bucket
+    can hold and every key from it on is taken. ``need_eq`` keys equal to ``thr`` are taken, of the ``n_eq`` in the
+    list (equal counts: every key ``>= thr``). The first ``BLOCK_L`` keys stay in registers across passes.
     """
     u_lo = (lo ^ _KEY_FLOOR).to(tl.uint32, bitcast=True)  # flipping the sign bit orders keys as unsigned
     u_diff = u_lo ^ (hi ^ _KEY_FLOOR).to(tl.uint32, bitcast=True)
@@ -862,23 +882,27 @@ def _list_kth(p_list_keys, m, lo, hi, topk, BLOCK_L: tl.constexpr):
     o_l = tl.arange(0, BLOCK_L)
     m_l0 = o_l < m
     b_u0 = (tl.load(p_list_keys + o_l, mask=m_l0, other=0) ^ _KEY_FLOOR).to(tl.uint32, bitcast=True)
-    rem = tl.zeros_like(m) + topk
-    n_eq = tl.zeros_like(m)
-    for i_pass in range(0, n_pass):
-        b_h, n_above = _digit_hist(b_u0, m_l0, shift, prefix)
+    # keys above the bracket (their higher bits exceed hi's): all taken
+    n_above = _count_above(b_u0, m_l0, shift, prefix)
+    for i_l in range(BLOCK_L, m, BLOCK_L):
+        m_l = i_l + o_l < m
+        b_u = (tl.load(p_list_keys + i_l + o_l, mask=m_l, other=0) ^ _KEY_FLOOR).to(tl.uint32, bitcast=True)
+        n_above += _count_above(b_u, m_l, shift, prefix)
+    rem = topk - n_above  # >= 1: fewer than topk keys are above hi
+    n_eq = tl.zeros_like(m) - 1
+    i_pass = tl.zeros_like(m)
+    while (i_pass < n_pass) & (rem != n_eq):
+        b_h = _digit_hist(b_u0, m_l0, shift, prefix)
         for i_l in range(BLOCK_L, m, BLOCK_L):
             m_l = i_l + o_l < m
             b_u = (tl.load(p_list_keys + i_l + o_l, mask=m_l, other=0) ^ _KEY_FLOOR).to(tl.uint32, bitcast=True)
-            b_hl, n_al = _digit_hist(b_u, m_l, shift, prefix)
-            b_h += b_hl
-            n_above += n_al
-        if i_pass == 0:
-            rem -= n_above  # keys above the bracket (their higher bits exceed hi's): all taken
-        i_d, rem = _resolve_digit(b_h, rem, 256)
-        n_eq = tl.sum(tl.where(tl.arange(0, 256) == i_d, b_h, 0), 0)
+            b_h += _digit_hist(b_u, m_l, shift, prefix)
+        i_d, rem, n_eq = _resolve_bucket(b_h, rem, 256)
         prefix = prefix * 256 + i_d.to(tl.uint32)
         shift -= 8
-    return prefix.to(tl.int32, bitcast=True) ^ _KEY_FLOOR, rem, n_eq
+        i_pass += 1
+    thr = (prefix << (shift + 8)).to(tl.int32, bitcast=True) ^ _KEY_FLOOR  # the bucket's lowest key
+    return thr, rem, n_eq
 
 
 @triton.jit
@@ -1216,10 +1240,10 @@ def _indexer_spread_rank_kernel(
                 for i_g in range(0, tl.max(n_part, 0), GATHER):
                     m_g = i_g + o_g < n_part[:, None]
                     b_key = tl.load(p_region + i_g + o_g, mask=m_g, other=_KEY_FLOOR)
+                    o_row = tl.load(p_region + PART_CAP + i_g + o_g, mask=m_g, other=0)  # with the keys: one trip
                     m_sel = b_key >= lo
                     b_sel = m_sel.to(tl.int32)
                     o_pos = b_pos[:, None] + tl.cumsum(b_sel, 1) - 1
-                    o_row = tl.load(p_region + PART_CAP + i_g + o_g, mask=m_sel, other=0)
                     tl.store(p_list_keys + o_pos, b_key, mask=m_sel)
                     tl.store(p_list_rows + o_pos, o_row, mask=m_sel)
                     b_pos += tl.sum(b_sel, 1)

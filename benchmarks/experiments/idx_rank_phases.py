@@ -1,0 +1,194 @@
+"""Where the spread select's rank program spends its time: timer stamps between its steps, per program, on a GPU.
+
+    PYTHONPATH=src:benchmarks/experiments python3 benchmarks/experiments/idx_rank_phases.py OUT.json [B:N ...]
+        [--warps 16 8 4]
+
+A copy of ``_indexer_spread_rank_kernel`` (from src/wavemla/kernels/indexer.py, patched as text, not part of the
+package) takes a stamp buffer and, after a CTA barrier, stores ``%globaltimer`` at: start (its rows known), the
+parts' counts read and the bracket found (``meta``), the parts' candidates gathered into the list (``gather``), the
+k-th key found by the radix passes (``kth``), the list written out as global slots (``emit``), the padding and
+length written (``rest``). Each repetition runs the score kernel once, then (L2 flushed) the spread count kernel
+and the stamped rank kernel back to back, so that the rank program reads the parts' regions from L2 as it does in
+a call. Per shape and launch width (``--warps``: the rank kernel's warps; its walkers stay 512) the medians over
+programs and repetitions are printed, with the k-th key's step split by the number of radix passes its token took
+(the bytes where ``lo`` and the list's largest key below ``hi`` differ) and the output compared with the package's.
+FP8 rows in the page-split layout with FP8 queries, top-512, s_q 1, 64 heads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import importlib.util
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from idx_select import call_setup  # this directory: the script's own path entry
+
+import wavemla.kernels.indexer as ix
+from wavemla.tools.bench import _flush_l2
+from wavemla.tools.bench_indexer import IndexerBenchCase, _fill_case, run_case
+
+SHAPES = ("1:32768", "8:32768", "32:32768", "64:32768")
+PHASES = ("meta", "gather", "kth", "emit", "rest")
+REPS = 10
+KERNEL = "_indexer_spread_rank_kernel"
+KEY_CEIL = 2**31 - 1
+
+_STAMP = "{ind}tl.debug_barrier()\n{ind}tl.store(p_dbg + i_t * 8 + {k}, _timer())\n"
+# (anchor, stamp index, where): "after" a line, or "after_call" after the statement starting at the anchor
+_ANCHORS = (
+    ("    p_bt_row = p_bt + i_b.to(tl.int64) * stride_btb\n", 0, "after"),
+    ("            hi = tl.where(c1 < topk, t1, tl.where(c2 < topk, t2, tl.where(c3 < topk, t3, _KEY_CEIL)))\n", 1,
+     "after"),
+    ("                tl.debug_barrier()  # the list is read back by other threads\n", 2, "after"),
+    ("                thr, need_eq, n_eq = _list_kth(", 3, "after_call"),
+    ("        _emit_list(", 4, "after_call"),
+)  # fmt: skip
+_TIMER = """
+
+@triton.jit
+def _timer():
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+
+
+"""
+
+
+def patched_module(name: str) -> Any:
+    """The indexer module with a stamped copy of the rank kernel (written to a temporary file, imported as
+    ``name``)."""
+    src = Path(ix.__file__).read_text()
+    head_def = f"def {KERNEL}(\n"
+    i_def = src.index(head_def)
+    i_dec = src.rindex("\n@triton.jit", 0, i_def) + 1
+    head, decorator, rest = src[:i_dec], src[i_dec:i_def], src[i_def + len(head_def) :]
+    kernel, sep, tail = rest.partition("\n\n\n# ")
+    assert sep
+    kernel = kernel.replace("    p_keys,\n", "    p_dbg,\n    p_keys,\n", 1)
+    for anchor, k, where in _ANCHORS:
+        i = kernel.find(anchor)
+        assert i >= 0 and kernel.count(anchor) == 1, f"anchor {k}: {anchor!r}"
+        ind = " " * (len(anchor) - len(anchor.lstrip(" ")))
+        j = i + len(anchor) if where == "after" else kernel.find(")\n", i) + 2
+        kernel = kernel[:j] + _STAMP.format(ind=ind, k=k) + kernel[j:]
+    kernel = kernel.rstrip("\n") + "\n" + _STAMP.format(ind="    ", k=5)
+    text = head + _TIMER + decorator + head_def + kernel + "\n\n# " + tail
+    path = Path(tempfile.mkdtemp()) / f"{name}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses resolve their module by name
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def radix_passes(b: int, n: int, cfg: ix.IndexerConfig, layout: Any, ws: torch.Tensor, topk: int) -> list[int]:
+    """Per token: the radix passes its rank program takes (0: it walked the keys itself), as the kernel derives
+    them from the parts' counts."""
+    region = ix.PART_META + 2 * cfg.part_cap
+    parts = ws[layout.parts : layout.parts + b * cfg.parts * region].view(b, cfg.parts, region).cpu()
+    keys = ws[layout.keys : layout.keys + b * layout.n_pad].view(b, layout.n_pad)[:, :n].cpu()
+    out = []
+    for t in range(b):
+        t0, t1, t2, t3 = (int(x) for x in parts[t, 0, :4])
+        n_part = parts[t, :, 4]
+        c0, c1, c2, c3 = int(n_part.sum()), *(int(parts[t, :, k].sum()) for k in (5, 6, 7))
+        lo, cnt_lo = next(((tk, ck) for tk, ck in ((t3, c3), (t2, c2), (t1, c1)) if ck >= topk), (t0, c0))
+        hi = next((tk for tk, ck in ((t1, c1), (t2, c2), (t3, c3)) if ck < topk), KEY_CEIL)
+        if not (c0 >= topk and int(n_part.max()) <= cfg.part_cap and cnt_lo <= cfg.list_cap):
+            out.append(0)
+            continue
+        row = keys[t]
+        key_max = int(row[row < hi].max())
+        diff = ((lo ^ -(2**31)) & 0xFFFFFFFF) ^ ((min(hi - 1, key_max) ^ -(2**31)) & 0xFFFFFFFF)
+        out.append(1 + sum(diff >> s != 0 for s in (8, 16, 24)))
+    return out
+
+
+def run_shape(mod: Any, b: int, n: int, warps: list[int], gen: torch.Generator) -> list[dict[str, Any]]:
+    case = IndexerBenchCase(b=b, n_comp=n, kv_format="fp8-paged", q_format="fp8")
+    data = _fill_case(case, gen)
+    call, cfg, layout = call_setup(case, data)
+    cfg = ix.choose_config(call.b, call.s_q, call.heads, call.max_n, kv_fp8=True, topk=call.topk, select="spread")
+    ws = torch.empty(layout.numel, dtype=torch.int32, device="cuda")
+    want = (torch.empty(b, 1, 512, dtype=torch.int32, device="cuda"),
+            torch.empty(b, 1, dtype=torch.int32, device="cuda"))  # fmt: skip
+    run_case(case, data, ws, want, select="spread")  # the package's answer; leaves keys and regions in ws
+    torch.cuda.synchronize()
+    passes = radix_passes(b, n, cfg, layout, ws, call.topk)
+    keys, parts, hist = ws[layout.keys : layout.hist], ws[layout.parts :], ws[layout.hist : layout.counts]
+    idx = torch.empty_like(want[0])
+    lens = torch.empty_like(want[1])
+    dbg = torch.zeros(b, 8, dtype=torch.int64, device="cuda")
+    shared = {
+        "p_keys": keys, "p_parts": parts, "p_ncomp": data["n_comp"], "stride_nb": data["n_comp"].stride(0),
+        "stride_ns": 0, "stride_keys": layout.n_pad, "stride_parts": cfg.parts * (ix.PART_META + 2 * cfg.part_cap),
+        "max_n": n, "topk": call.topk, "S_Q": 1, "PER_TOKEN": False, "PARTS": cfg.parts, "PART_CAP": cfg.part_cap,
+        "CAP": cfg.list_cap, "SAMPLE": cfg.sample, "WALKERS": 32 * cfg.select_warps, "BLOCK_L": cfg.block_list,
+        "WHOLE": cfg.list_whole,
+    }  # fmt: skip
+    rows = []
+    for nw in warps:
+        samples: dict[str, list[float]] = collections.defaultdict(list)
+        for rep in range(REPS + 2):
+            _flush_l2()
+            ix._indexer_spread_count_kernel[(b * cfg.parts,)](**shared, num_warps=cfg.select_warps)
+            mod._indexer_spread_rank_kernel[(b,)](
+                p_dbg=dbg, p_list=hist, p_bt=data["table"], p_idx=idx, p_len=lens,
+                stride_btb=data["table"].stride(0), stride_list=ix.HIST0_BINS + 2 * ix.HIST_BINS,
+                stride_ib=idx.stride(0), stride_is=idx.stride(1), stride_lb=lens.stride(0), stride_ls=lens.stride(1),
+                PAGE=call.page, GATHER=ix.spread_gather(cfg.parts, cfg.part_cap), **shared, num_warps=nw,
+            )  # fmt: skip
+            torch.cuda.synchronize()
+            if rep < 2:
+                continue
+            t_first = int(dbg[:, 0].min())
+            for t, row in enumerate(dbg.cpu().tolist()):
+                for k, phase in enumerate(PHASES):
+                    samples[phase].append((row[k + 1] - row[k]) / 1e3)
+                samples["total"].append((row[5] - row[0]) / 1e3)
+                samples["start"].append((row[0] - t_first) / 1e3)
+                samples[f"kth_p{passes[t]}"].append((row[3] - row[2]) / 1e3)
+            samples["span"].append((int(dbg[:, 5].max()) - t_first) / 1e3)
+        same = torch.equal(idx, want[0]) and torch.equal(lens, want[1])
+        med = {p: statistics.median(v) for p, v in sorted(samples.items())}
+        by_pass = "  ".join(f"{p} {v:5.2f}" for p, v in med.items() if p.startswith("kth_p"))
+        print(f"b={b:<3d} n={n:<6d} warps {nw:2d} | " + "  ".join(f"{p} {med[p]:5.2f}" for p in (*PHASES, "total"))
+              + f" | span {med['span']:5.2f} last start {max(samples['start']):5.2f} | {by_pass} us"
+              + f" | passes {dict(sorted(collections.Counter(passes).items()))}"
+              + ("" if same else "  OUTPUT DIFFERS"), flush=True)  # fmt: skip
+        rows.append({"b": b, "n_comp": n, "warps": nw, "parts": cfg.parts, "block_list": cfg.block_list,
+                     "same_output": same, "passes": passes, **{f"{p}_us": v for p, v in med.items()}})  # fmt: skip
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("shapes", nargs="*", default=list(SHAPES), metavar="B:N")
+    parser.add_argument("--warps", nargs="+", type=int, default=[ix.TOKEN_SELECT_WARPS])
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("idx_rank_phases.py: needs a CUDA device", file=sys.stderr)
+        return 2
+    mod = patched_module("indexer_rank_phases")
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(0)
+    rows: list[dict[str, Any]] = []
+    print(f"phases (us, medians over programs and {REPS} launches): {', '.join(PHASES)}", flush=True)
+    for spec in args.shapes:
+        b, n = (int(x) for x in spec.split(":"))
+        rows += run_shape(mod, b, n, args.warps, gen)
+        args.out.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
