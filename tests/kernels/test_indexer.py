@@ -446,12 +446,14 @@ def _keys_for(kind: str, gen: torch.Generator) -> torch.Tensor:
         return torch.randint(-(2**31) + 2, 2**31 - 1, (300,), generator=gen, dtype=torch.int64)
     if kind == "low-byte":  # keys that differ only in their lowest byte: every byte but the last is one digit
         return 0x12345600 + torch.randperm(256, generator=gen)[:200]
+    if kind == "low-12-bits":  # a bracket of 12 unknown bits: a first pass of 8, a second of 4
+        return 0x50000000 + torch.randperm(4096, generator=gen)[:300]
     if kind == "ties":  # few values, the k-th one held by many keys: the bucket is never taken whole early
         return torch.randint(-3, 4, (300,), generator=gen, dtype=torch.int64) * 65536
     return torch.full((100,), 7, dtype=torch.int64)  # one value
 
 
-@pytest.mark.parametrize("kind", ["random", "low-byte", "ties", "equal"])
+@pytest.mark.parametrize("kind", ["random", "low-byte", "low-12-bits", "ties", "equal"])
 @pytest.mark.parametrize("block", [64, 512])
 def test_list_kth_takes_exactly_the_top_k(kind, block, device):
     """``_list_kth`` on a list bracketed by its own extremes: the keys above ``thr`` and the first ``need_eq`` equal

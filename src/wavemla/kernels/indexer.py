@@ -849,59 +849,78 @@ def _walker_compact(p_row_keys, p_list_keys, p_list_rows, o_start, o_end, span, 
 
 
 @triton.jit
-def _digit_hist(b_u, m_u, shift, prefix):
-    """256-bin histogram of key bits ``[shift, shift + 8)`` over the (order-preserving, unsigned) keys whose higher
-    bits equal ``prefix``."""
-    b_digit = ((b_u >> shift) & 255).to(tl.int32)
-    return tl.histogram(b_digit, 256, mask=m_u & (((b_u >> shift) >> 8) == prefix))
+def _digit_hist(b_u, m_u, shift, w, prefix):
+    """Histogram (256 bins, the first ``2^w`` used) of key bits ``[shift, shift + w)`` over the (order-preserving,
+    unsigned) keys whose higher bits equal ``prefix``."""
+    b_digit = (b_u >> shift).to(tl.int32, bitcast=True) & ((1 << w) - 1)
+    return tl.histogram(b_digit, 256, mask=m_u & (((b_u >> shift) >> w) == prefix))
 
 
 @triton.jit
-def _count_above(b_u, m_u, shift, prefix):
-    """How many of the keys have bits above ``shift + 8`` greater than ``prefix``."""
-    return tl.sum((m_u & (((b_u >> shift) >> 8) > prefix)).to(tl.int32), 0)
+def _count_above(b_u, m_u, shift, w, prefix):
+    """How many of the keys have bits from ``shift + w`` on greater than ``prefix``."""
+    return tl.sum((m_u & (((b_u >> shift) >> w) > prefix)).to(tl.int32), 0)
+
+
+@triton.jit
+def _halve_bits(u, n, S: tl.constexpr):
+    big = (u >> S) != 0
+    return tl.where(big, u >> S, u), n + tl.where(big, S, 0)
+
+
+@triton.jit
+def _significant_bits(u):
+    """Bits up to the highest set one of an unsigned 32-bit ``u`` (0 for 0): a binary search."""
+    n = tl.zeros_like(u.to(tl.int32, bitcast=True))
+    u, n = _halve_bits(u, n, 16)
+    u, n = _halve_bits(u, n, 8)
+    u, n = _halve_bits(u, n, 4)
+    u, n = _halve_bits(u, n, 2)
+    u, n = _halve_bits(u, n, 1)
+    return n + (u != 0).to(tl.int32)
 
 
 @triton.jit
 def _list_kth(p_list_keys, m, lo, hi, topk, BLOCK_L: tl.constexpr):
     """The ``topk``-th largest of the ``m`` list keys, exactly: ``(thr, need_eq, n_eq)``.
 
-    The list holds every key ``>= lo`` and the k-th key lies in ``[lo, hi]``, so only the key bits below the highest
-    bit where ``lo`` and ``hi`` differ are unknown: one 8-bit radix pass per unknown byte (1 to 4), each
-    histogramming the keys that match the digits found so far. The passes stop early where every key of the k-th
-    key's bucket is taken (its rank in the bucket is the bucket's count); ``thr`` is then the lowest key the bucket
-    can hold and every key from it on is taken. ``need_eq`` keys equal to ``thr`` are taken, of the ``n_eq`` in the
-    list (equal counts: every key ``>= thr``). The first ``BLOCK_L`` keys stay in registers across passes.
+    The list holds every key ``>= lo`` and the k-th key lies in ``[lo, hi]``, so only the key bits up to the highest
+    bit where ``lo`` and ``hi`` differ are unknown: radix passes over them from the top, 8 bits each (the last one
+    what is left), each histogramming the keys that match the digits found so far. The passes stop once every key of
+    the k-th key's bucket is taken (its rank in the bucket is the bucket's count); ``thr`` is then the lowest key the
+    bucket can hold, and every key from it on is taken. ``need_eq`` keys equal to ``thr`` are taken, of the ``n_eq``
+    in the list (equal counts: every key ``>= thr``). The first ``BLOCK_L`` keys stay in registers across passes.
     """
     u_lo = (lo ^ _KEY_FLOOR).to(tl.uint32, bitcast=True)  # flipping the sign bit orders keys as unsigned
-    u_diff = u_lo ^ (hi ^ _KEY_FLOOR).to(tl.uint32, bitcast=True)
-    n_pass = 1 + ((u_diff >> 8) != 0).to(tl.int32) + ((u_diff >> 16) != 0).to(tl.int32)
-    n_pass += ((u_diff >> 24) != 0).to(tl.int32)
-    shift = 8 * (n_pass - 1)
-    prefix = (u_lo >> shift) >> 8  # bits above the first unknown byte: those of lo (and hi)
+    hi_bit = _significant_bits(u_lo ^ (hi ^ _KEY_FLOOR).to(tl.uint32, bitcast=True))  # bits from here on are known
+    w = tl.minimum(hi_bit, 8)
+    shift = hi_bit - w
+    prefix = (u_lo >> shift) >> w  # the known bits: those of lo (and hi)
     o_l = tl.arange(0, BLOCK_L)
     m_l0 = o_l < m
     b_u0 = (tl.load(p_list_keys + o_l, mask=m_l0, other=0) ^ _KEY_FLOOR).to(tl.uint32, bitcast=True)
-    # keys above the bracket (their higher bits exceed hi's): all taken
-    n_above = _count_above(b_u0, m_l0, shift, prefix)
+    # keys above the bracket (their known bits exceed hi's): all taken
+    n_above = _count_above(b_u0, m_l0, shift, w, prefix)
     for i_l in range(BLOCK_L, m, BLOCK_L):
         m_l = i_l + o_l < m
         b_u = (tl.load(p_list_keys + i_l + o_l, mask=m_l, other=0) ^ _KEY_FLOOR).to(tl.uint32, bitcast=True)
-        n_above += _count_above(b_u, m_l, shift, prefix)
+        n_above += _count_above(b_u, m_l, shift, w, prefix)
     rem = topk - n_above  # >= 1: fewer than topk keys are above hi
     n_eq = tl.zeros_like(m) - 1
     i_pass = tl.zeros_like(m)
-    while (i_pass < n_pass) & (rem != n_eq):
-        b_h = _digit_hist(b_u0, m_l0, shift, prefix)
+    while (i_pass == 0) | ((hi_bit > 0) & (rem != n_eq)):
+        w = tl.minimum(hi_bit, 8)
+        shift = hi_bit - w
+        b_h = _digit_hist(b_u0, m_l0, shift, w, prefix)
         for i_l in range(BLOCK_L, m, BLOCK_L):
             m_l = i_l + o_l < m
             b_u = (tl.load(p_list_keys + i_l + o_l, mask=m_l, other=0) ^ _KEY_FLOOR).to(tl.uint32, bitcast=True)
-            b_h += _digit_hist(b_u, m_l, shift, prefix)
+            b_h += _digit_hist(b_u, m_l, shift, w, prefix)
         i_d, rem, n_eq = _resolve_bucket(b_h, rem, 256)
-        prefix = prefix * 256 + i_d.to(tl.uint32)
-        shift -= 8
+        prefix = (prefix << w) | i_d.to(tl.uint32)
+        hi_bit = shift
         i_pass += 1
-    thr = (prefix << (shift + 8)).to(tl.int32, bitcast=True) ^ _KEY_FLOOR  # the bucket's lowest key
+    thr = (prefix << hi_bit).to(tl.int32, bitcast=True) ^ _KEY_FLOOR  # the bucket's lowest key
     return thr, rem, n_eq
 
 
