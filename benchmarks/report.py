@@ -33,6 +33,8 @@ DENSE_FP8_CURVE = "2026-12-03-h200-dense-fp8-curve-h16-70bb758"
 # the indexer with the candidate list's wider register block from 32 query tokens (2026-12-04); the shapes that run
 # did not reach come from the run before it (BEFORE)
 IDX = "2026-12-04-h200-idx-wide-list-c3b6ded"
+# whole calls against the build before, in one run (idx_ab.py): the package's side, at 32K rows
+IDX_AB = ("2026-12-04-h200-idx-rank-ab-2a3b7d1", "2026-12-04-h200-idx-rank-ab-token-2a3b7d1")
 IDX_GLANCE = ((32768, 32), (32768, 64), (32768, 128), (262144, 32), (262144, 128))  # (n_comp, b) of the rows
 
 
@@ -232,6 +234,11 @@ def glance() -> str:
                 f"{r['pct_copy']:.0f}% of copy bandwidth | `{DENSE_FP8_CURVE}.json` |"
             )
     picked: dict[tuple[int, int], tuple[dict, str]] = {}
+    for name in IDX_AB:
+        for r in load(name):
+            if (r["n_comp"], r["b"]) in IDX_GLANCE:
+                rec = {"select": r["select"], "median_us": r["package_us"], "pct_of_copy_bw": r["pct_copy_package"]}
+                picked.setdefault((r["n_comp"], r["b"]), (rec, name))
     for name in (IDX, f"{BEFORE}-idx-spread"):
         for r in load(name):
             chosen = r["provider"] == "triton" and r["select"] == r.get("auto") and r["kv_format"] == "fp8-paged"

@@ -15,9 +15,10 @@ Per-token select (``select="token"``), one kernel:
 2. ``_indexer_select_kernel`` — grid (T,), one program per query token. A sorted sample of the token's keys gives
    four thresholds; one walk over the keys counts those at or above each (one walker per thread, each over a
    contiguous row range), which brackets the k-th key with a short candidate list (about 1.5 topk keys); a second
-   walk copies the candidates with their rows into the list in row order; 8-bit radix passes over the list find
-   ``thr`` and ``need_eq``; the list is written out as global slots. More walks split the bracket when the sample
-   misled (or a tie at the k-th key holds more keys than the list).
+   walk copies the candidates with their rows into the list in row order; radix passes over the list (8 bits each,
+   from the highest bit the bracket leaves open, until the k-th key's bucket is taken whole) find ``thr`` and
+   ``need_eq``; the list is written out as global slots. More walks split the bracket when the sample misled (or a
+   tie at the k-th key holds more keys than the list).
 
 Spread select (``select="spread"``, at most ``SPREAD_MAX_TOKENS`` query tokens), the per-token select's walks split
 among ``parts`` programs per token, two kernels:
@@ -1072,8 +1073,9 @@ def _indexer_select_kernel(
        offsets given by the counts: ascending row order, at most ``CAP`` entries, no scan across threads. (If the
        bracket shrank to one key value held by more than ``CAP`` keys, the list takes the keys above it and the
        first ``need_eq`` equal to it.)
-    3. **k-th key.** 8-bit radix passes over the list's keys, only for the bytes where ``lo`` and the largest key
-       below ``hi`` differ: ``thr`` and ``need_eq``, the number of keys ``== thr`` that are taken.
+    3. **k-th key.** Radix passes over the list's keys, 8 bits each, only over the bits up to the highest one where
+       ``lo`` and the largest key below ``hi`` differ, until the k-th key's bucket is taken whole: ``thr`` and
+       ``need_eq``, the number of keys ``== thr`` that are taken (:func:`_list_kth`).
     4. **Output.** The list in order: keys ``> thr``, and ``== thr`` while their rank is ``< need_eq`` (ties go to
        the lower rows), as global slots; −1 padding and ``topk_length``.
 
