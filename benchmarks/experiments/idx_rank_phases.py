@@ -10,8 +10,10 @@ k-th key found by the radix passes (``kth``), the list written out as global slo
 length written (``rest``). Each repetition runs the score kernel once, then (L2 flushed) the spread count kernel
 and the stamped rank kernel back to back, so that the rank program reads the parts' regions from L2 as it does in
 a call. Per shape and launch width (``--warps``: the rank kernel's warps; its walkers stay 512) the medians over
-programs and repetitions are printed, with the k-th key's step split by the number of radix passes its token took
-(the bytes where ``lo`` and the list's largest key below ``hi`` differ) and the output compared with the package's.
+programs and repetitions are printed, with the k-th key's step split by the bytes its token's bracket spans (those
+where ``lo`` and the list's largest key below ``hi`` differ: the radix passes of the kernel before 2a3b7d1, which
+took one a byte; since, the passes start at the bracket's highest open bit and stop once the k-th key's bucket is
+taken, so they can be fewer) and the output compared with the package's.
 FP8 rows in the page-split layout with FP8 queries, top-512, s_q 1, 64 heads.
 """
 
@@ -90,8 +92,9 @@ def patched_module(name: str) -> Any:
 
 
 def radix_passes(b: int, n: int, cfg: ix.IndexerConfig, layout: Any, ws: torch.Tensor, topk: int) -> list[int]:
-    """Per token: the radix passes its rank program takes (0: it walked the keys itself), as the kernel derives
-    them from the parts' counts."""
+    """Per token: the bytes its bracket spans, from the parts' counts as the kernel derives the bracket (0: it
+    walked the keys itself); the kernel before 2a3b7d1 took that many radix passes, the kernel since at most so
+    many."""
     region = ix.PART_META + 2 * cfg.part_cap
     parts = ws[layout.parts : layout.parts + b * cfg.parts * region].view(b, cfg.parts, region).cpu()
     keys = ws[layout.keys : layout.keys + b * layout.n_pad].view(b, layout.n_pad)[:, :n].cpu()
@@ -162,7 +165,7 @@ def run_shape(mod: Any, b: int, n: int, warps: list[int], gen: torch.Generator) 
         by_pass = "  ".join(f"{p} {v:5.2f}" for p, v in med.items() if p.startswith("kth_p"))
         print(f"b={b:<3d} n={n:<6d} warps {nw:2d} | " + "  ".join(f"{p} {med[p]:5.2f}" for p in (*PHASES, "total"))
               + f" | span {med['span']:5.2f} last start {max(samples['start']):5.2f} | {by_pass} us"
-              + f" | passes {dict(sorted(collections.Counter(passes).items()))}"
+              + f" | bracket bytes {dict(sorted(collections.Counter(passes).items()))}"
               + ("" if same else "  OUTPUT DIFFERS"), flush=True)  # fmt: skip
         rows.append({"b": b, "n_comp": n, "warps": nw, "parts": cfg.parts, "block_list": cfg.block_list,
                      "same_output": same, "passes": passes, **{f"{p}_us": v for p, v in med.items()}})  # fmt: skip

@@ -11,8 +11,9 @@ benchmarks do (L2 flushed, median of 15). FP8 rows in the page-split layout with
 
 Tokens (spread path): from the parts' counts the call left in the workspace, the bracket ``[lo, hi)`` each rank
 program derives, whether it gathers the parts' lists (or walks the keys itself), the length of its list and the
-number of 8-bit radix passes its k-th key takes (the bytes where ``lo`` and the list's largest key below ``hi``
-differ), as ``_indexer_spread_rank_kernel`` computes them.
+number of bytes where ``lo`` and the list's largest key below ``hi`` differ, as ``_indexer_spread_rank_kernel``
+computes them (the radix passes of the kernel before 2a3b7d1, one a byte; the passes since start at the highest
+open bit and stop once the k-th key's bucket is taken, so they can be fewer).
 
 ``--block-list``: run everything once per value of the list keys that stay in registers through the radix passes
 and the output (``IndexerConfig.block_list``; the default: the planner's).
@@ -95,7 +96,7 @@ def token_work(b: int, n: int, ws: torch.Tensor, topk: int = 512) -> str:
         passes[1 + sum(diff >> s != 0 for s in (8, 16, 24))] += 1
     return (
         f"tokens {b}: gathered {gathered}, list keys median {statistics.median(lists):.0f} max {max(lists)}, "
-        f"radix passes {dict(sorted(passes.items()))}"
+        f"bracket bytes {dict(sorted(passes.items()))}"
     )
 
 
