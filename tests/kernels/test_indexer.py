@@ -475,6 +475,35 @@ def test_list_kth_takes_exactly_the_top_k(kind, block, device):
             assert need_eq == n_eq and int((keys >= thr).sum()) == topk
 
 
+@settings(max_examples=40, deadline=None, database=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+@given(data=st.data())
+def test_list_kth_in_any_bracket(data: st.DataObject) -> None:
+    """``_list_kth`` as the selects call it: the list holds every key ``>= lo`` (keys above ``hi`` among them, taken
+    whole), the k-th key lies in ``[lo, hi]``; keys of any spread, ties included, lists longer than the register
+    block. The keys from ``thr`` on, less the untaken ties, are exactly the top-k."""
+    span = data.draw(st.sampled_from([3, 300, 70_000, 2**31 - 2]), label="span")
+    base = data.draw(st.integers(-(2**31) + 1, 2**31 - 1 - span), label="base")
+    n = data.draw(st.integers(1, 200), label="n")
+    keys = torch.tensor(data.draw(st.lists(st.integers(base, base + span), min_size=n, max_size=n)), dtype=torch.int64)
+    desc = keys.sort(descending=True).values
+    topk = data.draw(st.integers(1, n), label="topk")
+    kth = int(desc[topk - 1])
+    lo = int(desc[data.draw(st.integers(topk - 1, n - 1), label="lo rank")])  # at or below the k-th key
+    hi = int(desc[data.draw(st.integers(0, topk - 1), label="hi rank")])  # at or above it
+    listed = keys[keys >= lo]
+    block = data.draw(st.sampled_from([32, 256]), label="block")
+    out = torch.zeros(4, dtype=torch.int32, device=DEVICE)
+    _list_kth_probe[(1,)](listed.to(torch.int32).to(DEVICE), out, len(listed), lo, hi, topk, BLOCK_L=block)
+    thr, need_eq, n_eq = (int(x) for x in out.cpu()[:3])
+    n_ge = int((listed >= thr).sum())
+    if need_eq == n_eq:  # every key from thr on
+        assert n_ge == topk and thr <= kth, (thr, need_eq, n_eq)
+    else:  # thr is the k-th key; need_eq of its n_eq ties are taken
+        assert thr == kth and n_eq == int((listed == thr).sum()), (thr, need_eq, n_eq)
+        assert int((listed > thr).sum()) + need_eq == topk
+
+
 @pytest.mark.parametrize("select", ["token", "spread"])
 def test_wide_list_block_keeps_sampling_longer_tokens(select, device, monkeypatch):
     """A register block twice the rows listed whole (as from WIDE_LIST_TOKENS query tokens on): a token between the
