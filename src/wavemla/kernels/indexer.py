@@ -378,27 +378,33 @@ def _score_key(b_score):
 
 
 @triton.jit
-def _sum_min_min(a0, b0, c0, a1, b1, c1):
-    return a0 + a1, tl.minimum(b0, b1), tl.minimum(c0, c1)
+def _resolve_digit(b_h, rem, NB: tl.constexpr):
+    """Digit of the ``rem``-th largest key in a histogram ``b_h [NB]``, and the rank left inside that digit's bucket."""
+    o_bin = tl.arange(0, NB)
+    b_ge = tl.sum(b_h, 0) - tl.cumsum(b_h, 0) + b_h  # keys with digit >= bin; non-increasing
+    i_d = tl.sum((b_ge >= rem).to(tl.int32), 0) - 1
+    n_above = tl.sum(tl.where(o_bin > i_d, b_h, 0), 0)
+    return i_d, rem - n_above
 
 
 @triton.jit
 def _resolve_bucket(b_h, rem, NB: tl.constexpr):
-    """Digit of the ``rem``-th largest key in a histogram ``b_h [NB]``, the rank left inside that digit's bucket, and
-    the bucket's count: one scan and one three-way reduction."""
-    b_ge = tl.cumsum(b_h, 0, reverse=True)  # keys with digit >= bin; non-increasing, as is b_ge - b_h
-    m_in = b_ge >= rem  # the bins up to the digit's: the digit's has the smallest of both counts among them
-    n_in, ge_d, above_d = tl.reduce(
-        (m_in.to(tl.int32), tl.where(m_in, b_ge, 2**31 - 1), tl.where(m_in, b_ge - b_h, 2**31 - 1)), 0, _sum_min_min
-    )
-    return n_in - 1, rem - above_d, ge_d - above_d
+    """Digit of the ``rem``-th largest key in a histogram ``b_h [NB]`` of at most 256 bins and counts below 2^13
+    (a list of at most ``TOKEN_LIST_CAP`` keys), the rank left inside that digit's bucket, and the bucket's count:
+    one scan and one reduction.
 
-
-@triton.jit
-def _resolve_digit(b_h, rem, NB: tl.constexpr):
-    """Digit of the ``rem``-th largest key in a histogram ``b_h [NB]``, and the rank left inside that digit's bucket."""
-    i_d, rem, _ = _resolve_bucket(b_h, rem, NB)
-    return i_d, rem
+    The bins with at least ``rem`` keys at or above them are the digit's and those below it; among them the digit's
+    has the fewest such keys, and the highest bin of those that tie. So the minimum of (keys at or above, 255 − bin,
+    count) packed into one int64 gives all three."""
+    tl.static_assert(NB <= 256)
+    b_ge = tl.cumsum(b_h, 0, reverse=True)  # keys with digit >= bin; non-increasing
+    o_bin = tl.arange(0, NB)
+    packed = (b_ge.to(tl.int64) << 21) | ((NB - 1 - o_bin).to(tl.int64) << 13) | b_h.to(tl.int64)
+    best = tl.min(tl.where(b_ge >= rem, packed, 2**63 - 1), 0)
+    n_d = (best & 8191).to(tl.int32)
+    ge_d = (best >> 21).to(tl.int32)
+    i_d = NB - 1 - ((best >> 13) & (NB - 1)).to(tl.int32)
+    return i_d, rem - (ge_d - n_d), n_d
 
 
 @triton.jit
