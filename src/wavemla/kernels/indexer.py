@@ -83,6 +83,7 @@ SELECT_PATHS = ("token", "chunked", "spread")
 # Per-token select (one program per query token). Its list of candidate keys and their rows fills the token's
 # histogram region of the workspace, which that path leaves unused (and unzeroed).
 TOKEN_LIST_CAP = 4096
+assert TOKEN_LIST_CAP < 1 << 13, "_resolve_bucket packs a list's counts into 13 bits"
 TOKEN_SELECT_WARPS = 16  # one walker per thread: 512 walkers, four keys (16 bytes) per load
 PART_META = 8  # spread select, head of a part's region: t0..t3, then the part's counts of keys >= t0..t3
 TOKEN_MIN_TOKENS = 16  # this many query tokens or more: the per-token select
