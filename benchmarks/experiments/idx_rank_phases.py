@@ -1,19 +1,23 @@
-"""Where the spread select's rank program spends its time: timer stamps between its steps, per program, on a GPU.
+"""Where the spread select's two kernels spend their time: timer stamps between their steps, per program, on a GPU.
 
     PYTHONPATH=src:benchmarks/experiments python3 benchmarks/experiments/idx_rank_phases.py OUT.json [B:N ...]
         [--warps 16 8 4]
 
-A copy of ``_indexer_spread_rank_kernel`` (from src/wavemla/kernels/indexer.py, patched as text, not part of the
-package) takes a stamp buffer and, after a CTA barrier, stores ``%globaltimer`` at: start (its rows known), the
-parts' counts read and the bracket found (``meta``), the parts' candidates gathered into the list (``gather``), the
-k-th key found by the radix passes (``kth``), the list written out as global slots (``emit``), the padding and
-length written (``rest``). Each repetition runs the score kernel once, then (L2 flushed) the spread count kernel
-and the stamped rank kernel back to back, so that the rank program reads the parts' regions from L2 as it does in
-a call. Per shape and launch width (``--warps``: the rank kernel's warps; its walkers stay 512) the medians over
-programs and repetitions are printed, with the k-th key's step split by the bytes its token's bracket spans (those
-where ``lo`` and the list's largest key below ``hi`` differ: the radix passes of the kernel before 2a3b7d1, which
-took one a byte; since, the passes start at the bracket's highest open bit and stop once the k-th key's bucket is
-taken, so they can be fewer) and the output compared with the package's.
+Copies of ``_indexer_spread_count_kernel`` and ``_indexer_spread_rank_kernel`` (from src/wavemla/kernels/indexer.py,
+patched as text, not part of the package) take a stamp buffer and, after a CTA barrier, store ``%globaltimer``. The
+count kernel (a program per token and part): its rows known, the sample sorted into the four thresholds
+(``sample``), its keys counted at or above each (``count``), its candidates listed into its region (``list``), the
+thresholds and counts stored (``store``). The rank kernel (a program per token): its rows known, the parts'
+counts read and the bracket found (``meta``), the parts' candidates gathered into the list (``gather``), the k-th
+key found by the radix passes (``kth``), the list written out as global slots (``emit``), the padding and length
+written (``rest``). For each shape one whole call leaves the keys in the workspace; then each repetition (L2
+flushed) runs the stamped count and rank kernels back to back, so that the rank program reads the parts' regions
+from L2 as it does in a call. Per shape and launch width (``--warps``: the rank kernel's warps; its walkers stay
+512) the medians over programs and repetitions are printed, the count kernel's on the same line. The k-th key's
+step is split by the bytes its token's bracket spans (those where ``lo`` and the list's largest key below ``hi``
+differ): the radix passes of the kernel before 2a3b7d1, which took one a byte; since, the passes start at the
+bracket's highest open bit and stop once the k-th key's bucket is taken, so they can be fewer. The output is
+compared with the package's.
 FP8 rows in the page-split layout with FP8 queries, top-512, s_q 1, 64 heads.
 """
 
@@ -38,20 +42,32 @@ from wavemla.tools.bench_indexer import IndexerBenchCase, _fill_case, run_case
 
 SHAPES = ("1:32768", "8:32768", "32:32768", "64:32768")
 PHASES = ("meta", "gather", "kth", "emit", "rest")
+COUNT_PHASES = ("sample", "count", "list", "store")
 REPS = 10
 KERNEL = "_indexer_spread_rank_kernel"
+COUNT_KERNEL = "_indexer_spread_count_kernel"
 KEY_CEIL = 2**31 - 1
 
-_STAMP = "{ind}tl.debug_barrier()\n{ind}tl.store(p_dbg + i_t * 8 + {k}, _timer())\n"
-# (anchor, stamp index, where): "after" a line, or "after_call" after the statement starting at the anchor
-_ANCHORS = (
-    ("    p_bt_row = p_bt + i_b.to(tl.int64) * stride_btb\n", 0, "after"),
-    ("            hi = tl.where(c1 < topk, t1, tl.where(c2 < topk, t2, tl.where(c3 < topk, t3, _KEY_CEIL)))\n", 1,
-     "after"),
-    ("                tl.debug_barrier()  # the list is read back by other threads\n", 2, "after"),
-    ("                thr, need_eq, n_eq = _list_kth(", 3, "after_call"),
-    ("        _emit_list(", 4, "after_call"),
-)  # fmt: skip
+_STAMP = "{ind}tl.debug_barrier()\n{ind}tl.store(p_dbg + {pid} * 8 + {k}, _timer())\n"
+# per kernel: the program's stamp row, and (anchor, stamp index, where): "after" or "before" a line, or
+# "after_call" after the statement starting at the anchor; a last stamp goes at the kernel's end
+_ANCHORS = {
+    KERNEL: ("i_t", (
+        ("    p_bt_row = p_bt + i_b.to(tl.int64) * stride_btb\n", 0, "after"),
+        ("            hi = tl.where(c1 < topk, t1, tl.where(c2 < topk, t2, tl.where(c3 < topk, t3, _KEY_CEIL)))\n", 1,
+         "after"),
+        ("                tl.debug_barrier()  # the list is read back by other threads\n", 2, "after"),
+        ("                thr, need_eq, n_eq = _list_kth(", 3, "after_call"),
+        ("        _emit_list(", 4, "after_call"),
+    ), 5),
+    COUNT_KERNEL: ("tl.program_id(0)", (
+        ("    n_vis = _visible_rows(p_ncomp, i_t // S_Q, i_t % S_Q, stride_nb, stride_ns, max_n, S_Q, PER_TOKEN)\n", 0,
+         "after"),
+        ("        t0, t1, t2, t3 = _sample_ladder(p_row_keys, n_vis, topk, SAMPLE)\n", 1, "after"),
+        ("        c0, c1, c2, c3 = _walker_counts(p_row_keys, o_start, o_end, span, t0, t1, t2, t3)\n", 2, "after"),
+        ("        o_m = tl.arange(0, _PART_META)\n", 3, "before"),
+    ), 4),
+}  # fmt: skip
 _TIMER = """
 
 @triton.jit
@@ -62,25 +78,31 @@ def _timer():
 """
 
 
-def patched_module(name: str) -> Any:
-    """The indexer module with a stamped copy of the rank kernel (written to a temporary file, imported as
-    ``name``)."""
-    src = Path(ix.__file__).read_text()
-    head_def = f"def {KERNEL}(\n"
-    i_def = src.index(head_def)
-    i_dec = src.rindex("\n@triton.jit", 0, i_def) + 1
-    head, decorator, rest = src[:i_dec], src[i_dec:i_def], src[i_def + len(head_def) :]
-    kernel, sep, tail = rest.partition("\n\n\n# ")
-    assert sep
-    kernel = kernel.replace("    p_keys,\n", "    p_dbg,\n    p_keys,\n", 1)
-    for anchor, k, where in _ANCHORS:
+def _stamped(src: str, name: str) -> str:
+    """``src`` with kernel ``name`` taking a stamp buffer ``p_dbg`` and storing ``%globaltimer`` at its anchors."""
+    pid, anchors, last = _ANCHORS[name]
+    head_def = f"def {name}(\n"
+    i_body = src.index(head_def) + len(head_def)
+    i_end = min(j for j in (src.find("\n\n\n@", i_body), src.find("\n\n\n#", i_body), len(src)) if j >= 0)
+    kernel = src[i_body:i_end].replace("    p_keys,\n", "    p_dbg,\n    p_keys,\n", 1)
+    for anchor, k, where in anchors:
         i = kernel.find(anchor)
-        assert i >= 0 and kernel.count(anchor) == 1, f"anchor {k}: {anchor!r}"
+        assert i >= 0 and kernel.count(anchor) == 1, f"{name} anchor {k}: {anchor!r}"
         ind = " " * (len(anchor) - len(anchor.lstrip(" ")))
-        j = i + len(anchor) if where == "after" else kernel.find(")\n", i) + 2
-        kernel = kernel[:j] + _STAMP.format(ind=ind, k=k) + kernel[j:]
-    kernel = kernel.rstrip("\n") + "\n" + _STAMP.format(ind="    ", k=5)
-    text = head + _TIMER + decorator + head_def + kernel + "\n\n# " + tail
+        j = {"after": i + len(anchor), "before": i, "after_call": kernel.find(")\n", i) + 2}[where]
+        kernel = kernel[:j] + _STAMP.format(ind=ind, pid=pid, k=k) + kernel[j:]
+    kernel = kernel.rstrip("\n") + "\n" + _STAMP.format(ind="    ", pid=pid, k=last)
+    return src[:i_body] + kernel + src[i_end:]
+
+
+def patched_module(name: str) -> Any:
+    """The indexer module with stamped copies of the spread select's two kernels (written to a temporary file,
+    imported as ``name``)."""
+    text = Path(ix.__file__).read_text()
+    i_first = text.rindex("\n@triton.jit", 0, text.index("def _indexer_score_kernel(")) + 1
+    text = text[:i_first] + _TIMER.lstrip("\n") + text[i_first:]
+    for kernel in (COUNT_KERNEL, KERNEL):
+        text = _stamped(text, kernel)
     path = Path(tempfile.mkdtemp()) / f"{name}.py"
     path.write_text(text)
     spec = importlib.util.spec_from_file_location(name, path)
@@ -130,6 +152,7 @@ def run_shape(mod: Any, b: int, n: int, warps: list[int], gen: torch.Generator) 
     idx = torch.empty_like(want[0])
     lens = torch.empty_like(want[1])
     dbg = torch.zeros(b, 8, dtype=torch.int64, device="cuda")
+    dbg_count = torch.zeros(b * cfg.parts, 8, dtype=torch.int64, device="cuda")
     shared = {
         "p_keys": keys, "p_parts": parts, "p_ncomp": data["n_comp"], "stride_nb": data["n_comp"].stride(0),
         "stride_ns": 0, "stride_keys": layout.n_pad, "stride_parts": cfg.parts * (ix.PART_META + 2 * cfg.part_cap),
@@ -142,7 +165,7 @@ def run_shape(mod: Any, b: int, n: int, warps: list[int], gen: torch.Generator) 
         samples: dict[str, list[float]] = collections.defaultdict(list)
         for rep in range(REPS + 2):
             _flush_l2()
-            ix._indexer_spread_count_kernel[(b * cfg.parts,)](**shared, num_warps=cfg.select_warps)
+            mod._indexer_spread_count_kernel[(b * cfg.parts,)](p_dbg=dbg_count, **shared, num_warps=cfg.select_warps)
             mod._indexer_spread_rank_kernel[(b,)](
                 p_dbg=dbg, p_list=hist, p_bt=data["table"], p_idx=idx, p_len=lens,
                 stride_btb=data["table"].stride(0), stride_list=ix.HIST0_BINS + 2 * ix.HIST_BINS,
@@ -160,12 +183,19 @@ def run_shape(mod: Any, b: int, n: int, warps: list[int], gen: torch.Generator) 
                 samples["start"].append((row[0] - t_first) / 1e3)
                 samples[f"kth_p{passes[t]}"].append((row[3] - row[2]) / 1e3)
             samples["span"].append((int(dbg[:, 5].max()) - t_first) / 1e3)
+            for row in dbg_count.cpu().tolist():
+                for k, phase in enumerate(COUNT_PHASES):
+                    samples[f"count_{phase}"].append((row[k + 1] - row[k]) / 1e3)
+                samples["count_total"].append((row[4] - row[0]) / 1e3)
+            samples["count_span"].append((int(dbg_count[:, 4].max()) - int(dbg_count[:, 0].min())) / 1e3)
         same = torch.equal(idx, want[0]) and torch.equal(lens, want[1])
         med = {p: statistics.median(v) for p, v in sorted(samples.items())}
         by_pass = "  ".join(f"{p} {v:5.2f}" for p, v in med.items() if p.startswith("kth_p"))
         print(f"b={b:<3d} n={n:<6d} warps {nw:2d} | " + "  ".join(f"{p} {med[p]:5.2f}" for p in (*PHASES, "total"))
               + f" | span {med['span']:5.2f} last start {max(samples['start']):5.2f} | {by_pass} us"
               + f" | bracket bytes {dict(sorted(collections.Counter(passes).items()))}"
+              + " | count kernel: " + "  ".join(f"{p} {med[f'count_{p}']:5.2f}" for p in (*COUNT_PHASES, "total"))
+              + f" span {med['count_span']:5.2f} us"
               + ("" if same else "  OUTPUT DIFFERS"), flush=True)  # fmt: skip
         rows.append({"b": b, "n_comp": n, "warps": nw, "parts": cfg.parts, "block_list": cfg.block_list,
                      "same_output": same, "passes": passes, **{f"{p}_us": v for p, v in med.items()}})  # fmt: skip
