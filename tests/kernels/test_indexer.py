@@ -442,7 +442,7 @@ def _list_kth_probe(p_keys, p_out, m, lo, hi, topk, BLOCK_L: tl.constexpr):
 
 
 def _keys_for(kind: str, gen: torch.Generator) -> torch.Tensor:
-    if kind == "random":  # distinct keys over the whole int32 range: the passes stop after one or two bytes
+    if kind == "random":  # distinct keys over the whole int32 range: the passes stop after one or two
         return torch.randint(-(2**31) + 2, 2**31 - 1, (300,), generator=gen, dtype=torch.int64)
     if kind == "low-byte":  # keys that differ only in their lowest byte: every byte but the last is one digit
         return 0x12345600 + torch.randperm(256, generator=gen)[:200]
