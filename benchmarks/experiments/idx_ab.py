@@ -28,11 +28,12 @@ from wavemla.tools.bench import copy_samples_us, timing_samples_us
 from wavemla.tools.bench_indexer import COPY_BYTES, IndexerBenchCase, _fill_case, index_k_bytes
 
 
-def load_other(path: Path) -> Any:
-    spec = importlib.util.spec_from_file_location("indexer_other", path)
+def import_file(path: Path, name: str) -> Any:
+    """The Python source at ``path`` imported as a module of its own, ``name``."""
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
-    sys.modules["indexer_other"] = mod  # dataclasses resolve their module by name
+    sys.modules[name] = mod  # dataclasses resolve their module by name
     spec.loader.exec_module(mod)
     return mod
 
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("idx_ab.py: needs a CUDA device", file=sys.stderr)
         return 2
-    other = load_other(args.other)
+    other = import_file(args.other, "indexer_other")
     copy_us = statistics.median(copy_samples_us(COPY_BYTES, 20))
     copy_gbps = 2 * COPY_BYTES / copy_us / 1e3
     print(f"copy {copy_gbps:.0f} GB/s", flush=True)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import importlib.util
 import json
 import statistics
 import sys
@@ -34,7 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from idx_select import call_setup  # this directory: the script's own path entry
+from idx_ab import import_file  # this directory: the script's own path entry
+from idx_select import call_setup
+from idx_select_timeline import rank_work
 
 import wavemla.kernels.indexer as ix
 from wavemla.tools.bench import _flush_l2
@@ -46,7 +47,6 @@ COUNT_PHASES = ("sample", "count", "list", "store")
 REPS = 10
 KERNEL = "_indexer_spread_rank_kernel"
 COUNT_KERNEL = "_indexer_spread_count_kernel"
-KEY_CEIL = 2**31 - 1
 
 _STAMP = "{ind}tl.debug_barrier()\n{ind}tl.store(p_dbg + {pid} * 8 + {k}, _timer())\n"
 # per kernel: the program's stamp row, and (anchor, stamp index, where): "after" or "before" a line, or
@@ -105,36 +105,7 @@ def patched_module(name: str) -> Any:
         text = _stamped(text, kernel)
     path = Path(tempfile.mkdtemp()) / f"{name}.py"
     path.write_text(text)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod  # dataclasses resolve their module by name
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def radix_passes(b: int, n: int, cfg: ix.IndexerConfig, layout: Any, ws: torch.Tensor, topk: int) -> list[int]:
-    """Per token: the bytes its bracket spans, from the parts' counts as the kernel derives the bracket (0: it
-    walked the keys itself); the kernel before 2a3b7d1 took that many radix passes, the kernel since at most so
-    many."""
-    region = ix.PART_META + 2 * cfg.part_cap
-    parts = ws[layout.parts : layout.parts + b * cfg.parts * region].view(b, cfg.parts, region).cpu()
-    keys = ws[layout.keys : layout.keys + b * layout.n_pad].view(b, layout.n_pad)[:, :n].cpu()
-    out = []
-    for t in range(b):
-        t0, t1, t2, t3 = (int(x) for x in parts[t, 0, :4])
-        n_part = parts[t, :, 4]
-        c0, c1, c2, c3 = int(n_part.sum()), *(int(parts[t, :, k].sum()) for k in (5, 6, 7))
-        lo, cnt_lo = next(((tk, ck) for tk, ck in ((t3, c3), (t2, c2), (t1, c1)) if ck >= topk), (t0, c0))
-        hi = next((tk for tk, ck in ((t1, c1), (t2, c2), (t3, c3)) if ck < topk), KEY_CEIL)
-        if not (c0 >= topk and int(n_part.max()) <= cfg.part_cap and cnt_lo <= cfg.list_cap):
-            out.append(0)
-            continue
-        row = keys[t]
-        key_max = int(row[row < hi].max())
-        diff = ((lo ^ -(2**31)) & 0xFFFFFFFF) ^ ((min(hi - 1, key_max) ^ -(2**31)) & 0xFFFFFFFF)
-        out.append(1 + sum(diff >> s != 0 for s in (8, 16, 24)))
-    return out
+    return import_file(path, name)
 
 
 def run_shape(mod: Any, b: int, n: int, warps: list[int], gen: torch.Generator) -> list[dict[str, Any]]:
@@ -147,7 +118,7 @@ def run_shape(mod: Any, b: int, n: int, warps: list[int], gen: torch.Generator) 
             torch.empty(b, 1, dtype=torch.int32, device="cuda"))  # fmt: skip
     run_case(case, data, ws, want, select="spread")  # the package's answer; leaves keys and regions in ws
     torch.cuda.synchronize()
-    passes = radix_passes(b, n, cfg, layout, ws, call.topk)
+    passes = [nb for _, _, nb in rank_work(b, n, ws, call.topk)]  # 0: the program walked the keys
     keys, parts, hist = ws[layout.keys : layout.hist], ws[layout.parts :], ws[layout.hist : layout.counts]
     idx = torch.empty_like(want[0])
     lens = torch.empty_like(want[1])

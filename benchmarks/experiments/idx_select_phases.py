@@ -14,7 +14,6 @@ variant's output is compared with the base's.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
@@ -23,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from idx_select import call_setup  # this directory: the script's own path entry
+from idx_ab import import_file  # this directory: the script's own path entry
+from idx_select import call_setup
 
 import wavemla.kernels.indexer as ix
 from wavemla.tools.bench import _flush_l2
@@ -78,12 +78,7 @@ def _patched_module(name: str, edits: tuple[tuple[str, str], ...] = ()) -> Any:
     text = head + _CLOCK + decorator + "def _indexer_select_kernel(\n" + kernel.rstrip("\n") + "\n\n\n# " + tail
     path = Path(tempfile.mkdtemp()) / f"{name}.py"
     path.write_text(text)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod  # dataclasses resolve their module by name
-    spec.loader.exec_module(mod)
-    return mod
+    return import_file(path, name)
 
 
 def _run_shape(

@@ -72,31 +72,41 @@ def timeline(call, flush: torch.Tensor, calls: int = 5) -> list[tuple[str, float
     ]
 
 
-def token_work(b: int, n: int, ws: torch.Tensor, topk: int = 512) -> str:
-    """What each spread rank program works on (see the module docstring), summed over the tokens."""
+def rank_work(b: int, n: int, ws: torch.Tensor, topk: int = 512) -> list[tuple[bool, int, int]]:
+    """Per token of a spread call left in ``ws``: whether its rank program gathers the parts' lists (or walks the keys
+    itself), its list's length and the bytes its bracket spans (0 where it walks), from the parts' counts as the kernel
+    derives them."""
     cfg = ix.choose_config(b, 1, 64, n, kv_fp8=True, topk=topk, select="spread")
     layout = ix.workspace_layout(b, 1, n, cfg)
     region = ix.PART_META + 2 * cfg.part_cap
     parts = ws[layout.parts : layout.parts + b * cfg.parts * region].view(b, cfg.parts, region).cpu()
     keys = ws[layout.keys : layout.keys + b * layout.n_pad].view(b, layout.n_pad)[:, :n].cpu()
-    passes: collections.Counter[int] = collections.Counter()
-    lists, gathered = [], 0
+    out = []
     for t in range(b):
         t0, t1, t2, t3 = (int(x) for x in parts[t, 0, :4])
         n_part = parts[t, :, 4]
         c0, c1, c2, c3 = int(n_part.sum()), *(int(parts[t, :, k].sum()) for k in (5, 6, 7))
         lo, cnt_lo = next(((tk, ck) for tk, ck in ((t3, c3), (t2, c2), (t1, c1)) if ck >= topk), (t0, c0))
         hi = next((tk for tk, ck in ((t1, c1), (t2, c2), (t3, c3)) if ck < topk), KEY_CEIL)
-        ok = c0 >= topk and int(n_part.max()) <= cfg.part_cap and cnt_lo <= cfg.list_cap
-        gathered += ok
-        lists.append(cnt_lo)
+        gathered = c0 >= topk and int(n_part.max()) <= cfg.part_cap and cnt_lo <= cfg.list_cap
+        if not gathered:  # the program walks the keys itself: its own bracket, not this one
+            out.append((False, cnt_lo, 0))
+            continue
         row = keys[t]
         key_max = int(row[row < hi].max())
         diff = ((lo ^ -(2**31)) & 0xFFFFFFFF) ^ ((min(hi - 1, key_max) ^ -(2**31)) & 0xFFFFFFFF)
-        passes[1 + sum(diff >> s != 0 for s in (8, 16, 24))] += 1
+        out.append((gathered, cnt_lo, 1 + sum(diff >> s != 0 for s in (8, 16, 24))))
+    return out
+
+
+def token_work(b: int, n: int, ws: torch.Tensor, topk: int = 512) -> str:
+    """What each spread rank program works on (see the module docstring), summed over the tokens."""
+    work = rank_work(b, n, ws, topk)
+    lists = [m for _, m, _ in work]
+    passes = collections.Counter(nb for _, _, nb in work)
     return (
-        f"tokens {b}: gathered {gathered}, list keys median {statistics.median(lists):.0f} max {max(lists)}, "
-        f"bracket bytes {dict(sorted(passes.items()))}"
+        f"tokens {b}: gathered {sum(g for g, _, _ in work)}, list keys median {statistics.median(lists):.0f} "
+        f"max {max(lists)}, bracket bytes {dict(sorted(passes.items()))}"
     )
 
 
