@@ -34,7 +34,7 @@ DENSE_FP8_CURVE = "2026-12-03-h200-dense-fp8-curve-h16-70bb758"
 # did not reach come from the run before it (BEFORE)
 IDX = "2026-12-04-h200-idx-wide-list-c3b6ded"
 # whole calls against the build before, in one run (idx_ab.py): the package's side, at 32K rows
-IDX_AB = ("2026-12-04-h200-idx-rank-ab-2a3b7d1", "2026-12-04-h200-idx-rank-ab-token-2a3b7d1")
+IDX_AB = ("2026-12-04-h200-idx-rank-ab-7746f44", "2026-12-04-h200-idx-rank-ab-token-7746f44")
 IDX_GLANCE = ((32768, 32), (32768, 64), (32768, 128), (262144, 32), (262144, 128))  # (n_comp, b) of the rows
 
 
