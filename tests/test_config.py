@@ -255,3 +255,33 @@ def test_an_unknown_wavemla_variable_is_warned_of_once(environ: dict[str, str]) 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert config.get("WAVEMLA_BLOCK_H") is None
+
+
+def test_the_interpreter_can_be_chosen_after_importing_wavemla() -> None:
+    """The CPU tools (demo, stress, layer-bench) import wavemla, then choose Triton's interpreter: importing the
+    package must not import Triton, whose mode is fixed when it is imported; once Triton is imported the choice
+    raises."""
+    from tests.conftest import json_from_child
+
+    chosen = json_from_child(
+        "import json, sys\n"
+        "import wavemla, wavemla.cli\n"
+        "wavemla.cli.build_parser()\n"
+        "before = 'triton' in sys.modules\n"
+        "from wavemla import config\n"
+        "config.use_triton_interpreter()\n"
+        "import triton\n"
+        "print(json.dumps({'triton_before': before, 'interpret': bool(triton.knobs.runtime.interpret)}))\n"
+    )
+    assert chosen == {"triton_before": False, "interpret": True}
+    late = json_from_child(
+        "import json\n"
+        "import triton\n"
+        "from wavemla import config\n"
+        "try:\n"
+        "    config.use_triton_interpreter()\n"
+        "    print(json.dumps({'raised': ''}))\n"
+        "except RuntimeError as e:\n"
+        "    print(json.dumps({'raised': str(e)}))\n"
+    )
+    assert "after Triton was imported" in late["raised"]

@@ -313,14 +313,25 @@ def environ_without(*names: str) -> dict[str, str]:
 def use_triton_interpreter() -> None:
     """Run wavemla's Triton kernels through Triton's interpreter (CPU tensors).
 
-    Triton decides at kernel definition time, so this must run before ``wavemla.kernels`` is imported.
+    Triton decides when a kernel is defined (``@triton.jit`` reads ``TRITON_INTERPRET`` then, its own library's
+    functions when Triton is imported), so this must run before Triton is imported; importing ``wavemla`` does not
+    import it. Raises otherwise. Also readies the interpreter for NumPy 2.4
+    (:func:`wavemla.kernels.interpret.fix_scalar_index`).
     """
     import sys
 
-    loaded = [m for m in sys.modules if m.startswith("wavemla.kernels.")]
-    if loaded and _environ().get("TRITON_INTERPRET") != "1":
-        raise RuntimeError(f"use_triton_interpreter() called after {loaded[0]} was imported")
-    _environ()["TRITON_INTERPRET"] = "1"
+    if _environ().get("TRITON_INTERPRET") != "1":
+        if "triton" in sys.modules:  # its own library functions (tl.sum, ...) are then defined for compilation
+            raise RuntimeError("use_triton_interpreter() called after Triton was imported")
+        _environ()["TRITON_INTERPRET"] = "1"
+    from wavemla.kernels.interpret import fix_scalar_index
+
+    fix_scalar_index()
+
+
+def environ_value(name: str) -> str | None:
+    """This process's value of environment variable ``name`` (None when unset), as the knobs read it."""
+    return _environ().get(name)
 
 
 def table() -> list[dict[str, Any]]:

@@ -11,8 +11,10 @@ heads, D latent width 512, N KV rows of a tile, T flattened query tokens ``B*S``
 - ``BLOCK_*`` constexpr tile sizes; other ALL_CAPS arguments are constexpr flags
 """
 
-from wavemla.device import triton_interpreting
+from wavemla import config
 from wavemla.kernels.interpret import fix_scalar_index
 
-if triton_interpreting():
+# Read from the environment, as Triton reads it: importing Triton here would fix its mode before a CPU tool could
+# choose the interpreter (config.use_triton_interpreter, which applies the same fix when it does).
+if config.environ_value("TRITON_INTERPRET") == "1":
     fix_scalar_index()
