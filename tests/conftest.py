@@ -38,15 +38,20 @@ DEVICE = "cuda" if HAS_CUDA else "cpu"
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
-def json_from_child(script: str, environ: dict[str, str] | None = None) -> dict:
-    """Run ``script`` in a fresh Python with the package importable and Triton's interpreter off (this process's
+def child_environ(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a fresh Python with the package importable and Triton's interpreter off (this process's
     flag would turn a kernel compiled for a ``GPUTarget`` into an interpreted function); ``environ``: the variables
-    it starts from (default this process's). Returns the JSON object its last line prints; fails the test with the
-    child's stderr if it exits non-zero."""
+    it starts from (default this process's)."""
     env = {k: v for k, v in (os.environ if environ is None else environ).items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=False,
-                          timeout=600)  # fmt: skip
+    return env
+
+
+def json_from_child(script: str, environ: dict[str, str] | None = None) -> dict:
+    """Run ``script`` in a fresh Python (:func:`child_environ`). Returns the JSON object its last line prints;
+    fails the test with the child's stderr if it exits non-zero."""
+    done = subprocess.run([sys.executable, "-c", script], env=child_environ(environ), capture_output=True, text=True,
+                          check=False, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

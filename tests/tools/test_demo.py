@@ -4,14 +4,13 @@ reference through the interpreter (CPU lane) and on the GPU (timed); bad options
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 
 import pytest
 import torch
 
-from tests.conftest import SRC
+from tests.conftest import child_environ
 from wavemla.cli import COMMANDS, build_parser
 from wavemla.tools import demo
 
@@ -65,10 +64,8 @@ def test_cpu_demo_passes(argv: tuple[str, ...], header: str, capsys: pytest.Capt
 def test_cli_demo_on_cpu_from_a_fresh_process() -> None:
     """`wavemla demo --cpu` as the README runs it: a new process without TRITON_INTERPRET, which the demo turns on
     itself (on a GPU machine too: the interpreter runs in the child alone)."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, "-m", "wavemla", "demo", "--cpu"], env=env, capture_output=True, text=True,
-                          check=False, timeout=600)  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "wavemla", "demo", "--cpu"], env=child_environ(),
+                          capture_output=True, text=True, check=False, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert "on CPU (Triton interpreter)" in done.stdout and "result: PASS" in done.stdout
 
