@@ -930,7 +930,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--noise-mm", type=int, default=None, help="noise matmul size (default 2048; 256 --small)")
     parser.add_argument("--check-every", type=int, default=250, help="rounds between host checks (default 250)")
     parser.add_argument("--no-graph", action="store_true", help="eager calls on the streams instead of graphs")
-    parser.add_argument("--cpu", action="store_true", help="run the harness eagerly through Triton's interpreter")
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="run the harness eagerly through Triton's interpreter (the default batches take over ten minutes "
+        "there; --small, seconds)",
+    )
     parser.add_argument(
         "--share-metadata",
         action="store_true",
