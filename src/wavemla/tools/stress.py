@@ -933,8 +933,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cpu",
         action="store_true",
-        help="run the harness eagerly through Triton's interpreter (the default batches take over ten minutes "
-        "there; --small, seconds)",
+        help="run the harness eagerly through Triton's interpreter (slow at the default batches: add --small)",
     )
     parser.add_argument(
         "--share-metadata",
