@@ -267,7 +267,7 @@ def sparse_mla_decode(
     if topk_length is not None:
         _check_length("topk_length", topk_length, b, device)
     has_extra = extra_kv_cache is not None
-    if has_extra:
+    if extra_kv_cache is not None:
         if extra_indices is None:
             raise ValueError("extra_indices: required when extra_kv_cache is given")
         if _check_cache("extra_kv_cache", extra_kv_cache, device) != is_fp8:
@@ -304,7 +304,7 @@ def sparse_mla_decode(
             f"got {type(metadata).__name__}"
         )
     topk = indices.shape[2]
-    extra_topk = extra_indices.shape[2] if has_extra else 0
+    extra_topk = extra_indices.shape[2] if extra_indices is not None else 0  # given only with extra_kv_cache
     if topk + extra_topk == 0:
         raise ValueError("indices: topk and extra topk are both 0")
     invariant = config.get("WAVEMLA_BATCH_INVARIANT") if batch_invariant is None else bool(batch_invariant)
@@ -389,13 +389,13 @@ def _sparse_launch(
     p = meta.plan
     assert p is not None
     kv = kv_cache.view(torch.uint8) if is_fp8 else kv_cache
-    extra_kv = extra_kv_cache.view(torch.uint8) if (has_extra and is_fp8) else extra_kv_cache
+    extra_kv = extra_kv_cache.view(torch.uint8) if (extra_kv_cache is not None and is_fp8) else extra_kv_cache
     ws = device.type == "cuda" and not triton_interpreting() and sparse_decode_ws.supported(
         is_fp8=is_fp8, block_h=p.config.block_h, block_n=p.config.block_n, arch=device_arch(device), q=q,
         kv=kv, extra_kv=extra_kv,
     )  # fmt: skip
     # what both split kernels take; the Triton kernel also its tile, merge and scratch choices
-    common = dict(
+    common: dict[str, Any] = dict(
         q=q,
         out=out,
         lse=lse,

@@ -1717,17 +1717,17 @@ def lightning_indexer(
     if launch.replayable(tensors, scalars) and (out is None or all(t is not None for t in given)):
         key, ptrs = launch.call_key(tensors, scalars)
         kept = _REPLAYS.get(key)
-        if kept is not None and kept[0] is not None:
-            replay, out_shapes = kept
+        if kept is not None and (kept_replay := kept[0]) is not None:
+            out_shapes = kept[1]
             with contextlib.suppress(KeyError):  # another thread may have dropped it meanwhile
                 _REPLAYS.move_to_end(key)
             if out is None:
                 idx_out = torch.empty(out_shapes[0], dtype=torch.int32, device=q_idx.device)
                 len_out = torch.empty(out_shapes[1], dtype=torch.int32, device=q_idx.device)
                 inputs = (*tensors[:5], idx_out, len_out, workspace)
-                replay.launch(inputs, (*ptrs[:5], idx_out.data_ptr(), len_out.data_ptr(), *ptrs[5:]))
+                kept_replay.launch(inputs, (*ptrs[:5], idx_out.data_ptr(), len_out.data_ptr(), *ptrs[5:]))
                 return idx_out, len_out
-            replay.launch(tensors, ptrs)
+            kept_replay.launch(tensors, ptrs)
             return given  # type: ignore[return-value]
     call = _validate(q_idx, weights, index_k_cache, block_table, n_comp, topk, max_n_comp, index_k_layout)
     device = q_idx.device

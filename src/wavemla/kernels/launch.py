@@ -223,8 +223,7 @@ class Replay:
                     slot, offset = self._resolve(v, _name(fn), names[pos])
                     pointers.append((pos, slot.id, offset))
                     values[pos] = None
-                elif dataclasses.is_dataclass(v) and isinstance(getattr(v, "base", None), torch.Tensor):
-                    base = v.base
+                elif dataclasses.is_dataclass(v) and isinstance(base := getattr(v, "base", None), torch.Tensor):
                     slot, offset = self._resolve(base, _name(fn), names[pos])
                     if slot.kind == "keep":
                         continue  # the same tensor every call: the recorded descriptor stands
@@ -288,9 +287,10 @@ class Replay:
             for pos, i, offset in pointers:
                 values[pos] = addr[i] + offset
             for pos, cls, fields, i, (shape, stride, offset_elems) in descriptors:
-                src = held[i] if i in held else inputs[i]
-                assert src is not None
-                values[pos] = cls(base=src.as_strided(shape, stride, src.storage_offset() + offset_elems), **fields)
+                held_or_given = held[i] if i in held else inputs[i]
+                assert held_or_given is not None
+                view = held_or_given.as_strided(shape, stride, held_or_given.storage_offset() + offset_elems)
+                values[pos] = cls(base=view, **fields)
             run(g0, g1, g2, stream, function, packed, None, None, None, *values)
         # the scratch tensors go back to the caching allocator now: stream-ordered, as after Triton's launches
 
@@ -301,7 +301,7 @@ def _is_constexpr_value(v: Any) -> bool:
 
 
 def _name(fn: Any) -> str:
-    return getattr(fn, "__name__", None) or getattr(getattr(fn, "fn", None), "__name__", repr(fn))
+    return str(getattr(fn, "__name__", None) or getattr(getattr(fn, "fn", None), "__name__", repr(fn)))
 
 
 def _device_of(inputs: Sequence[torch.Tensor | None], keep: Sequence[torch.Tensor]) -> int:

@@ -1038,12 +1038,16 @@ def sparse_decode_split(
     topk = indices.shape[2]
     n_tiles_main = triton.cdiv(topk, block_n)
     has_extra = extra_kv is not None
-    topk_x = extra_indices.shape[2] if has_extra else 0
+    dummy = indices  # a valid pointer for arguments a constexpr flag disables
+    if extra_kv is not None:
+        if extra_indices is None:
+            raise ValueError("extra_indices: required with extra_kv")
+        kv_x, idx_x = extra_kv, extra_indices
+    else:
+        kv_x, idx_x = kv, indices
+    topk_x = idx_x.shape[2] if has_extra else 0
     n_tiles = n_tiles_main + (triton.cdiv(topk_x, block_n) if has_extra else 0)
     num_hb = triton.cdiv(h, block_h)
-    dummy = indices  # a valid pointer for arguments a constexpr flag disables
-    kv_x = extra_kv if has_extra else kv
-    idx_x = extra_indices if has_extra else indices
     return launch.run(
         _sparse_mla_decode_kernel,
         (num_parts * num_hb,),

@@ -260,7 +260,8 @@ def bench(
                     extra_pool=xpool or None, fp8=fp8, device="cuda", seed=0,
                 )  # fmt: skip
                 for b in batches:
-                    inputs = {k: (v[:b] if k in ("q", "indices", "extra_indices") else v) for k, v in full.items()}
+                    per_request = ("q", "indices", "extra_indices")
+                    inputs = {k: (v[:b] if v is not None and k in per_request else v) for k, v in full.items()}
                     kwargs = {k: v for k, v in inputs.items() if v is not None}
                     flops, nbytes = traffic(inputs)
                     floor_us = max(flops / (ceilings.gemm_tflops * 1e6), nbytes / (ceilings.copy_gbps * 1e3))

@@ -58,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
 
     if on_gpu:
         b = args.batch or 64
-        shape = dict(batch=b, h_q=64, topk=128, page=256, extra_topk=512, extra_page=64, extra_pool=2048)
+        shape: dict[str, Any] = dict(
+            batch=b, h_q=64, topk=128, page=256, extra_topk=512, extra_page=64, extra_pool=2048
+        )
         dtype, device, lane = torch.bfloat16, "cuda", "gpu"
     else:
         b = args.batch or 2
@@ -70,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         f"(page 64), FP8 MODEL1 cache, attention sink on"
     )
     inputs = make_sparse_decode_inputs(**shape, fp8=True, dtype=dtype, device=device, seed=0)
-    kwargs = {k: v for k, v in inputs.items() if v is not None}
+    kwargs: dict[str, Any] = {k: v for k, v in inputs.items() if v is not None}
     meta, _ = get_mla_metadata()
 
     def reference() -> tuple[torch.Tensor, torch.Tensor]:
@@ -170,7 +172,7 @@ def _run_dense(args: argparse.Namespace, on_gpu: bool) -> int:
     cache = "FP8 V3.2 cache (656 B per key)" if args.fp8 else f"{str(dtype).removeprefix('torch.')} rows"
     print(f"wavemla demo: DeepSeek-V3 paged dense decode step on {_where(on_gpu)}")
     print(f"  b={b} s_q=1 h={h} d_qk=576 d_v=512, {seqlen} keys per request (page {page}), {cache}")
-    inputs = make_dense_decode_inputs(
+    inputs: dict[str, Any] = make_dense_decode_inputs(
         lengths=[seqlen] * b, h_q=h, page=page, fp8=args.fp8, dtype=dtype, device=device, seed=0
     )
     meta, _ = get_mla_metadata()

@@ -546,7 +546,7 @@ def decode_step(
         return {"out": out, "lse": lse}
 
     outs: dict[str, torch.Tensor] = {}
-    extra: dict[str, torch.Tensor] = {}
+    extra: dict[str, Any] = {}  # keyword arguments of sparse_mla_decode
     if "q_idx" in inputs:
         from wavemla.indexer_glue import sparse_decode_extra_args
         from wavemla.kernels.indexer import lightning_indexer
