@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -78,20 +79,32 @@ def _timer():
 """
 
 
-def _stamped(src: str, name: str) -> str:
-    """``src`` with kernel ``name`` taking a stamp buffer ``p_dbg`` and storing ``%globaltimer`` at its anchors."""
-    pid, anchors, last = _ANCHORS[name]
+def _stamped(
+    src: str,
+    name: str,
+    spec: tuple[str, tuple[tuple[str, int, str], ...], int | None] | None = None,
+    first_param: str = "p_keys",
+    stamp: str = _STAMP,
+) -> str:
+    """``src`` with function ``name`` taking a stamp buffer ``p_dbg`` (before its parameter ``first_param``) and
+    storing ``stamp`` (``%globaltimer`` by default) at its anchors: ``spec`` = (the program's stamp row, anchors, the
+    index of a last stamp at its end or None), by default ``_ANCHORS[name]``."""
+    pid, anchors, last = _ANCHORS[name] if spec is None else spec
     head_def = f"def {name}(\n"
     i_body = src.index(head_def) + len(head_def)
-    i_end = min(j for j in (src.find("\n\n\n@", i_body), src.find("\n\n\n#", i_body), len(src)) if j >= 0)
-    kernel = src[i_body:i_end].replace("    p_keys,\n", "    p_dbg,\n    p_keys,\n", 1)
+    found = re.search(r"\n\n\n(?=\S)", src[i_body:])  # the function ends before the next top-level statement
+    i_end = i_body + found.start() if found else len(src)
+    param = f"    {first_param},\n"
+    assert src[i_body:i_end].count(param) >= 1, f"{name}: no parameter {first_param}"
+    kernel = src[i_body:i_end].replace(param, "    p_dbg,\n" + param, 1)
     for anchor, k, where in anchors:
         i = kernel.find(anchor)
         assert i >= 0 and kernel.count(anchor) == 1, f"{name} anchor {k}: {anchor!r}"
         ind = " " * (len(anchor) - len(anchor.lstrip(" ")))
         j = {"after": i + len(anchor), "before": i, "after_call": kernel.find(")\n", i) + 2}[where]
-        kernel = kernel[:j] + _STAMP.format(ind=ind, pid=pid, k=k) + kernel[j:]
-    kernel = kernel.rstrip("\n") + "\n" + _STAMP.format(ind="    ", pid=pid, k=last)
+        kernel = kernel[:j] + stamp.format(ind=ind, pid=pid, k=k) + kernel[j:]
+    if last is not None:
+        kernel = kernel.rstrip("\n") + "\n" + stamp.format(ind="    ", pid=pid, k=last)
     return src[:i_body] + kernel + src[i_end:]
 
 

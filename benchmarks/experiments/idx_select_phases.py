@@ -1,20 +1,22 @@
 """Where the per-token select's time goes: SM clock stamps between its phases, per program, on an H200.
 
-    PYTHONPATH=src python3 benchmarks/experiments/idx_select_phases.py OUT.json      # on a GPU
+    PYTHONPATH=src:benchmarks/experiments python3 benchmarks/experiments/idx_select_phases.py OUT.json  # a GPU
 
 A copy of ``_indexer_select_kernel`` (from src/wavemla/kernels/indexer.py, patched as text, not part of the package)
 takes a debug buffer and, after a CTA barrier, stores ``%clock64`` at: start, sample sorted, bracket found, list
-written, k-th key found, selected rows written, end. For each shape the score kernel writes the keys, then the
-patched select runs once per repetition (L2 flushed before each); the median over programs and repetitions of each
-phase's cycles is printed in µs at the H200's SM clock. Variants: the shipped kernel ("base"), its bracket walk with
-sixteen 16-byte loads in flight per thread instead of four ("unroll16"), and a 256-key sample ("sample256"); each
-variant's output is compared with the base's.
+written, k-th key found (these four in a stamped copy of its helper ``_walk_select``), selected rows written, end.
+The per-token select is forced (``choose_config(select="token")``), whatever the call would pick. For each shape the
+score kernel writes the keys, then the patched select runs once per repetition (L2 flushed before each); the median
+over programs and repetitions of each phase's cycles is printed in µs at the H200's SM clock. Variants: the shipped
+kernel ("base"), its bracket walk with sixteen 16-byte loads in flight per thread instead of four ("unroll16"), and
+a 256-key sample ("sample256"); each variant's output is compared with the base's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -23,6 +25,7 @@ from typing import Any
 
 import torch
 from idx_ab import import_file  # this directory: the script's own path entry
+from idx_rank_phases import _stamped
 from idx_select import call_setup
 
 import wavemla.kernels.indexer as ix
@@ -33,17 +36,23 @@ SHAPES = ((32, 32768, "fp8-paged"), (1, 32768, "fp8-paged"), (1, 2048, "fp8-page
 PHASES = ("sample", "bracket", "list", "kth", "output", "pad")
 REPS = 10
 
-_STAMP = "{ind}tl.debug_barrier()\n{ind}tl.store(p_dbg + i_t * 8 + {k}, _clock())\n"
-# (anchor, stamp index, where): "after"/"before" a line, or "after_call" after the statement starting at the anchor
-_ANCHORS = (
-    ("    length = tl.minimum(n_vis, topk)\n", 0, "after"),
-    ("            t0, t1, t2, t3 = _sample_ladder(p_row_keys, n_vis, topk, SAMPLE)\n", 1, "after"),
-    ("        if cnt_lo <= CAP:\n", 2, "before"),
-    ("        tl.debug_barrier()  # the list is read back by other threads\n", 3, "after"),
-    ("        thr, need_eq, n_eq = _list_kth(", 4, "after_call"),
-    ("    for i_k in range(0, topk, BLOCK_L):\n", 5, "before"),
-    ("    tl.store(p_len + i_b * stride_lb + i_s * stride_ls, length)\n", 6, "after"),
-)
+KERNEL = "_indexer_select_kernel"
+WALK = "_walk_select"  # steps 1-3, a helper: stamped in a copy that takes the program's stamp row
+_STAMP = "{ind}tl.debug_barrier()\n{ind}tl.store(p_dbg + {pid} * 8 + {k}, _clock())\n"
+# (the program's stamp row, (anchor, stamp index, where), a last stamp at the end): "after"/"before" a line, or
+# "after_call" after the statement starting at the anchor
+_KERNEL_ANCHORS = ("i_t", (
+    ("    n_vis = _visible_rows(p_ncomp, i_b, i_s, stride_nb, stride_ns, max_n, S_Q, PER_TOKEN)\n", 0, "after"),
+    ("        _emit_list(", 5, "after_call"),
+), 6)  # fmt: skip
+_WALK_ANCHORS = ("0", (
+    ("        t0, t1, t2, t3 = _sample_ladder(p_row_keys, n_vis, topk, SAMPLE)\n", 1, "after"),
+    ("    if cnt_lo <= CAP:\n", 2, "before"),
+    ("    tl.debug_barrier()  # the list is read back by other threads\n", 3, "after"),
+    ("    thr, need_eq, n_eq = _list_kth(", 4, "after_call"),
+), None)  # fmt: skip
+_WALK_CALL = ("m_list, thr, need_eq, n_eq = _walk_select(\n            p_row_keys,",
+              "m_list, thr, need_eq, n_eq = _walk_select_dbg(\n            p_dbg + i_t * 8, p_row_keys,")  # fmt: skip
 _CLOCK = """
 
 @triton.jit
@@ -56,28 +65,32 @@ SM_MHZ = 1980.0  # H200 boost clock (nvidia-smi clocks.max.sm): cycles -> µs
 SAMPLE_256 = 256  # the "sample256" variant's sample size (the shipped rule takes 512 at 32K rows)
 
 
-def _patched_module(name: str, edits: tuple[tuple[str, str], ...] = ()) -> Any:
-    """The indexer module with a stamped copy of the select kernel and ``edits`` (old, new) applied to its text
-    (written to a temporary file, imported as ``name``)."""
+def patched_text(edits: tuple[tuple[str, str], ...] = ()) -> str:
+    """The indexer module's text with ``edits`` (old, new) applied, a stamped copy of ``_walk_select``
+    (``_walk_select_dbg``) and the select kernel stamped and calling it."""
     src = Path(ix.__file__).read_text()
     for old, new in edits:
         assert src.count(old) == 1, f"edit target {old!r}"
         src = src.replace(old, new)
-    i_def = src.index("def _indexer_select_kernel(\n")
-    i_dec = src.rindex("\n@triton.jit", 0, i_def) + 1
-    head, decorator, rest = src[:i_dec], src[i_dec:i_def], src[i_def + len("def _indexer_select_kernel(\n") :]
-    kernel, sep, tail = rest.partition("\n\n\n# ")
-    assert sep
-    kernel = kernel.replace("    p_keys,\n", "    p_dbg,\n    p_keys,\n", 1) + "\n"
-    for anchor, k, where in _ANCHORS:
-        i = kernel.find(anchor)
-        assert i >= 0 and kernel.count(anchor) == 1, f"anchor {k}: {anchor!r}"
-        stamp = _STAMP.format(ind=" " * (len(anchor) - len(anchor.lstrip(" "))), k=k)
-        j = {"after": i + len(anchor), "before": i, "after_call": kernel.find(")\n", i) + 2}[where]
-        kernel = kernel[:j] + stamp + kernel[j:]
-    text = head + _CLOCK + decorator + "def _indexer_select_kernel(\n" + kernel.rstrip("\n") + "\n\n\n# " + tail
+    i_first = src.rindex("\n@triton.jit", 0, src.index("def _indexer_score_kernel(")) + 1
+    src = src[:i_first] + _CLOCK.lstrip("\n") + src[i_first:]
+    # the helper's copy goes right after the helper, under its own name
+    i_def = src.index(f"def {WALK}(\n")
+    found = re.search(r"\n\n\n(?=\S)", src[i_def:])
+    assert found
+    i_end = i_def + found.start()
+    copy = "\n\n\n@triton.jit\n" + src[i_def:i_end].replace(f"def {WALK}(", f"def {WALK}_dbg(", 1)
+    src = src[:i_end] + copy + src[i_end:]
+    src = _stamped(src, f"{WALK}_dbg", _WALK_ANCHORS, first_param="p_row_keys", stamp=_STAMP)
+    assert src.count(_WALK_CALL[0]) == 1, "the select kernel's call of _walk_select"
+    src = src.replace(_WALK_CALL[0], _WALK_CALL[1])
+    return _stamped(src, KERNEL, _KERNEL_ANCHORS, stamp=_STAMP)
+
+
+def _patched_module(name: str, edits: tuple[tuple[str, str], ...] = ()) -> Any:
+    """:func:`patched_text` written to a temporary file and imported as ``name``."""
     path = Path(tempfile.mkdtemp()) / f"{name}.py"
-    path.write_text(text)
+    path.write_text(patched_text(edits))
     return import_file(path, name)
 
 
@@ -86,8 +99,9 @@ def _run_shape(
 ) -> list[dict[str, Any]]:
     case = IndexerBenchCase(b=b, n_comp=n, kv_format=kv, q_format="fp8")
     data = _fill_case(case, generator)
-    call, cfg, layout = call_setup(case, data)
-    assert cfg.select == "token", "every shape here takes the per-token select"
+    call, _, _ = call_setup(case, data)
+    cfg = ix.choose_config(call.b, call.s_q, call.heads, call.max_n, kv_fp8=True, topk=call.topk, select="token")
+    layout = ix.workspace_layout(call.b, call.s_q, call.max_n, cfg)
     ws = torch.empty(layout.numel, dtype=torch.int32, device="cuda")
     keys, hist = ws[layout.keys : layout.hist], ws[layout.hist : layout.counts]
     ix._launch_scores(call, cfg, data["q"], data["w"], data["cache"], data["table"], data["n_comp"], keys,
@@ -113,6 +127,7 @@ def _run_shape(
             if rep < 2:
                 continue
             for row in dbg.cpu().tolist():
+                row[1] = row[1] or row[0]  # a token that lists every key takes no sample
                 for k, phase in enumerate(PHASES):
                     samples[phase].append((row[k + 1] - row[k]) / mhz)
                 samples["total"].append((row[6] - row[0]) / mhz)
