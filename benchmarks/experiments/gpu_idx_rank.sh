@@ -5,7 +5,8 @@
 # rank program's phases (idx_rank_phases.py). Output under $OUT: idx_rank.log, idx_rank_ab*.json,
 # idx_rank_phases.json. The shapes (B:N) can be set: SHAPES (spread select), TOKEN_SHAPES (per-token select),
 # PHASE_SHAPES (unquoted: each list splits into arguments); LIST_KTH=0 leaves out the k-th key step's own tests
-# (written for the CPU lane; without xdist their compiles took over the step's 60 s).
+# (written for the CPU lane; without xdist their compiles took over the step's 60 s); SELECT_PHASES=1 adds the
+# per-token select's phases (idx_select_phases.py, its own shapes: idx_select_phases.json).
 #   OUT=/some/dir bash benchmarks/experiments/gpu_idx_rank.sh <git-sha> BASE_PY
 #   SHAPES="32:32768 1:32768 64:32768" TOKEN_SHAPES=128:32768 PHASE_SHAPES="1:32768 32:32768" LIST_KTH=0 \
 #     OUT=/some/dir bash benchmarks/experiments/gpu_idx_rank.sh <git-sha> BASE_PY
@@ -26,4 +27,6 @@ PHASE_SHAPES=${PHASE_SHAPES:-1:32768 32:32768 64:32768}
   step 90 python3 benchmarks/experiments/idx_ab.py "$OUT/idx_rank_ab_token.json" "$base" $TOKEN_SHAPES --paths token \
     --rounds 2
   step 120 python3 benchmarks/experiments/idx_rank_phases.py "$OUT/idx_rank_phases.json" $PHASE_SHAPES
+  [ "${SELECT_PHASES:-0}" = 1 ] && step 150 python3 benchmarks/experiments/idx_select_phases.py \
+    "$OUT/idx_select_phases.json"
 } 2>&1 | grep -v -E "$F" | tee "$OUT/idx_rank.log" | tail -40
