@@ -685,3 +685,18 @@ def test_p_scratch_argument_checked():
             softmax_scale=0.1, block_h=64, block_n=64, num_warps=8, num_stages=1, units_per_part=1, num_parts=1,
             p_ws=torch.zeros(10, dtype=torch.float16),
         )  # fmt: skip
+
+
+def test_extra_cache_without_its_indices_refused():
+    """The launcher refuses an extra cache given without extra indices, naming the argument."""
+    from wavemla.kernels.sparse_decode import sparse_decode_split
+
+    with pytest.raises(ValueError, match="extra_indices"):
+        sparse_decode_split(
+            q=torch.zeros(1, 1, 16, 512, dtype=torch.float16), out=torch.zeros(1), lse=torch.zeros(1), o_ws=None,
+            lse_ws=None, counts=None, kv=torch.zeros(1, 64, 1, 512, dtype=torch.float16),
+            indices=torch.zeros(1, 1, 64, dtype=torch.int32), topk_length=None,
+            extra_kv=torch.zeros(1, 64, 1, 512, dtype=torch.float16), extra_indices=None, extra_topk_length=None,
+            attn_sink=None, is_fp8=False, softmax_scale=0.1, block_h=16, block_n=32, num_warps=4, num_stages=1,
+            units_per_part=1, num_parts=1,
+        )  # fmt: skip
