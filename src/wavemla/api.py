@@ -64,6 +64,11 @@ MAX_S_Q = 4  # query tokens per request the decodes take (the token and up to 3 
 _FP8_DTYPES = (torch.uint8, torch.float8_e4m3fn)
 # The kernels take softmax_scale·log2(e) as an fp32 argument.
 _MAX_SOFTMAX_SCALE = float(torch.finfo(torch.float32).max) / math.log2(math.e)
+# The decodes' input tensors in the order of their replay signatures, by argument name (for out's checks).
+_SPARSE_INPUTS = (
+    "q", "kv_cache", "indices", "topk_length", "extra_kv_cache", "extra_indices", "extra_topk_length", "attn_sink",
+)  # fmt: skip
+_DENSE_INPUTS = ("q", "k_cache", "block_table", "cache_seqlens")
 _MAX_REPLAYS = 8  # call signatures whose launches a metadata object keeps (kernels.launch)
 
 
@@ -179,6 +184,43 @@ def _check_length(name: str, t: Any, b: int, device: torch.device) -> None:
         raise ValueError(f"{name}: must be contiguous")
 
 
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    """The byte addresses ``[first, past the last)`` that ``t``'s elements occupy (non-negative strides)."""
+    start = t.data_ptr()
+    if t.numel() == 0:
+        return start, start
+    return start, start + (sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True)) + 1) * t.element_size()
+
+
+def _check_out(out: Any, q: torch.Tensor, d_v: int, inputs: dict[str, Any]) -> torch.Tensor | None:
+    """Validate a caller's ``out`` (``[b, s_q, h_q, d_v]`` of q's dtype on q's device, sharing no memory with an
+    input); returns the tensor the kernels write: ``out`` seen with a contiguous tensor's strides where its memory
+    is laid out so (every dimension of more than one element) and starts 16-byte aligned, else None (the result is
+    then computed apart and copied in)."""
+    want = (*q.shape[:3], d_v)
+    if not isinstance(out, torch.Tensor):
+        raise ValueError(f"out: expected a torch.Tensor, got {type(out).__name__}")
+    if tuple(out.shape) != want or out.dtype != q.dtype or out.device != q.device:
+        raise ValueError(
+            f"out: expected {list(want)} {q.dtype} on {q.device} (q's batch, s_q, h_q and dtype), got "
+            f"{list(out.shape)} {out.dtype} on {out.device}"
+        )
+    if out.numel() == 0:
+        return out
+    if any(n > 1 and st == 0 for n, st in zip(out.shape, out.stride(), strict=True)):
+        raise ValueError(f"out: a zero stride makes elements share memory, got strides {list(out.stride())}")
+    lo, hi = _span(out)
+    for name, t in inputs.items():
+        if isinstance(t, torch.Tensor) and t.numel():
+            t_lo, t_hi = _span(t)
+            if lo < t_hi and t_lo < hi:
+                raise ValueError(f"out: shares memory with {name} (the kernels read {name} while they write out)")
+    if out.is_contiguous() and out.data_ptr() % 16 == 0:
+        s_q, h_q = want[1], want[2]
+        return out.as_strided(want, (s_q * h_q * d_v, h_q * d_v, d_v, 1))
+    return None
+
+
 def _device_guard(device: torch.device) -> contextlib.AbstractContextManager[Any]:
     return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
@@ -201,12 +243,12 @@ def _device_spec(device: torch.device) -> Any:
 
 
 def _replayed(
-    metadata: Any, tensors: tuple[Any, ...], scalars: tuple[Any, ...], d_v: int
+    metadata: Any, tensors: tuple[Any, ...], scalars: tuple[Any, ...], d_v: int, names: tuple[str, ...], out: Any
 ) -> tuple[tuple[Any, ...] | None, bool, tuple[torch.Tensor, torch.Tensor] | None]:
     """A decode call through its metadata's launch replays (:mod:`wavemla.kernels.launch`): (the call's signature,
     None where it may not be replayed; whether that signature was recorded before; the outputs ``(out [b, s_q, h_q,
     d_v], lse [b, h_q, s_q])`` of the replayed launches, None where the call must go through Triton's path). The
-    first tensor is q."""
+    first tensor is q; ``names`` name the tensors (for ``out``'s checks); ``out`` is the caller's, or None."""
     if type(metadata) is not MLAMetadata or not launch.replayable(tensors, scalars):
         return None, False, None
     call_sig, ptrs = launch.call_key(tensors, scalars)
@@ -215,13 +257,24 @@ def _replayed(
         return call_sig, seen, None
     q = tensors[0]
     b, s_q, h_q = q.shape[:3]
-    out = torch.empty((b, s_q, h_q, d_v), dtype=q.dtype, device=q.device)
+    target = None if out is None else _check_out(out, q, d_v, dict(zip(names, tensors, strict=True)))
+    o = target if target is not None else torch.empty((b, s_q, h_q, d_v), dtype=q.dtype, device=q.device)
     lse = torch.empty((b, s_q, h_q), dtype=torch.float32, device=q.device)
-    out_ptr, lse_ptr = out.data_ptr(), lse.data_ptr()
+    out_ptr, lse_ptr = o.data_ptr(), lse.data_ptr()
     if (out_ptr | lse_ptr) & 15:  # an allocator that does not align to 16 bytes: Triton's path
         return call_sig, seen, None
-    replay.launch((*tensors, out, lse), (*ptrs, out_ptr, lse_ptr))
-    return call_sig, seen, (out, lse.transpose(1, 2))
+    replay.launch((*tensors, o, lse), (*ptrs, out_ptr, lse_ptr))
+    return call_sig, seen, (_deliver(o, out), lse.transpose(1, 2))
+
+
+def _deliver(result: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+    """The call's first output: ``result``, or the caller's ``out`` holding it (copied in unless the kernels wrote
+    ``out`` itself)."""
+    if out is None:
+        return result
+    if result.data_ptr() != out.data_ptr():
+        out.copy_(result)
+    return out
 
 
 def sparse_mla_decode(
@@ -237,12 +290,15 @@ def sparse_mla_decode(
     softmax_scale: float | None = None,
     metadata: MLAMetadata | None = None,
     batch_invariant: bool | None = None,
+    out: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """DeepSeek-V4 sparse MLA decode over a main cache and an optional extra cache (shapes in the module doc).
 
     ``batch_invariant=True`` (or the ``WAVEMLA_BATCH_INVARIANT`` knob) makes each request's bits independent of
     the batch it is in. Returns ``(out [b, s_q, h_q, 512] q.dtype, lse [b, h_q, s_q] fp32)``; semantics are those
-    of :func:`wavemla.reference.sparse_decode_ref`.
+    of :func:`wavemla.reference.sparse_decode_ref`. ``out``: a ``[b, s_q, h_q, 512]`` tensor of q's dtype to write
+    the result into (and return); the kernels write it directly where it is contiguous and 16-byte aligned, else
+    the result is copied into it.
 
     Example::
 
@@ -254,7 +310,7 @@ def sparse_mla_decode(
     # (kernels.launch): the same validation outcome, plan, kernels and arguments, with the new tensors.
     tensors = (q, kv_cache, indices, topk_length, extra_kv_cache, extra_indices, extra_topk_length, attn_sink)
     scalars = (softmax_scale, batch_invariant)
-    call_sig, seen, done = _replayed(metadata, tensors, scalars, D_QK)
+    call_sig, seen, done = _replayed(metadata, tensors, scalars, D_QK, _SPARSE_INPUTS, out)
     if done is not None:
         return done
 
@@ -307,6 +363,7 @@ def sparse_mla_decode(
     extra_topk = extra_indices.shape[2] if extra_indices is not None else 0  # given only with extra_kv_cache
     if topk + extra_topk == 0:
         raise ValueError("indices: topk and extra topk are both 0")
+    target = None if out is None else _check_out(out, q, D_QK, dict(zip(_SPARSE_INPUTS, tensors, strict=True)))
     invariant = config.get("WAVEMLA_BATCH_INVARIANT") if batch_invariant is None else bool(batch_invariant)
 
     workload = Workload(
@@ -351,16 +408,16 @@ def sparse_mla_decode(
             )
         p = meta.plan
         assert p is not None  # planned together with the key above
-        out = torch.empty((b, s_q, h_q, D_QK), dtype=q.dtype, device=device)
+        o = target if target is not None else torch.empty((b, s_q, h_q, D_QK), dtype=q.dtype, device=device)
         lse = torch.empty((b, s_q, h_q), dtype=torch.float32, device=device)
         if b == 0:
-            return out, lse.transpose(1, 2)
+            return _deliver(o, out), lse.transpose(1, 2)
         with launch.recording() as rec:
-            _sparse_launch(meta, q, out, lse, kv_cache, indices, topk_length, extra_kv_cache, extra_indices,
+            _sparse_launch(meta, q, o, lse, kv_cache, indices, topk_length, extra_kv_cache, extra_indices,
                            extra_topk_length, attn_sink, scale, is_fp8, has_extra, device)  # fmt: skip
         if call_sig is not None and not seen:
-            meta.keep_replay(call_sig, rec, [*tensors, out, lse])
-        return out, lse.transpose(1, 2)
+            meta.keep_replay(call_sig, rec, [*tensors, o, lse])
+        return _deliver(o, out), lse.transpose(1, 2)
 
 
 def _sparse_launch(
@@ -512,6 +569,7 @@ def dense_mla_decode(
     causal: bool = False,
     metadata: MLAMetadata | None = None,
     reuse_schedule: bool = False,
+    out: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Paged dense MLA decode (DeepSeek-V3 / Kimi-K2 / GLM): every query attends to every cached key of its request.
 
@@ -528,6 +586,8 @@ def dense_mla_decode(
         reuse_schedule: skip the device scheduler when ``metadata`` already holds a schedule: valid only while
             ``cache_seqlens`` holds the values it was made from (the layers of one decode step, FlashMLA's contract
             for its metadata). Default: schedule on every call.
+        out: ``[b, s_q, h_q, 512]`` of q's dtype to write the result into (and return); written directly where it
+            is contiguous and 16-byte aligned, else the result is copied into it.
 
     Returns ``(out [b, s_q, h_q, 512] q.dtype, lse [b, h_q, s_q] fp32)``, natural-log lse, ``out = 0`` and
     ``lse = +inf`` for a query that sees no key; semantics are those of
@@ -545,7 +605,7 @@ def dense_mla_decode(
     tensors = (q, k_cache, block_table, cache_seqlens)
     run_schedule = not (reuse_schedule and isinstance(metadata, MLAMetadata) and metadata.scheduled)
     scalars = (softmax_scale, causal, run_schedule)
-    call_sig, seen, done = _replayed(metadata, tensors, scalars, 512)
+    call_sig, seen, done = _replayed(metadata, tensors, scalars, 512, _DENSE_INPUTS, out)
     if done is not None:
         assert isinstance(metadata, MLAMetadata)
         metadata.scheduled = True
@@ -577,6 +637,7 @@ def dense_mla_decode(
             "metadata (tile_scheduler_metadata): expected the MLAMetadata returned by get_mla_metadata(), "
             f"got {type(metadata).__name__}"
         )
+    target = None if out is None else _check_out(out, q, 512, dict(zip(_DENSE_INPUTS, tensors, strict=True)))
 
     page = k_cache.shape[1]
     workload = DenseWorkload(
@@ -613,10 +674,10 @@ def dense_mla_decode(
         p = meta.dense_plan
         assert p is not None and meta.lse_ws is not None
         assert meta.sched is not None and meta.req is not None
-        out = torch.empty((b, s_q, h_q, 512), dtype=q.dtype, device=device)
+        o = target if target is not None else torch.empty((b, s_q, h_q, 512), dtype=q.dtype, device=device)
         lse = torch.empty((b, s_q, h_q), dtype=torch.float32, device=device)
         if b == 0:
-            return out, lse.transpose(1, 2)
+            return _deliver(o, out), lse.transpose(1, 2)
         kv = k_cache.view(torch.uint8) if is_fp8 else k_cache
         o_ws = dense_partials(meta, q, is_fp8)
         with launch.recording() as rec:
@@ -634,7 +695,7 @@ def dense_mla_decode(
                 meta.scheduled = True
             meta.split_kernel = dense_decode_split(
                 q=q,
-                out=out,
+                out=o,
                 lse=lse,
                 o_ws=o_ws,
                 lse_ws=meta.lse_ws,
@@ -654,10 +715,10 @@ def dense_mla_decode(
                 p_ws=None if dense_split_p(is_fp8, q.dtype) else meta.p_ws,
             )
             if p.num_parts > 1:
-                dense_decode_combine(out=out, lse=lse, o_ws=o_ws, lse_ws=meta.lse_ws, req=meta.req)
+                dense_decode_combine(out=o, lse=lse, o_ws=o_ws, lse_ws=meta.lse_ws, req=meta.req)
         if call_sig is not None and not seen:
-            meta.keep_replay(call_sig, rec, [*tensors, out, lse])
-        return out, lse.transpose(1, 2)
+            meta.keep_replay(call_sig, rec, [*tensors, o, lse])
+        return _deliver(o, out), lse.transpose(1, 2)
 
 
 def dense_partials(meta: MLAMetadata, q: torch.Tensor, is_fp8: bool) -> torch.Tensor:
@@ -693,8 +754,11 @@ def flash_mla_with_kvcache(
     extra_indices_in_kvcache: torch.Tensor | None = None,
     topk_length: torch.Tensor | None = None,
     extra_topk_length: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """FlashMLA's call, same names, order and returns (see the module doc for shapes).
+    """FlashMLA's call, same names, order and returns (see the module doc for shapes), plus ``out``: a ``[b, s_q,
+    h_q, 512]`` tensor of q's dtype that receives the output (and is returned), as vLLM's DeepSeek-V4 decode passes
+    its output buffer.
 
     With ``indices`` it is the sparse decode: ``block_table`` and ``cache_seqlens`` are not used (indices already
     hold global slots), as in FlashMLA, and ``causal`` must be False. With ``indices=None`` it is the paged dense
@@ -734,6 +798,7 @@ def flash_mla_with_kvcache(
             softmax_scale=softmax_scale,
             causal=causal,
             metadata=tile_scheduler_metadata,
+            out=out,
         )
     if causal:
         raise ValueError("causal: sparse decode requires causal=False (the index lists already encode causality)")
@@ -748,4 +813,5 @@ def flash_mla_with_kvcache(
         attn_sink=attn_sink,
         softmax_scale=softmax_scale,
         metadata=tile_scheduler_metadata,
+        out=out,
     )

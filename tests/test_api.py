@@ -1,0 +1,178 @@
+"""`out`: the decodes write into a caller's buffer (vLLM's DeepSeek-V4 decode passes ``out=output.unsqueeze(1)``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+import wavemla
+from tests.conftest import DEVICE
+from wavemla.testing import make_dense_decode_inputs, make_sparse_decode_inputs
+
+DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float16  # the interpreter's bf16 tl.dot is wrong
+H_Q = 16
+
+
+def sparse_inputs(batch: int = 3, seed: int = 5) -> dict[str, Any]:
+    return make_sparse_decode_inputs(batch=batch, h_q=H_Q, topk=64, page=64, extra_topk=64, extra_page=16,
+                                     dtype=DTYPE, device=DEVICE, invalid_fraction=0.1, seed=seed)  # fmt: skip
+
+
+def dense_inputs(seed: int = 5) -> dict[str, Any]:
+    return make_dense_decode_inputs(lengths=[70, 0, 129], h_q=H_Q, page=64, dtype=DTYPE, device=DEVICE, seed=seed)
+
+
+def padded_heads(b: int, s_q: int) -> torch.Tensor:
+    """A view of 16 heads inside a 19-head buffer: not contiguous, so the result is copied in."""
+    return torch.full((b, s_q, H_Q + 3, 512), float("nan"), dtype=DTYPE, device=DEVICE)[:, :, :H_Q]
+
+
+def misaligned(b: int, s_q: int) -> torch.Tensor:
+    """Contiguous, but 2 bytes past a 16-byte boundary: the result is copied in."""
+    flat = torch.full((b * s_q * H_Q * 512 + 8,), float("nan"), dtype=DTYPE, device=DEVICE)
+    out = flat[1 : 1 + b * s_q * H_Q * 512].view(b, s_q, H_Q, 512)
+    assert out.data_ptr() % 16 and out.is_contiguous()
+    return out
+
+
+def vllm_style(b: int, s_q: int) -> torch.Tensor:
+    """vLLM's ``output.unsqueeze(1)`` of a ``[tokens, heads, 512]`` buffer (contiguous; dim 1 has one element)."""
+    assert s_q == 1
+    return torch.full((b, H_Q, 512), float("nan"), dtype=DTYPE, device=DEVICE).unsqueeze(1)
+
+
+def contiguous(b: int, s_q: int) -> torch.Tensor:
+    return torch.full((b, s_q, H_Q, 512), float("nan"), dtype=DTYPE, device=DEVICE)
+
+
+OUTS: list[Callable[[int, int], torch.Tensor]] = [contiguous, vllm_style, padded_heads, misaligned]
+OUT_IDS = ["contiguous", "vllm-unsqueeze", "padded-heads", "misaligned"]
+
+
+@pytest.mark.parametrize("make_out", OUTS, ids=OUT_IDS)
+def test_sparse_decode_writes_out(make_out: Callable[[int, int], torch.Tensor]) -> None:
+    x = sparse_inputs()
+    ref_out, ref_lse = wavemla.sparse_mla_decode(**x)
+    out = make_out(3, 1)
+    got, lse = wavemla.sparse_mla_decode(**x, out=out)
+    assert got is out
+    assert torch.equal(out, ref_out) and torch.equal(lse, ref_lse)
+
+
+@pytest.mark.parametrize("make_out", OUTS, ids=OUT_IDS)
+def test_dense_decode_writes_out(make_out: Callable[[int, int], torch.Tensor]) -> None:
+    x = dense_inputs()
+    ref_out, ref_lse = wavemla.dense_mla_decode(**x)
+    out = make_out(3, 1)
+    got, lse = wavemla.dense_mla_decode(**x, out=out)
+    assert got is out
+    assert torch.equal(out, ref_out) and torch.equal(lse, ref_lse)
+
+
+def test_flash_mla_call_passes_out_through() -> None:
+    """vLLM's DeepSeek-V4 call: FlashMLA's keywords plus ``out``, the returned output unused."""
+    x = sparse_inputs()
+    x["topk_length"] = torch.tensor([64, 20, 0], dtype=torch.int32, device=DEVICE)
+    x["extra_topk_length"] = torch.tensor([5, 64, 33], dtype=torch.int32, device=DEVICE)
+    ref_out, _ = wavemla.sparse_mla_decode(**x)
+    output = torch.full((3, H_Q, 512), float("nan"), dtype=DTYPE, device=DEVICE)
+    sched, _ = wavemla.get_mla_metadata()
+    wavemla.flash_mla_with_kvcache(
+        q=x["q"], k_cache=x["kv_cache"], block_table=None, head_dim_v=512, tile_scheduler_metadata=sched,
+        cache_seqlens=None, is_fp8_kvcache=True, indices=x["indices"], topk_length=x["topk_length"],
+        softmax_scale=None, attn_sink=x["attn_sink"], extra_k_cache=x["extra_kv_cache"],
+        extra_indices_in_kvcache=x["extra_indices"], extra_topk_length=x["extra_topk_length"],
+        out=output.unsqueeze(1),
+    )  # fmt: skip
+    assert torch.equal(output, ref_out[:, 0])
+
+    d = dense_inputs()
+    ref_dense, _ = wavemla.dense_mla_decode(**d)
+    out = contiguous(3, 1)
+    got, _ = wavemla.flash_mla_with_kvcache(
+        d["q"], d["k_cache"], d["block_table"], d["cache_seqlens"], 512, wavemla.get_mla_metadata()[0], out=out
+    )
+    assert got is out and torch.equal(out, ref_dense)
+
+
+def test_empty_batch_returns_out_untouched() -> None:
+    x = sparse_inputs()
+    x = {k: (v[:0] if isinstance(v, torch.Tensor) and k not in ("kv_cache", "extra_kv_cache", "attn_sink") else v)
+         for k, v in x.items()}  # fmt: skip
+    out = contiguous(0, 1)
+    got, lse = wavemla.sparse_mla_decode(**x, out=out)
+    assert got is out and lse.shape == (0, H_Q, 1)
+
+
+def bad_outs(q: torch.Tensor) -> list[tuple[Any, str]]:
+    b, s_q, h_q, _ = q.shape
+    return [
+        (q.new_empty(b, s_q, h_q, 512).tolist(), r"out: expected a torch\.Tensor, got list"),
+        (q.new_empty(b, s_q, h_q + 1, 512), r"out: expected \[3, 1, 16, 512\] torch\.(bfloat16|float16) on"),
+        (q.new_empty(b + 1, s_q, h_q, 512), r"out: expected \[3, 1, 16, 512\]"),
+        (q.new_empty(b, s_q, h_q, 512, dtype=torch.float32), r"out: expected .* got \[3, 1, 16, 512\] torch\.float32"),
+        (q.new_empty(1, 1, 1, 512).expand(b, s_q, h_q, 512), r"out: a zero stride makes elements share memory"),
+    ]
+
+
+def test_bad_out_names_the_argument() -> None:
+    x = sparse_inputs()
+    for out, message in bad_outs(x["q"]):
+        with pytest.raises(ValueError, match=message):
+            wavemla.sparse_mla_decode(**x, out=out)
+    d = dense_inputs()
+    for out, message in bad_outs(d["q"]):
+        with pytest.raises(ValueError, match=message):
+            wavemla.dense_mla_decode(**d, out=out)
+
+
+def test_out_sharing_an_inputs_memory_is_refused() -> None:
+    """The kernels read q (and every other input) while they write out: an aliased out would race."""
+    x = sparse_inputs()
+    with pytest.raises(ValueError, match=r"^out: shares memory with q \(the kernels read q while they write out\)"):
+        wavemla.sparse_mla_decode(**x, out=x["q"])
+    big = torch.zeros(x["kv_cache"].numel() // 2, dtype=DTYPE, device=DEVICE)  # the cache's bytes seen as q's dtype
+    cache = big.view(torch.uint8).view(x["kv_cache"].shape)
+    cache.copy_(x["kv_cache"].view(torch.uint8))
+    alias = big[: 3 * H_Q * 512].view(3, 1, H_Q, 512)
+    with pytest.raises(ValueError, match=r"^out: shares memory with kv_cache"):
+        wavemla.sparse_mla_decode(**{**x, "kv_cache": cache}, out=alias)
+    d = dense_inputs()
+    with pytest.raises(ValueError, match=r"^out: shares memory with q"):
+        wavemla.dense_mla_decode(**d, out=d["q"][..., :512])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(DEVICE != "cuda", reason="launch replays and CUDA graphs need a GPU")
+def test_gpu_out_through_replays_and_graphs() -> None:
+    """A metadata object's second call replays the first's launches (kernels.launch) into a new out; a CUDA graph
+    captured with a static out writes it on every replay (vLLM's pattern)."""
+    x = sparse_inputs(batch=8)
+    ref_out, _ = wavemla.sparse_mla_decode(**x)
+    sched, _ = wavemla.get_mla_metadata()
+    for make_out in OUTS[:1] + OUTS[2:]:
+        for _ in range(2):  # the second call goes through the replay
+            out = make_out(8, 1)
+            got, _ = wavemla.sparse_mla_decode(**x, metadata=sched, out=out)
+            assert got is out and torch.equal(out, ref_out)
+
+    static = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in x.items()}
+    output = torch.empty((8, H_Q, 512), dtype=DTYPE, device=DEVICE)
+    graph_sched, _ = wavemla.get_mla_metadata()
+    wavemla.sparse_mla_decode(**static, metadata=graph_sched, out=output.unsqueeze(1))  # plan, compile
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        wavemla.sparse_mla_decode(**static, metadata=graph_sched, out=output.unsqueeze(1))
+    for seed in (11, 12):
+        new = sparse_inputs(batch=8, seed=seed)
+        for k, v in new.items():
+            if isinstance(v, torch.Tensor):
+                static[k].copy_(v)
+        output.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(output, wavemla.sparse_mla_decode(**new)[0][:, 0])
