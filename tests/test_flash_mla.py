@@ -25,11 +25,14 @@ DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float16
 
 @pytest.fixture(autouse=True)
 def restore_modules() -> Iterator[None]:
-    """Each test starts and ends with none of the names bound to the shim (whatever they held before comes back)."""
+    """Each test starts and ends with none of the names bound to the shim (whatever they held before comes back) and
+    nothing patched."""
     saved = {name: sys.modules[name] for name in NAMES if name in sys.modules}
     shim.uninstall()
+    shim.unpatch()
     yield
     shim.uninstall()
+    shim.unpatch()
     for name in NAMES:
         sys.modules.pop(name, None)
     sys.modules.update(saved)
@@ -180,3 +183,138 @@ def test_resolves_to_without_importing() -> None:
     assert shim.resolves_to("engine_kernels.mla") == "wavemla's stand-in (wavemla.flash_mla)"
     with pytest.raises(ValueError, match=r"^names: 'flash mla' is not a dotted module name"):
         shim.resolves_to("flash mla")
+
+
+# An engine's FlashMLA module with more than the decode calls (as vLLM's vllm.v1.attention.ops.flashmla and SGLang's
+# sgl_kernel.flash_mla are): a prefill call, a capability check, its own metadata class.
+ENGINE_MODULE = """
+import dataclasses
+
+
+@dataclasses.dataclass
+class FlashMLASchedMeta:
+    have_initialized: bool = False
+
+
+def get_mla_metadata(*args, **kwargs):
+    return FlashMLASchedMeta(), None
+
+
+def flash_mla_with_kvcache(*args, **kwargs):
+    raise RuntimeError("the engine's own FlashMLA")
+
+
+def flash_mla_sparse_fwd(q, kv, indices, sm_scale, d_v=512, attn_sink=None, topk_length=None, out=None):
+    return "engine prefill"
+
+
+def is_flashmla_sparse_supported():
+    return True, None
+"""
+
+# The engine's attention module, which binds the calls when it is imported (after the patch).
+ENGINE_ATTENTION = """
+from engine_pkg.ops.flashmla import flash_mla_sparse_fwd, flash_mla_with_kvcache, get_mla_metadata
+"""
+
+
+@pytest.fixture
+def engine_pkg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    ops = tmp_path / "engine_pkg" / "ops"
+    ops.mkdir(parents=True)
+    (tmp_path / "engine_pkg" / "__init__.py").write_text("")
+    (ops / "__init__.py").write_text("")
+    (ops / "flashmla.py").write_text(ENGINE_MODULE)
+    (tmp_path / "engine_pkg" / "attention.py").write_text(ENGINE_ATTENTION)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    for name in [n for n in sys.modules if n == "engine_pkg" or n.startswith("engine_pkg.")]:
+        del sys.modules[name]
+
+
+def test_patch_replaces_the_decode_calls_when_the_module_is_imported(engine_pkg: Path) -> None:
+    assert shim.patch(["engine_pkg.ops.flashmla"]) == ["engine_pkg.ops.flashmla"]
+    assert "engine_pkg.ops.flashmla" not in sys.modules and shim.patched_names() == ["engine_pkg.ops.flashmla"]
+    from engine_pkg import attention  # the engine imports its attention code: the module runs, then is patched
+    from engine_pkg.ops import flashmla
+
+    assert attention.flash_mla_with_kvcache is wavemla.flash_mla_with_kvcache
+    assert attention.get_mla_metadata is wavemla.get_mla_metadata
+    assert flashmla.FlashMLASchedMeta is wavemla.MLAMetadata
+    assert attention.flash_mla_sparse_fwd(None, None, None, 1.0) == "engine prefill"  # the rest is the engine's
+    assert flashmla.is_flashmla_sparse_supported() == (True, None)
+    assert flashmla.__loader__.get_source("engine_pkg.ops.flashmla") == ENGINE_MODULE  # the module's own loader
+    assert shim.patch(["engine_pkg.ops.flashmla"]) == ["engine_pkg.ops.flashmla"]  # again: a no-op
+    assert shim.unpatch() == ["engine_pkg.ops.flashmla"]
+    with pytest.raises(RuntimeError, match="the engine's own FlashMLA"):
+        flashmla.flash_mla_with_kvcache()
+    assert flashmla.FlashMLASchedMeta is not wavemla.MLAMetadata and shim.patched_names() == []
+    assert shim._FINDER not in sys.meta_path
+
+
+def test_patch_of_an_imported_module_is_immediate(engine_pkg: Path) -> None:
+    from engine_pkg.ops import flashmla
+
+    own = flashmla.flash_mla_with_kvcache
+    shim.patch(["engine_pkg.ops.flashmla"])
+    assert flashmla.flash_mla_with_kvcache is wavemla.flash_mla_with_kvcache and shim._FINDER not in sys.meta_path
+    shim.unpatch(["engine_pkg.ops.flashmla"])
+    assert flashmla.flash_mla_with_kvcache is own
+
+
+def test_patched_engine_call_runs_wavemla(engine_pkg: Path) -> None:
+    """vLLM's DeepSeek-V4 decode call through the patched module: its keywords, ``out=``, the output unused."""
+    shim.patch(["engine_pkg.ops.flashmla"])
+    from engine_pkg import attention
+
+    x = make_sparse_decode_inputs(batch=2, h_q=16, topk=64, page=64, extra_topk=64, extra_page=16, dtype=DTYPE,
+                                  device=DEVICE, invalid_fraction=0.1, seed=4)  # fmt: skip
+    output = torch.full((2, 16, 512), float("nan"), dtype=DTYPE, device=DEVICE)
+    attention.flash_mla_with_kvcache(
+        q=x["q"], k_cache=x["kv_cache"], block_table=None, head_dim_v=512,
+        tile_scheduler_metadata=attention.get_mla_metadata()[0], cache_seqlens=None, is_fp8_kvcache=True,
+        indices=x["indices"], topk_length=None, softmax_scale=None, attn_sink=x["attn_sink"],
+        extra_k_cache=x["extra_kv_cache"], extra_indices_in_kvcache=x["extra_indices"], extra_topk_length=None,
+        out=output.unsqueeze(1),
+    )  # fmt: skip
+    assert torch.equal(output, wavemla.sparse_mla_decode(**x)[0][:, 0])
+
+
+def test_patch_refuses_a_module_without_the_calls(engine_pkg: Path) -> None:
+    (engine_pkg / "engine_pkg" / "ops" / "other.py").write_text("def flash_mla_sparse_fwd():\n    pass\n")
+    shim.patch(["engine_pkg.ops.other"])
+    with pytest.raises(ImportError, match=r"module 'engine_pkg\.ops\.other' defines neither flash_mla_with_kvcache"):
+        importlib.import_module("engine_pkg.ops.other")
+    with pytest.raises(ImportError, match=r"defines neither"):
+        shim.patch(["json"])
+
+
+def test_patch_names_are_checked() -> None:
+    with pytest.raises(ValueError, match=r"^names: a sequence of module names"):
+        shim.patch("flash_mla")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^names: 'wavemla\.api' is wavemla's own"):
+        shim.patch(["wavemla.api"])
+    shim.install()
+    with pytest.raises(ValueError, match=r"^names: 'flash_mla' is installed as the stand-in itself"):
+        shim.patch(["flash_mla"])
+    assert shim.patched_names() == []
+
+
+def test_sitecustomize_patch_reaches_spawned_processes(engine_pkg: Path) -> None:
+    """The patch recipe for multi-process engines: a ``sitecustomize.py`` that patches the engine's module."""
+    site = engine_pkg / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        'import wavemla.flash_mla\n\nwavemla.flash_mla.patch(["engine_pkg.ops.flashmla"])\n'
+    )
+    script = SITE_SCRIPT.replace("import flash_mla", "from engine_pkg.attention import flash_mla_with_kvcache")
+    script = script.replace("flash_mla.__name__", "flash_mla_with_kvcache.__module__")
+    (engine_pkg / "engine.py").write_text(script)
+    src = Path(wavemla.__file__).resolve().parents[1]
+    path = [str(site), str(engine_pkg), str(src), os.environ.get("PYTHONPATH", "")]
+    done = subprocess.run(
+        [sys.executable, str(engine_pkg / "engine.py")], env={**os.environ, "PYTHONPATH": os.pathsep.join(path)},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["wavemla.api", "wavemla.api"]

@@ -12,19 +12,33 @@ its own kernel package names that module instead (``install(["sgl_kernel.flash_m
 it; a name some module has already imported is refused unless ``replace=True``, since the engine's references to
 the old module would stay with the old module.
 
-What stands in: :func:`flash_mla_with_kvcache` (sparse decode with ``indices``, paged dense decode without),
-:func:`get_mla_metadata` and ``FlashMLASchedMeta`` (:class:`wavemla.MLAMetadata`). FlashMLA's prefill kernels are
-not here: importing one of them fails with Python's own ``ImportError``, naming it (so installing under a kernel
-package's module name breaks that package's imports of its prefill calls). Engines that start workers with
-``spawn`` need the install in every process: a ``sitecustomize.py`` on ``PYTHONPATH`` does it (README). Which
-backend an engine selects on a given GPU stays the engine's choice; the stand-in changes what its FlashMLA backend
-runs, not whether the engine picks that backend.
+What stands in: :func:`flash_mla_with_kvcache` (sparse decode with ``indices``, paged dense decode without; it also
+takes vLLM's ``out=``), :func:`get_mla_metadata` and ``FlashMLASchedMeta`` (:class:`wavemla.MLAMetadata`).
+FlashMLA's prefill kernels are not here: importing one of them fails with Python's own ``ImportError``, naming it
+(so installing under a kernel package's module name breaks that package's imports of its prefill calls).
+
+An engine module that holds FlashMLA's decode calls beside others (prefill, capability checks: vLLM's
+``vllm.v1.attention.ops.flashmla``, SGLang's ``sgl_kernel.flash_mla``) is patched instead: :func:`patch` replaces
+only :data:`PATCHED` in it, right after the module has run (an import hook), or at once if it already has, and
+leaves its other names as they are::
+
+    wavemla.flash_mla.patch(["vllm.v1.attention.ops.flashmla"])
+
+Either way, modules that bound the names before (``from X import flash_mla_with_kvcache`` run earlier) keep the
+old ones: install or patch before the engine imports its attention code. Engines that start workers with ``spawn``
+need it in every process: a ``sitecustomize.py`` on ``PYTHONPATH`` does it (README). Which backend an engine
+selects on a given GPU stays the engine's choice; the stand-in changes what its FlashMLA backend runs, not whether
+the engine picks that backend.
 """
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import sys
+import types
 from collections.abc import Sequence
+from typing import Any
 
 from wavemla.api import MLAMetadata, flash_mla_with_kvcache, get_mla_metadata
 
@@ -33,15 +47,22 @@ FlashMLASchedMeta = MLAMetadata
 # FlashMLA's package and the module that defines its calls (flash_mla/flash_mla_interface.py).
 DEFAULT_NAMES = ("flash_mla", "flash_mla.flash_mla_interface")
 
+# The names patch() replaces in an engine's module (those of them it defines).
+PATCHED = ("flash_mla_with_kvcache", "get_mla_metadata", "FlashMLASchedMeta")
+
 __all__ = [
     "DEFAULT_NAMES",
+    "PATCHED",
     "FlashMLASchedMeta",
     "flash_mla_with_kvcache",
     "get_mla_metadata",
     "install",
     "installed_names",
+    "patch",
+    "patched_names",
     "resolves_to",
     "uninstall",
+    "unpatch",
 ]
 
 
@@ -128,3 +149,115 @@ def resolves_to(name: str = "flash_mla") -> str:
     if spec is None:
         return "not importable"
     return f"another module ({spec.origin}); wavemla.flash_mla.install() stands in for it"
+
+
+# patch(): modules to patch once imported, and the names each patched module held before.
+_PENDING: set[str] = set()
+_ORIGINALS: dict[str, dict[str, Any]] = {}
+
+
+def _patch_module(module: types.ModuleType) -> None:
+    name = module.__name__
+    held = {attr: module.__dict__[attr] for attr in PATCHED if attr in module.__dict__}
+    if "flash_mla_with_kvcache" not in held and "get_mla_metadata" not in held:
+        raise ImportError(
+            f"wavemla.flash_mla.patch: module {name!r} defines neither flash_mla_with_kvcache nor get_mla_metadata",
+            name=name,
+        )
+    mine = sys.modules[__name__].__dict__
+    _ORIGINALS.setdefault(name, {k: v for k, v in held.items() if v is not mine[k]})
+    for attr in held:
+        setattr(module, attr, mine[attr])
+    _PENDING.discard(name)
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    """The module's own loader, then :func:`_patch_module` once the module has run."""
+
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        module: types.ModuleType | None = self._loader.create_module(spec)
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        self._loader.exec_module(module)
+        if module.__name__ in _PENDING:
+            _patch_module(module)
+
+    def __getattr__(self, attr: str) -> Any:  # get_source, is_package, resource readers: the module's own loader's
+        if attr == "_loader":  # not set yet (a copy being made): no recursion
+            raise AttributeError(attr)
+        return getattr(self._loader, attr)
+
+
+class _PatchFinder(importlib.abc.MetaPathFinder):
+    """Finds a module :func:`patch` waits for with the other finders and gives its spec a patching loader."""
+
+    def find_spec(self, fullname: str, path: Any, target: types.ModuleType | None = None) -> Any:
+        if fullname not in _PENDING:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _PatchingLoader(spec.loader)
+                return spec
+        return None
+
+
+_FINDER = _PatchFinder()
+
+
+def patch(names: Sequence[str]) -> list[str]:
+    """Replace FlashMLA's decode calls (:data:`PATCHED`, those the module defines) inside each named engine module,
+    leaving its other names as they are; returns the names.
+
+    A module already imported is patched at once; any other, right after it has run on its first import (an import
+    hook on ``sys.meta_path``). A module that defines neither ``flash_mla_with_kvcache`` nor ``get_mla_metadata``
+    raises ``ImportError`` naming it (at once, or at its import). Patching twice is a no-op.
+    """
+    wanted = _module_names(names)
+    for name in wanted:
+        if name.split(".")[0] == "wavemla":
+            raise ValueError(f"names: {name!r} is wavemla's own (the stand-in takes other packages' names)")
+        if sys.modules.get(name) is sys.modules[__name__]:
+            raise ValueError(f"names: {name!r} is installed as the stand-in itself (uninstall it first)")
+    for name in wanted:
+        module = sys.modules.get(name)
+        if module is not None:
+            _patch_module(module)
+        elif name not in _ORIGINALS:
+            _PENDING.add(name)
+    if _PENDING and _FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, _FINDER)
+    return wanted
+
+
+def patched_names() -> list[str]:
+    """Modules :func:`patch` has patched or waits for, sorted."""
+    return sorted(set(_ORIGINALS) | _PENDING)
+
+
+def unpatch(names: Sequence[str] | None = None) -> list[str]:
+    """Put back what :func:`patch` replaced in ``names`` (default: all) and stop waiting for those not imported yet;
+    returns the names. Modules that bound the stand-in's calls meanwhile keep them."""
+    wanted = patched_names() if names is None else _module_names(names)
+    done = []
+    for name in wanted:
+        if name in _PENDING:
+            _PENDING.discard(name)
+            done.append(name)
+        if name in _ORIGINALS:
+            module = sys.modules.get(name)
+            for attr, value in _ORIGINALS.pop(name).items():
+                if module is not None:
+                    setattr(module, attr, value)
+            if name not in done:
+                done.append(name)
+    if not _PENDING and _FINDER in sys.meta_path:
+        sys.meta_path.remove(_FINDER)
+    return done

@@ -177,6 +177,13 @@ def test_reports_what_import_flash_mla_gets(
         shim.uninstall()
     monkeypatch.setitem(sys.modules, "flash_mla", types.ModuleType("flash_mla"))
     assert json.loads(_run(capsys, "--json")[1])["flash_mla"].startswith("another module, already imported (")
+    assert json.loads(_run(capsys, "--json")[1])["flash_mla_patched"] == []
+    shim.patch(["engine_pkg_not_imported.flashmla"])
+    try:
+        assert json.loads(_run(capsys, "--json")[1])["flash_mla_patched"] == ["engine_pkg_not_imported.flashmla"]
+        assert "              patched by wavemla: engine_pkg_not_imported.flashmla" in _run(capsys)[1].splitlines()
+    finally:
+        shim.unpatch()
 
 
 def test_unknown_wavemla_variable_is_an_error(environ: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,7 +2,8 @@
 
 For each knob: its default, the raw environment string, the effective value and the allowed values. Triton's
 ``TRITON_OVERRIDE_ARCH`` (kernels built along another architecture's code path) is shown beside its version, and
-what an engine's ``import flash_mla`` gets in this process (wavemla's stand-in, FlashMLA, or nothing). ``--json``
+what an engine's ``import flash_mla`` gets in this process (wavemla's stand-in, FlashMLA, or nothing), with the engine
+modules ``wavemla.flash_mla.patch`` has patched or waits for. ``--json``
 prints the same as one JSON object, for bug reports and benchmark records. An invalid knob value, or a
 ``WAVEMLA_GPU`` that names no preset, is reported as an error and makes the exit code 2.
 
@@ -35,7 +36,7 @@ def collect() -> dict[str, Any]:
     import triton
 
     import wavemla
-    from wavemla.flash_mla import resolves_to
+    from wavemla.flash_mla import patched_names, resolves_to
 
     knobs = config.table()
     errors = [row["error"] for row in knobs if row["error"]]
@@ -80,6 +81,8 @@ def collect() -> dict[str, Any]:
         "gpu_preset": preset,
         # what an engine's `import flash_mla` gets in this process (a sitecustomize may have installed wavemla's)
         "flash_mla": resolves_to("flash_mla"),
+        # engine modules whose decode calls wavemla.flash_mla.patch() replaced, or replaces when they are imported
+        "flash_mla_patched": patched_names(),
         "knobs": knobs,
         "errors": errors,
     }
@@ -110,6 +113,8 @@ def format_text(info: dict[str, Any]) -> str:
         f"numpy         {info['numpy']}",
         f"flash_mla     {info['flash_mla']}",
     ]
+    if info.get("flash_mla_patched"):
+        lines.append(f"              patched by wavemla: {', '.join(info['flash_mla_patched'])}")
     if info["cuda_device"] is not None:
         lines.append(f"cuda device   {_spec_line(info['cuda_device'])}")
         lines.append(f"              source: {info['cuda_device']['source']}")
