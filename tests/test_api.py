@@ -1,4 +1,5 @@
-"""`out`: the decodes write into a caller's buffer (vLLM's DeepSeek-V4 decode passes ``out=output.unsqueeze(1)``)."""
+"""The public calls' engine-facing parts: ``out`` (the decodes write into a caller's buffer, as vLLM's DeepSeek-V4
+decode passes ``out=output.unsqueeze(1)``) and the metadata's ``have_initialized`` (FlashMLA's, which engines reset)."""
 
 from __future__ import annotations
 
@@ -143,6 +144,30 @@ def test_out_sharing_an_inputs_memory_is_refused() -> None:
     d = dense_inputs()
     with pytest.raises(ValueError, match=r"^out: shares memory with q"):
         wavemla.dense_mla_decode(**d, out=d["q"][..., :512])
+
+
+def test_have_initialized_resets_the_plan() -> None:
+    """Engines set ``have_initialized = False`` on FlashMLA's metadata to have the next call plan again (SGLang's
+    FlashMLA backend does so before CUDA-graph capture): the next call plans for its own shape."""
+    sched, _ = wavemla.get_mla_metadata()
+    assert sched.have_initialized is False
+    with pytest.raises(ValueError, match=r"^have_initialized: only False can be set"):
+        sched.have_initialized = True
+    x = sparse_inputs()
+    ref_out, ref_lse = wavemla.sparse_mla_decode(**x)
+    wavemla.sparse_mla_decode(**x, metadata=sched)
+    assert sched.have_initialized is True and sched.buffers()
+    sched.have_initialized = True  # already planned: nothing changes
+    assert sched.have_initialized is True
+    d = dense_inputs()
+    with pytest.raises(ValueError, match=r"^metadata \(tile_scheduler_metadata\): planned for"):
+        wavemla.dense_mla_decode(**d, metadata=sched)
+    sched.have_initialized = False
+    assert sched.have_initialized is False and sched.buffers() == [] and sched.plan is None and sched.replays == []
+    wavemla.dense_mla_decode(**d, metadata=sched)  # planned again, for the dense shape
+    sched.have_initialized = False
+    out, lse = wavemla.sparse_mla_decode(**x, metadata=sched)
+    assert torch.equal(out, ref_out) and torch.equal(lse, ref_lse)
 
 
 @pytest.mark.gpu

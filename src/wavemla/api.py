@@ -46,7 +46,7 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -91,6 +91,23 @@ class MLAMetadata:
     scheduled: bool = False  # dense: the scheduler has run into sched/req (see dense_mla_decode's reuse_schedule)
     # the launches of calls made with this metadata, by call signature, replayed by later calls with the same one
     replays: list[tuple[tuple[Any, ...], Replay | None]] = field(default_factory=list, repr=False)
+
+    @property
+    def have_initialized(self) -> bool:
+        """FlashMLA's ``FlashMLASchedMeta.have_initialized``: whether a call has planned this object. Setting it to
+        False forgets the plan, the workspace and the launch replays, so the next call plans and allocates again
+        (engines do so before CUDA-graph capture, to have that happen inside the capture)."""
+        return self.key is not None
+
+    @have_initialized.setter
+    def have_initialized(self, value: bool) -> None:
+        if value:
+            if self.key is None:
+                raise ValueError("have_initialized: only False can be set (the first decode call plans the object)")
+            return
+        fresh = MLAMetadata()
+        for f in fields(self):
+            setattr(self, f.name, getattr(fresh, f.name))
 
     def buffers(self) -> list[torch.Tensor]:
         """The workspace tensors this metadata owns (the same for every call)."""
