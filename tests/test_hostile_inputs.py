@@ -2,7 +2,8 @@
 argument; never a crash, never a silent wrong answer.
 
 The property test draws shapes (b = 0..3, s_q 1..2, h_q ≤ 16, topk ≤ 48, page ≤ 64, empty caches included), layouts
-(non-contiguous q, indices and caches, stride-0 broadcasts, padded FP8 pages, float8_e4m3fn views), index values
+(non-contiguous q, indices and caches, stride-0 broadcasts, padded FP8 pages, float8_e4m3fn views, a caller's NaN-filled
+out buffer: contiguous, head-padded or misaligned), index values
 (−2^31, −2, −1, the slot count, 2^31−1, random int32, valid slots), topk_length beyond topk or negative, ±inf sinks,
 batch-invariant mode, forced split counts, both entry points, and with probability ~0.3 one invalid argument. Every
 cache row no valid entry selects — index entries past topk_length included — and every padding byte is poisoned
@@ -336,6 +337,10 @@ def cases(draw: st.DrawFn) -> Case:
         kwargs["attn_sink"] = s.to(DEVICE)
     if draw(st.booleans()):
         kwargs["softmax_scale"] = draw(st.floats(1e-3, 0.2))
+    out_layout = draw(st.sampled_from(["none", "none", "contig", "head_pad", "misaligned"]))
+    if out_layout != "none":
+        kwargs["out"] = _out(b, s_q, h, q_dtype, out_layout)
+        notes.append(f"out={out_layout}")
     invariant = draw(st.booleans())
     case = Case(kwargs=kwargs, notes=notes)
     case.entry = draw(st.sampled_from(["native", "flashmla"]))
@@ -357,6 +362,16 @@ def cases(draw: st.DrawFn) -> Case:
     elif k_total == 0:
         case.expect = "indices"
     return case
+
+
+def _out(b: int, s_q: int, h: int, dtype: torch.dtype, layout: str) -> torch.Tensor:
+    """A caller's out buffer, NaN-filled (an element the call does not write stays NaN): contiguous, a view of h
+    heads in a wider buffer, or contiguous 2 bytes past a 16-byte boundary."""
+    if layout == "head_pad":
+        return torch.full((b, s_q, h + 2, 512), float("nan"), dtype=dtype, device=DEVICE)[:, :, :h]
+    n = b * s_q * h * 512
+    flat = torch.full((n + 8,), float("nan"), dtype=dtype, device=DEVICE)
+    return flat[1 : 1 + n].view(b, s_q, h, 512) if layout == "misaligned" else flat[:n].view(b, s_q, h, 512)
 
 
 def _native_kwargs(case: Case) -> dict[str, Any]:
@@ -395,6 +410,7 @@ def call(case: Case) -> tuple[torch.Tensor, torch.Tensor]:
             "extra_indices_in_kvcache": kw.pop("extra_indices", None),
             "topk_length": kw.pop("topk_length", None),
             "extra_topk_length": kw.pop("extra_topk_length", None),
+            "out": kw.pop("out", None),
         }
         assert not kw, kw
         flash.update(case.flash)
@@ -409,6 +425,7 @@ def check_case(case: Case) -> None:
     out, lse = result
     kw = case.kwargs
     q = kw["q"]
+    assert "out" not in kw or out is kw["out"], f"the result is not the caller's out [{where}]"
     ref_out, ref_lse = reference(
         q,
         kw["kv_cache"],
@@ -505,7 +522,7 @@ def _metadata_reuse(case: Case, gen: torch.Generator) -> str:
     q = kw["q"]
     other["q"] = torch.zeros((q.shape[0] + 1, *q.shape[1:]), dtype=q.dtype, device=DEVICE)
     other["indices"] = torch.full((q.shape[0] + 1, q.shape[1], 1), -1, dtype=torch.int32, device=DEVICE)
-    for key in ("topk_length", "extra_kv_cache", "extra_indices", "extra_topk_length"):
+    for key in ("topk_length", "extra_kv_cache", "extra_indices", "extra_topk_length", "out"):
         other.pop(key, None)
     case.prime = lambda: sparse_mla_decode(**other, metadata=meta)
     kw["metadata"] = meta
@@ -650,6 +667,13 @@ MUTATIONS: dict[str, Callable[[Case, torch.Generator], str]] = {
     "scale_str": _bad_scale("0.1"),
     "scale_bool": _bad_scale(True),
     "scale_tensor": _bad_scale(torch.tensor(0.1)),
+    "out_list": _set("out", lambda k: [0.0], "out"),
+    "out_heads": _set(
+        "out", lambda k: torch.zeros((*k["q"].shape[:2], k["q"].shape[2] + 1, 512), device=DEVICE), "out"
+    ),
+    "out_fp32": _set("out", lambda k: torch.zeros((*k["q"].shape[:3], 512), device=DEVICE), "out"),
+    "out_broadcast": _set("out", lambda k: k["q"].new_zeros(1, 1, 1, 512).expand(2, 1, 1, 512), "out"),
+    "out_is_q": _set("out", lambda k: k["q"] if k["q"].numel() else k["q"].new_zeros(1, 1, 1, 1), "out"),
     "metadata_wrong_type": _set("metadata", lambda k: {"plan": None}, "metadata (tile_scheduler_metadata)"),
     "metadata_other_shape": _metadata_reuse,
     "flash_head_dim_v": _flash("head_dim_v", 576),
