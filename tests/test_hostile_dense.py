@@ -6,7 +6,8 @@ The property test draws shapes (b = 0..3, s_q 1..4 causal or not, h_q ≤ 16, d_
 block tables 0..5 wide), row caches and FP8 V3.2 caches, layouts (non-contiguous q and block tables, stride-0
 broadcasts, padded pages and blocks, float8_e4m3fn views), block-table entries (−2^31, −2, −1, the block count,
 2^31−1, random int32, valid blocks), lengths from −2^31 to 2^31−1 (0, 1, the table's capacity and one past it
-included), softmax scales, forced tiles and program counts, metadata objects given or not, both entry points, and
+included), softmax scales, forced tiles and program counts, metadata objects given or not, a caller's NaN-filled out
+(contiguous, head-padded or misaligned) or none, both entry points, and
 in some cases (125 of a 1,000-case run) one invalid argument. Every cache row no request reads and every padding
 byte is poisoned (NaN/±inf rows, 0xFF FP8 bytes: NaN codes, NaN scales, NaN rope), so a stray read changes the
 answer.
@@ -36,6 +37,7 @@ from tests.test_hostile_inputs import (
     _bad_scale,
     _examples,
     _int_values,
+    _out,
     _placed,
     _q,
     _set,
@@ -217,6 +219,10 @@ def cases(draw: st.DrawFn) -> Case:
     if draw(st.booleans()):
         kwargs["metadata"] = get_mla_metadata()[0]
         kwargs["reuse_schedule"] = draw(st.booleans())
+    out_layout = draw(st.sampled_from(["none", "none", "contig", "head_pad", "misaligned"]))
+    if out_layout != "none":
+        kwargs["out"] = _out(b, s_q, h, q_dtype, out_layout)
+        notes.append(f"out={out_layout}")
     case = Case(kwargs=kwargs, notes=notes)
     case.entry = draw(st.sampled_from(["native", "flashmla"]))
     tiles = draw(st.sampled_from(["planner", "rows16", "fp8_rows64" if fp8 else "keys_major"]))
@@ -270,6 +276,7 @@ def call(case: Case) -> tuple[torch.Tensor, torch.Tensor]:
             "softmax_scale": kw.pop("softmax_scale", None),
             "causal": kw.pop("causal"),
             "is_fp8_kvcache": isinstance(cache, torch.Tensor) and cache.dtype in FP8_DTYPES,
+            "out": kw.pop("out", None),
         }
         assert not kw, kw
         flash.update(case.flash)
@@ -284,6 +291,7 @@ def check_case(case: Case) -> None:
     out, lse = result
     kw = case.kwargs
     q, cache = kw["q"], kw["k_cache"]
+    assert "out" not in kw or out is kw["out"], f"the result is not the caller's out [{where}]"
     ref_out, ref_lse = reference(
         q,
         cache,
@@ -394,6 +402,8 @@ def _metadata_reuse(case: Case, gen: torch.Generator) -> str:
 
 
 MUTATIONS: dict[str, Callable[[Case, torch.Generator], str]] = {
+    "out_fp32": _set("out", lambda k: torch.zeros((*k["q"].shape[:3], 512), device=DEVICE), "out"),
+    "out_is_q": _set("out", lambda k: k["q"][..., :512] if k["q"].numel() else k["q"].new_zeros(1, 1, 1, 1), "out"),
     "q_none": _set("q", None, "q"),
     "q_fp32": _set("q", lambda k: k["q"].float(), "q"),
     "q_3d": _set("q", lambda k: k["q"].flatten(0, 1), "q"),
@@ -514,7 +524,7 @@ def test_every_dense_check_has_a_mutation() -> None:
         named.add(mutate(_fixed_case(), gen))
     expected = {"q", "k_cache", "block_table", "cache_seqlens", "causal", "softmax_scale",
                 "metadata (tile_scheduler_metadata)", "head_dim_v", "num_splits", "is_fp8_kvcache", "attn_sink",
-                "extra_k_cache", "extra_indices_in_kvcache", "topk_length", "extra_topk_length"}  # fmt: skip
+                "extra_k_cache", "extra_indices_in_kvcache", "topk_length", "extra_topk_length", "out"}  # fmt: skip
     assert named == expected
 
 
