@@ -28,7 +28,9 @@ Either way, modules that bound the names before (``from X import flash_mla_with_
 old ones: install or patch before the engine imports its attention code. Engines that start workers with ``spawn``
 need it in every process: a ``sitecustomize.py`` on ``PYTHONPATH`` does it (README). Which backend an engine
 selects on a given GPU stays the engine's choice; the stand-in changes what its FlashMLA backend runs, not whether
-the engine picks that backend.
+the engine picks that backend. It follows FlashMLA's current metadata API (an object planned by the first call):
+engine code that copies the scheduler tensors of FlashMLA's earlier ``get_mla_metadata(cache_seqlens, ...)`` into
+CUDA-graph buffers fails on those tensor operations.
 """
 
 from __future__ import annotations
