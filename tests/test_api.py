@@ -11,6 +11,7 @@ import torch
 
 import wavemla
 from tests.conftest import DEVICE
+from wavemla.api import _check_out
 from wavemla.testing import make_dense_decode_inputs, make_sparse_decode_inputs
 
 DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float16  # the interpreter's bf16 tl.dot is wrong
@@ -71,6 +72,20 @@ def test_dense_decode_writes_out(make_out: Callable[[int, int], torch.Tensor]) -
     got, lse = wavemla.dense_mla_decode(**x, out=out)
     assert got is out
     assert torch.equal(out, ref_out) and torch.equal(lse, ref_lse)
+
+
+@pytest.mark.parametrize("make_out, direct", list(zip(OUTS, [True, True, False, False], strict=True)), ids=OUT_IDS)
+def test_out_is_written_directly_where_its_layout_allows(make_out: Callable[[int, int], torch.Tensor], direct: bool):
+    """Contiguous and 16-byte aligned (dimensions of one element may have any stride): the kernels get out's memory
+    with a contiguous tensor's strides; otherwise None (the result is computed apart and copied in)."""
+    x = sparse_inputs()
+    out = make_out(3, 1)
+    target = _check_out(out, x["q"], 512, {"q": x["q"], "kv_cache": x["kv_cache"]})
+    if not direct:
+        assert target is None
+        return
+    assert target is not None and target.data_ptr() == out.data_ptr()
+    assert target.stride() == (H_Q * 512, H_Q * 512, 512, 1) and target.shape == out.shape
 
 
 def test_flash_mla_call_passes_out_through() -> None:
@@ -184,7 +199,7 @@ def test_gpu_out_through_replays_and_graphs() -> None:
             got, _ = wavemla.sparse_mla_decode(**x, metadata=sched, out=out)
             assert got is out and torch.equal(out, ref_out)
 
-    static = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in x.items()}
+    static: dict[str, Any] = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in x.items()}
     output = torch.empty((8, H_Q, 512), dtype=DTYPE, device=DEVICE)
     graph_sched, _ = wavemla.get_mla_metadata()
     wavemla.sparse_mla_decode(**static, metadata=graph_sched, out=output.unsqueeze(1))  # plan, compile

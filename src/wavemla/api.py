@@ -224,17 +224,27 @@ def _check_out(out: Any, q: torch.Tensor, d_v: int, inputs: dict[str, Any]) -> t
         )
     if out.numel() == 0:
         return out
-    if any(n > 1 and st == 0 for n, st in zip(out.shape, out.stride(), strict=True)):
-        raise ValueError(f"out: a zero stride makes elements share memory, got strides {list(out.stride())}")
-    lo, hi = _span(out)
+    strides = out.stride()
+    if 0 in strides and any(n > 1 and st == 0 for n, st in zip(want, strides, strict=True)):
+        raise ValueError(f"out: a zero stride makes elements share memory, got strides {list(strides)}")
+    store = out.untyped_storage()
+    s_lo = store.data_ptr()
+    s_hi = s_lo + store.nbytes()
+    span = None
     for name, t in inputs.items():
-        if isinstance(t, torch.Tensor) and t.numel():
-            t_lo, t_hi = _span(t)
-            if lo < t_hi and t_lo < hi:
+        if not isinstance(t, torch.Tensor):
+            continue
+        t_store = t.untyped_storage()
+        t_lo = t_store.data_ptr()
+        if t_lo < s_hi and s_lo < t_lo + t_store.nbytes() and t.numel():  # the same memory block: the bytes used
+            span = span or _span(out)
+            t_span = _span(t)
+            if span[0] < t_span[1] and t_span[0] < span[1]:
                 raise ValueError(f"out: shares memory with {name} (the kernels read {name} while they write out)")
     if out.is_contiguous() and out.data_ptr() % 16 == 0:
         s_q, h_q = want[1], want[2]
-        return out.as_strided(want, (s_q * h_q * d_v, h_q * d_v, d_v, 1))
+        canonical = (s_q * h_q * d_v, h_q * d_v, d_v, 1)
+        return out if strides == canonical else out.as_strided(want, canonical)
     return None
 
 
