@@ -197,18 +197,25 @@ class _PatchingLoader(importlib.abc.Loader):
 class _PatchFinder(importlib.abc.MetaPathFinder):
     """Finds a module :func:`patch` waits for with the other finders and gives its spec a patching loader."""
 
+    def __init__(self) -> None:
+        self._busy: set[str] = set()  # names being looked up: a finder that looks the name up again gets None here
+
     def find_spec(self, fullname: str, path: Any, target: types.ModuleType | None = None) -> Any:
-        if fullname not in _PENDING:
+        if fullname not in _PENDING or fullname in self._busy:
             return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _PatchingLoader(spec.loader)
-                return spec
-        return None
+        self._busy.add(fullname)
+        try:
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                        spec.loader = _PatchingLoader(spec.loader)
+                    return spec
+            return None
+        finally:
+            self._busy.discard(fullname)
 
 
 _FINDER = _PatchFinder()
