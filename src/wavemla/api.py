@@ -2,9 +2,10 @@
 
 Two decodes, each reachable two ways:
 
-- :func:`flash_mla_with_kvcache` / :func:`get_mla_metadata` take FlashMLA's names, argument order and returns, so an
-  engine swaps one import: with ``indices`` it runs the sparse decode (DeepSeek-V4 / V3.2 DSA), with
-  ``indices=None`` the paged dense decode (DeepSeek-V3, Kimi-K2, GLM);
+- :func:`flash_mla_with_kvcache` / :func:`get_mla_metadata` take FlashMLA's names, argument order and returns (and
+  vLLM's ``out``), so an engine swaps one import: with ``indices`` it runs the sparse decode (DeepSeek-V4: 512-wide
+  rows, MODEL1 FP8 or bf16/fp16; DeepSeek-V3.2's 576-wide sparse decode is not supported), with ``indices=None``
+  the paged dense decode (DeepSeek-V3, Kimi-K2, GLM);
 - :func:`sparse_mla_decode` and :func:`dense_mla_decode` are the native calls with keyword arguments.
 
 Sparse shapes (``T = b·s_q`` query tokens)::
