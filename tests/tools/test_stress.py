@@ -218,6 +218,23 @@ def test_cpu_dense_harness_matches_eager_and_reports_an_injected_flip(capsys: py
     assert "mode=dense h=16 s_q=2 FP8 V3.2 caches, 256 keys per request" in out
 
 
+@cpu_lane_only
+def test_cpu_harness_with_out_buffers(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each decode writes a caller's NaN-filled out (vLLM's pattern): sparse with the indexer and with forced splits,
+    and dense; every replay matches its eager reference (computed without out), and an injected flip still shows."""
+    code, out = _run(
+        capsys, "--cpu", "--small", "--mode", "csa", "--batch", "2", "--graphs", "2", "--variants", "2",
+        "--replays", "4", "--out-buffers",
+    )  # fmt: skip
+    assert code == 0, out
+    assert "out= buffers" in out and "result: PASS (0 mismatching output(s) in 0 of 4 replay(s))" in out
+    code, out = _run(
+        capsys, "--cpu", "--small", "--mode", "dense", "--batch", "2", "--graphs", "2", "--variants", "2",
+        "--replays", "4", "--out-buffers", "--inject-flip", "1", "--check-every", "1",
+    )  # fmt: skip
+    assert code == 1 and "result: FAIL (1 mismatching output(s) in 1 of 4 replay(s))" in out, out
+
+
 def test_run_without_cuda_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present")
@@ -240,6 +257,8 @@ GPU_RUNS = [
         ("--indexer-select", "spread", "--batch", "48", "7", "33", "1", "--replays", "2000"), id="indexer-spread"
     ),
     pytest.param(("--mode", "dense", "--replays", "2000"), id="dense-fp8"),
+    pytest.param(("--out-buffers", "--replays", "2000"), id="out-buffers"),
+    pytest.param(("--mode", "dense", "--out-buffers", "--replays", "1000"), id="dense-out-buffers"),
     pytest.param(
         ("--mode", "dense", "--bf16", "--s-q", "2", "--heads", "128", "--batch", "5", "33", "--replays", "2000"),
         id="dense-bf16-s2",

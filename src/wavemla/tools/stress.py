@@ -25,7 +25,9 @@ Exit code: 0 when every replay matched, 1 on any mismatch, 2 on a CUDA (or setup
 
 ``--small`` picks tiny shapes and few replays for compute-sanitizer runs (see docs/reliability.md); ``--cpu`` runs
 the same loop eagerly through Triton's interpreter (no graphs, no streams) to check the harness itself;
-``--inject-flip N`` flips one output bit of replay N, which must come back as exactly one mismatch. Two negative
+``--inject-flip N`` flips one output bit of replay N, which must come back as exactly one mismatch.
+``--out-buffers`` makes every decode call write a caller's buffer (``out=``, NaN-filled just before the call, inside
+the graph), as vLLM's DeepSeek-V4 decode does with the output it allocates in its captured forward. Two negative
 controls break the ownership rules on purpose, to show what the harness catches: ``--share-metadata`` (all graphs
 share one split workspace) and ``--share-pool`` (all graphs captured into one memory pool, so the temporaries of
 graphs replayed at the same time alias — the failure mode of overlapped CUDA-graph replays in serving engines).
@@ -108,6 +110,7 @@ class StressConfig:
     index_heads: int = INDEX_HEADS
     indexer_select: str | None = None  # the indexer's select path; None: the one it picks
     seqlen: int = DENSE_SHAPE[0]  # dense: cached keys per request (variants draw shorter lengths)
+    out_buffers: bool = False  # each decode writes a caller's out (NaN-filled right before the call)
 
     @property
     def dense(self) -> bool:
@@ -241,6 +244,7 @@ def config_from_args(args: argparse.Namespace) -> StressConfig:
         index_heads=16 if small else INDEX_HEADS,
         indexer_select=None if args.indexer_select == "auto" else args.indexer_select,
         seqlen=seqlen,
+        out_buffers=args.out_buffers,
     )
     validate_config(cfg)
     return cfg
@@ -532,8 +536,13 @@ def decode_step(
 ) -> dict[str, torch.Tensor]:
     """What a graph holds: (CSA) the lightning indexer, then the sparse decode, or the paged dense decode (causal
     for s_q > 1, FlashMLA's MTP semantics); returns every output tensor."""
+    import torch
+
     from wavemla.api import dense_mla_decode, sparse_mla_decode
 
+    q = inputs["q"]
+    # the caller's buffer (vLLM allocates its output inside the captured forward); NaN: an unwritten element shows
+    buf = torch.full((*q.shape[:3], 512), float("nan"), dtype=q.dtype, device=q.device) if cfg.out_buffers else None
     if cfg.dense:
         out, lse = dense_mla_decode(
             inputs["q"],
@@ -542,6 +551,7 @@ def decode_step(
             inputs["cache_seqlens"],
             causal=cfg.s_q > 1,
             metadata=meta,
+            out=buf,
         )
         return {"out": out, "lse": lse}
 
@@ -582,6 +592,7 @@ def decode_step(
         attn_sink=fixed["attn_sink"],
         metadata=meta,
         batch_invariant=True if cfg.batch_invariant else None,  # None: WAVEMLA_BATCH_INVARIANT decides
+        out=buf,
         **extra,
     )
     outs["out"], outs["lse"] = out, lse
@@ -866,6 +877,8 @@ def summary(cfg: StressConfig, report: StressReport) -> str:
     else:
         shape = f"mode={cfg.mode} h={cfg.heads} s_q={cfg.s_q} {'FP8 MODEL1' if cfg.fp8 else 'row'} caches"
     how = "CUDA graphs" if cfg.use_graphs else ("eager, interpreter" if cfg.cpu else "eager")
+    if cfg.out_buffers:
+        shape += ", out= buffers"
     lines = [
         f"wavemla stress: {report.replays} replays of {cfg.graphs} graph(s) on {cfg.streams} stream(s) ({how}), "
         f"{shape}, seed {cfg.seed}, {report.seconds:.1f} s",
@@ -956,6 +969,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--inject-flip", type=int, default=None, metavar="REPLAY", help="self-test: flip one output bit of a replay"
+    )
+    parser.add_argument(
+        "--out-buffers",
+        action="store_true",
+        help="each decode call writes a caller's out buffer (NaN-filled right before the call, inside the graph), "
+        "as vLLM's DeepSeek-V4 decode passes its output",
     )
 
 
