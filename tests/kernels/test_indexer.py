@@ -434,7 +434,9 @@ def test_lists_longer_than_a_register_block(select, data, device, monkeypatch):
         assert passes["n"] > 0
 
 
-@triton.jit
+# The selects pass _list_kth loaded values; the probe passes Python ints, which Triton would make constexprs where
+# they equal 1 (a list of one key, a bracket at key 1): keep them runtime values, as in the kernels.
+@triton.jit(do_not_specialize=["m", "lo", "hi", "topk"])
 def _list_kth_probe(p_keys, p_out, m, lo, hi, topk, BLOCK_L: tl.constexpr):
     thr, need_eq, n_eq = indexer_kernels._list_kth(p_keys, m, lo, hi, topk, BLOCK_L)
     o = tl.arange(0, 4)
