@@ -54,22 +54,17 @@ OUTS: list[Callable[[int, int], torch.Tensor]] = [contiguous, vllm_style, padded
 OUT_IDS = ["contiguous", "vllm-unsqueeze", "padded-heads", "misaligned"]
 
 
-@pytest.mark.parametrize("make_out", OUTS, ids=OUT_IDS)
-def test_sparse_decode_writes_out(make_out: Callable[[int, int], torch.Tensor]) -> None:
-    x = sparse_inputs()
-    ref_out, ref_lse = wavemla.sparse_mla_decode(**x)
-    out = make_out(3, 1)
-    got, lse = wavemla.sparse_mla_decode(**x, out=out)
-    assert got is out
-    assert torch.equal(out, ref_out) and torch.equal(lse, ref_lse)
+DECODES = {"sparse": (sparse_inputs, wavemla.sparse_mla_decode), "dense": (dense_inputs, wavemla.dense_mla_decode)}
 
 
+@pytest.mark.parametrize("decode", sorted(DECODES))
 @pytest.mark.parametrize("make_out", OUTS, ids=OUT_IDS)
-def test_dense_decode_writes_out(make_out: Callable[[int, int], torch.Tensor]) -> None:
-    x = dense_inputs()
-    ref_out, ref_lse = wavemla.dense_mla_decode(**x)
+def test_decode_writes_out(make_out: Callable[[int, int], torch.Tensor], decode: str) -> None:
+    make_inputs, call = DECODES[decode]
+    x = make_inputs()
+    ref_out, ref_lse = call(**x)
     out = make_out(3, 1)
-    got, lse = wavemla.dense_mla_decode(**x, out=out)
+    got, lse = call(**x, out=out)
     assert got is out
     assert torch.equal(out, ref_out) and torch.equal(lse, ref_lse)
 
@@ -80,7 +75,7 @@ def test_out_is_written_directly_where_its_layout_allows(make_out: Callable[[int
     with a contiguous tensor's strides; otherwise None (the result is computed apart and copied in)."""
     x = sparse_inputs()
     out = make_out(3, 1)
-    target = _check_out(out, x["q"], 512, {"q": x["q"], "kv_cache": x["kv_cache"]})
+    target = _check_out(out, x["q"], 512, ("q", "kv_cache"), (x["q"], x["kv_cache"]))
     if not direct:
         assert target is None
         return

@@ -202,19 +202,13 @@ def _check_length(name: str, t: Any, b: int, device: torch.device) -> None:
         raise ValueError(f"{name}: must be contiguous")
 
 
-def _span(t: torch.Tensor) -> tuple[int, int]:
-    """The byte addresses ``[first, past the last)`` that ``t``'s elements occupy (non-negative strides)."""
-    start = t.data_ptr()
-    if t.numel() == 0:
-        return start, start
-    return start, start + (sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True)) + 1) * t.element_size()
-
-
-def _check_out(out: Any, q: torch.Tensor, d_v: int, inputs: dict[str, Any]) -> torch.Tensor | None:
-    """Validate a caller's ``out`` (``[b, s_q, h_q, d_v]`` of q's dtype on q's device, sharing no memory with an
-    input); returns the tensor the kernels write: ``out`` seen with a contiguous tensor's strides where its memory
-    is laid out so (every dimension of more than one element) and starts 16-byte aligned, else None (the result is
-    then computed apart and copied in)."""
+def _check_out(
+    out: Any, q: torch.Tensor, d_v: int, names: tuple[str, ...], inputs: tuple[Any, ...]
+) -> torch.Tensor | None:
+    """Validate a caller's ``out`` (``[b, s_q, h_q, d_v]`` of q's dtype on q's device, sharing no memory with one of
+    the ``inputs``, named by ``names``); returns the tensor the kernels write: ``out`` seen with a contiguous tensor's
+    strides where its memory is laid out so (every dimension of more than one element) and starts 16-byte aligned,
+    else None (the result is then computed apart and copied in)."""
     want = (*q.shape[:3], d_v)
     if not isinstance(out, torch.Tensor):
         raise ValueError(f"out: expected a torch.Tensor, got {type(out).__name__}")
@@ -231,16 +225,14 @@ def _check_out(out: Any, q: torch.Tensor, d_v: int, inputs: dict[str, Any]) -> t
     store = out.untyped_storage()
     s_lo = store.data_ptr()
     s_hi = s_lo + store.nbytes()
-    span = None
-    for name, t in inputs.items():
+    for name, t in zip(names, inputs, strict=True):
         if not isinstance(t, torch.Tensor):
             continue
         t_store = t.untyped_storage()
         t_lo = t_store.data_ptr()
         if t_lo < s_hi and s_lo < t_lo + t_store.nbytes() and t.numel():  # the same memory block: the bytes used
-            span = span or _span(out)
-            t_span = _span(t)
-            if span[0] < t_span[1] and t_span[0] < span[1]:
+            o_ptr, t_ptr = out.data_ptr(), t.data_ptr()
+            if o_ptr < t_ptr + launch.span_bytes(t) and t_ptr < o_ptr + launch.span_bytes(out):
                 raise ValueError(f"out: shares memory with {name} (the kernels read {name} while they write out)")
     if out.is_contiguous() and out.data_ptr() % 16 == 0:
         s_q, h_q = want[1], want[2]
@@ -285,7 +277,7 @@ def _replayed(
         return call_sig, seen, None
     q = tensors[0]
     b, s_q, h_q = q.shape[:3]
-    target = None if out is None else _check_out(out, q, d_v, dict(zip(names, tensors, strict=True)))
+    target = None if out is None else _check_out(out, q, d_v, names, tensors)
     o = target if target is not None else torch.empty((b, s_q, h_q, d_v), dtype=q.dtype, device=q.device)
     lse = torch.empty((b, s_q, h_q), dtype=torch.float32, device=q.device)
     out_ptr, lse_ptr = o.data_ptr(), lse.data_ptr()
@@ -391,7 +383,7 @@ def sparse_mla_decode(
     extra_topk = extra_indices.shape[2] if extra_indices is not None else 0  # given only with extra_kv_cache
     if topk + extra_topk == 0:
         raise ValueError("indices: topk and extra topk are both 0")
-    target = None if out is None else _check_out(out, q, D_QK, dict(zip(_SPARSE_INPUTS, tensors, strict=True)))
+    target = None if out is None else _check_out(out, q, D_QK, _SPARSE_INPUTS, tensors)
     invariant = config.get("WAVEMLA_BATCH_INVARIANT") if batch_invariant is None else bool(batch_invariant)
 
     workload = Workload(
@@ -665,7 +657,7 @@ def dense_mla_decode(
             "metadata (tile_scheduler_metadata): expected the MLAMetadata returned by get_mla_metadata(), "
             f"got {type(metadata).__name__}"
         )
-    target = None if out is None else _check_out(out, q, 512, dict(zip(_DENSE_INPUTS, tensors, strict=True)))
+    target = None if out is None else _check_out(out, q, 512, _DENSE_INPUTS, tensors)
 
     page = k_cache.shape[1]
     workload = DenseWorkload(

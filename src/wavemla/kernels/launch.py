@@ -133,7 +133,7 @@ def call_key(tensors: Sequence[torch.Tensor | None], scalars: Sequence[Any]) -> 
     return (shapes, aligned, tuple((type(v), v) for v in scalars), config.generation()), ptrs
 
 
-def _span(t: torch.Tensor) -> int:
+def span_bytes(t: torch.Tensor) -> int:
     """Bytes from ``t``'s first element to just past its last (non-negative strides)."""
     if t.numel() == 0:
         return 0
@@ -178,13 +178,13 @@ class Replay:
         if not rec.launches:
             raise NotReplayable("no kernel launched")
         n_in, n_scratch, n_conv = len(inputs), len(rec.scratch), len(rec.converted)
-        slots = [_Slot(i, "in", t.data_ptr(), _span(t), t.dtype) for i, t in enumerate(inputs) if t is not None]
-        slots += [_Slot(n_in + i, "scratch", t.data_ptr(), _span(t), t.dtype) for i, t in enumerate(rec.scratch)]
+        slots = [_Slot(i, "in", t.data_ptr(), span_bytes(t), t.dtype) for i, t in enumerate(inputs) if t is not None]
+        slots += [_Slot(n_in + i, "scratch", t.data_ptr(), span_bytes(t), t.dtype) for i, t in enumerate(rec.scratch)]
         first_conv = n_in + n_scratch
-        slots += [_Slot(first_conv + i, "converted", c.data_ptr(), _span(c), c.dtype)
+        slots += [_Slot(first_conv + i, "converted", c.data_ptr(), span_bytes(c), c.dtype)
                   for i, (_, c) in enumerate(rec.converted)]  # fmt: skip
         first_keep = first_conv + n_conv
-        slots += [_Slot(first_keep + i, "keep", t.data_ptr(), _span(t), t.dtype) for i, t in enumerate(keep)]
+        slots += [_Slot(first_keep + i, "keep", t.data_ptr(), span_bytes(t), t.dtype) for i, t in enumerate(keep)]
         self._slots = slots
         self._n_inputs = n_in
         self._in_ids = [i for i, t in enumerate(inputs) if t is not None]
@@ -251,7 +251,7 @@ class Replay:
             if len({s.kind for s in exact}) > 1:
                 raise NotReplayable(f"{kernel}: {arg} is at the address of tensors of different kinds")
             return exact[0], 0
-        inside = [s for s in self._slots if s.ptr <= p and p + _span(t) <= s.ptr + s.span]
+        inside = [s for s in self._slots if s.ptr <= p and p + span_bytes(t) <= s.ptr + s.span]
         if len(inside) != 1:
             why = "in no tensor the call names" if not inside else "inside more than one of the call's tensors"
             raise NotReplayable(f"{kernel}: {arg} lies {why}")
