@@ -3,8 +3,10 @@ pays per layer on the CPU.
 
 For each case, 3 warm calls, then ``--calls`` calls back to back without a sync (the GPU runs behind; the host's
 time per call is measured), then one sync. DSV4 sparse decode (FP8 MODEL1, 128 window rows + 512 compressed, sink)
-through ``sparse_mla_decode`` and through FlashMLA's ``flash_mla_with_kvcache`` with its metadata object;
-the dense decode (V3, FP8 V3.2 layout) through ``flash_mla_with_kvcache``.
+through ``sparse_mla_decode`` (no metadata) and through FlashMLA's ``flash_mla_with_kvcache`` with one metadata
+object, and with a new one per call (``get_mla_metadata()`` before each call, as SGLang's DeepSeek-V4 decode does);
+the dense decode (V3, FP8 V3.2 layout) through ``flash_mla_with_kvcache`` with one metadata object and a new one per
+call. ``WAVEMLA_LAUNCH=triton`` in the environment gives the times without launch replays.
 
     PYTHONPATH=src python3 benchmarks/experiments/api_host_cost.py
     PYTHONPATH=src python3 benchmarks/experiments/api_host_cost.py --profile   # where a call's host time goes
@@ -64,6 +66,12 @@ def main() -> int:
         }  # fmt: skip
         us = host_us(lambda fm=fm: api.flash_mla_with_kvcache(**fm), args.calls)
         print(f"{f'flash_mla_with_kvcache sparse FP8 b={b} h={h}':<58} {us:>12.1f}", flush=True)
+
+        def per_call(fm: dict[str, Any] = fm) -> Any:
+            return api.flash_mla_with_kvcache(**{**fm, "tile_scheduler_metadata": api.get_mla_metadata()[0]})
+
+        us = host_us(per_call, args.calls)
+        print(f"{f'flash_mla_with_kvcache sparse FP8 b={b} h={h}, new metadata':<58} {us:>12.1f}", flush=True)
     for b, h in ((1, 128), (64, 128)):
         d: dict[str, Any] = make_dense_decode_inputs(lengths=[4096] * b, h_q=h, fp8=True, device="cuda")
         meta, _ = api.get_mla_metadata()
@@ -74,6 +82,8 @@ def main() -> int:
 
         us = host_us(dense, args.calls)
         print(f"{f'flash_mla_with_kvcache dense FP8 b={b} h={h} 4K':<58} {us:>12.1f}", flush=True)
+        us = host_us(lambda d=d: dense(d, api.get_mla_metadata()[0]), args.calls)
+        print(f"{f'flash_mla_with_kvcache dense FP8 b={b} h={h} 4K, new metadata':<58} {us:>12.1f}", flush=True)
     return 0
 
 

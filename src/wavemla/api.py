@@ -112,8 +112,12 @@ class MLAMetadata:
 
     def buffers(self) -> list[torch.Tensor]:
         """The workspace tensors this metadata owns (the same for every call)."""
-        held = [self.o_ws, self.lse_ws, self.counts, self.q_ws, self.p_ws, self.sched, self.req]
-        return [t for t in (*held, *self.dense_o_ws.values()) if t is not None]
+        return [t for _, t in self._named_buffers()]
+
+    def _named_buffers(self) -> list[tuple[str | torch.dtype, torch.Tensor]]:
+        """(field name, or the dense partials' dtype; tensor) of every workspace tensor, in :meth:`buffers`' order."""
+        held: list[tuple[str | torch.dtype, torch.Tensor | None]] = [(n, getattr(self, n)) for n in _BUFFER_FIELDS]
+        return [(k, t) for k, t in (*held, *self.dense_o_ws.items()) if t is not None]
 
     def replay_for(self, key: tuple[Any, ...]) -> tuple[bool, Replay | None]:
         """(whether calls of signature ``key`` were recorded, their replay: None where they cannot be replayed)."""
@@ -122,14 +126,64 @@ class MLAMetadata:
                 return True, r
         return False, None
 
-    def keep_replay(self, key: tuple[Any, ...], rec: Recording, inputs: list[torch.Tensor | None]) -> None:
+    def keep_replay(self, key: tuple[Any, ...], rec: Recording, inputs: list[torch.Tensor | None]) -> Replay | None:
         """Keep the launches ``rec`` noted for calls of signature ``key``, or that they cannot be replayed (the last
-        8 signatures are kept)."""
+        8 signatures are kept); returns the replay (None where there is none)."""
         try:
             replay: Replay | None = Replay(rec, inputs, self.buffers())
         except NotReplayable:
             replay = None
         self.replays = [(key, replay), *[(k, r) for k, r in self.replays if k != key]][:_MAX_REPLAYS]
+        return replay
+
+
+# The workspace fields of MLAMetadata in the order of its buffers() (then the dense partials by dtype); the sparse
+# pieces' counters are made zero (the program that merges a token's pieces puts its counter back to zero).
+_BUFFER_FIELDS = ("o_ws", "lse_ws", "counts", "q_ws", "p_ws", "sched", "req")
+_ZEROED_FIELDS = frozenset({"counts"})
+
+
+@dataclass(frozen=True)
+class _FirstCall:
+    """What the first call of a signature left in the metadata object it planned, for later calls of that
+    signature with a fresh object (or none): its launches, unbound from that object's workspace (None where they
+    cannot be replayed), the plan, and the workspace's fields, shapes and dtypes."""
+
+    replay: Replay | None
+    key: tuple[Any, ...] | None = None
+    plan: Plan | None = None
+    dense_plan: DensePlan | None = None
+    split_kernel: Any = None
+    buffers: tuple[tuple[str | torch.dtype, tuple[int, ...], torch.dtype], ...] = ()
+
+    @staticmethod
+    def of(meta: MLAMetadata, replay: Replay | None) -> _FirstCall:
+        if replay is None:
+            return _FirstCall(None)
+        buffers = tuple((k, tuple(t.shape), t.dtype) for k, t in meta._named_buffers())
+        return _FirstCall(replay.unbound(), meta.key, meta.plan, meta.dense_plan, meta.split_kernel, buffers)
+
+    def adopt(self, meta: MLAMetadata, device: torch.device, call_sig: tuple[Any, ...]) -> Replay:
+        """Plan the fresh ``meta`` as the first call did (its own workspace, allocated now) and keep, for calls of
+        ``call_sig``, the launches bound to that workspace, which it returns."""
+        assert self.replay is not None
+        meta.key, meta.plan, meta.dense_plan = self.key, self.plan, self.dense_plan
+        meta.split_kernel = self.split_kernel
+        for k, shape, dtype in self.buffers:
+            make = torch.zeros if k in _ZEROED_FIELDS else torch.empty
+            t = make(shape, dtype=dtype, device=device)
+            if isinstance(k, str):
+                setattr(meta, k, t)
+            else:
+                meta.dense_o_ws[k] = t
+        replay = self.replay.bound(meta.buffers())
+        meta.replays = [(call_sig, replay)]
+        return replay
+
+
+# The first calls of recent signatures that planned a fresh metadata object or had none (engines that make a
+# metadata object per call, as SGLang's DeepSeek-V4 decode does), by signature: later such calls replay them.
+_FIRST_CALLS = launch.ReplayCache(32)
 
 
 def get_mla_metadata(*args: Any, **kwargs: Any) -> tuple[MLAMetadata, None]:
@@ -265,14 +319,21 @@ def _device_spec(device: torch.device) -> Any:
 def _replayed(
     metadata: Any, tensors: tuple[Any, ...], scalars: tuple[Any, ...], d_v: int, names: tuple[str, ...], out: Any
 ) -> tuple[tuple[Any, ...] | None, bool, tuple[torch.Tensor, torch.Tensor] | None]:
-    """A decode call through its metadata's launch replays (:mod:`wavemla.kernels.launch`): (the call's signature,
-    None where it may not be replayed; whether that signature was recorded before; the outputs ``(out [b, s_q, h_q,
-    d_v], lse [b, h_q, s_q])`` of the replayed launches, None where the call must go through Triton's path). The
-    first tensor is q; ``names`` name the tensors (for ``out``'s checks); ``out`` is the caller's, or None."""
-    if type(metadata) is not MLAMetadata or not launch.replayable(tensors, scalars):
+    """A decode call through launch replays (:mod:`wavemla.kernels.launch`): its metadata's, or for a metadata
+    object no call has planned yet (or none) those of the first call of the signature (``_FIRST_CALLS``). Returns
+    (the call's signature, None where it may not be replayed; whether that signature was recorded before for this
+    metadata, or for fresh ones; the outputs ``(out [b, s_q, h_q, d_v], lse [b, h_q, s_q])`` of the replayed
+    launches, None where the call must go through Triton's path). The first tensor is q; ``names`` name the tensors
+    (for ``out``'s checks); ``out`` is the caller's, or None."""
+    if not (metadata is None or type(metadata) is MLAMetadata) or not launch.replayable(tensors, scalars):
         return None, False, None
     call_sig, ptrs = launch.call_key(tensors, scalars)
-    seen, replay = metadata.replay_for(call_sig)
+    first: _FirstCall | None = None
+    if metadata is None or metadata.key is None:
+        first = _FIRST_CALLS.get(call_sig)
+        seen, replay = first is not None, None if first is None else first.replay
+    else:
+        seen, replay = metadata.replay_for(call_sig)
     if replay is None:
         return call_sig, seen, None
     q = tensors[0]
@@ -283,6 +344,8 @@ def _replayed(
     out_ptr, lse_ptr = o.data_ptr(), lse.data_ptr()
     if (out_ptr | lse_ptr) & 15:  # an allocator that does not align to 16 bytes: Triton's path
         return call_sig, seen, None
+    if first is not None:
+        replay = first.adopt(metadata if metadata is not None else MLAMetadata(), q.device, call_sig)
     replay.launch((*tensors, o, lse), (*ptrs, out_ptr, lse_ptr))
     return call_sig, seen, (_deliver(o, out), lse.transpose(1, 2))
 
@@ -329,7 +392,7 @@ def sparse_mla_decode(
     # A call with the signature of one made before with this metadata launches that call's kernels again
     # (kernels.launch): the same validation outcome, plan, kernels and arguments, with the new tensors.
     tensors = (q, kv_cache, indices, topk_length, extra_kv_cache, extra_indices, extra_topk_length, attn_sink)
-    scalars = (softmax_scale, batch_invariant)
+    scalars = ("sparse", softmax_scale, batch_invariant)
     call_sig, seen, done = _replayed(metadata, tensors, scalars, D_QK, _SPARSE_INPUTS, out)
     if done is not None:
         return done
@@ -400,7 +463,8 @@ def sparse_mla_decode(
     with _device_guard(device):
         key = (workload, str(device))
         meta = metadata if metadata is not None else MLAMetadata()
-        if meta.key is None:
+        fresh = meta.key is None
+        if fresh:
             meta.plan = plan(workload, _device_spec(device))
             meta.key = key
             rows = meta.plan.workspace_rows(b * s_q)
@@ -435,9 +499,25 @@ def sparse_mla_decode(
         with launch.recording() as rec:
             _sparse_launch(meta, q, o, lse, kv_cache, indices, topk_length, extra_kv_cache, extra_indices,
                            extra_topk_length, attn_sink, scale, is_fp8, has_extra, device)  # fmt: skip
-        if call_sig is not None and not seen:
-            meta.keep_replay(call_sig, rec, [*tensors, o, lse])
+        _keep_launches(meta, fresh, call_sig, seen, rec, [*tensors, o, lse])
         return _deliver(o, out), lse.transpose(1, 2)
+
+
+def _keep_launches(
+    meta: MLAMetadata,
+    fresh: bool,
+    call_sig: tuple[Any, ...] | None,
+    seen: bool,
+    rec: Recording,
+    inputs: list[torch.Tensor | None],
+) -> None:
+    """After a call through Triton's path: keep its launches for later calls of its signature ``call_sig`` (None:
+    none may be replayed) with ``meta``, and, where the call planned the ``fresh`` object, with fresh objects."""
+    if call_sig is None or seen:
+        return
+    replay = meta.keep_replay(call_sig, rec, inputs)
+    if fresh:
+        _FIRST_CALLS.put(call_sig, _FirstCall.of(meta, replay))
 
 
 def _sparse_launch(
@@ -624,11 +704,11 @@ def dense_mla_decode(
 
     tensors = (q, k_cache, block_table, cache_seqlens)
     run_schedule = not (reuse_schedule and isinstance(metadata, MLAMetadata) and metadata.scheduled)
-    scalars = (softmax_scale, causal, run_schedule)
+    scalars = ("dense", softmax_scale, causal, run_schedule)
     call_sig, seen, done = _replayed(metadata, tensors, scalars, 512, _DENSE_INPUTS, out)
     if done is not None:
-        assert isinstance(metadata, MLAMetadata)
-        metadata.scheduled = True
+        if metadata is not None:
+            metadata.scheduled = True
         return done
 
     device = _check_q_common(q)
@@ -673,7 +753,8 @@ def dense_mla_decode(
     with _device_guard(device):
         key = ("dense", workload, str(device))
         meta = metadata if metadata is not None else MLAMetadata()
-        if meta.key is None:
+        fresh = meta.key is None
+        if fresh:
             planned = plan_dense(workload, _device_spec(device))
             meta.dense_plan = planned
             meta.key = key
@@ -736,8 +817,7 @@ def dense_mla_decode(
             )
             if p.num_parts > 1:
                 dense_decode_combine(out=o, lse=lse, o_ws=o_ws, lse_ws=meta.lse_ws, req=meta.req)
-        if call_sig is not None and not seen:
-            meta.keep_replay(call_sig, rec, [*tensors, o, lse])
+        _keep_launches(meta, fresh, call_sig, seen, rec, [*tensors, o, lse])
         return _deliver(o, out), lse.transpose(1, 2)
 
 

@@ -129,6 +129,48 @@ def test_replay_rebuilds_descriptors_on_the_new_tensor() -> None:
     assert new.base.data_ptr() == q2.data_ptr() + 8 * 4 and torch.equal(new.base, q2[8:].view(4, 4))
 
 
+def test_a_bound_copy_launches_with_another_workspace() -> None:
+    k = FakeKernel()
+
+    def kern(p_q, p_ws, d_ws, n):
+        return None
+
+    fn = FakeJIT(kern, k)
+    q = torch.zeros(8, dtype=torch.float32)
+    ws, counts = torch.zeros(12, dtype=torch.float32), torch.zeros(4, dtype=torch.int32)
+    kept = FakeDesc(ws[4:].view(2, 4), [2, 4], [1, 4])
+    rec = _record((fn, (1,), (q, counts[1:], kept, 3), {}))
+    replay = Replay(rec, [q], [ws, counts], device=0)
+    template = replay.unbound()
+    with pytest.raises(RuntimeError, match="unbound"):
+        template.launch([q], [q.data_ptr()], stream=0)
+    ws2, counts2 = torch.ones(12, dtype=torch.float32), torch.zeros(4, dtype=torch.int32)
+    bound = template.bound([ws2, counts2])
+    q2 = torch.zeros(8, dtype=torch.float32)
+    bound.launch([q2], [q2.data_ptr()], stream=5)
+    replay.launch([q2], [q2.data_ptr()], stream=5)  # the recorded replay keeps its own workspace
+    (new, old) = k.calls
+    assert new[9:11] == (q2.data_ptr(), counts2.data_ptr() + 4) and new[12] == 3
+    assert isinstance(new[11], FakeDesc) and new[11].shape == [2, 4] and new[11].block_shape == [1, 4]
+    assert new[11].base.data_ptr() == ws2.data_ptr() + 16 and torch.equal(new[11].base, ws2[4:].view(2, 4))
+    assert old[10] == counts.data_ptr() + 4 and old[11] is kept
+    for bad in ([ws2], [ws2, counts2.long()], [torch.zeros(16), counts2], [ws2.view(3, 4), counts2]):
+        with pytest.raises(ValueError, match="keep"):
+            template.bound(bad)
+
+
+def test_replay_cache_drops_the_least_recently_used() -> None:
+    cache = launch.ReplayCache(2)
+    cache.put(("a",), 1)
+    cache.put(("b",), 2)
+    assert cache.get(("a",)) == 1  # now the most recent
+    cache.put(("c",), 3)
+    assert ("b",) not in cache and cache.get(("b",)) is None and len(cache) == 2
+    assert sorted(cache.values()) == [1, 3]
+    cache.clear()
+    assert len(cache) == 0
+
+
 def test_replay_converts_the_new_input() -> None:
     k = FakeKernel()
     fn = FakeJIT(_kernel_fn, k)
@@ -341,6 +383,60 @@ def test_gpu_replay_in_cuda_graph_and_under_a_launch_hook(monkeypatch: pytest.Mo
         finally:
             chain.remove(seen.append)
         assert count.n > 0 and seen, "under a launch hook the call goes through Triton (the hook sees it)"
+
+
+FRESH = [
+    pytest.param("sparse", dict(batch=64, h_q=64), {}, id="csa-h64-b64"),
+    pytest.param("sparse", dict(batch=64, h_q=64), {"WAVEMLA_SPARSE_WS": "off"}, id="csa-h64-b64-triton-qconvert"),
+    pytest.param("sparse", dict(batch=1, h_q=64), {}, id="csa-h64-b1-combine"),
+    pytest.param("sparse", dict(batch=133, h_q=64), {"WAVEMLA_BATCH_INVARIANT": True}, id="csa-h64-b133-invariant"),
+    pytest.param("dense", dict(h_q=64, fp8=False), {}, id="dense-bf16-h64"),
+    pytest.param("dense", dict(h_q=16, fp8=True), {}, id="dense-fp8-h16"),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("kind", "shape", "knobs"), FRESH)
+@pytest.mark.parametrize("meta_kind", ["fresh", "none"])
+def test_gpu_fresh_metadata_replays_the_first_call(
+    kind: str, shape: dict, knobs: dict, meta_kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A metadata object per call (SGLang's DeepSeek-V4 decode), or none: the first call of a signature goes
+    through Triton; later ones with a fresh object replay it into their own workspace, with Triton's bits."""
+    from wavemla import api, dense_mla_decode, sparse_mla_decode
+    from wavemla.testing import make_dense_decode_inputs
+
+    def inputs(seed: int) -> dict[str, Any]:
+        if kind == "sparse":
+            return _csa_kwargs(seed, extra_pool=4096, invalid_fraction=0.1, **shape)
+        d = make_dense_decode_inputs(lengths=[1000, 4096, 37, 2048] * 4, device="cuda", seed=seed, **shape)
+        return {k: d[k] for k in ("q", "k_cache", "block_table", "cache_seqlens")}
+
+    def call(d: dict[str, Any], meta: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        return (sparse_mla_decode if kind == "sparse" else dense_mla_decode)(**d, metadata=meta)
+
+    def fresh() -> Any:
+        return get_mla_metadata()[0] if meta_kind == "fresh" else None
+
+    api._FIRST_CALLS.clear()
+    with config.override(**knobs):
+        first = get_mla_metadata()[0]
+        call(inputs(1), first)  # through Triton: recorded for fresh objects
+        new = inputs(2)
+        count = CountLaunches(monkeypatch)
+        meta = fresh()
+        got = call(new, meta)
+        assert count.n == 0, "a fresh call of a recorded signature launched through Triton"
+        if meta is not None:
+            assert meta.have_initialized and meta.key == first.key and meta.replays
+            assert {t.data_ptr() for t in meta.buffers()}.isdisjoint(t.data_ptr() for t in first.buffers())
+            assert [(t.shape, t.dtype) for t in meta.buffers()] == [(t.shape, t.dtype) for t in first.buffers()]
+            _same(call(new, meta), got)  # its own replay now
+            assert count.n == 0
+        with config.override(WAVEMLA_LAUNCH="triton"):
+            want = call(new, get_mla_metadata()[0])
+        assert count.n > 0
+    _same(got, want)
 
 
 DENSE = [

@@ -59,8 +59,6 @@ Example::
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import math
 from dataclasses import dataclass
 
@@ -1719,8 +1717,6 @@ def lightning_indexer(
         kept = _REPLAYS.get(key)
         if kept is not None and (kept_replay := kept[0]) is not None:
             out_shapes = kept[1]
-            with contextlib.suppress(KeyError):  # another thread may have dropped it meanwhile
-                _REPLAYS.move_to_end(key)
             if out is None:
                 idx_out = torch.empty(out_shapes[0], dtype=torch.int32, device=q_idx.device)
                 len_out = torch.empty(out_shapes[1], dtype=torch.int32, device=q_idx.device)
@@ -1745,20 +1741,13 @@ def lightning_indexer(
             replay: launch.Replay | None = launch.Replay(rec, (*tensors[:5], indices, lengths, workspace), ())
         except launch.NotReplayable:
             replay = None  # remembered: calls of this signature are not recorded again
-        _REPLAYS[key] = (replay, (tuple(indices.shape), tuple(lengths.shape)))
-        while len(_REPLAYS) > _MAX_REPLAYS:
-            try:
-                _REPLAYS.popitem(last=False)
-            except KeyError:  # emptied by another thread
-                break
+        _REPLAYS.put(key, (replay, (tuple(indices.shape), tuple(lengths.shape))))
     return indices, lengths
 
 
 # Launch replays of recent indexer calls by signature (kernels.launch), least recently used first.
-_REPLAYS: collections.OrderedDict[tuple[object, ...], tuple[launch.Replay | None, tuple[tuple[int, ...], ...]]] = (
-    collections.OrderedDict()
-)
-_MAX_REPLAYS = 16
+# Values: (the replay, None where the signature cannot be replayed; the outputs' shapes).
+_REPLAYS = launch.ReplayCache(16)
 
 
 def _indexer_launches(

@@ -22,8 +22,10 @@ launcher registered, under Triton's interpreter, and while a Triton launch hook 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
+import copy
 import dataclasses
 import inspect
 from collections.abc import Iterator, Sequence
@@ -140,6 +142,10 @@ def span_bytes(t: torch.Tensor) -> int:
     return (sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True)) + 1) * t.element_size()
 
 
+# a host tensor descriptor's position, class, other fields, slot and view (shape, strides, element offset)
+_Descriptor = tuple[int, type, dict[str, Any], int, tuple[Any, ...]]
+
+
 class NotReplayable(Exception):
     """A recorded call that cannot be replayed (the reason names what)."""
 
@@ -203,10 +209,12 @@ class Replay:
             ):
                 raise NotReplayable("a conversion of a tensor that is not one of the call's inputs")
             self._converted.append((first_conv + i, slot.id, out.dtype))
-        self._keep = list(keep)  # held so that their addresses stay valid
+        self._keep: list[torch.Tensor] | None = list(keep)  # held so that their addresses stay valid
+        self._keep_specs = [(t.shape, t.stride(), t.dtype, t.device) for t in keep]
+        self._first_keep = first_keep
         self._addr = [0] * first_keep + [t.data_ptr() for t in keep]
         self._launches: list[tuple[Any, Any, Any, tuple[int, int, int], list[Any], list[tuple[int, int, int]],
-                                   list[tuple[int, type, dict[str, Any], int, tuple[Any, ...]]]]] = []  # fmt: skip
+                                   list[_Descriptor], list[_Descriptor]]] = []  # fmt: skip
         for fn, grid, args, kwargs, kernel in rec.launches:
             if kernel is None or not hasattr(kernel, "packed_metadata"):
                 raise NotReplayable(f"{_name(fn)}: no compiled kernel (Triton's interpreter?)")
@@ -217,7 +225,8 @@ class Replay:
             bound.apply_defaults()
             values = list(bound.arguments.values())
             pointers: list[tuple[int, int, int]] = []
-            descriptors: list[tuple[int, type, dict[str, Any], int, tuple[Any, ...]]] = []
+            descriptors: list[_Descriptor] = []
+            keep_descriptors: list[_Descriptor] = []  # on kept tensors: recorded once, rebuilt only by bound()
             for pos, v in enumerate(values):
                 if isinstance(v, torch.Tensor):
                     slot, offset = self._resolve(v, _name(fn), names[pos])
@@ -225,23 +234,57 @@ class Replay:
                     values[pos] = None
                 elif dataclasses.is_dataclass(v) and isinstance(base := getattr(v, "base", None), torch.Tensor):
                     slot, offset = self._resolve(base, _name(fn), names[pos])
-                    if slot.kind == "keep":
-                        continue  # the same tensor every call: the recorded descriptor stands
                     if slot.dtype != base.dtype or offset % base.element_size():
                         raise NotReplayable(f"{_name(fn)}: {names[pos]}'s base is no view of its tensor's elements")
                     view = (tuple(base.shape), tuple(base.stride()), offset // base.element_size())
                     # the descriptor's other fields; the recorded tensor is not held
                     fields = {f.name: getattr(v, f.name) for f in dataclasses.fields(v) if f.init and f.name != "base"}
+                    if slot.kind == "keep":  # the same tensor every call: the recorded descriptor stands
+                        keep_descriptors.append((pos, type(v), fields, slot.id, view))
+                        continue
                     descriptors.append((pos, type(v), fields, slot.id, view))
                     values[pos] = None
                 elif not isinstance(v, (int, float, bool, str, type(None))) and not _is_constexpr_value(v):
                     raise NotReplayable(f"{_name(fn)}: argument {names[pos]} of type {type(v).__name__}")
             g = tuple(grid) + (1,) * (3 - len(grid))
             run = kernel.run  # Triton's launcher for the compiled kernel (the handles are loaded: it launched)
-            self._launches.append(
-                (run, kernel.function, kernel.packed_metadata, (g[0], g[1], g[2]), values, pointers, descriptors)
-            )
+            self._launches.append((run, kernel.function, kernel.packed_metadata, (g[0], g[1], g[2]), values, pointers,
+                                   descriptors, keep_descriptors))  # fmt: skip
         self._device = _device_of(inputs, keep) if device is None else device
+
+    def unbound(self) -> Replay:
+        """This replay without its kept tensors (so that it holds no memory of theirs): :meth:`bound` gives
+        launchable copies."""
+        new = copy.copy(self)
+        new._keep = None
+        new._addr = [0] * len(self._addr)
+        new._launches = [(*entry[:4], [None if any(d[0] == i for d in entry[7]) else v for i, v in enumerate(entry[4])],
+                          *entry[5:]) for entry in self._launches]  # fmt: skip
+        return new
+
+    def bound(self, keep: Sequence[torch.Tensor]) -> Replay:
+        """A copy of this replay that launches with ``keep`` in place of the kept tensors it was recorded with
+        (another metadata object's workspace: the same shapes, strides, dtypes and devices, else ValueError);
+        descriptors on kept tensors are rebuilt on the new ones. The copy shares the compiled kernels."""
+        keep = list(keep)
+        if [(t.shape, t.stride(), t.dtype, t.device) for t in keep] != self._keep_specs:
+            raise ValueError(
+                "keep: expected tensors of shapes, strides, dtypes and devices "
+                f"{[(tuple(s), st, d, str(dev)) for s, st, d, dev in self._keep_specs]}, got "
+                f"{[(tuple(t.shape), t.stride(), t.dtype, str(t.device)) for t in keep]}"
+            )
+        new = copy.copy(self)
+        new._keep = keep
+        new._addr = [0] * self._first_keep + [t.data_ptr() for t in keep]
+        launches = []
+        for entry in self._launches:
+            values = list(entry[4])
+            for pos, cls, fields, i, (shape, stride, offset_elems) in entry[7]:
+                t = keep[i - self._first_keep]
+                values[pos] = cls(base=t.as_strided(shape, stride, t.storage_offset() + offset_elems), **fields)
+            launches.append((*entry[:4], values, *entry[5:]))
+        new._launches = launches
+        return new
 
     def _resolve(self, t: torch.Tensor, kernel: str, arg: str) -> tuple[_Slot, int]:
         """The slot holding the tensor ``t``, and ``t``'s byte offset in it."""
@@ -261,6 +304,8 @@ class Replay:
         """Launch the recorded kernels with ``inputs`` (the tensors, in the recorded order, None where the recorded
         call had None) at addresses ``ptrs`` (their ``data_ptr()``, None entries left out), on ``stream`` (default:
         the current stream of the recorded device)."""
+        if self._keep is None:
+            raise RuntimeError("an unbound replay: launch a copy from bound()")
         if len(inputs) != self._n_inputs or len(ptrs) != len(self._in_ids):
             raise ValueError(
                 f"inputs, ptrs: expected {self._n_inputs} inputs and {len(self._in_ids)} addresses (the recorded "
@@ -282,7 +327,7 @@ class Replay:
             from triton.runtime import driver
 
             stream = driver.active.get_current_stream(self._device)
-        for run, function, packed, (g0, g1, g2), template, pointers, descriptors in self._launches:
+        for run, function, packed, (g0, g1, g2), template, pointers, descriptors, _ in self._launches:
             values = list(template)
             for pos, i, offset in pointers:
                 values[pos] = addr[i] + offset
@@ -309,3 +354,41 @@ def _device_of(inputs: Sequence[torch.Tensor | None], keep: Sequence[torch.Tenso
         if t is not None and t.is_cuda:
             return t.get_device()
     raise NotReplayable("no CUDA tensor among the call's tensors")
+
+
+class ReplayCache:
+    """Values (replays and what goes with them) by call signature, the least recently used dropped beyond ``size``;
+    safe to use from several threads (an entry another thread dropped is simply missing)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._entries: collections.OrderedDict[tuple[Any, ...], Any] = collections.OrderedDict()
+
+    def get(self, key: tuple[Any, ...]) -> Any:
+        """The value kept for ``key`` (now the most recently used), or None."""
+        value = self._entries.get(key)
+        if value is not None:
+            with contextlib.suppress(KeyError):  # another thread may have dropped it meanwhile
+                self._entries.move_to_end(key)
+        return value
+
+    def put(self, key: tuple[Any, ...], value: Any) -> None:
+        """Keep ``value`` for ``key``, dropping the least recently used beyond ``size``."""
+        self._entries[key] = value
+        while len(self._entries) > self.size:
+            try:
+                self._entries.popitem(last=False)
+            except KeyError:  # emptied by another thread
+                break
+
+    def __contains__(self, key: tuple[Any, ...]) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def values(self) -> list[Any]:
+        return list(self._entries.values())
+
+    def clear(self) -> None:
+        self._entries.clear()
