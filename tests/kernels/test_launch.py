@@ -139,7 +139,8 @@ def test_a_bound_copy_launches_with_another_workspace() -> None:
     q = torch.zeros(8, dtype=torch.float32)
     ws, counts = torch.zeros(12, dtype=torch.float32), torch.zeros(4, dtype=torch.int32)
     kept = FakeDesc(ws[4:].view(2, 4), [2, 4], [1, 4])
-    rec = _record((fn, (1,), (q, counts[1:], kept, 3), {}))
+    plain = FakeJIT(_kernel_fn, k)  # a launch with no descriptor on a kept tensor: shared by the bound copy
+    rec = _record((fn, (1,), (q, counts[1:], kept, 3), {}), (plain, (2,), (q, ws, 4, counts, 1.0, True), {}))
     replay = Replay(rec, [q], [ws, counts], device=0)
     template = replay.unbound()
     with pytest.raises(RuntimeError, match="unbound"):
@@ -149,7 +150,9 @@ def test_a_bound_copy_launches_with_another_workspace() -> None:
     q2 = torch.zeros(8, dtype=torch.float32)
     bound.launch([q2], [q2.data_ptr()], stream=5)
     replay.launch([q2], [q2.data_ptr()], stream=5)  # the recorded replay keeps its own workspace
-    (new, old) = k.calls
+    (new, new_plain, old, old_plain) = k.calls
+    assert new_plain[9:13] == (q2.data_ptr(), ws2.data_ptr(), 4, counts2.data_ptr())
+    assert old_plain[9:13] == (q2.data_ptr(), ws.data_ptr(), 4, counts.data_ptr())
     assert new[9:11] == (q2.data_ptr(), counts2.data_ptr() + 4) and new[12] == 3
     assert isinstance(new[11], FakeDesc) and new[11].shape == [2, 4] and new[11].block_shape == [1, 4]
     assert new[11].base.data_ptr() == ws2.data_ptr() + 16 and torch.equal(new[11].base, ws2[4:].view(2, 4))

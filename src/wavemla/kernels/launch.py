@@ -280,6 +280,9 @@ class Replay:
         new._addr = [0] * self._first_keep + [t.data_ptr() for t in keep]
         launches = []
         for entry in self._launches:
+            if not entry[7]:  # no descriptor on a kept tensor: the launch is shared as it is
+                launches.append(entry)
+                continue
             values = list(entry[4])
             for pos, cls, fields, i, (shape, stride, offset_elems) in entry[7]:
                 t = keep[i - self._first_keep]
