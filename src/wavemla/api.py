@@ -569,6 +569,7 @@ def _sparse_launch(
         units_per_part=p.units_per_part,
         num_parts=p.num_parts,
         pieces_tiles=p.pieces_tiles,
+        whole_units=p.whole_units,
     )
     if ws:
         meta.split_kernel = sparse_decode_ws.sparse_decode_split_ws(
@@ -591,6 +592,10 @@ def _sparse_launch(
     # cut between programs where the plan says so; the combine takes the rest
     if p.needs_combine and not p.ws_merge if ws else p.writes_partials and not p.merge_in_kernel:
         assert meta.o_ws is not None and meta.lse_ws is not None
+        if p.whole_units:  # a spread plan cuts only its first tokens: the combine merges those
+            b, s_q, h_q = lse.shape
+            cut = p.cut_tokens(b * s_q)
+            out, lse = out.view(b * s_q, 1, h_q, out.shape[-1])[:cut], lse.view(b * s_q, 1, h_q)[:cut]
         sparse_decode_combine(
             out=out,
             lse=lse,

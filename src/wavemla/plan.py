@@ -137,6 +137,12 @@ def segments_per_program(n_tiles: int, units_per_part: int) -> int:
     return -(-(n_tiles - g + units_per_part) // n_tiles)
 
 
+def spread_slots(token: int, n_tiles: int, units_per_part: int) -> tuple[int, int]:
+    """A cut token's first and last workspace slots: its pieces are the runs of ``units_per_part`` units of the
+    flattened (token, tile) space that hold its tiles, slot ``token + run``."""
+    return token + token * n_tiles // units_per_part, token + ((token + 1) * n_tiles - 1) // units_per_part
+
+
 def _cut_note(cfg: KernelConfig, n_tiles: int, upp: int, pieces_tiles: int | None, needs_combine: bool,
               ws: bool = False, ws_merge: bool = False) -> str:  # fmt: skip
     """How a plan's tokens are cut and merged, for its reasons (``ws``: the warp-specialized sm_90 kernel runs, which
@@ -207,6 +213,10 @@ class Plan:
     # The warp-specialized sm_90 kernel merges the tokens cut between its programs itself (a count per token, head
     # block and math warpgroup; the piece completing it merges) instead of launching the combine kernel.
     ws_merge: bool = False
+    # Whole tokens first, the leftover spread (see _SPREAD_MAX_LEFT): each of the num_parts parts runs
+    # units_per_part units of the leftover tokens (the first b·s_q - num_parts·whole_units/n_tiles query tokens,
+    # the only ones cut), then whole_units units of whole tokens. 0: one uniform range of units_per_part a part.
+    whole_units: int = 0
 
     @property
     def block_h(self) -> int:
@@ -265,13 +275,25 @@ class Plan:
 
     @property
     def segments_per_program(self) -> int:
-        """Token segments in the busiest program (:func:`segments_per_program`)."""
+        """Token segments in the busiest program (:func:`segments_per_program`; a spread plan's run of cut units and
+        its whole tokens)."""
+        if self.whole_units:
+            return 1 + self.whole_units // self.n_tiles
         return segments_per_program(self.n_tiles, self.units_per_part)
 
+    def cut_tokens(self, tokens: int) -> int:
+        """Query tokens (of ``tokens``) a spread plan cuts between programs: the first ones, merged by the combine
+        kernel or in the split kernel (:attr:`ws_merge`). 0 for other plans."""
+        return tokens - self.num_parts * (self.whole_units // self.n_tiles) if self.whole_units else 0
+
     def workspace_rows(self, tokens: int) -> int:
-        """Rows of the split workspace (query tokens + slots); 0 when no partial is written."""
+        """Rows of the split workspace (query tokens + slots); 0 when no partial is written. A spread plan's cut
+        tokens use slots up to the last one's last (:func:`spread_slots`)."""
         if not self.writes_partials:
             return 0
+        if self.whole_units:
+            cut = self.cut_tokens(tokens)
+            return spread_slots(cut - 1, self.n_tiles, self.units_per_part)[1] + 1
         return tokens + -(-tokens * self.n_tiles // self.slot_units)
 
 
@@ -422,6 +444,17 @@ _SM90_WS_MERGE_SAVE_US = 2.0
 # 4-tile programs: 26.4 and 36.7), which picked 16x32 at CSA b=3 and 4, HCA b=3 and s_q=2 b=2 at 1.19-1.32x the
 # fastest plan. The model does not price what slows those launches, so the planner does not offer them there.
 _SM90_NARROW_MAX_TOKENS = 2
+# Whole tokens first, the leftover spread (Plan.whole_units), offered to that kernel's default plans past a perfect
+# fit: at b·s_q = P·W + L query tokens over P parts (W ≥ 1), each program runs a run of U = ⌈L·n/P⌉ tiles of the L
+# leftover tokens, then W whole tokens, so only those L tokens are cut (and merged by the combine kernel) and the
+# busiest program holds W·n + U tiles in W + 1 segments, where the uniform partition cuts nearly every token.
+# Measured with the kernel's two ranges written into a copy of it (benchmarks/experiments/ws_spread.py, gpu_spread.sh
+# cb9c37a, 2026-12-03-h200-ws-spread-cb9c37a.json, outputs checked against the fp64 reference) against the planner's
+# plan: L = 1 or 2 took 0.90-0.94 of its time (CSA h=64 b=133 79.9 → 72.2 µs, HCA 112.9 → 105.2; s_q=2 b=67 CSA 77.7
+# → 70.4, HCA 109.1 → 100.4; h=128 b=67 CSA 74.8 → 68.4, HCA 107.1 → 100.5). Further from the fit the measured gain
+# came and went (CSA b=140, L=8: 84.7 against 81.9; b=148, L=16: 82.0 against 84.7), which the model does not
+# explain, so it is offered only up to _SPREAD_MAX_LEFT leftover tokens, where the model also prices it cheaper.
+_SPREAD_MAX_LEFT = 2
 
 _MEASURED_ARCH = 90
 
@@ -685,6 +718,7 @@ class _Split:
     predicted_us: float
     combine_us: float
     ws_merge: bool = False
+    whole: int = 0  # spread partitions: units of whole tokens each part runs after its run of upp cut units
 
 
 class _Coster:
@@ -825,6 +859,35 @@ class _Coster:
         later = (waves - 1) * _SM90_WS_WAVE_US
         return _Split(upp, parts, waves, active, tile, _LAUNCH_US + waves * program + later + combine, combine, merge)
 
+    def spread(self) -> _Split | None:
+        """Whole tokens first, the leftover spread (see _SPREAD_MAX_LEFT): the warp-specialized kernel's partition of
+        ``tokens = P·W + L`` over one program per slot and head block, or None where it does not apply (another
+        kernel, no whole token a part, no leftover token, or more than _SPREAD_MAX_LEFT of them)."""
+        from wavemla.kernels.combine import wide_merge
+
+        n_tiles = self.n_tiles
+        parts = self.slots // self.num_hb
+        if not self.ws or self.occ != 1 or parts < 1:
+            return None
+        whole, left = divmod(self.tokens, parts)
+        if whole < 1 or not 1 <= left <= _SPREAD_MAX_LEFT:
+            return None
+        upp = -(-left * n_tiles // parts)
+        if upp >= n_tiles:  # as many parts as leftover tokens, nearly: nothing to spread
+            return None
+        programs = parts * self.num_hb
+        tile = self.tiles[1] * (1.0 + self.busy * min(programs, self.slots) / self.slots)
+        program = (whole * n_tiles + upp) * tile + self.first_segment_us + whole * self.segment_us + _PROGRAM_US
+        pieces = sum(spread_slots(tok, n_tiles, upp)[1] - spread_slots(tok, n_tiles, upp)[0] + 1 for tok in range(left))
+        row = self.h_q * 512 * 2
+        combine = _LAUNCH_US + _SM90_WS_COMBINE_US + (pieces + left) * row / self.dram_bytes_per_us
+        if wide_merge(n_tiles, upp):
+            combine += left * _SM90_WS_WIDE_US
+        merge = self.ws_merge == "on"
+        if merge:
+            combine -= _SM90_WS_MERGE_SAVE_US
+        return _Split(upp, parts, 1, 1, tile, _LAUNCH_US + program + combine, combine, merge, whole * n_tiles)
+
     def _starts(self, segments: int) -> float:
         """Starting ``segments`` token segments (or batch-invariant pieces) in one program."""
         return self.first_segment_us + (segments - 1) * self.segment_us if segments > 0 else 0.0
@@ -875,6 +938,9 @@ def _partition(cost: _Coster, device: DeviceSpec, forced_slots: bool) -> _Split:
         if best is None or s.predicted_us < best.predicted_us - 1e-9:
             best = s
     assert best is not None
+    spread = cost.spread()
+    if spread is not None and spread.predicted_us < best.predicted_us - 1e-9:
+        return spread
     return best
 
 
@@ -1197,7 +1263,7 @@ def _plan_config(
     )
     programs = parts * num_hb
     waves = split.waves
-    tail = tokens * n_tiles * num_hb / (waves * slots * upp) if waves else 1.0
+    tail = tokens * n_tiles * num_hb / (waves * slots * (upp + split.whole)) if waves else 1.0
     ws = _sparse_ws(cfg, workload, device)
     if ws:
         notes.append(
@@ -1205,11 +1271,24 @@ def _plan_config(
             "the cache pages 16-byte aligned, priced by its own measured costs (elsewhere the Triton kernel runs "
             "this plan)"
         )
-    notes.append(
-        f"{tokens} token(s) x {n_tiles} tiles x {num_hb} head block(s) over {slots} slots: "
-        f"{upp} tiles/program, {programs} programs, {waves} wave(s), {split.active} active/SM, "
-        f"tail efficiency {tail:.2f}" + _cut_note(cfg, n_tiles, upp, pieces_tiles, needs_combine, ws, split.ws_merge)
-    )
+    if split.whole:
+        left = tokens - parts * (split.whole // n_tiles)
+        pieces = max(b - a + 1 for a, b in (spread_slots(t, n_tiles, upp) for t in range(left)))
+        merged = "the program whose piece completes the token" if split.ws_merge else "the combine kernel"
+        notes.append(
+            f"{tokens} token(s) x {n_tiles} tiles x {num_hb} head block(s) over {slots} slots: whole tokens first, "
+            f"the leftover spread: each of {programs} programs runs {upp} tile(s) of the {left} leftover token(s), "
+            f"then {split.whole // n_tiles} whole token(s) ({upp + split.whole} tiles), {waves} wave(s), "
+            f"{split.active} active/SM, tail efficiency {tail:.2f}, the leftover tokens cut into up to {pieces} "
+            f"pieces, merged by {merged}"
+        )
+    else:
+        notes.append(
+            f"{tokens} token(s) x {n_tiles} tiles x {num_hb} head block(s) over {slots} slots: "
+            f"{upp} tiles/program, {programs} programs, {waves} wave(s), {split.active} active/SM, "
+            f"tail efficiency {tail:.2f}"
+            + _cut_note(cfg, n_tiles, upp, pieces_tiles, needs_combine, ws, split.ws_merge)
+        )
     return Plan(
         config=cfg,
         num_head_blocks=num_hb,
@@ -1231,6 +1310,7 @@ def _plan_config(
         combine_us=split.combine_us,
         pieces_tiles=pieces_tiles,
         ws_merge=split.ws_merge,
+        whole_units=split.whole,
     )
 
 

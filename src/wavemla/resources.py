@@ -288,6 +288,7 @@ def _sparse_decode_spec(
         "WS_EVICT": "evict_last" if l2 else "",
         "PREFETCH_L2": l2_prefetch_next(is_fp8, block_n), "P_VIA_WS": p_scratch(is_fp8, block_h, arch),
         "MERGE_PAIR": True, "LEAN_NORM": True, "DECODE_ASM": True, "STAGED_C": STAGED_CHUNK_TILES,
+        "SPREAD": False,  # one range of units a program (a spread plan's two compile to the same resources)
     }  # fmt: skip
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
 

@@ -442,6 +442,60 @@ def test_gpu_fresh_metadata_replays_the_first_call(
     _same(got, want)
 
 
+FRESH_GRAPH = [
+    pytest.param("sparse", dict(batch=64, h_q=64), {}, id="csa-h64-b64"),
+    pytest.param("sparse", dict(batch=133, h_q=64), {"WAVEMLA_BATCH_INVARIANT": True}, id="csa-h64-b133-invariant"),
+    pytest.param("dense", dict(h_q=64, fp8=False), {}, id="dense-bf16-h64"),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("kind", "shape", "knobs"), FRESH_GRAPH)
+@pytest.mark.parametrize("meta_kind", ["fresh", "none"])
+def test_gpu_fresh_metadata_replay_captured_in_a_cuda_graph(
+    kind: str, shape: dict, knobs: dict, meta_kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh metadata object (or none) made inside a CUDA-graph capture: its workspace comes from the graph's
+    pool, the counters' zeroing is captured with the launches, and every replay of the graph with new input values
+    written in place gives Triton's eager bits for those values."""
+    from wavemla import api, dense_mla_decode, sparse_mla_decode
+    from wavemla.testing import make_dense_decode_inputs
+
+    def inputs(seed: int) -> dict[str, Any]:
+        if kind == "sparse":
+            return _csa_kwargs(seed, extra_pool=4096, invalid_fraction=0.1, **shape)
+        d = make_dense_decode_inputs(lengths=[1000, 4096, 37, 2048] * 4, device="cuda", seed=seed, **shape)
+        return {k: d[k] for k in ("q", "k_cache", "block_table", "cache_seqlens")}
+
+    def call(d: dict[str, Any], meta: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        return (sparse_mla_decode if kind == "sparse" else dense_mla_decode)(**d, metadata=meta)
+
+    api._FIRST_CALLS.clear()
+    with config.override(**knobs):
+        static = inputs(1)
+        call(static, get_mla_metadata()[0])  # through Triton: recorded for fresh objects
+        count = CountLaunches(monkeypatch)
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        graph = torch.cuda.CUDAGraph()
+        kept: list[Any] = []
+        with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+            meta = get_mla_metadata()[0] if meta_kind == "fresh" else None
+            kept.append(meta)
+            captured = call(static, meta)
+        assert count.n == 0, "the captured fresh call launched through Triton"
+        for seed in (2, 3, 2):
+            new = inputs(seed)
+            for k, t in new.items():
+                if isinstance(t, torch.Tensor):
+                    static[k].copy_(t)
+            graph.replay()
+            torch.cuda.synchronize()
+            with config.override(WAVEMLA_LAUNCH="triton"):
+                want = call(new, get_mla_metadata()[0])
+            _same(captured, want)
+
+
 DENSE = [
     pytest.param(dict(h_q=64, fp8=False), False, id="bf16-h64-ws"),
     pytest.param(dict(h_q=64, fp8=False), True, id="bf16-h64-ws-reuse-schedule"),

@@ -700,3 +700,107 @@ def test_extra_cache_without_its_indices_refused():
             attn_sink=None, is_fp8=False, softmax_scale=0.1, block_h=16, block_n=32, num_warps=4, num_stages=1,
             units_per_part=1, num_parts=1,
         )  # fmt: skip
+
+
+def _spread_parts(tokens: int, n_tiles: int, parts: int) -> tuple[int, int]:
+    """(units of the leftover tokens a part runs, units of whole tokens after them) of a spread partition."""
+    whole, left = divmod(tokens, parts)
+    return -(-left * n_tiles // parts), whole * n_tiles
+
+
+SPREAD = [
+    pytest.param(16, False, 5, 4, id="16-row-tiles-combine-5-tokens-4-parts"),  # 1 leftover token, 1 whole a part
+    pytest.param(16, False, 10, 4, id="16-row-tiles-combine-10-tokens-4-parts"),  # 2 leftover, 2 whole a part
+    pytest.param(64, True, 7, 3, id="64-row-tiles-merged-in-kernel-7-tokens-3-parts"),
+]
+
+
+@pytest.mark.parametrize(("block_n", "merge_in_kernel", "tokens", "parts"), SPREAD)
+def test_spread_partition_matches_reference(block_n: int, merge_in_kernel: bool, tokens: int, parts: int) -> None:
+    """Whole tokens first, the leftover spread (``whole_units``): every part runs a run of the first tokens' tiles,
+    then whole tokens; the cut tokens are merged by the combine kernel over them alone (16-row tiles) or in the split
+    kernel (64-row tiles, which also leaves the counters zero). Query tokens of two positions, so cut tokens and
+    whole ones share requests."""
+    from wavemla.kernels.combine import sparse_decode_combine
+    from wavemla.kernels.sparse_decode import sparse_decode_split
+    from wavemla.plan import spread_slots
+
+    s_q, h = 1 if tokens % 2 else 2, 16
+    inputs = make_sparse_decode_inputs(
+        batch=tokens // s_q, s_q=s_q, h_q=h, topk=64, page=32, extra_topk=96, extra_page=16, fp8=True,
+        dtype=SMALL_DTYPE, device=DEVICE, seed=11,
+    )  # fmt: skip
+    inputs = {k: inputs.get(k) for k in ("q", "kv_cache", "indices", "topk_length", "extra_kv_cache", "extra_indices",
+                                          "extra_topk_length", "attn_sink")}  # fmt: skip
+    q, kv, kv_x = inputs["q"], inputs["kv_cache"], inputs["extra_kv_cache"]
+    assert q is not None and kv is not None and kv_x is not None
+    n_tiles = -(-64 // block_n) - (-96 // block_n)
+    upp, whole_units = _spread_parts(tokens, n_tiles, parts)
+    cut = tokens - parts * (whole_units // n_tiles)
+    rows = spread_slots(cut - 1, n_tiles, upp)[1] + 1
+    out = torch.empty_like(q)
+    lse = torch.empty(q.shape[:3], dtype=torch.float32, device=DEVICE)
+    o_ws = torch.full((rows, h, 512), float("nan"), dtype=torch.float16, device=DEVICE)
+    lse_ws = torch.full((rows, h), float("nan"), dtype=torch.float32, device=DEVICE)
+    counts = torch.zeros(tokens * 2, dtype=torch.int32, device=DEVICE)
+    sparse_decode_split(
+        q=q, out=out, lse=lse, o_ws=o_ws, lse_ws=lse_ws, counts=counts, kv=kv.view(torch.uint8),
+        indices=inputs["indices"], topk_length=inputs["topk_length"], extra_kv=kv_x.view(torch.uint8),
+        extra_indices=inputs["extra_indices"], extra_topk_length=inputs["extra_topk_length"],
+        attn_sink=inputs["attn_sink"], is_fp8=True, softmax_scale=512**-0.5, block_h=h, block_n=block_n,
+        num_warps=4, num_stages=1, units_per_part=upp, num_parts=parts, merge_in_kernel=merge_in_kernel,
+        whole_units=whole_units,
+    )  # fmt: skip
+    if not merge_in_kernel:
+        sparse_decode_combine(
+            out=out.view(tokens, 1, h, 512)[:cut], lse=lse.view(tokens, 1, h)[:cut], o_ws=o_ws, lse_ws=lse_ws,
+            attn_sink=inputs["attn_sink"], n_tiles=n_tiles, units_per_part=upp,
+        )  # fmt: skip
+    else:
+        assert int(counts.abs().sum()) == 0
+    ref_out, ref_lse = sparse_decode_ref(
+        q, kv, inputs["indices"], topk_length=inputs["topk_length"], extra_kv_cache=inputs["extra_kv_cache"],
+        extra_indices=inputs["extra_indices"], extra_topk_length=inputs["extra_topk_length"],
+        attn_sink=inputs["attn_sink"], softmax_scale=512**-0.5,
+    )  # fmt: skip
+    assert_close("out", out, ref_out, TOLERANCES[("out", LANE)])
+    assert_close("lse", lse.transpose(1, 2), ref_lse, TOLERANCES[("lse", LANE)])
+
+
+@pytest.mark.parametrize("whole_units", [-10, 5, 30])
+def test_spread_partition_arguments_checked(whole_units: int) -> None:
+    """``whole_units`` must be whole tokens that leave at most ``num_parts · units_per_part`` units to cut."""
+    from wavemla.kernels.sparse_decode import sparse_decode_split
+
+    inputs = _base(batch=5)
+    q = inputs["q"]
+    assert q is not None
+    with pytest.raises(ValueError, match="whole_units"):
+        sparse_decode_split(
+            q=q, out=torch.empty_like(q), lse=torch.empty(q.shape[:3], device=DEVICE), o_ws=None, lse_ws=None,
+            counts=None, kv=inputs["kv_cache"].view(torch.uint8), indices=inputs["indices"], topk_length=None,
+            extra_kv=None, extra_indices=None, extra_topk_length=None, attn_sink=None, is_fp8=True,
+            softmax_scale=0.1, block_h=16, block_n=16, num_warps=4, num_stages=1, units_per_part=1, num_parts=4,
+            whole_units=whole_units,
+        )  # fmt: skip
+
+
+def test_spread_plan_through_the_api() -> None:
+    """A plan that spreads the leftover token (CSA h=64 on an H200's plan, four program slots forced, five tokens:
+    one whole token a program after a 3-tile run of the first token) against the reference, twice on one metadata
+    object with the same bits (the cut token's counters left zero). On an H200 the warp-specialized kernel runs it
+    and the combine kernel merges the cut token; elsewhere the Triton kernel, merging it itself."""
+    from wavemla import get_mla_metadata
+
+    inputs = make_sparse_decode_inputs(
+        batch=5, h_q=64, topk=128, page=64, extra_topk=512, extra_page=64, extra_pool=600, fp8=True,
+        dtype=SMALL_DTYPE, device=DEVICE, seed=12,
+    )  # fmt: skip
+    meta, _ = get_mla_metadata()
+    with config.override(WAVEMLA_TARGET_CTAS=4, WAVEMLA_GPU="h200"):
+        first = check(inputs, metadata=meta)
+        p = meta.plan
+        assert p is not None and (p.units_per_part, p.whole_units, p.num_parts, p.cut_tokens(5)) == (3, 10, 4, 1)
+        assert meta.counts is not None and int(meta.counts.abs().sum()) == 0
+        again = check(inputs, metadata=meta)
+    assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])

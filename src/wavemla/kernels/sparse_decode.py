@@ -589,8 +589,28 @@ def _merge_two_out(
 # ignores their alignment (it still specializes a value of 1, as Triton does).
 WORKLOAD_INTS = (
     "num_slots", "num_slots_x", "topk", "topk_x", "n_tiles_main", "n_tiles", "total_units", "units_per_part",
-    "seg_units", "slot_units", "stride_ib", "stride_is", "stride_ixb", "stride_ixs",
+    "seg_units", "slot_units", "stride_ib", "stride_is", "stride_ixb", "stride_ixs", "cut_units", "whole_units",
 )  # fmt: skip
+
+
+@triton.jit
+def _unit_range(i_part, i_rng, units_per_part, total_units, cut_units, whole_units, g, SPREAD: tl.constexpr):
+    """Part ``i_part``'s units ``[unit_lo, unit_hi)`` of its range ``i_rng`` and the end (exclusive) of their segments
+    of ``g`` units. One range: ``units_per_part`` units of the flattened (token, tile) space. ``SPREAD`` (whole
+    tokens first, the leftover spread; :attr:`wavemla.plan.Plan.whole_units`), two: first a run of ``units_per_part``
+    units of the ``cut_units`` units of the leftover tokens (the first tokens), then ``whole_units`` units of whole
+    tokens after them; either may be empty. (The warp-specialized kernel's ``_unit_range`` is the same arithmetic.)"""
+    if SPREAD:
+        first = 1 - i_rng
+        unit_lo = first * (i_part * units_per_part) + i_rng * (cut_units + i_part * whole_units)
+        unit_hi = tl.minimum(unit_lo + first * units_per_part + i_rng * whole_units,
+                             first * cut_units + i_rng * total_units)  # fmt: skip
+        seg_end = tl.where(unit_hi > unit_lo, (unit_hi - 1) // g + 1, unit_lo // g)
+    else:
+        unit_lo = i_part * units_per_part
+        unit_hi = tl.minimum(unit_lo + units_per_part, total_units)
+        seg_end = (unit_hi - 1) // g + 1
+    return unit_lo, unit_hi, seg_end
 
 
 @triton.jit(do_not_specialize_on_alignment=WORKLOAD_INTS)
@@ -640,6 +660,8 @@ def _sparse_mla_decode_kernel(
     stride_ixb,
     stride_ixs,
     qk_scale,
+    cut_units,
+    whole_units,
     IS_FP8: tl.constexpr,
     PAGE: tl.constexpr,
     PAGE_X: tl.constexpr,
@@ -670,6 +692,7 @@ def _sparse_mla_decode_kernel(
     LEAN_NORM: tl.constexpr,
     DECODE_ASM: tl.constexpr,
     STAGED_C: tl.constexpr,
+    SPREAD: tl.constexpr,
 ):
     if PDL:
         # Let the combine launch now: its programs wait in griddepcontrol.wait until this grid has finished, so
@@ -684,192 +707,198 @@ def _sparse_mla_decode_kernel(
     # this program's P scratch rows (P_VIA_WS): BLOCK_H x BLOCK_N values of the compute dtype, then BLOCK_H fp32
     p_pws = p_p_ws + tl.cast(i_pid, tl.int64) * (BLOCK_H * BLOCK_N + 2 * BLOCK_H)
 
-    unit_lo = i_part * units_per_part
-    unit_hi = tl.minimum(unit_lo + units_per_part, total_units)
-    # Segments: the program's units cut at every multiple of seg_units (a token, or a batch-invariant piece).
-    for i_seg in range(unit_lo // seg_units, (unit_hi - 1) // seg_units + 1):
-        seg_lo = tl.maximum(i_seg * seg_units, unit_lo)
-        i_tok = seg_lo // n_tiles
-        i_b = i_tok // S_Q
-        i_s = i_tok - i_b * S_Q
-        t_lo = seg_lo - i_tok * n_tiles
-        t_hi = tl.minimum((i_seg + 1) * seg_units, unit_hi) - i_tok * n_tiles
+    # Segments: the program's units cut at every multiple of seg_units (a token, or a batch-invariant piece); two
+    # ranges of units with SPREAD.
+    for i_rng in range(0, 1 + SPREAD):
+        unit_lo, unit_hi, seg_end = _unit_range(
+            i_part, i_rng, units_per_part, total_units, cut_units, whole_units, seg_units, SPREAD
+        )
+        for i_seg in range(unit_lo // seg_units, seg_end):
+            seg_lo = tl.maximum(i_seg * seg_units, unit_lo)
+            i_tok = seg_lo // n_tiles
+            i_b = i_tok // S_Q
+            i_s = i_tok - i_b * S_Q
+            t_lo = seg_lo - i_tok * n_tiles
+            t_hi = tl.minimum((i_seg + 1) * seg_units, unit_hi) - i_tok * n_tiles
 
-        if WAIT_Q:
-            # Launched behind the q conversion kernel (programmatic dependent launch): everything but q was
-            # written before that kernel started, so the first tile's rows can be on their way to L2 while it runs.
-            if PREFETCH_FIRST:
-                first = i_seg == unit_lo // seg_units
-                if first & (t_lo < n_tiles_main):
-                    _prefetch_first_tile(
-                        p_kv, p_idx + tl.cast(i_b, tl.int64) * stride_ib + i_s * stride_is, t_lo, topk,
-                        num_slots, stride_kv_blk, PAGE, BLOCK_N,
-                    )  # fmt: skip
-                if first & (t_lo >= n_tiles_main) & HAS_EXTRA:
-                    _prefetch_first_tile(
-                        p_kv_x, p_idx_x + tl.cast(i_b, tl.int64) * stride_ixb + i_s * stride_ixs,
-                        t_lo - n_tiles_main, topk_x, num_slots_x, stride_kvx_blk, PAGE_X, BLOCK_N,
-                    )  # fmt: skip
-            gdc_wait()
-        p_q_tok = p_q + tl.cast(i_b, tl.int64) * stride_qb + i_s * stride_qs
-        if IS_FP8 and NUM_STAGES > 1:
-            n_main = topk
-            if HAS_LEN:
-                n_main = tl.minimum(tl.maximum(tl.load(p_len + i_b), 0), topk)
-            hi_main = tl.minimum(t_hi, tl.cdiv(n_main, BLOCK_N))
-            n_x = topk_x
-            if HAS_EXTRA and HAS_LEN_X:
-                n_x = tl.minimum(tl.maximum(tl.load(p_len_x + i_b), 0), topk_x)
-            lo_x = tl.maximum(t_lo - n_tiles_main, 0)
-            hi_x = tl.minimum(t_hi - n_tiles_main, tl.cdiv(n_x, BLOCK_N))
-            p_idx_tok = p_idx + tl.cast(i_b, tl.int64) * stride_ib + i_s * stride_is
-            p_idx_x_tok = p_idx_x + tl.cast(i_b, tl.int64) * stride_ixb + i_s * stride_ixs
-            # Staged tiles (_attend_tiles_staged): q and the accumulators as eight 64-wide column blocks, the seventh
-            # past the nope dims the rope's.
-            o_e = tl.arange(0, 64)
-            p_qh = p_q_tok + o_h[:, None] * stride_qh + o_e[None, :]
-            b_q0 = tl.load(p_qh + 0 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
-            b_q1 = tl.load(p_qh + 1 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
-            b_q2 = tl.load(p_qh + 2 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
-            b_q3 = tl.load(p_qh + 3 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
-            b_q4 = tl.load(p_qh + 4 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
-            b_q5 = tl.load(p_qh + 5 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
-            b_q6 = tl.load(p_qh + 6 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
-            b_qr = tl.load(p_qh + 7 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
-            b_a0 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
-            b_a1 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
-            b_a2 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
-            b_a3 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
-            b_a4 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
-            b_a5 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
-            b_a6 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
-            b_ar = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
-            b_m = tl.full([BLOCK_H], float("-inf"), dtype=tl.float32)
-            b_l = tl.zeros([BLOCK_H], dtype=tl.float32)
-            b_a0, b_a1, b_a2, b_a3, b_a4, b_a5, b_a6, b_ar, b_m, b_l = _attend_tiles_staged(
-                b_a0, b_a1, b_a2, b_a3, b_a4, b_a5, b_a6, b_ar, b_m, b_l,
-                b_q0, b_q1, b_q2, b_q3, b_q4, b_q5, b_q6, b_qr,
-                p_kv, p_idx_tok, t_lo, hi_main, n_main, num_slots, stride_kv_blk, qk_scale,
-                PAGE, BLOCK_N, NUM_STAGES, E4M3_CVT, DECODE_ASM, STAGED_C,
-            )  # fmt: skip
-            if HAS_EXTRA:
-                b_a0, b_a1, b_a2, b_a3, b_a4, b_a5, b_a6, b_ar, b_m, b_l = _attend_tiles_staged(
-                    b_a0, b_a1, b_a2, b_a3, b_a4, b_a5, b_a6, b_ar, b_m, b_l,
-                    b_q0, b_q1, b_q2, b_q3, b_q4, b_q5, b_q6, b_qr,
-                    p_kv_x, p_idx_x_tok, lo_x, hi_x, n_x, num_slots_x, stride_kvx_blk, qk_scale,
-                    PAGE_X, BLOCK_N, NUM_STAGES, E4M3_CVT, DECODE_ASM, STAGED_C,
-                )  # fmt: skip
-            K_NOPE: tl.constexpr = (1.0 if E4M3_CVT else 256.0) / 256.0  # the nope blocks' 2^8 / F_INV undone
-            b_acc = _join_cols8(b_a0 * K_NOPE, b_a1 * K_NOPE, b_a2 * K_NOPE, b_a3 * K_NOPE, b_a4 * K_NOPE,
-                                b_a5 * K_NOPE, b_a6 * K_NOPE, b_ar)  # fmt: skip
-        else:
-            b_q = tl.load(p_q_tok + o_h[:, None] * stride_qh + o_d[None, :], mask=m_h[:, None], other=0.0).to(DTYPE)
-            if Q_VIA_WS:
-                # q converted here goes out to this program's scratch rows and comes back as a plain load, which Triton
-                # stages in shared memory for the tensor cores (a converted value would stay in registers across the
-                # tile loop); the round trip is served by L2 and replaces a separate conversion kernel. (Converting
-                # 64 columns at a time spilled less but measured slower, CSA b=8 with 16x32 tiles 32.5 against 26.8 µs
-                # in separate runs: a chunk's load may not move above the previous chunk's store, which may alias it.)
-                p_qw = p_q_ws + tl.cast(i_pid, tl.int64) * (BLOCK_H * D)
-                p_qw = p_qw + tl.arange(0, BLOCK_H)[:, None] * D + o_d[None, :]
-                tl.debug_barrier()  # the previous segment's reads of the scratch rows are done
-                tl.store(p_qw, b_q)
-                tl.debug_barrier()  # every thread's rows are stored before any thread reads them back
-                b_q = tl.load(p_qw)
-            b_acc = tl.zeros([BLOCK_H, D], dtype=tl.float32)
-            b_m = tl.full([BLOCK_H], float("-inf"), dtype=tl.float32)
-            b_l = tl.zeros([BLOCK_H], dtype=tl.float32)
-
-            n_main = topk
-            if HAS_LEN:
-                n_main = tl.minimum(tl.maximum(tl.load(p_len + i_b), 0), topk)
-            hi_main = tl.minimum(t_hi, tl.cdiv(n_main, BLOCK_N))
-            b_acc, b_m, b_l = _attend_tiles(
-                b_acc, b_m, b_l, b_q,
-                p_kv, p_idx + tl.cast(i_b, tl.int64) * stride_ib + i_s * stride_is,
-                t_lo, hi_main, n_main, num_slots, stride_kv_blk, stride_kv_tok, qk_scale, p_pws,
-                IS_FP8, PAGE, DTYPE, BLOCK_N, D, NUM_STAGES, E4M3_CVT, PREFETCH_ROWS, KV_EVICT,
-                PREFETCH_L2, P_VIA_WS,
-            )  # fmt: skip
-            if HAS_EXTRA:
+            if WAIT_Q:
+                # Launched behind the q conversion kernel (programmatic dependent launch): everything but q was
+                # written before that kernel started, so the first tile's rows can be on their way to L2 while it runs.
+                if PREFETCH_FIRST:
+                    first = i_seg == unit_lo // seg_units
+                    if first & (t_lo < n_tiles_main):
+                        _prefetch_first_tile(
+                            p_kv, p_idx + tl.cast(i_b, tl.int64) * stride_ib + i_s * stride_is, t_lo, topk,
+                            num_slots, stride_kv_blk, PAGE, BLOCK_N,
+                        )  # fmt: skip
+                    if first & (t_lo >= n_tiles_main) & HAS_EXTRA:
+                        _prefetch_first_tile(
+                            p_kv_x, p_idx_x + tl.cast(i_b, tl.int64) * stride_ixb + i_s * stride_ixs,
+                            t_lo - n_tiles_main, topk_x, num_slots_x, stride_kvx_blk, PAGE_X, BLOCK_N,
+                        )  # fmt: skip
+                gdc_wait()
+            p_q_tok = p_q + tl.cast(i_b, tl.int64) * stride_qb + i_s * stride_qs
+            if IS_FP8 and NUM_STAGES > 1:
+                n_main = topk
+                if HAS_LEN:
+                    n_main = tl.minimum(tl.maximum(tl.load(p_len + i_b), 0), topk)
+                hi_main = tl.minimum(t_hi, tl.cdiv(n_main, BLOCK_N))
                 n_x = topk_x
-                if HAS_LEN_X:
+                if HAS_EXTRA and HAS_LEN_X:
                     n_x = tl.minimum(tl.maximum(tl.load(p_len_x + i_b), 0), topk_x)
                 lo_x = tl.maximum(t_lo - n_tiles_main, 0)
                 hi_x = tl.minimum(t_hi - n_tiles_main, tl.cdiv(n_x, BLOCK_N))
+                p_idx_tok = p_idx + tl.cast(i_b, tl.int64) * stride_ib + i_s * stride_is
+                p_idx_x_tok = p_idx_x + tl.cast(i_b, tl.int64) * stride_ixb + i_s * stride_ixs
+                # Staged tiles (_attend_tiles_staged): q and the accumulators as eight 64-wide column blocks, the
+                # seventh past the nope dims the rope's.
+                o_e = tl.arange(0, 64)
+                p_qh = p_q_tok + o_h[:, None] * stride_qh + o_e[None, :]
+                b_q0 = tl.load(p_qh + 0 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
+                b_q1 = tl.load(p_qh + 1 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
+                b_q2 = tl.load(p_qh + 2 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
+                b_q3 = tl.load(p_qh + 3 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
+                b_q4 = tl.load(p_qh + 4 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
+                b_q5 = tl.load(p_qh + 5 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
+                b_q6 = tl.load(p_qh + 6 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
+                b_qr = tl.load(p_qh + 7 * 64, mask=m_h[:, None], other=0.0).to(tl.float16)
+                b_a0 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
+                b_a1 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
+                b_a2 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
+                b_a3 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
+                b_a4 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
+                b_a5 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
+                b_a6 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
+                b_ar = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
+                b_m = tl.full([BLOCK_H], float("-inf"), dtype=tl.float32)
+                b_l = tl.zeros([BLOCK_H], dtype=tl.float32)
+                b_a0, b_a1, b_a2, b_a3, b_a4, b_a5, b_a6, b_ar, b_m, b_l = _attend_tiles_staged(
+                    b_a0, b_a1, b_a2, b_a3, b_a4, b_a5, b_a6, b_ar, b_m, b_l,
+                    b_q0, b_q1, b_q2, b_q3, b_q4, b_q5, b_q6, b_qr,
+                    p_kv, p_idx_tok, t_lo, hi_main, n_main, num_slots, stride_kv_blk, qk_scale,
+                    PAGE, BLOCK_N, NUM_STAGES, E4M3_CVT, DECODE_ASM, STAGED_C,
+                )  # fmt: skip
+                if HAS_EXTRA:
+                    b_a0, b_a1, b_a2, b_a3, b_a4, b_a5, b_a6, b_ar, b_m, b_l = _attend_tiles_staged(
+                        b_a0, b_a1, b_a2, b_a3, b_a4, b_a5, b_a6, b_ar, b_m, b_l,
+                        b_q0, b_q1, b_q2, b_q3, b_q4, b_q5, b_q6, b_qr,
+                        p_kv_x, p_idx_x_tok, lo_x, hi_x, n_x, num_slots_x, stride_kvx_blk, qk_scale,
+                        PAGE_X, BLOCK_N, NUM_STAGES, E4M3_CVT, DECODE_ASM, STAGED_C,
+                    )  # fmt: skip
+                K_NOPE: tl.constexpr = (1.0 if E4M3_CVT else 256.0) / 256.0  # the nope blocks' 2^8 / F_INV undone
+                b_acc = _join_cols8(b_a0 * K_NOPE, b_a1 * K_NOPE, b_a2 * K_NOPE, b_a3 * K_NOPE, b_a4 * K_NOPE,
+                                    b_a5 * K_NOPE, b_a6 * K_NOPE, b_ar)  # fmt: skip
+            else:
+                b_q = tl.load(p_q_tok + o_h[:, None] * stride_qh + o_d[None, :], mask=m_h[:, None], other=0.0).to(DTYPE)
+                if Q_VIA_WS:
+                    # q converted here goes out to this program's scratch rows and comes back as a plain load, which
+                    # Triton stages in shared memory for the tensor cores (a converted value would stay in registers
+                    # across the tile loop); the round trip is served by L2 and replaces a separate conversion kernel.
+                    # (Converting 64 columns at a time spilled less but measured slower, CSA b=8 with 16x32 tiles 32.5
+                    # against 26.8 µs in separate runs: a chunk's load may not move above the previous chunk's store,
+                    # which may alias it.)
+                    p_qw = p_q_ws + tl.cast(i_pid, tl.int64) * (BLOCK_H * D)
+                    p_qw = p_qw + tl.arange(0, BLOCK_H)[:, None] * D + o_d[None, :]
+                    tl.debug_barrier()  # the previous segment's reads of the scratch rows are done
+                    tl.store(p_qw, b_q)
+                    tl.debug_barrier()  # every thread's rows are stored before any thread reads them back
+                    b_q = tl.load(p_qw)
+                b_acc = tl.zeros([BLOCK_H, D], dtype=tl.float32)
+                b_m = tl.full([BLOCK_H], float("-inf"), dtype=tl.float32)
+                b_l = tl.zeros([BLOCK_H], dtype=tl.float32)
+
+                n_main = topk
+                if HAS_LEN:
+                    n_main = tl.minimum(tl.maximum(tl.load(p_len + i_b), 0), topk)
+                hi_main = tl.minimum(t_hi, tl.cdiv(n_main, BLOCK_N))
                 b_acc, b_m, b_l = _attend_tiles(
                     b_acc, b_m, b_l, b_q,
-                    p_kv_x, p_idx_x + tl.cast(i_b, tl.int64) * stride_ixb + i_s * stride_ixs,
-                    lo_x, hi_x, n_x, num_slots_x, stride_kvx_blk, stride_kvx_tok, qk_scale, p_pws,
-                    IS_FP8, PAGE_X, DTYPE, BLOCK_N, D, NUM_STAGES, E4M3_CVT, PREFETCH_ROWS, KV_EVICT,
+                    p_kv, p_idx + tl.cast(i_b, tl.int64) * stride_ib + i_s * stride_is,
+                    t_lo, hi_main, n_main, num_slots, stride_kv_blk, stride_kv_tok, qk_scale, p_pws,
+                    IS_FP8, PAGE, DTYPE, BLOCK_N, D, NUM_STAGES, E4M3_CVT, PREFETCH_ROWS, KV_EVICT,
                     PREFETCH_L2, P_VIA_WS,
                 )  # fmt: skip
+                if HAS_EXTRA:
+                    n_x = topk_x
+                    if HAS_LEN_X:
+                        n_x = tl.minimum(tl.maximum(tl.load(p_len_x + i_b), 0), topk_x)
+                    lo_x = tl.maximum(t_lo - n_tiles_main, 0)
+                    hi_x = tl.minimum(t_hi - n_tiles_main, tl.cdiv(n_x, BLOCK_N))
+                    b_acc, b_m, b_l = _attend_tiles(
+                        b_acc, b_m, b_l, b_q,
+                        p_kv_x, p_idx_x + tl.cast(i_b, tl.int64) * stride_ixb + i_s * stride_ixs,
+                        lo_x, hi_x, n_x, num_slots_x, stride_kvx_blk, stride_kvx_tok, qk_scale, p_pws,
+                        IS_FP8, PAGE_X, DTYPE, BLOCK_N, D, NUM_STAGES, E4M3_CVT, PREFETCH_ROWS, KV_EVICT,
+                        PREFETCH_L2, P_VIA_WS,
+                    )  # fmt: skip
 
-        m_seen = b_l > 0.0
-        b_lse2 = tl.where(m_seen, b_m + tl.log2(tl.where(m_seen, b_l, 1.0)), float("-inf"))
-        if LEAN_NORM:
-            # One product per element: acc times a per-row scale (1/l, with the sink factor for a whole token)
-            # instead of a division per element (and a product and a select for the sink).
-            b_scale = 1.0 / tl.where(m_seen, b_l, 1.0)
-        else:
-            b_o = b_acc / tl.where(m_seen, b_l, 1.0)[:, None]
-        if (t_lo == 0) & (t_hi == n_tiles):
+            m_seen = b_l > 0.0
+            b_lse2 = tl.where(m_seen, b_m + tl.log2(tl.where(m_seen, b_l, 1.0)), float("-inf"))
             if LEAN_NORM:
-                b_scale, b_lse = _out_scale(b_scale, b_lse2, m_seen, p_sink, o_h, m_h, HAS_SINK)
-                b_o = b_acc * b_scale[:, None]
+                # One product per element: acc times a per-row scale (1/l, with the sink factor for a whole token)
+                # instead of a division per element (and a product and a select for the sink).
+                b_scale = 1.0 / tl.where(m_seen, b_l, 1.0)
             else:
-                b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
-            p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + i_s * stride_os
-            tl.store(p_o + o_h[:, None] * stride_oh + o_d[None, :], b_o.to(p_out.dtype.element_ty), mask=m_h[:, None])
-            tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
-        else:
-            if LEAN_NORM:
-                b_o = b_acc * b_scale[:, None]
-            i_slot = tl.cast(i_tok + seg_lo // slot_units, tl.int64)
-            tl.store(
-                p_o_ws + (i_slot * H + o_h[:, None]) * D + o_d[None, :],
-                b_o.to(p_o_ws.dtype.element_ty),
-                mask=m_h[:, None],
-                eviction_policy=WS_EVICT,
-            )
-            tl.store(p_lse_ws + i_slot * H + o_h, b_lse2, mask=m_h, eviction_policy=WS_EVICT)
-            if MERGE_IN_KERNEL:
-                tok_lo = i_tok * n_tiles
-                i_first = tok_lo // slot_units
-                i_last = (tok_lo + n_tiles - 1) // slot_units
-                p_cnt_tok = p_cnt + i_tok * NUM_HB + i_hb
-                if (tok_lo >= unit_lo) & (tok_lo + n_tiles <= unit_hi):
-                    # Batch-invariant pieces all in this program: merge after the last, no counting.
-                    tl.debug_barrier()  # every thread's partials are stored before the loads of the merge
-                    is_last = t_hi == n_tiles
+                b_o = b_acc / tl.where(m_seen, b_l, 1.0)[:, None]
+            if (t_lo == 0) & (t_hi == n_tiles):
+                if LEAN_NORM:
+                    b_scale, b_lse = _out_scale(b_scale, b_lse2, m_seen, p_sink, o_h, m_h, HAS_SINK)
+                    b_o = b_acc * b_scale[:, None]
                 else:
-                    # Count this piece in; the program whose increment completes the count merges them all, and
-                    # all of its threads know it (_completes_count).
-                    tl.debug_barrier()  # every thread's partial is stored before the release below
-                    is_last = _completes_count(p_cnt_tok, i_last - i_first, ACQUIRE_ASM) != 0
-                if is_last:
-                    p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + i_s * stride_os
-                    pair = False
-                    if MERGE_PAIR:
-                        pair = i_last - i_first <= 1
-                    if pair:
-                        _merge_two_out(
-                            p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, p_sink, p_o, stride_oh,
-                            p_lse + tl.cast(i_tok, tl.int64) * H, HAS_SINK, D, D if MERGE_DC == 0 else MERGE_DC,
-                        )  # fmt: skip
-                    elif MERGE_DC == 0:
-                        b_o, b_lse2 = merge_pieces(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D)
-                        b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
-                        p_o_h = p_o + o_h[:, None] * stride_oh + o_d[None, :]
-                        tl.store(p_o_h, b_o.to(p_out.dtype.element_ty), mask=m_h[:, None])
-                        tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
+                    b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
+                p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + i_s * stride_os
+                tl.store(
+                    p_o + o_h[:, None] * stride_oh + o_d[None, :], b_o.to(p_out.dtype.element_ty), mask=m_h[:, None]
+                )
+                tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
+            else:
+                if LEAN_NORM:
+                    b_o = b_acc * b_scale[:, None]
+                i_slot = tl.cast(i_tok + seg_lo // slot_units, tl.int64)
+                tl.store(
+                    p_o_ws + (i_slot * H + o_h[:, None]) * D + o_d[None, :],
+                    b_o.to(p_o_ws.dtype.element_ty),
+                    mask=m_h[:, None],
+                    eviction_policy=WS_EVICT,
+                )
+                tl.store(p_lse_ws + i_slot * H + o_h, b_lse2, mask=m_h, eviction_policy=WS_EVICT)
+                if MERGE_IN_KERNEL:
+                    tok_lo = i_tok * n_tiles
+                    i_first = tok_lo // slot_units
+                    i_last = (tok_lo + n_tiles - 1) // slot_units
+                    p_cnt_tok = p_cnt + i_tok * NUM_HB + i_hb
+                    if (tok_lo >= unit_lo) & (tok_lo + n_tiles <= unit_hi):
+                        # Batch-invariant pieces all in this program: merge after the last, no counting.
+                        tl.debug_barrier()  # every thread's partials are stored before the loads of the merge
+                        is_last = t_hi == n_tiles
                     else:
-                        _merge_pieces_out(
-                            p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, p_sink, p_o, stride_oh,
-                            p_lse + tl.cast(i_tok, tl.int64) * H, HAS_SINK, D, MERGE_DC,
-                        )  # fmt: skip
-                    # Every piece has counted in (if any did): zero for the next call.
-                    tl.store(p_cnt_tok, 0)
+                        # Count this piece in; the program whose increment completes the count merges them all, and
+                        # all of its threads know it (_completes_count).
+                        tl.debug_barrier()  # every thread's partial is stored before the release below
+                        is_last = _completes_count(p_cnt_tok, i_last - i_first, ACQUIRE_ASM) != 0
+                    if is_last:
+                        p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + i_s * stride_os
+                        pair = False
+                        if MERGE_PAIR:
+                            pair = i_last - i_first <= 1
+                        if pair:
+                            _merge_two_out(
+                                p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, p_sink, p_o, stride_oh,
+                                p_lse + tl.cast(i_tok, tl.int64) * H, HAS_SINK, D, D if MERGE_DC == 0 else MERGE_DC,
+                            )  # fmt: skip
+                        elif MERGE_DC == 0:
+                            b_o, b_lse2 = merge_pieces(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D)
+                            b_o, b_lse = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
+                            p_o_h = p_o + o_h[:, None] * stride_oh + o_d[None, :]
+                            tl.store(p_o_h, b_o.to(p_out.dtype.element_ty), mask=m_h[:, None])
+                            tl.store(p_lse + tl.cast(i_tok, tl.int64) * H + o_h, b_lse, mask=m_h)
+                        else:
+                            _merge_pieces_out(
+                                p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, p_sink, p_o, stride_oh,
+                                p_lse + tl.cast(i_tok, tl.int64) * H, HAS_SINK, D, MERGE_DC,
+                            )  # fmt: skip
+                        # Every piece has counted in (if any did): zero for the next call.
+                        tl.store(p_cnt_tok, 0)
 
 
 _TL_DTYPE = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
@@ -968,6 +997,7 @@ def sparse_decode_split(
     p_ws: torch.Tensor | None = None,
     merge_pair: bool = True,
     lean_norm: bool = True,
+    whole_units: int = 0,
 ) -> Any:
     """Launch the split kernel; returns Triton's compiled-kernel handle (registers, spills, shared memory).
 
@@ -997,6 +1027,9 @@ def sparse_decode_split(
     merged by :func:`_merge_two_out` (False: by the general merge, whose output can differ by an fp32 unit before
     the cast). ``lean_norm``: a segment's accumulator is normalized by one product per element with a per-row
     scale (False: a division per element, then the sink's product; outputs within an fp32 unit or two).
+    ``whole_units`` > 0 (:attr:`wavemla.plan.Plan.whole_units`): each of the ``num_parts`` parts runs
+    ``units_per_part`` units of the leftover tokens (the first ``b·s_q - num_parts·whole_units / n_tiles`` tokens,
+    cut between programs), then ``whole_units`` units of whole tokens.
     """
     if l2_hints is None:
         l2_hints = launch_l2_policies(is_fp8, block_h, block_n)
@@ -1031,7 +1064,7 @@ def sparse_decode_split(
         pdl = gdc.enabled(q.device)
     wait_q = False
     convert_q = is_fp8 and q.dtype != torch.float16 and not q_via_ws and not staged
-    if convert_q and units_per_part >= Q_CONVERT_MIN_TILES:
+    if convert_q and units_per_part + whole_units >= Q_CONVERT_MIN_TILES:
         q = _q_to_f16(q, pdl)
         wait_q = pdl
     b, s_q, h, d = q.shape
@@ -1048,6 +1081,12 @@ def sparse_decode_split(
     topk_x = idx_x.shape[2] if has_extra else 0
     n_tiles = n_tiles_main + (triton.cdiv(topk_x, block_n) if has_extra else 0)
     num_hb = triton.cdiv(h, block_h)
+    total_units = b * s_q * n_tiles
+    cut_units = total_units - num_parts * whole_units
+    if whole_units < 0 or whole_units % n_tiles or not 0 <= cut_units <= num_parts * units_per_part:
+        raise ValueError(f"whole_units: expected whole tokens ({n_tiles} units each) leaving at most num_parts · "
+                         f"units_per_part = {num_parts * units_per_part} of the {total_units} units to cut, got "
+                         f"{whole_units}")  # fmt: skip
     return launch.run(
         _sparse_mla_decode_kernel,
         (num_parts * num_hb,),
@@ -1078,7 +1117,7 @@ def sparse_decode_split(
         topk_x=topk_x,
         n_tiles_main=n_tiles_main,
         n_tiles=n_tiles,
-        total_units=b * s_q * n_tiles,
+        total_units=total_units,
         units_per_part=units_per_part,
         seg_units=n_tiles if pieces_tiles is None else pieces_tiles,
         slot_units=units_per_part if pieces_tiles is None else pieces_tiles,
@@ -1093,6 +1132,8 @@ def sparse_decode_split(
         stride_ixb=idx_x.stride(0),
         stride_ixs=idx_x.stride(1),
         qk_scale=softmax_scale * LOG2E,
+        cut_units=cut_units,
+        whole_units=whole_units,
         IS_FP8=is_fp8,
         PAGE=kv.shape[1],
         PAGE_X=kv_x.shape[1],
@@ -1129,6 +1170,7 @@ def sparse_decode_split(
         LEAN_NORM=lean_norm,
         DECODE_ASM=not triton_interpreting(),
         STAGED_C=STAGED_CHUNK_TILES,
+        SPREAD=whole_units > 0,
         num_warps=num_warps,
         num_stages=num_stages,
         **({"launch_pdl": True} if wait_q else {}),

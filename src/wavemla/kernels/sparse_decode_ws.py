@@ -150,6 +150,26 @@ if HAVE_GLUON:
         return seg_lo, i_tok, i_b, i_s, t_lo, t_hi
 
     @gluon.jit
+    def _unit_range(i_part, i_rng, units_per_part, total_units, cut_units, whole_units, g, SPREAD: gl.constexpr):
+        """Part ``i_part``'s units ``[unit_lo, unit_hi)`` of its range ``i_rng`` and the end (exclusive) of their
+        segments of ``g`` units. One range: ``units_per_part`` units of the flattened (token, tile) space. ``SPREAD``
+        (whole tokens first, the leftover spread; :attr:`wavemla.plan.Plan.whole_units`), two: first a run of
+        ``units_per_part`` units of the ``cut_units`` units of the leftover tokens (the first tokens), then
+        ``whole_units`` units of whole tokens after them; either may be empty. The ranges are a loop, not unrolled:
+        one copy of the segment loop's code (its size is what the instruction cache pays)."""
+        if SPREAD:
+            first = 1 - i_rng
+            unit_lo = first * (i_part * units_per_part) + i_rng * (cut_units + i_part * whole_units)
+            unit_hi = gl.minimum(unit_lo + first * units_per_part + i_rng * whole_units,
+                                 first * cut_units + i_rng * total_units)  # fmt: skip
+            seg_end = gl.where(unit_hi > unit_lo, (unit_hi - 1) // g + 1, unit_lo // g)
+        else:
+            unit_lo = i_part * units_per_part
+            unit_hi = gl.minimum(unit_lo + units_per_part, total_units)
+            seg_end = (unit_hi - 1) // g + 1
+        return unit_lo, unit_hi, seg_end
+
+    @gluon.jit
     def _list_len(p_len, i_b, topk, HAS_LEN: gl.constexpr):
         """Valid entries of a request's index list: ``topk``, or its ``topk_length`` clamped to ``[0, topk]``."""
         n = topk
@@ -495,9 +515,9 @@ if HAVE_GLUON:
     def _gather_partition(kv_smem, m_smem, kv_ready, kv_empty, p_q, stride_qb, stride_qs, p_kv, p_idx, p_len, p_kv_x,
                           p_idx_x, p_len_x, num_slots, num_slots_x, stride_kv_blk, stride_kvx_blk, S_Q, H, topk,
                           topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units, stride_ib, stride_is,
-                          stride_ixb, stride_ixs, PAGE: gl.constexpr, PAGE_X: gl.constexpr, HAS_LEN: gl.constexpr,
-                          HAS_EXTRA: gl.constexpr, HAS_LEN_X: gl.constexpr, NUM_HB: gl.constexpr,
-                          PIECES: gl.constexpr):  # fmt: skip
+                          stride_ixb, stride_ixs, cut_units, whole_units, PAGE: gl.constexpr, PAGE_X: gl.constexpr,
+                          HAS_LEN: gl.constexpr, HAS_EXTRA: gl.constexpr, HAS_LEN_X: gl.constexpr,
+                          NUM_HB: gl.constexpr, PIECES: gl.constexpr, SPREAD: gl.constexpr):  # fmt: skip
         ld4: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [4, 1], [1, 0])  # [64, 16] words: 16 bytes a thread
         ld8: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0])  # [64, 32] words: 32 bytes a thread
         o_r = gl.arange(0, _BLOCK, layout=gl.SliceLayout(1, ld4))
@@ -507,88 +527,93 @@ if HAVE_GLUON:
         i_pid = gl.program_id(0)
         i_hb = i_pid % NUM_HB
         i_part = i_pid // NUM_HB
-        unit_lo = i_part * units_per_part
-        unit_hi = gl.minimum(unit_lo + units_per_part, total_units)
         lists = (p_idx, p_idx_x, stride_ib, stride_is, stride_ixb, stride_ixs)
         caches = (p_kv, p_kv_x, num_slots, num_slots_x, stride_kv_blk, stride_kvx_blk)
         i_it = 0
         # batch-invariant pieces (PIECES): one segment per token, so that a token's pieces are one run of tiles here,
         # with no prologue between them; otherwise the math's segments (one per token as well)
         g_units = n_tiles if PIECES else seg_units
-        for i_seg in range(unit_lo // g_units, (unit_hi - 1) // g_units + 1):
-            _, _, i_b, i_s, t_lo, t_hi = _segment(i_seg, unit_lo, unit_hi, g_units, n_tiles, S_Q)
-            tok = _token(i_b, i_s, n_tiles_main, p_len, p_len_x, topk, topk_x, HAS_LEN, HAS_EXTRA, HAS_LEN_X)
-            n_main = tok[3]
-            # the first live tile's raw words, the second's rows on their way to L2, the third's index entries
-            u1 = _live_from(t_lo, n_tiles_main, n_main, HAS_EXTRA)
-            idx = _tile_entries(u1, t_hi, tok, lists, o_r, HAS_EXTRA)
-            p_r, p_s, ok = _tile_rows(u1, idx, n_tiles_main, caches, PAGE, PAGE_X, HAS_EXTRA)
-            u2 = _live_from(u1 + 1, n_tiles_main, n_main, HAS_EXTRA)
-            idx = _tile_entries(u2, t_hi, tok, lists, o_r, HAS_EXTRA)
-            p_r2, p_s2, ok2 = _tile_rows(u2, idx, n_tiles_main, caches, PAGE, PAGE_X, HAS_EXTRA)
-            _prefetch_l2(p_r2, p_s2, ok2, _ROW_BYTES)
-            idx = _tile_entries(_live_from(u2 + 1, n_tiles_main, n_main, HAS_EXTRA), t_hi, tok, lists, o_r, HAS_EXTRA)
-            # the next segment's q rows on their way to L2 for the math warpgroups
-            if i_seg + 1 <= (unit_hi - 1) // g_units:
-                i_tok_n = i_seg + 1 if PIECES else gl.maximum((i_seg + 1) * g_units, unit_lo) // n_tiles
-                i_b_n = i_tok_n // S_Q
-                p_qn = p_q + i_b_n.to(gl.int64) * stride_qb + (i_tok_n - i_b_n * S_Q) * stride_qs
-                p_qr = p_qn + (i_hb * _BLOCK + o_r) * 512
-                _prefetch_l2(p_qr, p_qr, o_r >= 0, 1024)
-            s_lo, s_hi = _load_scales(p_s, ok)
-            ok_cur = ok
-            r0 = _load_box(p_r, ok, o_w4, o_w8, ld8, 0)
-            r1 = _load_box(p_r, ok, o_w4, o_w8, ld8, 1)
-            r2 = _load_box(p_r, ok, o_w4, o_w8, ld8, 2)
-            r3 = _load_box(p_r, ok, o_w4, o_w8, ld8, 3)
-            r4 = _load_box(p_r, ok, o_w4, o_w8, ld8, 4)
-            r5 = _load_box(p_r, ok, o_w4, o_w8, ld8, 5)
-            r6 = _load_box(p_r, ok, o_w4, o_w8, ld8, 6)
-            r7 = _load_box(p_r, ok, o_w4, o_w8, ld8, 7)
-            for u in range(t_lo, t_hi):
-                live = _tile_of(u, tok, lists, HAS_EXTRA)[4]
-                if live:
-                    # the next live tile's rows (prefetched into L2 an iteration ago) into registers, the one after's
-                    # rows into L2 (from the entries loaded an iteration ago), the entries of the one after that
-                    u_n = _live_from(u + 1, n_tiles_main, n_main, HAS_EXTRA)
-                    u_nn = _live_from(u_n + 1, n_tiles_main, n_main, HAS_EXTRA)
-                    p_r = p_r2
-                    p_s = p_s2
-                    ok = ok2
-                    p_r2, p_s2, ok2 = _tile_rows(u_nn, idx, n_tiles_main, caches, PAGE, PAGE_X, HAS_EXTRA)
-                    _prefetch_l2(p_r2, p_s2, ok2, _ROW_BYTES)
-                    idx = _tile_entries(
-                        _live_from(u_nn + 1, n_tiles_main, n_main, HAS_EXTRA), t_hi, tok, lists, o_r, HAS_EXTRA
-                    )
-                    s_lo_n, s_hi_n = _load_scales(p_s, ok)
-                    i_st = i_it % _STAGES
-                    mbarrier.wait(kv_empty.index(i_st), ((i_it // _STAGES) & 1) ^ 1)
-                    base = i_st * _CHUNKS
-                    r0 = _box_step(kv_smem, base + 0, r0, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 0)
-                    r1 = _box_step(kv_smem, base + 1, r1, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 1)
-                    r2 = _box_step(kv_smem, base + 2, r2, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 2)
-                    r3 = _box_step(kv_smem, base + 3, r3, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 3)
-                    r4 = _box_step(kv_smem, base + 4, r4, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 4)
-                    r5 = _box_step(kv_smem, base + 5, r5, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 5)
-                    r6 = _box_step(kv_smem, base + 6, r6, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 6)
-                    r7 = _box_step(kv_smem, base + 7, r7, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 7)
-                    s_lo = s_lo_n
-                    s_hi = s_hi_n
-                    m_smem.index(i_st).store(gl.convert_layout(ok_cur.to(gl.int32), m_layout))
-                    ok_cur = ok
-                    fence_async_shared()
-                    _warps_barrier()
-                    mbarrier.arrive(kv_ready.index(i_st), count=1)
-                    i_it += 1
+        for i_rng in range(0, 1 + SPREAD):
+            unit_lo, unit_hi, seg_end = _unit_range(
+                i_part, i_rng, units_per_part, total_units, cut_units, whole_units, g_units, SPREAD
+            )
+            for i_seg in range(unit_lo // g_units, seg_end):
+                _, _, i_b, i_s, t_lo, t_hi = _segment(i_seg, unit_lo, unit_hi, g_units, n_tiles, S_Q)
+                tok = _token(i_b, i_s, n_tiles_main, p_len, p_len_x, topk, topk_x, HAS_LEN, HAS_EXTRA, HAS_LEN_X)
+                n_main = tok[3]
+                # the first live tile's raw words, the second's rows on their way to L2, the third's index entries
+                u1 = _live_from(t_lo, n_tiles_main, n_main, HAS_EXTRA)
+                idx = _tile_entries(u1, t_hi, tok, lists, o_r, HAS_EXTRA)
+                p_r, p_s, ok = _tile_rows(u1, idx, n_tiles_main, caches, PAGE, PAGE_X, HAS_EXTRA)
+                u2 = _live_from(u1 + 1, n_tiles_main, n_main, HAS_EXTRA)
+                idx = _tile_entries(u2, t_hi, tok, lists, o_r, HAS_EXTRA)
+                p_r2, p_s2, ok2 = _tile_rows(u2, idx, n_tiles_main, caches, PAGE, PAGE_X, HAS_EXTRA)
+                _prefetch_l2(p_r2, p_s2, ok2, _ROW_BYTES)
+                idx = _tile_entries(_live_from(u2 + 1, n_tiles_main, n_main, HAS_EXTRA), t_hi, tok, lists, o_r,
+                                    HAS_EXTRA)  # fmt: skip
+                # the next segment's q rows on their way to L2 for the math warpgroups
+                if i_seg + 1 <= seg_end - 1:
+                    i_tok_n = i_seg + 1 if PIECES else gl.maximum((i_seg + 1) * g_units, unit_lo) // n_tiles
+                    i_b_n = i_tok_n // S_Q
+                    p_qn = p_q + i_b_n.to(gl.int64) * stride_qb + (i_tok_n - i_b_n * S_Q) * stride_qs
+                    p_qr = p_qn + (i_hb * _BLOCK + o_r) * 512
+                    _prefetch_l2(p_qr, p_qr, o_r >= 0, 1024)
+                s_lo, s_hi = _load_scales(p_s, ok)
+                ok_cur = ok
+                r0 = _load_box(p_r, ok, o_w4, o_w8, ld8, 0)
+                r1 = _load_box(p_r, ok, o_w4, o_w8, ld8, 1)
+                r2 = _load_box(p_r, ok, o_w4, o_w8, ld8, 2)
+                r3 = _load_box(p_r, ok, o_w4, o_w8, ld8, 3)
+                r4 = _load_box(p_r, ok, o_w4, o_w8, ld8, 4)
+                r5 = _load_box(p_r, ok, o_w4, o_w8, ld8, 5)
+                r6 = _load_box(p_r, ok, o_w4, o_w8, ld8, 6)
+                r7 = _load_box(p_r, ok, o_w4, o_w8, ld8, 7)
+                for u in range(t_lo, t_hi):
+                    live = _tile_of(u, tok, lists, HAS_EXTRA)[4]
+                    if live:
+                        # the next live tile's rows (prefetched into L2 an iteration ago) into registers, the one
+                        # after's rows into L2 (from the entries loaded an iteration ago), the entries of the one after
+                        # that
+                        u_n = _live_from(u + 1, n_tiles_main, n_main, HAS_EXTRA)
+                        u_nn = _live_from(u_n + 1, n_tiles_main, n_main, HAS_EXTRA)
+                        p_r = p_r2
+                        p_s = p_s2
+                        ok = ok2
+                        p_r2, p_s2, ok2 = _tile_rows(u_nn, idx, n_tiles_main, caches, PAGE, PAGE_X, HAS_EXTRA)
+                        _prefetch_l2(p_r2, p_s2, ok2, _ROW_BYTES)
+                        idx = _tile_entries(
+                            _live_from(u_nn + 1, n_tiles_main, n_main, HAS_EXTRA), t_hi, tok, lists, o_r, HAS_EXTRA
+                        )
+                        s_lo_n, s_hi_n = _load_scales(p_s, ok)
+                        i_st = i_it % _STAGES
+                        mbarrier.wait(kv_empty.index(i_st), ((i_it // _STAGES) & 1) ^ 1)
+                        base = i_st * _CHUNKS
+                        r0 = _box_step(kv_smem, base + 0, r0, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 0)
+                        r1 = _box_step(kv_smem, base + 1, r1, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 1)
+                        r2 = _box_step(kv_smem, base + 2, r2, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 2)
+                        r3 = _box_step(kv_smem, base + 3, r3, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 3)
+                        r4 = _box_step(kv_smem, base + 4, r4, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 4)
+                        r5 = _box_step(kv_smem, base + 5, r5, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 5)
+                        r6 = _box_step(kv_smem, base + 6, r6, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 6)
+                        r7 = _box_step(kv_smem, base + 7, r7, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 7)
+                        s_lo = s_lo_n
+                        s_hi = s_hi_n
+                        m_smem.index(i_st).store(gl.convert_layout(ok_cur.to(gl.int32), m_layout))
+                        ok_cur = ok
+                        fence_async_shared()
+                        _warps_barrier()
+                        mbarrier.arrive(kv_ready.index(i_st), count=1)
+                        i_it += 1
 
     @gluon.jit
     def _math_partition(q_smem, kv_smem, m_smem, p_smem, x_smem, kv_ready, kv_empty, x_bar, p_bar, p_q, p_out, p_lse,
                         p_o_ws, p_lse_ws, p_sink, p_cnt, p_idx, p_len, p_idx_x, p_len_x, S_Q, H, topk, topk_x,
                         n_tiles_main, n_tiles, total_units, units_per_part, seg_units, slot_units, stride_qb,
                         stride_qs, stride_ob, stride_os, stride_oh, stride_ib, stride_is, stride_ixb, stride_ixs,
-                        qk_scale, o_desc, w_desc, HAS_LEN: gl.constexpr, HAS_EXTRA: gl.constexpr,
-                        HAS_LEN_X: gl.constexpr, HAS_SINK: gl.constexpr, NUM_HB: gl.constexpr, PIECES: gl.constexpr,
-                        MERGE: gl.constexpr, HALF: gl.constexpr):  # fmt: skip
+                        qk_scale, o_desc, w_desc, cut_units, whole_units, HAS_LEN: gl.constexpr,
+                        HAS_EXTRA: gl.constexpr, HAS_LEN_X: gl.constexpr, HAS_SINK: gl.constexpr,
+                        NUM_HB: gl.constexpr, PIECES: gl.constexpr, MERGE: gl.constexpr, SPREAD: gl.constexpr,
+                        HALF: gl.constexpr):  # fmt: skip
         """One of the two math warpgroups (:mod:`wavemla.kernels.dense_decode_ws`' scheme): this one scores entries
         ``32·HALF ..`` of each tile and accumulates value columns ``256·HALF ..``."""
         HK: gl.constexpr = _BLOCK // 2
@@ -613,8 +638,6 @@ if HAVE_GLUON:
         i_pid = gl.program_id(0)
         i_hb = i_pid % NUM_HB
         i_part = i_pid // NUM_HB
-        unit_lo = i_part * units_per_part
-        unit_hi = gl.minimum(unit_lo + units_per_part, total_units)
         o_h = i_hb * _BLOCK + gl.arange(0, _BLOCK, layout=rows_l)
         o_ho = i_hb * _BLOCK + gl.arange(0, _BLOCK, layout=orow_l)
         q_ld: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0])
@@ -628,112 +651,118 @@ if HAVE_GLUON:
         b_sink2 = gl.zeros([_BLOCK], gl.float32, layout=rows_l)
         if HAS_SINK:
             b_sink2 = gl.load(p_sink + o_h).to(gl.float32) * 1.4426950408889634
-        for i_seg in range(unit_lo // seg_units, (unit_hi - 1) // seg_units + 1):
-            seg_lo, i_tok, i_b, i_s, t_lo, t_hi = _segment(i_seg, unit_lo, unit_hi, seg_units, n_tiles, S_Q)
-            tok = _token(i_b, i_s, n_tiles_main, p_len, p_len_x, topk, topk_x, HAS_LEN, HAS_EXTRA, HAS_LEN_X)
-            b_mx = gl.full([_BLOCK], float("-inf"), gl.float32, layout=rows_l)
-            b_l = gl.zeros([_BLOCK], gl.float32, layout=rows_l)
-            acc0 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
-            acc1 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
-            acc2 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
-            acc3 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
-            # q: this warpgroup converts its half of the token's 64 head rows to fp16; a further batch-invariant
-            # piece of the same token keeps the staged q
-            if PIECES:
-                if i_tok != i_tok_q:
-                    i_x = _stage_q(q_smem, p_q, i_b, i_s, stride_qb, stride_qs, o_qh, o_qc, x_bar, i_x, HALF)
-                    i_tok_q = i_tok
-            else:
-                i_x = _stage_q(q_smem, p_q, i_b, i_s, stride_qb, stride_qs, o_qh, o_qc, x_bar, i_x, HALF)
-            for u in range(t_lo, t_hi):
-                live = _tile_of(u, tok, lists, HAS_EXTRA)[4]
-                if live:
-                    i_st = i_it % _STAGES
-                    mbarrier.wait(kv_ready.index(i_st), (i_it // _STAGES) & 1)
-                    k_base = i_st * _CHUNKS
-                    b_s = gl.zeros([_BLOCK, HK], gl.float32, layout=s_layout)
-                    for c in gl.static_range(_CHUNKS):
-                        b_k = kv_smem.index(k_base + c).slice(k_mine, HK, dim=0).permute((1, 0))
-                        b_s = warpgroup_mma(q_smem.index(c), b_k, b_s, use_acc=c > 0, is_async=True)
-                    b_s = warpgroup_mma_wait(num_outstanding=0, deps=(b_s,))
-                    # this warpgroup's entries' validity, as the gather found it
-                    m_n = gl.convert_layout(m_smem.index(i_st).slice(k_mine, HK).load(x_layout), cols_l) != 0
-                    b_s = gl.where(m_n[None, :], b_s * qk_scale, float("-inf"))
-                    # the tile's row maxima and P: this warpgroup's entries, then the other's through shared memory
-                    b_p16, b_alpha, b_mx, b_l, i_x = _tile_softmax(b_s, b_mx, b_l, p_smem, x_smem, x_bar, p_bar, i_x,
-                                                                   HALF)  # fmt: skip
-                    acc0, acc1, acc2, acc3 = _tile_pv(b_p16, b_alpha, acc0, acc1, acc2, acc3, kv_smem, k_base + v0,
-                                                      p_smem, p_bar, i_it, HALF)  # fmt: skip
-                    mbarrier.arrive(kv_empty.index(i_st), count=1)
-                    i_it += 1
-
-            b_l, i_x = _row_sums(b_l, x_smem, x_bar, i_x, HALF)
-            m_seen = b_l > 0.0
-            b_inv = 1.0 / gl.where(m_seen, b_l, 1.0)
-            b_lse2 = gl.where(m_seen, b_mx + gl.log2(gl.where(m_seen, b_l, 1.0)), float("-inf"))
-            if (t_lo == 0) & (t_hi == n_tiles):
-                # the whole token: the sink enters the denominator, out = o / (1 + 2^(sink·log2e - lse2))
-                if HAS_SINK:
-                    b_inv = b_inv / (1.0 + gl.exp2(b_sink2 - b_lse2))
-                b_sc = gl.convert_layout(gl.where(m_seen, b_inv, 0.0), orow_l)[:, None]
-                # out's rows: (token, head), contiguous
-                _out_by_tma(q_smem, o_desc, i_tok * H + i_hb * _BLOCK, acc0, acc1, acc2, acc3, b_sc, HALF)
-                if HALF == 0:
-                    b_lse = gl.where(m_seen, b_lse2 * 0.6931471805599453, float("inf"))
-                    gl.store(p_lse + i_tok.to(gl.int64) * H + o_h, b_lse)
-            else:
-                i_slot = (i_tok + seg_lo // slot_units).to(gl.int64)
-                b_sc = gl.convert_layout(b_inv, orow_l)[:, None]
+        for i_rng in range(0, 1 + SPREAD):
+            unit_lo, unit_hi, seg_end = _unit_range(
+                i_part, i_rng, units_per_part, total_units, cut_units, whole_units, seg_units, SPREAD
+            )
+            for i_seg in range(unit_lo // seg_units, seg_end):
+                seg_lo, i_tok, i_b, i_s, t_lo, t_hi = _segment(i_seg, unit_lo, unit_hi, seg_units, n_tiles, S_Q)
+                tok = _token(i_b, i_s, n_tiles_main, p_len, p_len_x, topk, topk_x, HAS_LEN, HAS_EXTRA, HAS_LEN_X)
+                b_mx = gl.full([_BLOCK], float("-inf"), gl.float32, layout=rows_l)
+                b_l = gl.zeros([_BLOCK], gl.float32, layout=rows_l)
+                acc0 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
+                acc1 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
+                acc2 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
+                acc3 = gl.zeros([_BLOCK, _BLOCK], gl.float32, layout=o_layout)
+                # q: this warpgroup converts its half of the token's 64 head rows to fp16; a further batch-invariant
+                # piece of the same token keeps the staged q
                 if PIECES:
-                    # from registers: a further piece keeps q's shared memory
-                    p_w = (
-                        p_o_ws
-                        + gl.convert_layout((i_slot * H + o_ho) * 512 + HALF * 256, st_rows)[:, None]
-                        + o_st[None, :]
-                    )
-                    w_ty = p_o_ws.dtype.element_ty
-                    gl.store(p_w + 0 * _BLOCK, gl.convert_layout((acc0 * b_sc).to(w_ty), st_layout))
-                    gl.store(p_w + 1 * _BLOCK, gl.convert_layout((acc1 * b_sc).to(w_ty), st_layout))
-                    gl.store(p_w + 2 * _BLOCK, gl.convert_layout((acc2 * b_sc).to(w_ty), st_layout))
-                    gl.store(p_w + 3 * _BLOCK, gl.convert_layout((acc3 * b_sc).to(w_ty), st_layout))
+                    if i_tok != i_tok_q:
+                        i_x = _stage_q(q_smem, p_q, i_b, i_s, stride_qb, stride_qs, o_qh, o_qc, x_bar, i_x, HALF)
+                        i_tok_q = i_tok
                 else:
-                    # the workspace's rows: (slot, head); the combine reads them after this kernel, or (MERGE) a
-                    # merge after this warpgroup's count, which the copies' writes are ordered before (below)
-                    _out_by_tma(q_smem, w_desc, (i_slot * H).to(gl.int32) + i_hb * _BLOCK, acc0, acc1, acc2, acc3,
-                                b_sc, HALF)  # fmt: skip
-                if PIECES or MERGE:
-                    # both warpgroups store the piece's lse (the same values): each merges from its own stores, or
-                    # from those its count orders before the merge
-                    gl.store(p_lse_ws + i_slot * H + o_h, b_lse2)
-                    if MERGE:
-                        # the last of a token's pieces where all of them ran here (batch-invariant pieces) is merged
-                        # now; a piece of a token cut between programs is counted once this warpgroup's stores are
-                        # done, and the piece whose count completes merges the token's columns 256·HALF .. and
-                        # resets the count (one call site of the merge: its code is fetched once)
-                        cut = (i_tok * n_tiles < unit_lo) | ((i_tok + 1) * n_tiles > unit_hi)
-                        merge_now = (t_hi == n_tiles) & (i_tok * n_tiles >= unit_lo)
-                        if not PIECES:
-                            _bulk_writes_done(o_h)  # the partial went out by TMA
-                        _warps_barrier()
-                        i_first, i_last = _token_slots(i_tok, n_tiles, slot_units)
-                        p_c = p_cnt + (i_tok * NUM_HB + i_hb) * 2 + HALF
-                        if cut:
-                            merge_now = _completes_half(p_c, i_last - i_first + 1, HALF) != 0
-                        if merge_now:
-                            _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles, slot_units,
-                                        H, i_hb * _BLOCK, stride_ob, stride_os, stride_oh, HAS_SINK, HALF)  # fmt: skip
-                            if cut:
-                                gl.store(p_c, 0)
-                    else:
-                        if (t_hi == n_tiles) & (i_tok * n_tiles >= unit_lo):
-                            # the last of a token's pieces, all of which ran here: merged now, as the combine kernel
-                            # would (the tokens cut between programs are left to it, or to MERGE's count)
-                            _warps_barrier()
-                            _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles, slot_units,
-                                        H, i_hb * _BLOCK, stride_ob, stride_os, stride_oh, HAS_SINK, HALF)  # fmt: skip
-                else:
+                    i_x = _stage_q(q_smem, p_q, i_b, i_s, stride_qb, stride_qs, o_qh, o_qc, x_bar, i_x, HALF)
+                for u in range(t_lo, t_hi):
+                    live = _tile_of(u, tok, lists, HAS_EXTRA)[4]
+                    if live:
+                        i_st = i_it % _STAGES
+                        mbarrier.wait(kv_ready.index(i_st), (i_it // _STAGES) & 1)
+                        k_base = i_st * _CHUNKS
+                        b_s = gl.zeros([_BLOCK, HK], gl.float32, layout=s_layout)
+                        for c in gl.static_range(_CHUNKS):
+                            b_k = kv_smem.index(k_base + c).slice(k_mine, HK, dim=0).permute((1, 0))
+                            b_s = warpgroup_mma(q_smem.index(c), b_k, b_s, use_acc=c > 0, is_async=True)
+                        b_s = warpgroup_mma_wait(num_outstanding=0, deps=(b_s,))
+                        # this warpgroup's entries' validity, as the gather found it
+                        m_n = gl.convert_layout(m_smem.index(i_st).slice(k_mine, HK).load(x_layout), cols_l) != 0
+                        b_s = gl.where(m_n[None, :], b_s * qk_scale, float("-inf"))
+                        # the tile's row maxima and P: this warpgroup's entries, then the other's through shared memory
+                        b_p16, b_alpha, b_mx, b_l, i_x = _tile_softmax(b_s, b_mx, b_l, p_smem, x_smem, x_bar, p_bar,
+                                                                       i_x, HALF)  # fmt: skip
+                        acc0, acc1, acc2, acc3 = _tile_pv(b_p16, b_alpha, acc0, acc1, acc2, acc3, kv_smem, k_base + v0,
+                                                          p_smem, p_bar, i_it, HALF)  # fmt: skip
+                        mbarrier.arrive(kv_empty.index(i_st), count=1)
+                        i_it += 1
+
+                b_l, i_x = _row_sums(b_l, x_smem, x_bar, i_x, HALF)
+                m_seen = b_l > 0.0
+                b_inv = 1.0 / gl.where(m_seen, b_l, 1.0)
+                b_lse2 = gl.where(m_seen, b_mx + gl.log2(gl.where(m_seen, b_l, 1.0)), float("-inf"))
+                if (t_lo == 0) & (t_hi == n_tiles):
+                    # the whole token: the sink enters the denominator, out = o / (1 + 2^(sink·log2e - lse2))
+                    if HAS_SINK:
+                        b_inv = b_inv / (1.0 + gl.exp2(b_sink2 - b_lse2))
+                    b_sc = gl.convert_layout(gl.where(m_seen, b_inv, 0.0), orow_l)[:, None]
+                    # out's rows: (token, head), contiguous
+                    _out_by_tma(q_smem, o_desc, i_tok * H + i_hb * _BLOCK, acc0, acc1, acc2, acc3, b_sc, HALF)
                     if HALF == 0:
+                        b_lse = gl.where(m_seen, b_lse2 * 0.6931471805599453, float("inf"))
+                        gl.store(p_lse + i_tok.to(gl.int64) * H + o_h, b_lse)
+                else:
+                    i_slot = (i_tok + seg_lo // slot_units).to(gl.int64)
+                    b_sc = gl.convert_layout(b_inv, orow_l)[:, None]
+                    if PIECES:
+                        # from registers: a further piece keeps q's shared memory
+                        p_w = (
+                            p_o_ws
+                            + gl.convert_layout((i_slot * H + o_ho) * 512 + HALF * 256, st_rows)[:, None]
+                            + o_st[None, :]
+                        )
+                        w_ty = p_o_ws.dtype.element_ty
+                        gl.store(p_w + 0 * _BLOCK, gl.convert_layout((acc0 * b_sc).to(w_ty), st_layout))
+                        gl.store(p_w + 1 * _BLOCK, gl.convert_layout((acc1 * b_sc).to(w_ty), st_layout))
+                        gl.store(p_w + 2 * _BLOCK, gl.convert_layout((acc2 * b_sc).to(w_ty), st_layout))
+                        gl.store(p_w + 3 * _BLOCK, gl.convert_layout((acc3 * b_sc).to(w_ty), st_layout))
+                    else:
+                        # the workspace's rows: (slot, head); the combine reads them after this kernel, or (MERGE) a
+                        # merge after this warpgroup's count, which the copies' writes are ordered before (below)
+                        _out_by_tma(q_smem, w_desc, (i_slot * H).to(gl.int32) + i_hb * _BLOCK, acc0, acc1, acc2, acc3,
+                                    b_sc, HALF)  # fmt: skip
+                    if PIECES or MERGE:
+                        # both warpgroups store the piece's lse (the same values): each merges from its own stores, or
+                        # from those its count orders before the merge
                         gl.store(p_lse_ws + i_slot * H + o_h, b_lse2)
+                        if MERGE:
+                            # the last of a token's pieces where all of them ran here (batch-invariant pieces) is merged
+                            # now; a piece of a token cut between programs is counted once this warpgroup's stores are
+                            # done, and the piece whose count completes merges the token's columns 256·HALF .. and
+                            # resets the count (one call site of the merge: its code is fetched once)
+                            cut = (i_tok * n_tiles < unit_lo) | ((i_tok + 1) * n_tiles > unit_hi)
+                            merge_now = (t_hi == n_tiles) & (i_tok * n_tiles >= unit_lo)
+                            if not PIECES:
+                                _bulk_writes_done(o_h)  # the partial went out by TMA
+                            _warps_barrier()
+                            i_first, i_last = _token_slots(i_tok, n_tiles, slot_units)
+                            p_c = p_cnt + (i_tok * NUM_HB + i_hb) * 2 + HALF
+                            if cut:
+                                merge_now = _completes_half(p_c, i_last - i_first + 1, HALF) != 0
+                            if merge_now:
+                                _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles,
+                                            slot_units, H, i_hb * _BLOCK, stride_ob, stride_os, stride_oh, HAS_SINK,
+                                            HALF)  # fmt: skip
+                                if cut:
+                                    gl.store(p_c, 0)
+                        else:
+                            if (t_hi == n_tiles) & (i_tok * n_tiles >= unit_lo):
+                                # the last of a token's pieces, all of which ran here: merged now, as the combine kernel
+                                # would (the tokens cut between programs are left to it, or to MERGE's count)
+                                _warps_barrier()
+                                _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles,
+                                            slot_units, H, i_hb * _BLOCK, stride_ob, stride_os, stride_oh, HAS_SINK,
+                                            HALF)  # fmt: skip
+                    else:
+                        if HALF == 0:
+                            gl.store(p_lse_ws + i_slot * H + o_h, b_lse2)
 
     @gluon.jit
     def _sparse_mla_decode_ws_kernel(p_q, p_out, p_lse, p_o_ws, p_lse_ws, p_sink, p_kv, p_idx, p_len, p_kv_x,
@@ -741,10 +770,11 @@ if HAVE_GLUON:
                                      topk, topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units,
                                      slot_units, stride_qb, stride_qs, stride_ob, stride_os, stride_oh, stride_ib,
                                      stride_is, stride_ixb, stride_ixs, qk_scale, p_cnt, o_desc, w_desc,
-                                     PAGE: gl.constexpr,
+                                     cut_units, whole_units, PAGE: gl.constexpr,
                                      PAGE_X: gl.constexpr, HAS_LEN: gl.constexpr, HAS_EXTRA: gl.constexpr,
                                      HAS_LEN_X: gl.constexpr, HAS_SINK: gl.constexpr,
-                                     NUM_HB: gl.constexpr, PIECES: gl.constexpr, MERGE: gl.constexpr):  # fmt: skip
+                                     NUM_HB: gl.constexpr, PIECES: gl.constexpr, MERGE: gl.constexpr,
+                                     SPREAD: gl.constexpr):  # fmt: skip
         box: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
         q_smem = gl.allocate_shared_memory(gl.float16, [_CHUNKS, _BLOCK, _BLOCK], box)
         kv_smem = gl.allocate_shared_memory(gl.float16, [_STAGES * _CHUNKS, _BLOCK, _BLOCK], box)
@@ -771,22 +801,22 @@ if HAVE_GLUON:
                                    p_out, p_lse, p_o_ws, p_lse_ws, p_sink, p_cnt, p_idx, p_len, p_idx_x, p_len_x, S_Q,
                                    H, topk, topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units,
                                    slot_units, stride_qb, stride_qs, stride_ob, stride_os, stride_oh, stride_ib,
-                                   stride_is, stride_ixb, stride_ixs, qk_scale, o_desc, w_desc, HAS_LEN, HAS_EXTRA,
-                                   HAS_LEN_X,
-                                   HAS_SINK, NUM_HB, PIECES, MERGE, 0)),
+                                   stride_is, stride_ixb, stride_ixs, qk_scale, o_desc, w_desc, cut_units,
+                                   whole_units, HAS_LEN, HAS_EXTRA, HAS_LEN_X,
+                                   HAS_SINK, NUM_HB, PIECES, MERGE, SPREAD, 0)),
                 (_math_partition, (q_smem, kv_smem, m_smem, p_smem, x_smem, kv_ready, kv_empty, x_bar, p_bar, p_q,
                                    p_out, p_lse, p_o_ws, p_lse_ws, p_sink, p_cnt, p_idx, p_len, p_idx_x, p_len_x, S_Q,
                                    H, topk, topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units,
                                    slot_units, stride_qb, stride_qs, stride_ob, stride_os, stride_oh, stride_ib,
-                                   stride_is, stride_ixb, stride_ixs, qk_scale, o_desc, w_desc, HAS_LEN, HAS_EXTRA,
-                                   HAS_LEN_X,
-                                   HAS_SINK, NUM_HB, PIECES, MERGE, 1)),
+                                   stride_is, stride_ixb, stride_ixs, qk_scale, o_desc, w_desc, cut_units,
+                                   whole_units, HAS_LEN, HAS_EXTRA, HAS_LEN_X,
+                                   HAS_SINK, NUM_HB, PIECES, MERGE, SPREAD, 1)),
                 (_gather_partition, (kv_smem, m_smem, kv_ready, kv_empty, p_q, stride_qb, stride_qs, p_kv, p_idx,
                                      p_len,
                                      p_kv_x, p_idx_x, p_len_x, num_slots, num_slots_x, stride_kv_blk, stride_kvx_blk,
                                      S_Q, H, topk, topk_x, n_tiles_main, n_tiles, total_units, units_per_part,
-                                     seg_units, stride_ib, stride_is, stride_ixb, stride_ixs,
-                                     PAGE, PAGE_X, HAS_LEN, HAS_EXTRA, HAS_LEN_X, NUM_HB, PIECES)),
+                                     seg_units, stride_ib, stride_is, stride_ixb, stride_ixs, cut_units, whole_units,
+                                     PAGE, PAGE_X, HAS_LEN, HAS_EXTRA, HAS_LEN_X, NUM_HB, PIECES, SPREAD)),
             ],
             [4, 4],
             [_MATH_REGS, _GATHER_REGS],
@@ -813,12 +843,16 @@ def sparse_decode_split_ws(
     num_parts: int,
     pieces_tiles: int | None = None,
     counts: torch.Tensor | None = None,
+    whole_units: int = 0,
 ) -> Any:
     """Launch the warp-specialized split kernel (arguments as :func:`wavemla.kernels.sparse_decode.sparse_decode_split`
     with 64x64 tiles, which calls this where :func:`supported`). Tokens cut between programs are merged in the
     kernel where ``counts`` is given (int32, zero, two counters per token and head block: ``b·s_q·(h/64)·2``, left
     zero again; the plan's :attr:`wavemla.plan.Plan.ws_merge`), else their partials are left in the workspace for
-    :func:`wavemla.kernels.combine.sparse_decode_combine`. Returns Triton's compiled-kernel handle."""
+    :func:`wavemla.kernels.combine.sparse_decode_combine`. ``whole_units`` > 0 (:attr:`wavemla.plan.Plan.whole_units`):
+    each of the ``num_parts`` parts runs ``units_per_part`` units of the leftover tokens (the first
+    ``b·s_q - num_parts·whole_units / n_tiles``), then ``whole_units`` units of whole tokens. Returns Triton's
+    compiled-kernel handle."""
     from wavemla.kernels.sparse_decode import LOG2E
 
     b, s_q, h, _ = q.shape
@@ -845,6 +879,12 @@ def sparse_decode_split_ws(
                              f"{list(o_ws.shape)} with strides {o_ws.stride()}")  # fmt: skip
         ws2 = o_ws.view(-1, D)
         w_desc = TensorDescriptor(ws2, list(ws2.shape), list(ws2.stride()), [BLOCK, BLOCK], layout)
+    total_units = b * s_q * n_tiles
+    cut_units = total_units - num_parts * whole_units
+    if whole_units < 0 or whole_units % n_tiles or not 0 <= cut_units <= num_parts * units_per_part:
+        raise ValueError(f"whole_units: expected whole tokens ({n_tiles} units each) leaving at most num_parts · "
+                         f"units_per_part = {num_parts * units_per_part} of the {total_units} units to cut, got "
+                         f"{whole_units}")  # fmt: skip
     if counts is not None and (counts.dtype != torch.int32 or counts.numel() < b * s_q * num_hb * 2):
         raise ValueError(f"counts: expected int32 with at least {b * s_q * num_hb * 2} elements, got {counts.dtype} "
                          f"with {counts.numel()}")  # fmt: skip
@@ -873,7 +913,7 @@ def sparse_decode_split_ws(
         topk_x,
         n_tiles_main,
         n_tiles,
-        b * s_q * n_tiles,
+        total_units,
         units_per_part,
         n_tiles if pieces_tiles is None else pieces_tiles,
         units_per_part if pieces_tiles is None else pieces_tiles,
@@ -890,6 +930,8 @@ def sparse_decode_split_ws(
         counts if counts is not None else indices,  # then the descriptors: the default build's parameters keep
         o_desc,  # their offsets
         w_desc,
+        cut_units,
+        whole_units,
         PAGE=kv.shape[1],
         PAGE_X=kv_x.shape[1],
         HAS_LEN=topk_length is not None,
@@ -899,13 +941,15 @@ def sparse_decode_split_ws(
         NUM_HB=num_hb,
         PIECES=pieces_tiles is not None and pieces_tiles < n_tiles,
         MERGE=counts is not None,
+        SPREAD=whole_units > 0,
         num_warps=4,
         maxnreg=MAX_REGS,
     )
 
 
 def compile_sm90(*, page: int = 64, page_x: int = 64, has_extra: bool = True, has_len: bool = True,
-                 has_sink: bool = True, num_hb: int = 1, pieces: bool = False, merge: bool = False) -> Any:  # fmt: skip
+                 has_sink: bool = True, num_hb: int = 1, pieces: bool = False, merge: bool = False,
+                 spread: bool = False) -> Any:  # fmt: skip
     """Compile the kernel for sm_90 without a GPU (bf16 q, as the launcher specialises it; strides multiples of 16,
     as they are in practice); returns Triton's compiled kernel (``asm``, ``metadata``: shared memory, registers)."""
     from wavemla.kernels.dense_decode_ws import build_sm90
@@ -916,6 +960,7 @@ def compile_sm90(*, page: int = 64, page_x: int = 64, has_extra: bool = True, ha
              "o_desc": f"tensordesc<bf16[{BLOCK}, {BLOCK}],{smem_layout()!r}>",
              "w_desc": f"tensordesc<fp16[{BLOCK}, {BLOCK}],{smem_layout()!r}>"}  # fmt: skip
     constexprs = {"PAGE": page, "PAGE_X": page_x, "HAS_LEN": has_len, "HAS_EXTRA": has_extra, "HAS_LEN_X": has_len,
-                  "HAS_SINK": has_sink, "NUM_HB": num_hb, "PIECES": pieces, "MERGE": merge}  # fmt: skip
+                  "HAS_SINK": has_sink, "NUM_HB": num_hb, "PIECES": pieces, "MERGE": merge,
+                  "SPREAD": spread}  # fmt: skip
     return build_sm90(_sparse_mla_decode_ws_kernel, types=types, constexprs=constexprs, divisible=("stride_",),
                       max_regs=MAX_REGS)  # fmt: skip

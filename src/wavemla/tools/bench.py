@@ -91,6 +91,8 @@ class Record:
     flashmla_us: float | None
     ratio_to_flashmla: float | None
     predicted_us: float
+    # a spread plan's units of whole tokens a program runs after its units_per_part of the leftover tokens'
+    whole_units: int = 0
 
 
 SPARSE_BATCHES = [1, 8, 32, 48, 64, 80, 96, 128, 148, 256]
@@ -291,6 +293,7 @@ def bench(
                             fp8=fp8,
                             config=f"{c.block_h}x{c.block_n}x{c.num_warps}x{c.num_stages}",
                             units_per_part=pl.units_per_part,
+                            whole_units=pl.whole_units,
                             programs=pl.programs,
                             combine=pl.needs_combine,
                             median_us=med,

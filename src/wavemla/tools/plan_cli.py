@@ -128,6 +128,7 @@ def plan_rows(
                 "head_blocks": p.num_head_blocks,
                 "tiles_per_token": p.n_tiles,
                 "units_per_part": p.units_per_part,
+                "whole_units": p.whole_units,
                 "combine": p.needs_combine,
                 "ws_merge": p.ws_merge,
                 "waves": p.waves,
@@ -200,7 +201,13 @@ _SPARSE_COLUMNS: list[_Column] = [
     ("programs", ">8", "", lambda r: r["programs"]),
     ("waves", ">5", "", lambda r: r["waves"]),
     ("tail", ">5", ".2f", lambda r: r["tail_efficiency"]),
-    ("tiles/prog", ">10", "", lambda r: r["units_per_part"]),
+    # a spread plan: its run of the leftover tokens' tiles, then its whole tokens' tiles
+    (
+        "tiles/prog",
+        ">10",
+        "",
+        lambda r: f"{r['units_per_part']}+{r['whole_units']}" if r["whole_units"] else r["units_per_part"],
+    ),
     ("combine", ">7", "", lambda r: "yes" if r["combine"] else "no"),
     *_TAIL,
 ]

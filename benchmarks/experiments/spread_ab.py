@@ -1,0 +1,114 @@
+"""The package's spread plans (whole tokens first, the leftover spread: ``Plan.whole_units``) against the plans the
+planner makes without that partition, at the points past a perfect fit where it spreads, on the H200.
+
+For each point: the planner's plan and the uniform one (``plan._Coster.spread`` switched off, the planner's caches
+cleared), each checked against the fp64 reference, then timed in alternated rounds (CUDA-graph replay, L2 flushed,
+median of ``--reps`` per round); the perfect fit before it (b - 1 where it is one) is timed too, for the
+per-request step. Points: ``MODE[-sN][-hN]:B`` as ``ws_spread.py``; the default is every point of the eight H200
+curves (h = 64 and 128, s_q = 1 and 2, CSA and HCA) where the planner spreads.
+
+    PYTHONPATH=src python3 benchmarks/experiments/spread_ab.py OUT.json [--points csa:133 ...] [--rounds 3] [--reps 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+def spread_points() -> list[str]:
+    """Every (mode, s_q, h, b ≤ 256) of the H200 curves that the planner plans as a spread."""
+    from wavemla.device import get_spec
+    from wavemla.plan import Workload, plan
+
+    h200 = get_spec("h200")
+    points = []
+    for mode, extra in (("csa", 512), ("hca", 1024)):
+        for s_q, h in ((1, 64), (2, 64), (1, 128)):
+            for b in range(1, 257):
+                w = Workload(batch=b, s_q=s_q, h_q=h, topk=128, extra_topk=extra, is_fp8=True, dtype="bf16")
+                if plan(w, h200).whole_units:
+                    points.append(f"{mode}{'-s2' if s_q == 2 else ''}{'-h128' if h == 128 else ''}:{b}")
+    return points
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("json")
+    ap.add_argument("--points", nargs="+", default=None)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=10)
+    args = ap.parse_args()
+
+    import torch
+
+    from wavemla import get_mla_metadata, sparse_mla_decode
+    from wavemla import plan as plan_mod
+    from wavemla.reference import sparse_decode_ref
+    from wavemla.testing import TOLERANCES, check_close
+    from wavemla.tools.bench import timings_us
+
+    sys.path.insert(0, str(HERE))
+    from merge_ab import decode_point
+
+    spread = plan_mod._Coster.spread
+    points = args.points or spread_points()
+    print(f"{len(points)} points: {' '.join(points)}", flush=True)
+    records: list[dict[str, Any]] = []
+    for point in points:
+        m = re.fullmatch(r"(csa|hca)(?:-s(\d+))?(?:-h(\d+))?:(\d+)", point)
+        if m is None:
+            raise SystemExit(f"point {point!r}: expected MODE[-sN][-hN]:B")
+        mode, s_q, h, b = m.group(1), int(m.group(2) or 1), int(m.group(3) or 64), int(m.group(4))
+        runs: dict[str, tuple[dict[str, Any], Any, str]] = {}
+        for name, batch, on in (("fit", b - 1, True), ("spread", b, True), ("uniform", b, False)):
+            plan_mod._Coster.spread = spread if on else (lambda self: None)  # type: ignore[method-assign]
+            plan_mod.clear_caches()
+            try:
+                kw, _ = decode_point(mode, batch, None, seed=0, s_q=s_q, h=h)
+                meta, _ = get_mla_metadata()
+                out, lse = sparse_mla_decode(**kw, metadata=meta)
+            finally:
+                plan_mod._Coster.spread = spread  # type: ignore[method-assign]
+                plan_mod.clear_caches()
+            rest = {k: v for k, v in kw.items() if k not in ("q", "kv_cache", "indices")}
+            ref_o, ref_l = sparse_decode_ref(kw["q"], kw["kv_cache"], kw["indices"], **rest)
+            bad = check_close("out", out, ref_o, TOLERANCES[("out", "gpu")]) or check_close(
+                "lse", lse, ref_l, TOLERANCES[("lse", "gpu")]
+            )
+            p = meta.plan
+            assert p is not None
+            label = f"{p.config}:{p.units_per_part}+{p.whole_units}"
+            print(f"{point:12s} {name:8s} b={batch:<4d} {label:22s} {'ok' if not bad else 'MISMATCH ' + bad[:80]}",
+                  flush=True)  # fmt: skip
+            runs[name] = (kw, meta, label)
+            del ref_o, ref_l
+        if runs["spread"][1].plan.whole_units == 0:
+            print(f"{point:12s} the planner does not spread here: skipped", flush=True)
+            continue
+        times: dict[str, list[float]] = {k: [] for k in runs}
+        for _ in range(args.rounds):
+            for name, (kw, meta, _) in runs.items():
+                fn = lambda kw=kw, meta=meta: sparse_mla_decode(**kw, metadata=meta)  # noqa: E731
+                times[name].append(timings_us(fn, reps=args.reps, graph=True)[1])
+        med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+        fit_per_request = med["fit"] / (b - 1)
+        steps = {k: 100 * ((med[k] / b) / fit_per_request - 1) for k in ("spread", "uniform")}
+        print(f"{point:12s} fit {med['fit']:7.1f}  spread {med['spread']:7.1f}  uniform {med['uniform']:7.1f} us;"
+              f" spread/uniform {med['spread'] / med['uniform']:.3f}; per-request step spread {steps['spread']:+.1f}%"
+              f" uniform {steps['uniform']:+.1f}%", flush=True)  # fmt: skip
+        records.append(dict(point=point, batch=b, s_q=s_q, h_q=h, mode=mode,
+                            plans={k: v[2] for k, v in runs.items()}, rounds=times, median_us=med,
+                            step_percent=steps))  # fmt: skip
+        torch.cuda.empty_cache()
+    Path(args.json).write_text(json.dumps({"argv": sys.argv, "records": records}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
