@@ -2,6 +2,8 @@
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import DEVICE, HAS_CUDA, capture_graph, gpu_lacks_e4m3_cvt
 from wavemla import config, sparse_mla_decode
@@ -721,17 +723,52 @@ def test_spread_partition_matches_reference(block_n: int, merge_in_kernel: bool,
     then whole tokens; the cut tokens are merged by the combine kernel over them alone (16-row tiles) or in the split
     kernel (64-row tiles, which also leaves the counters zero). Query tokens of two positions, so cut tokens and
     whole ones share requests."""
+    _check_spread(block_n, merge_in_kernel, tokens, parts, s_q=1 if tokens % 2 else 2, seed=11)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    parts=st.integers(2, 6),
+    whole=st.integers(1, 2),
+    left_share=st.floats(0.0, 1.0),
+    wide=st.booleans(),
+    two_positions=st.booleans(),
+    lengths=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_spread_partition_any_leftover(
+    parts: int, whole: int, left_share: float, wide: bool, two_positions: bool, lengths: bool, seed: int
+) -> None:
+    """Any number of leftover tokens (1 .. parts - 1, the planner takes at most 2), 1 or 2 whole tokens a part, both
+    merges, per-request list lengths from 0 up and a tenth of the entries invalid: the reference's answer."""
+    left = 1 + round(left_share * (parts - 2))
+    tokens = whole * parts + left
+    s_q = 2 if two_positions and tokens % 2 == 0 else 1
+    _check_spread(64 if wide else 16, wide, tokens, parts, s_q=s_q, seed=seed, lengths=lengths, invalid=0.1)
+
+
+def _check_spread(
+    block_n: int, merge_in_kernel: bool, tokens: int, parts: int, *, s_q: int, seed: int, lengths: bool = False,
+    invalid: float = 0.0,
+) -> None:  # fmt: skip
+    """The split kernel on a spread partition of ``tokens`` query tokens over ``parts`` parts (then the combine over
+    the cut tokens, unless ``merge_in_kernel``) against the fp64 reference. ``lengths``: random per-request list
+    lengths for both lists."""
     from wavemla.kernels.combine import sparse_decode_combine
     from wavemla.kernels.sparse_decode import sparse_decode_split
     from wavemla.plan import spread_slots
 
-    s_q, h = 1 if tokens % 2 else 2, 16
+    h, b = 16, tokens // s_q
     inputs = make_sparse_decode_inputs(
-        batch=tokens // s_q, s_q=s_q, h_q=h, topk=64, page=32, extra_topk=96, extra_page=16, fp8=True,
-        dtype=SMALL_DTYPE, device=DEVICE, seed=11,
+        batch=b, s_q=s_q, h_q=h, topk=64, page=32, extra_topk=96, extra_page=16, fp8=True, dtype=SMALL_DTYPE,
+        device=DEVICE, seed=seed, invalid_fraction=invalid,
     )  # fmt: skip
     inputs = {k: inputs.get(k) for k in ("q", "kv_cache", "indices", "topk_length", "extra_kv_cache", "extra_indices",
                                           "extra_topk_length", "attn_sink")}  # fmt: skip
+    if lengths:
+        g = torch.Generator().manual_seed(seed)
+        inputs["topk_length"] = torch.randint(0, 65, (b,), generator=g, dtype=torch.int32).to(DEVICE)
+        inputs["extra_topk_length"] = torch.randint(0, 97, (b,), generator=g, dtype=torch.int32).to(DEVICE)
     q, kv, kv_x = inputs["q"], inputs["kv_cache"], inputs["extra_kv_cache"]
     assert q is not None and kv is not None and kv_x is not None
     n_tiles = -(-64 // block_n) - (-96 // block_n)
