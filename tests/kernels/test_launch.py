@@ -398,6 +398,22 @@ FRESH = [
 ]
 
 
+def _fresh_inputs(kind: str, shape: dict, seed: int) -> dict[str, Any]:
+    """A sparse (CSA) or dense decode call's tensors for the fresh-metadata tests."""
+    from wavemla.testing import make_dense_decode_inputs
+
+    if kind == "sparse":
+        return _csa_kwargs(seed, extra_pool=4096, invalid_fraction=0.1, **shape)
+    d = make_dense_decode_inputs(lengths=[1000, 4096, 37, 2048] * 4, device="cuda", seed=seed, **shape)
+    return {k: d[k] for k in ("q", "k_cache", "block_table", "cache_seqlens")}
+
+
+def _fresh_call(kind: str, d: dict[str, Any], meta: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    from wavemla import dense_mla_decode, sparse_mla_decode
+
+    return (sparse_mla_decode if kind == "sparse" else dense_mla_decode)(**d, metadata=meta)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(("kind", "shape", "knobs"), FRESH)
 @pytest.mark.parametrize("meta_kind", ["fresh", "none"])
@@ -406,17 +422,13 @@ def test_gpu_fresh_metadata_replays_the_first_call(
 ) -> None:
     """A metadata object per call (SGLang's DeepSeek-V4 decode), or none: the first call of a signature goes
     through Triton; later ones with a fresh object replay it into their own workspace, with Triton's bits."""
-    from wavemla import api, dense_mla_decode, sparse_mla_decode
-    from wavemla.testing import make_dense_decode_inputs
+    from wavemla import api
 
     def inputs(seed: int) -> dict[str, Any]:
-        if kind == "sparse":
-            return _csa_kwargs(seed, extra_pool=4096, invalid_fraction=0.1, **shape)
-        d = make_dense_decode_inputs(lengths=[1000, 4096, 37, 2048] * 4, device="cuda", seed=seed, **shape)
-        return {k: d[k] for k in ("q", "k_cache", "block_table", "cache_seqlens")}
+        return _fresh_inputs(kind, shape, seed)
 
     def call(d: dict[str, Any], meta: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        return (sparse_mla_decode if kind == "sparse" else dense_mla_decode)(**d, metadata=meta)
+        return _fresh_call(kind, d, meta)
 
     def fresh() -> Any:
         return get_mla_metadata()[0] if meta_kind == "fresh" else None
@@ -458,17 +470,13 @@ def test_gpu_fresh_metadata_replay_captured_in_a_cuda_graph(
     """A fresh metadata object (or none) made inside a CUDA-graph capture: its workspace comes from the graph's
     pool, the counters' zeroing is captured with the launches, and every replay of the graph with new input values
     written in place gives Triton's eager bits for those values."""
-    from wavemla import api, dense_mla_decode, sparse_mla_decode
-    from wavemla.testing import make_dense_decode_inputs
+    from wavemla import api
 
     def inputs(seed: int) -> dict[str, Any]:
-        if kind == "sparse":
-            return _csa_kwargs(seed, extra_pool=4096, invalid_fraction=0.1, **shape)
-        d = make_dense_decode_inputs(lengths=[1000, 4096, 37, 2048] * 4, device="cuda", seed=seed, **shape)
-        return {k: d[k] for k in ("q", "k_cache", "block_table", "cache_seqlens")}
+        return _fresh_inputs(kind, shape, seed)
 
     def call(d: dict[str, Any], meta: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        return (sparse_mla_decode if kind == "sparse" else dense_mla_decode)(**d, metadata=meta)
+        return _fresh_call(kind, d, meta)
 
     api._FIRST_CALLS.clear()
     with config.override(**knobs):
