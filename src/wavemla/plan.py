@@ -878,7 +878,7 @@ class _Coster:
         programs = parts * self.num_hb
         tile = self.tiles[1] * (1.0 + self.busy * min(programs, self.slots) / self.slots)
         program = (whole * n_tiles + upp) * tile + self.first_segment_us + whole * self.segment_us + _PROGRAM_US
-        pieces = sum(spread_slots(tok, n_tiles, upp)[1] - spread_slots(tok, n_tiles, upp)[0] + 1 for tok in range(left))
+        pieces = sum(last - first + 1 for first, last in (spread_slots(t, n_tiles, upp) for t in range(left)))
         row = self.h_q * 512 * 2
         combine = _LAUNCH_US + _SM90_WS_COMBINE_US + (pieces + left) * row / self.dram_bytes_per_us
         if wide_merge(n_tiles, upp):

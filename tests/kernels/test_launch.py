@@ -424,32 +424,26 @@ def test_gpu_fresh_metadata_replays_the_first_call(
     through Triton; later ones with a fresh object replay it into their own workspace, with Triton's bits."""
     from wavemla import api
 
-    def inputs(seed: int) -> dict[str, Any]:
-        return _fresh_inputs(kind, shape, seed)
-
-    def call(d: dict[str, Any], meta: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        return _fresh_call(kind, d, meta)
-
     def fresh() -> Any:
         return get_mla_metadata()[0] if meta_kind == "fresh" else None
 
     api._FIRST_CALLS.clear()
     with config.override(**knobs):
         first = get_mla_metadata()[0]
-        call(inputs(1), first)  # through Triton: recorded for fresh objects
-        new = inputs(2)
+        _fresh_call(kind, _fresh_inputs(kind, shape, 1), first)  # through Triton: recorded for fresh objects
+        new = _fresh_inputs(kind, shape, 2)
         count = CountLaunches(monkeypatch)
         meta = fresh()
-        got = call(new, meta)
+        got = _fresh_call(kind, new, meta)
         assert count.n == 0, "a fresh call of a recorded signature launched through Triton"
         if meta is not None:
             assert meta.have_initialized and meta.key == first.key and meta.replays
             assert {t.data_ptr() for t in meta.buffers()}.isdisjoint(t.data_ptr() for t in first.buffers())
             assert [(t.shape, t.dtype) for t in meta.buffers()] == [(t.shape, t.dtype) for t in first.buffers()]
-            _same(call(new, meta), got)  # its own replay now
+            _same(_fresh_call(kind, new, meta), got)  # its own replay now
             assert count.n == 0
         with config.override(WAVEMLA_LAUNCH="triton"):
-            want = call(new, get_mla_metadata()[0])
+            want = _fresh_call(kind, new, get_mla_metadata()[0])
         assert count.n > 0
     _same(got, want)
 
@@ -472,16 +466,10 @@ def test_gpu_fresh_metadata_replay_captured_in_a_cuda_graph(
     written in place gives Triton's eager bits for those values."""
     from wavemla import api
 
-    def inputs(seed: int) -> dict[str, Any]:
-        return _fresh_inputs(kind, shape, seed)
-
-    def call(d: dict[str, Any], meta: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        return _fresh_call(kind, d, meta)
-
     api._FIRST_CALLS.clear()
     with config.override(**knobs):
-        static = inputs(1)
-        call(static, get_mla_metadata()[0])  # through Triton: recorded for fresh objects
+        static = _fresh_inputs(kind, shape, 1)
+        _fresh_call(kind, static, get_mla_metadata()[0])  # through Triton: recorded for fresh objects
         count = CountLaunches(monkeypatch)
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
@@ -490,17 +478,17 @@ def test_gpu_fresh_metadata_replay_captured_in_a_cuda_graph(
         with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
             meta = get_mla_metadata()[0] if meta_kind == "fresh" else None
             kept.append(meta)
-            captured = call(static, meta)
+            captured = _fresh_call(kind, static, meta)
         assert count.n == 0, "the captured fresh call launched through Triton"
         for seed in (2, 3, 2):
-            new = inputs(seed)
+            new = _fresh_inputs(kind, shape, seed)
             for k, t in new.items():
                 if isinstance(t, torch.Tensor):
                     static[k].copy_(t)
             graph.replay()
             torch.cuda.synchronize()
             with config.override(WAVEMLA_LAUNCH="triton"):
-                want = call(new, get_mla_metadata()[0])
+                want = _fresh_call(kind, new, get_mla_metadata()[0])
             _same(captured, want)
 
 

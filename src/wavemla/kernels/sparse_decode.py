@@ -593,13 +593,25 @@ WORKLOAD_INTS = (
 )  # fmt: skip
 
 
+def spread_cut_units(total_units: int, n_tiles: int, num_parts: int, units_per_part: int, whole_units: int) -> int:
+    """The units left to cut (the leftover tokens') when each of ``num_parts`` parts runs ``whole_units`` units of
+    whole tokens after its ``units_per_part`` of them (:func:`unit_range`); ValueError naming ``whole_units`` where
+    those are not whole tokens or leave more than the parts' runs cover. ``whole_units`` 0: every unit."""
+    cut_units = total_units - num_parts * whole_units
+    if whole_units < 0 or whole_units % n_tiles or not 0 <= cut_units <= num_parts * units_per_part:
+        raise ValueError(f"whole_units: expected whole tokens ({n_tiles} units each) leaving at most num_parts · "
+                         f"units_per_part = {num_parts * units_per_part} of the {total_units} units to cut, got "
+                         f"{whole_units}")  # fmt: skip
+    return cut_units
+
+
 @triton.jit
-def _unit_range(i_part, i_rng, units_per_part, total_units, cut_units, whole_units, g, SPREAD: tl.constexpr):
+def unit_range(i_part, i_rng, units_per_part, total_units, cut_units, whole_units, g, SPREAD: tl.constexpr):
     """Part ``i_part``'s units ``[unit_lo, unit_hi)`` of its range ``i_rng`` and the end (exclusive) of their segments
     of ``g`` units. One range: ``units_per_part`` units of the flattened (token, tile) space. ``SPREAD`` (whole
     tokens first, the leftover spread; :attr:`wavemla.plan.Plan.whole_units`), two: first a run of ``units_per_part``
     units of the ``cut_units`` units of the leftover tokens (the first tokens), then ``whole_units`` units of whole
-    tokens after them; either may be empty. (The warp-specialized kernel's ``_unit_range`` is the same arithmetic.)"""
+    tokens after them; either may be empty. The warp-specialized kernel calls it too."""
     if SPREAD:
         first = 1 - i_rng
         unit_lo = first * (i_part * units_per_part) + i_rng * (cut_units + i_part * whole_units)
@@ -710,7 +722,7 @@ def _sparse_mla_decode_kernel(
     # Segments: the program's units cut at every multiple of seg_units (a token, or a batch-invariant piece); two
     # ranges of units with SPREAD.
     for i_rng in range(0, 1 + SPREAD):
-        unit_lo, unit_hi, seg_end = _unit_range(
+        unit_lo, unit_hi, seg_end = unit_range(
             i_part, i_rng, units_per_part, total_units, cut_units, whole_units, seg_units, SPREAD
         )
         for i_seg in range(unit_lo // seg_units, seg_end):
@@ -1082,11 +1094,7 @@ def sparse_decode_split(
     n_tiles = n_tiles_main + (triton.cdiv(topk_x, block_n) if has_extra else 0)
     num_hb = triton.cdiv(h, block_h)
     total_units = b * s_q * n_tiles
-    cut_units = total_units - num_parts * whole_units
-    if whole_units < 0 or whole_units % n_tiles or not 0 <= cut_units <= num_parts * units_per_part:
-        raise ValueError(f"whole_units: expected whole tokens ({n_tiles} units each) leaving at most num_parts · "
-                         f"units_per_part = {num_parts * units_per_part} of the {total_units} units to cut, got "
-                         f"{whole_units}")  # fmt: skip
+    cut_units = spread_cut_units(total_units, n_tiles, num_parts, units_per_part, whole_units)
     return launch.run(
         _sparse_mla_decode_kernel,
         (num_parts * num_hb,),

@@ -57,6 +57,7 @@ import triton.language as tl
 from wavemla import config
 from wavemla.kernels import launch
 from wavemla.kernels.dense_decode_ws import HAVE_GLUON
+from wavemla.kernels.sparse_decode import spread_cut_units, unit_range
 
 if HAVE_GLUON:
     from triton.experimental import gluon
@@ -148,26 +149,6 @@ if HAVE_GLUON:
         t_lo = seg_lo - i_tok * n_tiles
         t_hi = gl.minimum((i_seg + 1) * seg_units, unit_hi) - i_tok * n_tiles
         return seg_lo, i_tok, i_b, i_s, t_lo, t_hi
-
-    @gluon.jit
-    def _unit_range(i_part, i_rng, units_per_part, total_units, cut_units, whole_units, g, SPREAD: gl.constexpr):
-        """Part ``i_part``'s units ``[unit_lo, unit_hi)`` of its range ``i_rng`` and the end (exclusive) of their
-        segments of ``g`` units. One range: ``units_per_part`` units of the flattened (token, tile) space. ``SPREAD``
-        (whole tokens first, the leftover spread; :attr:`wavemla.plan.Plan.whole_units`), two: first a run of
-        ``units_per_part`` units of the ``cut_units`` units of the leftover tokens (the first tokens), then
-        ``whole_units`` units of whole tokens after them; either may be empty. The ranges are a loop, not unrolled:
-        one copy of the segment loop's code (its size is what the instruction cache pays)."""
-        if SPREAD:
-            first = 1 - i_rng
-            unit_lo = first * (i_part * units_per_part) + i_rng * (cut_units + i_part * whole_units)
-            unit_hi = gl.minimum(unit_lo + first * units_per_part + i_rng * whole_units,
-                                 first * cut_units + i_rng * total_units)  # fmt: skip
-            seg_end = gl.where(unit_hi > unit_lo, (unit_hi - 1) // g + 1, unit_lo // g)
-        else:
-            unit_lo = i_part * units_per_part
-            unit_hi = gl.minimum(unit_lo + units_per_part, total_units)
-            seg_end = (unit_hi - 1) // g + 1
-        return unit_lo, unit_hi, seg_end
 
     @gluon.jit
     def _list_len(p_len, i_b, topk, HAS_LEN: gl.constexpr):
@@ -534,7 +515,7 @@ if HAVE_GLUON:
         # with no prologue between them; otherwise the math's segments (one per token as well)
         g_units = n_tiles if PIECES else seg_units
         for i_rng in range(0, 1 + SPREAD):
-            unit_lo, unit_hi, seg_end = _unit_range(
+            unit_lo, unit_hi, seg_end = unit_range(
                 i_part, i_rng, units_per_part, total_units, cut_units, whole_units, g_units, SPREAD
             )
             for i_seg in range(unit_lo // g_units, seg_end):
@@ -652,7 +633,7 @@ if HAVE_GLUON:
         if HAS_SINK:
             b_sink2 = gl.load(p_sink + o_h).to(gl.float32) * 1.4426950408889634
         for i_rng in range(0, 1 + SPREAD):
-            unit_lo, unit_hi, seg_end = _unit_range(
+            unit_lo, unit_hi, seg_end = unit_range(
                 i_part, i_rng, units_per_part, total_units, cut_units, whole_units, seg_units, SPREAD
             )
             for i_seg in range(unit_lo // seg_units, seg_end):
@@ -880,11 +861,7 @@ def sparse_decode_split_ws(
         ws2 = o_ws.view(-1, D)
         w_desc = TensorDescriptor(ws2, list(ws2.shape), list(ws2.stride()), [BLOCK, BLOCK], layout)
     total_units = b * s_q * n_tiles
-    cut_units = total_units - num_parts * whole_units
-    if whole_units < 0 or whole_units % n_tiles or not 0 <= cut_units <= num_parts * units_per_part:
-        raise ValueError(f"whole_units: expected whole tokens ({n_tiles} units each) leaving at most num_parts · "
-                         f"units_per_part = {num_parts * units_per_part} of the {total_units} units to cut, got "
-                         f"{whole_units}")  # fmt: skip
+    cut_units = spread_cut_units(total_units, n_tiles, num_parts, units_per_part, whole_units)
     if counts is not None and (counts.dtype != torch.int32 or counts.numel() < b * s_q * num_hb * 2):
         raise ValueError(f"counts: expected int32 with at least {b * s_q * num_hb * 2} elements, got {counts.dtype} "
                          f"with {counts.numel()}")  # fmt: skip
