@@ -67,6 +67,14 @@ NAMES = [
     ),
     pytest.param("_fwd_grouped_kernel_stage1", "attention", id="triton-sglang-stage1"),
     pytest.param("_fwd_kernel_stage2", "attention", id="triton-sglang-stage2"),
+    # vLLM's DeepSeek-V4 Triton kernels (vllm/v1/attention/ops/deepseek_v4_ops/cache_utils.py and the layer's SM80
+    # decode): cache writes and index lists are attention, the indexer's picks mapped to slots are the indexer
+    pytest.param("quantize_and_insert_k_kernel", "attention", id="vllm-dsv4-cache-write"),
+    pytest.param("_dequantize_and_gather_k_kernel", "attention", id="vllm-dsv4-gather"),
+    pytest.param("_combine_topk_swa_indices_kernel", "attention", id="vllm-dsv4-prefill-lists"),
+    pytest.param("_build_flashinfer_mixed_sparse_indices_kernel", "attention", id="vllm-dsv4-mixed-lists"),
+    pytest.param("_dsv4_sm80_sparse_attn_split_kernel", "attention", id="vllm-dsv4-sm80-split"),
+    pytest.param("_compute_global_topk_indices_and_lens_kernel", "indexer", id="vllm-dsv4-global-topk"),
     pytest.param("_tiled_sparse_decode_kernel_mh", "attention", id="triton-sm120-sparse"),
     pytest.param("_sparse_mla_decode_kernel", "attention", id="wavemla-sparse-decode"),
     pytest.param("_q_to_f16_kernel", "attention", id="wavemla-q-conversion"),

@@ -142,6 +142,8 @@ _DEFAULT_RULES: tuple[Rule, ...] = (
         r"fast_topk",
         r"hadamard",
         r"fp8_index",
+        # vLLM's DeepSeek-V4: the CSA layer's top-k picks mapped to global cache slots, with their count
+        r"global_topk_indices",
     ),
     # Attention: FlashMLA, FlashInfer, Triton decode attention (SGLang/vLLM), TRT-LLM FMHA, KV-cache writes.
     _rule(
@@ -169,6 +171,13 @@ _DEFAULT_RULES: tuple[Rule, ...] = (
         r"store_kvcache",
         r"kv_?compress",
         r"compressor",
+        # vLLM's DeepSeek-V4 cache kernels (above quantization and sampling, whose `quant` / `topk` they contain):
+        # the FP8 row write, the gather and decode of rows for sparse prefill, and the window + compressed index
+        # lists of a sparse call
+        r"quantize_and_insert_k",
+        r"dequantize_and_gather_k",
+        r"topk_swa_indices",
+        r"mixed_sparse_indices",
     ),
     # MoE: routing/gating, token permutation, fused and grouped expert GEMMs, the expert activation.
     _rule(
