@@ -458,6 +458,17 @@ _SPREAD_MAX_LEFT = 2
 
 _MEASURED_ARCH = 90
 
+
+def prediction_basis(device: DeviceSpec) -> str:
+    """What the predicted times on ``device`` rest on, in one sentence (``wavemla plan`` prints it)."""
+    if device.arch == _MEASURED_ARCH:
+        return "predicted µs: the cost model with its tile costs fitted to runs on an H200 (sm_90)"
+    return (
+        f"predicted µs: the cost model fitted on an H200, scaled to this GPU's tensor rate and bandwidth; no "
+        f"sm_{device.arch} tile has been timed, so they rank configurations rather than predict this GPU's times"
+    )
+
+
 # Cost model, calibrated on an H200 (benchmarks/results): one tile costs a fixed latency (index load, then the
 # dependent row gather) plus a per-row part that grows with the heads sharing the row; writing a token segment
 # costs its output bytes at one SM's share of DRAM bandwidth; each launch costs a few µs inside a CUDA graph.

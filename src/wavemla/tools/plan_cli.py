@@ -223,7 +223,9 @@ _DENSE_COLUMNS: list[_Column] = [
 def format_text(device: DeviceSpec, workload: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     columns = _DENSE_COLUMNS if workload["mode"] == "dense" else _SPARSE_COLUMNS
     head = " ".join(f"{name:{width}}" for name, width, _, _ in columns)
-    lines = [device.summary(), _describe(workload), "", head]
+    from wavemla.plan import prediction_basis
+
+    lines = [device.summary(), _describe(workload), prediction_basis(device), "", head]
     lines.extend(" ".join(f"{value(r):{width}{spec}}" for _, width, spec, value in columns) for r in rows)
     for r in rows:
         lines.append("")
@@ -356,7 +358,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"wavemla plan: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        info = {"device": asdict(device), "workload": workload, "plans": rows}
+        from wavemla.plan import prediction_basis
+
+        info = {"device": asdict(device), "workload": workload, "prediction_basis": prediction_basis(device),
+                "plans": rows}  # fmt: skip
         print(json.dumps(info, indent=2))
     else:
         print(format_text(device, workload, rows))
