@@ -211,3 +211,11 @@ def test_gpu_out_through_replays_and_graphs() -> None:
         graph.replay()
         torch.cuda.synchronize()
         assert torch.equal(output, wavemla.sparse_mla_decode(**new)[0][:, 0])
+
+
+def test_a_v32_sparse_call_says_it_is_not_supported() -> None:
+    """FlashMLA's call takes DeepSeek-V3.2's 576-wide q with indices; wavemla's sparse decode is DeepSeek-V4's."""
+    x = sparse_inputs()
+    q = torch.zeros((*x["q"].shape[:3], 576), dtype=DTYPE, device=DEVICE)
+    with pytest.raises(ValueError, match=r"^q: expected head_dim 512 .*got 576 .*DeepSeek-V3\.2's sparse decode"):
+        wavemla.sparse_mla_decode(**{**x, "q": q})

@@ -595,6 +595,7 @@ MUTATIONS: dict[str, Callable[[Case, torch.Generator], str]] = {
     "q_fp32": _set("q", lambda k: k["q"].float(), "q"),
     "q_3d": _set("q", lambda k: k["q"].flatten(0, 1), "q"),
     "q_dim256": _set("q", lambda k: k["q"][..., :256], "q"),
+    "q_dim576_v32": _set("q", lambda k: torch.zeros((*k["q"].shape[:3], 576), dtype=k["q"].dtype, device=DEVICE), "q"),
     "q_last_stride": _set("q", _q_last_stride, "q"),
     "q_sq5": _set("q", lambda k: torch.zeros((k["q"].shape[0], 5, 2, 512), dtype=k["q"].dtype, device=DEVICE), "q"),
     "q_h0": _set("q", lambda k: k["q"][:, :, :0], "q"),

@@ -400,7 +400,8 @@ def sparse_mla_decode(
     device = _check_q_common(q)
     b, s_q, h_q, d = q.shape
     if d != D_QK:
-        raise ValueError(f"q: expected head_dim {D_QK} (DeepSeek-V4 latent), got {d}")
+        v32 = " (576 with indices is DeepSeek-V3.2's sparse decode, which wavemla does not run)" if d == 576 else ""
+        raise ValueError(f"q: expected head_dim {D_QK} (DeepSeek-V4 latent), got {d}{v32}")
     is_fp8 = _check_cache("kv_cache", kv_cache, device)
     _check_indices("indices", indices, b, s_q, device)
     if topk_length is not None:
