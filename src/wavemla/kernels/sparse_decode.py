@@ -625,6 +625,19 @@ def unit_range(i_part, i_rng, units_per_part, total_units, cut_units, whole_unit
     return unit_lo, unit_hi, seg_end
 
 
+@triton.jit
+def segment(i_seg, unit_lo, unit_hi, seg_units, n_tiles, S_Q):
+    """Segment ``i_seg`` of a part's units ``[unit_lo, unit_hi)``: (its first unit, token, batch row, query position,
+    first and end unit within the token). The warp-specialized kernel calls it too."""
+    seg_lo = tl.maximum(i_seg * seg_units, unit_lo)
+    i_tok = seg_lo // n_tiles
+    i_b = i_tok // S_Q
+    i_s = i_tok - i_b * S_Q
+    t_lo = seg_lo - i_tok * n_tiles
+    t_hi = tl.minimum((i_seg + 1) * seg_units, unit_hi) - i_tok * n_tiles
+    return seg_lo, i_tok, i_b, i_s, t_lo, t_hi
+
+
 @triton.jit(do_not_specialize_on_alignment=WORKLOAD_INTS)
 def _sparse_mla_decode_kernel(
     p_q,
@@ -726,12 +739,7 @@ def _sparse_mla_decode_kernel(
             i_part, i_rng, units_per_part, total_units, cut_units, whole_units, seg_units, SPREAD
         )
         for i_seg in range(unit_lo // seg_units, seg_end):
-            seg_lo = tl.maximum(i_seg * seg_units, unit_lo)
-            i_tok = seg_lo // n_tiles
-            i_b = i_tok // S_Q
-            i_s = i_tok - i_b * S_Q
-            t_lo = seg_lo - i_tok * n_tiles
-            t_hi = tl.minimum((i_seg + 1) * seg_units, unit_hi) - i_tok * n_tiles
+            seg_lo, i_tok, i_b, i_s, t_lo, t_hi = segment(i_seg, unit_lo, unit_hi, seg_units, n_tiles, S_Q)
 
             if WAIT_Q:
                 # Launched behind the q conversion kernel (programmatic dependent launch): everything but q was

@@ -57,7 +57,7 @@ import triton.language as tl
 from wavemla import config
 from wavemla.kernels import launch
 from wavemla.kernels.dense_decode_ws import HAVE_GLUON
-from wavemla.kernels.sparse_decode import spread_cut_units, unit_range
+from wavemla.kernels.sparse_decode import segment, spread_cut_units, unit_range
 
 if HAVE_GLUON:
     from triton.experimental import gluon
@@ -138,17 +138,6 @@ def supported(*, is_fp8: bool, block_h: int, block_n: int, arch: int, q: torch.T
 
 
 if HAVE_GLUON:
-
-    @gluon.jit
-    def _segment(i_seg, unit_lo, unit_hi, seg_units, n_tiles, S_Q):
-        """Segment ``i_seg`` of a part: (token, batch row, query position, first unit, end unit within the token)."""
-        seg_lo = gl.maximum(i_seg * seg_units, unit_lo)
-        i_tok = seg_lo // n_tiles
-        i_b = i_tok // S_Q
-        i_s = i_tok - i_b * S_Q
-        t_lo = seg_lo - i_tok * n_tiles
-        t_hi = gl.minimum((i_seg + 1) * seg_units, unit_hi) - i_tok * n_tiles
-        return seg_lo, i_tok, i_b, i_s, t_lo, t_hi
 
     @gluon.jit
     def _list_len(p_len, i_b, topk, HAS_LEN: gl.constexpr):
@@ -519,7 +508,7 @@ if HAVE_GLUON:
                 i_part, i_rng, units_per_part, total_units, cut_units, whole_units, g_units, SPREAD
             )
             for i_seg in range(unit_lo // g_units, seg_end):
-                _, _, i_b, i_s, t_lo, t_hi = _segment(i_seg, unit_lo, unit_hi, g_units, n_tiles, S_Q)
+                _, _, i_b, i_s, t_lo, t_hi = segment(i_seg, unit_lo, unit_hi, g_units, n_tiles, S_Q)
                 tok = _token(i_b, i_s, n_tiles_main, p_len, p_len_x, topk, topk_x, HAS_LEN, HAS_EXTRA, HAS_LEN_X)
                 n_main = tok[3]
                 # the first live tile's raw words, the second's rows on their way to L2, the third's index entries
@@ -637,7 +626,7 @@ if HAVE_GLUON:
                 i_part, i_rng, units_per_part, total_units, cut_units, whole_units, seg_units, SPREAD
             )
             for i_seg in range(unit_lo // seg_units, seg_end):
-                seg_lo, i_tok, i_b, i_s, t_lo, t_hi = _segment(i_seg, unit_lo, unit_hi, seg_units, n_tiles, S_Q)
+                seg_lo, i_tok, i_b, i_s, t_lo, t_hi = segment(i_seg, unit_lo, unit_hi, seg_units, n_tiles, S_Q)
                 tok = _token(i_b, i_s, n_tiles_main, p_len, p_len_x, topk, topk_x, HAS_LEN, HAS_EXTRA, HAS_LEN_X)
                 b_mx = gl.full([_BLOCK], float("-inf"), gl.float32, layout=rows_l)
                 b_l = gl.zeros([_BLOCK], gl.float32, layout=rows_l)
