@@ -48,7 +48,7 @@ def main() -> None:
 
     import torch
 
-    from wavemla import get_mla_metadata, sparse_mla_decode
+    from wavemla import api, get_mla_metadata, sparse_mla_decode
     from wavemla import plan as plan_mod
     from wavemla.reference import sparse_decode_ref
     from wavemla.testing import TOLERANCES, check_close
@@ -70,6 +70,8 @@ def main() -> None:
         for name, batch, on in (("fit", b - 1, True), ("spread", b, True), ("uniform", b, False)):
             plan_mod._Coster.spread = spread if on else (lambda self: None)  # type: ignore[method-assign]
             plan_mod.clear_caches()
+            # a fresh metadata object of a signature seen before replays that call's plan: forget them too
+            api._FIRST_CALLS.clear()
             try:
                 kw, _ = decode_point(mode, batch, None, seed=0, s_q=s_q, h=h)
                 meta, _ = get_mla_metadata()
@@ -77,6 +79,7 @@ def main() -> None:
             finally:
                 plan_mod._Coster.spread = spread  # type: ignore[method-assign]
                 plan_mod.clear_caches()
+                api._FIRST_CALLS.clear()
             rest = {k: v for k, v in kw.items() if k not in ("q", "kv_cache", "indices")}
             ref_o, ref_l = sparse_decode_ref(kw["q"], kw["kv_cache"], kw["indices"], **rest)
             bad = check_close("out", out, ref_o, TOLERANCES[("out", "gpu")]) or check_close(
@@ -92,6 +95,8 @@ def main() -> None:
         if runs["spread"][1].plan.whole_units == 0:
             print(f"{point:12s} the planner does not spread here: skipped", flush=True)
             continue
+        if runs["uniform"][1].plan.whole_units != 0:
+            raise SystemExit(f"{point}: the plan without spread still spreads ({runs['uniform'][2]})")
         times: dict[str, list[float]] = {k: [] for k in runs}
         for _ in range(args.rounds):
             for name, (kw, meta, _) in runs.items():
