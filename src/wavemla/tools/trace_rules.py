@@ -144,6 +144,16 @@ _DEFAULT_RULES: tuple[Rule, ...] = (
         r"fp8_index",
         # vLLM's DeepSeek-V4: the CSA layer's top-k picks mapped to global cache slots, with their count
         r"global_topk_indices",
+        # SGLang's DeepSeek-V4 FP4 indexer (kernels/ops/attention/dsv4/fp4_indexer.py and
+        # kvcache/dsv4_fp4_index_k_cache.py): its score kernels, q and k packing, index-K cache writes and gathers,
+        # and the picks mapped to slots; the DSA index-K pool (srt/layers/attention/dsa/kpool_fp8_index.py) and its
+        # picks mapped to page tables
+        r"index_logits",
+        r"fp4_index",
+        r"(?:^|[^a-z0-9])index_[kq]_",
+        r"selection_slots",
+        r"kpool_(?!kernel)",
+        r"transform_index_page_table",
     ),
     # Attention: FlashMLA, FlashInfer, Triton decode attention (SGLang/vLLM), TRT-LLM FMHA, KV-cache writes.
     _rule(
@@ -178,6 +188,29 @@ _DEFAULT_RULES: tuple[Rule, ...] = (
         r"dequantize_and_gather_k",
         r"topk_swa_indices",
         r"mixed_sparse_indices",
+        # SGLang's DeepSeek-V4 (kernels/ops/attention/dsv4, kernels/ops/kvcache): the Triton decode's split-K combine,
+        # the paged decode over the unified KV pool, the per-step attention metadata and index lists, the cache row
+        # writes (FP8 rows and scales, the window scatter, the normalized and rotated KV store, window row copies)
+        # and the row dequantization for prefill. `_set_k_and_s_triton_kernel` is also the name of SGLang's DSA
+        # (V3.2) index-K cache write; here it counts as the V4 main cache's.
+        r"combine_splitk",
+        r"^_combine$",
+        r"paged_decode",
+        r"attn_metadata",
+        r"compressed_indices",
+        r"low_ratio_metadata",
+        r"swa_page_indices",
+        r"page_table_positions",
+        r"small_page_table",
+        r"dsa_(?:decode|draft_extend|target_verify)_metadata",
+        r"set_k_and_s_triton",
+        r"swa_scatter",
+        r"scatter_loc",
+        r"kv_norm_rope",
+        r"packed_rows",
+        r"dequantize_k_cache",
+        r"dequant_requant",
+        r"cast_kv",
     ),
     # MoE: routing/gating, token permutation, fused and grouped expert GEMMs, the expert activation.
     _rule(
@@ -203,6 +236,9 @@ _DEFAULT_RULES: tuple[Rule, ...] = (
         r"silu_and_mul",
         r"gelu_and_mul",
         r"swiglu",
+        # DeepSeek-V4's hash routing (SGLang: hash_topk) and SGLang's masking of padded tokens' expert ids
+        r"hash_topk",
+        r"dp_pad_topk_ids",
     ),
     # Dense GEMM: cuBLAS (nvjet, xmma, gemv), CUTLASS, Triton / inductor matmuls, ROCm Tensile.
     _rule(
@@ -225,7 +261,17 @@ _DEFAULT_RULES: tuple[Rule, ...] = (
         r"\bbmm",
         r"cijk_",
     ),
-    _rule("norm", "norm_elementwise", r"rms_?norm", r"layer_?norm", r"norm_kernel", r"group_?norm"),
+    # Norms, and DeepSeek-V4's hyper-connection kernels named hc_* (SGLang's kernels/ops/layernorm/mhc*.py and
+    # hc_combine_norm.py, one of which also quantizes its output)
+    _rule(
+        "norm",
+        "norm_elementwise",
+        r"rms_?norm",
+        r"layer_?norm",
+        r"norm_kernel",
+        r"group_?norm",
+        r"(?:^|[^a-z0-9])hc_",
+    ),
     _rule(
         "quantization",
         "quantization",
