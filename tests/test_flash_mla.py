@@ -283,9 +283,9 @@ def test_patched_engine_call_runs_wavemla(engine_pkg: Path) -> None:
 def test_patch_refuses_a_module_without_the_calls(engine_pkg: Path) -> None:
     (engine_pkg / "engine_pkg" / "ops" / "other.py").write_text("def flash_mla_sparse_fwd():\n    pass\n")
     shim.patch(["engine_pkg.ops.other"])
-    with pytest.raises(ImportError, match=r"module 'engine_pkg\.ops\.other' defines neither flash_mla_with_kvcache"):
+    with pytest.raises(ImportError, match=r"module 'engine_pkg\.ops\.other' defines none of flash_mla_with_kvcache"):
         importlib.import_module("engine_pkg.ops.other")
-    with pytest.raises(ImportError, match=r"defines neither"):
+    with pytest.raises(ImportError, match=r"defines none of"):
         shim.patch(["json"])
 
 
@@ -318,3 +318,97 @@ def test_sitecustomize_patch_reaches_spawned_processes(engine_pkg: Path) -> None
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["wavemla.api", "wavemla.api"]
+
+
+# SGLang 0.5.23's two FlashMLA entries for DeepSeek-V4 decode: its interface to its FlashMLA build (keywords of that
+# build, ``use_legacy`` among them, bound with functools.partial when the backend is built) and its SM120 entry.
+SGLANG_INTERFACE = """
+import dataclasses
+
+
+@dataclasses.dataclass
+class FlashMLASchedMeta:
+    have_initialized: bool = False
+
+
+def get_mla_metadata(cache_seqlens=None, num_q_tokens_per_head_k=None, num_heads_k=None, num_heads_q=None,
+                     is_fp8_kvcache=False, topk=None):
+    return FlashMLASchedMeta(), None
+
+
+def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata,
+                           num_splits=None, softmax_scale=None, causal=False, descale_q=None, descale_k=None,
+                           is_fp8_kvcache=False, indices=None, attn_sink=None, extra_k_cache=None,
+                           extra_indices_in_kvcache=None, topk_length=None, extra_topk_length=None, kv_format=None,
+                           *, use_legacy=True):
+    raise RuntimeError("the engine's own FlashMLA")
+
+
+def flash_mla_sparse_fwd(q, kv, indices, sm_scale, d_v=512, attn_sink=None, topk_length=None, *, use_legacy=True):
+    return "engine prefill"
+"""
+
+SGLANG_SM120 = """
+SM120_DECODE_MAX_TOKENS = 64
+
+
+def flash_mla_with_kvcache_sm120(**kwargs):
+    raise RuntimeError("the engine's own SM120 decode")
+"""
+
+
+@pytest.fixture
+def sglang_pkg(engine_pkg: Path) -> Path:
+    ops = engine_pkg / "engine_pkg" / "ops"
+    (ops / "flash_mla_interface.py").write_text(SGLANG_INTERFACE)
+    (ops / "flash_mla_sm120.py").write_text(SGLANG_SM120)
+    return engine_pkg
+
+
+def test_sglang_dsv4_decode_calls_run_wavemla(sglang_pkg: Path) -> None:
+    """Both of SGLang's DeepSeek-V4 decode calls through the patched modules, with the keywords its backend passes:
+    the interface's call bound with ``use_legacy`` (MODEL1 caches), the SM120 entry without metadata."""
+    import functools
+
+    names = ["engine_pkg.ops.flash_mla_interface", "engine_pkg.ops.flash_mla_sm120"]
+    assert shim.patch(names) == names
+    from engine_pkg.ops import flash_mla_interface, flash_mla_sm120
+
+    assert flash_mla_interface.flash_mla_sparse_fwd(None, None, None, 1.0) == "engine prefill"
+    x = make_sparse_decode_inputs(batch=2, h_q=16, topk=64, page=64, extra_topk=64, extra_page=16, dtype=DTYPE,
+                                  device=DEVICE, invalid_fraction=0.1, seed=5)  # fmt: skip
+    ref_out, ref_lse = wavemla.sparse_mla_decode(**x)
+    lengths = dict(topk_length=None, attn_sink=x["attn_sink"], extra_k_cache=x["extra_kv_cache"],
+                   extra_indices_in_kvcache=x["extra_indices"], extra_topk_length=None)  # fmt: skip
+    call = functools.partial(flash_mla_interface.flash_mla_with_kvcache, use_legacy=True)
+    out, lse = call(
+        q=x["q"], k_cache=x["kv_cache"], head_dim_v=512, block_table=None, cache_seqlens=None,
+        tile_scheduler_metadata=flash_mla_interface.get_mla_metadata()[0], softmax_scale=None, is_fp8_kvcache=True,
+        indices=x["indices"], **lengths,
+    )  # fmt: skip
+    assert torch.equal(out, ref_out) and torch.equal(lse, ref_lse)
+    out, lse = flash_mla_sm120.flash_mla_with_kvcache_sm120(
+        q=x["q"], k_cache=x["kv_cache"].view(torch.float8_e4m3fn), head_dim_v=512, softmax_scale=None,
+        indices=x["indices"], **lengths,
+    )  # fmt: skip
+    assert torch.equal(out, ref_out) and torch.equal(lse, ref_lse)
+    assert shim.unpatch() == names
+    with pytest.raises(RuntimeError, match="the engine's own SM120 decode"):
+        flash_mla_sm120.flash_mla_with_kvcache_sm120()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"use_legacy": False}, r"^use_legacy: False selects DeepSeek-V4\.1's token-interleaved caches"),
+        ({"kv_format": "V32_NO_ROPE"}, r"^kv_format: 'V32_NO_ROPE' is not read; pass None"),
+        ({"descale_q": torch.ones(1)}, r"^descale_q: must be None"),
+        ({"descale_k": torch.ones(1)}, r"^descale_k: must be None"),
+    ],
+)
+def test_sglang_build_keywords_wavemla_does_not_serve_are_refused(extra: dict, message: str) -> None:
+    x = make_sparse_decode_inputs(batch=1, h_q=16, topk=64, page=64, dtype=DTYPE, device=DEVICE)
+    with pytest.raises(ValueError, match=message):
+        wavemla.flash_mla_with_kvcache(
+            x["q"], x["kv_cache"], None, None, 512, None, is_fp8_kvcache=True, indices=x["indices"], **extra
+        )

@@ -861,10 +861,21 @@ def flash_mla_with_kvcache(
     topk_length: torch.Tensor | None = None,
     extra_topk_length: torch.Tensor | None = None,
     out: torch.Tensor | None = None,
+    *,
+    descale_q: torch.Tensor | None = None,
+    descale_k: torch.Tensor | None = None,
+    kv_format: str | None = None,
+    use_legacy: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """FlashMLA's call, same names, order and returns (see the module doc for shapes), plus ``out``: a ``[b, s_q,
     h_q, 512]`` tensor of q's dtype that receives the output (and is returned), as vLLM's DeepSeek-V4 decode passes
     its output buffer.
+
+    The keyword-only arguments are those of the FlashMLA build SGLang ships (``sgl-flash-mla``, called through
+    ``sglang.kernels.ops.attention.flash_mla_interface``), accepted where they describe what wavemla reads:
+    ``descale_q`` and ``descale_k`` None (FP8 caches carry their scales, q is bf16 or fp16), ``kv_format`` None (the
+    cache's last dimension tells MODEL1 from V3.2), ``use_legacy`` True (False selects DeepSeek-V4.1's
+    token-interleaved caches, which wavemla does not read).
 
     With ``indices`` it is the sparse decode: ``block_table`` and ``cache_seqlens`` are not used (indices already
     hold global slots), as in FlashMLA, and ``causal`` must be False. With ``indices=None`` it is the paged dense
@@ -876,6 +887,19 @@ def flash_mla_with_kvcache(
         raise ValueError(f"head_dim_v: expected {D_QK}, got {head_dim_v}")
     if num_splits is not None:
         raise ValueError("num_splits: must be None (the planner chooses the split)")
+    for name, scale in (("descale_q", descale_q), ("descale_k", descale_k)):
+        if scale is not None:
+            raise ValueError(f"{name}: must be None (FP8 caches carry their own scales, and q is bf16 or fp16)")
+    if kv_format is not None:
+        raise ValueError(
+            f"kv_format: {kv_format!r} is not read; pass None (the cache's last dimension tells DeepSeek-V4 MODEL1, "
+            "584 bytes a token, from V3.2, 656)"
+        )
+    if not use_legacy:
+        raise ValueError(
+            "use_legacy: False selects DeepSeek-V4.1's token-interleaved caches, which wavemla does not read "
+            "(DeepSeek-V4 MODEL1 and V3.2 caches are use_legacy=True)"
+        )
     if isinstance(k_cache, torch.Tensor):
         fp8_cache = k_cache.dtype in _FP8_DTYPES
         if bool(is_fp8_kvcache) != fp8_cache:

@@ -13,16 +13,25 @@ it; a name some module has already imported is refused unless ``replace=True``, 
 the old module would stay with the old module.
 
 What stands in: :func:`flash_mla_with_kvcache` (sparse decode with ``indices``, paged dense decode without; it also
-takes vLLM's ``out=``), :func:`get_mla_metadata` and ``FlashMLASchedMeta`` (:class:`wavemla.MLAMetadata`).
+takes vLLM's ``out=`` and the keywords of SGLang's FlashMLA build), :func:`get_mla_metadata` and
+``FlashMLASchedMeta`` (:class:`wavemla.MLAMetadata`), and SGLang's SM120 entry :func:`flash_mla_with_kvcache_sm120`.
 FlashMLA's prefill kernels are not here: importing one of them fails with Python's own ``ImportError``, naming it
 (so installing under a kernel package's module name breaks that package's imports of its prefill calls).
 
 An engine module that holds FlashMLA's decode calls beside others (prefill, capability checks: vLLM's
-``vllm.v1.attention.ops.flashmla``, SGLang's ``sgl_kernel.flash_mla``) is patched instead: :func:`patch` replaces
-only :data:`PATCHED` in it, right after the module has run (an import hook), or at once if it already has, and
-leaves its other names as they are::
+``vllm.v1.attention.ops.flashmla``, SGLang's ``sglang.kernels.ops.attention.flash_mla_interface``) is patched
+instead: :func:`patch` replaces only :data:`PATCHED` in it, right after the module has run (an import hook), or at
+once if it already has, and leaves its other names as they are::
 
     wavemla.flash_mla.patch(["vllm.v1.attention.ops.flashmla"])
+
+SGLang's DeepSeek-V4 backend (0.5.23) calls FlashMLA through ``sglang.kernels.ops.attention.flash_mla_interface``,
+with that build's keywords (``use_legacy``, which :func:`wavemla.flash_mla_with_kvcache` takes), and on SM120 GPUs
+through ``flash_mla_with_kvcache_sm120`` in ``sglang.kernels.ops.attention.flash_mla_sm120``, which
+:func:`flash_mla_with_kvcache_sm120` stands in for::
+
+    wavemla.flash_mla.patch(["sglang.kernels.ops.attention.flash_mla_interface",
+                             "sglang.kernels.ops.attention.flash_mla_sm120"])
 
 Either way, modules that bound the names before (``from X import flash_mla_with_kvcache`` run earlier) keep the
 old ones: install or patch before the engine imports its attention code. Engines that start workers with ``spawn``
@@ -42,7 +51,9 @@ import types
 from collections.abc import Sequence
 from typing import Any
 
-from wavemla.api import MLAMetadata, flash_mla_with_kvcache, get_mla_metadata
+import torch
+
+from wavemla.api import _FP8_DTYPES, MLAMetadata, flash_mla_with_kvcache, get_mla_metadata
 
 FlashMLASchedMeta = MLAMetadata
 
@@ -50,13 +61,41 @@ FlashMLASchedMeta = MLAMetadata
 DEFAULT_NAMES = ("flash_mla", "flash_mla.flash_mla_interface")
 
 # The names patch() replaces in an engine's module (those of them it defines).
-PATCHED = ("flash_mla_with_kvcache", "get_mla_metadata", "FlashMLASchedMeta")
+PATCHED = ("flash_mla_with_kvcache", "get_mla_metadata", "FlashMLASchedMeta", "flash_mla_with_kvcache_sm120")
+# The decode calls among them: a module to patch must define one.
+_DECODE_CALLS = ("flash_mla_with_kvcache", "get_mla_metadata", "flash_mla_with_kvcache_sm120")
+
+
+def flash_mla_with_kvcache_sm120(
+    *,
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    head_dim_v: int,
+    indices: torch.Tensor,
+    softmax_scale: float | None = None,
+    topk_length: torch.Tensor | None = None,
+    attn_sink: torch.Tensor | None = None,
+    extra_k_cache: torch.Tensor | None = None,
+    extra_indices_in_kvcache: torch.Tensor | None = None,
+    extra_topk_length: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """SGLang's sparse decode entry on SM120 GPUs (``sglang.kernels.ops.attention.flash_mla_sm120``): FlashMLA's
+    sparse call made with keywords only, without metadata, block table or cache-format flag (the cache's dtype
+    says FP8). Returns ``(out [b, s_q, h_q, 512], lse [b, h_q, s_q])``, as :func:`wavemla.flash_mla_with_kvcache`."""
+    fp8 = isinstance(k_cache, torch.Tensor) and k_cache.dtype in _FP8_DTYPES
+    return flash_mla_with_kvcache(
+        q, k_cache, None, None, head_dim_v, None, softmax_scale=softmax_scale, is_fp8_kvcache=fp8, indices=indices,
+        attn_sink=attn_sink, extra_k_cache=extra_k_cache, extra_indices_in_kvcache=extra_indices_in_kvcache,
+        topk_length=topk_length, extra_topk_length=extra_topk_length,
+    )  # fmt: skip
+
 
 __all__ = [
     "DEFAULT_NAMES",
     "PATCHED",
     "FlashMLASchedMeta",
     "flash_mla_with_kvcache",
+    "flash_mla_with_kvcache_sm120",
     "get_mla_metadata",
     "install",
     "installed_names",
@@ -161,9 +200,9 @@ _ORIGINALS: dict[str, dict[str, Any]] = {}
 def _patch_module(module: types.ModuleType) -> None:
     name = module.__name__
     held = {attr: module.__dict__[attr] for attr in PATCHED if attr in module.__dict__}
-    if "flash_mla_with_kvcache" not in held and "get_mla_metadata" not in held:
+    if not any(call in held for call in _DECODE_CALLS):
         raise ImportError(
-            f"wavemla.flash_mla.patch: module {name!r} defines neither flash_mla_with_kvcache nor get_mla_metadata",
+            f"wavemla.flash_mla.patch: module {name!r} defines none of {', '.join(_DECODE_CALLS)}",
             name=name,
         )
     mine = sys.modules[__name__].__dict__
