@@ -75,6 +75,11 @@ NAMES = [
     pytest.param("_build_flashinfer_mixed_sparse_indices_kernel", "attention", id="vllm-dsv4-mixed-lists"),
     pytest.param("_dsv4_sm80_sparse_attn_split_kernel", "attention", id="vllm-dsv4-sm80-split"),
     pytest.param("_compute_global_topk_indices_and_lens_kernel", "indexer", id="vllm-dsv4-global-topk"),
+    pytest.param("_pack_global_topk_ragged_kernel", "indexer", id="vllm-dsv4-rocm-pack-topk"),
+    pytest.param("_compute_topk_lens_kernel", "indexer", id="vllm-dsv4-rocm-topk-lens"),
+    pytest.param("_upcast_logits_kernel", "indexer", id="vllm-indexer-upcast"),
+    pytest.param("fill_short_context_topk_indices", "indexer", id="vllm-dsv4-short-context"),
+    pytest.param("_fused_kv_compress_norm_rope_insert_sparse_attn", "attention", id="vllm-dsv4-compress-insert"),
     # SGLang's DeepSeek-V4 Triton kernels, by the names in its source (kernels/ops/attention/dsv4,
     # kernels/ops/kvcache, kernels/ops/layernorm): the decode's combine and paged decode, per-step metadata, cache
     # writes and prefill dequantization are attention; the FP4 indexer's scores, packing, cache and picks are the

@@ -142,8 +142,12 @@ _DEFAULT_RULES: tuple[Rule, ...] = (
         r"fast_topk",
         r"hadamard",
         r"fp8_index",
-        # vLLM's DeepSeek-V4: the CSA layer's top-k picks mapped to global cache slots, with their count
-        r"global_topk_indices",
+        # vLLM's DeepSeek-V4: the CSA layer's top-k picks mapped to global cache slots (and packed, on ROCm), with
+        # their count; the indexer's logits upcast; the picks of a context shorter than top-k (every row)
+        r"global_topk",
+        r"compute_topk_lens",
+        r"upcast_logits",
+        r"short_context_topk",
         # SGLang's DeepSeek-V4 FP4 indexer (kernels/ops/attention/dsv4/fp4_indexer.py and
         # kvcache/dsv4_fp4_index_k_cache.py): its score kernels, q and k packing, index-K cache writes and gathers,
         # and the picks mapped to slots; the DSA index-K pool (srt/layers/attention/dsa/kpool_fp8_index.py) and its
