@@ -146,7 +146,7 @@ _DEFAULT_RULES: tuple[Rule, ...] = (
         # their count; the indexer's logits upcast; the picks of a context shorter than top-k (every row)
         r"global_topk",
         r"compute_topk_lens",
-        r"upcast_logits",
+        r"_upcast_logits_kernel",
         r"short_context_topk",
         # SGLang's DeepSeek-V4 FP4 indexer (kernels/ops/attention/dsv4/fp4_indexer.py and
         # kvcache/dsv4_fp4_index_k_cache.py): its score kernels, q and k packing, index-K cache writes and gathers,
