@@ -893,6 +893,23 @@ def test_cli_json_to_stdout_and_unclassified(capsys: pytest.CaptureFixture[str])
     assert "whole trace counted as one step" in captured.err
 
 
+def test_cli_names_what_a_kernel_called_kernel_needs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Kernels Triton named after a function called ``kernel`` (vLLM 0.34's DeepSeek-V4 kernel classes) are listed
+    with the hint that only --scope can sort them."""
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "kernel", "ts": 0.0, "dur": 5.0},
+        {"ph": "X", "cat": "kernel", "name": "fused_moe_kernel", "ts": 10.0, "dur": 20.0},
+    ]
+    trace = _write(tmp_path / "vllm_bs8.json", {"traceEvents": events})
+    assert run_cli([str(trace), "--no-fit"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\s+0\.005 ms\s+1×\s+kernel$", out, re.M)
+    assert "'kernel' is the name Triton gives every kernel function called kernel" in out
+    events[0]["name"] = "my_fused_mystery_kernel"
+    assert run_cli([str(_write(trace, {"traceEvents": events})), "--no-fit"]) == 0
+    assert "'kernel' is the name" not in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -1068,6 +1068,11 @@ def format_report(report: TraceReport, top: int = 15) -> str:
             short = name if len(name) <= 120 else name[:117] + "..."
             lines.append(f"  {ms:>10.3f} ms  {count:>7}×  {short}")
         lines.append("  add rules for them with --rules FILE (see docs/trace.md)")
+        if any(name == "kernel" for name, _, _ in rows[:top]):
+            lines.append(
+                "  'kernel' is the name Triton gives every kernel function called kernel (vLLM's DeepSeek-V4 kernel "
+                "classes): no name rule can sort them; --scope can, by the host range that launched them"
+            )
     return "\n".join(lines)
 
 
