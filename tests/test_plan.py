@@ -696,3 +696,16 @@ def test_staged_fp8_tile_priced_at_the_register_tiles_partition() -> None:
         p = plan(dsv4(2, h=128), H200)
         assert p.config == KernelConfig(64, 64, 8, 1)
         assert any(r.startswith(f"{staged.label}: left out, staged tiles") for r in p.reasons)
+
+
+def test_clear_caches_makes_the_first_calls_stale() -> None:
+    """Fresh metadata objects replay the first call of their signature (``api._FIRST_CALLS``) only until the planner's
+    caches are cleared: then the next such call plans again."""
+    from wavemla import api
+
+    sig = ("a call signature",)
+    first = object()
+    api._FIRST_CALLS.put(api._first_call_key(sig), first)
+    assert api._FIRST_CALLS.get(api._first_call_key(sig)) is first
+    clear_caches()
+    assert api._FIRST_CALLS.get(api._first_call_key(sig)) is None

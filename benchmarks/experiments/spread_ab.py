@@ -48,7 +48,7 @@ def main() -> None:
 
     import torch
 
-    from wavemla import api, get_mla_metadata, sparse_mla_decode
+    from wavemla import get_mla_metadata, sparse_mla_decode
     from wavemla import plan as plan_mod
     from wavemla.reference import sparse_decode_ref
     from wavemla.testing import TOLERANCES, check_close
@@ -69,9 +69,7 @@ def main() -> None:
         runs: dict[str, tuple[dict[str, Any], Any, str]] = {}
         for name, batch, on in (("fit", b - 1, True), ("spread", b, True), ("uniform", b, False)):
             plan_mod._Coster.spread = spread if on else (lambda self: None)  # type: ignore[method-assign]
-            plan_mod.clear_caches()
-            # a fresh metadata object of a signature seen before replays that call's plan: forget them too
-            api._FIRST_CALLS.clear()
+            plan_mod.clear_caches()  # also the first calls that fresh metadata objects would replay
             try:
                 kw, _ = decode_point(mode, batch, None, seed=0, s_q=s_q, h=h)
                 meta, _ = get_mla_metadata()
@@ -79,7 +77,6 @@ def main() -> None:
             finally:
                 plan_mod._Coster.spread = spread  # type: ignore[method-assign]
                 plan_mod.clear_caches()
-                api._FIRST_CALLS.clear()
             rest = {k: v for k, v in kw.items() if k not in ("q", "kv_cache", "indices")}
             ref_o, ref_l = sparse_decode_ref(kw["q"], kw["kv_cache"], kw["indices"], **rest)
             bad = check_close("out", out, ref_o, TOLERANCES[("out", "gpu")]) or check_close(

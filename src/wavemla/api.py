@@ -56,7 +56,7 @@ from wavemla import config
 from wavemla.device import device_arch, triton_interpreting
 from wavemla.kernels import launch
 from wavemla.kernels.launch import NotReplayable, Recording, Replay
-from wavemla.plan import DensePlan, DenseWorkload, Plan, Workload, plan, plan_dense
+from wavemla.plan import DensePlan, DenseWorkload, Plan, Workload, generation, plan, plan_dense
 from wavemla.reference import fp8_v32
 from wavemla.reference.fp8 import BYTES_PER_TOKEN, D_QK
 
@@ -182,8 +182,13 @@ class _FirstCall:
 
 
 # The first calls of recent signatures that planned a fresh metadata object or had none (engines that make a
-# metadata object per call, as SGLang's DeepSeek-V4 decode does), by signature: later such calls replay them.
+# metadata object per call, as SGLang's DeepSeek-V4 decode does), by signature and the planner's cache generation
+# (wavemla.plan.clear_caches() makes them stale): later such calls replay them.
 _FIRST_CALLS = launch.ReplayCache(32)
+
+
+def _first_call_key(call_sig: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (call_sig, generation())
 
 
 def get_mla_metadata(*args: Any, **kwargs: Any) -> tuple[MLAMetadata, None]:
@@ -330,7 +335,7 @@ def _replayed(
     call_sig, ptrs = launch.call_key(tensors, scalars)
     first: _FirstCall | None = None
     if metadata is None or metadata.key is None:
-        first = _FIRST_CALLS.get(call_sig)
+        first = _FIRST_CALLS.get(_first_call_key(call_sig))
         seen, replay = first is not None, None if first is None else first.replay
     else:
         seen, replay = metadata.replay_for(call_sig)
@@ -518,7 +523,7 @@ def _keep_launches(
         return
     replay = meta.keep_replay(call_sig, rec, inputs)
     if fresh:
-        _FIRST_CALLS.put(call_sig, _FirstCall.of(meta, replay))
+        _FIRST_CALLS.put(_first_call_key(call_sig), _FirstCall.of(meta, replay))
 
 
 def _sparse_launch(

@@ -1213,11 +1213,24 @@ def evaluate(workload: Workload, device: DeviceSpec, cfg: KernelConfig, units_pe
     return _plan_config(workload, device, cfg, res, occ, False, None, units_per_part)
 
 
+# Bumped by clear_caches(): what keeps plans across calls keys them by it (wavemla.api's record of the first call of
+# each signature, which fresh metadata objects replay).
+_GENERATION = [0]
+
+
+def generation() -> int:
+    """How many times :func:`clear_caches` has run in this process."""
+    return _GENERATION[0]
+
+
 def clear_caches() -> None:
-    """Forget cached plans and resources (after the on-disk resource cache changed in this process)."""
+    """Forget cached plans and resources (after the on-disk resource cache changed in this process), and with them
+    the first calls that fresh metadata objects would replay (:data:`wavemla.api._FIRST_CALLS`, keyed by
+    :func:`generation`): the next such call plans again."""
     _plan_cached.cache_clear()
     _invariant_choice.cache_clear()
     _static_resources.cache_clear()
+    _GENERATION[0] += 1
 
 
 def _plan_config(
