@@ -70,9 +70,9 @@ def load_sglang(root: Path) -> dict[str, Callable[..., Any]]:
     return {"sm120": sm120.flash_mla_sparse_decode_triton, "triton": fused.triton_sparse_attn_decode}
 
 
-def providers(kw: dict[str, Any], sg: dict[str, Callable[..., Any]]) -> dict[str, Callable[[], Any]]:
+def providers(kw: dict[str, Any], sg: dict[str, Callable[..., Any]]) -> tuple[dict[str, Callable[[], Any]], Any]:
     """Each provider's call on the inputs ``kw`` (keyword arguments of sparse_mla_decode), returning
-    (out [b, 1, h, 512], lse [b, h, 1])."""
+    (out [b, 1, h, 512], lse [b, h, 1]); and the metadata object wavemla's call plans."""
     import torch
 
     from wavemla import get_mla_metadata, sparse_mla_decode
@@ -89,11 +89,12 @@ def providers(kw: dict[str, Any], sg: dict[str, Callable[..., Any]]) -> dict[str
     sm120_kw = dict(q=q, k_cache=cache, indices=kw["indices"], topk_length=None, attn_sink=sink, head_dim_v=512,
                     softmax_scale=SCALE, extra_k_cache=extra, extra_indices=kw["extra_indices"],
                     extra_topk_length=None)  # fmt: skip
-    return {
+    calls = {
         "wavemla": lambda: sparse_mla_decode(**kw, softmax_scale=SCALE, metadata=meta),
         "sglang-sm120": lambda: sg["sm120"](**sm120_kw),
         "sglang-triton": lambda: sg["triton"](q, main_scope, extra_scope, SCALE, d_v=512, attn_sink=sink),
     }
+    return calls, meta
 
 
 def main() -> None:
@@ -110,8 +111,11 @@ def main() -> None:
 
     from wavemla.device import triton_override_arch
     from wavemla.reference import sparse_decode_ref
-    from wavemla.testing import TOLERANCES, check_close, make_sparse_decode_inputs
-    from wavemla.tools.bench import MODES, measure_ceilings, timings_us, traffic
+    from wavemla.testing import TOLERANCES, check_close
+    from wavemla.tools.bench import measure_ceilings, timings_us, traffic
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from merge_ab import decode_point
 
     sg = load_sglang(args.sglang)
     ceil = measure_ceilings()
@@ -126,16 +130,11 @@ def main() -> None:
         if m is None:
             raise SystemExit(f"point {point!r}: expected MODE[-hN]:B")
         mode, h, b = m.group(1), int(m.group(2) or 64), int(m.group(3))
-        topk, page, xtopk, xpage, xpool = MODES[mode]
-        kw = make_sparse_decode_inputs(
-            batch=b, h_q=h, topk=topk, page=page, extra_topk=xtopk, extra_page=xpage, extra_pool=xpool, fp8=True,
-            device="cuda", seed=0,
-        )  # fmt: skip
-        kw = {k: v for k, v in kw.items() if v is not None}
+        kw, _ = decode_point(mode, b, None, seed=0, h=h)
         rest = {k: v for k, v in kw.items() if k not in ("q", "kv_cache", "indices")}
         ref_o, ref_l = sparse_decode_ref(kw["q"], kw["kv_cache"], kw["indices"], softmax_scale=SCALE, **rest)
         _, nbytes = traffic(kw)
-        calls = providers(kw, sg)
+        calls, meta = providers(kw, sg)
         checks: dict[str, str] = {}
         for name, fn in calls.items():
             try:
@@ -148,6 +147,8 @@ def main() -> None:
             bad_l = check_close("lse", lse.reshape(ref_l.shape), ref_l, TOLERANCES[("lse", "gpu")])
             checks[name] = "ok" if not (bad_o or bad_l) else (bad_o or "out ok; " + str(bad_l))[:200]
         timed = {n: fn for n, fn in calls.items() if checks[n] == "ok" or checks[n].startswith("out ok")}
+        p = meta.plan
+        plan = None if p is None else f"{p.config}:{p.units_per_part}+{p.whole_units}"
         rounds: dict[str, list[float]] = {n: [] for n in timed}
         graphed: dict[str, bool] = {n: True for n in timed}
         for _ in range(args.rounds):
@@ -159,14 +160,15 @@ def main() -> None:
                     t = timings_us(fn, reps=args.reps, graph=False)[1]
                 rounds[name].append(t)
         med = {n: statistics.median(v) for n, v in rounds.items()}
-        line = " ".join(f"{n} {med[n]:8.1f}{'' if graphed[n] else '(eager)'}" for n in med)
+        line = f"wavemla plan {plan}; " + " ".join(f"{n} {med[n]:8.1f}{'' if graphed[n] else '(eager)'}" for n in med)
         ratios = {n: med[n] / med["wavemla"] for n in med if "wavemla" in med}
         print(f"{point:10s} {line}  | x wavemla: "
               + " ".join(f"{n} {r:.2f}" for n, r in ratios.items() if n != "wavemla")
               + ("" if all(c == "ok" for c in checks.values()) else f"  | checks {checks}"), flush=True)  # fmt: skip
         pct = {n: 100 * nbytes / (t * 1e3) / ceil.copy_gbps for n, t in med.items()}
-        records.append(dict(point=point, mode=mode, batch=b, h_q=h, checks=checks, rounds_us=rounds, median_us=med,
-                            graph=graphed, ratio_to_wavemla=ratios, bytes=nbytes, pct_of_copy=pct))  # fmt: skip
+        records.append(dict(point=point, mode=mode, batch=b, h_q=h, wavemla_plan=plan, checks=checks, rounds_us=rounds,
+                            median_us=med, graph=graphed, ratio_to_wavemla=ratios, bytes=nbytes,
+                            pct_of_copy=pct))  # fmt: skip
         # written after every point, so a run cut by a time limit keeps what it measured
         Path(args.json).write_text(json.dumps(
             {"argv": sys.argv, "device": head, "copy_gbps": ceil.copy_gbps, "records": records}, indent=1))  # fmt: skip
