@@ -73,7 +73,7 @@ def indexer_extra_args(
 ) -> dict[str, torch.Tensor]:
     """Run :func:`~wavemla.kernels.indexer.lightning_indexer` and return the sparse decode's extra-cache kwargs.
 
-    ``index_k_layout`` is passed through (``"rows"`` or ``"paged"``, the FP8 cache's byte layout).
+    ``index_k_layout`` is passed through (``"rows"`` or ``"paged"``, the byte layout of FP8 or MXFP4 rows).
 
     Example::
 

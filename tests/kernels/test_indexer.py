@@ -83,8 +83,12 @@ def make_problem(
     hi: int = 2,
     table_slack: int = 1,
     layout: str = "rows",
+    fmt: str = "fp8",
 ) -> Problem:
-    """Integer-valued inputs; each request owns random blocks; everything a request cannot see is poisoned."""
+    """Integer-valued inputs; each request owns random blocks; everything a request cannot see is poisoned.
+
+    ``fp8`` makes byte rows of the format ``fmt`` ("fp8" or "mxfp4": small integers times a power of two per row are
+    exact in both)."""
     g = torch.Generator().manual_seed(seed)
     n = torch.tensor(n_comp, dtype=torch.int32)
     per_request = n.view(b, -1).amax(dim=1).clamp_min(0)
@@ -106,14 +110,15 @@ def make_problem(
         # block-table entries past the request's pages point at poisoned blocks
         table[i_b, pages_b:] = poison_blocks[torch.arange(width - pages_b) % poison_blocks.numel()]
     if fp8 and layout == "paged":
-        cache = quantize_index_k(rows, layout="paged")
-        flat = cache.view(num_blocks, page * 132)
-        for i_blk, i_row in unused.nonzero().tolist():  # NaN codes and a NaN scale where the page keeps them
-            flat[i_blk, i_row * 128 : (i_row + 1) * 128] = 0xFF
-            flat[i_blk, page * 128 + i_row * 4 : page * 128 + (i_row + 1) * 4] = 0xFF
+        cache = quantize_index_k(rows, layout="paged", fmt=fmt)
+        width = cache.shape[-1] - 4
+        flat = cache.view(num_blocks, page * (width + 4))
+        for i_blk, i_row in unused.nonzero().tolist():  # NaN codes / exponents and scales where the page keeps them
+            flat[i_blk, i_row * width : (i_row + 1) * width] = 0xFF
+            flat[i_blk, page * width + i_row * 4 : page * width + (i_row + 1) * 4] = 0xFF
     elif fp8:
-        cache = quantize_index_k(rows)
-        cache[unused] = 0xFF  # NaN codes and a NaN scale
+        cache = quantize_index_k(rows, fmt=fmt)
+        cache[unused] = 0xFF  # NaN codes and a NaN scale (MXFP4: -6 codes and NaN block exponents)
     else:
         rows[unused] = float("nan")
         cache = rows.to(dtype)
@@ -188,6 +193,62 @@ def test_fp8_rows_match_reference_on_every_decode_path(
         p.q = p.q.to(torch.float8_e4m3fn)  # small integers: exact in e4m3
     with config.override(WAVEMLA_FP8_DECODE=decode):
         assert_same(*run_both(p, topk, select_chunk=chunk))
+
+
+@pytest.mark.parametrize(("b", "s_q", "page", "n_comp", "topk", "fp8", "chunk"), FP8_CASES[:2])
+@pytest.mark.parametrize("decode", DECODE_PATHS)
+@pytest.mark.parametrize("q_fp8", [False, True], ids=["q-lane", "q-fp8"])
+@pytest.mark.parametrize("layout", ["rows", "paged"])
+def test_mxfp4_rows_match_reference_on_every_decode_path(
+    b, s_q, page, n_comp, topk, fp8, chunk, decode, q_fp8, layout, device
+):
+    """MXFP4 rows (68 bytes): both e2m1 decodes, lane-dtype or float8_e4m3fn queries, per-row or page-split bytes."""
+    p = make_problem(
+        b, s_q, page, n_comp, device=device, dtype=LANE_DTYPES[0], fp8=True, seed=b * 5 + page, layout=layout,
+        fmt="mxfp4",
+    )  # fmt: skip
+    assert p.cache.shape[-1] == 68
+    if q_fp8:
+        p.q = p.q.to(torch.float8_e4m3fn)
+    with config.override(WAVEMLA_FP8_DECODE=decode):
+        assert_same(*run_both(p, topk, select_chunk=chunk))
+
+
+@pytest.mark.parametrize("decode", DECODE_PATHS)
+@pytest.mark.parametrize("q_fp8", [False, True], ids=["q-lane", "q-fp8"])
+@pytest.mark.parametrize("layout", ["rows", "paged"])
+def test_mxfp4_decode_every_code(decode, q_fp8, layout, device):
+    """Score of row i with q = e_j (weight +1) and q = -e_j (weight -1) is exactly the dequantized K[i, j].
+
+    Every e2m1 code sits in every one of the four blocks, under block exponents from 0 (2^-127) to 254 spread over
+    the rows; an exponent of 255 (NaN) makes its row rank as -inf."""
+    page, n = 64, 128
+    g = torch.Generator().manual_seed(3)
+    codes = torch.randint(0, 256, (n, 64), generator=g, dtype=torch.int64).to(torch.uint8)
+    codes[:16, :] = torch.arange(16, dtype=torch.uint8)[:, None] * 17  # both nibbles of every byte one code
+    exps = torch.randint(96, 160, (n, 4), generator=g, dtype=torch.int64).to(torch.uint8)
+    exps[16:20] = torch.tensor([[0, 1, 127, 2], [127, 0, 3, 126], [200, 127, 0, 1], [127, 127, 127, 0]])
+    exps[20, 2] = 255
+    rows = torch.cat([codes, exps], dim=1).view(2, page, 68)
+    if layout == "paged":
+        rows = torch.cat([codes.view(2, page * 64), exps.view(2, page * 4)], dim=1).view(2, page, 68)
+    cache = rows.to(device)
+    dense = dequantize_index_k(cache, layout=layout).view(n, 128)
+    table = torch.arange(2, dtype=torch.int32).view(1, 2).to(device)
+    n_comp = torch.tensor([n], dtype=torch.int32, device=device)
+    for j in (0, 31, 32, 77, 127):  # first and last value of a block, and values inside the others
+        q = torch.zeros(1, 1, 16, 128, dtype=LANE_DTYPES[0])
+        q[0, 0, 0, j], q[0, 0, 1, j] = 1.0, -1.0
+        w = torch.zeros(1, 1, 16)
+        w[0, 0, 0], w[0, 0, 1] = 1.0, -1.0
+        if q_fp8:
+            q = q.to(torch.float8_e4m3fn)
+        with config.override(WAVEMLA_FP8_DECODE=decode):
+            got = indexer_scores(q.to(device), w.to(device), cache, table, n_comp, index_k_layout=layout)[0, 0]
+        want = dense[:, j].clone()
+        want[20] = -math.inf  # the row whose block 2 is NaN
+        assert torch.equal(got.cpu(), want.cpu()), j
+    assert bool((dense[:16] != 0).any()) and bool(torch.isnan(dense[20, 64:96]).all())
 
 
 def test_selection_is_not_trivial(device):
@@ -645,6 +706,11 @@ BAD = [
         lambda a: torch.zeros(4, 64, 133, dtype=torch.uint8, device=a["q_idx"].device)[..., :132],
         id="fp8-unaligned-stride",
     ),
+    pytest.param(
+        "index_k_cache",
+        lambda a: torch.zeros(4, 64, 69, dtype=torch.uint8, device=a["q_idx"].device)[..., :68],
+        id="mxfp4-unaligned-stride",
+    ),
     pytest.param("q_idx", lambda a: a["q_idx"].float().to(torch.float8_e4m3fn), id="fp8-q-bf16-rows"),
     pytest.param("block_table", lambda a: a["block_table"].long(), id="table-dtype"),
     pytest.param("block_table", lambda a: a["block_table"][:1], id="table-batch"),
@@ -683,9 +749,10 @@ def test_rejects_bad_options(kwargs, name, device):
         lightning_indexer(a["q_idx"], a["weights"], a["index_k_cache"], a["block_table"], a["n_comp"], topk, **kwargs)
 
 
-def test_rejects_paged_layout_with_split_pages(device):
+@pytest.mark.parametrize("width", [132, 68])
+def test_rejects_paged_layout_with_split_pages(width, device):
     p = make_problem(2, 1, 64, [10, 20], device=device, fp8=True, layout="paged")
-    gapped = torch.zeros(p.cache.shape[0], 2 * 64, 132, dtype=torch.uint8, device=device)[:, ::2]
+    gapped = torch.zeros(p.cache.shape[0], 2 * 64, width, dtype=torch.uint8, device=device)[:, ::2]
     with pytest.raises(ValueError, match="index_k_cache"):
         lightning_indexer(p.q, p.w, gapped, p.table, p.n_comp, 8, index_k_layout="paged")
 
@@ -767,7 +834,7 @@ def test_kernels_compile_for_every_architecture():
 # -------------------------------------------------------------------------------------------------- GPU lane
 @pytest.mark.gpu
 @pytest.mark.parametrize("select", SELECT_PATHS)
-@pytest.mark.parametrize("fmt", ["bf16", "fp8", "fp8q", "fp8q-paged"])
+@pytest.mark.parametrize("fmt", ["bf16", "fp8", "fp8q", "fp8q-paged", "fp4-paged", "fp4q-paged"])
 @pytest.mark.parametrize(
     ("b", "s_q", "page", "n_comp", "topk"),
     [
@@ -780,9 +847,10 @@ def test_kernels_compile_for_every_architecture():
 def test_gpu_matches_reference(fmt, b, s_q, page, n_comp, topk, select):
     layout = "paged" if fmt.endswith("paged") else "rows"
     p = make_problem(
-        b, s_q, page, n_comp, device="cuda", dtype=torch.bfloat16, fp8=fmt != "bf16", seed=b + page, layout=layout
-    )
-    if fmt.startswith("fp8q"):
+        b, s_q, page, n_comp, device="cuda", dtype=torch.bfloat16, fp8=fmt != "bf16", seed=b + page, layout=layout,
+        fmt="mxfp4" if fmt.startswith("fp4") else "fp8",
+    )  # fmt: skip
+    if fmt.startswith(("fp8q", "fp4q")):
         p.q = p.q.to(torch.float8_e4m3fn)
     got, want = run_both(p, topk, select=select)
     assert_same(got, want)
@@ -807,7 +875,7 @@ def test_gpu_token_select_on_tied_long_rows(lo, hi):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("select", SELECT_PATHS)
-@pytest.mark.parametrize("fmt", ["bf16", "fp8", "fp8q"])
+@pytest.mark.parametrize("fmt", ["bf16", "fp8", "fp8q", "fp4", "fp4q"])
 def test_gpu_random_data_selects_the_top_scores(fmt, select):
     """Real-valued data: fp32 rounding may reorder near-equal scores, never anything separated by more.
 
@@ -819,17 +887,19 @@ def test_gpu_random_data_selects_the_top_scores(fmt, select):
     blocks = b * (n // page + 1)
     rows = torch.randn(blocks, page, 128, device="cuda", generator=g)
     fp8 = fmt != "bf16"
-    cache = quantize_index_k(rows) if fp8 else rows.bfloat16()
+    layout = "paged" if fmt.startswith("fp4") else "rows"
+    fmt_bytes = "mxfp4" if fmt.startswith("fp4") else "fp8"
+    cache = quantize_index_k(rows, layout=layout, fmt=fmt_bytes) if fp8 else rows.bfloat16()
     table = torch.randperm(blocks, device="cuda", generator=g).view(b, -1).to(torch.int32)
     q = torch.randn(b, 1, 64, 128, device="cuda", generator=g).bfloat16()
-    if fmt == "fp8q":
+    if fmt in ("fp8q", "fp4q"):
         q = (q * 64).to(torch.float8_e4m3fn)  # DeepSeek's scale-folded queries: codes times codes on the MMA
     w = torch.randn(b, 1, 64, device="cuda", generator=g) * (128 * 64) ** -0.5
     n_comp = torch.full((b,), n, dtype=torch.int32, device="cuda")
-    idx, length = lightning_indexer(q, w, cache, table, n_comp, topk, select=select)
-    got_scores = indexer_scores(q, w, cache, table, n_comp)[:, 0, :n]
-    ref = indexer_scores_ref(q, w, cache, table, n_comp)[:, 0, :n]
-    dense = dequantize_index_k(cache).double() if fp8 else cache.double()
+    idx, length = lightning_indexer(q, w, cache, table, n_comp, topk, select=select, index_k_layout=layout)
+    got_scores = indexer_scores(q, w, cache, table, n_comp, index_k_layout=layout)[:, 0, :n]
+    ref = indexer_scores_ref(q, w, cache, table, n_comp, index_k_layout=layout)[:, 0, :n]
+    dense = dequantize_index_k(cache, layout=layout).double() if fp8 else cache.double()
     for i_b in range(b):
         r = torch.arange(n, device="cuda")
         k = dense[table[i_b].long()[r // page], r % page]  # [n, 128]

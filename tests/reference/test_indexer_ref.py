@@ -10,6 +10,7 @@ import torch
 from wavemla.reference.indexer import (
     csa_visible_rows,
     dequantize_index_k,
+    index_k_rows,
     indexer_scores_ref,
     lightning_indexer_ref,
     quantize_index_k,
@@ -112,6 +113,74 @@ def test_paged_layout_holds_the_same_rows_page_split():
     assert torch.equal(flat[:, : 8 * 128].view(3, 8, 128), per_row[..., :128])  # codes, row after row
     assert torch.equal(flat[:, 8 * 128 :].view(3, 8, 4), per_row[..., 128:])  # then every row's scale
     assert torch.equal(dequantize_index_k(paged, layout="paged"), dequantize_index_k(per_row))
+
+
+# ----------------------------------------------------------------------------------------------------- MXFP4 codec
+E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+
+
+def test_mxfp4_bytes_by_hand():
+    """OCP MX layout: value 2j in the low nibble of byte j, e2m1 sign bit 3, one e8m0 exponent byte per 32 values."""
+    rows = torch.zeros(1, 128)
+    rows[0, 0], rows[0, 1] = 1.5, -6.0  # block 0: amax 6 -> scale 1 (E = 127); codes 3 and 8 + 7
+    rows[0, 32] = 0.75  # block 1: amax 0.75 -> 0.75 / 6 = 2^-3 exactly -> scale 2^-3 (E = 124), 0.75 / 2^-3 = 6
+    rows[0, 64:96] = 3.0  # block 2: amax 3 -> scale 2^-1 (E = 126), every value 6
+    # block 3 all zero: amax floored at 1e-4 -> scale 2^ceil(log2(1e-4 / 6)) = 2^-15 (E = 112), codes 0
+    cache = quantize_index_k(rows, fmt="mxfp4")
+    assert cache.dtype == torch.uint8 and cache.shape == (1, 68)
+    assert cache[0, 0] == 3 | (15 << 4)
+    assert cache[0, 16] == 7 and cache[0, 32] == 7 | (7 << 4) and cache[0, 48] == 0
+    assert cache[0, 64:].tolist() == [127, 124, 126, 112]
+    assert torch.equal(dequantize_index_k(cache), rows)
+
+
+def test_mxfp4_rounds_to_nearest_even_and_saturates():
+    """Halfway values go to the even code (mantissa bit 0), as SGLang's DeepSeek-V4 packer rounds; |x| > 6 clamps."""
+    halves = [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0]
+    want = [0.0, 1.0, 1.0, 2.0, 2.0, 4.0, 4.0]
+    rows = torch.zeros(1, 128)
+    rows[0, :7] = torch.tensor(halves)
+    rows[0, 7] = 6.0  # block amax 6: scale 1
+    rows[0, 8:15] = -torch.tensor(halves)
+    got = dequantize_index_k(quantize_index_k(rows, fmt="mxfp4"))[0]
+    assert got[:7].tolist() == want and got[8:15].tolist() == [-x for x in want]
+    codes = torch.arange(16, dtype=torch.uint8)
+    cache = torch.zeros(16, 68, dtype=torch.uint8)
+    cache[:, 0] = codes | (codes << 4)
+    cache[:, 64:] = 127
+    decoded = dequantize_index_k(cache)[:, :2]
+    assert decoded[:, 0].tolist() == list(E2M1) + [-v for v in E2M1] and torch.equal(decoded[:, 0], decoded[:, 1])
+
+
+def test_mxfp4_scale_bytes_extremes():
+    """Exponent byte E gives 2^(E - 127) exactly, 0 and 254 included (fp64 where fp32 cannot hold it); 255 is NaN."""
+    cache = torch.zeros(1, 68, dtype=torch.uint8)
+    cache[0, :] = 0x77  # every value 6.0
+    cache[0, 64:] = torch.tensor([0, 254, 255, 127], dtype=torch.uint8)
+    rows = index_k_rows(cache.view(1, 1, 68))[0, 0]
+    assert rows.dtype == torch.float64
+    assert rows[0] == 6.0 * 2.0**-127 and rows[32] == 6.0 * 2.0**127
+    assert bool(torch.isnan(rows[64:96]).all()) and bool((rows[96:] == 6.0).all())
+
+
+def test_mxfp4_roundtrip_layouts_and_error():
+    g = torch.Generator().manual_seed(2)
+    rows = torch.randn(3, 8, 128, generator=g) * torch.logspace(-4, 4, 8)[None, :, None]
+    per_row = quantize_index_k(rows, fmt="mxfp4")
+    paged = quantize_index_k(rows, layout="paged", fmt="mxfp4")
+    assert paged.shape == per_row.shape == (3, 8, 68)
+    flat = paged.view(3, 8 * 68)
+    assert torch.equal(flat[:, : 8 * 64].view(3, 8, 64), per_row[..., :64])  # code rows at a 64-byte pitch
+    assert torch.equal(flat[:, 8 * 64 :].view(3, 8, 4), per_row[..., 64:])  # then every row's exponents
+    back = dequantize_index_k(paged, layout="paged")
+    assert torch.equal(back, dequantize_index_k(per_row))
+    # e2m1 keeps 1 mantissa bit: |error| <= the block's scale (half the widest step, 4 -> 6 times the scale)
+    scale = torch.ldexp(torch.ones(3, 8, 4), per_row[..., 64:].long() - 127)
+    bound = scale.repeat_interleave(32, dim=-1)
+    assert bool(((back - rows).abs() <= bound).all())
+    assert torch.equal(dequantize_index_k(quantize_index_k(back, fmt="mxfp4")), back)  # lossless again
+    with pytest.raises(ValueError, match="fmt"):
+        quantize_index_k(rows, fmt="nvfp4")
 
 
 # ---------------------------------------------------------------------------------------------------- visibility

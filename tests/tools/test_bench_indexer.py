@@ -34,8 +34,9 @@ ENV = {"gpu": "test", "torch": "t", "triton": "x", "git_sha": None}
 
 def test_cases_cover_the_grid():
     cases = bench_cases()
-    assert len(cases) == 5 * 4 * 4
-    pairs = (("fp8", "fp8"), ("fp8", "bf16"), ("fp8-paged", "fp8"), ("fp8-paged", "bf16"), ("bf16", "bf16"))
+    assert len(cases) == 7 * 4 * 4
+    pairs = (("fp8", "fp8"), ("fp8", "bf16"), ("fp8-paged", "fp8"), ("fp8-paged", "bf16"), ("mxfp4-paged", "fp8"),
+             ("mxfp4-paged", "bf16"), ("bf16", "bf16"))  # fmt: skip
     assert {(c.b, c.n_comp, c.kv_format, c.q_format) for c in cases} == {
         (b, n, kv, q) for b in (1, 32, 64, 128) for n in (2048, 8192, 32768, 262144) for kv, q in pairs
     }
@@ -48,6 +49,7 @@ def test_cases_cover_the_grid():
 
 def test_byte_model():
     assert row_bytes("fp8") == row_bytes("fp8-paged") == 132 and row_bytes("bf16") == 256
+    assert row_bytes("mxfp4-paged") == 68
     with pytest.raises(ValueError, match="kv_format"):
         row_bytes("int8")
     big = IndexerBenchCase(b=128, n_comp=262144, kv_format="fp8")
@@ -113,6 +115,14 @@ def test_baseline_dequantization_is_exact_in_bf16():
     paged = quantize_index_k(rows, layout="paged")
     assert torch.equal(dequantize_rows_bf16(paged, "paged").float(), dequantize_index_k(paged, layout="paged"))
     assert torch.equal(dequantize_rows_bf16(paged, "paged"), dequantize_rows_bf16(cache))
+    fp4 = quantize_index_k(rows, layout="paged", fmt="mxfp4")
+    assert torch.equal(dequantize_rows_bf16(fp4, "paged").float(), dequantize_index_k(fp4, layout="paged"))
+    every = torch.zeros(1, 64, 68, dtype=torch.uint8)  # every e2m1 code under exponents 100..163
+    every[0, :, :64] = torch.arange(256, dtype=torch.uint8).view(64, 4).repeat(1, 16)
+    every.view(1, 64 * 68)[0, 64 * 64 :] = (torch.arange(256) % 64 + 100).to(torch.uint8)
+    assert torch.equal(dequantize_rows_bf16(every, "paged").float(), dequantize_index_k(every, layout="paged"))
+    with pytest.raises(ValueError, match="layout"):
+        dequantize_rows_bf16(quantize_index_k(rows, fmt="mxfp4"))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only refusal")
@@ -123,8 +133,8 @@ def test_bench_needs_cuda(tmp_path):
 
 @pytest.mark.gpu
 def test_bench_runs_small_cases(tmp_path):
-    cases = [IndexerBenchCase(b=2, n_comp=4096, kv_format=f) for f in ("fp8", "bf16")]
+    cases = [IndexerBenchCase(b=2, n_comp=4096, kv_format=f) for f in ("fp8", "mxfp4-paged", "bf16")]
     rows = run_indexer_bench(tmp_path / "out.json", cases=cases, reps=20)
-    assert [r["provider"] for r in rows] == ["copy", "triton", "torch", "triton", "torch"]
+    assert [r["provider"] for r in rows] == ["copy", "triton", "torch", "triton", "torch", "triton", "torch"]
     assert all(set(r) >= SCHEMA and r["median_us"] > 0 for r in rows)
     assert json.loads((tmp_path / "out.json").read_text()) == rows

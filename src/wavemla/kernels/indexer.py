@@ -46,6 +46,10 @@ Chunked select (``select="chunked"``), five kernels after a memset of the histog
 All find the k-th key exactly from integer counts, so the selected set never depends on the launch configuration
 or the path: the three return the same bits.
 
+MXFP4 rows (68 bytes: e2m1 code pairs and one e8m0 exponent per 32 values, DeepSeek-V4's indexer format in SGLang
+and vLLM) are decoded exactly into e4m3 bytes or fp16 words; the logit is then four dots of 32 values, each scaled
+by its block's power of two before the ReLU.
+
 FP8 rows hold e4m3 codes and a power-of-two fp32 scale. On sm_89 and newer the codes are converted by the hardware
 (``WAVEMLA_FP8_DECODE``); with float8_e4m3fn queries (DeepSeek's indexer: q quantized, its scale folded into the
 head weights) the logit dot runs on the FP8 tensor cores, codes times codes being exact in fp32. On sm_80/86 the
@@ -69,7 +73,7 @@ import triton.language as tl
 from wavemla.device import fp8_decode_path
 from wavemla.kernels import launch
 from wavemla.kernels.fp8 import e4m3_times_256_inv_f16
-from wavemla.reference.indexer import INDEX_K_LAYOUTS
+from wavemla.reference.indexer import INDEX_K_LAYOUTS, MXFP4_ROW_BYTES
 
 INDEX_DIM = 128
 FP8_ROW_BYTES = INDEX_DIM + 4
@@ -154,6 +158,7 @@ def choose_config(
     kv_fp8: bool = True,
     topk: int = 512,
     select: str | None = None,
+    kv_fp4: bool = False,
 ) -> IndexerConfig:
     """Pick tiles and the select path for a call from static shapes and the index-K format (pure; no device query).
 
@@ -169,7 +174,13 @@ def choose_config(
         + ("two tokens share each gathered K tile (128 dot rows)" if s_block == 2 else "one token per K tile")
     )
     cols = s_block * heads
-    if kv_fp8:
+    if kv_fp4:
+        block_n, num_warps, num_stages = 64, 4, 4
+        reasons.append(
+            "block_n=64, num_warps=4, num_stages=4: MXFP4 rows (68 bytes) take four dots of 32 values, each with its "
+            f"own block scale; two logit tiles {block_n}x{cols} fp32 (the sum and one block's dot) are live at once"
+        )
+    elif kv_fp8:
         block_n, num_warps, num_stages = 128, 4, 5
         reasons.append(
             "block_n=128, num_warps=4, num_stages=5: one warpgroup takes the 128 gathered rows as two 64-row M halves "
@@ -368,6 +379,76 @@ def _e4m3_operand(b_code, DTYPE: tl.constexpr, E4M3_CVT: tl.constexpr):
 
 
 @triton.jit
+def _e2m1_operand(b_byte, DTYPE: tl.constexpr, E4M3_CVT: tl.constexpr):
+    """uint8 ``[N, 16]`` of packed e2m1 pairs (value 2j low nibble, 2j + 1 high) -> dot operand ``[N, 32]``, exact.
+
+    Magnitude codes 2..7 are ``2^(m // 2 − 1) · (1 + (m % 2) / 2)``: the code's three bits shifted into an e4m3 or
+    fp16 word's exponent and top mantissa bit, plus the exponent of 0.5; codes 0 and 1 (0 and 0.5) are special. e4m3
+    bytes are converted by the hardware where it has the conversion, fp16 words everywhere else.
+    """
+    b_nib = tl.interleave(b_byte & 15, b_byte >> 4)
+    b_mag = b_nib & 7
+    if E4M3_CVT:
+        b_bits = tl.where(b_mag < 2, b_mag * 0x30, (b_mag << 2) + 0x30) | ((b_nib & 8) << 4)
+        b_x = b_bits.to(tl.uint8).to(tl.float8e4nv, bitcast=True)
+        if DTYPE != tl.float8e4nv:  # noqa: SIM300 (DTYPE is the constexpr argument)
+            b_x = b_x.to(DTYPE)
+    else:
+        b_m16 = b_mag.to(tl.int16)
+        b_h = tl.where(b_m16 < 2, b_m16 * 0x3800, (b_m16 << 9) + 0x3800) | ((b_nib & 8).to(tl.int16) << 12)
+        b_x = b_h.to(tl.float16, bitcast=True)
+        if DTYPE != tl.float16:  # noqa: SIM300
+            b_x = b_x.to(DTYPE)
+    return b_x
+
+
+@triton.jit
+def _e8m0_scale(b_words, G: tl.constexpr):
+    """fp32 ``2^(E − 127)`` of block ``G``'s exponent byte ``E`` of each int32 word (E = 255: NaN; E = 0: 2^-127)."""
+    b_e = (b_words >> (8 * G)) & 255
+    b_s = (tl.maximum(b_e, 1) << 23).to(tl.float32, bitcast=True)
+    b_s = tl.where(b_e == 0, b_s * 0.5, b_s)
+    return tl.where(b_e == 255, float("nan"), b_s)
+
+
+@triton.jit
+def _fp4_block_logits(
+    p_k,
+    o_code,
+    m_n,
+    b_words,
+    b_qt,
+    G: tl.constexpr,
+    DTYPE: tl.constexpr,
+    E4M3_CVT: tl.constexpr,
+    PRECISION: tl.constexpr,
+    SCORE_SCALE: tl.constexpr,
+):
+    """Block ``G`` of MXFP4 rows against its 32 query values: ``[BLOCK_N, cols]`` fp32, its block scale applied.
+
+    ``SCORE_SCALE`` (the power of two bit-assembled FP8 queries are short of) is applied first, so that a product
+    under fp32's normal range is rounded once."""
+    o_b = tl.arange(0, 16)
+    b_byte = tl.load(p_k + o_code[:, None] + (16 * G + o_b)[None, :], mask=m_n[:, None], other=0)
+    b_k = _e2m1_operand(b_byte, DTYPE, E4M3_CVT)
+    b_dot = tl.dot(b_k, b_qt, input_precision=PRECISION)
+    if SCORE_SCALE != 1.0:
+        b_dot = b_dot * SCORE_SCALE
+    return b_dot * _e8m0_scale(b_words, G)[:, None]
+
+
+@triton.jit
+def _q_block(p_qrow, m_m, G: tl.constexpr, Q_FP8: tl.constexpr, DTYPE: tl.constexpr, E4M3_CVT: tl.constexpr):
+    """Values ``[32G, 32G + 32)`` of the query rows ``p_qrow [cols, 1]`` as the transposed operand ``[32, cols]``."""
+    b_q = tl.load(p_qrow + 32 * G + tl.arange(0, 32)[None, :], mask=m_m[:, None], other=0)
+    if Q_FP8:  # noqa: SIM108 (a constexpr branch)
+        b_q = _e4m3_operand(b_q, DTYPE, E4M3_CVT)
+    else:
+        b_q = b_q.to(DTYPE)
+    return tl.trans(b_q)
+
+
+@triton.jit
 def _score_key(b_score):
     """fp32 score -> int32 key with the same order (signed compare); NaN ranks as −inf and −0 as +0."""
     b_score = tl.where(b_score == b_score, b_score, float("-inf"))
@@ -436,6 +517,7 @@ def _indexer_score_kernel(
     PAGE: tl.constexpr,
     PER_TOKEN: tl.constexpr,
     KV_FP8: tl.constexpr,
+    KV_FP4: tl.constexpr,
     KV_PAGED: tl.constexpr,
     Q_FP8: tl.constexpr,
     E4M3_CVT: tl.constexpr,
@@ -447,10 +529,12 @@ def _indexer_score_kernel(
     """Keys of rows [i_n·rows_per_program, +rows_per_program) of token group i_g of request i_b.
 
     Logits are computed transposed, ``K_tile [BLOCK_N, D] · qᵀ [D, S_BLOCK·H]``: the gathered rows are the dot's
-    M side (64-row wgmma halves on sm_90) and the head sum is a reduction along each row. FP8 rows: ``stride_kb`` and
-    ``stride_kp`` count 4-byte words. With per-row scales (``KV_PAGED`` off) every row starts at a multiple of 4 bytes
-    and loads as 32-bit vectors; in the page-split layout a page's code rows sit at 128-byte pitch (16-byte vectors)
-    and its scales follow them.
+    M side (64-row wgmma halves on sm_90) and the head sum is a reduction along each row. FP8 and MXFP4 rows:
+    ``stride_kb`` and ``stride_kp`` count 4-byte words. With per-row scales (``KV_PAGED`` off) every row starts at a
+    multiple of 4 bytes and loads as 32-bit vectors; in the page-split layout a page's code rows sit at 128-byte
+    (FP8) or 64-byte (MXFP4) pitch (16-byte vectors) and its scales follow them. MXFP4 rows take four dots, one per
+    block of 32 values, each scaled by its block's power of two before the ReLU (the blocks' scales differ, so they
+    cannot move past it as an FP8 row's one scale does).
     """
     i_n = tl.program_id(0)
     i_b = tl.program_id(1)
@@ -468,10 +552,17 @@ def _indexer_score_kernel(
         m_m = o_ms < S_Q
         o_d = tl.arange(0, D)
         p_qm = p_q + i_b * stride_qb + o_ms[:, None] * stride_qs + (o_m % H)[:, None] * stride_qh + o_d[None, :]
-        b_q = tl.load(p_qm, mask=m_m[:, None], other=0)
-        if Q_FP8:
-            b_q = _e4m3_operand(b_q, DOT_DTYPE, E4M3_CVT)
-        b_qt = tl.trans(b_q)  # [D, S_BLOCK·H]
+        if KV_FP4:  # the q tile by blocks of 32 values, one dot each
+            p_qrow = p_q + i_b * stride_qb + o_ms[:, None] * stride_qs + (o_m % H)[:, None] * stride_qh
+            b_qt0 = _q_block(p_qrow, m_m, 0, Q_FP8, DOT_DTYPE, E4M3_CVT)
+            b_qt1 = _q_block(p_qrow, m_m, 1, Q_FP8, DOT_DTYPE, E4M3_CVT)
+            b_qt2 = _q_block(p_qrow, m_m, 2, Q_FP8, DOT_DTYPE, E4M3_CVT)
+            b_qt3 = _q_block(p_qrow, m_m, 3, Q_FP8, DOT_DTYPE, E4M3_CVT)
+        else:
+            b_q = tl.load(p_qm, mask=m_m[:, None], other=0)
+            if Q_FP8:
+                b_q = _e4m3_operand(b_q, DOT_DTYPE, E4M3_CVT)
+            b_qt = tl.trans(b_q)  # [D, S_BLOCK·H]
         b_w = tl.load(p_w + i_b * stride_wb + o_ms * stride_ws + o_m % H, mask=m_m, other=0.0)
         o_tok = (i_b * S_Q + o_s).to(tl.int64)
         for i_row in range(row_lo, row_hi, BLOCK_N):
@@ -481,7 +572,27 @@ def _indexer_score_kernel(
             b_blk = tl.load(p_bt + i_b * stride_btb + o_nu // PAGE, mask=m_n, other=0)
             o_blk = b_blk.to(tl.int64) * stride_kb
             o_row = o_blk + ((o_nu % PAGE) * stride_kp).to(tl.int64)
-            if KV_FP8:
+            if KV_FP4:
+                if KV_PAGED:
+                    o_code = o_blk * 4 + ((o_nu % PAGE) * (D // 2)).to(tl.int64)  # byte offset of the row's codes
+                    o_scale = o_blk + PAGE * (D // 8) + (o_nu % PAGE).to(tl.int64)  # word of its block exponents
+                else:
+                    o_code = o_row * 4
+                    o_scale = o_row + D // 8  # the row's four exponent bytes are its word D/8
+                b_words = tl.load(p_kw + o_scale, mask=m_n, other=0)
+                b_logit = _fp4_block_logits(
+                    p_k, o_code, m_n, b_words, b_qt0, 0, DOT_DTYPE, E4M3_CVT, DOT_PRECISION, SCORE_SCALE
+                )
+                b_logit += _fp4_block_logits(
+                    p_k, o_code, m_n, b_words, b_qt1, 1, DOT_DTYPE, E4M3_CVT, DOT_PRECISION, SCORE_SCALE
+                )
+                b_logit += _fp4_block_logits(
+                    p_k, o_code, m_n, b_words, b_qt2, 2, DOT_DTYPE, E4M3_CVT, DOT_PRECISION, SCORE_SCALE
+                )
+                b_logit += _fp4_block_logits(
+                    p_k, o_code, m_n, b_words, b_qt3, 3, DOT_DTYPE, E4M3_CVT, DOT_PRECISION, SCORE_SCALE
+                )
+            elif KV_FP8:
                 if KV_PAGED:
                     o_code = o_blk * 4 + ((o_nu % PAGE) * D).to(tl.int64)  # byte offset of the row's codes
                     o_scale = o_blk + PAGE * (D // 4) + (o_nu % PAGE).to(tl.int64)  # word of its scale
@@ -494,7 +605,8 @@ def _indexer_score_kernel(
                 b_scale = tl.load(p_kw + o_scale, mask=m_n, other=0).to(tl.float32, bitcast=True)
             else:
                 b_k = tl.load(p_k + o_row[:, None] + o_d[None, :], mask=m_n[:, None], other=0.0)
-            b_logit = tl.dot(b_k, b_qt, input_precision=DOT_PRECISION)  # [BLOCK_N, S_BLOCK·H] fp32
+            if not KV_FP4:
+                b_logit = tl.dot(b_k, b_qt, input_precision=DOT_PRECISION)  # [BLOCK_N, S_BLOCK·H] fp32
             # ReLU that keeps NaN (a plain max returns 0 on GPUs): a NaN row scores NaN and so ranks as -inf
             b_logit = tl.maximum(b_logit, 0.0, propagate_nan=tl.PropagateNan.ALL) * b_w[None, :]
             if S_BLOCK == 1:
@@ -1330,6 +1442,7 @@ class _Call:
     max_n: int
     per_token: bool
     paged: bool = False
+    fp4: bool = False  # the byte rows are MXFP4 (68 bytes), not FP8 (132)
 
 
 def _validate(
@@ -1369,8 +1482,8 @@ def _validate(
         isinstance(index_k_cache, torch.Tensor) and index_k_cache.dtype == torch.uint8
     ):
         raise ValueError(
-            f"q_idx: float8_e4m3fn queries need FP8 index-K rows (uint8 [num_blocks, page, {FP8_ROW_BYTES}]), got "
-            f"index_k_cache {_describe(index_k_cache)}"
+            f"q_idx: float8_e4m3fn queries need FP8 or MXFP4 index-K rows (uint8 [num_blocks, page, {FP8_ROW_BYTES} "
+            f"or {MXFP4_ROW_BYTES}]), got index_k_cache {_describe(index_k_cache)}"
         )
     weights = _require_tensor("weights", weights, (torch.float32,), 3, device)
     if tuple(weights.shape) != (b, s_q, heads):
@@ -1378,24 +1491,27 @@ def _validate(
     if not isinstance(index_k_cache, torch.Tensor):
         raise ValueError(f"index_k_cache: expected a torch.Tensor, got {_describe(index_k_cache)}")
     fp8 = index_k_cache.dtype == torch.uint8
+    fp4 = False
     if fp8:
         _require_tensor("index_k_cache", index_k_cache, (torch.uint8,), 3, device)
-        if index_k_cache.shape[2] != FP8_ROW_BYTES:
+        if index_k_cache.shape[2] not in (FP8_ROW_BYTES, MXFP4_ROW_BYTES):
             raise ValueError(
-                f"index_k_cache: expected FP8 rows [num_blocks, page, {FP8_ROW_BYTES}] uint8, "
-                f"got {_describe(index_k_cache)}"
+                f"index_k_cache: expected FP8 rows [num_blocks, page, {FP8_ROW_BYTES}] or MXFP4 rows [num_blocks, "
+                f"page, {MXFP4_ROW_BYTES}] uint8, got {_describe(index_k_cache)}"
             )
+        fp4 = index_k_cache.shape[2] == MXFP4_ROW_BYTES
         if index_k_cache.stride(0) % 4 or index_k_cache.stride(1) % 4 or index_k_cache.data_ptr() % 4:
             raise ValueError(
-                "index_k_cache: FP8 rows are read as int32 words; expected byte strides and a start address that are "
-                f"multiples of 4, got {_describe(index_k_cache)}"
+                f"index_k_cache: {'MXFP4' if fp4 else 'FP8'} rows are read as int32 words; expected byte strides and a "
+                f"start address that are multiples of 4, got {_describe(index_k_cache)}"
             )
     else:
         _require_tensor("index_k_cache", index_k_cache, (q_idx.dtype, torch.uint8), 3, device)
         if index_k_cache.shape[2] != INDEX_DIM:
             raise ValueError(
-                f"index_k_cache: expected rows [num_blocks, page, {INDEX_DIM}] {q_idx.dtype} (the dtype of q_idx) or "
-                f"FP8 rows [num_blocks, page, {FP8_ROW_BYTES}] uint8, got {_describe(index_k_cache)}"
+                f"index_k_cache: expected rows [num_blocks, page, {INDEX_DIM}] {q_idx.dtype} (the dtype of q_idx), "
+                f"FP8 rows [num_blocks, page, {FP8_ROW_BYTES}] or MXFP4 rows [num_blocks, page, {MXFP4_ROW_BYTES}] "
+                f"uint8, got {_describe(index_k_cache)}"
             )
     num_blocks, page = index_k_cache.shape[0], index_k_cache.shape[1]
     if page < 1 or num_blocks < 1:
@@ -1429,14 +1545,15 @@ def _validate(
     paged = index_k_layout == "paged"
     if paged and not fp8:
         raise ValueError(
-            f"index_k_layout: 'paged' is a layout of FP8 rows, got index_k_cache {_describe(index_k_cache)}"
+            f"index_k_layout: 'paged' is a layout of FP8 and MXFP4 rows, got index_k_cache {_describe(index_k_cache)}"
         )
-    if paged and index_k_cache.stride(1) != FP8_ROW_BYTES:
+    width = index_k_cache.shape[2]
+    if paged and index_k_cache.stride(1) != width:
         raise ValueError(
-            f"index_k_cache: layout 'paged' needs each page's {page} x {FP8_ROW_BYTES} bytes contiguous, got "
+            f"index_k_cache: layout 'paged' needs each page's {page} x {width} bytes contiguous, got "
             f"{_describe(index_k_cache)}"
         )
-    return _Call(b, s_q, heads, page, fp8, topk, max_n, n_comp.dim() == 2, paged)
+    return _Call(b, s_q, heads, page, fp8, topk, max_n, n_comp.dim() == 2, paged, fp4)
 
 
 def _check_out(
@@ -1467,8 +1584,10 @@ def _workspace(workspace: object, numel: int, device: torch.device) -> torch.Ten
     return workspace
 
 
-def _dot_setup(q_idx: torch.Tensor, fp8: bool) -> dict[str, object]:
-    """Constexprs that decide how the score kernel's dot reads e4m3 codes on ``q_idx``'s device."""
+def _dot_setup(q_idx: torch.Tensor, fp8: bool, fp4: bool = False) -> dict[str, object]:
+    """Constexprs that decide how the score kernel's dot reads e4m3 (and e2m1) codes on ``q_idx``'s device.
+
+    ``fp8``: the rows are bytes (FP8, or MXFP4 with ``fp4``)."""
     q_fp8 = q_idx.dtype == torch.float8_e4m3fn
     cvt = (fp8 or q_fp8) and fp8_decode_path(q_idx.device) == "cvt"
     q_tl = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16, torch.float32: tl.float32}.get(q_idx.dtype)
@@ -1476,8 +1595,8 @@ def _dot_setup(q_idx: torch.Tensor, fp8: bool) -> dict[str, object]:
     fp8_dot = tl.float8e4nv if cvt and q_idx.device.type == "cuda" else tl.float16
     dot_dtype = fp8_dot if q_fp8 else q_tl
     scale = 1.0
-    if fp8 and not cvt:
-        scale *= 256.0  # bit-assembled K codes are code · 2^-8
+    if fp8 and not fp4 and not cvt:
+        scale *= 256.0  # bit-assembled K codes are code · 2^-8 (MXFP4 codes: the kernel's own factor)
     if q_fp8 and not cvt:
         scale *= 256.0  # and so are bit-assembled q codes
     return {
@@ -1536,12 +1655,13 @@ def _launch_scores(
         D=INDEX_DIM,
         PAGE=call.page,
         PER_TOKEN=call.per_token,
-        KV_FP8=call.fp8,
+        KV_FP8=call.fp8 and not call.fp4,
+        KV_FP4=call.fp4,
         KV_PAGED=call.paged,
         BLOCK_N=cfg.block_n,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
-        **_dot_setup(q_idx, call.fp8),
+        **_dot_setup(q_idx, call.fp8, call.fp4),
     )
 
 
@@ -1674,11 +1794,12 @@ def lightning_indexer(
     """Top-k compressed rows per query token (global cache slots), exactly as :func:`lightning_indexer_ref`.
 
     Args:
-        q_idx: ``[b, s_q, h, 128]`` fp16/bf16 (fp32 for the interpreter lane) indexer queries, h ∈ {16, 32, 64, 128}
-            (64 for DeepSeek-V4); unit stride in the last dimension.
+        q_idx: ``[b, s_q, h, 128]`` fp16/bf16 (fp32 for the interpreter lane) indexer queries, or float8_e4m3fn
+            with byte rows, h ∈ {16, 32, 64, 128} (64 for DeepSeek-V4); unit stride in the last dimension.
         weights: ``[b, s_q, h]`` fp32 head weights, already including ``128^-0.5 · h^-0.5``.
-        index_k_cache: ``[num_blocks, page, 128]`` rows of q_idx's dtype, or ``[num_blocks, page, 132]`` uint8 FP8 rows
-            (128 e4m3 codes + one little-endian fp32 scale); any page size; unit stride in the last dimension.
+        index_k_cache: ``[num_blocks, page, 128]`` rows of q_idx's dtype, ``[num_blocks, page, 132]`` uint8 FP8 rows
+            (128 e4m3 codes + one little-endian fp32 scale) or ``[num_blocks, page, 68]`` uint8 MXFP4 rows (64 bytes
+            of e2m1 pairs + four e8m0 block exponents); any page size; unit stride in the last dimension.
         block_table: ``[b, max_blocks]`` int32; entries for pages holding visible rows must be valid block ids.
         n_comp: ``[b]`` int32 (token ``s`` sees ``n_comp[b] - (s_q - 1 - s)`` rows) or ``[b, s_q]`` int32 (explicit).
         topk: rows to keep per token (512 V4-Flash, 1024 V4-Pro).
@@ -1688,9 +1809,10 @@ def lightning_indexer(
         workspace: optional int32 buffer of at least :func:`indexer_workspace_numel` elements (else allocated).
         select_chunk: keys per program of the chunked select (power of two ≥ 16; default chosen from the shapes).
             Never changes the result.
-        index_k_layout: byte layout of FP8 rows: ``"rows"`` (each row's 128 codes then its fp32 scale, as
-            :func:`~wavemla.reference.indexer.quantize_index_k` writes by default) or ``"paged"`` (vLLM's V3.2
-            indexer cache: a page's code rows, then the page's scales; each page must be contiguous).
+        index_k_layout: byte layout of FP8 and MXFP4 rows: ``"rows"`` (each row's codes then its scale bytes, as
+            :func:`~wavemla.reference.indexer.quantize_index_k` writes by default) or ``"paged"`` (a page's code
+            rows, then the page's scale bytes, each page contiguous: vLLM's V3.2 FP8 cache, and SGLang's and vLLM's
+            DeepSeek-V4 MXFP4 caches).
         select: the top-k path, ``"token"`` (one program per query token), ``"spread"`` (a token's walks split
             among several programs, then one program per token; at most 64 query tokens) or ``"chunked"``
             (histogram, count and compact kernels over key chunks); default (None) chosen from the shapes
@@ -1774,6 +1896,7 @@ def _indexer_launches(
         kv_fp8=call.fp8,
         topk=call.topk,
         select=select,
+        kv_fp4=call.fp4,
     )
     layout = workspace_layout(call.b, call.s_q, call.max_n, cfg)
     ws = _workspace(workspace, layout.numel, device)
@@ -1873,7 +1996,7 @@ def indexer_scores(
     """
     call = _validate(q_idx, weights, index_k_cache, block_table, n_comp, 1, max_n_comp, index_k_layout)
     device = q_idx.device
-    cfg = choose_config(call.b, call.s_q, call.heads, call.max_n, kv_fp8=call.fp8)
+    cfg = choose_config(call.b, call.s_q, call.heads, call.max_n, kv_fp8=call.fp8, kv_fp4=call.fp4)
     n_pad = max(call.max_n, 1)
     keys = torch.empty((call.b * call.s_q, n_pad), dtype=torch.int32, device=device)
     if call.max_n > 0:
@@ -1893,23 +2016,24 @@ def indexer_scores(
 def _production_variants(heads: int, page: int, arch: int) -> list[tuple[object, str, dict[str, object], int, int]]:
     """(kernel, variant, argument values, num_warps, num_stages) of a V4-Flash decode call: b=32, 256K rows, topk 512.
 
-    Score-kernel variants: bf16 rows with bf16 q, FP8 rows with bf16 q, FP8 rows with FP8 q (DeepSeek's path), at
-    s_q 1 and 2, specialised for ``sm_<arch>`` the way the launcher would (hardware e4m3 conversion and FP8 dots on
-    sm_89+). Pointers are given by their Triton type; integers by value, so that the compile check specialises them
-    the way the JIT launcher would (divisible by 16 or not).
+    Score-kernel variants: bf16 rows with bf16 q, FP8 rows with bf16 q, FP8 rows with FP8 q (DeepSeek's path), MXFP4
+    rows (page-split) with bf16 and with FP8 q, at s_q 1 and 2, specialised for ``sm_<arch>`` the way the launcher
+    would (hardware e4m3 conversion and FP8 dots on sm_89+). Pointers are given by their Triton type; integers by
+    value, so that the compile check specialises them the way the JIT launcher would (divisible by 16 or not).
     """
     b, max_n, topk = 32, 262144, 512
     blocks = max_n // page
     cvt = arch >= 89
     out: list[tuple[object, str, dict[str, object], int, int]] = []
-    for fmt in ("bf16", "fp8", "fp8q", "fp8q paged"):
+    for fmt in ("bf16", "fp8", "fp8q", "fp8q paged", "fp4 paged", "fp4q paged"):
         fp8 = fmt != "bf16"
-        q_fp8 = fmt.startswith("fp8q")
+        fp4 = fmt.startswith("fp4")
+        q_fp8 = fmt.startswith(("fp8q", "fp4q"))
         for s_q in (1, 2):
-            cfg = choose_config(b, s_q, heads, max_n, kv_fp8=fp8)
+            cfg = choose_config(b, s_q, heads, max_n, kv_fp8=fp8, kv_fp4=fp4)
             layout = workspace_layout(b, s_q, max_n, cfg)
-            row = INDEX_DIM if not fp8 else FP8_ROW_BYTES // 4
-            scale = (1.0 if cvt or not fp8 else 256.0) * (1.0 if cvt or not q_fp8 else 256.0)
+            row = INDEX_DIM if not fp8 else (MXFP4_ROW_BYTES if fp4 else FP8_ROW_BYTES) // 4
+            scale = (1.0 if cvt or not fp8 or fp4 else 256.0) * (1.0 if cvt or not q_fp8 else 256.0)
             args: dict[str, object] = {
                 "p_q": "*u8" if q_fp8 else "*bf16",
                 "p_w": "*fp32",
@@ -1938,7 +2062,8 @@ def _production_variants(heads: int, page: int, arch: int) -> list[tuple[object,
                 "D": INDEX_DIM,
                 "PAGE": page,
                 "PER_TOKEN": False,
-                "KV_FP8": fp8,
+                "KV_FP8": fp8 and not fp4,
+                "KV_FP4": fp4,
                 "KV_PAGED": fmt.endswith("paged"),
                 "Q_FP8": q_fp8,
                 "E4M3_CVT": cvt and fp8,

@@ -33,6 +33,14 @@ Index-K cache formats (one compressed row = 128 values):
 - bf16 / fp16 rows ``[num_blocks, page, 128]``;
 - FP8 rows ``[num_blocks, page, 132]`` uint8: bytes ``[0, 128)`` are float8_e4m3fn codes, bytes ``[128, 132)`` one
   little-endian fp32 scale ``2^ceil(log2(amax / 448))`` (amax clamped ≥ 1e-4); value = code · scale.
+- MXFP4 rows ``[num_blocks, page, 68]`` uint8 (OCP MX: e2m1 values, one e8m0 scale per block of 32): bytes
+  ``[0, 64)`` hold the 128 e2m1 codes two a byte (value ``2j`` in the low nibble, ``2j + 1`` in the high one), bytes
+  ``[64, 68)`` the four block exponents ``E`` (block ``g`` covers values ``[32g, 32g + 32)``); value = e2m1(code) ·
+  2^(E − 127), E = 255 is NaN. DeepSeek-V4's index keys are FP4 fake-quantized in blocks of 32, so this format holds
+  them exactly in 68 bytes; SGLang and vLLM store it in the page-split layout.
+
+Both byte formats come in two layouts (:data:`INDEX_K_LAYOUTS`): ``"rows"`` keeps each row's codes and scale bytes
+together; ``"paged"`` stores a page's code rows first, then the page's scale bytes.
 
 Example::
 
@@ -48,51 +56,86 @@ import torch
 
 INDEX_DIM = 128
 FP8_ROW_BYTES = INDEX_DIM + 4
+MXFP4_BLOCK = 32  # values per e8m0 block scale
+MXFP4_CODE_BYTES = INDEX_DIM // 2
+MXFP4_ROW_BYTES = MXFP4_CODE_BYTES + INDEX_DIM // MXFP4_BLOCK
 E4M3_MAX = 448.0
+E2M1_MAX = 6.0
+E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)  # magnitude of codes 0..7; bit 3 is the sign
 AMAX_FLOOR = 1e-4
-# FP8 index-K layouts of a [num_blocks, page, 132] uint8 cache: "rows" keeps each row's 128 codes and fp32 scale
-# together; "paged" (vLLM's V3.2 indexer cache) stores a page's 128-byte code rows first, then its page · 4 scale
-# bytes, so every code row starts at a multiple of 128 bytes.
+# Byte formats of an index-K cache: FP8 rows [num_blocks, page, 132] uint8, MXFP4 rows [num_blocks, page, 68] uint8.
+INDEX_K_FORMATS = ("fp8", "mxfp4")
+# Layouts of a byte-format cache: "rows" keeps each row's codes and scale bytes together; "paged" (vLLM's V3.2
+# indexer cache, and SGLang's and vLLM's DeepSeek-V4 MXFP4 caches) stores a page's code rows first (128 or 64 bytes
+# each), then the page's scale bytes (4 a row).
 INDEX_K_LAYOUTS = ("rows", "paged")
 
 
-def quantize_index_k(rows: torch.Tensor, *, layout: str = "rows") -> torch.Tensor:
-    """Quantize index-K rows ``[..., 128]`` (any float dtype) to the FP8 row layout ``[..., 132]`` uint8.
+def quantize_index_k(rows: torch.Tensor, *, layout: str = "rows", fmt: str = "fp8") -> torch.Tensor:
+    """Quantize index-K rows ``[..., 128]`` (any float dtype) to FP8 rows ``[..., 132]`` or MXFP4 rows ``[..., 68]``.
 
-    Per row: ``scale = 2^ceil(log2(max(amax, 1e-4) / 448))`` (exact power of two, computed through frexp so no log
-    rounding can push a code past 448), codes = round-to-nearest-even e4m3 of ``row / scale``. ``layout="rows"``: the
-    scale's four fp32 bytes follow each row's 128 codes. ``layout="paged"``: ``rows`` is ``[..., page, 128]`` and
-    each page holds its ``page`` code rows first, then their ``page`` scales (vLLM's V3.2 indexer cache).
+    ``fmt="fp8"``, per row: ``scale = 2^ceil(log2(max(amax, 1e-4) / 448))`` (exact power of two, computed through
+    frexp so no log rounding can push a code past 448), codes = round-to-nearest-even e4m3 of ``row / scale``.
+    ``fmt="mxfp4"``, per block of 32 values: ``scale = 2^ceil(log2(max(amax, 1e-4) / 6))``, stored as the e8m0
+    exponent byte, codes = round-to-nearest-even e2m1 of ``block / scale`` (ties to the even code, as SGLang's
+    DeepSeek-V4 packer rounds). ``layout="rows"``: each row's scale bytes follow its codes. ``layout="paged"``:
+    ``rows`` is ``[..., page, 128]`` and each page holds its ``page`` code rows first, then their scale bytes (vLLM's
+    V3.2 indexer cache; SGLang's and vLLM's DeepSeek-V4 MXFP4 caches).
 
     Example::
 
         cache = quantize_index_k(torch.randn(8, 64, 128))                   # [8, 64, 132] uint8, per-row scales
         paged = quantize_index_k(torch.randn(8, 64, 128), layout="paged")   # same shape, page-split bytes
+        fp4 = quantize_index_k(torch.randn(8, 64, 128), layout="paged", fmt="mxfp4")   # [8, 64, 68] uint8
     """
     if not isinstance(rows, torch.Tensor) or not rows.is_floating_point():
         raise ValueError(f"rows: expected a floating-point tensor [..., {INDEX_DIM}], got {_describe(rows)}")
     if rows.dim() < 1 or rows.shape[-1] != INDEX_DIM:
         raise ValueError(f"rows: expected last dimension {INDEX_DIM}, got shape {tuple(rows.shape)}")
     _check_layout(layout)
+    if fmt not in INDEX_K_FORMATS:
+        raise ValueError(f"fmt: expected one of {INDEX_K_FORMATS}, got {fmt!r}")
     if layout == "paged" and rows.dim() < 2:
         raise ValueError(f"rows: layout 'paged' needs pages [..., page, {INDEX_DIM}], got shape {tuple(rows.shape)}")
     x = rows.float()
-    scale = _pow2_scale(x)
-    codes = (x / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).view(torch.uint8)
-    scale_bytes = scale.contiguous().view(torch.uint8)  # [..., 4], little-endian like the GPU
+    if fmt == "fp8":
+        scale = _pow2_scale(x, E4M3_MAX)
+        codes = (x / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).view(torch.uint8)
+        scale_bytes = scale.contiguous().view(torch.uint8)  # [..., 4], little-endian like the GPU
+    else:
+        codes, scale_bytes = _quantize_mxfp4(x)
+    width = codes.shape[-1]
     if layout == "rows":
         return torch.cat([codes, scale_bytes], dim=-1)
     lead, page = rows.shape[:-2], rows.shape[-2]
-    flat = torch.cat([codes.reshape(*lead, page * INDEX_DIM), scale_bytes.reshape(*lead, page * 4)], dim=-1)
-    return flat.view(*lead, page, FP8_ROW_BYTES)
+    flat = torch.cat([codes.reshape(*lead, page * width), scale_bytes.reshape(*lead, page * 4)], dim=-1)
+    return flat.view(*lead, page, width + 4)
 
 
-def _pow2_scale(x: torch.Tensor) -> torch.Tensor:
-    """``2^ceil(log2(max(amax, 1e-4) / 448))`` over the last dimension of fp32 ``x``, as ``[..., 1]`` fp32."""
+def _pow2_scale(x: torch.Tensor, top: float) -> torch.Tensor:
+    """``2^ceil(log2(max(amax, 1e-4) / top))`` over the last dimension of fp32 ``x``, as ``[..., 1]`` fp32."""
     amax = x.abs().amax(dim=-1, keepdim=True).clamp_min(AMAX_FLOOR)
-    mant, expo = torch.frexp(amax.double() / E4M3_MAX)  # amax/448 = mant · 2^expo, mant in [0.5, 1)
+    mant, expo = torch.frexp(amax.double() / top)  # amax/top = mant · 2^expo, mant in [0.5, 1)
     expo = torch.where(mant == 0.5, expo - 1, expo)  # an exact power of two needs no extra octave
     return torch.ldexp(torch.ones_like(amax), expo.to(torch.int32)).float()
+
+
+def _quantize_mxfp4(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp32 ``[..., 128]`` -> (packed e2m1 codes ``[..., 64]``, e8m0 block exponents ``[..., 4]``) uint8."""
+    blocks = x.reshape(*x.shape[:-1], INDEX_DIM // MXFP4_BLOCK, MXFP4_BLOCK)
+    scale = _pow2_scale(blocks, E2M1_MAX)  # [..., 4, 1]; 1e-4 / 6 keeps the exponent well inside e8m0
+    exps = (torch.frexp(scale)[1] - 1 + 127).to(torch.uint8)[..., 0]  # scale = 2^(E - 127)
+    a = (blocks / scale).clamp(-E2M1_MAX, E2M1_MAX)
+    grid = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=x.device)
+    dist = (a.abs()[..., None] - grid).abs()  # [..., 4, 32, 8]
+    near = dist == dist.amin(dim=-1, keepdim=True)
+    even = torch.arange(8, device=x.device) % 2 == 0  # codes whose mantissa bit is 0: the even ones of a tie
+    pick = torch.where(near & even, 2, near.to(torch.int64))  # an even nearest code first, else the nearest
+    mag = pick.argmax(dim=-1)
+    codes = (mag | ((a < 0) & (mag != 0)).to(torch.int64) << 3).to(torch.uint8)
+    codes = codes.reshape(*x.shape[:-1], INDEX_DIM)
+    packed = codes[..., 0::2] | (codes[..., 1::2] << 4)
+    return packed, exps
 
 
 def quantize_index_q(q_idx: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -112,42 +155,63 @@ def quantize_index_q(q_idx: torch.Tensor, weights: torch.Tensor) -> tuple[torch.
     if not isinstance(weights, torch.Tensor) or weights.shape != q_idx.shape[:-1]:
         raise ValueError(f"weights: expected shape {tuple(q_idx.shape[:-1])}, got {_describe(weights)}")
     x = q_idx.float()
-    scale = _pow2_scale(x)
+    scale = _pow2_scale(x, E4M3_MAX)
     codes = (x / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
     return codes, weights.float() * scale[..., 0]
 
 
 def dequantize_index_k(cache: torch.Tensor, *, layout: str = "rows") -> torch.Tensor:
-    """FP8 index-K rows ``[..., 132]`` uint8 -> fp32 ``[..., 128]`` (code · scale, exact).
+    """FP8 rows ``[..., 132]`` or MXFP4 rows ``[..., 68]`` uint8 -> fp32 ``[..., 128]`` (exact: code · scale).
 
-    ``layout="paged"`` reads ``[..., page, 132]`` pages as :func:`quantize_index_k` writes them.
+    The format follows from the last dimension; ``layout="paged"`` reads ``[..., page, width]`` pages as
+    :func:`quantize_index_k` writes them. An MXFP4 block exponent of 255 gives NaN values.
 
     Example::
 
         rows = dequantize_index_k(quantize_index_k(torch.randn(3, 128)))  # [3, 128] fp32
     """
     if not isinstance(cache, torch.Tensor) or cache.dtype != torch.uint8:
-        raise ValueError(f"cache: expected a uint8 tensor [..., {FP8_ROW_BYTES}], got {_describe(cache)}")
-    if cache.dim() < 1 or cache.shape[-1] != FP8_ROW_BYTES:
-        raise ValueError(f"cache: expected last dimension {FP8_ROW_BYTES}, got shape {tuple(cache.shape)}")
+        raise ValueError(
+            f"cache: expected a uint8 tensor [..., {FP8_ROW_BYTES}] or [..., {MXFP4_ROW_BYTES}], got {_describe(cache)}"
+        )
+    if cache.dim() < 1 or cache.shape[-1] not in (FP8_ROW_BYTES, MXFP4_ROW_BYTES):
+        raise ValueError(
+            f"cache: expected last dimension {FP8_ROW_BYTES} (FP8) or {MXFP4_ROW_BYTES} (MXFP4), got shape "
+            f"{tuple(cache.shape)}"
+        )
     _check_layout(layout)
+    return _dequantize(cache, layout).float()
+
+
+def _dequantize(cache: torch.Tensor, layout: str) -> torch.Tensor:
+    """:func:`dequantize_index_k` in fp64 (MXFP4 values with large block exponents overflow fp32)."""
+    width = cache.shape[-1] - 4
     if layout == "rows":
-        codes = cache[..., :INDEX_DIM].view(torch.float8_e4m3fn).float()
-        scale = cache[..., INDEX_DIM:].contiguous().view(torch.float32)  # [..., 1]
-        return codes * scale
-    if cache.dim() < 2:
-        raise ValueError(f"cache: layout 'paged' needs pages [..., page, {FP8_ROW_BYTES}], got {_describe(cache)}")
-    lead, page = cache.shape[:-2], cache.shape[-2]
-    flat = cache.reshape(*lead, page * FP8_ROW_BYTES)
-    codes = flat[..., : page * INDEX_DIM].reshape(*lead, page, INDEX_DIM).view(torch.float8_e4m3fn).float()
-    scale = flat[..., page * INDEX_DIM :].contiguous().view(torch.float32).reshape(*lead, page, 1)
-    return codes * scale
+        codes, scale_bytes = cache[..., :width], cache[..., width:]
+    else:
+        if cache.dim() < 2:
+            raise ValueError(f"cache: layout 'paged' needs pages [..., page, {width + 4}], got {_describe(cache)}")
+        lead, page = cache.shape[:-2], cache.shape[-2]
+        flat = cache.reshape(*lead, page * (width + 4))
+        codes = flat[..., : page * width].reshape(*lead, page, width)
+        scale_bytes = flat[..., page * width :].reshape(*lead, page, 4)
+    if width == INDEX_DIM:
+        fp8 = codes.contiguous().view(torch.float8_e4m3fn).double()
+        return fp8 * scale_bytes.contiguous().view(torch.float32).double()
+    pairs = torch.stack([codes & 15, codes >> 4], dim=-1).reshape(*codes.shape[:-1], INDEX_DIM).long()
+    grid = torch.tensor(E2M1_VALUES, dtype=torch.float64, device=cache.device)
+    values = torch.where(pairs >= 8, -grid[pairs & 7], grid[pairs & 7])
+    exps = scale_bytes.long()
+    scale = torch.where(exps == 255, math.nan, torch.ldexp(torch.ones_like(exps, dtype=torch.float64), exps - 127))
+    blocks = values.reshape(*values.shape[:-1], INDEX_DIM // MXFP4_BLOCK, MXFP4_BLOCK) * scale[..., None]
+    return blocks.reshape(values.shape)
 
 
 def index_k_rows(index_k_cache: torch.Tensor, layout: str = "rows") -> torch.Tensor:
-    """The cache as fp64 rows ``[num_blocks, page, 128]``: FP8 rows dequantized, bf16/fp16/fp32 rows upcast."""
+    """The cache as fp64 rows ``[num_blocks, page, 128]``: byte formats dequantized, bf16/fp16/fp32 rows upcast."""
     if index_k_cache.dtype == torch.uint8:
-        return dequantize_index_k(index_k_cache, layout=layout).double()
+        _check_layout(layout)
+        return _dequantize(index_k_cache, layout)
     return index_k_cache.double()
 
 

@@ -34,13 +34,22 @@ from typing import Any
 import torch
 
 from wavemla.kernels.indexer import choose_config, indexer_workspace_numel, lightning_indexer
-from wavemla.reference.indexer import FP8_ROW_BYTES, INDEX_DIM, quantize_index_k
+from wavemla.reference.indexer import (
+    FP8_ROW_BYTES,
+    INDEX_DIM,
+    MXFP4_BLOCK,
+    MXFP4_CODE_BYTES,
+    MXFP4_ROW_BYTES,
+    quantize_index_k,
+)
 from wavemla.tools.bench import copy_samples_us, timing_samples_us
 
 BATCHES = (1, 32, 64, 128)
 N_COMPS = (2048, 8192, 32768, 262144)
-KV_FORMATS = ("fp8", "fp8-paged", "bf16")  # fp8-paged: FP8 rows in vLLM's page-split V3.2 layout
-Q_FORMATS = ("fp8", "bf16")  # fp8 queries (DeepSeek's indexer) go with FP8 index-K rows only
+# fp8-paged: FP8 rows in vLLM's page-split V3.2 layout; mxfp4-paged: MXFP4 rows (68 bytes) in the page-split layout
+# of SGLang's and vLLM's DeepSeek-V4 caches
+KV_FORMATS = ("fp8", "fp8-paged", "mxfp4-paged", "bf16")
+Q_FORMATS = ("fp8", "bf16")  # fp8 queries (DeepSeek's indexer) go with byte (FP8, MXFP4) index-K rows only
 COPY_BYTES = 1 << 30
 MIN_REPS = 20
 MEMORY_HEADROOM = 0.85  # fraction of free memory a case may plan to use (allocator slack, fragmentation)
@@ -52,8 +61,8 @@ class IndexerBenchCase:
 
     b: int
     n_comp: int
-    kv_format: str  # "fp8" (per-row scales), "fp8-paged" (page-split scales) or "bf16"
-    q_format: str = "bf16"  # "bf16", or "fp8": float8_e4m3fn queries with FP8 rows (codes x codes on the MMA)
+    kv_format: str  # "fp8" (per-row scales), "fp8-paged" (page-split scales), "mxfp4-paged" or "bf16"
+    q_format: str = "bf16"  # "bf16", or "fp8": float8_e4m3fn queries with byte rows (codes x codes on the MMA)
     s_q: int = 1
     topk: int = 512
     heads: int = 64
@@ -72,7 +81,7 @@ def bench_cases(
 ) -> list[IndexerBenchCase]:
     """Every (row format, query format, b, n_comp) combination, smallest first within a format pair.
 
-    FP8 queries are paired with FP8 rows only (the combination DeepSeek runs); bf16 rows take bf16 queries.
+    FP8 queries are paired with byte rows only (FP8 and MXFP4); bf16 rows take bf16 queries.
     """
     for fmt in kv_formats:
         if fmt not in KV_FORMATS:
@@ -87,9 +96,11 @@ def bench_cases(
 
 
 def row_bytes(kv_format: str) -> int:
-    """Bytes of one index-K row: 128 e4m3 + fp32 scale, or 128 bf16."""
+    """Bytes of one index-K row: 128 e4m3 + fp32 scale, 64 bytes of e2m1 pairs + 4 block exponents, or 128 bf16."""
     if kv_format in ("fp8", "fp8-paged"):
         return FP8_ROW_BYTES
+    if kv_format == "mxfp4-paged":
+        return MXFP4_ROW_BYTES
     if kv_format == "bf16":
         return INDEX_DIM * 2
     raise ValueError(f"kv_format: expected one of {KV_FORMATS}, got {kv_format!r}")
@@ -123,7 +134,7 @@ def torch_memory_bytes(case: IndexerBenchCase) -> int:
     the fp32 scores.
     """
     rows = case.b * case.n_comp
-    dequant = 2 * rows * INDEX_DIM * 2 if case.kv_format != "bf16" else 0
+    dequant = {"bf16": 0, "mxfp4-paged": 5}.get(case.kv_format, 2) * rows * INDEX_DIM * 2
     logits = rows * case.s_q * case.heads * 2
     weighted = rows * case.s_q * case.heads * 4
     scores = rows * case.s_q * 4
@@ -198,10 +209,29 @@ def torch_indexer_baseline(
 
 
 def dequantize_rows_bf16(cache: torch.Tensor, layout: str = "rows") -> torch.Tensor:
-    """FP8 index-K rows ``[..., 132]`` -> bf16 ``[..., 128]`` with torch ops (the baseline's dequantization).
+    """FP8 rows ``[..., 132]`` or MXFP4 rows ``[..., 68]`` -> bf16 ``[..., 128]`` with torch ops (the baseline's
+    dequantization).
 
-    ``layout="paged"``: ``cache [..., page, 132]`` holds each page's code rows, then its scales.
+    ``layout="paged"``: ``cache [..., page, width]`` holds each page's code rows, then its scales.
     """
+    if cache.shape[-1] == MXFP4_ROW_BYTES:
+        if layout != "paged":
+            raise ValueError(f"layout: MXFP4 rows are benchmarked in the 'paged' layout, got {layout!r}")
+        lead, page = cache.shape[:-2], cache.shape[-2]
+        flat = cache.reshape(*lead, page * MXFP4_ROW_BYTES)
+        packed = flat[..., : page * MXFP4_CODE_BYTES].reshape(*lead, page, MXFP4_CODE_BYTES)
+        exps = flat[..., page * MXFP4_CODE_BYTES :].reshape(*lead, page, INDEX_DIM // MXFP4_BLOCK)
+        codes = torch.stack([packed & 15, packed >> 4], dim=-1).reshape(*lead, page, INDEX_DIM)
+        mag = codes & 7
+        # e2m1 magnitude: m · 0.5 for codes 0 and 1, else 2^(m // 2 - 1) · (1 + (m % 2) / 2)
+        value = torch.where(
+            mag < 2,
+            mag.to(torch.bfloat16) * 0.5,
+            torch.exp2((mag >> 1).to(torch.bfloat16) - 1) * (1 + (mag & 1).to(torch.bfloat16) * 0.5),
+        )
+        value = torch.where(codes >= 8, -value, value)
+        scale = torch.exp2(exps.to(torch.bfloat16) - 127).repeat_interleave(MXFP4_BLOCK, dim=-1)
+        return value * scale
     if layout == "paged":
         lead, page = cache.shape[:-2], cache.shape[-2]
         flat = cache.reshape(*lead, page * FP8_ROW_BYTES)
@@ -249,7 +279,7 @@ def run_case(
         max_n_comp=case.n_comp,
         out=out,
         workspace=ws,
-        index_k_layout="paged" if case.kv_format == "fp8-paged" else "rows",
+        index_k_layout="paged" if case.kv_format.endswith("-paged") else "rows",
         **extra,
     )
 
@@ -264,14 +294,15 @@ def _fill_case(case: IndexerBenchCase, generator: torch.Generator) -> dict[str, 
     w = torch.randn(case.b, case.s_q, case.heads, device=dev, generator=generator) * (INDEX_DIM * case.heads) ** -0.5
     table = torch.arange(case.b * blocks, device=dev, dtype=torch.int32).view(case.b, blocks)
     fp8 = case.kv_format != "bf16"
-    layout = "paged" if case.kv_format == "fp8-paged" else "rows"
-    width = FP8_ROW_BYTES if fp8 else INDEX_DIM
+    layout = "paged" if case.kv_format.endswith("-paged") else "rows"
+    fmt = "mxfp4" if case.kv_format.startswith("mxfp4") else "fp8"
+    width = row_bytes(case.kv_format) if fp8 else INDEX_DIM
     dtype = torch.uint8 if fp8 else torch.bfloat16
     cache = torch.empty(case.b * blocks, case.page, width, device=dev, dtype=dtype)
     step = max(1, (1 << 22) // case.page)  # fill 4M rows at a time to bound temporaries
     for lo in range(0, cache.shape[0], step):
         part = torch.randn(min(step, cache.shape[0] - lo), case.page, INDEX_DIM, device=dev, generator=generator)
-        cache[lo : lo + part.shape[0]] = quantize_index_k(part, layout=layout) if fp8 else part.bfloat16()
+        cache[lo : lo + part.shape[0]] = quantize_index_k(part, layout=layout, fmt=fmt) if fp8 else part.bfloat16()
     n_comp = torch.full((case.b,), case.n_comp, device=dev, dtype=torch.int32)
     return {"q": q, "w": w, "table": table, "cache": cache, "n_comp": n_comp}
 
@@ -310,7 +341,15 @@ def run_indexer_bench(
             continue
         data = _fill_case(case, generator)
         nbytes = index_k_bytes(case)
-        cfg = choose_config(case.b, case.s_q, case.heads, case.n_comp, kv_fp8=case.kv_format != "bf16", topk=case.topk)
+        cfg = choose_config(
+            case.b,
+            case.s_q,
+            case.heads,
+            case.n_comp,
+            kv_fp8=case.kv_format != "bf16",
+            topk=case.topk,
+            kv_fp4=case.kv_format.startswith("mxfp4"),
+        )
         ws = torch.empty(
             indexer_workspace_numel(case.b, case.s_q, case.heads, case.n_comp),
             dtype=torch.int32,
@@ -343,7 +382,7 @@ def run_indexer_bench(
         del ws, out
         torch.cuda.empty_cache()
         if fits(case, "torch", free):  # free as measured before this case's inputs were allocated
-            paged = case.kv_format == "fp8-paged"
+            paged = case.kv_format.endswith("-paged")
             # request r owns consecutive blocks: its rows are one view (pages kept whole for the page-split layout)
             rows_view = data["cache"].view(case.b, case.blocks_per_request, case.page, -1)
             if not paged:
