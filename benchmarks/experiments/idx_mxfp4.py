@@ -3,21 +3,34 @@
     PYTHONPATH=src python3 benchmarks/experiments/idx_mxfp4.py OUT.json [--reps 20]     # on a GPU
 
 ``run_indexer_bench`` (CUDA-graph replay, L2 flushed, the copy ceiling measured first) over b 32 / 64 / 128 at 32K
-rows and b 32 at 256K rows, for ``mxfp4-paged`` and ``fp8-paged`` rows with FP8 and with bf16 queries; prints
-the median µs, the GB/s of index-K read and the torch baseline's time over the Triton call's.
+rows and b 32 at 256K rows, for ``fp8-paged`` rows and for ``mxfp4-paged`` rows with the planned score tiles (64 rows,
+four stages) and with FP8's (128 rows, five stages). Prints the median µs, the GB/s of index-K read, and the torch
+baseline's time over the Triton call's. Launch replays are off (``WAVEMLA_LAUNCH=triton``) so that each setting
+compiles its own kernel.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import os
 import sys
 from pathlib import Path
+from typing import Any
+
+os.environ["WAVEMLA_LAUNCH"] = "triton"
 
 import torch
 
+import wavemla.kernels.indexer as ix
 from wavemla.tools.bench_indexer import IndexerBenchCase, run_indexer_bench
 
 SHAPES = ((32, 32768), (64, 32768), (128, 32768), (32, 262144))
+
+
+def _cases(kv: str) -> list[IndexerBenchCase]:
+    return [IndexerBenchCase(b=b, n_comp=n, kv_format=kv, q_format=q) for q in ("fp8", "bf16") for b, n in SHAPES]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,24 +41,33 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("idx_mxfp4.py: needs a CUDA device", file=sys.stderr)
         return 2
-    cases = [
-        IndexerBenchCase(b=b, n_comp=n, kv_format=kv, q_format=q)
-        for q in ("fp8", "bf16")
-        for kv in ("mxfp4-paged", "fp8-paged")
-        for b, n in SHAPES
-    ]
-    rows = run_indexer_bench(args.out, cases=cases, reps=args.reps)
-    print(f"copy {rows[0]['gbps']:.0f} GB/s")
-    torch_us = {(r["b"], r["n_comp"], r["kv_format"], r["q_format"]): r["median_us"] for r in rows[1:]
-                if r["provider"] == "torch"}  # fmt: skip
-    for r in rows[1:]:
-        if r["provider"] != "triton":
-            continue
-        key = (r["b"], r["n_comp"], r["kv_format"], r["q_format"])
-        ratio = f"{torch_us[key] / r['median_us']:.1f}x" if key in torch_us else "-"
-        print(f"b={r['b']:<4d} n={r['n_comp']:<7d} rows {r['kv_format']:12s} q {r['q_format']:4s} "
-              f"{r['median_us']:8.1f} us {r['gbps']:6.0f} GB/s {r['pct_of_copy_bw']:5.1f}% of copy  "
-              f"torch/ours {ratio}")  # fmt: skip
+    records: list[dict[str, Any]] = []
+    planned = ix.choose_config
+
+    def fp8_tiles(*args: Any, **kwargs: Any) -> ix.IndexerConfig:
+        cfg = planned(*args, **kwargs)
+        return dataclasses.replace(cfg, block_n=128, num_stages=5) if kwargs.get("kv_fp4") else cfg
+
+    for label, kv, choose in (("fp8", "fp8-paged", planned), ("mxfp4 64-row tiles", "mxfp4-paged", planned),
+                              ("mxfp4 128-row tiles", "mxfp4-paged", fp8_tiles)):  # fmt: skip
+        ix.choose_config = choose
+        part = args.out.with_suffix(f".{len(records)}.json")
+        rows = run_indexer_bench(part, cases=_cases(kv), reps=args.reps)
+        part.unlink()
+        for r in rows:
+            r["decode"] = label
+        records += rows
+        args.out.write_text(json.dumps(records, indent=1))
+        print(f"copy {rows[0]['gbps']:.0f} GB/s ({label})")
+        torch_us = {(r["b"], r["n_comp"], r["q_format"]): r["median_us"] for r in rows[1:] if r["provider"] == "torch"}
+        for r in rows[1:]:
+            if r["provider"] != "triton":
+                continue
+            key = (r["b"], r["n_comp"], r["q_format"])
+            ratio = f"{torch_us[key] / r['median_us']:.1f}x" if key in torch_us else "-"
+            print(f"b={r['b']:<4d} n={r['n_comp']:<7d} {label:25s} q {r['q_format']:4s} {r['median_us']:8.1f} us "
+                  f"{r['gbps']:6.0f} GB/s {r['pct_of_copy_bw']:5.1f}% of copy  torch/ours {ratio}",
+                  flush=True)  # fmt: skip
     return 0
 
 

@@ -217,18 +217,28 @@ def test_mxfp4_rows_match_reference_on_every_decode_path(
 @pytest.mark.parametrize("decode", DECODE_PATHS)
 @pytest.mark.parametrize("q_fp8", [False, True], ids=["q-lane", "q-fp8"])
 @pytest.mark.parametrize("layout", ["rows", "paged"])
-def test_mxfp4_decode_every_code(decode, q_fp8, layout, device):
+@pytest.mark.parametrize("span", ["wide", "folded"])
+def test_mxfp4_decode_every_code(decode, q_fp8, layout, span, device):
     """Score of row i with q = e_j (weight +1) and q = -e_j (weight -1) is exactly the dequantized K[i, j].
 
-    Every e2m1 code sits in every one of the four blocks, under block exponents from 0 (2^-127) to 254 spread over
-    the rows; an exponent of 255 (NaN) makes its row rank as -inf."""
+    Every e2m1 code sits in every one of the four blocks. ``wide``: block exponents from 0 (2^-127) to 254 spread
+    over the rows, a row's four up to 254 apart (four dots a tile); an exponent of 255 (NaN) makes its row rank as
+    -inf. ``folded``: a row's four exponents within FP4_FOLD_SPAN octaves of each other, rows from 1 to 254 (the
+    blocks' scales folded into the codes, one dot a tile)."""
     page, n = 64, 128
     g = torch.Generator().manual_seed(3)
     codes = torch.randint(0, 256, (n, 64), generator=g, dtype=torch.int64).to(torch.uint8)
     codes[:16, :] = torch.arange(16, dtype=torch.uint8)[:, None] * 17  # both nibbles of every byte one code
-    exps = torch.randint(96, 160, (n, 4), generator=g, dtype=torch.int64).to(torch.uint8)
-    exps[16:20] = torch.tensor([[0, 1, 127, 2], [127, 0, 3, 126], [200, 127, 0, 1], [127, 127, 127, 0]])
-    exps[20, 2] = 255
+    if span == "wide":
+        exps = torch.randint(96, 160, (n, 4), generator=g, dtype=torch.int64).to(torch.uint8)
+        exps[16:20] = torch.tensor([[0, 1, 127, 2], [127, 0, 3, 126], [200, 127, 0, 1], [127, 127, 127, 0]])
+        exps[20, 2] = 255
+    else:
+        span_max = int(indexer_kernels.FP4_FOLD_SPAN)
+        base = torch.randint(1 + span_max, 255, (n, 1), generator=g, dtype=torch.int64)
+        exps = (base - torch.randint(0, span_max + 1, (n, 4), generator=g, dtype=torch.int64)).to(torch.uint8)
+        exps[16:20] = torch.tensor([[6, 1, 3, 2], [254, 249, 250, 254], [1, 1, 1, 1], [129, 124, 124, 129]])
+        exps[20] = 255  # a row all NaN keeps its tile's single dot
     rows = torch.cat([codes, exps], dim=1).view(2, page, 68)
     if layout == "paged":
         rows = torch.cat([codes.view(2, page * 64), exps.view(2, page * 4)], dim=1).view(2, page, 68)
@@ -246,9 +256,12 @@ def test_mxfp4_decode_every_code(decode, q_fp8, layout, device):
         with config.override(WAVEMLA_FP8_DECODE=decode):
             got = indexer_scores(q.to(device), w.to(device), cache, table, n_comp, index_k_layout=layout)[0, 0]
         want = dense[:, j].clone()
-        want[20] = -math.inf  # the row whose block 2 is NaN
+        want[20] = -math.inf  # the row with a NaN block
         assert torch.equal(got.cpu(), want.cpu()), j
     assert bool((dense[:16] != 0).any()) and bool(torch.isnan(dense[20, 64:96]).all())
+    assert (int((exps.int().amax(1) - exps.int().amin(1))[:64].max()) <= int(indexer_kernels.FP4_FOLD_SPAN)) == (
+        span == "folded"
+    )
 
 
 def test_selection_is_not_trivial(device):

@@ -98,6 +98,9 @@ SPREAD_MIN_PART_ROWS = 2048  # rows per part at least (four keys per walker): fe
 SPREAD_MIN_ROWS = 16384  # the default picks the spread select from this many rows on (when tokens allow)
 WIDE_LIST_TOKENS = 32  # from this many query tokens the list's register block doubles, up to WIDE_LIST_KEYS
 WIDE_LIST_KEYS = 2048
+# MXFP4 rows on a GPU with the e4m3 conversion: codes decoded four at a time by byte permutes (inline PTX) rather than
+# one at a time; the values are the same.
+FP4_PERMUTE_DECODE = True
 _Q_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float8_e4m3fn)
 
 
@@ -378,74 +381,154 @@ def _e4m3_operand(b_code, DTYPE: tl.constexpr, E4M3_CVT: tl.constexpr):
     return b_x
 
 
-@triton.jit
-def _e2m1_operand(b_byte, DTYPE: tl.constexpr, E4M3_CVT: tl.constexpr):
-    """uint8 ``[N, 16]`` of packed e2m1 pairs (value 2j low nibble, 2j + 1 high) -> dot operand ``[N, 32]``, exact.
+# One packed register of four e2m1 code pairs ($2) and four shifts d ≤ FP4_FOLD_SPAN ($3, byte i the shift of byte
+# i) -> the e4m3 bytes of value · 2^-d of its four low codes ($0) and four high codes ($1): each byte's code
+# magnitudes compressed into prmt selector nibbles, looked up in two registers of e4m3 magnitudes (0, 0.5, 1, 1.5 |
+# 2, 3, 4, 6) whose nonzero entries each have d · 8 taken off (the exponent lowered by d, exactly: 0.5 · 2^-5 is
+# still normal), and the sign bits (bit 3 of a code) moved to bit 7. Byte i of either output depends on byte i of
+# the inputs only, so the result does not depend on how the elements were packed.
+_E2M1_TO_E4M3_SHIFTED_PTX = tl.constexpr("""
+{
+.reg .b32 lut0, lut1, m, c, s, dd;
+shl.b32 dd, $3, 3;
+mov.b32 lut1, 0x4C484440;
+sub.u32 lut1, lut1, dd;
+and.b32 dd, dd, 0xFFFFFF00;
+mov.b32 lut0, 0x3C383000;
+sub.u32 lut0, lut0, dd;
+and.b32 m, $2, 0x07070707;
+shr.b32 c, m, 4;
+or.b32 c, c, m;
+prmt.b32 c, c, 0, 0x20;
+prmt.b32 $0, lut0, lut1, c;
+and.b32 s, $2, 0x08080808;
+shl.b32 s, s, 4;
+or.b32 $0, $0, s;
+shr.b32 m, $2, 4;
+and.b32 m, m, 0x07070707;
+shr.b32 c, m, 4;
+or.b32 c, c, m;
+prmt.b32 c, c, 0, 0x20;
+prmt.b32 $1, lut0, lut1, c;
+and.b32 s, $2, 0x80808080;
+or.b32 $1, $1, s;
+}
+""")
+FP4_FOLD_SPAN = tl.constexpr(5)  # block exponents within this many octaves of the row's largest: one dot a row
 
-    Magnitude codes 2..7 are ``2^(m // 2 − 1) · (1 + (m % 2) / 2)``: the code's three bits shifted into an e4m3 or
-    fp16 word's exponent and top mantissa bit, plus the exponent of 0.5; codes 0 and 1 (0 and 0.5) are special. e4m3
-    bytes are converted by the hardware where it has the conversion, fp16 words everywhere else.
-    """
-    b_nib = tl.interleave(b_byte & 15, b_byte >> 4)
-    b_mag = b_nib & 7
-    if E4M3_CVT:
-        b_bits = tl.where(b_mag < 2, b_mag * 0x30, (b_mag << 2) + 0x30) | ((b_nib & 8) << 4)
-        b_x = b_bits.to(tl.uint8).to(tl.float8e4nv, bitcast=True)
+
+@triton.jit
+def _e2m1_folded_operand(b_byte, b_shift, DTYPE: tl.constexpr, E4M3_CVT: tl.constexpr, ASM: tl.constexpr):
+    """uint8 ``[N, 64]`` of a row's e2m1 pairs -> dot operand ``[N, 128]`` of ``value · 2^-d``, exact, ``d`` the uint8
+    ``[N, 64]`` shift of each byte's block (0 … FP4_FOLD_SPAN)."""
+    if ASM:
+        b_lo, b_hi = tl.inline_asm_elementwise(
+            _E2M1_TO_E4M3_SHIFTED_PTX, "=r,=r,r,r", [b_byte, b_shift], dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4
+        )
+        b_x = tl.interleave(b_lo, b_hi).to(tl.float8e4nv, bitcast=True)
         if DTYPE != tl.float8e4nv:  # noqa: SIM300 (DTYPE is the constexpr argument)
             b_x = b_x.to(DTYPE)
+        return b_x
+    b_nib = tl.interleave(b_byte & 15, b_byte >> 4).to(tl.int32)
+    b_d = tl.interleave(b_shift, b_shift).to(tl.int32)
+    b_mag = b_nib & 7
+    if E4M3_CVT:
+        b_bits = tl.where(b_mag < 2, b_mag * 0x30, (b_mag << 2) + 0x30)
+        b_bits = tl.where(b_mag == 0, 0, b_bits - (b_d << 3)) | ((b_nib & 8) << 4)
+        b_x = b_bits.to(tl.uint8).to(tl.float8e4nv, bitcast=True)
+        if DTYPE != tl.float8e4nv:  # noqa: SIM300
+            b_x = b_x.to(DTYPE)
     else:
-        b_m16 = b_mag.to(tl.int16)
-        b_h = tl.where(b_m16 < 2, b_m16 * 0x3800, (b_m16 << 9) + 0x3800) | ((b_nib & 8).to(tl.int16) << 12)
-        b_x = b_h.to(tl.float16, bitcast=True)
+        b_h = tl.where(b_mag < 2, b_mag * 0x3800, (b_mag << 9) + 0x3800)
+        b_h = tl.where(b_mag == 0, 0, b_h - (b_d << 10)) | ((b_nib & 8) << 12)
+        b_x = b_h.to(tl.uint16).to(tl.float16, bitcast=True)
         if DTYPE != tl.float16:  # noqa: SIM300
             b_x = b_x.to(DTYPE)
     return b_x
 
 
 @triton.jit
-def _e8m0_scale(b_words, G: tl.constexpr):
-    """fp32 ``2^(E − 127)`` of block ``G``'s exponent byte ``E`` of each int32 word (E = 255: NaN; E = 0: 2^-127)."""
-    b_e = (b_words >> (8 * G)) & 255
+def _e8m0_value(b_e):
+    """fp32 ``2^(E − 127)`` of exponent bytes ``E`` (E = 255: NaN; E = 0: 2^-127)."""
     b_s = (tl.maximum(b_e, 1) << 23).to(tl.float32, bitcast=True)
     b_s = tl.where(b_e == 0, b_s * 0.5, b_s)
     return tl.where(b_e == 255, float("nan"), b_s)
 
 
 @triton.jit
-def _fp4_block_logits(
-    p_k,
-    o_code,
-    m_n,
-    b_words,
-    b_qt,
-    G: tl.constexpr,
-    DTYPE: tl.constexpr,
-    E4M3_CVT: tl.constexpr,
-    PRECISION: tl.constexpr,
-    SCORE_SCALE: tl.constexpr,
-):
-    """Block ``G`` of MXFP4 rows against its 32 query values: ``[BLOCK_N, cols]`` fp32, its block scale applied.
+def _fp4_block_logits(b_k, b_qt, b_e, G: tl.constexpr, PRECISION: tl.constexpr, SCORE_SCALE: tl.constexpr):
+    """Block ``G`` of MXFP4 rows ``b_k [BLOCK_N, 128]`` (its values only) against the query tile: ``[BLOCK_N, cols]``
+    fp32, times the block's ``2^(E − 127)`` (``b_e``: the rows' exponent bytes of the block).
 
     ``SCORE_SCALE`` (the power of two bit-assembled FP8 queries are short of) is applied first, so that a product
     under fp32's normal range is rounded once."""
-    o_b = tl.arange(0, 16)
-    b_byte = tl.load(p_k + o_code[:, None] + (16 * G + o_b)[None, :], mask=m_n[:, None], other=0)
-    b_k = _e2m1_operand(b_byte, DTYPE, E4M3_CVT)
-    b_dot = tl.dot(b_k, b_qt, input_precision=PRECISION)
+    o_d = tl.arange(0, b_k.shape[1])
+    b_kg = tl.where((o_d // 32 == G)[None, :], b_k, tl.zeros_like(b_k))
+    b_dot = tl.dot(b_kg, b_qt, input_precision=PRECISION)
     if SCORE_SCALE != 1.0:
         b_dot = b_dot * SCORE_SCALE
-    return b_dot * _e8m0_scale(b_words, G)[:, None]
+    return b_dot * _e8m0_value(b_e)[:, None]
 
 
 @triton.jit
-def _q_block(p_qrow, m_m, G: tl.constexpr, Q_FP8: tl.constexpr, DTYPE: tl.constexpr, E4M3_CVT: tl.constexpr):
-    """Values ``[32G, 32G + 32)`` of the query rows ``p_qrow [cols, 1]`` as the transposed operand ``[32, cols]``."""
-    b_q = tl.load(p_qrow + 32 * G + tl.arange(0, 32)[None, :], mask=m_m[:, None], other=0)
-    if Q_FP8:  # noqa: SIM108 (a constexpr branch)
-        b_q = _e4m3_operand(b_q, DTYPE, E4M3_CVT)
+def _fp4_offsets(o_blk, o_row, o_nu, D: tl.constexpr, PAGE: tl.constexpr, KV_PAGED: tl.constexpr):
+    """MXFP4 rows: byte offset of each row's codes and word offset of its four exponent bytes."""
+    if KV_PAGED:  # a page's 64-byte code rows, then its exponent words
+        o_code = o_blk * 4 + ((o_nu % PAGE) * (D // 2)).to(tl.int64)
+        o_scale = o_blk + PAGE * (D // 8) + (o_nu % PAGE).to(tl.int64)
+    else:  # each row's 64 code bytes, then its exponent word (word D/8 of the row)
+        o_code = o_row * 4
+        o_scale = o_row + D // 8
+    return o_code, o_scale
+
+
+@triton.jit
+def _fp4_shifts(b_words, D: tl.constexpr):
+    """Per row (four exponent bytes a word): the shift ``Emax − E`` of each code byte's block (uint8 ``[N, D/2]``,
+    capped at FP4_FOLD_SPAN), ``Emax``, and the span ``Emax − Emin``."""
+    b_e0 = b_words & 255
+    b_e1 = (b_words >> 8) & 255
+    b_e2 = (b_words >> 16) & 255
+    b_e3 = (b_words >> 24) & 255
+    b_emax = tl.maximum(tl.maximum(b_e0, b_e1), tl.maximum(b_e2, b_e3))
+    b_span = b_emax - tl.minimum(tl.minimum(b_e0, b_e1), tl.minimum(b_e2, b_e3))
+    o_cg = (tl.arange(0, D // 2) // 16)[None, :]  # block of each code byte
+    b_eg = tl.where(o_cg == 0, b_e0[:, None], b_e1[:, None])
+    b_eg = tl.where(o_cg == 2, b_e2[:, None], b_eg)
+    b_eg = tl.where(o_cg == 3, b_e3[:, None], b_eg)
+    b_shift = tl.minimum(b_emax[:, None] - b_eg, FP4_FOLD_SPAN).to(tl.uint8)
+    return b_shift, b_emax, b_span
+
+
+@triton.jit
+def _store_keys(
+    b_logit,
+    b_w,
+    b_scale,
+    SCALED: tl.constexpr,
+    o_n,
+    m_active,
+    b_nvis,
+    p_keys,
+    o_tok,
+    stride_keys,
+    S_BLOCK: tl.constexpr,
+    H: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    """ReLU, the weighted head sum, the rows' positive scale (``SCALED``), the key; stored for the visible rows of
+    the active tokens."""
+    # ReLU that keeps NaN (a plain max returns 0 on GPUs): a NaN row scores NaN and so ranks as -inf
+    b_logit = tl.maximum(b_logit, 0.0, propagate_nan=tl.PropagateNan.ALL) * b_w[None, :]
+    if S_BLOCK == 1:
+        b_score = tl.sum(b_logit, axis=1)[:, None]  # [BLOCK_N, 1], no relayout
     else:
-        b_q = b_q.to(DTYPE)
-    return tl.trans(b_q)
+        b_score = tl.sum(tl.reshape(b_logit, [BLOCK_N, S_BLOCK, H]), axis=2)  # [BLOCK_N, S_BLOCK]
+    if SCALED:
+        b_score = b_score * b_scale[:, None]  # exact: the scales are powers of two
+    b_key = _score_key(b_score)
+    m_key = m_active[None, :] & (o_n[:, None] < b_nvis[None, :])
+    tl.store(p_keys + (o_tok * stride_keys)[None, :] + o_n[:, None], b_key, mask=m_key)
 
 
 @triton.jit
@@ -525,6 +608,7 @@ def _indexer_score_kernel(
     DOT_PRECISION: tl.constexpr,
     SCORE_SCALE: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    FP4_ASM: tl.constexpr = False,
 ):
     """Keys of rows [i_n·rows_per_program, +rows_per_program) of token group i_g of request i_b.
 
@@ -552,19 +636,13 @@ def _indexer_score_kernel(
         m_m = o_ms < S_Q
         o_d = tl.arange(0, D)
         p_qm = p_q + i_b * stride_qb + o_ms[:, None] * stride_qs + (o_m % H)[:, None] * stride_qh + o_d[None, :]
-        if KV_FP4:  # the q tile by blocks of 32 values, one dot each
-            p_qrow = p_q + i_b * stride_qb + o_ms[:, None] * stride_qs + (o_m % H)[:, None] * stride_qh
-            b_qt0 = _q_block(p_qrow, m_m, 0, Q_FP8, DOT_DTYPE, E4M3_CVT)
-            b_qt1 = _q_block(p_qrow, m_m, 1, Q_FP8, DOT_DTYPE, E4M3_CVT)
-            b_qt2 = _q_block(p_qrow, m_m, 2, Q_FP8, DOT_DTYPE, E4M3_CVT)
-            b_qt3 = _q_block(p_qrow, m_m, 3, Q_FP8, DOT_DTYPE, E4M3_CVT)
-        else:
-            b_q = tl.load(p_qm, mask=m_m[:, None], other=0)
-            if Q_FP8:
-                b_q = _e4m3_operand(b_q, DOT_DTYPE, E4M3_CVT)
-            b_qt = tl.trans(b_q)  # [D, S_BLOCK·H]
+        b_q = tl.load(p_qm, mask=m_m[:, None], other=0)
+        if Q_FP8:
+            b_q = _e4m3_operand(b_q, DOT_DTYPE, E4M3_CVT)
+        b_qt = tl.trans(b_q)  # [D, S_BLOCK·H]
         b_w = tl.load(p_w + i_b * stride_wb + o_ms * stride_ws + o_m % H, mask=m_m, other=0.0)
         o_tok = (i_b * S_Q + o_s).to(tl.int64)
+        n_wide = 0  # MXFP4: tiles left to the second pass
         for i_row in range(row_lo, row_hi, BLOCK_N):
             o_n = i_row + tl.arange(0, BLOCK_N)
             m_n = o_n < row_hi
@@ -572,26 +650,24 @@ def _indexer_score_kernel(
             b_blk = tl.load(p_bt + i_b * stride_btb + o_nu // PAGE, mask=m_n, other=0)
             o_blk = b_blk.to(tl.int64) * stride_kb
             o_row = o_blk + ((o_nu % PAGE) * stride_kp).to(tl.int64)
+            m_keep = m_active
             if KV_FP4:
-                if KV_PAGED:
-                    o_code = o_blk * 4 + ((o_nu % PAGE) * (D // 2)).to(tl.int64)  # byte offset of the row's codes
-                    o_scale = o_blk + PAGE * (D // 8) + (o_nu % PAGE).to(tl.int64)  # word of its block exponents
-                else:
-                    o_code = o_row * 4
-                    o_scale = o_row + D // 8  # the row's four exponent bytes are its word D/8
+                o_code, o_scale = _fp4_offsets(o_blk, o_row, o_nu, D, PAGE, KV_PAGED)
                 b_words = tl.load(p_kw + o_scale, mask=m_n, other=0)
-                b_logit = _fp4_block_logits(
-                    p_k, o_code, m_n, b_words, b_qt0, 0, DOT_DTYPE, E4M3_CVT, DOT_PRECISION, SCORE_SCALE
-                )
-                b_logit += _fp4_block_logits(
-                    p_k, o_code, m_n, b_words, b_qt1, 1, DOT_DTYPE, E4M3_CVT, DOT_PRECISION, SCORE_SCALE
-                )
-                b_logit += _fp4_block_logits(
-                    p_k, o_code, m_n, b_words, b_qt2, 2, DOT_DTYPE, E4M3_CVT, DOT_PRECISION, SCORE_SCALE
-                )
-                b_logit += _fp4_block_logits(
-                    p_k, o_code, m_n, b_words, b_qt3, 3, DOT_DTYPE, E4M3_CVT, DOT_PRECISION, SCORE_SCALE
-                )
+                b_byte = tl.load(p_k + o_code[:, None] + tl.arange(0, D // 2)[None, :], mask=m_n[:, None], other=0)
+                # every row's blocks within FP4_FOLD_SPAN octaves of its largest: each block's 2^(E - Emax) folded
+                # into its codes exactly, one dot, the row's 2^(Emax - 127) after the head sum (a positive factor,
+                # as FP8's). A tile with a row whose blocks lie further apart stores nothing here; the second pass
+                # below takes it.
+                b_shift, b_emax, b_span = _fp4_shifts(b_words, D)
+                n_span = tl.max(b_span, 0)
+                n_wide += (n_span > FP4_FOLD_SPAN).to(tl.int32)
+                m_keep = m_active & ((tl.zeros_like(b_nvis) + n_span) <= FP4_FOLD_SPAN)  # same shape: the interpreter
+                b_k = _e2m1_folded_operand(b_byte, b_shift, DOT_DTYPE, E4M3_CVT, FP4_ASM)
+                b_logit = tl.dot(b_k, b_qt, input_precision=DOT_PRECISION)
+                if SCORE_SCALE != 1.0:
+                    b_logit = b_logit * SCORE_SCALE
+                b_scale = _e8m0_value(b_emax)
             elif KV_FP8:
                 if KV_PAGED:
                     o_code = o_blk * 4 + ((o_nu % PAGE) * D).to(tl.int64)  # byte offset of the row's codes
@@ -602,22 +678,36 @@ def _indexer_score_kernel(
                 b_code = tl.load(p_k + o_code[:, None] + o_d[None, :], mask=m_n[:, None], other=0)
                 b_k = _e4m3_operand(b_code, DOT_DTYPE, E4M3_CVT)
                 # scale > 0 commutes with ReLU, so it multiplies the score after the head sum
-                b_scale = tl.load(p_kw + o_scale, mask=m_n, other=0).to(tl.float32, bitcast=True)
+                b_scale = tl.load(p_kw + o_scale, mask=m_n, other=0).to(tl.float32, bitcast=True) * SCORE_SCALE
+                b_logit = tl.dot(b_k, b_qt, input_precision=DOT_PRECISION)  # [BLOCK_N, S_BLOCK·H] fp32
             else:
                 b_k = tl.load(p_k + o_row[:, None] + o_d[None, :], mask=m_n[:, None], other=0.0)
-            if not KV_FP4:
                 b_logit = tl.dot(b_k, b_qt, input_precision=DOT_PRECISION)  # [BLOCK_N, S_BLOCK·H] fp32
-            # ReLU that keeps NaN (a plain max returns 0 on GPUs): a NaN row scores NaN and so ranks as -inf
-            b_logit = tl.maximum(b_logit, 0.0, propagate_nan=tl.PropagateNan.ALL) * b_w[None, :]
-            if S_BLOCK == 1:
-                b_score = tl.sum(b_logit, axis=1)[:, None]  # [BLOCK_N, 1], no relayout
-            else:
-                b_score = tl.sum(tl.reshape(b_logit, [BLOCK_N, S_BLOCK, H]), axis=2)  # [BLOCK_N, S_BLOCK]
-            if KV_FP8:
-                b_score = b_score * (b_scale * SCORE_SCALE)[:, None]  # exact: the scales are powers of two
-            b_key = _score_key(b_score)
-            m_key = m_active[None, :] & (o_n[:, None] < b_nvis[None, :])
-            tl.store(p_keys + (o_tok * stride_keys)[None, :] + o_n[:, None], b_key, mask=m_key)
+                b_scale = tl.full([BLOCK_N], 1.0, tl.float32)
+            _store_keys(b_logit, b_w, b_scale, KV_FP8 or KV_FP4, o_n, m_keep, b_nvis, p_keys, o_tok,
+                        stride_keys, S_BLOCK, H, BLOCK_N)  # fmt: skip
+        if KV_FP4:  # noqa: SIM102 (a constexpr branch around a runtime one)
+            if n_wide > 0:  # rare: four dots over each such tile, one block's values each, scaled before the ReLU
+                for i_row in range(row_lo, row_hi, BLOCK_N):
+                    o_n = i_row + tl.arange(0, BLOCK_N)
+                    m_n = o_n < row_hi
+                    o_nu = o_n.to(tl.uint32)
+                    b_blk = tl.load(p_bt + i_b * stride_btb + o_nu // PAGE, mask=m_n, other=0)
+                    o_blk = b_blk.to(tl.int64) * stride_kb
+                    o_row = o_blk + ((o_nu % PAGE) * stride_kp).to(tl.int64)
+                    o_code, o_scale = _fp4_offsets(o_blk, o_row, o_nu, D, PAGE, KV_PAGED)
+                    b_words = tl.load(p_kw + o_scale, mask=m_n, other=0)
+                    b_shift, b_emax, b_span = _fp4_shifts(b_words, D)
+                    if tl.max(b_span, 0) > FP4_FOLD_SPAN:
+                        o_c = tl.arange(0, D // 2)
+                        b_byte = tl.load(p_k + o_code[:, None] + o_c[None, :], mask=m_n[:, None], other=0)
+                        b_k = _e2m1_folded_operand(b_byte, tl.zeros_like(b_byte), DOT_DTYPE, E4M3_CVT, FP4_ASM)
+                        b_logit = _fp4_block_logits(b_k, b_qt, b_words & 255, 0, DOT_PRECISION, SCORE_SCALE)
+                        b_logit += _fp4_block_logits(b_k, b_qt, (b_words >> 8) & 255, 1, DOT_PRECISION, SCORE_SCALE)
+                        b_logit += _fp4_block_logits(b_k, b_qt, (b_words >> 16) & 255, 2, DOT_PRECISION, SCORE_SCALE)
+                        b_logit += _fp4_block_logits(b_k, b_qt, (b_words >> 24) & 255, 3, DOT_PRECISION, SCORE_SCALE)
+                        _store_keys(b_logit, b_w, tl.full([BLOCK_N], 1.0, tl.float32), False, o_n, m_active, b_nvis,
+                                    p_keys, o_tok, stride_keys, S_BLOCK, H, BLOCK_N)  # fmt: skip
 
 
 @triton.jit
@@ -1625,6 +1715,7 @@ def _launch_scores(
     k_words = index_k_cache.view(torch.int32) if call.fp8 else index_k_cache
     q_arg = q_idx.view(torch.uint8) if q_idx.dtype == torch.float8_e4m3fn else q_idx
     grid = (triton.cdiv(max(call.max_n, 1), cfg.rows_per_program), call.b, triton.cdiv(call.s_q, cfg.s_block))
+    dot = _dot_setup(q_idx, call.fp8, call.fp4)
     launch.run(
         _indexer_score_kernel,
         grid,
@@ -1661,7 +1752,8 @@ def _launch_scores(
         BLOCK_N=cfg.block_n,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
-        **_dot_setup(q_idx, call.fp8, call.fp4),
+        **dot,
+        FP4_ASM=call.fp4 and FP4_PERMUTE_DECODE and bool(dot["E4M3_CVT"]) and q_idx.device.type == "cuda",
     )
 
 

@@ -126,13 +126,14 @@ def _quantize_mxfp4(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     scale = _pow2_scale(blocks, E2M1_MAX)  # [..., 4, 1]; 1e-4 / 6 keeps the exponent well inside e8m0
     exps = (torch.frexp(scale)[1] - 1 + 127).to(torch.uint8)[..., 0]  # scale = 2^(E - 127)
     a = (blocks / scale).clamp(-E2M1_MAX, E2M1_MAX)
-    grid = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=x.device)
-    dist = (a.abs()[..., None] - grid).abs()  # [..., 4, 32, 8]
-    near = dist == dist.amin(dim=-1, keepdim=True)
-    even = torch.arange(8, device=x.device) % 2 == 0  # codes whose mantissa bit is 0: the even ones of a tie
-    pick = torch.where(near & even, 2, near.to(torch.int64))  # an even nearest code first, else the nearest
-    mag = pick.argmax(dim=-1)
-    codes = (mag | ((a < 0) & (mag != 0)).to(torch.int64) << 3).to(torch.uint8)
+    mag_a = a.abs()
+    mag = torch.zeros(a.shape, dtype=torch.uint8, device=x.device)
+    for i in range(len(E2M1_VALUES) - 1):  # midpoint i lies between codes i and i + 1
+        mid = (E2M1_VALUES[i] + E2M1_VALUES[i + 1]) / 2
+        mag += mag_a > mid
+        if i % 2:  # a value on the midpoint goes to the even code of the two, here the upper one
+            mag += mag_a == mid
+    codes = mag | ((a < 0) & (mag != 0)).to(torch.uint8) << 3
     codes = codes.reshape(*x.shape[:-1], INDEX_DIM)
     packed = codes[..., 0::2] | (codes[..., 1::2] << 4)
     return packed, exps
