@@ -4,9 +4,9 @@
 
 ``run_indexer_bench`` (CUDA-graph replay, L2 flushed, the copy ceiling measured first) over b 32 / 64 / 128 at 32K
 rows, for ``fp8-paged`` rows with FP8 queries and for ``mxfp4-paged`` rows with FP8 and bf16 queries, with the planned
-score tiles (64 rows, four stages) and with FP8's (128 rows, five stages). Prints the median µs, the GB/s of index-K
-read, and the torch baseline's time over the Triton call's. Launch replays are off (``WAVEMLA_LAUNCH=triton``) so
-that each setting compiles its own kernel.
+score tiles (64 rows, four stages) and, with ``--tiles``, with FP8's (128 rows, five stages). Prints the median µs,
+the GB/s of index-K read, and the torch baseline's time over the Triton call's. Launch replays are off
+(``WAVEMLA_LAUNCH=triton``) so that each setting compiles its own kernel.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--tiles", action="store_true", help="also MXFP4 rows with FP8's 128-row score tiles")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("idx_mxfp4.py: needs a CUDA device", file=sys.stderr)
@@ -49,8 +50,10 @@ def main(argv: list[str] | None = None) -> int:
         cfg = planned(*args, **kwargs)
         return dataclasses.replace(cfg, block_n=128, num_stages=5) if kwargs.get("kv_fp4") else cfg
 
-    for label, kv, choose in (("fp8", "fp8-paged", planned), ("mxfp4 64-row tiles", "mxfp4-paged", planned),
-                              ("mxfp4 128-row tiles", "mxfp4-paged", fp8_tiles)):  # fmt: skip
+    variants = [("fp8", "fp8-paged", planned), ("mxfp4 64-row tiles", "mxfp4-paged", planned)]
+    if args.tiles:
+        variants.append(("mxfp4 128-row tiles", "mxfp4-paged", fp8_tiles))
+    for label, kv, choose in variants:
         ix.choose_config = choose
         part = args.out.with_suffix(f".{len(records)}.json")
         rows = run_indexer_bench(part, cases=_cases(kv), reps=args.reps)
