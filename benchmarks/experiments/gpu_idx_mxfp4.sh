@@ -3,13 +3,13 @@
 # Output under $OUT: idx_mxfp4.log, idx_mxfp4.json.
 #   OUT=/some/dir bash benchmarks/experiments/gpu_idx_mxfp4.sh <git-sha>
 set -uo pipefail
-BUDGET=${BUDGET:-270}
+BUDGET=${BUDGET:-210}
 source benchmarks/budget.sh
 export PYTHONPATH=$PYTHONPATH:$PWD/benchmarks/experiments
 {
   machine "$1"
-  step 140 python3 -m pytest tests/kernels/test_indexer.py -q -p no:cacheprovider $X -k "fp4 or mxfp4"
-  step 125 python3 benchmarks/experiments/idx_mxfp4.py "$OUT/idx_mxfp4.json" --reps 20
+  step 110 python3 -m pytest tests/kernels/test_indexer.py -q -p no:cacheprovider $X -k "fp4 or mxfp4"
+  step 95 python3 benchmarks/experiments/idx_mxfp4.py "$OUT/idx_mxfp4.json" --reps 20
 } 2>&1 | tee "$OUT/idx_mxfp4.log"
 echo "== table"
 grep -E "^copy|^b=|passed|failed" "$OUT/idx_mxfp4.log" | tail -40
