@@ -1045,3 +1045,69 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ------------------------------------------------------------------------------------- MXFP4 decode: the PTX itself
+def _run_ptx(text: str, regs: dict[str, int]) -> dict[str, int]:
+    """Emulate the straight-line b32/u32 PTX of the MXFP4 decode (mov, and, or, shl, shr, sub, prmt), by the PTX ISA."""
+    mask = 0xFFFFFFFF
+
+    def val(x: str) -> int:
+        x = x.strip()
+        return int(x, 16) if x.startswith("0x") else (int(x) if x.isdigit() else regs[x])
+
+    for line in text.splitlines():
+        line = line.strip().rstrip(";")
+        if not line or line in "{}" or line.startswith(".reg"):
+            continue
+        op, rest = line.split(None, 1)
+        dst, *src = [a.strip() for a in rest.split(",")]
+        a = [val(x) for x in src]
+        kind = op.split(".")[0]
+        if kind == "mov":
+            out = a[0]
+        elif kind == "and":
+            out = a[0] & a[1]
+        elif kind == "or":
+            out = a[0] | a[1]
+        elif kind == "shl":
+            out = a[0] << a[1]
+        elif kind == "shr":
+            out = a[0] >> a[1]
+        elif kind == "sub":
+            out = a[0] - a[1]
+        elif kind == "prmt":  # default mode: selector nibble k picks byte (sel & 7) of {b, a}; bit 3: its sign
+            pool = (a[1] << 32) | a[0]
+            out = 0
+            for k in range(4):
+                sel = (a[2] >> (4 * k)) & 15
+                byte = (pool >> (8 * (sel & 7))) & 255
+                if sel & 8:
+                    byte = 255 if byte & 128 else 0
+                out |= byte << (8 * k)
+        else:
+            raise AssertionError(f"unexpected PTX op {op}")
+        regs[dst] = out & mask
+    return regs
+
+
+def test_mxfp4_permute_decode_ptx_gives_the_shifted_e4m3_bytes():
+    """The inline PTX of the GPU decode (byte permutes), emulated instruction by instruction: every byte of code pairs
+    under every shift 0 … FP4_FOLD_SPAN gives the e4m3 bytes of value · 2^-shift (low code, high code)."""
+    ptx = indexer_kernels._E2M1_TO_E4M3_SHIFTED_PTX.value
+    e2m1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+    span = int(indexer_kernels.FP4_FOLD_SPAN)
+    for d in range(span + 1):
+        for start in range(0, 256, 4):
+            packed = [start + i for i in range(4)]
+            x = sum(b << (8 * i) for i, b in enumerate(packed))
+            regs = _run_ptx(ptx.replace("$0", "out0").replace("$1", "out1").replace("$2", "x").replace("$3", "d"),
+                            {"x": x, "d": d * 0x01010101})  # fmt: skip
+            for i, byte in enumerate(packed):
+                for reg, code in (("out0", byte & 15), ("out1", byte >> 4)):
+                    value = (-1 if code & 8 else 1) * e2m1[code & 7] * 2.0**-d
+                    want = torch.tensor([value]).to(torch.float8_e4m3fn).view(torch.uint8).item()
+                    if value == 0 and code & 8:
+                        want = 0x80  # -0: the sign bit is kept
+                    got = (regs[reg] >> (8 * i)) & 255
+                    assert got == want, (d, byte, reg, hex(got), hex(want))
