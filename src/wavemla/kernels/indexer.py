@@ -381,21 +381,15 @@ def _e4m3_operand(b_code, DTYPE: tl.constexpr, E4M3_CVT: tl.constexpr):
     return b_x
 
 
-# One packed register of four e2m1 code pairs ($2) and four shifts d ≤ FP4_FOLD_SPAN ($3, byte i the shift of byte
-# i) -> the e4m3 bytes of value · 2^-d of its four low codes ($0) and four high codes ($1): each byte's code
-# magnitudes compressed into prmt selector nibbles, looked up in two registers of e4m3 magnitudes (0, 0.5, 1, 1.5 |
-# 2, 3, 4, 6) whose nonzero entries each have d · 8 taken off (the exponent lowered by d, exactly: 0.5 · 2^-5 is
-# still normal), and the sign bits (bit 3 of a code) moved to bit 7. Byte i of either output depends on byte i of
-# the inputs only, so the result does not depend on how the elements were packed.
-_E2M1_TO_E4M3_SHIFTED_PTX = tl.constexpr("""
+# One packed register of four e2m1 code pairs -> the e4m3 bytes of its four low codes ($0) and four high codes ($1):
+# each byte's code magnitudes compressed into prmt selector nibbles, looked up in two registers of e4m3 magnitudes
+# (0, 0.5, 1, 1.5 | 2, 3, 4, 6), and the sign bits (bit 3 of a code) moved to bit 7 of the byte. Byte i of either
+# output depends on byte i of the input only, so the result does not depend on how the elements were packed.
+_E2M1_TO_E4M3_PTX = tl.constexpr("""
 {
-.reg .b32 lut0, lut1, m, c, s, dd;
-shl.b32 dd, $3, 3;
-mov.b32 lut1, 0x4C484440;
-sub.u32 lut1, lut1, dd;
-and.b32 dd, dd, 0xFFFFFF00;
+.reg .b32 lut0, lut1, m, c, s;
 mov.b32 lut0, 0x3C383000;
-sub.u32 lut0, lut0, dd;
+mov.b32 lut1, 0x4C484440;
 and.b32 m, $2, 0x07070707;
 shr.b32 c, m, 4;
 or.b32 c, c, m;
@@ -414,33 +408,35 @@ and.b32 s, $2, 0x80808080;
 or.b32 $1, $1, s;
 }
 """)
-FP4_FOLD_SPAN = tl.constexpr(5)  # block exponents within this many octaves of the row's largest: one dot a row
 
 
 @triton.jit
-def _e2m1_folded_operand(b_byte, b_shift, DTYPE: tl.constexpr, E4M3_CVT: tl.constexpr, ASM: tl.constexpr):
-    """uint8 ``[N, 64]`` of a row's e2m1 pairs -> dot operand ``[N, 128]`` of ``value · 2^-d``, exact, ``d`` the uint8
-    ``[N, 64]`` shift of each byte's block (0 … FP4_FOLD_SPAN)."""
+def _e2m1_operand(b_byte, DTYPE: tl.constexpr, E4M3_CVT: tl.constexpr, ASM: tl.constexpr):
+    """uint8 ``[N, 16]`` of packed e2m1 pairs (value 2j low nibble, 2j + 1 high) -> dot operand ``[N, 32]``, exact.
+
+    ``ASM`` (a GPU with the e4m3 conversion): four codes at a time by byte permutes (``_E2M1_TO_E4M3_PTX``; the
+    interpreter runs no PTX). Otherwise one code at a time: magnitude codes 2..7 are ``2^(m // 2 − 1) · (1 + (m % 2)
+    / 2)``, the code's three bits shifted into an e4m3 or fp16 word's exponent and top mantissa bit plus the exponent
+    of 0.5; codes 0 and 1 (0 and 0.5) are special. e4m3 bytes are converted by the hardware where it has the
+    conversion, fp16 words everywhere else.
+    """
     if ASM:
         b_lo, b_hi = tl.inline_asm_elementwise(
-            _E2M1_TO_E4M3_SHIFTED_PTX, "=r,=r,r,r", [b_byte, b_shift], dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4
+            _E2M1_TO_E4M3_PTX, "=r,=r,r", [b_byte], dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4
         )
         b_x = tl.interleave(b_lo, b_hi).to(tl.float8e4nv, bitcast=True)
         if DTYPE != tl.float8e4nv:  # noqa: SIM300 (DTYPE is the constexpr argument)
             b_x = b_x.to(DTYPE)
         return b_x
     b_nib = tl.interleave(b_byte & 15, b_byte >> 4).to(tl.int32)
-    b_d = tl.interleave(b_shift, b_shift).to(tl.int32)
     b_mag = b_nib & 7
     if E4M3_CVT:
-        b_bits = tl.where(b_mag < 2, b_mag * 0x30, (b_mag << 2) + 0x30)
-        b_bits = tl.where(b_mag == 0, 0, b_bits - (b_d << 3)) | ((b_nib & 8) << 4)
+        b_bits = tl.where(b_mag < 2, b_mag * 0x30, (b_mag << 2) + 0x30) | ((b_nib & 8) << 4)
         b_x = b_bits.to(tl.uint8).to(tl.float8e4nv, bitcast=True)
         if DTYPE != tl.float8e4nv:  # noqa: SIM300
             b_x = b_x.to(DTYPE)
     else:
-        b_h = tl.where(b_mag < 2, b_mag * 0x3800, (b_mag << 9) + 0x3800)
-        b_h = tl.where(b_mag == 0, 0, b_h - (b_d << 10)) | ((b_nib & 8) << 12)
+        b_h = tl.where(b_mag < 2, b_mag * 0x3800, (b_mag << 9) + 0x3800) | ((b_nib & 8) << 12)
         b_x = b_h.to(tl.uint16).to(tl.float16, bitcast=True)
         if DTYPE != tl.float16:  # noqa: SIM300
             b_x = b_x.to(DTYPE)
@@ -448,26 +444,50 @@ def _e2m1_folded_operand(b_byte, b_shift, DTYPE: tl.constexpr, E4M3_CVT: tl.cons
 
 
 @triton.jit
-def _e8m0_value(b_e):
-    """fp32 ``2^(E − 127)`` of exponent bytes ``E`` (E = 255: NaN; E = 0: 2^-127)."""
+def _e8m0_scale(b_words, G: tl.constexpr):
+    """fp32 ``2^(E − 127)`` of block ``G``'s exponent byte ``E`` of each int32 word (E = 255: NaN; E = 0: 2^-127)."""
+    b_e = (b_words >> (8 * G)) & 255
     b_s = (tl.maximum(b_e, 1) << 23).to(tl.float32, bitcast=True)
     b_s = tl.where(b_e == 0, b_s * 0.5, b_s)
     return tl.where(b_e == 255, float("nan"), b_s)
 
 
 @triton.jit
-def _fp4_block_logits(b_k, b_qt, b_e, G: tl.constexpr, PRECISION: tl.constexpr, SCORE_SCALE: tl.constexpr):
-    """Block ``G`` of MXFP4 rows ``b_k [BLOCK_N, 128]`` (its values only) against the query tile: ``[BLOCK_N, cols]``
-    fp32, times the block's ``2^(E − 127)`` (``b_e``: the rows' exponent bytes of the block).
+def _fp4_block_logits(
+    p_k,
+    o_code,
+    m_n,
+    b_words,
+    b_qt,
+    G: tl.constexpr,
+    DTYPE: tl.constexpr,
+    E4M3_CVT: tl.constexpr,
+    PRECISION: tl.constexpr,
+    SCORE_SCALE: tl.constexpr,
+    ASM: tl.constexpr,
+):
+    """Block ``G`` of MXFP4 rows against its 32 query values: ``[BLOCK_N, cols]`` fp32, its block scale applied.
 
     ``SCORE_SCALE`` (the power of two bit-assembled FP8 queries are short of) is applied first, so that a product
     under fp32's normal range is rounded once."""
-    o_d = tl.arange(0, b_k.shape[1])
-    b_kg = tl.where((o_d // 32 == G)[None, :], b_k, tl.zeros_like(b_k))
-    b_dot = tl.dot(b_kg, b_qt, input_precision=PRECISION)
+    o_b = tl.arange(0, 16)
+    b_byte = tl.load(p_k + o_code[:, None] + (16 * G + o_b)[None, :], mask=m_n[:, None], other=0)
+    b_k = _e2m1_operand(b_byte, DTYPE, E4M3_CVT, ASM)
+    b_dot = tl.dot(b_k, b_qt, input_precision=PRECISION)
     if SCORE_SCALE != 1.0:
         b_dot = b_dot * SCORE_SCALE
-    return b_dot * _e8m0_value(b_e)[:, None]
+    return b_dot * _e8m0_scale(b_words, G)[:, None]
+
+
+@triton.jit
+def _q_block(p_qrow, m_m, G: tl.constexpr, Q_FP8: tl.constexpr, DTYPE: tl.constexpr, E4M3_CVT: tl.constexpr):
+    """Values ``[32G, 32G + 32)`` of the query rows ``p_qrow [cols, 1]`` as the transposed operand ``[32, cols]``."""
+    b_q = tl.load(p_qrow + 32 * G + tl.arange(0, 32)[None, :], mask=m_m[:, None], other=0)
+    if Q_FP8:  # noqa: SIM108 (a constexpr branch)
+        b_q = _e4m3_operand(b_q, DTYPE, E4M3_CVT)
+    else:
+        b_q = b_q.to(DTYPE)
+    return tl.trans(b_q)
 
 
 @triton.jit
@@ -480,24 +500,6 @@ def _fp4_offsets(o_blk, o_row, o_nu, D: tl.constexpr, PAGE: tl.constexpr, KV_PAG
         o_code = o_row * 4
         o_scale = o_row + D // 8
     return o_code, o_scale
-
-
-@triton.jit
-def _fp4_shifts(b_words, D: tl.constexpr):
-    """Per row (four exponent bytes a word): the shift ``Emax − E`` of each code byte's block (uint8 ``[N, D/2]``,
-    capped at FP4_FOLD_SPAN), ``Emax``, and the span ``Emax − Emin``."""
-    b_e0 = b_words & 255
-    b_e1 = (b_words >> 8) & 255
-    b_e2 = (b_words >> 16) & 255
-    b_e3 = (b_words >> 24) & 255
-    b_emax = tl.maximum(tl.maximum(b_e0, b_e1), tl.maximum(b_e2, b_e3))
-    b_span = b_emax - tl.minimum(tl.minimum(b_e0, b_e1), tl.minimum(b_e2, b_e3))
-    o_cg = (tl.arange(0, D // 2) // 16)[None, :]  # block of each code byte
-    b_eg = tl.where(o_cg == 0, b_e0[:, None], b_e1[:, None])
-    b_eg = tl.where(o_cg == 2, b_e2[:, None], b_eg)
-    b_eg = tl.where(o_cg == 3, b_e3[:, None], b_eg)
-    b_shift = tl.minimum(b_emax[:, None] - b_eg, FP4_FOLD_SPAN).to(tl.uint8)
-    return b_shift, b_emax, b_span
 
 
 @triton.jit
@@ -636,13 +638,19 @@ def _indexer_score_kernel(
         m_m = o_ms < S_Q
         o_d = tl.arange(0, D)
         p_qm = p_q + i_b * stride_qb + o_ms[:, None] * stride_qs + (o_m % H)[:, None] * stride_qh + o_d[None, :]
-        b_q = tl.load(p_qm, mask=m_m[:, None], other=0)
-        if Q_FP8:
-            b_q = _e4m3_operand(b_q, DOT_DTYPE, E4M3_CVT)
-        b_qt = tl.trans(b_q)  # [D, S_BLOCK·H]
+        if KV_FP4:  # the q tile by blocks of 32 values, one dot each
+            p_qrow = p_q + i_b * stride_qb + o_ms[:, None] * stride_qs + (o_m % H)[:, None] * stride_qh
+            b_qt0 = _q_block(p_qrow, m_m, 0, Q_FP8, DOT_DTYPE, E4M3_CVT)
+            b_qt1 = _q_block(p_qrow, m_m, 1, Q_FP8, DOT_DTYPE, E4M3_CVT)
+            b_qt2 = _q_block(p_qrow, m_m, 2, Q_FP8, DOT_DTYPE, E4M3_CVT)
+            b_qt3 = _q_block(p_qrow, m_m, 3, Q_FP8, DOT_DTYPE, E4M3_CVT)
+        else:
+            b_q = tl.load(p_qm, mask=m_m[:, None], other=0)
+            if Q_FP8:
+                b_q = _e4m3_operand(b_q, DOT_DTYPE, E4M3_CVT)
+            b_qt = tl.trans(b_q)  # [D, S_BLOCK·H]
         b_w = tl.load(p_w + i_b * stride_wb + o_ms * stride_ws + o_m % H, mask=m_m, other=0.0)
         o_tok = (i_b * S_Q + o_s).to(tl.int64)
-        n_wide = 0  # MXFP4: tiles left to the second pass
         for i_row in range(row_lo, row_hi, BLOCK_N):
             o_n = i_row + tl.arange(0, BLOCK_N)
             m_n = o_n < row_hi
@@ -650,24 +658,22 @@ def _indexer_score_kernel(
             b_blk = tl.load(p_bt + i_b * stride_btb + o_nu // PAGE, mask=m_n, other=0)
             o_blk = b_blk.to(tl.int64) * stride_kb
             o_row = o_blk + ((o_nu % PAGE) * stride_kp).to(tl.int64)
-            m_keep = m_active
             if KV_FP4:
                 o_code, o_scale = _fp4_offsets(o_blk, o_row, o_nu, D, PAGE, KV_PAGED)
                 b_words = tl.load(p_kw + o_scale, mask=m_n, other=0)
-                b_byte = tl.load(p_k + o_code[:, None] + tl.arange(0, D // 2)[None, :], mask=m_n[:, None], other=0)
-                # every row's blocks within FP4_FOLD_SPAN octaves of its largest: each block's 2^(E - Emax) folded
-                # into its codes exactly, one dot, the row's 2^(Emax - 127) after the head sum (a positive factor,
-                # as FP8's). A tile with a row whose blocks lie further apart stores nothing here; the second pass
-                # below takes it.
-                b_shift, b_emax, b_span = _fp4_shifts(b_words, D)
-                n_span = tl.max(b_span, 0)
-                n_wide += (n_span > FP4_FOLD_SPAN).to(tl.int32)
-                m_keep = m_active & ((tl.zeros_like(b_nvis) + n_span) <= FP4_FOLD_SPAN)  # same shape: the interpreter
-                b_k = _e2m1_folded_operand(b_byte, b_shift, DOT_DTYPE, E4M3_CVT, FP4_ASM)
-                b_logit = tl.dot(b_k, b_qt, input_precision=DOT_PRECISION)
-                if SCORE_SCALE != 1.0:
-                    b_logit = b_logit * SCORE_SCALE
-                b_scale = _e8m0_value(b_emax)
+                b_logit = _fp4_block_logits(
+                    p_k, o_code, m_n, b_words, b_qt0, 0, DOT_DTYPE, E4M3_CVT, DOT_PRECISION, SCORE_SCALE, FP4_ASM
+                )
+                b_logit += _fp4_block_logits(
+                    p_k, o_code, m_n, b_words, b_qt1, 1, DOT_DTYPE, E4M3_CVT, DOT_PRECISION, SCORE_SCALE, FP4_ASM
+                )
+                b_logit += _fp4_block_logits(
+                    p_k, o_code, m_n, b_words, b_qt2, 2, DOT_DTYPE, E4M3_CVT, DOT_PRECISION, SCORE_SCALE, FP4_ASM
+                )
+                b_logit += _fp4_block_logits(
+                    p_k, o_code, m_n, b_words, b_qt3, 3, DOT_DTYPE, E4M3_CVT, DOT_PRECISION, SCORE_SCALE, FP4_ASM
+                )
+                b_scale = tl.full([BLOCK_N], 1.0, tl.float32)  # applied to each block above
             elif KV_FP8:
                 if KV_PAGED:
                     o_code = o_blk * 4 + ((o_nu % PAGE) * D).to(tl.int64)  # byte offset of the row's codes
@@ -684,30 +690,8 @@ def _indexer_score_kernel(
                 b_k = tl.load(p_k + o_row[:, None] + o_d[None, :], mask=m_n[:, None], other=0.0)
                 b_logit = tl.dot(b_k, b_qt, input_precision=DOT_PRECISION)  # [BLOCK_N, S_BLOCK·H] fp32
                 b_scale = tl.full([BLOCK_N], 1.0, tl.float32)
-            _store_keys(b_logit, b_w, b_scale, KV_FP8 or KV_FP4, o_n, m_keep, b_nvis, p_keys, o_tok,
-                        stride_keys, S_BLOCK, H, BLOCK_N)  # fmt: skip
-        if KV_FP4:  # noqa: SIM102 (a constexpr branch around a runtime one)
-            if n_wide > 0:  # rare: four dots over each such tile, one block's values each, scaled before the ReLU
-                for i_row in range(row_lo, row_hi, BLOCK_N):
-                    o_n = i_row + tl.arange(0, BLOCK_N)
-                    m_n = o_n < row_hi
-                    o_nu = o_n.to(tl.uint32)
-                    b_blk = tl.load(p_bt + i_b * stride_btb + o_nu // PAGE, mask=m_n, other=0)
-                    o_blk = b_blk.to(tl.int64) * stride_kb
-                    o_row = o_blk + ((o_nu % PAGE) * stride_kp).to(tl.int64)
-                    o_code, o_scale = _fp4_offsets(o_blk, o_row, o_nu, D, PAGE, KV_PAGED)
-                    b_words = tl.load(p_kw + o_scale, mask=m_n, other=0)
-                    b_shift, b_emax, b_span = _fp4_shifts(b_words, D)
-                    if tl.max(b_span, 0) > FP4_FOLD_SPAN:
-                        o_c = tl.arange(0, D // 2)
-                        b_byte = tl.load(p_k + o_code[:, None] + o_c[None, :], mask=m_n[:, None], other=0)
-                        b_k = _e2m1_folded_operand(b_byte, tl.zeros_like(b_byte), DOT_DTYPE, E4M3_CVT, FP4_ASM)
-                        b_logit = _fp4_block_logits(b_k, b_qt, b_words & 255, 0, DOT_PRECISION, SCORE_SCALE)
-                        b_logit += _fp4_block_logits(b_k, b_qt, (b_words >> 8) & 255, 1, DOT_PRECISION, SCORE_SCALE)
-                        b_logit += _fp4_block_logits(b_k, b_qt, (b_words >> 16) & 255, 2, DOT_PRECISION, SCORE_SCALE)
-                        b_logit += _fp4_block_logits(b_k, b_qt, (b_words >> 24) & 255, 3, DOT_PRECISION, SCORE_SCALE)
-                        _store_keys(b_logit, b_w, tl.full([BLOCK_N], 1.0, tl.float32), False, o_n, m_active, b_nvis,
-                                    p_keys, o_tok, stride_keys, S_BLOCK, H, BLOCK_N)  # fmt: skip
+            _store_keys(b_logit, b_w, b_scale, KV_FP8, o_n, m_active, b_nvis, p_keys, o_tok, stride_keys, S_BLOCK,
+                        H, BLOCK_N)  # fmt: skip
 
 
 @triton.jit
