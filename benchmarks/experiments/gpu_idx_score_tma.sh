@@ -11,7 +11,7 @@ export PYTHONPATH=$PYTHONPATH:$PWD/benchmarks/experiments
   machine "$1"
   step 170 python3 benchmarks/experiments/idx_score_tma.py "$OUT/idx_score_tma.json" --reps 15
   step 130 python3 -m pytest tests/kernels/test_indexer.py -k "fp4 or mxfp4" -q -p no:cacheprovider $X
-  step 250 python3 benchmarks/experiments/idx_mxfp4.py "$OUT/idx_mxfp4.json" --reps 20
+  step 250 python3 benchmarks/experiments/idx_mxfp4.py "$OUT/idx_mxfp4.json" --reps 20 --one-code --long
 } 2>&1 | tee "$OUT/idx_score_tma.log"
 echo "== table"
 grep -E "^copy|^b=|passed|failed" "$OUT/idx_score_tma.log" | tail -50
