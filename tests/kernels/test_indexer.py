@@ -691,6 +691,68 @@ def test_spread_select_matches_reference(
         assert (walks["n"] > 0) == (branch == "walked" or tied)
 
 
+# ------------------------------------------------------------------------------------- MXFP4 decode: the PTX itself
+def _run_ptx(text: str, regs: dict[str, int]) -> dict[str, int]:
+    """Emulate the straight-line b32 PTX of the MXFP4 decode (mov, and, or, shl, shr, prmt), by the PTX ISA."""
+    mask = 0xFFFFFFFF
+
+    def val(x: str) -> int:
+        x = x.strip()
+        return int(x, 16) if x.startswith("0x") else (int(x) if x.isdigit() else regs[x])
+
+    for line in text.splitlines():
+        line = line.strip().rstrip(";")
+        if not line or line in "{}" or line.startswith(".reg"):
+            continue
+        op, rest = line.split(None, 1)
+        dst, *src = [a.strip() for a in rest.split(",")]
+        a = [val(x) for x in src]
+        kind = op.split(".")[0]
+        if kind == "mov":
+            out = a[0]
+        elif kind == "and":
+            out = a[0] & a[1]
+        elif kind == "or":
+            out = a[0] | a[1]
+        elif kind == "shl":
+            out = a[0] << a[1]
+        elif kind == "shr":
+            out = a[0] >> a[1]
+        elif kind == "prmt":  # default mode: selector nibble k picks byte (sel & 7) of {b, a}; bit 3: its sign
+            pool = (a[1] << 32) | a[0]
+            out = 0
+            for k in range(4):
+                sel = (a[2] >> (4 * k)) & 15
+                byte = (pool >> (8 * (sel & 7))) & 255
+                if sel & 8:
+                    byte = 255 if byte & 128 else 0
+                out |= byte << (8 * k)
+        else:
+            raise AssertionError(f"unexpected PTX op {op}")
+        regs[dst] = out & mask
+    return regs
+
+
+def test_mxfp4_permute_decode_ptx_gives_the_e4m3_bytes():
+    """The inline PTX of the GPU decode (byte permutes), emulated instruction by instruction: every byte of code pairs,
+    in every position of the packed register, gives the e4m3 bytes of its low and high code."""
+    ptx = indexer_kernels._E2M1_TO_E4M3_PTX.value
+    e2m1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+    for shift in range(4):
+        for start in range(0, 256, 4):
+            packed = [(start + i + shift * 67) % 256 for i in range(4)]
+            x = sum(b << (8 * i) for i, b in enumerate(packed))
+            regs = _run_ptx(ptx.replace("$0", "out0").replace("$1", "out1").replace("$2", "x"), {"x": x})
+            for i, byte in enumerate(packed):
+                for reg, code in (("out0", byte & 15), ("out1", byte >> 4)):
+                    value = (-1 if code & 8 else 1) * e2m1[code & 7]
+                    want = torch.tensor([value]).to(torch.float8_e4m3fn).view(torch.uint8).item()
+                    if value == 0 and code & 8:
+                        want = 0x80  # -0: the sign bit is kept
+                    got = (regs[reg] >> (8 * i)) & 255
+                    assert got == want, (byte, i, reg, hex(got), hex(want))
+
+
 # ----------------------------------------------------------------------------------------------- validation
 def _args(device):
     p = make_problem(2, 2, 64, [10, 20], device=device, seed=1)
@@ -986,13 +1048,14 @@ def hostile_problems(draw: st.DrawFn, select: str | None = None) -> tuple[Proble
     s_q = draw(st.integers(1, 4))
     page = draw(st.sampled_from([1, 3, 16, 61, 64]))
     fp8 = draw(st.booleans())
+    fmt = draw(st.sampled_from(["fp8", "mxfp4"])) if fp8 else "fp8"
     layout = draw(st.sampled_from(["rows", "paged"])) if fp8 and page > 1 else "rows"
     per_token = draw(st.booleans())
     rows = [draw(st.integers(0, 300)) for _ in range(b * (s_q if per_token else 1))]
     n_comp = [rows[i * s_q : (i + 1) * s_q] for i in range(b)] if per_token else rows
     seed = draw(st.integers(0, 2**16))
     p = make_problem(b, s_q, page, n_comp, device=DEVICE, dtype=draw(st.sampled_from(LANE_DTYPES)), fp8=fp8,
-                     heads=draw(st.sampled_from([16, 64])), seed=seed, layout=layout)  # fmt: skip
+                     heads=draw(st.sampled_from([16, 64])), seed=seed, layout=layout, fmt=fmt)  # fmt: skip
     capacity = p.table.shape[1] * page
     if draw(st.booleans()):
         specials = [INT32_MIN, -1, 0, 1, capacity, capacity + 1, INT32_MAX]
@@ -1042,67 +1105,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-# ------------------------------------------------------------------------------------- MXFP4 decode: the PTX itself
-def _run_ptx(text: str, regs: dict[str, int]) -> dict[str, int]:
-    """Emulate the straight-line b32/u32 PTX of the MXFP4 decode (mov, and, or, shl, shr, sub, prmt), by the PTX ISA."""
-    mask = 0xFFFFFFFF
-
-    def val(x: str) -> int:
-        x = x.strip()
-        return int(x, 16) if x.startswith("0x") else (int(x) if x.isdigit() else regs[x])
-
-    for line in text.splitlines():
-        line = line.strip().rstrip(";")
-        if not line or line in "{}" or line.startswith(".reg"):
-            continue
-        op, rest = line.split(None, 1)
-        dst, *src = [a.strip() for a in rest.split(",")]
-        a = [val(x) for x in src]
-        kind = op.split(".")[0]
-        if kind == "mov":
-            out = a[0]
-        elif kind == "and":
-            out = a[0] & a[1]
-        elif kind == "or":
-            out = a[0] | a[1]
-        elif kind == "shl":
-            out = a[0] << a[1]
-        elif kind == "shr":
-            out = a[0] >> a[1]
-        elif kind == "sub":
-            out = a[0] - a[1]
-        elif kind == "prmt":  # default mode: selector nibble k picks byte (sel & 7) of {b, a}; bit 3: its sign
-            pool = (a[1] << 32) | a[0]
-            out = 0
-            for k in range(4):
-                sel = (a[2] >> (4 * k)) & 15
-                byte = (pool >> (8 * (sel & 7))) & 255
-                if sel & 8:
-                    byte = 255 if byte & 128 else 0
-                out |= byte << (8 * k)
-        else:
-            raise AssertionError(f"unexpected PTX op {op}")
-        regs[dst] = out & mask
-    return regs
-
-
-def test_mxfp4_permute_decode_ptx_gives_the_e4m3_bytes():
-    """The inline PTX of the GPU decode (byte permutes), emulated instruction by instruction: every byte of code pairs,
-    in every position of the packed register, gives the e4m3 bytes of its low and high code."""
-    ptx = indexer_kernels._E2M1_TO_E4M3_PTX.value
-    e2m1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
-    for shift in range(4):
-        for start in range(0, 256, 4):
-            packed = [(start + i + shift * 67) % 256 for i in range(4)]
-            x = sum(b << (8 * i) for i, b in enumerate(packed))
-            regs = _run_ptx(ptx.replace("$0", "out0").replace("$1", "out1").replace("$2", "x"), {"x": x})
-            for i, byte in enumerate(packed):
-                for reg, code in (("out0", byte & 15), ("out1", byte >> 4)):
-                    value = (-1 if code & 8 else 1) * e2m1[code & 7]
-                    want = torch.tensor([value]).to(torch.float8_e4m3fn).view(torch.uint8).item()
-                    if value == 0 and code & 8:
-                        want = 0x80  # -0: the sign bit is kept
-                    got = (regs[reg] >> (8 * i)) & 255
-                    assert got == want, (byte, i, reg, hex(got), hex(want))
