@@ -135,7 +135,8 @@ def test_mxfp4_bytes_by_hand():
 
 
 def test_mxfp4_rounds_to_nearest_even_and_saturates():
-    """Halfway values go to the even code (mantissa bit 0), as SGLang's DeepSeek-V4 packer rounds; |x| > 6 clamps."""
+    """Halfway values go to the even code (mantissa bit 0), as SGLang's fused DeepSeek-V4 packer rounds; the block's
+    largest value sets a scale that keeps every value within ±6."""
     halves = [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0]
     want = [0.0, 1.0, 1.0, 2.0, 2.0, 4.0, 4.0]
     rows = torch.zeros(1, 128)

@@ -78,9 +78,9 @@ def quantize_index_k(rows: torch.Tensor, *, layout: str = "rows", fmt: str = "fp
     frexp so no log rounding can push a code past 448), codes = round-to-nearest-even e4m3 of ``row / scale``.
     ``fmt="mxfp4"``, per block of 32 values: ``scale = 2^ceil(log2(max(amax, 1e-4) / 6))``, stored as the e8m0
     exponent byte, codes = round-to-nearest-even e2m1 of ``block / scale`` (ties to the even code, as SGLang's
-    DeepSeek-V4 packer rounds). ``layout="rows"``: each row's scale bytes follow its codes. ``layout="paged"``:
-    ``rows`` is ``[..., page, 128]`` and each page holds its ``page`` code rows first, then their scale bytes (vLLM's
-    V3.2 indexer cache; SGLang's and vLLM's DeepSeek-V4 MXFP4 caches).
+    fused DeepSeek-V4 index-K packer rounds). ``layout="rows"``: each row's scale bytes follow its codes.
+    ``layout="paged"``: ``rows`` is ``[..., page, 128]`` and each page holds its ``page`` code rows first, then their
+    scale bytes (vLLM's V3.2 indexer cache; SGLang's and vLLM's DeepSeek-V4 MXFP4 caches).
 
     Example::
 
