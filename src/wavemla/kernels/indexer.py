@@ -2094,8 +2094,9 @@ def _production_variants(heads: int, page: int, arch: int) -> list[tuple[object,
 
     Score-kernel variants: bf16 rows with bf16 q, FP8 rows with bf16 q, FP8 rows with FP8 q (DeepSeek's path), MXFP4
     rows (page-split) with bf16 and with FP8 q, at s_q 1 and 2, specialised for ``sm_<arch>`` the way the launcher
-    would (hardware e4m3 conversion and FP8 dots on sm_89+). Pointers are given by their Triton type; integers by
-    value, so that the compile check specialises them the way the JIT launcher would (divisible by 16 or not).
+    would (hardware e4m3 conversion, FP8 dots and the MXFP4 byte-permute decode on sm_89+). Pointers are given by
+    their Triton type; integers by value, so that the compile check specialises them the way the JIT launcher would
+    (divisible by 16 or not).
     """
     b, max_n, topk = 32, 262144, 512
     blocks = max_n // page
@@ -2147,6 +2148,7 @@ def _production_variants(heads: int, page: int, arch: int) -> list[tuple[object,
                 "DOT_PRECISION": "tf32",
                 "SCORE_SCALE": scale,
                 "BLOCK_N": cfg.block_n,
+                "FP4_ASM": fp4 and cvt and FP4_PERMUTE_DECODE,
             }
             out.append((_indexer_score_kernel, f"{fmt} s_q={s_q}", args, cfg.num_warps, cfg.num_stages))
     cfg = choose_config(b, 1, heads, max_n)
