@@ -24,14 +24,13 @@ import torch
 from idx_select import call_setup  # this directory: the script's own path entry
 
 import wavemla.kernels.indexer as ix
-from wavemla.tools.bench import copy_samples_us, timing_samples_us
+from wavemla.tools.bench import timing_samples_us
 from wavemla.tools.bench_indexer import (
-    COPY_BYTES,
     IndexerBenchCase,
     _environment,
     _fill_case,
+    copy_record,
     index_k_bytes,
-    make_record,
 )
 
 SHAPES = ((32, 32768, "fp8-paged"), (64, 32768, "fp8-paged"), (128, 32768, "fp8-paged"), (32, 32768, "bf16"),
@@ -99,9 +98,7 @@ def _measure_shape(
 
 
 def measure(out_path: Path, reps: int, sweep_rows: bool) -> list[dict[str, Any]]:
-    free, _ = torch.cuda.mem_get_info()
-    copy_bytes = min(COPY_BYTES, int(free * 0.2))
-    copy_row = make_record(None, "copy", copy_samples_us(copy_bytes, reps), 2 * copy_bytes, _environment(), None)
+    copy_row = copy_record(reps, _environment())
     copy_gbps = float(copy_row["gbps"])
     print(f"copy: {copy_gbps:.0f} GB/s (read + write)", flush=True)
     records: list[dict[str, Any]] = [copy_row]

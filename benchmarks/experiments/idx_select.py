@@ -28,12 +28,12 @@ from typing import Any
 import torch
 
 import wavemla.kernels.indexer as ix
-from wavemla.tools.bench import copy_samples_us, timing_samples_us
+from wavemla.tools.bench import timing_samples_us
 from wavemla.tools.bench_indexer import (
-    COPY_BYTES,
     IndexerBenchCase,
     _environment,
     _fill_case,
+    copy_record,
     fits,
     index_k_bytes,
     make_record,
@@ -167,9 +167,7 @@ def measure(
 ) -> list[dict[str, Any]]:
     """The copy ceiling, then every case that fits the free memory; the JSON is rewritten after each case."""
     env = _environment()
-    free, _ = torch.cuda.mem_get_info()
-    copy_bytes = min(COPY_BYTES, int(free * 0.2))
-    copy_row = make_record(None, "copy", copy_samples_us(copy_bytes, reps), 2 * copy_bytes, env, None)
+    copy_row = copy_record(reps, env)
     copy_gbps = float(copy_row["gbps"])
     print(f"copy: {copy_gbps:.0f} GB/s (read + write); '*' marks the path choose_config picks", flush=True)
     records: list[dict[str, Any]] = [copy_row]

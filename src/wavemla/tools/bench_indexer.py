@@ -307,6 +307,15 @@ def _fill_case(case: IndexerBenchCase, generator: torch.Generator) -> dict[str, 
     return {"q": q, "w": w, "table": table, "cache": cache, "n_comp": n_comp}
 
 
+def copy_record(reps: int, env: dict[str, Any]) -> dict[str, Any]:
+    """The copy-bandwidth ceiling as a benchmark row (``case`` None): up to ``COPY_BYTES`` copied device to device,
+    at most a fifth of the free memory; the same copy and timing (graph replay, L2 flushed) as the sparse-decode
+    benchmark."""
+    free, _ = torch.cuda.mem_get_info()
+    copy_bytes = min(COPY_BYTES, int(free * 0.2))
+    return make_record(None, "copy", copy_samples_us(copy_bytes, reps), 2 * copy_bytes, env, None)
+
+
 def run_indexer_bench(
     out_json_path: str | Path,
     *,
@@ -324,11 +333,7 @@ def run_indexer_bench(
         raise ValueError(f"reps: expected at least {MIN_REPS} samples per provider, got {reps}")
     out_path = Path(out_json_path)
     env = _environment()
-    free, _ = torch.cuda.mem_get_info()
-    copy_bytes = min(COPY_BYTES, int(free * 0.2))
-    # The same copy ceiling and the same timing (graph replay, L2 flushed) as the sparse-decode benchmark.
-    copy_samples = copy_samples_us(copy_bytes, reps)
-    copy_row = make_record(None, "copy", copy_samples, 2 * copy_bytes, env, None)
+    copy_row = copy_record(reps, env)
     copy_gbps = float(copy_row["gbps"])
     records: list[dict[str, Any]] = [copy_row]
     generator = torch.Generator(device="cuda")
