@@ -637,15 +637,14 @@ def _indexer_score_kernel(
         o_ms = i_g * S_BLOCK + o_m // H
         m_m = o_ms < S_Q
         o_d = tl.arange(0, D)
-        p_qm = p_q + i_b * stride_qb + o_ms[:, None] * stride_qs + (o_m % H)[:, None] * stride_qh + o_d[None, :]
+        p_qrow = p_q + i_b * stride_qb + o_ms[:, None] * stride_qs + (o_m % H)[:, None] * stride_qh
         if KV_FP4:  # the q tile by blocks of 32 values, one dot each
-            p_qrow = p_q + i_b * stride_qb + o_ms[:, None] * stride_qs + (o_m % H)[:, None] * stride_qh
             b_qt0 = _q_block(p_qrow, m_m, 0, Q_FP8, DOT_DTYPE, E4M3_CVT)
             b_qt1 = _q_block(p_qrow, m_m, 1, Q_FP8, DOT_DTYPE, E4M3_CVT)
             b_qt2 = _q_block(p_qrow, m_m, 2, Q_FP8, DOT_DTYPE, E4M3_CVT)
             b_qt3 = _q_block(p_qrow, m_m, 3, Q_FP8, DOT_DTYPE, E4M3_CVT)
         else:
-            b_q = tl.load(p_qm, mask=m_m[:, None], other=0)
+            b_q = tl.load(p_qrow + o_d[None, :], mask=m_m[:, None], other=0)
             if Q_FP8:
                 b_q = _e4m3_operand(b_q, DOT_DTYPE, E4M3_CVT)
             b_qt = tl.trans(b_q)  # [D, S_BLOCK·H]
