@@ -178,38 +178,28 @@ FP8_CASES = [c for c in CASES if c.values[5]]
 DECODE_PATHS = ("bits",) if gpu_lacks_e4m3_cvt() else ("cvt", "bits")
 
 
-@pytest.mark.parametrize(("b", "s_q", "page", "n_comp", "topk", "fp8", "chunk"), FP8_CASES)
+# FP8 rows over every FP8 case, MXFP4 rows (68 bytes) over the first two
+BYTE_CASES = [pytest.param("fp8", *c.values, id=f"fp8-{c.id}") for c in FP8_CASES] + [
+    pytest.param("mxfp4", *c.values, id=f"mxfp4-{c.id}") for c in FP8_CASES[:2]
+]
+
+
+@pytest.mark.parametrize(("fmt", "b", "s_q", "page", "n_comp", "topk", "fp8", "chunk"), BYTE_CASES)
 @pytest.mark.parametrize("decode", DECODE_PATHS)
 @pytest.mark.parametrize("q_fp8", [False, True], ids=["q-lane", "q-fp8"])
 @pytest.mark.parametrize("layout", ["rows", "paged"])
-def test_fp8_rows_match_reference_on_every_decode_path(
-    b, s_q, page, n_comp, topk, fp8, chunk, decode, q_fp8, layout, device
+def test_byte_rows_match_reference_on_every_decode_path(
+    fmt, b, s_q, page, n_comp, topk, fp8, chunk, decode, q_fp8, layout, device
 ):
-    """Hardware conversion and bit assembly, lane-dtype or float8_e4m3fn queries, per-row or page-split scales."""
+    """FP8 and MXFP4 rows: hardware conversion and bit assembly (MXFP4: e2m1 codes decoded exactly either way),
+    lane-dtype or float8_e4m3fn queries, per-row or page-split scale bytes."""
+    seed = b * (7 if fmt == "fp8" else 5) + page
     p = make_problem(
-        b, s_q, page, n_comp, device=device, dtype=LANE_DTYPES[0], fp8=True, seed=b * 7 + page, layout=layout
+        b, s_q, page, n_comp, device=device, dtype=LANE_DTYPES[0], fp8=True, seed=seed, layout=layout, fmt=fmt
     )
+    assert p.cache.shape[-1] == (132 if fmt == "fp8" else 68)
     if q_fp8:
         p.q = p.q.to(torch.float8_e4m3fn)  # small integers: exact in e4m3
-    with config.override(WAVEMLA_FP8_DECODE=decode):
-        assert_same(*run_both(p, topk, select_chunk=chunk))
-
-
-@pytest.mark.parametrize(("b", "s_q", "page", "n_comp", "topk", "fp8", "chunk"), FP8_CASES[:2])
-@pytest.mark.parametrize("decode", DECODE_PATHS)
-@pytest.mark.parametrize("q_fp8", [False, True], ids=["q-lane", "q-fp8"])
-@pytest.mark.parametrize("layout", ["rows", "paged"])
-def test_mxfp4_rows_match_reference_on_every_decode_path(
-    b, s_q, page, n_comp, topk, fp8, chunk, decode, q_fp8, layout, device
-):
-    """MXFP4 rows (68 bytes): both e2m1 decodes, lane-dtype or float8_e4m3fn queries, per-row or page-split bytes."""
-    p = make_problem(
-        b, s_q, page, n_comp, device=device, dtype=LANE_DTYPES[0], fp8=True, seed=b * 5 + page, layout=layout,
-        fmt="mxfp4",
-    )  # fmt: skip
-    assert p.cache.shape[-1] == 68
-    if q_fp8:
-        p.q = p.q.to(torch.float8_e4m3fn)
     with config.override(WAVEMLA_FP8_DECODE=decode):
         assert_same(*run_both(p, topk, select_chunk=chunk))
 
