@@ -130,8 +130,9 @@ def triton_memory_bytes(case: IndexerBenchCase) -> int:
 def torch_memory_bytes(case: IndexerBenchCase) -> int:
     """Device bytes the PyTorch baseline needs on top of the shared inputs: peak of its temporaries.
 
-    FP8: bf16 codes and the bf16 dequantized rows; then bf16 logits ``[b, s_q·h, n]``, their fp32 weighted copy and
-    the fp32 scores.
+    FP8: bf16 codes and the bf16 dequantized rows; MXFP4: about five bf16-sized temporaries at the peak of
+    :func:`dequantize_rows_bf16` (the unpacked codes, the two branches of the e2m1 value, the block scales spread over
+    the values, the product); then bf16 logits ``[b, s_q·h, n]``, their fp32 weighted copy and the fp32 scores.
     """
     rows = case.b * case.n_comp
     dequant = {"bf16": 0, "mxfp4-paged": 5}.get(case.kv_format, 2) * rows * INDEX_DIM * 2
