@@ -73,6 +73,9 @@ def test_json_schema_and_values(tiny_run: tuple[dict[str, Any], Path]) -> None:
     assert doc["schema"] == SCHEMA
     assert set(doc) >= {"env", "args", "dims", "timer", "units", "modes", "rules"}
     assert doc["args"]["batches"] == list(BATCHES) and doc["args"]["tiny"] is True and doc["args"]["ep"] == 1
+    assert doc["args"]["index_k"] == "fp8"
+    assert doc["modes"]["csa"]["index_k"] == {"format": "fp8", "layout": "paged", "row_bytes": 132}
+    assert "index_k" not in doc["modes"]["hca"]
     assert doc["dims"]["hidden"] == TINY.hidden and doc["dims"]["experts"] == TINY.experts
     assert list(doc["modes"]) == ["csa", "hca"]
     context = doc["args"]["context"]
@@ -279,11 +282,18 @@ def test_yarn_freqs_follow_the_spec() -> None:
     assert torch.allclose(f, _freqs64(), rtol=1e-14)
 
 
-@pytest.mark.parametrize("mode", ["csa", "hca"])
-def test_attention_and_moe_match_fp64_reference(mode: str, moe: MoE) -> None:
+@pytest.mark.parametrize(
+    ("mode", "index_k"),
+    [
+        pytest.param("csa", "fp8", id="csa"),
+        pytest.param("csa", "mxfp4", id="csa-mxfp4"),
+        pytest.param("hca", "fp8", id="hca"),
+    ],
+)
+def test_attention_and_moe_match_fp64_reference(mode: str, index_k: str, moe: MoE) -> None:
     d = TINY
     context, b = 16 * d.window + 5, 3  # p = context - 1 not aligned to the ring or to a compressed row
-    layer = DecoderLayer(d, mode, context, b, moe, device=DEVICE, dtype=DTYPE, seed=1)
+    layer = DecoderLayer(d, mode, context, b, moe, device=DEVICE, dtype=DTYPE, seed=1, index_k=index_k)
     inp = layer.inputs(b)
     acts = layer.forward(inp)
     p = context - 1
@@ -308,6 +318,8 @@ def test_attention_and_moe_match_fp64_reference(mode: str, moe: MoE) -> None:
 
         slots = _slot_rows(layer.comp_table[r], d.page(mode), n_comp)  # compressed row i -> global slot
         if mode == "csa":
+            # page-split rows of the chosen format, read back by their width
+            assert layer.idx_cache.shape[-1] == layer_bench.INDEX_K_ROW_BYTES[index_k]
             iq = _rope64((layer.idx_wq_b.double().cpu() @ qr).view(d.index_heads, 128), p)
             w = (layer.idx_wproj.double().cpu() @ xn) * (128**-0.5 * d.index_heads**-0.5)
             iq8, w8 = quantize_index_q(iq, w)  # e4m3 queries, their scale folded into the head weights
@@ -416,6 +428,25 @@ def test_expert_parallel_run_end_to_end(tmp_path: Path) -> None:
     assert rec["components"]["moe"]["bytes"] == gate + rec["experts_read"] * expert
 
 
+def test_mxfp4_index_k_run_end_to_end(tmp_path: Path) -> None:
+    """``--index-k mxfp4`` through the whole tool: the CSA layer's indexer reads 68-byte rows, the JSON records the
+    format, and the indexer's bytes count 68 bytes per compressed row."""
+    if not GRAPHS_OK:
+        pytest.skip("the layer bench runs on sm_90/sm_100 GPUs (or the CPU interpreter)")
+    cfg = make_config(tiny=True, modes=["csa"], batches=(2,), index_k="mxfp4", out=tmp_path, device=DEVICE, reps=1,
+                      profile_steps=1)  # fmt: skip
+    lines: list[str] = []
+    doc = run_layer_bench(cfg, log=lines.append)
+    assert "MXFP4 index-K rows" in lines[0]
+    assert doc["args"]["index_k"] == "mxfp4" == json.loads((tmp_path / RESULTS_FILE).read_text())["args"]["index_k"]
+    entry = doc["modes"]["csa"]
+    assert entry["index_k"] == {"format": "mxfp4", "layout": "paged", "row_bytes": 68}
+    el = torch.finfo(DTYPE).bits // 8
+    weights = (TINY.index_heads * 128 * TINY.q_lora + TINY.index_heads * TINY.hidden) * el  # idx_wq_b, idx_wproj
+    rec = entry["batches"][0]
+    assert rec["components"]["indexer"]["bytes"] == weights + 2 * entry["n_comp"] * 68
+
+
 def test_slicing_a_batch_repeats_the_first_requests(moe: MoE) -> None:
     layer = DecoderLayer(TINY, "hca", 4 * TINY.window * 8, 3, moe, device=DEVICE, dtype=DTYPE, seed=2)
     one = layer.forward(layer.inputs(1))
@@ -444,6 +475,11 @@ def test_slicing_a_batch_repeats_the_first_requests(moe: MoE) -> None:
         pytest.param(["--reps", "0"], "--reps: expected >= 1, got 0", id="reps"),
         pytest.param(["--ep", "0"], "--ep 0: expected a divisor of the 16 routed experts", id="ep-zero"),
         pytest.param(["--ep", "3"], "--ep 3: expected a divisor of the 16 routed experts", id="ep-divisor"),
+        pytest.param(
+            ["--mode", "hca", "--index-k", "mxfp4"],
+            "--index-k mxfp4: the index-K cache is the CSA layer's; --mode hca runs no indexer",
+            id="index-k-hca",
+        ),
     ],
 )
 def test_argument_errors_exit_2(argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -452,6 +488,18 @@ def test_argument_errors_exit_2(argv: list[str], message: str, tmp_path: Path, c
     assert rc == 2
     assert err.startswith("wavemla layer-bench: error: ") and message in err, err
     assert not (tmp_path / "out").exists()  # nothing is written before the arguments are valid
+
+
+def test_index_k_format_outside_the_choices_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture, moe: MoE) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["layer-bench", "--tiny", "--cpu", "--out", str(tmp_path / "out"), "--index-k", "fp4"])
+    assert exit_info.value.code == 2 and "--index-k" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"^--index-k: unknown format 'fp4'; choose from fp8, mxfp4$"):
+        make_config(tiny=True, device="cpu", index_k="fp4")
+    with pytest.raises(ValueError, match="index_k: expected one of fp8, mxfp4, got 'fp4'"):
+        DecoderLayer(TINY, "csa", 1024, 1, moe, device=DEVICE, dtype=DTYPE, index_k="fp4")
+    assert make_config(tiny=True, device="cpu", modes=["csa", "hca"], index_k="mxfp4").index_k == "mxfp4"
+    assert not (tmp_path / "out").exists()
 
 
 def test_full_size_needs_a_gpu() -> None:

@@ -45,6 +45,9 @@ def test_defaults_and_small_preset() -> None:
     assert cfg.indexer_select is None
     spread = stress.config_from_args(_args("--indexer-select", "spread", "--batch", "48", "16", "--s-q", "1"))
     assert spread.indexer_select == "spread"
+    assert (cfg.index_k, cfg.index_k_layout) == ("fp8", "rows")
+    mxfp4 = stress.config_from_args(_args("--index-k", "mxfp4"))
+    assert (mxfp4.index_k, mxfp4.index_k_layout) == ("mxfp4", "paged") and mxfp4.uses_indexer
 
 
 def test_dense_mode_and_its_small_preset() -> None:
@@ -62,6 +65,12 @@ def test_indexer_selects_are_the_indexers() -> None:
     assert ("auto", *SELECT_PATHS) == stress.INDEXER_SELECTS
 
 
+def test_index_k_formats_are_the_indexers() -> None:
+    from wavemla.reference.indexer import INDEX_K_FORMATS
+
+    assert stress.INDEX_K_FORMATS == INDEX_K_FORMATS
+
+
 @pytest.mark.parametrize(
     ("argv", "option"),
     [
@@ -77,6 +86,10 @@ def test_indexer_selects_are_the_indexers() -> None:
         (("--mode", "dense", "--seqlen", "0"), "--seqlen"),
         (("--mode", "dense", "--batch-invariant"), "--batch-invariant"),
         (("--mode", "dense", "--indexer-select", "token"), "--indexer-select"),
+        (("--mode", "dense", "--index-k", "mxfp4"), "--index-k"),
+        (("--mode", "hca", "--index-k", "mxfp4"), "--index-k"),
+        (("--mode", "swa", "--index-k", "mxfp4"), "--index-k"),
+        (("--no-indexer", "--index-k", "mxfp4"), "--index-k"),  # CSA with random compressed indices
     ],
 )
 def test_bad_options_name_the_option(argv: tuple[str, ...], option: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -84,6 +97,35 @@ def test_bad_options_name_the_option(argv: tuple[str, ...], option: str, capsys:
         stress.config_from_args(_args(*argv))
     assert stress.run(_args(*argv)) == 2
     assert option in capsys.readouterr().err
+
+
+def test_index_k_format_outside_the_choices_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        _args("--index-k", "fp4")
+    assert exit_info.value.code == 2 and "--index-k" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"^--index-k: expected one of \['fp8', 'mxfp4'\], got 'fp4'"):
+        stress.validate_config(stress.StressConfig(index_k="fp4"))
+    message = "^--index-k: the format of the CSA indexer's cache; --mode hca runs no indexer$"
+    with pytest.raises(ValueError, match=message):
+        stress.config_from_args(_args("--mode", "hca", "--index-k", "mxfp4"))
+
+
+@pytest.mark.parametrize(("index_k", "width"), [("fp8", 132), ("mxfp4", 68)])
+def test_index_k_cache_poisons_its_spare_page(index_k: str, width: int) -> None:
+    """The index-K cache holds rows of the chosen format; the page no block table entry points at reads as NaN in
+    every value (0xFF bytes: NaN e4m3 codes and scale, or e8m0 exponent 255), the pages in use as finite keys."""
+    from wavemla.reference.indexer import dequantize_index_k
+
+    cfg = stress.config_from_args(_args("--cpu", "--small", "--batch", "3", "--index-k", index_k))
+    case = stress.build_case(cfg, 0, "cpu")
+    cache, table = case.fixed["index_k_cache"], case.fixed["block_table"]
+    blocks = 3 * (cfg.extra_pool // cfg.extra_page) + 1  # three requests' pages and the spare one
+    assert cache.dtype == torch.uint8 and cache.shape == (blocks, cfg.extra_page, width)
+    values = dequantize_index_k(cache, layout=cfg.index_k_layout)
+    used = torch.zeros(cache.shape[0], dtype=torch.bool)
+    used[table.flatten().long()] = True
+    assert int((~used).sum()) == 1
+    assert values[~used].isnan().all() and values[used].isfinite().all()
 
 
 def test_schedule_rotates_graphs_over_streams() -> None:
@@ -204,6 +246,50 @@ def test_cpu_harness_with_a_forced_indexer_select(capsys: pytest.CaptureFixture[
 
 
 @cpu_lane_only
+@pytest.mark.parametrize("index_k", ["fp8", "mxfp4"])
+def test_graph_indexer_reads_the_index_k_cache_it_was_built_with(index_k: str) -> None:
+    """What a CSA graph holds selects, from the index-K cache ``build_case`` made (FP8 rows, or MXFP4 rows in the
+    page-split layout), the rows the fp64 reference selects from the same bytes: format and layout agree."""
+    from wavemla.api import MLAMetadata
+    from wavemla.reference.indexer import lightning_indexer_ref
+
+    cfg = stress.config_from_args(_args("--cpu", "--small", "--batch", "3", "--index-k", index_k))
+    case = stress.build_case(cfg, 0, "cpu")
+    inputs = case.variants[0]
+    assert int(inputs["n_comp"].max()) > cfg.extra_topk, "some request needs the top-k selection"
+    outs = stress.decode_step(cfg, case.fixed, inputs, MLAMetadata())
+    idx, length = lightning_indexer_ref(
+        inputs["q_idx"], inputs["weights"], case.fixed["index_k_cache"], case.fixed["block_table"], inputs["n_comp"],
+        cfg.extra_topk, max_n_comp=cfg.extra_pool, index_k_layout=cfg.index_k_layout,
+    )  # fmt: skip
+    assert torch.equal(outs["indexer_indices"], idx) and torch.equal(outs["indexer_length"], length)
+
+
+@cpu_lane_only
+def test_cpu_harness_with_mxfp4_index_k_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _run(
+        capsys, "--cpu", "--small", "--mode", "csa", "--batch", "2", "--graphs", "1", "--variants", "2",
+        "--replays", "3", "--index-k", "mxfp4",
+    )  # fmt: skip
+    assert code == 0, out
+    assert "MXFP4 index-K rows (paged layout)" in out and "indexer in graph" in out
+    assert "MISMATCH" not in out and "result: PASS (0 mismatching output(s) in 0 of 3 replay(s))" in out
+
+
+@cpu_lane_only
+def test_cpu_harness_with_mxfp4_index_k_reports_an_injected_flip(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _run(
+        capsys, "--cpu", "--small", "--mode", "csa", "--batch", "2", "--graphs", "1", "--variants", "1",
+        "--replays", "2", "--index-k", "mxfp4", "--inject-flip", "1", "--check-every", "1",
+    )  # fmt: skip
+    assert code == 1, out
+    lines = [line for line in out.splitlines() if line.startswith("MISMATCH")]
+    assert len(lines) == 1 and " replay 1 " in lines[0] and ": out: 1 of " in lines[0], out
+    assert "MXFP4 index-K rows (paged layout)" in out
+    assert "result: FAIL (1 mismatching output(s) in 1 of 2 replay(s))" in out
+
+
+@cpu_lane_only
 def test_cpu_dense_harness_matches_eager_and_reports_an_injected_flip(capsys: pytest.CaptureFixture[str]) -> None:
     """The paged dense decode (causal, two query tokens; one graph planned, one on 3 program slots so requests are
     cut and combined): every replay matches its eager reference but the flipped one."""
@@ -258,6 +344,7 @@ GPU_RUNS = [
     ),
     pytest.param(("--mode", "dense", "--replays", "2000"), id="dense-fp8"),
     pytest.param(("--out-buffers", "--replays", "2000"), id="out-buffers"),
+    pytest.param(("--index-k", "mxfp4", "--replays", "2000"), id="csa-mxfp4"),
     pytest.param(("--mode", "dense", "--out-buffers", "--replays", "1000"), id="dense-out-buffers"),
     pytest.param(
         ("--mode", "dense", "--bf16", "--s-q", "2", "--heads", "128", "--batch", "5", "33", "--replays", "2000"),

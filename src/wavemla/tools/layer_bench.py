@@ -12,8 +12,9 @@ land in):
   ``p % 128`` (→ quantization, norm_elementwise; the scale's log2/ceil/exp2 → quantization only with
   ``OUT/layer_rules.json``);
 - ``indexer`` (CSA only): ``idx_wq_b`` GEMM + rope, head weights, q quantized to e4m3 per head with its scale folded
-  into the head weights (DeepSeek's way), wavemla's lightning indexer (FP8 x FP8 scores + exact top-512) over
-  ``context // 4`` FP8 index-K rows in vLLM's page-split layout (→ indexer, dense_gemm, quantization);
+  into the head weights (DeepSeek's way), wavemla's lightning indexer (FP8 queries, exact top-512) over
+  ``context // 4`` index-K rows in the page-split layout: FP8 rows (132 bytes, vLLM's V3.2 cache) or, with
+  ``--index-k mxfp4``, MXFP4 rows (68 bytes, SGLang's DeepSeek-V4 cache) (→ indexer, dense_gemm, quantization);
 - ``sparse_mla``: ``wavemla.sparse_mla_decode`` over 128 window rows + 512 CSA rows or all ``context // 128`` HCA
   rows (→ attention);
 - ``o_proj``: inverse rope, grouped ``wo_a`` (8 groups as one batched GEMM), ``wo_b``, residual (→ dense_gemm);
@@ -67,7 +68,14 @@ from torch.profiler import record_function
 
 from wavemla.api import MLAMetadata, get_mla_metadata, sparse_mla_decode
 from wavemla.reference.fp8 import BYTES_PER_TOKEN, D_QK, empty_model1, page_views, quantize_model1
-from wavemla.reference.indexer import FP8_ROW_BYTES, INDEX_DIM, quantize_index_k, quantize_index_q
+from wavemla.reference.indexer import (
+    FP8_ROW_BYTES,
+    INDEX_DIM,
+    INDEX_K_FORMATS,
+    MXFP4_ROW_BYTES,
+    quantize_index_k,
+    quantize_index_q,
+)
 
 SCHEMA = "wavemla.layer_bench/1"
 RESULTS_FILE = "layer_bench.json"
@@ -81,6 +89,8 @@ COMPONENTS: tuple[str, ...] = ("qkv_proj", "kv_write", "indexer", "sparse_mla", 
 DEFAULT_BATCHES = (1, 8, 16, 32, 48, 64, 80, 96, 128)
 TINY_BATCHES = (1, 2)
 MAX_GROUPS = 1023  # torch._grouped_mm takes fewer than 1024 groups: routed experts + the shared one
+# --index-k: bytes of one index-K row of each format (both stored page-split, as the serving engines hold them)
+INDEX_K_ROW_BYTES = {"fp8": FP8_ROW_BYTES, "mxfp4": MXFP4_ROW_BYTES}
 
 # ATen kernels that, in this layer, only one component launches. The default rules cannot know that: they would
 # file them under sampling (top-k) or norm_elementwise (ATen elementwise and scans), or leave them in "other" (the
@@ -173,6 +183,7 @@ class BenchConfig:
     device: str  # "cuda" or "cpu" (Triton interpreter)
     seed: int = 0
     ep: int = 1  # expert-parallel GPUs: time one of them (see MoE)
+    index_k: str = "fp8"  # the CSA indexer's index-K rows: "fp8" or "mxfp4" (INDEX_K_ROW_BYTES)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -198,6 +209,7 @@ def make_config(
     tiny: bool = False,
     device: str = "cuda",
     seed: int = 0,
+    index_k: str = "fp8",
 ) -> BenchConfig:
     """Check and complete the arguments; raises ValueError with a message naming the option."""
     dims = TINY if tiny else FLASH
@@ -214,6 +226,12 @@ def make_config(
         raise ValueError(
             f"--context {ctx}: shorter than the {dims.window}-token sliding window; "
             f"decode at a context of at least {dims.window} tokens"
+        )
+    if index_k not in INDEX_K_FORMATS:
+        raise ValueError(f"--index-k: unknown format {index_k!r}; choose from {', '.join(INDEX_K_FORMATS)}")
+    if index_k != "fp8" and "csa" not in mode_list:
+        raise ValueError(
+            f"--index-k {index_k}: the index-K cache is the CSA layer's; --mode {' '.join(mode_list)} runs no indexer"
         )
     for m in mode_list:
         if n_comp(ctx, m) < 1:
@@ -251,6 +269,7 @@ def make_config(
         device=device,
         seed=seed,
         ep=n_ep,
+        index_k=index_k,
     )
 
 
@@ -476,7 +495,8 @@ class DecoderLayer:
 
     Every request decodes position ``p = context - 1``: the window holds ``min(context, window)`` rows and the
     compressed cache ``context // ratio`` rows per request. Caches hold N(0, 1) rows (quantized), which stand in
-    for earlier tokens; the step writes row ``p`` into the window ring.
+    for earlier tokens; the step writes row ``p`` into the window ring. A CSA layer's index-K cache holds
+    ``index_k`` rows (``"fp8"`` or ``"mxfp4"``) in the page-split layout, ``[blocks, page, INDEX_K_ROW_BYTES]``.
     """
 
     def __init__(
@@ -490,10 +510,14 @@ class DecoderLayer:
         device: str,
         dtype: torch.dtype,
         seed: int = 0,
+        index_k: str = "fp8",
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
+        if index_k not in INDEX_K_FORMATS:
+            raise ValueError(f"index_k: expected one of {', '.join(INDEX_K_FORMATS)}, got {index_k!r}")
         self.dims, self.mode, self.context, self.max_batch = dims, mode, context, max_batch
+        self.index_k = index_k
         self.device, self.dtype, self.moe = device, dtype, moe
         gen = torch.Generator(device=device).manual_seed(seed * 1000 + MODES[mode])
         cpu_gen = torch.Generator().manual_seed(seed * 1000 + MODES[mode])
@@ -542,11 +566,12 @@ class DecoderLayer:
         self.comp_len: torch.Tensor | None = None
         if mode == "csa":
             nb = max_batch * blocks
-            self.idx_cache = torch.empty((nb, page, FP8_ROW_BYTES), dtype=torch.uint8, device=device)
+            width = INDEX_K_ROW_BYTES[index_k]
+            self.idx_cache = torch.empty((nb, page, width), dtype=torch.uint8, device=device)
             for s in range(0, nb, 1024):
                 e = min(nb, s + 1024)
                 rows = torch.randn((e - s, page, INDEX_DIM), generator=gen, device=device)
-                self.idx_cache[s:e] = quantize_index_k(rows, layout="paged")
+                self.idx_cache[s:e] = quantize_index_k(rows, layout="paged", fmt=index_k)
             self.n_sel = min(d.index_topk, self.n_comp)
         else:
             rows_all = torch.arange(self.n_comp, device=device)
@@ -708,7 +733,7 @@ class DecoderLayer:
         }
         if self.mode == "csa":
             weights = (self.idx_wq_b.numel() + self.idx_wproj.numel()) * el
-            out["indexer"] = float(weights + b * self.n_comp * FP8_ROW_BYTES)
+            out["indexer"] = float(weights + b * self.n_comp * INDEX_K_ROW_BYTES[self.index_k])
         return {c: out[c] for c in self.components}
 
 
@@ -909,6 +934,7 @@ def run_layer_bench(cfg: BenchConfig, log: Callable[[str], object] = print) -> d
             "tiny": cfg.tiny,
             "dtype": str(cfg.dtype).removeprefix("torch."),
             "seed": cfg.seed,
+            "index_k": cfg.index_k,
         },
         "dims": dataclasses.asdict(cfg.dims),
         "timer": (
@@ -927,8 +953,9 @@ def run_layer_bench(cfg: BenchConfig, log: Callable[[str], object] = print) -> d
         if cfg.ep > 1
         else ""
     )
+    index_k = f", {cfg.index_k.upper()} index-K rows" if "csa" in cfg.modes else ""
     log(
-        f"layer-bench on {where}: modes {', '.join(cfg.modes)}, context {cfg.context}, {experts}, "
+        f"layer-bench on {where}: modes {', '.join(cfg.modes)}, context {cfg.context}, {experts}{index_k}, "
         f"{cfg.dtype}, {cfg.reps} reps; times in us (median)"
     )
     with torch.no_grad():
@@ -937,7 +964,15 @@ def run_layer_bench(cfg: BenchConfig, log: Callable[[str], object] = print) -> d
         for mode in cfg.modes:
             (cfg.out / mode).mkdir(exist_ok=True)
             layer = DecoderLayer(
-                cfg.dims, mode, cfg.context, max(cfg.batches), moe, device=cfg.device, dtype=cfg.dtype, seed=cfg.seed
+                cfg.dims,
+                mode,
+                cfg.context,
+                max(cfg.batches),
+                moe,
+                device=cfg.device,
+                dtype=cfg.dtype,
+                seed=cfg.seed,
+                index_k=cfg.index_k,
             )
             entry: dict[str, Any] = {
                 "ratio": MODES[mode],
@@ -948,6 +983,8 @@ def run_layer_bench(cfg: BenchConfig, log: Callable[[str], object] = print) -> d
                 "trace_command": trace_command(cfg.out, mode),
                 "batches": [],
             }
+            if mode == "csa":  # the cache the indexer reads: its bytes per row are its share of "bytes"
+                entry["index_k"] = {"format": cfg.index_k, "layout": "paged", "row_bytes": layer.idx_cache.shape[-1]}
             doc["modes"][mode] = entry
             for b in cfg.batches:
                 rec = bench_batch(layer, b, cfg, cfg.out / mode / f"layer_bs{b}.json.gz")
@@ -995,6 +1032,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tiny", action="store_true", help="tiny dimensions (CPU interpreter without a GPU)")
     parser.add_argument("--cpu", action="store_true", help="with --tiny: use the interpreter even with a GPU")
     parser.add_argument("--seed", type=int, default=0, help="weights, caches and inputs seed (default 0)")
+    parser.add_argument(
+        "--index-k",
+        default="fp8",
+        choices=INDEX_K_FORMATS,
+        help="CSA: the index-K rows the indexer reads, page-split: fp8 (default; 132 bytes, vLLM's V3.2 cache) or "
+        "mxfp4 (68 bytes, SGLang's DeepSeek-V4 cache)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -1018,6 +1062,7 @@ def run(args: argparse.Namespace) -> int:
             tiny=args.tiny,
             device=device,
             seed=args.seed,
+            index_k=args.index_k,
         )
         if device == "cpu":
             from wavemla import config

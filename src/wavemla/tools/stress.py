@@ -26,6 +26,8 @@ Exit code: 0 when every replay matched, 1 on any mismatch, 2 on a CUDA (or setup
 ``--small`` picks tiny shapes and few replays for compute-sanitizer runs (see docs/reliability.md); ``--cpu`` runs
 the same loop eagerly through Triton's interpreter (no graphs, no streams) to check the harness itself;
 ``--inject-flip N`` flips one output bit of replay N, which must come back as exactly one mismatch.
+``--index-k mxfp4`` gives the CSA indexer MXFP4 index-K rows (68 bytes, page-split, as SGLang's DeepSeek-V4 cache
+holds them) instead of FP8 rows (132 bytes, each row's scale after its codes).
 ``--out-buffers`` makes every decode call write a caller's buffer (``out=``, NaN-filled just before the call, inside
 the graph), as vLLM's DeepSeek-V4 decode does with the output it allocates in its captured forward. Two negative
 controls break the ownership rules on purpose, to show what the harness catches: ``--share-metadata`` (all graphs
@@ -35,6 +37,7 @@ graphs replayed at the same time alias — the failure mode of overlapped CUDA-g
 Example::
 
     wavemla stress --mode csa --batch 48 7 96 1 --streams 2 --graphs 4 --replays 10000
+    wavemla stress --mode csa --index-k mxfp4 --replays 2000
     wavemla stress --mode dense --heads 128 --seqlen 4096 --replays 2000
     python -m wavemla.tools.stress --small --replays 20
 """
@@ -56,6 +59,9 @@ if TYPE_CHECKING:
 # --indexer-select: "auto" and the indexer's SELECT_PATHS (listed here: the kernels are imported only once --cpu has
 # picked the interpreter)
 INDEXER_SELECTS = ("auto", "token", "chunked", "spread")
+# --index-k: the indexer's index-K byte formats, wavemla.reference.indexer.INDEX_K_FORMATS (listed here: torch is
+# imported only once --cpu has picked the interpreter)
+INDEX_K_FORMATS = ("fp8", "mxfp4")
 # mode -> (topk, page, extra_topk, extra_page, extra_pool): FlashMLA's MODEL1 decode shapes (see tools/bench.py)
 MODES: dict[str, tuple[int, int, int, int, int]] = {
     "swa": (128, 256, 0, 64, 0),
@@ -109,6 +115,7 @@ class StressConfig:
     extra_pool: int = 2048
     index_heads: int = INDEX_HEADS
     indexer_select: str | None = None  # the indexer's select path; None: the one it picks
+    index_k: str = "fp8"  # the indexer's index-K rows: "fp8" (132 bytes) or "mxfp4" (68 bytes)
     seqlen: int = DENSE_SHAPE[0]  # dense: cached keys per request (variants draw shorter lengths)
     out_buffers: bool = False  # each decode writes a caller's out (NaN-filled right before the call)
 
@@ -121,6 +128,12 @@ class StressConfig:
     def uses_indexer(self) -> bool:
         """The compressed-row indices come from the lightning indexer captured in the same graph."""
         return self.indexer and self.mode == "csa"
+
+    @property
+    def index_k_layout(self) -> str:
+        """Byte layout of the index-K cache: MXFP4 rows page-split, as SGLang's and vLLM's DeepSeek-V4 caches store
+        them; FP8 rows with each row's scale after its codes."""
+        return "paged" if self.index_k == "mxfp4" else "rows"
 
     def batch_of(self, graph: int) -> int:
         return self.batches[0] if self.share_metadata else self.batches[graph % len(self.batches)]
@@ -243,6 +256,7 @@ def config_from_args(args: argparse.Namespace) -> StressConfig:
         extra_pool=extra_pool,
         index_heads=16 if small else INDEX_HEADS,
         indexer_select=None if args.indexer_select == "auto" else args.indexer_select,
+        index_k=args.index_k,
         seqlen=seqlen,
         out_buffers=args.out_buffers,
     )
@@ -264,6 +278,11 @@ def validate_config(cfg: StressConfig) -> None:
             raise ValueError(f"--{name.replace('_', '-')}: expected a positive integer, got {getattr(cfg, name)}")
     if any(s is not None and s < 1 for s in cfg.splits):
         raise ValueError(f"--splits: expected 'auto' or positive integers, got {list(cfg.splits)}")
+    if cfg.index_k not in INDEX_K_FORMATS:
+        raise ValueError(f"--index-k: expected one of {list(INDEX_K_FORMATS)}, got {cfg.index_k!r}")
+    if cfg.index_k != "fp8" and not cfg.uses_indexer:
+        without = "--no-indexer" if cfg.mode == "csa" else f"--mode {cfg.mode}"
+        raise ValueError(f"--index-k: the format of the CSA indexer's cache; {without} runs no indexer")
     from wavemla.kernels.indexer import SPREAD_MAX_TOKENS  # not at import: --cpu picks the interpreter first
 
     if cfg.indexer_select == "spread" and max(cfg.batches) * cfg.s_q > SPREAD_MAX_TOKENS:
@@ -386,7 +405,8 @@ def build_case(cfg: StressConfig, graph: int, device: torch.device | str) -> Gra
     Main indices are each request's window slots, shuffled, ~10% set to -1 in variants > 0; ``topk_length`` is drawn
     in ``[0, topk]``. Without the indexer the extra indices are picked from the request's compressed pool the same
     way. With it (CSA) the graph runs the indexer on the variant's ``q_idx``, ``weights`` and ``n_comp`` and feeds its
-    output to the decode; the compressed KV cache and the index-K cache then share one block table and page size.
+    output to the decode; the compressed KV cache and the index-K cache (FP8 or MXFP4 rows, ``cfg.index_k``) then
+    share one block table and page size.
     """
     import torch
 
@@ -437,7 +457,12 @@ def build_case(cfg: StressConfig, graph: int, device: torch.device | str) -> Gra
         else:
             comp = rows.to(q_dtype)
             comp[spare] = float("nan")
-        index_k = quantize_index_k(torch.randn((nb, cfg.extra_page, 128), generator=dev_gen, device=device))
+        index_k = quantize_index_k(
+            torch.randn((nb, cfg.extra_page, 128), generator=dev_gen, device=device),
+            layout=cfg.index_k_layout,
+            fmt=cfg.index_k,
+        )
+        # 0xFF reads as NaN in both formats (FP8: e4m3 NaN codes and a NaN fp32 scale; MXFP4: e8m0 exponent 255)
         index_k[spare] = 0xFF
         fixed["extra_kv_cache"] = _to_device(comp, device)
         fixed["index_k_cache"] = index_k.to(device)
@@ -570,6 +595,7 @@ def decode_step(
             cfg.extra_topk,
             max_n_comp=cfg.extra_pool,
             select=cfg.indexer_select,
+            index_k_layout=cfg.index_k_layout,
         )
         outs["indexer_indices"], outs["indexer_length"] = idx, length
         args = sparse_decode_extra_args(idx, length)
@@ -876,6 +902,8 @@ def summary(cfg: StressConfig, report: StressReport) -> str:
         shape = f"mode=dense h={cfg.heads} s_q={cfg.s_q} {cache} caches, {cfg.seqlen} keys per request"
     else:
         shape = f"mode={cfg.mode} h={cfg.heads} s_q={cfg.s_q} {'FP8 MODEL1' if cfg.fp8 else 'row'} caches"
+        if cfg.uses_indexer:
+            shape += f", {cfg.index_k.upper()} index-K rows ({cfg.index_k_layout} layout)"
     how = "CUDA graphs" if cfg.use_graphs else ("eager, interpreter" if cfg.cpu else "eager")
     if cfg.out_buffers:
         shape += ", out= buffers"
@@ -966,6 +994,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=INDEXER_SELECTS,
         help="CSA: the lightning indexer's top-k select path (default auto: the one it picks; spread takes at most "
         "64 query tokens)",
+    )
+    parser.add_argument(
+        "--index-k",
+        default="fp8",
+        choices=INDEX_K_FORMATS,
+        help="CSA: the index-K rows the indexer reads: fp8 (default; 132 bytes, each row's scale after its codes) or "
+        "mxfp4 (68 bytes, page-split, as SGLang's DeepSeek-V4 cache holds them)",
     )
     parser.add_argument(
         "--inject-flip", type=int, default=None, metavar="REPLAY", help="self-test: flip one output bit of a replay"
