@@ -280,6 +280,45 @@ def test_patched_engine_call_runs_wavemla(engine_pkg: Path) -> None:
     assert torch.equal(output, wavemla.sparse_mla_decode(**x)[0][:, 0])
 
 
+def test_patch_with_prefill_replaces_the_sparse_prefill_call(engine_pkg: Path) -> None:
+    """``prefill=True``: the module's flash_mla_sparse_fwd runs wavemla's prefill (with vLLM's ``out=``), and unpatch
+    puts the engine's back; a module that defines only the prefill call can be patched this way."""
+    with pytest.raises(ValueError, match=r"^prefill: expected a bool"):
+        shim.patch(["engine_pkg.ops.flashmla"], prefill=1)  # type: ignore[arg-type]
+    shim.patch(["engine_pkg.ops.flashmla"], prefill=True)
+    from engine_pkg import attention
+    from engine_pkg.ops import flashmla
+
+    assert attention.flash_mla_sparse_fwd is shim.flash_mla_sparse_fwd
+    g = torch.Generator().manual_seed(7)
+    q = torch.randn((3, 16, 512), generator=g).to(DTYPE).to(DEVICE)
+    kv = torch.randn((40, 1, 512), generator=g).to(DTYPE).to(DEVICE)
+    idx = torch.randint(-1, 45, (3, 1, 24), generator=g, dtype=torch.int32).to(DEVICE)
+    out = torch.full((3, 16, 512), float("nan"), dtype=DTYPE, device=DEVICE)
+    got = attention.flash_mla_sparse_fwd(q, kv, idx, 512**-0.5, 512, None, None, out=out)
+    want = wavemla.sparse_mla_prefill(q, kv, idx, 512**-0.5)
+    assert got[0] is out and all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    shim.unpatch()
+    assert flashmla.flash_mla_sparse_fwd(None, None, None, 1.0) == "engine prefill"
+    (engine_pkg / "engine_pkg" / "ops" / "prefill_only.py").write_text("def flash_mla_sparse_fwd():\n    pass\n")
+    shim.patch(["engine_pkg.ops.prefill_only"], prefill=True)
+    assert importlib.import_module("engine_pkg.ops.prefill_only").flash_mla_sparse_fwd is shim.flash_mla_sparse_fwd
+
+
+def test_patch_without_prefill_leaves_the_prefill_call(engine_pkg: Path) -> None:
+    shim.patch(["engine_pkg.ops.flashmla"])
+    from engine_pkg.ops import flashmla
+
+    assert flashmla.flash_mla_sparse_fwd(None, None, None, 1.0) == "engine prefill"
+
+
+def test_install_serves_the_sparse_prefill_import() -> None:
+    shim.install()
+    from flash_mla import flash_mla_sparse_fwd
+
+    assert flash_mla_sparse_fwd is shim.flash_mla_sparse_fwd
+
+
 def test_patch_refuses_a_module_without_the_calls(engine_pkg: Path) -> None:
     (engine_pkg / "engine_pkg" / "ops" / "other.py").write_text("def flash_mla_sparse_fwd():\n    pass\n")
     shim.patch(["engine_pkg.ops.other"])

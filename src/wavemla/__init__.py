@@ -6,6 +6,7 @@ Public calls::
     wavemla.flash_mla_with_kvcache(...)   # FlashMLA-compatible decode: sparse with indices, dense without
     wavemla.sparse_mla_decode(...)        # the native sparse call (keyword arguments)
     wavemla.dense_mla_decode(...)         # the native paged dense call (keyword arguments)
+    wavemla.sparse_mla_prefill(...)       # sparse prefill: FlashMLA's flash_mla_sparse_fwd
     wavemla.flash_mla.install()           # stand in for `import flash_mla` in an engine's process
     wavemla.hf_attention.register()       # attn_implementation="wavemla" for transformers' DeepSeek-V4
 """
@@ -16,6 +17,7 @@ from wavemla.api import (
     flash_mla_with_kvcache,
     get_mla_metadata,
     sparse_mla_decode,
+    sparse_mla_prefill,
 )
 
 __version__ = "0.1.0"
@@ -26,4 +28,5 @@ __all__ = [
     "flash_mla_with_kvcache",
     "get_mla_metadata",
     "sparse_mla_decode",
+    "sparse_mla_prefill",
 ]

@@ -658,14 +658,14 @@ def _check_dense_cache(cache: Any, d_qk: int, device: torch.device) -> bool:
     raise ValueError(f"k_cache: expected bf16/fp16 rows or a uint8/float8_e4m3fn FP8 V3.2 cache, got {cache.dtype}")
 
 
-def _check_scale(softmax_scale: Any, default: float) -> float:
+def _check_scale(softmax_scale: Any, default: float, name: str = "softmax_scale") -> float:
     if softmax_scale is not None and (isinstance(softmax_scale, bool) or not isinstance(softmax_scale, numbers.Real)):
-        raise ValueError(f"softmax_scale: expected a Python float, got {type(softmax_scale).__name__}")
+        raise ValueError(f"{name}: expected a Python float, got {type(softmax_scale).__name__}")
     scale = default if softmax_scale is None else float(softmax_scale)
     if not 0.0 < scale <= _MAX_SOFTMAX_SCALE:
         raise ValueError(
-            f"softmax_scale: expected a finite positive float (at most {_MAX_SOFTMAX_SCALE:.4g}, so that "
-            f"softmax_scale·log2(e) fits fp32), got {softmax_scale!r}"
+            f"{name}: expected a finite positive float (at most {_MAX_SOFTMAX_SCALE:.4g}, so that "
+            f"{name}·log2(e) fits fp32), got {softmax_scale!r}"
         )
     return scale
 
@@ -950,3 +950,100 @@ def flash_mla_with_kvcache(
         metadata=tile_scheduler_metadata,
         out=out,
     )
+
+
+def sparse_mla_prefill(
+    q: torch.Tensor,
+    kv: torch.Tensor,
+    indices: torch.Tensor,
+    sm_scale: float,
+    d_v: int = 512,
+    attn_sink: torch.Tensor | None = None,
+    topk_length: torch.Tensor | None = None,
+    *,
+    out: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Sparse MLA prefill, FlashMLA's ``flash_mla_sparse_fwd``: every query token attends over its own rows of ``kv``.
+
+    Args:
+        q: ``[s_q, h_q, d_qk]`` bf16 or fp16, h_q 1..128, d_qk 512 (DeepSeek-V4) or 576 (DeepSeek-V3.2: 512 latent
+            + 64 rope), unit last stride.
+        kv: ``[s_kv, 1, d_qk]`` of q's dtype, unit last stride (one unpaged latent row per key; K = V).
+        indices: ``[s_q, 1, topk]`` int32 row numbers into ``kv``; < 0 or >= s_kv: invalid (never read).
+        sm_scale: the softmax scale, a finite positive float.
+        d_v: the value width; 512 (a row's first 512 columns).
+        attn_sink: ``[h_q]`` fp32 sink logits (optional; enters the softmax denominator only).
+        topk_length: ``[s_q]`` int32, the leading entries of each token's list to use (optional).
+        out: ``[s_q, h_q, d_v]`` of q's dtype with a unit last stride, written in place (optional).
+
+    Returns:
+        ``(out [s_q, h_q, 512] q.dtype, max_logits [s_q, h_q] fp32, lse [s_q, h_q] fp32)``: the largest scaled
+        score (-inf with no valid row) and the natural-log sum of exponentials without the sink (+inf with no valid
+        row), as :func:`wavemla.reference.sparse_prefill.sparse_prefill_ref` defines them.
+
+    Example::
+
+        out, max_logits, lse = wavemla.sparse_mla_prefill(q, kv, idx, 512 ** -0.5, attn_sink=sink)
+    """
+    from wavemla.kernels.sparse_prefill import sparse_prefill
+    from wavemla.plan import PREFILL_D_QK, PREFILL_D_V, PrefillWorkload, plan_sparse_prefill
+
+    if not isinstance(q, torch.Tensor):
+        raise ValueError(f"q: expected a torch.Tensor, got {type(q).__name__}")
+    device = q.device
+    _check_tensor("q", q, _Q_DTYPES, 3, device)
+    s_q, h_q, d_qk = (int(n) for n in q.shape)
+    if d_qk not in PREFILL_D_QK:
+        raise ValueError(f"q: d_qk (dim 2) must be 512 or 576, got {d_qk}")
+    if not 1 <= h_q <= 128:
+        raise ValueError(f"q: h_q (dim 1) must be in 1..128, got {h_q}")
+    if q.stride(2) != 1:
+        raise ValueError("q: the last dimension must be contiguous (stride 1)")
+    if not (device.type == "cuda" or (device.type == "cpu" and triton_interpreting())):
+        raise ValueError(f"q: expected a CUDA tensor (or Triton's interpreter mode for CPU tensors), got {device}")
+    _check_tensor("kv", kv, _Q_DTYPES, 3, device)
+    if kv.dtype != q.dtype:
+        raise ValueError(f"kv: rows must match q's dtype {q.dtype}, got {kv.dtype}")
+    if kv.shape[1] != 1 or kv.shape[2] != d_qk:
+        raise ValueError(f"kv: expected [s_kv, 1, d_qk={d_qk}], got {list(kv.shape)}")
+    if kv.stride(2) != 1:
+        raise ValueError("kv: the last dimension must be contiguous (stride 1)")
+    if q.dtype == torch.bfloat16 and triton_interpreting():
+        raise ValueError(
+            "q: bf16 cannot run under Triton's interpreter (its tl.dot multiplies raw bf16 bits, triton issue "
+            "11584); use fp16 on the CPU"
+        )
+    _check_tensor("indices", indices, (torch.int32,), 3, device)
+    if indices.shape[0] != s_q or indices.shape[1] != 1:
+        raise ValueError(f"indices: expected [s_q={s_q}, 1, topk], got {list(indices.shape)}")
+    if indices.shape[2] > 1 and indices.stride(2) != 1:
+        raise ValueError("indices: the last dimension must be contiguous (stride 1)")
+    scale = _check_scale(sm_scale, 0.0, "sm_scale")
+    if isinstance(d_v, bool) or d_v != PREFILL_D_V:
+        raise ValueError(f"d_v: must be {PREFILL_D_V}, got {d_v!r}")
+    if attn_sink is not None:
+        _check_tensor("attn_sink", attn_sink, (torch.float32,), 1, device)
+        if attn_sink.shape[0] != h_q or (h_q > 1 and attn_sink.stride(0) != 1):
+            raise ValueError(f"attn_sink: expected a contiguous [h_q={h_q}], got {list(attn_sink.shape)}")
+    if topk_length is not None:
+        _check_length("topk_length", topk_length, s_q, device)
+    if out is not None:
+        want = (s_q, h_q, PREFILL_D_V)
+        if not isinstance(out, torch.Tensor):
+            raise ValueError(f"out: expected a torch.Tensor, got {type(out).__name__}")
+        if tuple(out.shape) != want or out.dtype != q.dtype or out.device != device:
+            raise ValueError(
+                f"out: expected {list(want)} {q.dtype} on {device}, got {list(out.shape)} {out.dtype} on {out.device}"
+            )
+        if out.numel() and out.stride(2) != 1:
+            raise ValueError("out: the last dimension must be contiguous (stride 1)")
+        for name, t in (("q", q), ("kv", kv), ("indices", indices), ("attn_sink", attn_sink),
+                        ("topk_length", topk_length)):  # fmt: skip
+            if t is not None and t.numel() and out.numel():
+                o_ptr, t_ptr = out.data_ptr(), t.data_ptr()
+                if o_ptr < t_ptr + launch.span_bytes(t) and t_ptr < o_ptr + launch.span_bytes(out):
+                    raise ValueError(f"out: shares memory with {name} (the kernel reads {name} while it writes out)")
+    p = plan_sparse_prefill(PrefillWorkload(s_q=s_q, h_q=h_q, topk=int(indices.shape[2]), d_qk=d_qk),
+                            _device_spec(device))  # fmt: skip
+    with _device_guard(device):
+        return sparse_prefill(q, kv, indices, scale, p, attn_sink, topk_length, out)

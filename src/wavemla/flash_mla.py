@@ -14,9 +14,9 @@ the old module would stay with the old module.
 
 What stands in: :func:`flash_mla_with_kvcache` (sparse decode with ``indices``, paged dense decode without; it also
 takes vLLM's ``out=`` and the keywords of SGLang's FlashMLA build), :func:`get_mla_metadata` and
-``FlashMLASchedMeta`` (:class:`wavemla.MLAMetadata`), and SGLang's SM120 entry :func:`flash_mla_with_kvcache_sm120`.
-FlashMLA's prefill kernels are not here: importing one of them fails with Python's own ``ImportError``, naming it
-(so installing under a kernel package's module name breaks that package's imports of its prefill calls).
+``FlashMLASchedMeta`` (:class:`wavemla.MLAMetadata`), SGLang's SM120 entry :func:`flash_mla_with_kvcache_sm120`,
+and the sparse prefill :func:`flash_mla_sparse_fwd` (DeepSeek-V4's and V3.2's). FlashMLA's dense prefill and
+backward calls are not here: importing one of them fails with Python's own ``ImportError``, naming it.
 
 An engine module that holds FlashMLA's decode calls beside others (prefill, capability checks: vLLM's
 ``vllm.v1.attention.ops.flashmla``, SGLang's ``sglang.kernels.ops.attention.flash_mla_interface``) is patched
@@ -24,6 +24,10 @@ instead: :func:`patch` replaces only :data:`PATCHED` in it, right after the modu
 once if it already has, and leaves its other names as they are::
 
     wavemla.flash_mla.patch(["vllm.v1.attention.ops.flashmla"])
+
+``patch(names, prefill=True)`` also replaces the module's ``flash_mla_sparse_fwd``: for GPUs where the engine's
+FlashMLA build has no sparse prefill kernel (FlashMLA's runs on sm_90 and sm_100 only), so that a DeepSeek-V4 or
+V3.2 layer's prefill runs too.
 
 SGLang's DeepSeek-V4 backend (0.5.23) calls FlashMLA through ``sglang.kernels.ops.attention.flash_mla_interface``,
 with that build's keywords (``use_legacy``, which :func:`wavemla.flash_mla_with_kvcache` takes), and on SM120 GPUs
@@ -53,7 +57,7 @@ from typing import Any
 
 import torch
 
-from wavemla.api import _FP8_DTYPES, MLAMetadata, flash_mla_with_kvcache, get_mla_metadata
+from wavemla.api import _FP8_DTYPES, MLAMetadata, flash_mla_with_kvcache, get_mla_metadata, sparse_mla_prefill
 
 FlashMLASchedMeta = MLAMetadata
 
@@ -62,6 +66,8 @@ DEFAULT_NAMES = ("flash_mla", "flash_mla.flash_mla_interface")
 
 # The names patch() replaces in an engine's module (those of them it defines).
 PATCHED = ("flash_mla_with_kvcache", "get_mla_metadata", "FlashMLASchedMeta", "flash_mla_with_kvcache_sm120")
+# What patch(..., prefill=True) replaces as well.
+PATCHED_PREFILL = ("flash_mla_sparse_fwd",)
 # The decode calls among them: a module to patch must define one.
 _DECODE_CALLS = ("flash_mla_with_kvcache", "get_mla_metadata", "flash_mla_with_kvcache_sm120")
 
@@ -90,10 +96,29 @@ def flash_mla_with_kvcache_sm120(
     )  # fmt: skip
 
 
+def flash_mla_sparse_fwd(
+    q: torch.Tensor,
+    kv: torch.Tensor,
+    indices: torch.Tensor,
+    sm_scale: float,
+    d_v: int = 512,
+    attn_sink: torch.Tensor | None = None,
+    topk_length: torch.Tensor | None = None,
+    *,
+    out: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """FlashMLA's sparse prefill call (``q [s_q, h_q, d_qk]``, ``kv [s_kv, 1, d_qk]``, ``indices [s_q, 1, topk]``),
+    run by :func:`wavemla.sparse_mla_prefill`; ``out=`` is vLLM's output buffer. Returns ``(out, max_logits,
+    lse)``."""
+    return sparse_mla_prefill(q, kv, indices, sm_scale, d_v, attn_sink, topk_length, out=out)
+
+
 __all__ = [
     "DEFAULT_NAMES",
     "PATCHED",
+    "PATCHED_PREFILL",
     "FlashMLASchedMeta",
+    "flash_mla_sparse_fwd",
     "flash_mla_with_kvcache",
     "flash_mla_with_kvcache_sm120",
     "get_mla_metadata",
@@ -195,14 +220,17 @@ def resolves_to(name: str = "flash_mla") -> str:
 # patch(): modules to patch once imported, and the names each patched module held before.
 _PENDING: set[str] = set()
 _ORIGINALS: dict[str, dict[str, Any]] = {}
+_PREFILL: set[str] = set()  # modules whose flash_mla_sparse_fwd is replaced too
 
 
 def _patch_module(module: types.ModuleType) -> None:
     name = module.__name__
-    held = {attr: module.__dict__[attr] for attr in PATCHED if attr in module.__dict__}
-    if not any(call in held for call in _DECODE_CALLS):
+    names = PATCHED + PATCHED_PREFILL if name in _PREFILL else PATCHED
+    calls = _DECODE_CALLS + PATCHED_PREFILL if name in _PREFILL else _DECODE_CALLS
+    held = {attr: module.__dict__[attr] for attr in names if attr in module.__dict__}
+    if not any(call in held for call in calls):
         raise ImportError(
-            f"wavemla.flash_mla.patch: module {name!r} defines none of {', '.join(_DECODE_CALLS)}",
+            f"wavemla.flash_mla.patch: module {name!r} defines none of {', '.join(calls)}",
             name=name,
         )
     mine = sys.modules[__name__].__dict__
@@ -260,20 +288,25 @@ class _PatchFinder(importlib.abc.MetaPathFinder):
 _FINDER = _PatchFinder()
 
 
-def patch(names: Sequence[str]) -> list[str]:
+def patch(names: Sequence[str], *, prefill: bool = False) -> list[str]:
     """Replace FlashMLA's decode calls (:data:`PATCHED`, those the module defines) inside each named engine module,
-    leaving its other names as they are; returns the names.
+    leaving its other names as they are; returns the names. ``prefill=True`` replaces its sparse prefill call
+    (:data:`PATCHED_PREFILL`) too.
 
     A module already imported is patched at once; any other, right after it has run on its first import (an import
-    hook on ``sys.meta_path``). A module that defines neither ``flash_mla_with_kvcache`` nor ``get_mla_metadata``
-    raises ``ImportError`` naming it (at once, or at its import). Patching twice is a no-op.
+    hook on ``sys.meta_path``). A module that defines none of the calls to replace raises ``ImportError`` naming it
+    (at once, or at its import). Patching twice is a no-op.
     """
+    if not isinstance(prefill, bool):
+        raise ValueError(f"prefill: expected a bool, got {prefill!r}")
     wanted = _module_names(names)
     for name in wanted:
         if name.split(".")[0] == "wavemla":
             raise ValueError(f"names: {name!r} is wavemla's own (the stand-in takes other packages' names)")
         if sys.modules.get(name) is sys.modules[__name__]:
             raise ValueError(f"names: {name!r} is installed as the stand-in itself (uninstall it first)")
+    if prefill:
+        _PREFILL.update(wanted)
     for name in wanted:
         module = sys.modules.get(name)
         if module is not None:
@@ -296,6 +329,7 @@ def unpatch(names: Sequence[str] | None = None) -> list[str]:
     wanted = patched_names() if names is None else _module_names(names)
     done = []
     for name in wanted:
+        _PREFILL.discard(name)
         if name in _PENDING:
             _PENDING.discard(name)
             done.append(name)

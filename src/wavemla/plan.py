@@ -1938,3 +1938,128 @@ def dense_schedule(
         segments = sum(1 for r in range(b) if unit_prefix[r] < stop and unit_prefix[r + 1] > start)
         weights.append(stop - start + segments * overhead)
     return DenseSchedule(parts, request_parts, tuple(weights), total)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Sparse prefill (FlashMLA's flash_mla_sparse_fwd): whole query tokens per program, one tile shape per GPU.
+
+PREFILL_D_QK = (512, 576)
+PREFILL_D_V = 512
+
+
+@dataclass(frozen=True)
+class PrefillWorkload:
+    """One sparse-prefill call by static shapes: ``s_q`` query tokens of ``h_q`` heads, ``topk`` index entries each,
+    rows ``d_qk`` wide (512: DeepSeek-V4; 576: DeepSeek-V3.2)."""
+
+    s_q: int
+    h_q: int
+    topk: int
+    d_qk: int = 512
+
+    def __post_init__(self) -> None:
+        for name in ("s_q", "h_q", "topk", "d_qk"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name}: expected a non-negative int, got {value!r}")
+        if not 1 <= self.h_q <= 128:
+            raise ValueError(f"h_q: expected 1..128, got {self.h_q}")
+        if self.d_qk not in PREFILL_D_QK:
+            raise ValueError(f"d_qk: expected 512 or 576, got {self.d_qk}")
+
+
+@dataclass(frozen=True)
+class PrefillPlan:
+    """The sparse prefill's launch: ``config.block_h`` heads of one token per program over ``config.block_n``-row
+    tiles, ``programs`` programs, ``programs_per_sm`` of them resident on an SM."""
+
+    config: KernelConfig
+    d_v: int
+    resources: Resources
+    programs: int
+    programs_per_sm: int
+    reasons: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def block_h(self) -> int:
+        return self.config.block_h
+
+    @property
+    def block_n(self) -> int:
+        return self.config.block_n
+
+    @property
+    def num_warps(self) -> int:
+        return self.config.num_warps
+
+    @property
+    def num_stages(self) -> int:
+        return self.config.num_stages
+
+
+# Fastest first where measured (H100, docs/sparse-prefill.md). Shared memory holds q's head block and the gathered
+# row tiles in flight (Triton's pipeliner keeps the next tiles' loads going while one is computed); the [block_h,
+# 512] fp32 accumulator lives in registers: 64 heads over 8 warps are 128 registers a thread, and 64-head tiles spill
+# a little everywhere but with wgmma at 32 rows. Three stages took 0.75 of two's time at DeepSeek-V3.2's 2048 rows of
+# 576 and the same at DeepSeek-V4's 640 rows of 512.
+_PREFILL_TILES = (
+    KernelConfig(64, 64, 8, 3), KernelConfig(64, 64, 8, 2), KernelConfig(64, 32, 8, 2), KernelConfig(32, 32, 4, 2),
+    KernelConfig(16, 32, 4, 2), KernelConfig(16, 16, 4, 1),
+)  # fmt: skip
+
+
+def all_prefill_configs() -> list[KernelConfig]:
+    """Every tile the prefill planner can pick (the packaged resource table covers each on sm_80..sm_120)."""
+    return list(_PREFILL_TILES)
+
+
+@functools.lru_cache(maxsize=256)
+def _prefill_resources(cfg: KernelConfig, arch: int, d_qk: int, cache_dir: str | None) -> Resources:
+    """Compiled resources of a prefill tile (the d_qk 576 build, which bounds 512), else an estimate: q's head
+    block and the staged row tiles, 16-bit elements."""
+    del cache_dir  # part of the cache key only: resources.lookup reads the knob's directory
+    from wavemla import resources
+
+    table_arch = _TABLE_ARCH_FALLBACK.get(arch, arch)
+    hit = resources.lookup(cfg, False, table_arch, kernel=resources.PREFILL_KERNEL)
+    if hit is not None:
+        r, where = hit
+        note = where + ("" if table_arch == arch else f", sm_{table_arch} entry")
+        return Resources(r.smem_bytes, r.regs, "compiled", stack_bytes=r.stack_bytes, note=note)
+    smem = 2 * d_qk * (cfg.block_h + cfg.num_stages * cfg.block_n)
+    return Resources(smem, 255, "estimate", note="estimated (not in the compiled table)")
+
+
+def plan_sparse_prefill(workload: PrefillWorkload, device: DeviceSpec) -> PrefillPlan:
+    """The widest tile whose compiled shared memory fits the device's per-block limit, narrowed where the launch
+    would waste it: a head block never exceeds the heads (rounded up to 16, the dot's least M), and a call with
+    fewer programs than SMs takes 16-head blocks (more programs a token).
+
+    Example::
+
+        p = plan_sparse_prefill(PrefillWorkload(s_q=4096, h_q=64, topk=640), get_spec("rtx-pro-6000"))
+        p.config, p.programs_per_sm   # KernelConfig(16, 32, 4, 2), 2
+    """
+    cache = config.get("WAVEMLA_CACHE_DIR")
+    fitting = [
+        (c, r) for c in _PREFILL_TILES
+        if (r := _prefill_resources(c, device.arch, workload.d_qk, cache)).smem_bytes <= device.smem_per_block
+    ]  # fmt: skip
+    if not fitting:
+        raise PlanError(f"{device.name}: no prefill tile fits {device.smem_per_block} B of shared memory per block")
+    cfg, res = fitting[0]
+    limit = device.smem_per_block // KIB
+    reasons = [f"{cfg}: the widest tile within {limit} KB a block ({res.smem_bytes} B, {res.note})"]
+    heads16 = max(16, 1 << (workload.h_q - 1).bit_length())
+    if cfg.block_h > heads16:
+        cfg, res = next((c, r) for c, r in fitting if c.block_h <= heads16)
+        reasons.append(f"{cfg}: {workload.h_q} heads fill {cfg.block_h}-head blocks")
+    programs = workload.s_q * -(-workload.h_q // cfg.block_h)
+    if programs < device.num_sms and cfg.block_h > 16:
+        cfg, res = next((c, r) for c, r in fitting if c.block_h == 16)
+        programs = workload.s_q * -(-workload.h_q // cfg.block_h)
+        reasons.append(f"{cfg}: {workload.s_q} tokens leave SMs idle with wider head blocks")
+    per_sm = _blocks_per_sm(device, res.smem_bytes, res.regs_per_thread, cfg.num_warps)
+    reasons.append(f"{programs} programs, {per_sm} per SM on {device.num_sms} SMs")
+    return PrefillPlan(config=cfg, d_v=PREFILL_D_V, resources=res, programs=programs, programs_per_sm=per_sm,
+                       reasons=tuple(reasons))  # fmt: skip

@@ -57,17 +57,20 @@ if TYPE_CHECKING:
 
 KERNEL = "sparse_decode"  # the split kernel, wavemla.kernels.sparse_decode._sparse_mla_decode_kernel
 DENSE_KERNEL = "dense_decode"  # the dense split kernel, wavemla.kernels.dense_decode._dense_mla_decode_kernel
-KERNELS: tuple[str, ...] = (KERNEL, DENSE_KERNEL)
+PREFILL_KERNEL = "sparse_prefill"  # the sparse prefill, wavemla.kernels.sparse_prefill._sparse_prefill_kernel
+KERNELS: tuple[str, ...] = (KERNEL, DENSE_KERNEL, PREFILL_KERNEL)
 # The sources each split kernel is built from: their digest is part of every key, so an edited kernel misses the
 # cache.
 _KERNEL_SOURCES: dict[str, tuple[str, ...]] = {
     KERNEL: ("kernels/sparse_decode.py", "kernels/fp8.py", "kernels/gdc.py"),
     DENSE_KERNEL: ("kernels/dense_decode.py", "kernels/fp8.py"),
+    PREFILL_KERNEL: ("kernels/sparse_prefill.py", "kernels/sparse_decode.py"),
 }
 ARCHES: tuple[int, ...] = (80, 86, 89, 90, 100, 120)
 DATA_PATH = Path(__file__).resolve().parent / "data" / "sparse_decode_resources.json"
 DENSE_DATA_PATH = Path(__file__).resolve().parent / "data" / "dense_decode_resources.json"
-DATA_PATHS: dict[str, Path] = {KERNEL: DATA_PATH, DENSE_KERNEL: DENSE_DATA_PATH}
+PREFILL_DATA_PATH = Path(__file__).resolve().parent / "data" / "sparse_prefill_resources.json"
+DATA_PATHS: dict[str, Path] = {KERNEL: DATA_PATH, DENSE_KERNEL: DENSE_DATA_PATH, PREFILL_KERNEL: PREFILL_DATA_PATH}
 CACHE_FILE = "resources-v1.json"
 SCHEMA = 1
 # From sm_90 on the cubin carries the driver's per-block reservation as static shared memory (see module doc).
@@ -334,6 +337,25 @@ def _dense_decode_spec(
     return {"pointers": pointers, "ints": ints, "unspecialized": unspecialized, "constexprs": constexprs}
 
 
+def _sparse_prefill_spec(block_h: int, block_n: int, num_stages: int) -> dict[str, Any]:
+    """Signature and constexprs of the sparse prefill at a DeepSeek-V3.2 launch (d_qk 576: its rope tiles make it
+    the larger of the two row widths, so its resources bound DeepSeek-V4's 512): h = 128, topk 2048, bf16, lengths
+    and sink; pointers and 16-multiple strides marked ``tt.divisibility = 16``."""
+    pointers = {
+        "p_q": "*bf16", "p_kv": "*bf16", "p_idx": "*i32", "p_len": "*i32", "p_sink": "*fp32", "p_out": "*bf16",
+        "p_max": "*fp32", "p_lse": "*fp32",
+    }  # fmt: skip
+    h, d_qk, topk = 128, 576, 2048
+    ints = {"H": h, "stride_qt": h * d_qk, "stride_qh": d_qk, "stride_kv": d_qk, "stride_it": topk,
+            "stride_ot": h * 512, "stride_oh": 512}  # fmt: skip
+    constexprs = {
+        "HAS_LEN": True, "HAS_SINK": True, "D": 512, "D_ROPE": d_qk - 512, "BLOCK_H": block_h, "BLOCK_N": block_n,
+        "NUM_STAGES": num_stages,
+    }  # fmt: skip
+    return {"pointers": pointers, "ints": ints, "unspecialized": ("s_kv", "topk", "num_hb"), "constexprs": constexprs,
+            "fp32": ("sm_scale",)}  # fmt: skip
+
+
 def _res_usage(cubin: bytes) -> tuple[int, int, int, int]:
     """(registers, stack bytes, static shared bytes, local bytes) of the one kernel in ``cubin``."""
     import triton
@@ -434,12 +456,16 @@ def _compile_here(job: dict[str, Any]) -> dict[str, Any]:
 
     from wavemla.kernels.dense_decode import _dense_mla_decode_kernel
     from wavemla.kernels.sparse_decode import _sparse_mla_decode_kernel
+    from wavemla.kernels.sparse_prefill import _sparse_prefill_kernel
 
     kernel = job.get("kernel", KERNEL)
-    fn = _dense_mla_decode_kernel if kernel == DENSE_KERNEL else _sparse_mla_decode_kernel
+    fn = {KERNEL: _sparse_mla_decode_kernel, DENSE_KERNEL: _dense_mla_decode_kernel,
+          PREFILL_KERNEL: _sparse_prefill_kernel}[kernel]  # fmt: skip
     if not isinstance(fn, triton.runtime.JITFunction):
         raise CompileError("the kernels were imported under Triton's interpreter; compile in a worker process")
-    if kernel == DENSE_KERNEL:
+    if kernel == PREFILL_KERNEL:
+        spec = _sparse_prefill_spec(job["block_h"], job["block_n"], job["num_stages"])
+    elif kernel == DENSE_KERNEL:
         spec = _dense_decode_spec(
             job["block_h"], job["block_n"], job["num_stages"], job["is_fp8"], job["q_dtype"], job["arch"]
         )
@@ -455,7 +481,7 @@ def _compile_here(job: dict[str, Any]) -> dict[str, Any]:
         pointers=spec["pointers"],
         ints=spec["ints"],
         constexprs=spec["constexprs"],
-        fp32=("qk_scale",),
+        fp32=spec.get("fp32", ("qk_scale",)),
         unspecialized=spec["unspecialized"],
     )
     regs, stack, static_shared, local = _res_usage(compiled.asm["cubin"])
@@ -665,7 +691,7 @@ def compile_requests(
                 found[r.key] = r
             else:
                 j = row["job"]
-                name = "dense_decode " if j.get("kernel") == DENSE_KERNEL else ""
+                name = f"{j['kernel']} " if "kernel" in j else ""
                 failures.append(
                     f"{name}BLOCK_H={j['block_h']} BLOCK_N={j['block_n']} warps={j['num_warps']} "
                     f"stages={j['num_stages']} {'fp8' if j['is_fp8'] else 'bf16'} q {j['q_dtype']} "
@@ -687,8 +713,10 @@ def compile_requests(
 
 def table_requests(kernel: str = KERNEL) -> list[tuple[KernelConfig, bool]]:
     """Every (configuration, is_fp8) the planner can pick for ``kernel``, over all head counts and cache formats."""
-    from wavemla.plan import all_candidate_configs, all_dense_candidate_configs
+    from wavemla.plan import all_candidate_configs, all_dense_candidate_configs, all_prefill_configs
 
+    if kernel == PREFILL_KERNEL:
+        return [(c, False) for c in all_prefill_configs()]
     return all_dense_candidate_configs() if kernel == DENSE_KERNEL else all_candidate_configs()
 
 
@@ -698,6 +726,8 @@ _LAUNCHES = {
     "marked tt.divisibility=16",
     DENSE_KERNEL: "DeepSeek-V3 dense decode: h=128, s_q=1, d_qk=576, page 64, not causal; FP8 V3.2: q fp16, fp16 "
     "workspace; bf16 rows: q bf16, bf16 workspace; pointers and 16-multiple strides marked tt.divisibility=16",
+    PREFILL_KERNEL: "sparse prefill: h=128, d_qk=576 (bounds 512), topk 2048, bf16, lengths and sink; pointers and "
+    "16-multiple strides marked tt.divisibility=16",
 }
 
 
@@ -740,8 +770,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         const="",
         default=None,
         metavar="PATH",
-        help=f"write the table(s) (default: the packaged {DATA_PATH.name} and {DENSE_DATA_PATH.name}; a PATH needs "
-        "one --kernel)",
+        help=f"write the table(s) (default: the packaged {DATA_PATH.name}, {DENSE_DATA_PATH.name} and "
+        f"{PREFILL_DATA_PATH.name}; a PATH needs one --kernel)",
     )
     parser.add_argument("--kernel", nargs="+", choices=KERNELS, default=list(KERNELS), help="kernels (default: all)")
     parser.add_argument("--arch", type=int, nargs="+", default=list(ARCHES), help="architectures (default: all)")

@@ -35,20 +35,21 @@ def as_rows(cache: torch.Tensor) -> torch.Tensor:
     return cache.reshape(-1, cache.shape[-1]).double()
 
 
-def _gather(
+def gather_rows(
     rows: torch.Tensor, indices: torch.Tensor, length: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rows [b, s_q, k, d] (zero where invalid) and the validity mask [b, s_q, k]."""
+    """Rows ``[b, s_q, k, d]`` of ``rows [slots, d]`` picked by ``indices [b, s_q, k]`` (zero where invalid) and the
+    validity mask ``[b, s_q, k]``: an entry is valid when it lies in ``0..slots-1`` and before ``length[b]``."""
     b, _, k = indices.shape
     idx = indices.long()
     valid = (idx >= 0) & (idx < rows.shape[0])
     if length is not None:
         pos = torch.arange(k, device=indices.device).view(1, 1, k)
         valid &= pos < length.long().view(b, 1, 1)
-    safe = torch.where(valid, idx, torch.zeros_like(idx))
-    got = rows[safe.flatten()].view(*indices.shape, -1)
-    got = torch.where(valid[..., None], got, torch.zeros((), dtype=got.dtype, device=got.device))
-    return got, valid
+    # Invalid entries read an appended zero row (also when there are no rows at all).
+    padded = torch.cat([rows, rows.new_zeros((1, rows.shape[-1]))])
+    safe = torch.where(valid, idx, torch.full_like(idx, rows.shape[0]))
+    return padded[safe.flatten()].view(*indices.shape, -1), valid
 
 
 def sparse_decode_ref(
@@ -81,11 +82,11 @@ def sparse_decode_ref(
     """
     h_q, d = q.shape[2], q.shape[3]
     scale = d**-0.5 if softmax_scale is None else float(softmax_scale)
-    rows, valid = _gather(as_rows(kv_cache), indices, topk_length)
+    rows, valid = gather_rows(as_rows(kv_cache), indices, topk_length)
     if extra_kv_cache is not None:
         if extra_indices is None:
             raise ValueError("extra_indices: required when extra_kv_cache is given")
-        e_rows, e_valid = _gather(as_rows(extra_kv_cache), extra_indices, extra_topk_length)
+        e_rows, e_valid = gather_rows(as_rows(extra_kv_cache), extra_indices, extra_topk_length)
         rows = torch.cat([rows, e_rows], dim=2)
         valid = torch.cat([valid, e_valid], dim=2)
     qd = q.double()

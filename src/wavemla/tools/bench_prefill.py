@@ -1,0 +1,193 @@
+"""Benchmark of the sparse prefill (``wavemla.sparse_mla_prefill``) against a PyTorch baseline, with ceilings.
+
+Each case is FlashMLA's prefill benchmark shape: ``s_q`` query tokens, each attending over ``topk`` rows drawn at
+random without repetition from ``s_kv`` rows (DeepSeek-V4: 512 + 128 = 640 rows of 512; DeepSeek-V3.2: 2048 rows of
+576), bf16, with a sink. Times are CUDA-graph replays with L2 flushed (median of ``reps``); FLOPs count
+``2·s_q·h·topk·(d_qk + 512)`` and the roofline is the bf16 GEMM rate measured in the same run. Every provider's
+output is checked against the fp64 reference on a sample of tokens before it is timed. The PyTorch baseline gathers
+each token's rows, then runs two batched matmuls with an fp32 softmax between them, in chunks of tokens.
+
+Run on a CUDA machine::
+
+    python -m wavemla.tools.bench_prefill --json out.json [--reps 20] [--cases dsv4-h64 v32-h128] [--tiles]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from wavemla.reference.sparse_prefill import sparse_prefill_ref
+
+
+@dataclass(frozen=True)
+class PrefillCase:
+    name: str
+    s_q: int
+    s_kv: int
+    topk: int
+    h_q: int
+    d_qk: int
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.s_q * self.h_q * self.topk * (self.d_qk + 512)
+
+
+CASES = {
+    c.name: c
+    for c in (
+        PrefillCase("dsv4-h64", 4096, 8192, 640, 64, 512),
+        PrefillCase("dsv4-h128", 4096, 8192, 640, 128, 512),
+        PrefillCase("dsv4-h64-32k", 4096, 32768, 640, 64, 512),
+        PrefillCase("dsv4-h16", 4096, 8192, 640, 16, 512),
+        PrefillCase("v32-h128", 4096, 32768, 2048, 128, 576),
+    )
+}
+CHECK_TOKENS = 32  # tokens compared with the fp64 reference per provider
+_TOL = 2e-2  # bf16 output against fp64: abs-or-rel per element
+
+
+def make_inputs(case: PrefillCase, device: str = "cuda", seed: int = 0) -> dict[str, Any]:
+    """bf16 q and kv, int32 indices (distinct rows per token, a fifth of the tokens with a shorter list), fp32
+    sink and topk_length."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    q = torch.randn((case.s_q, case.h_q, case.d_qk), generator=g, device=device).to(torch.bfloat16)
+    kv = torch.randn((case.s_kv, 1, case.d_qk), generator=g, device=device).to(torch.bfloat16)
+    idx = torch.empty((case.s_q, 1, case.topk), dtype=torch.int32, device=device)
+    for t0 in range(0, case.s_q, 512):  # random distinct rows: the top-k of random keys, 512 tokens at a time
+        t1 = min(t0 + 512, case.s_q)
+        keys = torch.rand((t1 - t0, case.s_kv), generator=g, device=device)
+        idx[t0:t1, 0] = keys.topk(case.topk, dim=-1).indices.to(torch.int32)
+    length = torch.full((case.s_q,), case.topk, dtype=torch.int32, device=device)
+    length[::5] = case.topk // 2
+    sink = torch.randn((case.h_q,), generator=g, device=device)
+    return {"q": q, "kv": kv, "indices": idx, "sm_scale": case.d_qk**-0.5, "attn_sink": sink, "topk_length": length}
+
+
+def torch_prefill(inputs: dict[str, Any], chunk: int = 256) -> torch.Tensor:
+    """The PyTorch baseline's output ``[s_q, h_q, 512]`` bf16 (gather, bf16 matmuls, fp32 softmax with the sink)."""
+    q, kv, idx, length = inputs["q"], inputs["kv"], inputs["indices"], inputs["topk_length"]
+    s_q, _, _ = q.shape
+    topk = idx.shape[-1]
+    rows = kv[:, 0]
+    out = torch.empty((s_q, q.shape[1], 512), dtype=q.dtype, device=q.device)
+    sink = inputs["attn_sink"]
+    for t0 in range(0, s_q, chunk):
+        t1 = min(t0 + chunk, s_q)
+        i = idx[t0:t1, 0].long()
+        valid = (i >= 0) & (i < rows.shape[0]) & (torch.arange(topk, device=q.device) < length[t0:t1, None])
+        k = rows[i.clamp(0, rows.shape[0] - 1)]  # [c, topk, d_qk]
+        s = torch.bmm(q[t0:t1], k.transpose(1, 2)).float() * inputs["sm_scale"]
+        s = s.masked_fill(~valid[:, None, :], float("-inf"))
+        s = torch.cat([s, sink.view(1, -1, 1).expand(t1 - t0, -1, 1)], dim=-1)  # the sink as one more logit
+        p = torch.softmax(s, dim=-1)[..., :topk].to(q.dtype)
+        out[t0:t1] = torch.bmm(p, k[..., :512])
+    return out
+
+
+def _check(name: str, got: torch.Tensor, inputs: dict[str, Any]) -> float:
+    """Largest abs-or-rel error of ``got`` against the fp64 reference over the first CHECK_TOKENS tokens; raises
+    when it exceeds the tolerance."""
+    n = CHECK_TOKENS
+    ref, _, _ = sparse_prefill_ref(
+        inputs["q"][:n], inputs["kv"], inputs["indices"][:n], sm_scale=inputs["sm_scale"],
+        attn_sink=inputs["attn_sink"], topk_length=inputs["topk_length"][:n],
+    )  # fmt: skip
+    err = ((got[:n].double() - ref).abs() / (1.0 + ref.abs())).max().item()
+    if not err <= _TOL:
+        raise AssertionError(f"{name}: output differs from the fp64 reference by {err:.3g} (tolerance {_TOL})")
+    return err
+
+
+def _bench_case(
+    case: PrefillCase, spec: Any, gemm_tflops: float, reps: int, tiles: bool, baseline: bool
+) -> list[dict[str, Any]]:
+    """The rows of one case: the planner's tile, then every other tile that fits (``tiles``), then the baseline."""
+    from wavemla import api
+    from wavemla.kernels.sparse_prefill import sparse_prefill
+    from wavemla.plan import PrefillWorkload, _prefill_resources, all_prefill_configs, plan_sparse_prefill
+    from wavemla.tools.bench import timings_us
+
+    inputs = make_inputs(case)
+    args = (inputs["q"], inputs["kv"], inputs["indices"], inputs["sm_scale"])
+    sink, length = inputs["attn_sink"], inputs["topk_length"]
+    planned = plan_sparse_prefill(PrefillWorkload(case.s_q, case.h_q, case.topk, case.d_qk), spec)
+    providers: list[tuple[str, str, Any]] = [
+        ("wavemla", str(planned.config), lambda: api.sparse_mla_prefill(*args, attn_sink=sink, topk_length=length)[0])
+    ]
+    if tiles:
+        for cfg in all_prefill_configs():
+            res = _prefill_resources(cfg, spec.arch, case.d_qk, None)
+            if cfg != planned.config and res.smem_bytes <= spec.smem_per_block:
+                forced = dataclasses.replace(planned, config=cfg)
+                providers.append(("wavemla-tile", str(cfg), lambda p=forced: sparse_prefill(*args, p, sink, length)[0]))
+    if baseline:
+        providers.append(("torch", "gather+bmm", lambda: torch_prefill(inputs)))
+    rows: list[dict[str, Any]] = []
+    for provider, cfg_name, fn in providers:
+        err = _check(f"{case.name} {provider} {cfg_name}", fn(), inputs)
+        p20, med, p80 = timings_us(fn, reps, flush=True, graph=True)
+        tflops = case.flops / med / 1e6
+        rows.append({
+            **dataclasses.asdict(case), "provider": provider, "config": cfg_name, "median_us": med, "p20_us": p20,
+            "p80_us": p80, "reps": reps, "flops": case.flops, "tflops": tflops,
+            "pct_of_gemm": 100.0 * tflops / gemm_tflops, "max_err": err,
+        })  # fmt: skip
+        print(f"{case.name:14s} {provider:13s} {cfg_name:10s} {med:9.1f} us  {tflops:6.1f} TFLOP/s  "
+              f"{rows[-1]['pct_of_gemm']:5.1f}% of GEMM  err {err:.2g}", flush=True)  # fmt: skip
+    if baseline:
+        print(f"{case.name:14s} torch / wavemla {rows[-1]['median_us'] / rows[0]['median_us']:.2f}x", flush=True)
+    return rows
+
+
+def run_prefill_bench(
+    cases: Sequence[PrefillCase], reps: int = 20, tiles: bool = False, baseline: bool = True
+) -> dict[str, Any]:
+    """Time every case (the planner's tile, every other tile that fits with ``tiles``, the PyTorch baseline with
+    ``baseline``); returns the ceilings and one row per (case, provider)."""
+    from wavemla.device import current_spec
+    from wavemla.tools.bench import environment, measure_ceilings
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("the prefill benchmark needs a CUDA device")
+    ceil = measure_ceilings()
+    spec = current_spec()
+    rows: list[dict[str, Any]] = []
+    for case in cases:
+        rows += _bench_case(case, spec, ceil.gemm_tflops, reps, tiles, baseline)
+        torch.cuda.empty_cache()
+    return {"environment": environment(), "ceilings": dataclasses.asdict(ceil), "gpu_spec": spec.name, "rows": rows}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m wavemla.tools.bench_prefill", description=__doc__.split("\n")[0])
+    parser.add_argument("--json", required=True, help="write the ceilings and rows here")
+    parser.add_argument("--cases", nargs="+", choices=sorted(CASES), default=list(CASES), help="default: all")
+    parser.add_argument("--reps", type=int, default=20, help="timed replays per provider (median reported)")
+    parser.add_argument("--tiles", action="store_true", help="also time every other tile that fits the GPU")
+    parser.add_argument("--no-baseline", action="store_true", help="leave the PyTorch baseline out")
+    parser.add_argument("--label", default="", help="free text stored in the JSON (e.g. the git SHA)")
+    args = parser.parse_args(argv)
+    if args.reps < 3:
+        parser.error(f"--reps: expected at least 3, got {args.reps}")
+    result = run_prefill_bench([CASES[n] for n in args.cases], args.reps, args.tiles, not args.no_baseline)
+    result["label"] = args.label
+    with open(args.json, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+    gemm = result["ceilings"]["gemm_tflops"]
+    print(f"ceilings: copy {result['ceilings']['copy_gbps']:.0f} GB/s, bf16 GEMM {gemm:.0f} TFLOP/s")
+    ours = {r["name"]: r["median_us"] for r in result["rows"] if r["provider"] == "wavemla"}
+    print("median us (the planner's tile): " + ", ".join(f"{k} {v:.1f}" for k, v in ours.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,205 @@
+"""Sparse prefill kernel vs the fp64 reference: CPU interpreter lane (fp16, small shapes) and GPU lane (bf16)."""
+
+import pytest
+import torch
+
+from tests.conftest import DEVICE, HAS_CUDA, capture_graph
+from wavemla import sparse_mla_prefill
+from wavemla.reference.sparse_prefill import sparse_prefill_ref
+from wavemla.testing import TOLERANCES, assert_close, rows_out_tolerance
+
+LANE = "gpu" if HAS_CUDA else "interp"
+DTYPE = torch.bfloat16 if HAS_CUDA else torch.float16  # the interpreter's bf16 tl.dot is not real bf16
+
+
+def make_inputs(s_q, h_q, s_kv, topk, d_qk=512, *, invalid=0.0, lengths=False, sink=True, seed=0, dtype=DTYPE):
+    """Random q/kv; indices in 0..s_kv-1 with a fraction replaced by invalid values (-1, -2^31, s_kv, 2^31-1)."""
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn((s_q, h_q, d_qk), generator=g).to(dtype)
+    kv = torch.randn((s_kv, 1, d_qk), generator=g).to(dtype)
+    idx = torch.randint(0, max(s_kv, 1), (s_q, 1, topk), generator=g, dtype=torch.int32)
+    if invalid:
+        bad = torch.tensor([-1, -(2**31), s_kv, 2**31 - 1], dtype=torch.int32)
+        pick = torch.rand((s_q, 1, topk), generator=g) < invalid
+        idx = torch.where(pick, bad[torch.randint(0, 4, (s_q, 1, topk), generator=g)], idx)
+    if s_kv == 0:
+        idx = torch.full((s_q, 1, topk), -1, dtype=torch.int32)
+    length = None
+    if lengths:
+        length = torch.randint(-2, topk + 3, (s_q,), generator=g, dtype=torch.int32)
+        length[0] = topk
+    attn_sink = torch.randn((h_q,), generator=g) if sink else None
+    on = {"device": DEVICE}
+    return {
+        "q": q.to(**on), "kv": kv.to(**on), "indices": idx.to(**on), "sm_scale": d_qk**-0.5,
+        "attn_sink": None if attn_sink is None else attn_sink.to(**on),
+        "topk_length": None if length is None else length.to(**on),
+    }  # fmt: skip
+
+
+def check(inputs, lane=LANE):
+    """Kernel first (before the reference allocates), then the reference; compare all three outputs."""
+    out, max_logits, lse = sparse_mla_prefill(**inputs)
+    ref_out, ref_max, ref_lse = sparse_prefill_ref(
+        inputs["q"], inputs["kv"], inputs["indices"], sm_scale=inputs["sm_scale"], attn_sink=inputs["attn_sink"],
+        topk_length=inputs["topk_length"],
+    )  # fmt: skip
+    s_q, h_q, _ = inputs["q"].shape
+    assert out.shape == (s_q, h_q, 512) and out.dtype == inputs["q"].dtype
+    assert max_logits.shape == lse.shape == (s_q, h_q) and max_logits.dtype == lse.dtype == torch.float32
+    bf16 = (inputs["kv"],) if inputs["kv"].dtype == torch.bfloat16 else ()
+    assert_close("out", out, ref_out, rows_out_tolerance(lane, bf16))
+    assert_close("max_logits", max_logits, ref_max, TOLERANCES[("lse", lane)])
+    assert_close("lse", lse, ref_lse, TOLERANCES[("lse", lane)])
+    return out, max_logits, lse
+
+
+CASES = [
+    pytest.param(dict(s_q=3, h_q=16, s_kv=50, topk=64), id="S3-H16-kv50-k64"),
+    pytest.param(dict(s_q=2, h_q=3, s_kv=97, topk=40, d_qk=576), id="S2-H3-kv97-k40-d576"),
+    pytest.param(dict(s_q=2, h_q=20, s_kv=33, topk=17, invalid=0.4), id="S2-H20-invalid40"),
+    pytest.param(dict(s_q=4, h_q=16, s_kv=70, topk=48, lengths=True), id="S4-H16-lengths"),
+    pytest.param(dict(s_q=2, h_q=1, s_kv=10, topk=16, sink=False), id="S2-H1-nosink"),
+    pytest.param(dict(s_q=2, h_q=16, s_kv=0, topk=16), id="S2-kv0-no-rows"),
+    pytest.param(dict(s_q=1, h_q=16, s_kv=40, topk=1, invalid=1.0), id="S1-all-invalid"),
+]
+
+
+@pytest.mark.parametrize("shape", CASES)
+def test_matches_reference(shape):
+    check(make_inputs(**shape, seed=3))
+
+
+def test_no_valid_row_gives_zero_out_and_infinite_stats():
+    inputs = make_inputs(2, 16, 20, 8, lengths=False, seed=1)
+    inputs["topk_length"] = torch.tensor([0, -5], dtype=torch.int32, device=DEVICE)
+    out, max_logits, lse = check(inputs)
+    assert (out == 0).all() and (max_logits == float("-inf")).all() and (lse == float("inf")).all()
+
+
+@pytest.mark.parametrize("sink", [float("inf"), float("-inf")], ids=["+inf", "-inf"])
+def test_infinite_sinks(sink):
+    inputs = make_inputs(2, 16, 30, 16, seed=2)
+    inputs["attn_sink"] = torch.full((16,), sink, device=DEVICE)
+    out, _, _ = check(inputs)
+    if sink > 0:
+        assert (out == 0).all()
+
+
+def test_poisoned_unused_rows_are_never_read():
+    """Rows no index points at hold NaN; the result equals that of clean rows."""
+    inputs = make_inputs(2, 16, 64, 16, seed=4)
+    used = torch.zeros(64, dtype=torch.bool)
+    used[inputs["indices"].flatten().long().cpu()] = True
+    kv = inputs["kv"].clone()
+    kv[(~used).to(kv.device)] = float("nan")
+    clean = sparse_mla_prefill(**inputs)
+    poisoned = sparse_mla_prefill(**{**inputs, "kv": kv})
+    for a, b in zip(clean, poisoned, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_out_buffer_is_written_in_place():
+    inputs = make_inputs(3, 16, 40, 16, seed=5)
+    buf = torch.full((5, 16, 512), float("nan"), dtype=DTYPE, device=DEVICE)[1:4]
+    out, _, _ = sparse_mla_prefill(**inputs, out=buf)
+    assert out.data_ptr() == buf.data_ptr()
+    assert torch.equal(out, sparse_mla_prefill(**inputs)[0])
+
+
+def test_empty_query():
+    inputs = make_inputs(1, 16, 10, 8)
+    inputs["q"] = inputs["q"][:0]
+    inputs["indices"] = inputs["indices"][:0]
+    out, max_logits, lse = sparse_mla_prefill(**inputs)
+    assert out.shape == (0, 16, 512) and max_logits.shape == lse.shape == (0, 16)
+
+
+def test_repeated_calls_give_identical_bits():
+    inputs = make_inputs(3, 20, 60, 40, lengths=True, seed=6)
+    first = sparse_mla_prefill(**inputs)
+    second = sparse_mla_prefill(**inputs)
+    for a, b in zip(first, second, strict=True):
+        assert torch.equal(a, b)
+
+
+# ---------------------------------------------------------------- bad input names the argument
+
+
+def _bad(**change):
+    inputs = make_inputs(2, 16, 20, 8, lengths=True)
+    inputs.update(change)
+    return inputs
+
+
+BAD = [
+    pytest.param(lambda i: {"q": i["q"].float()}, "q", id="q-fp32"),
+    pytest.param(lambda i: {"q": i["q"][..., :256]}, "q", id="q-d256"),
+    pytest.param(lambda i: {"q": i["q"][None]}, "q", id="q-4d"),
+    pytest.param(lambda i: {"q": torch.zeros((2, 129, 512), dtype=DTYPE, device=DEVICE)}, "q", id="q-h129"),
+    pytest.param(lambda i: {"kv": i["kv"].to(torch.float32)}, "kv", id="kv-fp32"),
+    pytest.param(lambda i: {"kv": i["kv"].expand(20, 2, 512)}, "kv", id="kv-2heads"),
+    pytest.param(lambda i: {"kv": i["kv"][..., :256]}, "kv", id="kv-d256"),
+    pytest.param(lambda i: {"indices": i["indices"].long()}, "indices", id="idx-int64"),
+    pytest.param(lambda i: {"indices": i["indices"][:1]}, "indices", id="idx-s_q"),
+    pytest.param(lambda i: {"sm_scale": float("nan")}, "sm_scale", id="scale-nan"),
+    pytest.param(lambda i: {"sm_scale": -1.0}, "sm_scale", id="scale-negative"),
+    pytest.param(lambda i: {"sm_scale": None}, "sm_scale", id="scale-none"),
+    pytest.param(lambda i: {"d_v": 256}, "d_v", id="d_v-256"),
+    pytest.param(lambda i: {"attn_sink": i["attn_sink"][:3]}, "attn_sink", id="sink-short"),
+    pytest.param(lambda i: {"attn_sink": i["attn_sink"].half()}, "attn_sink", id="sink-fp16"),
+    pytest.param(lambda i: {"topk_length": i["topk_length"].long()}, "topk_length", id="len-int64"),
+    pytest.param(lambda i: {"topk_length": i["topk_length"][:1]}, "topk_length", id="len-short"),
+    pytest.param(lambda i: {"out": torch.empty((2, 16, 256), dtype=DTYPE, device=DEVICE)}, "out", id="out-shape"),
+    pytest.param(lambda i: {"out": i["q"]}, "out", id="out-is-q"),
+]
+
+
+@pytest.mark.parametrize(("change", "name"), BAD)
+def test_bad_input_names_the_argument(change, name):
+    inputs = make_inputs(2, 16, 20, 8, lengths=True)
+    with pytest.raises(ValueError, match=rf"^{name}:"):
+        sparse_mla_prefill(**{**inputs, **change(inputs)})
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="the interpreter's refusal of bf16")
+def test_bf16_is_refused_under_the_interpreter():
+    inputs = make_inputs(1, 16, 8, 8, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"^q: bf16"):
+        sparse_mla_prefill(**inputs)
+
+
+# ---------------------------------------------------------------- GPU lane: production shapes, bf16, graphs
+
+GPU_CASES = [
+    pytest.param(dict(s_q=64, h_q=64, s_kv=4096, topk=640), id="dsv4-h64"),
+    pytest.param(dict(s_q=48, h_q=128, s_kv=2048, topk=640, lengths=True), id="dsv4-h128-lengths"),
+    pytest.param(dict(s_q=33, h_q=16, s_kv=1000, topk=640, invalid=0.2), id="dsv4-h16-invalid"),
+    pytest.param(dict(s_q=40, h_q=128, s_kv=8192, topk=2048, d_qk=576), id="v32-h128"),
+    pytest.param(dict(s_q=7, h_q=63, s_kv=300, topk=129, d_qk=576, lengths=True), id="odd-h63-k129"),
+    pytest.param(dict(s_q=300, h_q=64, s_kv=150, topk=128, invalid=0.5), id="many-tokens-invalid"),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", GPU_CASES)
+def test_gpu_matches_reference(shape):
+    check(make_inputs(**shape, seed=11))
+
+
+@pytest.mark.gpu
+def test_gpu_fp16_matches_reference():
+    check(make_inputs(16, 64, 512, 256, seed=12, dtype=torch.float16))
+
+
+@pytest.mark.gpu
+def test_gpu_cuda_graph_replay_matches_eager():
+    inputs = make_inputs(64, 64, 2048, 640, lengths=True, seed=13)
+    eager = sparse_mla_prefill(**inputs)
+    graph, captured = capture_graph(lambda: sparse_mla_prefill(**inputs))
+    for t in captured:
+        t.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    for a, b in zip(eager, captured, strict=True):
+        assert torch.equal(a, b)

@@ -1,0 +1,111 @@
+"""The sparse prefill's planner: tiles that fit every preset GPU, the narrowing rules, and its resource table."""
+
+import dataclasses
+
+import pytest
+import triton
+
+from wavemla import resources
+from wavemla.device import PRESETS, get_spec
+from wavemla.plan import (
+    PlanError,
+    PrefillWorkload,
+    _prefill_resources,
+    all_prefill_configs,
+    plan_sparse_prefill,
+)
+from wavemla.resources import ARCHES, resource_key
+
+WORKLOADS = [PrefillWorkload(s_q, h, topk, d) for s_q in (1, 64, 4096) for h in (1, 16, 63, 64, 128)
+             for topk, d in ((640, 512), (2048, 576))]  # fmt: skip
+
+
+@pytest.mark.parametrize("gpu", sorted(PRESETS))
+def test_every_plan_fits_the_gpu_and_is_compiled(gpu):
+    spec = get_spec(gpu)
+    for w in WORKLOADS:
+        p = plan_sparse_prefill(w, spec)
+        assert p.resources.source == "compiled", (gpu, w, p.resources.note)
+        assert p.resources.smem_bytes <= spec.smem_per_block, (gpu, w, p.config)
+        assert p.programs_per_sm >= 1 and p.programs == w.s_q * -(-w.h_q // p.block_h)
+        assert p.block_h <= max(16, 1 << (w.h_q - 1).bit_length()), (gpu, w, p.config)
+        assert p.reasons and p.d_v == 512
+
+
+def test_hopper_takes_the_widest_tile_and_sm120_one_within_99_kb():
+    w = PrefillWorkload(4096, 64, 640)
+    assert str(plan_sparse_prefill(w, get_spec("h200")).config) == "64x64x8x3"
+    sm120 = plan_sparse_prefill(w, get_spec("rtx-pro-6000"))
+    assert sm120.resources.smem_bytes <= 99 * 1024 and sm120.block_h < 64
+
+
+def test_few_tokens_take_16_head_blocks():
+    p = plan_sparse_prefill(PrefillWorkload(4, 64, 640), get_spec("h200"))
+    assert p.block_h == 16 and p.programs == 16
+    assert any("leave SMs idle" in r for r in p.reasons)
+
+
+def test_no_tile_fits_is_a_named_error():
+    tiny = dataclasses.replace(get_spec("h200"), smem_per_block=8 * 1024)
+    with pytest.raises(PlanError, match="no prefill tile fits"):
+        plan_sparse_prefill(PrefillWorkload(64, 64, 640), tiny)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("s_q", -1), ("h_q", 0), ("h_q", 129), ("topk", 1.5), ("d_qk", 256), ("s_q", True)]
+)
+def test_workload_checks_name_the_field(field, value):
+    args = {"s_q": 8, "h_q": 64, "topk": 640, "d_qk": 512, field: value}
+    with pytest.raises(ValueError, match=f"^{field}:"):
+        PrefillWorkload(**args)
+
+
+def test_table_covers_every_tile_on_every_arch():
+    version, kernel, table = resources.committed_table(resources.PREFILL_KERNEL)
+    assert kernel.startswith("sparse_prefill@")
+    wanted = {
+        resource_key(kernel, c.block_h, c.block_n, c.num_warps, c.num_stages, False, arch, version)
+        for c in all_prefill_configs()
+        for arch in ARCHES
+    }
+    assert set(table) == wanted
+    for r in table.values():
+        assert 1 <= r.regs <= 255 and r.shared_bytes > 0, r
+
+
+def test_table_was_built_from_the_current_kernel_source():
+    _, kernel, _ = resources.committed_table(resources.PREFILL_KERNEL)
+    assert kernel == resources.kernel_id(resources.PREFILL_KERNEL), (
+        "the sparse prefill kernel changed since its resource table was generated: "
+        "run `python -m wavemla.resources --write --kernel sparse_prefill`"
+    )
+
+
+def test_estimate_without_a_table_entry(monkeypatch):
+    monkeypatch.setattr(resources, "lookup", lambda *a, **k: None)
+    _prefill_resources.cache_clear()
+    try:
+        r = _prefill_resources(all_prefill_configs()[0], 90, 512, "none")
+        assert r.source == "estimate" and r.smem_bytes == 2 * 512 * (64 + 3 * 64)
+    finally:
+        _prefill_resources.cache_clear()
+
+
+def test_sm120_tile_compiles_and_matches_the_table(tmp_path, monkeypatch):
+    """The tile every 99 KB part plans, compiled for sm_120 here: its shared memory fits and equals the table's row
+    when Triton and the kernel source are the table's."""
+    from wavemla import config
+
+    monkeypatch.setattr(config, "_environ", lambda: {"WAVEMLA_CACHE_DIR": str(tmp_path)})
+    config.reload()
+    try:
+        cfg = plan_sparse_prefill(PrefillWorkload(4096, 64, 640), get_spec("rtx-pro-6000")).config
+        (got,) = resources.compile_resources([cfg], arches=[120], is_fp8=False, kernel=resources.PREFILL_KERNEL)
+    finally:
+        monkeypatch.undo()
+        config.reload()
+    assert got.smem_bytes <= 99 * 1024
+    version, kernel, table = resources.committed_table(resources.PREFILL_KERNEL)
+    if version == triton.__version__ and kernel == resources.kernel_id(resources.PREFILL_KERNEL):
+        t = table[got.key]
+        assert (got.shared_bytes, got.regs, got.stack_bytes) == (t.shared_bytes, t.regs, t.stack_bytes)

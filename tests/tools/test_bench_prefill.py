@@ -1,0 +1,44 @@
+"""The prefill benchmark's inputs, PyTorch baseline and check, on the CPU."""
+
+import pytest
+import torch
+
+from tests.conftest import HAS_CUDA
+from wavemla.tools import bench_prefill
+from wavemla.tools.bench_prefill import CASES, PrefillCase, _check, make_inputs, torch_prefill
+
+SMALL = PrefillCase("small", 40, 100, 24, 16, 576)
+
+
+def test_inputs_pick_distinct_rows_per_token():
+    x = make_inputs(SMALL, device="cpu")
+    idx = x["indices"][:, 0]
+    assert idx.dtype == torch.int32 and idx.shape == (40, 24)
+    assert ((idx >= 0) & (idx < 100)).all()
+    assert all(len(set(row.tolist())) == 24 for row in idx)
+    assert (x["topk_length"][::5] == 12).all() and (x["topk_length"][1::5] == 24).all()
+
+
+def test_baseline_matches_the_reference_and_the_check_catches_an_error():
+    x = make_inputs(SMALL, device="cpu")
+    x = {**x, "q": x["q"].float(), "kv": x["kv"].float()}
+    out = torch_prefill(x, chunk=16)
+    assert _check("torch", out, x) < 1e-5
+    with pytest.raises(AssertionError, match="differs from the fp64 reference"):
+        _check("broken", out + 0.1, x)
+
+
+def test_flops_count():
+    assert CASES["dsv4-h64"].flops == 2.0 * 4096 * 64 * 640 * (512 + 512)
+    assert CASES["v32-h128"].flops == 2.0 * 4096 * 128 * 2048 * (576 + 512)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the refusal without a GPU")
+def test_needs_cuda(tmp_path):
+    with pytest.raises(RuntimeError, match="needs a CUDA device"):
+        bench_prefill.main(["--json", str(tmp_path / "x.json"), "--cases", "dsv4-h16", "--reps", "3"])
+
+
+def test_reps_are_checked(tmp_path):
+    with pytest.raises(SystemExit):
+        bench_prefill.main(["--json", str(tmp_path / "x.json"), "--reps", "1"])
