@@ -435,14 +435,7 @@ def sparse_mla_decode(
         _check_tensor("attn_sink", attn_sink, (torch.float32,), 1, device)
         if attn_sink.shape[0] != h_q or (h_q > 1 and attn_sink.stride(0) != 1):
             raise ValueError(f"attn_sink: expected a contiguous [h_q={h_q}] fp32 tensor, got {list(attn_sink.shape)}")
-    if softmax_scale is not None and (isinstance(softmax_scale, bool) or not isinstance(softmax_scale, numbers.Real)):
-        raise ValueError(f"softmax_scale: expected a Python float, got {type(softmax_scale).__name__}")
-    scale = D_QK**-0.5 if softmax_scale is None else float(softmax_scale)
-    if not 0.0 < scale <= _MAX_SOFTMAX_SCALE:
-        raise ValueError(
-            f"softmax_scale: expected a finite positive float (at most {_MAX_SOFTMAX_SCALE:.4g}, so that "
-            f"softmax_scale·log2(e) fits fp32), got {softmax_scale!r}"
-        )
+    scale = _check_scale(softmax_scale, D_QK**-0.5)
     if metadata is not None and not isinstance(metadata, MLAMetadata):
         raise ValueError(
             "metadata (tile_scheduler_metadata): expected the MLAMetadata returned by get_mla_metadata(), "
@@ -1024,7 +1017,7 @@ def sparse_mla_prefill(
     if attn_sink is not None:
         _check_tensor("attn_sink", attn_sink, (torch.float32,), 1, device)
         if attn_sink.shape[0] != h_q or (h_q > 1 and attn_sink.stride(0) != 1):
-            raise ValueError(f"attn_sink: expected a contiguous [h_q={h_q}], got {list(attn_sink.shape)}")
+            raise ValueError(f"attn_sink: expected a contiguous [h_q={h_q}] fp32 tensor, got {list(attn_sink.shape)}")
     if topk_length is not None:
         _check_length("topk_length", topk_length, s_q, device)
     if out is not None:
@@ -1042,7 +1035,7 @@ def sparse_mla_prefill(
             if t is not None and t.numel() and out.numel():
                 o_ptr, t_ptr = out.data_ptr(), t.data_ptr()
                 if o_ptr < t_ptr + launch.span_bytes(t) and t_ptr < o_ptr + launch.span_bytes(out):
-                    raise ValueError(f"out: shares memory with {name} (the kernel reads {name} while it writes out)")
+                    raise ValueError(f"out: shares memory with {name} (the kernels read {name} while they write out)")
     p = plan_sparse_prefill(PrefillWorkload(s_q=s_q, h_q=h_q, topk=int(indices.shape[2]), d_qk=d_qk),
                             _device_spec(device))  # fmt: skip
     with _device_guard(device):

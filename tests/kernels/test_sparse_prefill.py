@@ -2,6 +2,8 @@
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import DEVICE, HAS_CUDA, capture_graph
 from wavemla import sparse_mla_prefill
@@ -203,3 +205,49 @@ def test_gpu_cuda_graph_replay_matches_eager():
     torch.cuda.synchronize()
     for a, b in zip(eager, captured, strict=True):
         assert torch.equal(a, b)
+
+
+# ---------------------------------------------------------------- hostile inputs: the reference's answer, never a crash
+
+INT32_EXTREMES = (-(2**31), -2, -1, 2**31 - 1)
+
+
+@settings(max_examples=60 if not HAS_CUDA else 40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    s_q=st.integers(0, 3),
+    h_q=st.sampled_from([1, 3, 16, 17]),
+    d_qk=st.sampled_from([512, 576]),
+    s_kv=st.integers(0, 40),
+    topk=st.integers(1, 40),
+    extremes=st.floats(0.0, 0.6),
+    lengths=st.booleans(),
+    sink=st.sampled_from(["none", "random", "+inf", "-inf"]),
+    seed=st.integers(0, 2**16),
+)
+def test_hostile_indices_lengths_and_sinks(s_q, h_q, d_qk, s_kv, topk, extremes, lengths, sink, seed):
+    """Index values from -2^31 to 2^31-1 (and s_kv itself), lengths beyond topk or negative, ±inf sinks, and NaN in
+    every row no valid entry selects: the result is the fp64 reference's."""
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn((s_q, h_q, d_qk), generator=g).to(DTYPE)
+    kv = torch.randn((s_kv, 1, d_qk), generator=g).to(DTYPE)
+    idx = torch.randint(0, max(s_kv, 1), (s_q, 1, topk), generator=g, dtype=torch.int32)
+    bad = torch.tensor([*INT32_EXTREMES, s_kv], dtype=torch.int32)
+    pick = torch.rand((s_q, 1, topk), generator=g) < extremes
+    idx = torch.where(pick | (s_kv == 0), bad[torch.randint(0, 5, (s_q, 1, topk), generator=g)], idx)
+    length = torch.randint(-(2**31), 2**31 - 1, (s_q,), generator=g, dtype=torch.int32) if lengths else None
+    if length is not None and s_q:
+        length[0] = torch.randint(-1, topk + 2, (1,), generator=g, dtype=torch.int32).item()
+    sinks = {"none": None, "random": torch.randn((h_q,), generator=g), "+inf": torch.full((h_q,), float("inf")),
+             "-inf": torch.full((h_q,), float("-inf"))}[sink]  # fmt: skip
+    used = torch.zeros(s_kv, dtype=torch.bool)
+    for t in range(s_q):
+        n = topk if length is None else min(max(int(length[t]), 0), topk)
+        row = idx[t, 0, :n].long()
+        used[row[(row >= 0) & (row < s_kv)]] = True
+    kv[~used] = float("nan")
+    on = {"device": DEVICE}
+    check({
+        "q": q.to(**on), "kv": kv.to(**on), "indices": idx.to(**on), "sm_scale": d_qk**-0.5,
+        "attn_sink": None if sinks is None else sinks.to(**on),
+        "topk_length": None if length is None else length.to(**on),
+    })  # fmt: skip

@@ -49,7 +49,7 @@ def gather_rows(
     # Invalid entries read an appended zero row (also when there are no rows at all).
     padded = torch.cat([rows, rows.new_zeros((1, rows.shape[-1]))])
     safe = torch.where(valid, idx, torch.full_like(idx, rows.shape[0]))
-    return padded[safe.flatten()].view(*indices.shape, -1), valid
+    return padded[safe.flatten()].view(*indices.shape, rows.shape[-1]), valid
 
 
 def sparse_decode_ref(
