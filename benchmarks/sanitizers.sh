@@ -55,6 +55,10 @@ want racecheck-pair && step ${RACECHECK_LIMIT:-150} racecheck-pair $CS --tool ra
 ST="python3 -m pytest tests/kernels/test_sparse_decode.py -k staged -q -p no:cacheprovider -p no:xdist"
 want memcheck-staged && step 150 memcheck-staged $CS --tool memcheck $ST
 want racecheck-staged && step ${RACECHECK_LIMIT:-150} racecheck-staged $CS --tool racecheck --racecheck-report hazard $ST
+# the sparse prefill: every tile that fits the GPU, d_qk 512 and 576, invalid indices and lengths
+PF="python3 benchmarks/sanitize_prefill.py"
+want memcheck-prefill && step 120 memcheck-prefill $CS --tool memcheck $PF
+want racecheck-prefill && step ${RACECHECK_LIMIT:-150} racecheck-prefill $CS --tool racecheck --racecheck-report hazard $PF
 # 64-head FP8 tiles passing P to the PV dot through per-program scratch rows (sm_90), whole and cut tokens
 PS="python3 -m pytest tests/kernels/test_sparse_decode.py -k scratch_rows -q -p no:cacheprovider -p no:xdist"
 want memcheck-pscratch && step 120 memcheck-pscratch $CS --tool memcheck $PS

@@ -251,3 +251,15 @@ def test_hostile_indices_lengths_and_sinks(s_q, h_q, d_qk, s_kv, topk, extremes,
         "attn_sink": None if sinks is None else sinks.to(**on),
         "topk_length": None if length is None else length.to(**on),
     })  # fmt: skip
+
+
+def test_sanitizer_script_passes_here():
+    """benchmarks/sanitize_prefill.py (what compute-sanitizer runs) checks every tile against the reference."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "sanitize_prefill.py"
+    spec = importlib.util.spec_from_file_location("sanitize_prefill", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main() == 0
