@@ -1,4 +1,5 @@
-"""wavemla: DeepSeek MLA decode kernels (V4 sparse, V3 paged dense) for every NVIDIA GPU Triton targets.
+"""wavemla: DeepSeek MLA decode kernels (V4 sparse, V3 paged dense) and the V4/V3.2 sparse prefill for every NVIDIA GPU
+Triton targets.
 
 Public calls::
 

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": (
         "wavemla.tools.demo",
-        "run one DSV4-Flash CSA decode step (--dense: a V3 paged dense step) and check it against the fp64 reference",
+        "run one DSV4-Flash CSA decode step (--dense: a V3 paged dense step; --prefill: a V4 sparse prefill step) "
+        "and check it against the fp64 reference",
     ),
     "bench": ("wavemla.tools.bench", "time sparse decode at DSV4 shapes, or --dense paged decode at V3 shapes"),
     "layer-bench": ("wavemla.tools.layer_bench", "time one DSV4-Flash decoder layer by component; traces for trace"),
@@ -31,8 +32,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wavemla",
-        description="DeepSeek MLA decode kernels (V4 sparse, V3 paged dense) for every NVIDIA GPU, and "
-        "decode-throughput tools.",
+        description="DeepSeek MLA decode kernels (V4 sparse, V3 paged dense) and the V4/V3.2 sparse prefill for every "
+        "NVIDIA GPU, and decode-throughput tools.",
     )
     sub = parser.add_subparsers(dest="verb", metavar="<verb>")
     for verb, (module_name, help_text) in COMMANDS.items():

@@ -2031,9 +2031,9 @@ def _prefill_resources(cfg: KernelConfig, arch: int, d_qk: int, cache_dir: str |
 
 
 def plan_sparse_prefill(workload: PrefillWorkload, device: DeviceSpec) -> PrefillPlan:
-    """The widest tile whose compiled shared memory fits the device's per-block limit, narrowed where the launch
-    would waste it: a head block never exceeds the heads (rounded up to 16, the dot's least M), and a call with
-    fewer programs than SMs takes 16-head blocks (more programs a token).
+    """The first tile of the list (fastest first where measured) whose compiled shared memory fits the device's
+    per-block limit, narrowed where the launch would waste it: a head block never exceeds the heads (rounded up to
+    16, the dot's least M), and a call with fewer programs than SMs takes 16-head blocks (more programs a token).
 
     Example::
 
@@ -2049,7 +2049,7 @@ def plan_sparse_prefill(workload: PrefillWorkload, device: DeviceSpec) -> Prefil
         raise PlanError(f"{device.name}: no prefill tile fits {device.smem_per_block} B of shared memory per block")
     cfg, res = fitting[0]
     limit = device.smem_per_block // KIB
-    reasons = [f"{cfg}: the widest tile within {limit} KB a block ({res.smem_bytes} B, {res.note})"]
+    reasons = [f"{cfg}: the first listed tile within {limit} KB a block ({res.smem_bytes} B, {res.note})"]
     heads16 = max(16, 1 << (workload.h_q - 1).bit_length())
     if cfg.block_h > heads16:
         cfg, res = next((c, r) for c, r in fitting if c.block_h <= heads16)

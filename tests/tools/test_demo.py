@@ -31,7 +31,13 @@ def test_cli_registers_the_verb() -> None:
 
 @pytest.mark.parametrize(
     ("argv", "option"),
-    [(("--fp8",), "--fp8"), (("--batch", "0"), "--batch"), (("--dense", "--batch", "-1"), "--batch")],
+    [
+        (("--fp8",), "--fp8"),
+        (("--batch", "0"), "--batch"),
+        (("--dense", "--batch", "-1"), "--batch"),
+        (("--prefill", "--dense"), "--prefill"),
+        (("--prefill", "--batch", "3"), "--prefill"),
+    ],
 )
 def test_bad_options_exit_2_naming_the_option(
     argv: tuple[str, ...], option: str, capsys: pytest.CaptureFixture[str]
@@ -52,8 +58,9 @@ cpu_lane_only = pytest.mark.skipif(torch.cuda.is_available(), reason="CPU lane (
         ((), "DSV4-Flash CSA decode step on CPU (Triton interpreter)"),
         (("--dense",), "200 keys per request (page 64), float16 rows"),
         (("--dense", "--fp8"), "FP8 V3.2 cache (656 B per key)"),
+        (("--prefill",), "DeepSeek-V4 sparse prefill step on CPU (Triton interpreter)"),
     ],
-    ids=["sparse", "dense", "dense-fp8"],
+    ids=["sparse", "dense", "dense-fp8", "prefill"],
 )
 def test_cpu_demo_passes(argv: tuple[str, ...], header: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "--cpu", *argv)
@@ -71,7 +78,9 @@ def test_cli_demo_on_cpu_from_a_fresh_process() -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("argv", [(), ("--dense",), ("--dense", "--fp8")], ids=["sparse", "dense", "dense-fp8"])
+@pytest.mark.parametrize(
+    "argv", [(), ("--dense",), ("--dense", "--fp8"), ("--prefill",)], ids=["sparse", "dense", "dense-fp8", "prefill"]
+)
 def test_gpu_demo_passes(argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, *argv)
     assert code == 0, out
@@ -103,3 +112,16 @@ def test_gpu_report_lines(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
     assert "time: 10.0 us median (p20 9.0, p80 11.0; CUDA graph, L2 flushed)" in text
     assert "0.4 TFLOP/s, 2000 GB/s (50% of copy); ceilings: GEMM 800 TFLOP/s, copy 4000 GB/s" in text
     assert "roofline 5.0 us, 50% of roofline" in text and "result: PASS" in text
+
+
+def test_a_max_logits_mismatch_fails_the_result(capsys: pytest.CaptureFixture[str]) -> None:
+    from wavemla.testing import TOLERANCES
+
+    out, lse = torch.ones(1, 2, 512), torch.zeros(1, 2)
+    code = demo._check_and_time(
+        lambda: (out, lse), lambda: (out.double(), lse.double()), lambda: "a plan",
+        (TOLERANCES[("out", "interp")], TOLERANCES[("lse", "interp")]), (1.0, 1.0), False, "rows",
+        ("max_logits: 1 element differs",),
+    )  # fmt: skip
+    text = capsys.readouterr().out
+    assert code == 1 and "MISMATCH: max_logits" in text and "result: FAIL" in text

@@ -7,6 +7,10 @@ measured in the same run. Without a GPU: a reduced shape through Triton's interp
 ``--dense`` runs a DeepSeek-V3 paged dense decode step instead (d_qk 576, d_v 512, page 64): on a GPU batch 64, 128
 heads, 4096 cached keys per request, bf16 rows (``--fp8``: the FP8 V3.2 cache), timed the same way; without a GPU
 batch 2, 16 heads, 200 keys per request, fp16 rows.
+
+``--prefill`` runs a DeepSeek-V4 sparse prefill step (FlashMLA's ``flash_mla_sparse_fwd``): on a GPU 4096 query
+tokens of 64 heads, each over 640 of 8192 bf16 rows, sink on, timed the same way; without a GPU 4 tokens of 16 heads
+over 64 of 200 fp16 rows. ``max_logits`` is checked too.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dense", action="store_true", help="a DeepSeek-V3 paged dense decode step instead (d_qk 576, page 64)"
     )
     parser.add_argument("--fp8", action="store_true", help="with --dense: the FP8 V3.2 cache instead of bf16 rows")
+    parser.add_argument(
+        "--prefill", action="store_true", help="a DeepSeek-V4 sparse prefill step instead (flash_mla_sparse_fwd)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,9 +53,15 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.prefill and (args.dense or args.batch is not None):
+        print("wavemla demo: --prefill: a prefill step has query tokens, not requests; drop --dense and --batch",
+              file=sys.stderr)  # fmt: skip
+        return 2
     on_gpu = torch.cuda.is_available() and not args.cpu
     if not on_gpu:
         config.use_triton_interpreter()
+    if args.prefill:
+        return _run_prefill(on_gpu)
     if args.dense:
         return _run_dense(args, on_gpu)
     from wavemla import get_mla_metadata, sparse_mla_decode
@@ -112,10 +125,12 @@ def _check_and_time(
     work: tuple[float, float],
     on_gpu: bool,
     rows: str,
+    other_problems: tuple[str | None, ...] = (),
 ) -> int:
     """Run ``call`` (first, before the reference allocates), compare it with the fp64 ``reference`` within the
     (out, lse) tolerances, print the plan and the errors, time it on a GPU against the ceilings measured in the same
-    run (``work``: its FLOPs and bytes), print the result; returns the exit code."""
+    run (``work``: its FLOPs and bytes), print the result (a mismatch found before, ``other_problems``, fails it
+    too); returns the exit code."""
     import torch
 
     from wavemla.testing import check_close
@@ -146,7 +161,7 @@ def _check_and_time(
         )
     else:
         print(f"  interpreter run: {first_s:.2f} s for {flops / 1e6:.1f} MFLOP (timing is not meaningful on CPU)")
-    bad = [p for p in problems if p]
+    bad = [p for p in (*problems, *other_problems) if p]
     for p in bad:
         print(f"  MISMATCH: {p}")
     print("  result: " + ("FAIL" if bad else "PASS (matches the reference within FlashMLA's tolerances)"))
@@ -185,3 +200,48 @@ def _run_dense(args: argparse.Namespace, on_gpu: bool) -> int:
         on_gpu,
         "FP8 rows" if args.fp8 else "rows",
     )
+
+
+def _run_prefill(on_gpu: bool) -> int:
+    """One DeepSeek-V4 sparse prefill step, checked against the fp64 reference (and timed on a GPU)."""
+    import torch
+
+    from wavemla import sparse_mla_prefill
+    from wavemla.plan import PrefillWorkload, plan_sparse_prefill
+    from wavemla.reference.sparse_prefill import sparse_prefill_ref
+    from wavemla.testing import TOLERANCES, check_close, rows_out_tolerance
+    from wavemla.tools.bench_prefill import CASES, PrefillCase, make_inputs
+
+    case = CASES["dsv4-h64"] if on_gpu else PrefillCase("cpu", 4, 200, 64, 16, 512)
+    lane = "gpu" if on_gpu else "interp"
+    x = make_inputs(case, device="cuda" if on_gpu else "cpu")
+    if not on_gpu:
+        x = {**x, "q": x["q"].half(), "kv": x["kv"].half()}
+    print(f"wavemla demo: DeepSeek-V4 sparse prefill step on {_where(on_gpu)}")
+    rows = str(x["kv"].dtype).removeprefix("torch.")
+    print(f"  s_q={case.s_q} h={case.h_q} d_qk={case.d_qk}, {case.topk} of {case.s_kv} {rows} rows per token, a fifth "
+          "of the tokens with half the list, sink on")  # fmt: skip
+    _, max_logits, _ = sparse_mla_prefill(**x)
+    _, ref_max, _ = sparse_prefill_ref(x["q"], x["kv"], x["indices"], sm_scale=x["sm_scale"],
+                                       attn_sink=x["attn_sink"], topk_length=x["topk_length"])  # fmt: skip
+    max_problem = check_close("max_logits", max_logits, ref_max, TOLERANCES[("lse", lane)])
+    finite = torch.isfinite(ref_max)
+    print(f"  max |max_logits - ref| = {(max_logits.double() - ref_max)[finite].abs().max().item():.2e}")
+    device = torch.device("cuda" if on_gpu else "cpu")
+    from wavemla.api import _device_spec
+
+    plan = plan_sparse_prefill(PrefillWorkload(case.s_q, case.h_q, case.topk, case.d_qk), _device_spec(device))
+    kv_bytes = x["kv"].numel() * x["kv"].element_size()
+    io_bytes = 2 * x["q"].numel() * x["q"].element_size() + x["indices"].numel() * 4
+    bf16 = (x["kv"],) if x["kv"].dtype == torch.bfloat16 else ()
+    return _check_and_time(
+        lambda: sparse_mla_prefill(**x)[::2],
+        lambda: sparse_prefill_ref(x["q"], x["kv"], x["indices"], sm_scale=x["sm_scale"], attn_sink=x["attn_sink"],
+                                   topk_length=x["topk_length"])[::2],
+        lambda: "; ".join(plan.reasons),
+        (rows_out_tolerance(lane, bf16), TOLERANCES[("lse", lane)]),
+        (case.flops, float(kv_bytes + io_bytes)),
+        on_gpu,
+        "rows",
+        (max_problem,),
+    )  # fmt: skip
