@@ -8,9 +8,10 @@ measured in the same run. Without a GPU: a reduced shape through Triton's interp
 heads, 4096 cached keys per request, bf16 rows (``--fp8``: the FP8 V3.2 cache), timed the same way; without a GPU
 batch 2, 16 heads, 200 keys per request, fp16 rows.
 
-``--prefill`` runs a DeepSeek-V4 sparse prefill step (FlashMLA's ``flash_mla_sparse_fwd``): on a GPU 4096 query
-tokens of 64 heads, each over 640 of 8192 bf16 rows, sink on, timed the same way; without a GPU 4 tokens of 16 heads
-over 64 of 200 fp16 rows. ``max_logits`` is checked too.
+``--prefill`` runs a DeepSeek-V4 sparse prefill step (FlashMLA's ``flash_mla_sparse_fwd``): on a GPU 1024 query
+tokens of 64 heads, each over 640 of 8192 bf16 rows, sink on, timed the same way (1024 tokens keep the fp64
+reference's gathered rows near 3 GB); without a GPU 4 tokens of 16 heads over 64 of 200 fp16 rows. ``max_logits`` is
+checked too.
 """
 
 from __future__ import annotations
@@ -210,9 +211,9 @@ def _run_prefill(on_gpu: bool) -> int:
     from wavemla.plan import PrefillWorkload, plan_sparse_prefill
     from wavemla.reference.sparse_prefill import sparse_prefill_ref
     from wavemla.testing import TOLERANCES, check_close, rows_out_tolerance
-    from wavemla.tools.bench_prefill import CASES, PrefillCase, make_inputs
+    from wavemla.tools.bench_prefill import PrefillCase, make_inputs
 
-    case = CASES["dsv4-h64"] if on_gpu else PrefillCase("cpu", 4, 200, 64, 16, 512)
+    case = PrefillCase("gpu", 1024, 8192, 640, 64, 512) if on_gpu else PrefillCase("cpu", 4, 200, 64, 16, 512)
     lane = "gpu" if on_gpu else "interp"
     x = make_inputs(case, device="cuda" if on_gpu else "cpu")
     if not on_gpu:
