@@ -278,8 +278,20 @@ def _check_out(
         )
     if out.numel() == 0:
         return out
+    _check_out_memory(out, names, inputs)
+    if out.is_contiguous() and out.data_ptr() % 16 == 0:
+        s_q, h_q = want[1], want[2]
+        canonical = (s_q * h_q * d_v, h_q * d_v, d_v, 1)
+        strides = out.stride()
+        return out if strides == canonical else out.as_strided(want, canonical)
+    return None
+
+
+def _check_out_memory(out: torch.Tensor, names: tuple[str, ...], inputs: tuple[Any, ...]) -> None:
+    """A non-empty ``out`` the kernels may write: no zero stride over more than one element, and no byte in common
+    with one of the ``inputs`` (named by ``names``; None entries skipped)."""
     strides = out.stride()
-    if 0 in strides and any(n > 1 and st == 0 for n, st in zip(want, strides, strict=True)):
+    if 0 in strides and any(n > 1 and st == 0 for n, st in zip(out.shape, strides, strict=True)):
         raise ValueError(f"out: a zero stride makes elements share memory, got strides {list(strides)}")
     store = out.untyped_storage()
     s_lo = store.data_ptr()
@@ -293,11 +305,6 @@ def _check_out(
             o_ptr, t_ptr = out.data_ptr(), t.data_ptr()
             if o_ptr < t_ptr + launch.span_bytes(t) and t_ptr < o_ptr + launch.span_bytes(out):
                 raise ValueError(f"out: shares memory with {name} (the kernels read {name} while they write out)")
-    if out.is_contiguous() and out.data_ptr() % 16 == 0:
-        s_q, h_q = want[1], want[2]
-        canonical = (s_q * h_q * d_v, h_q * d_v, d_v, 1)
-        return out if strides == canonical else out.as_strided(want, canonical)
-    return None
 
 
 def _device_guard(device: torch.device) -> contextlib.AbstractContextManager[Any]:
@@ -1028,14 +1035,11 @@ def sparse_mla_prefill(
             raise ValueError(
                 f"out: expected {list(want)} {q.dtype} on {device}, got {list(out.shape)} {out.dtype} on {out.device}"
             )
-        if out.numel() and out.stride(2) != 1:
-            raise ValueError("out: the last dimension must be contiguous (stride 1)")
-        for name, t in (("q", q), ("kv", kv), ("indices", indices), ("attn_sink", attn_sink),
-                        ("topk_length", topk_length)):  # fmt: skip
-            if t is not None and t.numel() and out.numel():
-                o_ptr, t_ptr = out.data_ptr(), t.data_ptr()
-                if o_ptr < t_ptr + launch.span_bytes(t) and t_ptr < o_ptr + launch.span_bytes(out):
-                    raise ValueError(f"out: shares memory with {name} (the kernels read {name} while they write out)")
+        if out.numel():
+            if out.stride(2) != 1:
+                raise ValueError("out: the last dimension must be contiguous (stride 1)")
+            _check_out_memory(out, ("q", "kv", "indices", "attn_sink", "topk_length"),
+                              (q, kv, indices, attn_sink, topk_length))  # fmt: skip
     p = plan_sparse_prefill(PrefillWorkload(s_q=s_q, h_q=h_q, topk=int(indices.shape[2]), d_qk=d_qk),
                             _device_spec(device))  # fmt: skip
     with _device_guard(device):

@@ -154,6 +154,11 @@ BAD = [
     pytest.param(lambda i: {"topk_length": i["topk_length"][:1]}, "topk_length", id="len-short"),
     pytest.param(lambda i: {"out": torch.empty((2, 16, 256), dtype=DTYPE, device=DEVICE)}, "out", id="out-shape"),
     pytest.param(lambda i: {"out": i["q"]}, "out", id="out-is-q"),
+    pytest.param(
+        lambda i: {"out": torch.empty((1, 16, 512), dtype=DTYPE, device=DEVICE).expand(2, 16, 512)},
+        "out",
+        id="out-zero-stride",
+    ),
 ]
 
 
