@@ -102,7 +102,7 @@ def test_gpu_report_lines(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
         lambda: (out, lse),
         lambda: (out.double(), lse.double()),
         lambda: "a plan",
-        (TOLERANCES[("out", "gpu")], TOLERANCES[("lse", "gpu")]),
+        (("out", TOLERANCES[("out", "gpu")]), ("lse", TOLERANCES[("lse", "gpu")])),
         (4e6, 2e7),  # 4 MFLOP and 20 MB in 10 µs: 0.4 TFLOP/s, 2000 GB/s
         True,
         "rows",
@@ -114,14 +114,16 @@ def test_gpu_report_lines(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
     assert "roofline 5.0 us, 50% of roofline" in text and "result: PASS" in text
 
 
-def test_a_max_logits_mismatch_fails_the_result(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_third_output_mismatch_fails_the_result(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every output named in the checks is compared: one wrong max_logits element fails the demo."""
     from wavemla.testing import TOLERANCES
 
-    out, lse = torch.ones(1, 2, 512), torch.zeros(1, 2)
+    out, mx, lse = torch.ones(1, 2, 512), torch.zeros(1, 2), torch.zeros(1, 2)
     code = demo._check_and_time(
-        lambda: (out, lse), lambda: (out.double(), lse.double()), lambda: "a plan",
-        (TOLERANCES[("out", "interp")], TOLERANCES[("lse", "interp")]), (1.0, 1.0), False, "rows",
-        ("max_logits: 1 element differs",),
+        lambda: (out, mx + torch.tensor([[0.0, 1.0]]), lse), lambda: (out.double(), mx.double(), lse.double()),
+        lambda: "a plan", (("out", TOLERANCES[("out", "interp")]), ("max_logits", TOLERANCES[("lse", "interp")]),
+                           ("lse", TOLERANCES[("lse", "interp")])), (1.0, 1.0), False, "rows",
     )  # fmt: skip
     text = capsys.readouterr().out
     assert code == 1 and "MISMATCH: max_logits" in text and "result: FAIL" in text
+    assert "max |out - ref| = 0.00e+00, max |max_logits - ref| = 1.00e+00, max |lse - ref| = 0.00e+00" in text
