@@ -1,9 +1,9 @@
-"""`wavemla.hf_attention`: transformers' DeepSeek-V4 model decoding through wavemla's sparse decode.
+"""`wavemla.hf_attention`: transformers' DeepSeek-V4 model through wavemla's sparse prefill and decode.
 
 A tiny random DeepSeek-V4 (sliding, CSA and HCA layers, head_dim 512, per-head sinks) generates with
-``attn_implementation="wavemla"``; every decode-step attention call is checked against transformers' own eager
-attention computed in fp64 on the same inputs (FlashMLA's tolerances; on the GPU with bf16 rows, the bound of bf16
-softmax weights), and the generation against the eager model (in fp16).
+``attn_implementation="wavemla"``; every prefill and decode-step attention call is checked against transformers'
+own eager attention computed in fp64 on the same inputs (FlashMLA's tolerances; on the GPU with bf16 rows, the
+bound of bf16 softmax weights), and the generation against the eager model (in fp16).
 """
 
 from __future__ import annotations
@@ -118,11 +118,29 @@ def test_generation_matches_the_eager_model(registered: list[dict[str, Any]]) ->
     eager = _generate(model, "eager")
     ours = _generate(model, "wavemla")
     assert torch.equal(eager.sequences, ours.sequences)
-    assert torch.equal(eager.logits[0], ours.logits[0])  # the prefill runs transformers' eager attention
-    for step, (a, b) in enumerate(zip(eager.logits[1:], ours.logits[1:], strict=True)):
+    for step, (a, b) in enumerate(zip(eager.logits, ours.logits, strict=True)):  # step 0: the prefill's
         diff = float((a.float() - b.float()).abs().max())
         assert diff <= 4e-3 * max(1.0, float(a.float().abs().max())), (step, diff)
-    assert any(c["query"].shape[2] > 1 for c in registered)  # the prefill went through the registered function
+    assert any(c["query"].shape[2] > 4 for c in registered)  # the prefill went through the registered function
+
+
+def test_prefill_calls_match_eager_attention_in_fp64(registered: list[dict[str, Any]]) -> None:
+    """The prompt's calls (21 query tokens, the second prompt left-padded) run the sparse prefill: every token that
+    attends a row gets eager attention's output (fp64); the padding's tokens, which attend none, get zeros."""
+    model = tiny_model()
+    _generate(model, "wavemla")
+    prefill = [c for c in registered if c["query"].shape[2] > 4]
+    assert sorted(c["module"].layer_type for c in prefill) == sorted(LAYERS)
+    for c in prefill:
+        module = c["module"]
+        eager = importlib.import_module(type(module).__module__).eager_attention_forward
+        with torch.no_grad():
+            ref, _ = eager(module, c["query"].double(), c["key"].double(), c["key"].double(), c["mask"].double(),
+                           scaling=c["scaling"], s_aux=c["sinks"])  # fmt: skip
+        attends = (c["mask"][:, 0] >= 0).any(-1)  # [b, s_q]
+        assert bool((~attends).any()) and bool(attends.any())
+        assert_close(f"{module.layer_type} out", c["out"][attends].double(), ref[attends], out_tolerance(c["key"]))
+        assert bool((c["out"][~attends] == 0).all())
 
 
 # --- the function alone -----------------------------------------------------------------------------------------
@@ -247,12 +265,51 @@ def test_a_view_of_the_key_is_the_value() -> None:
         hf_attention._attention(module, **{**x, "value": x["key"].clone()}, s_aux=module.sinks)
 
 
-def test_prefill_runs_the_models_eager_attention() -> None:
+def test_prefill_lists_hold_the_attended_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A prefill call (6 query tokens over 300 rows, each attending its window of 8 and 3 picks, one token 80 rows):
+    the lists are as wide as the most rows a token attends, rounded up to 64 entries, hold the attended rows in row
+    order, and the output is eager attention's (fp64). Below CUT_MIN_ENTRIES saved entries every row is listed."""
+    module = _layer(tiny_model(), "compressed_sparse_attention")
+    x = _inputs(b=2, s_q=6, length=300)
+    allowed = _csa_mask(2, 6, 300, module.config.sliding_window, module.config.index_topk, seed=6)
+    allowed[1, 0, 4, :70] = True
+    x["attention_mask"] = torch.zeros(2, 1, 6, 300).masked_fill(~allowed, torch.finfo(DTYPE).min).to(DEVICE, DTYPE)
+    sinks = module.sinks.detach()
+    ref, _ = importlib.import_module(type(module).__module__).eager_attention_forward(
+        module, x["query"].double(), x["key"].double(), x["key"].double(), x["attention_mask"].double(),
+        scaling=x["scaling"], s_aux=sinks,
+    )  # fmt: skip
+    calls = []
+    prefill = hf_attention.sparse_mla_prefill
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[2])
+        return prefill(*args, **kwargs)
+
+    monkeypatch.setattr(hf_attention, "sparse_mla_prefill", spy)
+    full, _ = hf_attention._attention(module, **x, s_aux=sinks)
+    assert calls[-1].shape == (12, 1, 300)  # 12 x 172 entries saved: under CUT_MIN_ENTRIES
+    monkeypatch.setattr(hf_attention, "CUT_MIN_ENTRIES", 0)
+    out, weights = hf_attention._attention(module, **x, s_aux=sinks)
+    assert weights is None and calls[-1].shape == (12, 1, 128)  # 80 rows at most (token 4 of request 1)
+    valid = allowed[:, 0].to(DEVICE).reshape(12, 300)
+    for t in range(12):
+        rows = torch.nonzero(valid[t]).flatten().to(torch.int32) + (t // 6) * 300
+        n = rows.numel()
+        assert torch.equal(calls[-1][t, 0, :n], rows) and bool((calls[-1][t, 0, n:] == -1).all())
+    assert_close("out", out.double(), ref, out_tolerance(x["key"]))
+    assert_close("out, every row listed", full.double(), ref, out_tolerance(x["key"]))
+
+
+def test_prefill_refusals_name_the_argument() -> None:
     module = _layer(tiny_model(), "sliding_attention")
     x = _inputs(s_q=5, length=5)
-    out, weights = hf_attention._attention(module, **x, s_aux=module.sinks)
-    ref, _ = importlib.import_module(type(module).__module__).eager_attention_forward(module, **x, s_aux=module.sinks)
-    assert torch.equal(out, ref) and weights is not None
+    with pytest.raises(ValueError, match=r"^query: "):
+        hf_attention._attention(module, **{**x, "query": x["query"].float()}, s_aux=module.sinks)
+    x["attention_mask"] = x["attention_mask"].clone()
+    x["attention_mask"][1, 0, 4, 2] = -1.0
+    with pytest.raises(ValueError, match=r"^attention_mask: holds biases"):
+        hf_attention._attention(module, **x, s_aux=module.sinks)
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""DeepSeek-V4 decode attention for Hugging Face transformers' ``DeepseekV4`` models, run by wavemla's sparse decode.
+"""DeepSeek-V4 attention for transformers' ``DeepseekV4`` models, run by wavemla's sparse decode and prefill.
 
 ::
 
@@ -10,29 +10,32 @@ transformers' ``DeepseekV4Attention`` gathers a layer's rows itself (the sliding
 layers, the compressed rows) into one tensor read as both key and value, ``[b, 1, L, 512]``, with an additive mask
 ``[b, 1, s_q, L]`` (0: attended; the dtype's minimum or −inf: not) and the per-head sinks as ``s_aux``. The function
 registered here reads that tensor as a row cache of page 1 (row ``j`` of request ``i`` is slot ``i·L + j``), turns
-the mask into index lists (−1 where masked) and runs :func:`wavemla.sparse_mla_decode` with the sinks and the
-layer's scale: the semantics of transformers' eager attention with sinks, which ``tests/test_hf_attention.py``
-checks call by call through a tiny random DeepSeek-V4 model. Steps of more than 4 query tokens (prefill) run
-transformers' eager attention of the same module.
+the mask into index lists (−1 where masked) and runs the sinks and the layer's scale through
+:func:`wavemla.sparse_mla_decode` for steps of up to 4 query tokens and :func:`wavemla.sparse_mla_prefill` for
+longer ones (prefill): the semantics of transformers' eager attention with sinks, which
+``tests/test_hf_attention.py`` checks call by call through a tiny random DeepSeek-V4 model. A token that attends no
+row gets the sink's output (zeros) where eager attention, under a mask of the dtype's minimum, averages the masked
+rows; such tokens are padding.
 
 What it refuses (``ValueError`` naming the argument): a query that is not bf16/fp16 with head_dim 512, more than one
 key head, a key that is not the value, a mask holding biases other than 0 and "masked" (checked outside CUDA-graph
-capture only: the check reads the mask on the host). A CSA layer's gathered rows are its whole compressed prefix, of
-which a token attends at most its window and the indexer's picks: once the context is long enough that it pays
-(:data:`CUT_MIN_ENTRIES`), its lists hold those rows only, ``sliding_window + index_topk`` entries (640 in
-DeepSeek-V4), so the decode's work stays flat as the context grows (a token attending more is refused outside
-capture: ``attention_mask``). Otherwise, and in the other layers, the lists hold every gathered row, −1 where
-masked.
+capture only: the check reads the mask on the host), dropout. A CSA layer's gathered rows are its whole compressed
+prefix, of which a token attends at most its window and the indexer's picks: once the context is long enough that
+it pays (:data:`CUT_MIN_ENTRIES`), a decode step's lists hold those rows only, ``sliding_window + index_topk``
+entries (640 in DeepSeek-V4), so the decode's work stays flat as the context grows (a token attending more is
+refused outside capture: ``attention_mask``). Otherwise, and in the other layers, the lists hold every gathered row,
+−1 where masked. A prefill's lists hold each token's attended rows only, as many entries as the token attending the
+most has (read on the host; under capture, the decode's rule), since its causal window and the indexer's picks
+leave most of an ``s_q × L`` mask empty.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import torch
 
-from wavemla.api import MAX_S_Q, sparse_mla_decode
+from wavemla.api import MAX_S_Q, sparse_mla_decode, sparse_mla_prefill
 
 NAME = "wavemla"
 CSA = "compressed_sparse_attention"  # transformers' layer type whose gathered rows are mostly masked
@@ -88,10 +91,7 @@ def _attention(
     dropout: float = 0.0,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
-    b, _, s_q, d = query.shape
-    if s_q > MAX_S_Q:  # prefill: transformers' own eager attention of this model
-        eager = importlib.import_module(type(module).__module__).eager_attention_forward
-        return eager(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+    b, h, s_q, d = query.shape
     if dropout:
         raise ValueError(f"dropout: the decode has none, got {dropout}")
     if query.dtype not in (torch.bfloat16, torch.float16) or d != 512:
@@ -107,32 +107,64 @@ def _attention(
     if length == 0:
         raise ValueError("key: no rows (L = 0)")
     valid, biased = _valid_rows(attention_mask, b, s_q, length)
-    width = _list_width(module, b * s_q, length) if valid is not None else length
+    capturing = query.is_cuda and torch.cuda.is_current_stream_capturing()
+    if s_q > MAX_S_Q:
+        width = length if valid is None else _prefill_width(module, valid, biased, b * s_q, length, capturing)
+        biased = None  # read with the width, outside capture
+    else:
+        width = _list_width(module, b * s_q, length) if valid is not None else length
     indices, count = _index_lists(valid, b, s_q, length, width, query.device)
-    if (biased is not None or count is not None) and not (query.is_cuda and torch.cuda.is_current_stream_capturing()):
+    if (biased is not None or count is not None) and not capturing:
         no = torch.zeros((), dtype=torch.bool, device=query.device)
         checks = [biased, None if count is None else (count > width).any()]
         bias_bad, too_many = torch.stack([no if c is None else c for c in checks]).tolist()  # one host read
         if bias_bad:
-            raise ValueError(
-                "attention_mask: holds biases other than 0 (attended) and the dtype's minimum or -inf (masked); "
-                "the sparse decode takes index lists, not biases"
-            )
+            _refuse_biases()
         if too_many and count is not None:  # (there is a count wherever the second check ran)
             raise ValueError(
                 f"attention_mask: a token of this {CSA} layer attends {int(count.max())} rows, more than its window "
                 f"plus index_topk ({width} list entries)"
             )
-    cache = key.reshape(b * length, 1, 1, d)  # a copy only where the key is not contiguous
     sinks = kwargs.get("s_aux")
-    out, _ = sparse_mla_decode(
-        query.transpose(1, 2).contiguous(),
-        cache,
-        indices,
-        attn_sink=None if sinks is None else sinks.float(),
-        softmax_scale=float(scaling),
-    )
+    sink = None if sinks is None else sinks.float().contiguous()
+    if s_q > MAX_S_Q:  # prefill: every token of every request one query of the sparse prefill, over all b·L rows
+        out, _, _ = sparse_mla_prefill(
+            query.transpose(1, 2).reshape(b * s_q, h, d),
+            key.reshape(b * length, 1, d),
+            indices.view(b * s_q, 1, width),
+            float(scaling),
+            attn_sink=sink,
+        )
+        return out.view(b, s_q, h, d), None
+    cache = key.reshape(b * length, 1, 1, d)  # a copy only where the key is not contiguous
+    out, _ = sparse_mla_decode(query.transpose(1, 2).contiguous(), cache, indices, attn_sink=sink,
+                               softmax_scale=float(scaling))  # fmt: skip
     return out, None
+
+
+def _refuse_biases() -> None:
+    raise ValueError(
+        "attention_mask: holds biases other than 0 (attended) and the dtype's minimum or -inf (masked); "
+        "the sparse decode takes index lists, not biases"
+    )
+
+
+def _prefill_width(
+    module: torch.nn.Module, valid: torch.Tensor, biased: torch.Tensor | None, tokens: int, length: int, capturing: bool
+) -> int:
+    """Index-list width for a prefill call: outside CUDA-graph capture, the most rows a token attends rounded up to
+    :data:`LIST_STEP` (read on the host with the mask's bias check, which it raises), where that cuts at least
+    :data:`CUT_MIN_ENTRIES` entries, else L. A prefill's causal window and the indexer's picks leave most of the
+    ``s_q × L`` mask empty, and the prefill walks every list entry. Under capture, :func:`_list_width`."""
+    if capturing:
+        return _list_width(module, tokens, length)
+    most = valid.sum(dim=-1, dtype=torch.int32).max()
+    bad = torch.zeros((), dtype=torch.int32, device=valid.device) if biased is None else biased.to(torch.int32)
+    bias_bad, most_rows = torch.stack([bad, most]).tolist()  # one host read
+    if bias_bad:
+        _refuse_biases()
+    width = max(LIST_STEP, -(-most_rows // LIST_STEP) * LIST_STEP)
+    return width if width < length and tokens * (length - width) >= CUT_MIN_ENTRIES else length
 
 
 def _index_lists(
