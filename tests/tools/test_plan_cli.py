@@ -153,13 +153,16 @@ def test_auto_without_a_gpu_says_what_to_do(capsys: pytest.CaptureFixture[str]) 
         pytest.param(["--heads", "0"], "--heads", id="heads-0"),
         pytest.param(["--heads", "129"], "--heads", id="heads-129"),
         pytest.param(["--s-q", "5"], "--s-q", id="s-q-5"),
+        pytest.param(["--tokens", "64"], "--tokens: not an option of --mode csa", id="tokens-sparse"),
         pytest.param(["--window", "0"], "--window", id="window-0"),
         pytest.param(["--topk", "0"], "--topk", id="topk-0"),
         pytest.param(["--mode", "swa", "--topk", "512"], "--topk: swa layers", id="swa-with-topk"),
-        pytest.param(["--seqlen", "4096"], "--seqlen: an option of --mode dense", id="seqlen-sparse"),
-        pytest.param(["--d-qk", "576"], "--d-qk: an option of --mode dense", id="d-qk-sparse"),
-        pytest.param(["--mode", "dense", "--window", "64"], "--window: an option of the sparse", id="window-dense"),
-        pytest.param(["--mode", "dense", "--topk", "512"], "--topk: an option of the sparse", id="topk-dense"),
+        pytest.param(["--seqlen", "4096"], "--seqlen: not an option of --mode csa", id="seqlen-sparse"),
+        pytest.param(["--d-qk", "576"], "--d-qk: not an option of --mode csa", id="d-qk-sparse"),
+        pytest.param(
+            ["--mode", "dense", "--window", "64"], "--window: not an option of --mode dense", id="window-dense"
+        ),
+        pytest.param(["--mode", "dense", "--topk", "512"], "--topk: not an option of --mode dense", id="topk-dense"),
         pytest.param(["--mode", "dense", "--seqlen", "0"], "--seqlen: expected >= 1", id="seqlen-0"),
         pytest.param(["--mode", "dense", "--d-qk", "512"], "--d-qk: the FP8 V3.2 cache", id="d-qk-fp8"),
         pytest.param(["--mode", "dense", "--bf16", "--d-qk", "640"], "--d-qk: expected 576", id="d-qk-640"),
@@ -169,6 +172,51 @@ def test_auto_without_a_gpu_says_what_to_do(capsys: pytest.CaptureFixture[str]) 
 def test_bad_arguments_exit_2_naming_them(capsys: pytest.CaptureFixture[str], argv: list[str], says: str) -> None:
     argv = ["--gpu", "h200", "--batch", "8", *argv] if "--gpu" not in argv else ["--batch", "8", *argv]
     code, out, err = _run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert says in err
+
+
+def test_prefill_table_is_the_planners(capsys: pytest.CaptureFixture[str]) -> None:
+    """The sparse prefill per token count: the planner's tile, programs and waves; on a 99 KB/block part the tiles
+    that fit it (a 16-head block where few tokens would leave SMs idle)."""
+    from wavemla.plan import PrefillWorkload, plan_sparse_prefill
+
+    device = PRESETS["rtx-pro-6000"]
+    code, out, _ = _run(capsys, "--gpu", "rtx-pro-6000", "--mode", "prefill", "--tokens", "64", "4096", "--json")
+    assert code == 0
+    info = json.loads(out)
+    assert info["workload"] == {"mode": "prefill", "heads": 64, "d_qk": 512, "topk": 640}
+    for r in info["plans"]:
+        p = plan_sparse_prefill(PrefillWorkload(s_q=r["tokens"], h_q=64, topk=640), device)
+        assert r["config"] == str(p.config) and r["programs"] == p.programs
+        assert r["smem_bytes"] == p.resources.smem_bytes <= device.smem_per_block
+        assert r["waves"] == -(-p.programs // (device.num_sms * p.programs_per_sm))
+        assert r["reasons"] == list(p.reasons)
+    assert [r["block_h"] for r in info["plans"]] == [16, 32]
+    code, out, _ = _run(capsys, "--gpu", "h200", "--mode", "prefill", "--heads", "128", "--d-qk", "576")
+    assert code == 0 and "PREFILL (flash_mla_sparse_fwd): h=128, 640-entry lists, d_qk 576" in out
+    assert out.count("\ntokens=") == len(plan_cli.DEFAULT_TOKENS) and "64x64x8x3" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        pytest.param(["--batch", "8"], "--batch: not an option of --mode prefill", id="batch"),
+        pytest.param(["--s-q", "2"], "--s-q: not an option of --mode prefill", id="s-q"),
+        pytest.param(["--bf16"], "--bf16: not an option of --mode prefill", id="bf16"),
+        pytest.param(["--window", "64"], "--window: not an option of --mode prefill", id="window"),
+        pytest.param(["--seqlen", "64"], "--seqlen: not an option of --mode prefill", id="seqlen"),
+        pytest.param(["--png", "x.png"], "--png: not an option of --mode prefill", id="png"),
+        pytest.param(["--tokens", "0"], "--tokens: token counts must be >= 1", id="tokens-0"),
+        pytest.param(["--topk", "0"], "--topk: expected >= 1", id="topk-0"),
+        pytest.param(["--d-qk", "640"], "--d-qk: expected 512 (DeepSeek-V4) or 576", id="d-qk-640"),
+        pytest.param(["--heads", "129"], "--heads", id="heads-129"),
+    ],
+)
+def test_prefill_bad_arguments_exit_2_naming_them(
+    capsys: pytest.CaptureFixture[str], argv: list[str], says: str
+) -> None:
+    code, out, err = _run(capsys, "--gpu", "h200", "--mode", "prefill", *argv)
     assert code == 2 and out == ""
     assert says in err
 

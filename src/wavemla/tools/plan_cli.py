@@ -11,11 +11,16 @@ it prints the configuration, its shared memory and registers, programs per SM, p
 ``--seqlen`` keys, FP8 V3.2 or ``--bf16`` rows): per batch the tile, its resources, programs per SM, the parts the
 device scheduler balances the keys over, programs, the segment overhead in tiles, predicted time and the reasons.
 
+``--mode prefill`` plans the sparse prefill (FlashMLA's ``flash_mla_sparse_fwd``) for ``--tokens`` query tokens of
+``--topk``-entry lists (default 640: DeepSeek-V4's window and picks) of ``--d-qk``-wide rows: per token count the
+tile, its resources, programs per SM, programs and waves, and the reasons (the prefill's planner predicts no time).
+
 Example::
 
     wavemla plan --gpu rtx-pro-6000 --heads 64 --topk 512 --batch 48 64 80 96
     wavemla plan --gpu h200 --mode hca --batch 1 8 64 256 --json
     wavemla plan --gpu rtx-pro-6000 --mode dense --heads 128 --seqlen 16384 --batch 1 32 128
+    wavemla plan --gpu rtx-5090 --mode prefill --tokens 64 1024 8192
 """
 
 from __future__ import annotations
@@ -33,8 +38,11 @@ from wavemla.device import KIB, DeviceSpec, NoCudaDeviceError, current_spec, get
 # Compressed index width per layer kind (DeepSeek-V4: CSA 512 and HCA 1024 as in FlashMLA's MODEL1 benchmark).
 DEFAULT_TOPK = {"csa": 512, "hca": 1024, "swa": 0}
 DEFAULT_WINDOW = 128
-MODES = (*sorted(DEFAULT_TOPK), "dense")
+MODES = (*sorted(DEFAULT_TOPK), "dense", "prefill")
 DEFAULT_SEQLEN = 4096  # dense: keys a block table holds (max_blocks · page)
+DEFAULT_PREFILL_TOPK = DEFAULT_WINDOW + DEFAULT_TOPK["csa"]  # prefill: a DeepSeek-V4 token's window and picks
+DEFAULT_TOKENS = [64, 1024, 4096, 16384]  # prefill: query tokens of a call
+DEFAULT_BATCHES = [1, 8, 32, 48, 64, 80, 96, 128, 256]
 
 
 def resolve_gpu(name: str) -> DeviceSpec:
@@ -65,8 +73,9 @@ def _check_common(heads: int, s_q: int, batches: list[int]) -> None:
         raise ValueError(f"--batch: batch sizes must be >= 1, got {bad[0]}")
 
 
-def _config_fields(batch: int, p: Any) -> dict[str, Any]:
-    """What both modes' rows report of a plan ``p`` (a Plan or DensePlan): its tile, resources and occupancy."""
+def _config_fields(batch: int, p: Any, active: int | None = None) -> dict[str, Any]:
+    """What every mode's rows report of a plan ``p`` (a Plan, DensePlan or PrefillPlan): its tile, resources and
+    occupancy (``active``: programs resident on a busy SM where the plan does not say)."""
     res = p.resources
     return {
         "batch": batch,
@@ -78,7 +87,7 @@ def _config_fields(batch: int, p: Any) -> dict[str, Any]:
         "resources": res.source,
         "resources_note": res.note,
         "programs_per_sm": p.programs_per_sm,
-        "active_per_sm": p.active_per_sm,
+        "active_per_sm": p.active_per_sm if active is None else active,
     }
 
 
@@ -183,6 +192,44 @@ def dense_rows(
     return rows
 
 
+def prefill_rows(
+    device: DeviceSpec, *, heads: int, tokens: list[int], topk: int = DEFAULT_PREFILL_TOPK, d_qk: int = 512
+) -> list[dict[str, Any]]:
+    """One row per token count of the sparse prefill's plan (what ``wavemla plan --mode prefill --json`` prints).
+
+    Raises ValueError naming the argument for bad input, and the planner's PlanError / KnobError.
+    """
+    from wavemla.plan import PREFILL_D_QK, PrefillWorkload, plan_sparse_prefill
+
+    if not 1 <= heads <= 128:
+        raise ValueError(f"--heads: expected 1..128 query heads, got {heads}")
+    if not tokens:
+        raise ValueError("--tokens: give at least one token count")
+    bad = [t for t in tokens if t < 1]
+    if bad:
+        raise ValueError(f"--tokens: token counts must be >= 1, got {bad[0]}")
+    if topk < 1:
+        raise ValueError(f"--topk: expected >= 1 list entries per token, got {topk}")
+    if d_qk not in PREFILL_D_QK:
+        raise ValueError(f"--d-qk: expected 512 (DeepSeek-V4) or 576 (DeepSeek-V3.2), got {d_qk}")
+    rows = []
+    for t in tokens:
+        p = plan_sparse_prefill(PrefillWorkload(s_q=t, h_q=heads, topk=topk, d_qk=d_qk), device)
+        slots = device.num_sms * p.programs_per_sm
+        rows.append(
+            {
+                # the launch spreads its programs evenly: as many on a busy SM as its slots and the programs allow
+                **_config_fields(t, p, active=min(p.programs_per_sm, -(-p.programs // device.num_sms))),
+                "tokens": t,
+                "head_blocks": -(-heads // p.block_h),
+                "programs": p.programs,
+                "waves": -(-p.programs // slots),
+                "reasons": list(p.reasons),
+            }
+        )
+    return rows
+
+
 # The text table's columns: (header, alignment and width, the value's format spec, the value of a row).
 _Column = tuple[str, str, str, Callable[[dict[str, Any]], Any]]
 _HEAD: list[_Column] = [
@@ -211,6 +258,13 @@ _SPARSE_COLUMNS: list[_Column] = [
     ("combine", ">7", "", lambda r: "yes" if r["combine"] else "no"),
     *_TAIL,
 ]
+_PREFILL_COLUMNS: list[_Column] = [
+    ("tokens", ">6", "", lambda r: r["tokens"]),
+    *_HEAD[1:],
+    ("head blocks", ">11", "", lambda r: r["head_blocks"]),
+    ("programs", ">8", "", lambda r: r["programs"]),
+    ("waves", ">5", "", lambda r: r["waves"]),
+]
 _DENSE_COLUMNS: list[_Column] = [
     *_HEAD,
     ("parts", ">5", "", lambda r: r["parts"]),
@@ -221,20 +275,28 @@ _DENSE_COLUMNS: list[_Column] = [
 
 
 def format_text(device: DeviceSpec, workload: dict[str, Any], rows: list[dict[str, Any]]) -> str:
-    columns = _DENSE_COLUMNS if workload["mode"] == "dense" else _SPARSE_COLUMNS
+    mode = workload["mode"]
+    columns = {"dense": _DENSE_COLUMNS, "prefill": _PREFILL_COLUMNS}.get(mode, _SPARSE_COLUMNS)
     head = " ".join(f"{name:{width}}" for name, width, _, _ in columns)
     from wavemla.plan import prediction_basis
 
-    lines = [device.summary(), _describe(workload), prediction_basis(device), "", head]
+    basis = "the prefill's planner takes the first listed tile that fits; it predicts no time"
+    lines = [device.summary(), _describe(workload), basis if mode == "prefill" else prediction_basis(device), "", head]
     lines.extend(" ".join(f"{value(r):{width}{spec}}" for _, width, spec, value in columns) for r in rows)
     for r in rows:
         lines.append("")
-        lines.append(f"b={r['batch']}: why {r['config']}")
+        lines.append(f"{'tokens' if mode == 'prefill' else 'b'}={r['batch']}: why {r['config']}")
         lines.extend(f"  - {reason}" for reason in r["reasons"])
     return "\n".join(lines)
 
 
 def _describe(w: dict[str, Any]) -> str:
+    if w["mode"] == "prefill":
+        model = "DeepSeek-V4" if w["d_qk"] == 512 else "DeepSeek-V3.2"
+        return (
+            f"PREFILL (flash_mla_sparse_fwd): h={w['heads']}, {w['topk']}-entry lists, d_qk {w['d_qk']} ({model}), "
+            "16-bit rows"
+        )
     if w["mode"] == "dense":
         cache = "FP8 V3.2" if w["fp8"] else "bf16 rows"
         return (
@@ -284,7 +346,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--topk",
         type=int,
         default=None,
-        help="compressed rows per token (default: 512 for csa, 1024 for hca; none for swa)",
+        help="compressed rows per token (default: 512 for csa, 1024 for hca; none for swa); prefill: list entries "
+        f"per token (default {DEFAULT_PREFILL_TOPK})",
     )
     parser.add_argument(
         "--seqlen",
@@ -292,12 +355,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"dense: keys a request's block table holds (max_blocks x page; default {DEFAULT_SEQLEN})",
     )
-    parser.add_argument("--d-qk", type=int, default=None, help="dense: key width, 576 (default) or 512")
     parser.add_argument(
-        "--batch", type=int, nargs="+", default=[1, 8, 32, 48, 64, 80, 96, 128, 256], help="batch sizes (requests)"
+        "--d-qk", type=int, default=None, help="dense: key width, 576 (default) or 512; prefill: 512 (default) or 576"
     )
     parser.add_argument(
-        "--mode", choices=MODES, default="csa", help="layer kind (default csa), or dense: the paged dense decode"
+        "--tokens",
+        type=int,
+        nargs="+",
+        default=None,
+        help=f"prefill: query tokens of a call (default {' '.join(map(str, DEFAULT_TOKENS))})",
+    )
+    parser.add_argument(
+        "--batch",
+        type=int,
+        nargs="+",
+        default=None,
+        help=f"batch sizes (requests; default {' '.join(map(str, DEFAULT_BATCHES))})",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default="csa",
+        help="layer kind (default csa), dense: the paged dense decode, or prefill: the sparse prefill",
     )
     parser.add_argument(
         "--window",
@@ -318,50 +397,69 @@ def run(args: argparse.Namespace) -> int:
     from wavemla.config import KnobError
     from wavemla.plan import PlanError
 
-    dense = args.mode == "dense"
+    mode = args.mode
+    dense, prefill = mode == "dense", mode == "prefill"
     if dense:
         seqlen = DEFAULT_SEQLEN if args.seqlen is None else args.seqlen
         d_qk = 576 if args.d_qk is None else args.d_qk
         workload = {"mode": "dense", "heads": args.heads, "seqlen": seqlen, "d_qk": d_qk, "s_q": args.s_q,
                     "fp8": not args.bf16}  # fmt: skip
+    elif prefill:
+        workload = {"mode": "prefill", "heads": args.heads, "d_qk": 512 if args.d_qk is None else args.d_qk,
+                    "topk": DEFAULT_PREFILL_TOPK if args.topk is None else args.topk}  # fmt: skip
     else:
         window = DEFAULT_WINDOW if args.window is None else args.window
         workload = {
-            "mode": args.mode,
+            "mode": mode,
             "heads": args.heads,
             "window": window,
-            "topk": 0 if args.mode == "swa" else (DEFAULT_TOPK[args.mode] if args.topk is None else args.topk),
+            "topk": 0 if mode == "swa" else (DEFAULT_TOPK[mode] if args.topk is None else args.topk),
             "s_q": args.s_q,
             "fp8": not args.bf16,
         }
     try:
-        for name, value, sparse in (("--seqlen", args.seqlen, False), ("--d-qk", args.d_qk, False),
-                                    ("--window", args.window, True), ("--topk", args.topk, True)):  # fmt: skip
-            if value is not None and sparse == dense:
-                where = "the sparse layer modes (csa, hca, swa), not of --mode dense" if sparse else "--mode dense"
-                raise ValueError(f"{name}: an option of {where}")
+        # each option with the modes it belongs to
+        decode = (*DEFAULT_TOPK, "dense")
+        owners = {"--seqlen": ("dense",), "--d-qk": ("dense", "prefill"), "--window": tuple(DEFAULT_TOPK),
+                  "--topk": (*DEFAULT_TOPK, "prefill"), "--tokens": ("prefill",), "--batch": decode, "--s-q": decode,
+                  "--bf16": decode, "--png": decode}  # fmt: skip
+        given = {"--seqlen": args.seqlen, "--d-qk": args.d_qk, "--window": args.window, "--topk": args.topk,
+                 "--tokens": args.tokens, "--batch": args.batch, "--s-q": None if args.s_q == 1 else args.s_q,
+                 "--bf16": args.bf16 or None, "--png": args.png}  # fmt: skip
+        for name, value in given.items():
+            if value is not None and mode not in owners[name]:
+                raise ValueError(
+                    f"{name}: not an option of --mode {mode} (it is one of --mode {', '.join(owners[name])})"
+                )
         device = resolve_gpu(args.gpu)
         make: Callable[..., list[dict[str, Any]]]
-        if dense:
-            kw: dict[str, Any] = {"heads": args.heads, "seqlen": workload["seqlen"], "d_qk": workload["d_qk"],
-                                  "s_q": args.s_q, "is_fp8": not args.bf16}  # fmt: skip
-            make = functools.partial(dense_rows, device, **kw)
+        batches = list(DEFAULT_BATCHES if args.batch is None else args.batch)
+        if prefill:
+            tokens = list(DEFAULT_TOKENS if args.tokens is None else args.tokens)
+            rows = prefill_rows(device, heads=args.heads, tokens=tokens, topk=workload["topk"], d_qk=workload["d_qk"])
         else:
-            kw = {"heads": args.heads, "mode": args.mode, "topk": args.topk, "window": workload["window"],
-                  "s_q": args.s_q, "is_fp8": not args.bf16}  # fmt: skip
-            make = functools.partial(plan_rows, device, **kw)
-        rows = make(batches=list(args.batch))
-        if args.png:
-            curve = make(batches=list(range(1, max(args.batch) + 1)))
-            render_png(device, workload, rows, curve, args.png)
+            if dense:
+                kw: dict[str, Any] = {"heads": args.heads, "seqlen": workload["seqlen"], "d_qk": workload["d_qk"],
+                                      "s_q": args.s_q, "is_fp8": not args.bf16}  # fmt: skip
+                make = functools.partial(dense_rows, device, **kw)
+            else:
+                kw = {"heads": args.heads, "mode": mode, "topk": args.topk, "window": workload["window"],
+                      "s_q": args.s_q, "is_fp8": not args.bf16}  # fmt: skip
+                make = functools.partial(plan_rows, device, **kw)
+            rows = make(batches=batches)
+            if args.png:
+                curve = make(batches=list(range(1, max(batches) + 1)))
+                render_png(device, workload, rows, curve, args.png)
     except (ValueError, PlanError, KnobError) as exc:
         print(f"wavemla plan: {exc}", file=sys.stderr)
         return 2
     if args.json:
         from wavemla.plan import prediction_basis
 
-        info = {"device": asdict(device), "workload": workload, "prediction_basis": prediction_basis(device),
-                "plans": rows}  # fmt: skip
+        basis = (
+            "none: the prefill's planner takes the first listed tile that fits" if prefill else prediction_basis(device)
+        )
+        info = {"device": asdict(device), "workload": workload, "prediction_basis": basis, "plans": rows}
         print(json.dumps(info, indent=2))
     else:
         print(format_text(device, workload, rows))
