@@ -34,6 +34,10 @@ want memcheck-swa-bf16 && step 90 memcheck-swa-bf16 $CS --tool memcheck $S --sma
 want memcheck-exact-csa && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step ${MEMCHECK_LIMIT:-90} memcheck-exact-csa $CS --tool memcheck $S --small --mode csa --no-graph --replays 6
 want memcheck-exact-hca && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step 90 memcheck-exact-hca $CS --tool memcheck $S --small --mode hca --no-graph --replays 6
 want initcheck-eager && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step 90 initcheck-eager $CS --tool initcheck $S --small --no-graph --replays 6
+# the indexer over MXFP4 index-K rows (SGLang's page-split layout; byte-permute decode of the e2m1 codes on sm_89+)
+want memcheck-csa-mxfp4 && step 90 memcheck-csa-mxfp4 $CS --tool memcheck $S --small --mode csa --index-k mxfp4 --replays 20
+want memcheck-exact-csa-mxfp4 && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step 90 memcheck-exact-csa-mxfp4 $CS --tool memcheck $S --small --mode csa --index-k mxfp4 --no-graph --replays 6
+want racecheck-csa-mxfp4 && step ${RACECHECK_LIMIT:-150} racecheck-csa-mxfp4 $CS --tool racecheck --racecheck-report hazard $S --small --mode csa --index-k mxfp4 --replays 6
 want racecheck-csa && step ${RACECHECK_LIMIT:-150} racecheck-csa $CS --tool racecheck --racecheck-report hazard $S --small --mode csa --replays 6
 want racecheck-hca-bf16 && step ${RACECHECK_LIMIT:-150} racecheck-hca-bf16 $CS --tool racecheck --racecheck-report hazard $S --small --mode hca --bf16 --replays 6
 want synccheck && step 90 synccheck $CS --tool synccheck $S --small --replays 6
