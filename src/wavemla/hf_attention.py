@@ -93,7 +93,7 @@ def _attention(
 ) -> tuple[torch.Tensor, None]:
     b, h, s_q, d = query.shape
     if dropout:
-        raise ValueError(f"dropout: the decode has none, got {dropout}")
+        raise ValueError(f"dropout: wavemla's decode and prefill have none, got {dropout}")
     if query.dtype not in (torch.bfloat16, torch.float16) or d != 512:
         raise ValueError(f"query: expected bf16/fp16 [b, h, s_q, 512], got {query.dtype} {list(query.shape)}")
     same = key is value or (
@@ -108,11 +108,21 @@ def _attention(
         raise ValueError("key: no rows (L = 0)")
     valid, biased = _valid_rows(attention_mask, b, s_q, length)
     capturing = query.is_cuda and torch.cuda.is_current_stream_capturing()
-    if s_q > MAX_S_Q:
+    sinks = kwargs.get("s_aux")
+    sink = None if sinks is None else sinks.float().contiguous()
+    if s_q > MAX_S_Q:  # prefill: every token of every request one query of the sparse prefill, over all b·L rows
+        # (the width holds every token's attended rows, and the bias check ran with its host read)
         width = length if valid is None else _prefill_width(module, valid, biased, b * s_q, length, capturing)
-        biased = None  # read with the width, outside capture
-    else:
-        width = _list_width(module, b * s_q, length) if valid is not None else length
+        indices, _ = _index_lists(valid, b, s_q, length, width, query.device)
+        out, _, _ = sparse_mla_prefill(
+            query.transpose(1, 2).reshape(b * s_q, h, d),
+            key.reshape(b * length, 1, d),
+            indices.view(b * s_q, 1, width),
+            float(scaling),
+            attn_sink=sink,
+        )
+        return out.view(b, s_q, h, d), None
+    width = _list_width(module, b * s_q, length) if valid is not None else length
     indices, count = _index_lists(valid, b, s_q, length, width, query.device)
     if (biased is not None or count is not None) and not capturing:
         no = torch.zeros((), dtype=torch.bool, device=query.device)
@@ -125,17 +135,6 @@ def _attention(
                 f"attention_mask: a token of this {CSA} layer attends {int(count.max())} rows, more than its window "
                 f"plus index_topk ({width} list entries)"
             )
-    sinks = kwargs.get("s_aux")
-    sink = None if sinks is None else sinks.float().contiguous()
-    if s_q > MAX_S_Q:  # prefill: every token of every request one query of the sparse prefill, over all b·L rows
-        out, _, _ = sparse_mla_prefill(
-            query.transpose(1, 2).reshape(b * s_q, h, d),
-            key.reshape(b * length, 1, d),
-            indices.view(b * s_q, 1, width),
-            float(scaling),
-            attn_sink=sink,
-        )
-        return out.view(b, s_q, h, d), None
     cache = key.reshape(b * length, 1, 1, d)  # a copy only where the key is not contiguous
     out, _ = sparse_mla_decode(query.transpose(1, 2).contiguous(), cache, indices, attn_sink=sink,
                                softmax_scale=float(scaling))  # fmt: skip
