@@ -216,17 +216,12 @@ def prefill_rows(
     for t in tokens:
         p = plan_sparse_prefill(PrefillWorkload(s_q=t, h_q=heads, topk=topk, d_qk=d_qk), device)
         slots = device.num_sms * p.programs_per_sm
-        rows.append(
-            {
-                # the launch spreads its programs evenly: as many on a busy SM as its slots and the programs allow
-                **_config_fields(t, p, active=min(p.programs_per_sm, -(-p.programs // device.num_sms))),
-                "tokens": t,
-                "head_blocks": -(-heads // p.block_h),
-                "programs": p.programs,
-                "waves": -(-p.programs // slots),
-                "reasons": list(p.reasons),
-            }
-        )
+        # the launch spreads its programs evenly: as many on a busy SM as its slots and the programs allow
+        row = _config_fields(t, p, active=min(p.programs_per_sm, -(-p.programs // device.num_sms)))
+        del row["batch"]  # a prefill call has query tokens, not requests
+        row.update({"tokens": t, "head_blocks": -(-heads // p.block_h), "programs": p.programs,
+                    "waves": -(-p.programs // slots), "reasons": list(p.reasons)})  # fmt: skip
+        rows.append(row)
     return rows
 
 
@@ -285,7 +280,8 @@ def format_text(device: DeviceSpec, workload: dict[str, Any], rows: list[dict[st
     lines.extend(" ".join(f"{value(r):{width}{spec}}" for _, width, spec, value in columns) for r in rows)
     for r in rows:
         lines.append("")
-        lines.append(f"{'tokens' if mode == 'prefill' else 'b'}={r['batch']}: why {r['config']}")
+        label = f"tokens={r['tokens']}" if mode == "prefill" else f"b={r['batch']}"
+        lines.append(f"{label}: why {r['config']}")
         lines.extend(f"  - {reason}" for reason in r["reasons"])
     return "\n".join(lines)
 
