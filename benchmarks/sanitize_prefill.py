@@ -1,6 +1,6 @@
 """The sparse prefill at small shapes for compute-sanitizer: every tile the planner can pick that fits this GPU,
-d_qk 512 and 576, 3 / 64 / 128 heads, invalid indices, lengths and a sink, each result checked against the fp64
-reference. Exit code 1 on any mismatch.
+and lists cut into pieces (partials and their combine), d_qk 512 and 576, 3 / 64 / 128 heads, invalid indices,
+lengths and a sink, each result checked against the fp64 reference. Exit code 1 on any mismatch.
 
     compute-sanitizer --tool memcheck python3 benchmarks/sanitize_prefill.py
 """
@@ -14,7 +14,7 @@ import torch
 
 from wavemla.device import current_spec, get_spec
 from wavemla.kernels.sparse_prefill import sparse_prefill
-from wavemla.plan import PrefillWorkload, _prefill_resources, all_prefill_configs, plan_sparse_prefill
+from wavemla.plan import KernelConfig, PrefillWorkload, _prefill_resources, all_prefill_configs, plan_sparse_prefill
 from wavemla.reference.sparse_prefill import sparse_prefill_ref
 from wavemla.testing import TOLERANCES, check_close, rows_out_tolerance
 
@@ -34,18 +34,21 @@ def main() -> int:
         sink = torch.randn((h_q,), generator=g).to(device)
         ref = sparse_prefill_ref(q, kv, idx, sm_scale=d_qk**-0.5, attn_sink=sink, topk_length=length)
         planned = plan_sparse_prefill(PrefillWorkload(s_q, h_q, topk, d_qk), spec)
-        for cfg in all_prefill_configs():
+        for cfg, splits in [(c, 1) for c in all_prefill_configs()] + [(KernelConfig(16, 16, 4, 1), 3)]:
             if _prefill_resources(cfg, spec.arch, d_qk, None).smem_bytes > spec.smem_per_block:
                 continue
-            got = sparse_prefill(q, kv, idx, d_qk**-0.5, dataclasses.replace(planned, config=cfg), sink, length)
+            # the last: each list cut into 3 pieces of whole 16-entry tiles (partials, then the combine)
+            pieces = -(-topk // cfg.block_n)
+            plan = dataclasses.replace(planned, config=cfg, splits=splits, piece_tiles=-(-pieces // splits))
+            got = sparse_prefill(q, kv, idx, d_qk**-0.5, plan, sink, length)
             tols = (rows_out_tolerance(lane, (kv,) if dtype == torch.bfloat16 else ()), TOLERANCES[("lse", lane)],
                     TOLERANCES[("lse", lane)])  # fmt: skip
             for name, a, b, tol in zip(("out", "max_logits", "lse"), got, ref, tols, strict=True):
                 problem = check_close(name, a, b, tol)
                 if problem is not None:
                     bad += 1
-                    print(f"s_q={s_q} h={h_q} d_qk={d_qk} {cfg}: {problem}")
-            print(f"s_q={s_q} h={h_q} d_qk={d_qk} {cfg}: checked", flush=True)
+                    print(f"s_q={s_q} h={h_q} d_qk={d_qk} {cfg} splits={splits}: {problem}")
+            print(f"s_q={s_q} h={h_q} d_qk={d_qk} {cfg} splits={splits}: checked", flush=True)
     print(f"sanitize_prefill: {bad} mismatch(es)")
     return 1 if bad else 0
 

@@ -13,6 +13,7 @@ from wavemla.plan import (
     _prefill_resources,
     all_prefill_configs,
     plan_sparse_prefill,
+    prefill_splits,
 )
 from wavemla.resources import ARCHES, resource_key
 
@@ -27,7 +28,9 @@ def test_every_plan_fits_the_gpu_and_is_compiled(gpu):
         p = plan_sparse_prefill(w, spec)
         assert p.resources.source == "compiled", (gpu, w, p.resources.note)
         assert p.resources.smem_bytes <= spec.smem_per_block, (gpu, w, p.config)
-        assert p.programs_per_sm >= 1 and p.programs == w.s_q * -(-w.h_q // p.block_h)
+        assert p.programs_per_sm >= 1 and p.programs == w.s_q * -(-w.h_q // p.block_h) * p.splits
+        tiles = -(-w.topk // p.block_n)
+        assert p.splits == 1 or (p.splits * p.piece_tiles >= tiles > (p.splits - 1) * p.piece_tiles), (gpu, w)
         assert p.block_h <= max(16, 1 << (w.h_q - 1).bit_length()), (gpu, w, p.config)
         assert p.reasons and p.d_v == 512
 
@@ -39,10 +42,31 @@ def test_hopper_takes_the_widest_tile_and_sm120_one_within_99_kb():
     assert sm120.resources.smem_bytes <= 99 * 1024 and sm120.block_h < 64
 
 
-def test_few_tokens_take_16_head_blocks():
+def test_few_tokens_take_16_head_blocks_and_cut_lists():
     p = plan_sparse_prefill(PrefillWorkload(4, 64, 640), get_spec("h200"))
-    assert p.block_h == 16 and p.programs == 16
-    assert any("leave SMs idle" in r for r in p.reasons)
+    assert p.block_h == 16 and (p.splits, p.piece_tiles, p.programs) == (5, 4, 80)  # 16 whole lists of 20 tiles
+    assert any("leave SMs idle" in r for r in p.reasons) and any("cut into 5 pieces" in r for r in p.reasons)
+    # enough whole lists to fill half the slots: no cut; lists under two pieces' worth of tiles: no cut
+    assert plan_sparse_prefill(PrefillWorkload(40, 64, 640), get_spec("h200")).splits == 1
+    assert plan_sparse_prefill(PrefillWorkload(4, 64, 200), get_spec("h200")).splits == 1
+
+
+@pytest.mark.parametrize(
+    ("programs", "slots", "tiles", "want"),
+    [
+        (16, 132, 20, (5, 4)),  # as many pieces as fill the slots, of at least 4 tiles
+        (16, 264, 20, (5, 4)),  # the tiles bound the pieces
+        (40, 264, 64, (6, 11)),  # 6 pieces fill 240 of 264 slots; 6 x 11 tiles cover 64
+        (1, 264, 640, (16, 40)),  # at most 16 pieces
+        (70, 132, 64, (1, 64)),  # over half the slots: whole lists
+        (8, 132, 7, (1, 7)),  # too short to cut
+        (0, 132, 20, (1, 20)),
+    ],
+)
+def test_prefill_splits(programs, slots, tiles, want):
+    splits, piece_tiles = prefill_splits(programs, slots, tiles)
+    assert (splits, piece_tiles) == want
+    assert splits * piece_tiles >= tiles and (splits - 1) * piece_tiles < tiles
 
 
 def test_no_tile_fits_is_a_named_error():

@@ -1979,6 +1979,8 @@ class PrefillPlan:
     programs: int
     programs_per_sm: int
     reasons: tuple[str, ...] = field(default_factory=tuple)
+    splits: int = 1  # pieces each token's list is cut into (one program each), merged by a second launch
+    piece_tiles: int = 0  # tiles of BLOCK_N entries a piece holds where splits > 1
 
     @property
     def block_h(self) -> int:
@@ -2033,12 +2035,15 @@ def _prefill_resources(cfg: KernelConfig, arch: int, d_qk: int, cache_dir: str |
 def plan_sparse_prefill(workload: PrefillWorkload, device: DeviceSpec) -> PrefillPlan:
     """The first tile of the list (fastest first where measured) whose compiled shared memory fits the device's
     per-block limit, narrowed where the launch would waste it: a head block never exceeds the heads (rounded up to
-    16, the dot's least M), and a call with fewer programs than SMs takes 16-head blocks (more programs a token).
+    16, the dot's least M), a call with fewer programs than SMs takes 16-head blocks (more programs a token), and
+    one whose programs still fill under half the program slots cuts each list into pieces (:func:`prefill_splits`).
 
     Example::
 
         p = plan_sparse_prefill(PrefillWorkload(s_q=4096, h_q=64, topk=640), get_spec("rtx-pro-6000"))
-        p.config, p.programs_per_sm   # KernelConfig(16, 32, 4, 2), 2
+        str(p.config), p.programs_per_sm, p.splits   # ("32x32x4x2", 1, 1)
+        p = plan_sparse_prefill(PrefillWorkload(s_q=16, h_q=64, topk=640), get_spec("h200"))
+        str(p.config), p.splits, p.piece_tiles       # ("16x32x4x2", 4, 5): 256 programs of 5 tiles
     """
     cache = config.get("WAVEMLA_CACHE_DIR")
     fitting = [
@@ -2060,6 +2065,36 @@ def plan_sparse_prefill(workload: PrefillWorkload, device: DeviceSpec) -> Prefil
         programs = workload.s_q * -(-workload.h_q // cfg.block_h)
         reasons.append(f"{cfg}: {workload.s_q} tokens leave SMs idle with wider head blocks")
     per_sm = _blocks_per_sm(device, res.smem_bytes, res.regs_per_thread, cfg.num_warps)
+    splits, piece_tiles = prefill_splits(programs, device.num_sms * per_sm, -(-workload.topk // cfg.block_n))
+    if splits > 1:
+        reasons.append(
+            f"{programs} programs leave most of {device.num_sms * per_sm} slots idle: each list cut into {splits} "
+            f"pieces of {piece_tiles} tiles, merged by a second launch"
+        )
+        programs *= splits
     reasons.append(f"{programs} programs, {per_sm} per SM on {device.num_sms} SMs")
     return PrefillPlan(config=cfg, d_v=PREFILL_D_V, resources=res, programs=programs, programs_per_sm=per_sm,
-                       reasons=tuple(reasons))  # fmt: skip
+                       reasons=tuple(reasons), splits=splits, piece_tiles=piece_tiles)  # fmt: skip
+
+
+# A short prefill (fewer programs than slots) cuts each token's list into pieces of at least this many tiles, at
+# most this many pieces: a piece pays q's load and its partial's store and merge once, which a few tiles repay.
+PREFILL_MIN_PIECE_TILES = 4
+PREFILL_MAX_SPLITS = 16
+
+
+def prefill_splits(programs: int, slots: int, tiles: int) -> tuple[int, int]:
+    """(pieces per token list, tiles per piece) for a prefill launch of ``programs`` whole-list programs on
+    ``slots`` program slots, over lists of ``tiles`` tiles: as many pieces as fill the slots, each of at least
+    :data:`PREFILL_MIN_PIECE_TILES` tiles, at most :data:`PREFILL_MAX_SPLITS`; (1, tiles) where the whole lists
+    already fill the slots or are too short to cut.
+
+    Example::
+
+        prefill_splits(16, 132, 20)     # (5, 4): 80 programs of 4 tiles instead of 16 of 20
+    """
+    if programs <= 0 or programs * 2 > slots or tiles < 2 * PREFILL_MIN_PIECE_TILES:
+        return 1, tiles
+    splits = min(slots // programs, tiles // PREFILL_MIN_PIECE_TILES, PREFILL_MAX_SPLITS)
+    piece_tiles = -(-tiles // splits)
+    return -(-tiles // piece_tiles), piece_tiles

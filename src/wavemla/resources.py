@@ -343,17 +343,17 @@ def _sparse_prefill_spec(block_h: int, block_n: int, num_stages: int) -> dict[st
     and sink; pointers and 16-multiple strides marked ``tt.divisibility = 16``."""
     pointers = {
         "p_q": "*bf16", "p_kv": "*bf16", "p_idx": "*i32", "p_len": "*i32", "p_sink": "*fp32", "p_out": "*bf16",
-        "p_max": "*fp32", "p_lse": "*fp32",
+        "p_max": "*fp32", "p_lse": "*fp32", "p_part": "*fp32",
     }  # fmt: skip
     h, d_qk, topk = 128, 576, 2048
     ints = {"H": h, "stride_qt": h * d_qk, "stride_qh": d_qk, "stride_kv": d_qk, "stride_it": topk,
             "stride_ot": h * 512, "stride_oh": 512}  # fmt: skip
     constexprs = {
         "HAS_LEN": True, "HAS_SINK": True, "D": 512, "D_ROPE": d_qk - 512, "BLOCK_H": block_h, "BLOCK_N": block_n,
-        "NUM_STAGES": num_stages,
+        "NUM_STAGES": num_stages, "SPLITS": 1,
     }  # fmt: skip
-    return {"pointers": pointers, "ints": ints, "unspecialized": ("s_kv", "topk", "num_hb"), "constexprs": constexprs,
-            "fp32": ("sm_scale",)}  # fmt: skip
+    return {"pointers": pointers, "ints": ints, "unspecialized": ("s_kv", "topk", "num_hb", "piece_tiles"),
+            "constexprs": constexprs, "fp32": ("sm_scale",)}  # fmt: skip
 
 
 def _res_usage(cubin: bytes) -> tuple[int, int, int, int]:

@@ -125,6 +125,49 @@ def test_repeated_calls_give_identical_bits():
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize(("splits", "piece_tiles"), [(1, 0), (2, 3), (3, 2), (6, 1)])
+def test_lists_cut_into_pieces_match_the_reference(splits, piece_tiles):
+    """A plan cutting each list into pieces of whole tiles (the combine merging them): the reference's answer, with
+    tokens whose later pieces hold no valid entry (lengths), invalid entries and a sink."""
+    import dataclasses
+
+    from wavemla.device import get_spec
+    from wavemla.kernels.sparse_prefill import sparse_prefill
+    from wavemla.plan import KernelConfig, PrefillWorkload, plan_sparse_prefill
+
+    inputs = make_inputs(3, 20, 90, 90, invalid=0.3, lengths=True, seed=8)
+    inputs["topk_length"][1] = 5  # one piece's worth at most: the others empty
+    planned = plan_sparse_prefill(PrefillWorkload(3, 20, 90), get_spec("h200"))
+    plan = dataclasses.replace(planned, config=KernelConfig(16, 16, 4, 1), splits=splits, piece_tiles=piece_tiles)
+    out, max_logits, lse = sparse_prefill(
+        inputs["q"], inputs["kv"], inputs["indices"], inputs["sm_scale"], plan, inputs["attn_sink"],
+        inputs["topk_length"],
+    )  # fmt: skip
+    ref_out, ref_max, ref_lse = sparse_prefill_ref(
+        inputs["q"], inputs["kv"], inputs["indices"], sm_scale=inputs["sm_scale"], attn_sink=inputs["attn_sink"],
+        topk_length=inputs["topk_length"],
+    )  # fmt: skip
+    bf16 = (inputs["kv"],) if inputs["kv"].dtype == torch.bfloat16 else ()
+    assert_close("out", out, ref_out, rows_out_tolerance(LANE, bf16))
+    assert_close("max_logits", max_logits, ref_max, TOLERANCES[("lse", LANE)])
+    assert_close("lse", lse, ref_lse, TOLERANCES[("lse", LANE)])
+    short = dataclasses.replace(plan, splits=2, piece_tiles=2)
+    with pytest.raises(ValueError, match=r"^plan: 2 pieces of 2 tiles do not cover"):
+        sparse_prefill(inputs["q"], inputs["kv"], inputs["indices"], 1.0, short, None, None)
+
+
+def test_short_call_through_the_api_cuts_its_lists():
+    """Two tokens over 300-entry lists leave the GPU's slots idle: the planner cuts the lists, and the result is
+    the reference's."""
+    from wavemla.api import _device_spec
+    from wavemla.plan import PrefillWorkload, plan_sparse_prefill
+
+    inputs = make_inputs(2, 16, 300, 300, invalid=0.2, lengths=True, seed=9)
+    plan = plan_sparse_prefill(PrefillWorkload(2, 16, 300), _device_spec(torch.device(DEVICE)))
+    assert plan.splits > 1
+    check(inputs)
+
+
 # ---------------------------------------------------------------- bad input names the argument
 
 
@@ -180,6 +223,8 @@ def test_bf16_is_refused_under_the_interpreter():
 
 GPU_CASES = [
     pytest.param(dict(s_q=64, h_q=64, s_kv=4096, topk=640), id="dsv4-h64"),
+    pytest.param(dict(s_q=8, h_q=64, s_kv=4096, topk=640, lengths=True), id="dsv4-h64-short-cut"),
+    pytest.param(dict(s_q=20, h_q=16, s_kv=8192, topk=2048, d_qk=576, invalid=0.1), id="v32-tp8-h16-short-cut"),
     pytest.param(dict(s_q=48, h_q=128, s_kv=2048, topk=640, lengths=True), id="dsv4-h128-lengths"),
     pytest.param(dict(s_q=33, h_q=16, s_kv=1000, topk=640, invalid=0.2), id="dsv4-h16-invalid"),
     pytest.param(dict(s_q=40, h_q=128, s_kv=8192, topk=2048, d_qk=576), id="v32-h128"),
@@ -200,8 +245,9 @@ def test_gpu_fp16_matches_reference():
 
 
 @pytest.mark.gpu
-def test_gpu_cuda_graph_replay_matches_eager():
-    inputs = make_inputs(64, 64, 2048, 640, lengths=True, seed=13)
+@pytest.mark.parametrize("s_q", [64, 6], ids=["whole-lists", "cut-lists"])
+def test_gpu_cuda_graph_replay_matches_eager(s_q):
+    inputs = make_inputs(s_q, 64, 2048, 640, lengths=True, seed=13)
     eager = sparse_mla_prefill(**inputs)
     graph, captured = capture_graph(lambda: sparse_mla_prefill(**inputs))
     for t in captured:

@@ -191,7 +191,8 @@ def test_prefill_table_is_the_planners(capsys: pytest.CaptureFixture[str]) -> No
         assert r["config"] == str(p.config) and r["programs"] == p.programs
         assert r["smem_bytes"] == p.resources.smem_bytes <= device.smem_per_block
         assert r["waves"] == -(-p.programs // (device.num_sms * p.programs_per_sm))
-        assert r["reasons"] == list(p.reasons) and "batch" not in r and "batch" not in r
+        assert r["reasons"] == list(p.reasons) and "batch" not in r
+        assert (r["splits"], r["piece_tiles"]) == (p.splits, p.piece_tiles) and "batch" not in r
     assert [r["block_h"] for r in info["plans"]] == [16, 32]
     code, out, _ = _run(capsys, "--gpu", "h200", "--mode", "prefill", "--heads", "128", "--d-qk", "576")
     assert code == 0 and "PREFILL (flash_mla_sparse_fwd): h=128, 640-entry lists, d_qk 576" in out

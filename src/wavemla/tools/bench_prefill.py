@@ -2,8 +2,10 @@
 
 Each case is FlashMLA's prefill benchmark shape: ``s_q`` query tokens, each attending over ``topk`` rows drawn at
 random without repetition from ``s_kv`` rows (DeepSeek-V4: 512 + 128 = 640 rows of 512; DeepSeek-V3.2: 2048 rows of
-576), bf16, with a sink. Times are CUDA-graph replays with L2 flushed (median of ``reps``); FLOPs count
-``2·s_q·h·topk·(d_qk + 512)`` and the roofline is the bf16 GEMM rate measured in the same run. Every provider's
+576), bf16, with a sink; the ``-sN`` cases are short prompts of N tokens, whose lists the planner cuts into pieces
+(``wavemla-whole`` then times the same tile over whole lists). Times are CUDA-graph replays with L2 flushed (median
+of ``reps``); FLOPs count ``2·s_q·h·topk·(d_qk + 512)`` and the roofline is the bf16 GEMM rate measured in the same
+run. Every provider's
 output is checked against the fp64 reference on a sample of tokens before it is timed. The PyTorch baseline gathers
 each token's rows, then runs two batched matmuls with an fp32 softmax between them, in chunks of tokens.
 
@@ -49,6 +51,10 @@ CASES = {
         PrefillCase("dsv4-h64-32k", 4096, 32768, 640, 64, 512),
         PrefillCase("dsv4-h16", 4096, 8192, 640, 16, 512),
         PrefillCase("v32-h128", 4096, 32768, 2048, 128, 576),
+        # short prompts (a chat turn's new tokens), where the lists are cut into pieces
+        PrefillCase("dsv4-h64-s16", 16, 8192, 640, 64, 512),
+        PrefillCase("dsv4-h16-s64", 64, 8192, 640, 16, 512),
+        PrefillCase("v32-h16-s32", 32, 32768, 2048, 16, 576),
     )
 }
 CHECK_TOKENS = 32  # tokens compared with the fp64 reference per provider
@@ -124,14 +130,18 @@ def _bench_case(
     args = (inputs["q"], inputs["kv"], inputs["indices"], inputs["sm_scale"])
     sink, length = inputs["attn_sink"], inputs["topk_length"]
     planned = plan_sparse_prefill(PrefillWorkload(case.s_q, case.h_q, case.topk, case.d_qk), spec)
+    label = str(planned.config) + (f"/{planned.splits}" if planned.splits > 1 else "")  # tile / pieces a list
     providers: list[tuple[str, str, Any]] = [
-        ("wavemla", str(planned.config), lambda: api.sparse_mla_prefill(*args, attn_sink=sink, topk_length=length)[0])
+        ("wavemla", label, lambda: api.sparse_mla_prefill(*args, attn_sink=sink, topk_length=length)[0])
     ]
-    if tiles:
+    if planned.splits > 1:  # the same tile over whole lists: what cutting them gains
+        whole = dataclasses.replace(planned, splits=1, piece_tiles=0)
+        providers.append(("wavemla-whole", str(planned.config), lambda: sparse_prefill(*args, whole, sink, length)[0]))
+    if tiles:  # every other tile that fits, over whole lists
         for cfg in all_prefill_configs():
             res = _prefill_resources(cfg, spec.arch, case.d_qk, None)
             if cfg != planned.config and res.smem_bytes <= spec.smem_per_block:
-                forced = dataclasses.replace(planned, config=cfg)
+                forced = dataclasses.replace(planned, config=cfg, splits=1, piece_tiles=0)
                 providers.append(("wavemla-tile", str(cfg), lambda p=forced: sparse_prefill(*args, p, sink, length)[0]))
     if baseline:
         providers.append(("torch", "gather+bmm", lambda: torch_prefill(inputs)))
@@ -145,7 +155,7 @@ def _bench_case(
             "p80_us": p80, "reps": reps, "flops": case.flops, "tflops": tflops,
             "pct_of_gemm": 100.0 * tflops / gemm_tflops, "max_err": err,
         })  # fmt: skip
-        print(f"{case.name:14s} {provider:13s} {cfg_name:10s} {med:9.1f} us  {tflops:6.1f} TFLOP/s  "
+        print(f"{case.name:14s} {provider:13s} {cfg_name:12s} {med:9.1f} us  {tflops:6.1f} TFLOP/s  "
               f"{rows[-1]['pct_of_gemm']:5.1f}% of GEMM  err {err:.2g}", flush=True)  # fmt: skip
     if baseline:
         print(f"{case.name:14s} torch / wavemla {rows[-1]['median_us'] / rows[0]['median_us']:.2f}x", flush=True)

@@ -13,7 +13,8 @@ device scheduler balances the keys over, programs, the segment overhead in tiles
 
 ``--mode prefill`` plans the sparse prefill (FlashMLA's ``flash_mla_sparse_fwd``) for ``--tokens`` query tokens of
 ``--topk``-entry lists (default 640: DeepSeek-V4's window and picks) of ``--d-qk``-wide rows: per token count the
-tile, its resources, programs per SM, programs and waves, and the reasons (the prefill's planner predicts no time).
+tile, its resources, programs per SM, the pieces a list is cut into, programs and waves, and the reasons (the
+prefill's planner predicts no time).
 
 Example::
 
@@ -219,8 +220,9 @@ def prefill_rows(
         # the launch spreads its programs evenly: as many on a busy SM as its slots and the programs allow
         row = _config_fields(t, p, active=min(p.programs_per_sm, -(-p.programs // device.num_sms)))
         del row["batch"]  # a prefill call has query tokens, not requests
-        row.update({"tokens": t, "head_blocks": -(-heads // p.block_h), "programs": p.programs,
-                    "waves": -(-p.programs // slots), "reasons": list(p.reasons)})  # fmt: skip
+        row.update({"tokens": t, "head_blocks": -(-heads // p.block_h), "splits": p.splits,
+                    "piece_tiles": p.piece_tiles, "programs": p.programs, "waves": -(-p.programs // slots),
+                    "reasons": list(p.reasons)})  # fmt: skip
         rows.append(row)
     return rows
 
@@ -257,6 +259,8 @@ _PREFILL_COLUMNS: list[_Column] = [
     ("tokens", ">6", "", lambda r: r["tokens"]),
     *_HEAD[1:],
     ("head blocks", ">11", "", lambda r: r["head_blocks"]),
+    # pieces each token's list is cut into, and their tiles (a short call's lists are cut to fill the GPU)
+    ("pieces", ">8", "", lambda r: f"{r['splits']}x{r['piece_tiles']}" if r["splits"] > 1 else "1"),
     ("programs", ">8", "", lambda r: r["programs"]),
     ("waves", ">5", "", lambda r: r["waves"]),
 ]
