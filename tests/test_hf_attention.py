@@ -89,6 +89,16 @@ def _generate(model: Any, implementation: str) -> Any:
                               output_logits=True, return_dict_in_generate=True)  # fmt: skip
 
 
+def _eager_fp64(call: dict[str, Any]) -> torch.Tensor:
+    """transformers' eager attention of a recorded call's module, in fp64 on the call's inputs."""
+    module = call["module"]
+    eager = importlib.import_module(type(module).__module__).eager_attention_forward
+    with torch.no_grad():
+        ref, _ = eager(module, call["query"].double(), call["key"].double(), call["key"].double(),
+                       call["mask"].double(), scaling=call["scaling"], s_aux=call["sinks"])  # fmt: skip
+    return ref
+
+
 def test_decode_calls_match_eager_attention_in_fp64(registered: list[dict[str, Any]]) -> None:
     model = tiny_model()
     _generate(model, "wavemla")
@@ -98,10 +108,7 @@ def test_decode_calls_match_eager_attention_in_fp64(registered: list[dict[str, A
     past_window: dict[str, bool] = dict.fromkeys(LAYERS, False)
     for c in decode:
         module = c["module"]
-        eager = importlib.import_module(type(module).__module__).eager_attention_forward
-        with torch.no_grad():
-            ref, _ = eager(module, c["query"].double(), c["key"].double(), c["key"].double(), c["mask"].double(),
-                           scaling=c["scaling"], s_aux=c["sinks"])  # fmt: skip
+        ref = _eager_fp64(c)
         assert_close(f"{module.layer_type} out", c["out"].double(), ref, out_tolerance(c["key"]))
         masked[module.layer_type] |= bool((c["mask"] < 0).any())
         past_window[module.layer_type] |= c["key"].shape[2] > model.config.sliding_window
@@ -133,10 +140,7 @@ def test_prefill_calls_match_eager_attention_in_fp64(registered: list[dict[str, 
     assert sorted(c["module"].layer_type for c in prefill) == sorted(LAYERS)
     for c in prefill:
         module = c["module"]
-        eager = importlib.import_module(type(module).__module__).eager_attention_forward
-        with torch.no_grad():
-            ref, _ = eager(module, c["query"].double(), c["key"].double(), c["key"].double(), c["mask"].double(),
-                           scaling=c["scaling"], s_aux=c["sinks"])  # fmt: skip
+        ref = _eager_fp64(c)
         attends = (c["mask"][:, 0] >= 0).any(-1)  # [b, s_q]
         assert bool((~attends).any()) and bool(attends.any())
         assert_close(f"{module.layer_type} out", c["out"][attends].double(), ref[attends], out_tolerance(c["key"]))

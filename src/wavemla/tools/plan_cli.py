@@ -61,17 +61,22 @@ def resolve_gpu(name: str) -> DeviceSpec:
         raise ValueError(f"--gpu: {exc}") from None
 
 
-def _check_common(heads: int, s_q: int, batches: list[int]) -> None:
-    """The checks every mode shares (ValueError naming the option)."""
+def _check_counts(option: str, heads: int, values: list[int], noun: str) -> None:
+    """The heads, and ``option``'s list of ``noun``s (batch sizes, token counts): at least one, each >= 1."""
     if not 1 <= heads <= 128:
         raise ValueError(f"--heads: expected 1..128 query heads, got {heads}")
+    if not values:
+        raise ValueError(f"{option}: give at least one {noun}")
+    bad = [v for v in values if v < 1]
+    if bad:
+        raise ValueError(f"{option}: {noun}s must be >= 1, got {bad[0]}")
+
+
+def _check_common(heads: int, s_q: int, batches: list[int]) -> None:
+    """The checks every decode mode shares (ValueError naming the option)."""
     if not 1 <= s_q <= 4:
         raise ValueError(f"--s-q: expected 1..4 query tokens per request, got {s_q}")
-    if not batches:
-        raise ValueError("--batch: give at least one batch size")
-    bad = [b for b in batches if b < 1]
-    if bad:
-        raise ValueError(f"--batch: batch sizes must be >= 1, got {bad[0]}")
+    _check_counts("--batch", heads, batches, "batch size")
 
 
 def _config_fields(batch: int, p: Any, active: int | None = None) -> dict[str, Any]:
@@ -202,13 +207,7 @@ def prefill_rows(
     """
     from wavemla.plan import PREFILL_D_QK, PrefillWorkload, plan_sparse_prefill
 
-    if not 1 <= heads <= 128:
-        raise ValueError(f"--heads: expected 1..128 query heads, got {heads}")
-    if not tokens:
-        raise ValueError("--tokens: give at least one token count")
-    bad = [t for t in tokens if t < 1]
-    if bad:
-        raise ValueError(f"--tokens: token counts must be >= 1, got {bad[0]}")
+    _check_counts("--tokens", heads, tokens, "token count")
     if topk < 1:
         raise ValueError(f"--topk: expected >= 1 list entries per token, got {topk}")
     if d_qk not in PREFILL_D_QK:
