@@ -1980,7 +1980,7 @@ class PrefillPlan:
     programs_per_sm: int
     reasons: tuple[str, ...] = field(default_factory=tuple)
     splits: int = 1  # pieces each token's list is cut into (one program each), merged by a second launch
-    piece_tiles: int = 0  # tiles of BLOCK_N entries a piece holds where splits > 1
+    piece_tiles: int = 0  # tiles of BLOCK_N entries a piece holds (the whole list's where splits is 1)
 
     @property
     def block_h(self) -> int:
