@@ -53,6 +53,7 @@ CASES = {
         PrefillCase("v32-h128", 4096, 32768, 2048, 128, 576),
         # short prompts (a chat turn's new tokens), where the lists are cut into pieces
         PrefillCase("dsv4-h64-s16", 16, 8192, 640, 64, 512),
+        PrefillCase("dsv4-h64-s100", 100, 8192, 640, 64, 512),
         PrefillCase("dsv4-h16-s64", 64, 8192, 640, 16, 512),
         PrefillCase("v32-h16-s32", 32, 32768, 2048, 16, 576),
     )
