@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 
 from wavemla.device import current_spec
@@ -43,8 +44,8 @@ def main() -> int:
                 variants.append((f"{cfg}/{splits}", dataclasses.replace(planned, config=cfg, splits=splits,
                                                                         piece_tiles=piece)))  # fmt: skip
         for name, plan in variants:
-            fn = lambda p=plan: sparse_prefill(x["q"], x["kv"], x["indices"], x["sm_scale"], p, x["attn_sink"],  # noqa: E731
-                                               x["topk_length"])[0]  # fmt: skip
+            args_ = (x["q"], x["kv"], x["indices"], x["sm_scale"], plan, x["attn_sink"], x["topk_length"])
+            fn = functools.partial(lambda *a: sparse_prefill(*a)[0], *args_)
             _check(f"{case.name} {name}", fn(), x)
             _, med, _ = timings_us(fn, args.reps, flush=True, graph=True)
             label = f"{plan.config}/{plan.splits}"
