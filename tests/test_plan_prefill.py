@@ -45,10 +45,19 @@ def test_hopper_takes_the_widest_tile_and_sm120_one_within_99_kb():
 def test_few_tokens_take_16_head_blocks_and_cut_lists():
     p = plan_sparse_prefill(PrefillWorkload(4, 64, 640), get_spec("h200"))
     assert p.block_h == 16 and (p.splits, p.piece_tiles, p.programs) == (5, 4, 80)  # 16 whole lists of 20 tiles
-    assert any("leave SMs idle" in r for r in p.reasons) and any("cut into 5 pieces" in r for r in p.reasons)
-    # enough whole lists to fill half the slots: no cut; lists under two pieces' worth of tiles: no cut
-    assert plan_sparse_prefill(PrefillWorkload(40, 64, 640), get_spec("h200")).splits == 1
-    assert plan_sparse_prefill(PrefillWorkload(4, 64, 200), get_spec("h200")).splits == 1
+    assert any("16-head blocks" in r for r in p.reasons) and any("cut into 5 pieces" in r for r in p.reasons)
+
+
+@pytest.mark.parametrize(
+    ("s_q", "want"),
+    [(16, "16x32x4x2/4"), (32, "64x64x8x3/4"), (64, "64x64x8x3/2"), (100, "64x64x8x3/1"), (4096, "64x64x8x3/1")],
+)
+def test_short_calls_take_the_measured_best(s_q, want):
+    """DeepSeek-V4 at 64 heads on a 132-SM Hopper: the plan the H100 tile-and-pieces grid measured fastest (or within
+    1%) at each size (benchmarks/experiments/prefill_pieces_grid.py; docs/sparse-prefill.md)."""
+    p = plan_sparse_prefill(PrefillWorkload(s_q, 64, 640), get_spec("h100"))
+    assert f"{p.config}/{p.splits}" == want
+    assert p.programs <= 132 * p.programs_per_sm or p.splits == 1  # pieces never make a second wave
 
 
 @pytest.mark.parametrize(
@@ -58,13 +67,14 @@ def test_few_tokens_take_16_head_blocks_and_cut_lists():
         (16, 264, 20, (5, 4)),  # the tiles bound the pieces
         (40, 264, 64, (6, 11)),  # 6 pieces fill 240 of 264 slots; 6 x 11 tiles cover 64
         (1, 264, 640, (16, 40)),  # at most 16 pieces
-        (70, 132, 64, (1, 64)),  # over half the slots: whole lists
+        (70, 132, 64, (1, 64)),  # two pieces would not fit one wave: whole lists
+        (64, 132, 10, (2, 5)),  # 2-tile pieces at least (64-row tiles)
         (8, 132, 7, (1, 7)),  # too short to cut
         (0, 132, 20, (1, 20)),
     ],
 )
 def test_prefill_splits(programs, slots, tiles, want):
-    splits, piece_tiles = prefill_splits(programs, slots, tiles)
+    splits, piece_tiles = prefill_splits(programs, slots, tiles, 2 if tiles == 10 else 4)
     assert (splits, piece_tiles) == want
     assert splits * piece_tiles >= tiles and (splits - 1) * piece_tiles < tiles
 

@@ -2059,42 +2059,73 @@ def plan_sparse_prefill(workload: PrefillWorkload, device: DeviceSpec) -> Prefil
     if cfg.block_h > heads16:
         cfg, res = next((c, r) for c, r in fitting if c.block_h <= heads16)
         reasons.append(f"{cfg}: {workload.h_q} heads fill {cfg.block_h}-head blocks")
-    programs = workload.s_q * -(-workload.h_q // cfg.block_h)
-    if programs < device.num_sms and cfg.block_h > 16:
-        cfg, res = next((c, r) for c, r in fitting if c.block_h == 16)
-        programs = workload.s_q * -(-workload.h_q // cfg.block_h)
-        reasons.append(f"{cfg}: {workload.s_q} tokens leave SMs idle with wider head blocks")
-    per_sm = _blocks_per_sm(device, res.smem_bytes, res.regs_per_thread, cfg.num_warps)
-    splits, piece_tiles = prefill_splits(programs, device.num_sms * per_sm, -(-workload.topk // cfg.block_n))
+    wide = _prefill_launch(workload, device, cfg, res)
+    if wide.fill < PREFILL_NARROW_BELOW and cfg.block_h > 16:
+        c16, r16 = next((c, r) for c, r in fitting if c.block_h == 16)
+        narrow = _prefill_launch(workload, device, c16, r16)
+        if narrow.fill > wide.fill and narrow.programs <= device.num_sms * narrow.per_sm:  # one wave
+            reasons.append(
+                f"{c16}: {workload.s_q} tokens keep {wide.fill:.0%} of the slots busy with {cfg.block_h}-head "
+                f"blocks, {narrow.fill:.0%} with 16-head blocks"
+            )
+            cfg, res, wide = c16, r16, narrow
+    programs, per_sm, splits, piece_tiles = wide.programs, wide.per_sm, wide.splits, wide.piece_tiles
     if splits > 1:
         reasons.append(
-            f"{programs} programs leave most of {device.num_sms * per_sm} slots idle: each list cut into {splits} "
-            f"pieces of {piece_tiles} tiles, merged by a second launch"
+            f"{programs // splits} programs fill under one wave of {device.num_sms * per_sm} slots: each list cut into "
+            f"{splits} pieces of {piece_tiles} tiles, merged by a second launch"
         )
-        programs *= splits
     reasons.append(f"{programs} programs, {per_sm} per SM on {device.num_sms} SMs")
     return PrefillPlan(config=cfg, d_v=PREFILL_D_V, resources=res, programs=programs, programs_per_sm=per_sm,
                        reasons=tuple(reasons), splits=splits, piece_tiles=piece_tiles)  # fmt: skip
 
 
-# A short prefill (fewer programs than slots) cuts each token's list into pieces of at least this many tiles, at
-# most this many pieces: a piece pays q's load and its partial's store and merge once, which a few tiles repay.
-PREFILL_MIN_PIECE_TILES = 4
+@dataclass(frozen=True)
+class _PrefillLaunch:
+    programs: int  # with the pieces
+    per_sm: int
+    splits: int
+    piece_tiles: int
+    fill: float  # the busy fraction of its waves' slots (tail efficiency)
+
+
+def _prefill_launch(workload: PrefillWorkload, device: DeviceSpec, cfg: KernelConfig, res: Resources) -> _PrefillLaunch:
+    """A tile's launch for ``workload``: its programs, cut into pieces where whole lists fill under one wave."""
+    per_sm = _blocks_per_sm(device, res.smem_bytes, res.regs_per_thread, cfg.num_warps)
+    programs = workload.s_q * -(-workload.h_q // cfg.block_h)
+    slots = device.num_sms * per_sm
+    min_tiles = max(1, PREFILL_MIN_PIECE_ROWS // cfg.block_n)
+    splits, piece_tiles = prefill_splits(programs, slots, -(-workload.topk // cfg.block_n), min_tiles)
+    total = programs * splits
+    return _PrefillLaunch(total, per_sm, splits, piece_tiles, total / (-(-total // slots) * slots) if total else 0.0)
+
+
+# A short prefill cuts each token's list into pieces of at least this many rows (2 tiles of 64 or 4 of 32), at most
+# this many pieces, as many as fill one wave of program slots; and where the widest tile, cut so, keeps under this
+# fraction of its waves' slots busy, 16-head blocks are taken if they keep more busy in one wave. H100, DeepSeek-V4
+# shapes (64 heads, 640-entry lists; benchmarks/experiments/prefill_pieces_grid.py,
+# 2026-12-05-h100-prefill-pieces-grid-d1c6e0b.json): 16 tokens
+# 16x32 in 4 pieces 28.4 µs (64x64 in 5: 33.1); 32 tokens 64x64 in 4 40.3 (best 40.2); 64 tokens 64x64 in 2 55.6
+# (best; whole 60.0); 100 tokens 64x64 whole 61.2 (16-head blocks 108.7, two pieces 98.6: past one wave).
+PREFILL_MIN_PIECE_ROWS = 128
 PREFILL_MAX_SPLITS = 16
+PREFILL_NARROW_BELOW = 2 / 3
 
 
-def prefill_splits(programs: int, slots: int, tiles: int) -> tuple[int, int]:
+def prefill_splits(programs: int, slots: int, tiles: int, min_tiles: int = 4) -> tuple[int, int]:
     """(pieces per token list, tiles per piece) for a prefill launch of ``programs`` whole-list programs on
-    ``slots`` program slots, over lists of ``tiles`` tiles: as many pieces as fill the slots, each of at least
-    :data:`PREFILL_MIN_PIECE_TILES` tiles, at most :data:`PREFILL_MAX_SPLITS`; (1, tiles) where the whole lists
-    already fill the slots or are too short to cut.
+    ``slots`` program slots, over lists of ``tiles`` tiles: as many pieces as fit one wave of the slots, each of at
+    least ``min_tiles`` tiles, at most :data:`PREFILL_MAX_SPLITS`; (1, tiles) where fewer than two pieces fit.
 
     Example::
 
         prefill_splits(16, 132, 20)     # (5, 4): 80 programs of 4 tiles instead of 16 of 20
+        prefill_splits(64, 132, 10, 2)  # (2, 5): 128 programs, one wave
     """
-    if programs <= 0 or programs * 2 > slots or tiles < 2 * PREFILL_MIN_PIECE_TILES:
+    if programs <= 0 or tiles < 2 * min_tiles:
         return 1, tiles
-    splits = min(slots // programs, tiles // PREFILL_MIN_PIECE_TILES, PREFILL_MAX_SPLITS)
+    splits = min(slots // programs, tiles // min_tiles, PREFILL_MAX_SPLITS)
+    if splits < 2:
+        return 1, tiles
     piece_tiles = -(-tiles // splits)
     return -(-tiles // piece_tiles), piece_tiles

@@ -177,8 +177,8 @@ def test_bad_arguments_exit_2_naming_them(capsys: pytest.CaptureFixture[str], ar
 
 
 def test_prefill_table_is_the_planners(capsys: pytest.CaptureFixture[str]) -> None:
-    """The sparse prefill per token count: the planner's tile, programs and waves; on a 99 KB/block part the tiles
-    that fit it (a 16-head block where few tokens would leave SMs idle)."""
+    """The sparse prefill per token count: the planner's tile, pieces, programs and waves; on a 99 KB/block part
+    the tiles that fit it."""
     from wavemla.plan import PrefillWorkload, plan_sparse_prefill
 
     device = PRESETS["rtx-pro-6000"]
@@ -193,7 +193,7 @@ def test_prefill_table_is_the_planners(capsys: pytest.CaptureFixture[str]) -> No
         assert r["waves"] == -(-p.programs // (device.num_sms * p.programs_per_sm))
         assert r["reasons"] == list(p.reasons) and "batch" not in r
         assert (r["splits"], r["piece_tiles"]) == (p.splits, p.piece_tiles) and "batch" not in r
-    assert [r["block_h"] for r in info["plans"]] == [16, 32]
+    assert [r["block_h"] for r in info["plans"]] == [32, 32]  # 64 tokens: 128 32-head programs, one wave
     code, out, _ = _run(capsys, "--gpu", "h200", "--mode", "prefill", "--heads", "128", "--d-qk", "576")
     assert code == 0 and "PREFILL (flash_mla_sparse_fwd): h=128, 640-entry lists, d_qk 576" in out
     assert out.count("\ntokens=") == len(plan_cli.DEFAULT_TOKENS) and "64x64x8x3" in out

@@ -3,8 +3,8 @@
 One program owns one query token and ``BLOCK_H`` of its heads, and walks the token's index list in tiles of
 ``BLOCK_N`` entries: each gathered tile ``[BLOCK_N, D]`` (plus its ``[BLOCK_N, 64]`` rope part where d_qk is 576) is
 loaded once and feeds both ``tl.dot``s (K = V), with the online softmax in base 2 between them. A prefill chunk of
-thousands of tokens gives every SM many programs with whole lists. A short one (whose programs would fill at most
-half the GPU's program slots) has its lists cut into ``SPLITS`` pieces of whole tiles, one program each: a piece
+thousands of tokens gives every SM many programs with whole lists. A short one (whose programs would fill under one
+wave of the GPU's program slots) has its lists cut into ``SPLITS`` pieces of whole tiles, one program each: a piece
 leaves its normalized output, base-2 lse and largest score in fp32 partials, and
 :func:`_sparse_prefill_combine_kernel` merges a token's pieces in piece order, applies the sink and writes the
 outputs. Programs run token-major with a token's
