@@ -304,6 +304,54 @@ def test_hostile_indices_lengths_and_sinks(s_q, h_q, d_qk, s_kv, topk, extremes,
     })  # fmt: skip
 
 
+@settings(max_examples=25 if not HAS_CUDA else 40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    s_q=st.integers(1, 3),
+    h_q=st.sampled_from([1, 16, 17]),
+    topk=st.integers(1, 70),
+    splits=st.integers(2, 6),
+    extremes=st.floats(0.0, 0.6),
+    lengths=st.booleans(),
+    sink=st.sampled_from(["none", "random", "+inf", "-inf"]),
+    seed=st.integers(0, 2**16),
+)
+def test_hostile_inputs_with_lists_cut_into_pieces(s_q, h_q, topk, splits, extremes, lengths, sink, seed):
+    """The same hostile inputs through plans that cut each list into 2..6 pieces of 16-entry tiles (pieces past the
+    list's end, or past a token's length, hold nothing): the result is the fp64 reference's."""
+    import dataclasses
+
+    from wavemla.device import get_spec
+    from wavemla.kernels.sparse_prefill import sparse_prefill
+    from wavemla.plan import KernelConfig, PrefillWorkload, plan_sparse_prefill
+
+    g = torch.Generator().manual_seed(seed)
+    s_kv = 40
+    q = torch.randn((s_q, h_q, 512), generator=g).to(DTYPE)
+    kv = torch.randn((s_kv, 1, 512), generator=g).to(DTYPE)
+    idx = torch.randint(0, s_kv, (s_q, 1, topk), generator=g, dtype=torch.int32)
+    bad = torch.tensor([*INT32_EXTREMES, s_kv], dtype=torch.int32)
+    pick = torch.rand((s_q, 1, topk), generator=g) < extremes
+    idx = torch.where(pick, bad[torch.randint(0, 5, (s_q, 1, topk), generator=g)], idx)
+    length = torch.randint(-3, topk + 3, (s_q,), generator=g, dtype=torch.int32) if lengths else None
+    sinks = {"none": None, "random": torch.randn((h_q,), generator=g), "+inf": torch.full((h_q,), float("inf")),
+             "-inf": torch.full((h_q,), float("-inf"))}[sink]  # fmt: skip
+    on = {"device": DEVICE}
+    x = {"q": q.to(**on), "kv": kv.to(**on), "indices": idx.to(**on), "sm_scale": 512**-0.5,
+         "attn_sink": None if sinks is None else sinks.to(**on),
+         "topk_length": None if length is None else length.to(**on)}  # fmt: skip
+    planned = plan_sparse_prefill(PrefillWorkload(s_q, h_q, topk), get_spec("h200"))
+    tiles = -(-topk // 16)
+    plan = dataclasses.replace(planned, config=KernelConfig(16, 16, 4, 1), splits=splits,
+                               piece_tiles=-(-tiles // splits))  # fmt: skip
+    got = sparse_prefill(x["q"], x["kv"], x["indices"], x["sm_scale"], plan, x["attn_sink"], x["topk_length"])
+    ref = sparse_prefill_ref(x["q"], x["kv"], x["indices"], sm_scale=x["sm_scale"], attn_sink=x["attn_sink"],
+                             topk_length=x["topk_length"])  # fmt: skip
+    bf16 = (x["kv"],) if x["kv"].dtype == torch.bfloat16 else ()
+    assert_close("out", got[0], ref[0], rows_out_tolerance(LANE, bf16))
+    assert_close("max_logits", got[1], ref[1], TOLERANCES[("lse", LANE)])
+    assert_close("lse", got[2], ref[2], TOLERANCES[("lse", LANE)])
+
+
 def test_sanitizer_script_passes_here():
     """benchmarks/sanitize_prefill.py (what compute-sanitizer runs) checks every tile against the reference."""
     import importlib.util
