@@ -21,7 +21,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("wavemla.tools.bench", "time sparse decode at DSV4 shapes, or --dense paged decode at V3 shapes"),
     "layer-bench": ("wavemla.tools.layer_bench", "time one DSV4-Flash decoder layer by component; traces for trace"),
     "env": ("wavemla.tools.envinfo", "print versions, the device and every WAVEMLA_* knob"),
-    "plan": ("wavemla.tools.plan_cli", "show the planner's tile, occupancy, waves and predicted time per batch"),
+    "plan": (
+        "wavemla.tools.plan_cli",
+        "show the planner's tile, occupancy, waves and predicted time per batch (--mode prefill: per token count)",
+    ),
     "stress": ("wavemla.tools.stress", "replay decode CUDA graphs on overlapped streams; bitwise-compare to eager"),
     "check": ("wavemla.tools.check", "find output corruption under load: greedy outputs alone vs under load"),
     "sweep": ("wavemla.tools.sweep", "sweep server concurrency: output tok/s, tok/s/user, TTFT, TPOT, ITL"),
