@@ -2035,8 +2035,9 @@ def _prefill_resources(cfg: KernelConfig, arch: int, d_qk: int, cache_dir: str |
 def plan_sparse_prefill(workload: PrefillWorkload, device: DeviceSpec) -> PrefillPlan:
     """The first tile of the list (fastest first where measured) whose compiled shared memory fits the device's
     per-block limit, narrowed where the launch would waste it: a head block never exceeds the heads (rounded up to
-    16, the dot's least M), a call with fewer programs than SMs takes 16-head blocks (more programs a token), and
-    one whose programs still fill under half the program slots cuts each list into pieces (:func:`prefill_splits`).
+    16, the dot's least M); where whole lists fill under one wave of program slots, each list is cut into as many
+    pieces as fit one wave (:func:`prefill_splits`); and where that still leaves a third of the slots idle, 16-head
+    blocks are taken if they keep more of one wave busy (:data:`PREFILL_NARROW_BELOW`).
 
     Example::
 
