@@ -278,7 +278,7 @@ def format_text(device: DeviceSpec, workload: dict[str, Any], rows: list[dict[st
     head = " ".join(f"{name:{width}}" for name, width, _, _ in columns)
     from wavemla.plan import prediction_basis
 
-    basis = "the prefill's planner takes the first listed tile that fits; it predicts no time"
+    basis = "the prefill's planner counts programs and slots (tiles, pieces, head blocks); it predicts no time"
     lines = [device.summary(), _describe(workload), basis if mode == "prefill" else prediction_basis(device), "", head]
     lines.extend(" ".join(f"{value(r):{width}{spec}}" for _, width, spec, value in columns) for r in rows)
     for r in rows:
@@ -455,9 +455,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         from wavemla.plan import prediction_basis
 
-        basis = (
-            "none: the prefill's planner takes the first listed tile that fits" if prefill else prediction_basis(device)
-        )
+        basis = "none: the prefill's planner counts programs and slots" if prefill else prediction_basis(device)
         info = {"device": asdict(device), "workload": workload, "prediction_basis": basis, "plans": rows}
         print(json.dumps(info, indent=2))
     else:
