@@ -36,6 +36,10 @@ IDX = "2026-12-04-h200-idx-wide-list-c3b6ded"
 # whole calls against the build before, in one run (idx_ab.py): the package's side, at 32K rows
 IDX_AB = ("2026-12-04-h200-idx-rank-ab-7746f44", "2026-12-04-h200-idx-rank-ab-token-7746f44")
 IDX_GLANCE = ((32768, 32), (32768, 64), (32768, 128), (262144, 32), (262144, 128))  # (n_comp, b) of the rows
+# the sparse prefill (FlashMLA's flash_mla_sparse_fwd) at FlashMLA's benchmark shapes, 4096 query tokens
+PREFILL = "2026-12-05-h200-prefill-3bbc606"
+PREFILL_GLANCE = ("dsv4-h64", "dsv4-h128", "v32-h128")
+FLASHMLA_PREFILL_TFLOPS = 640.0  # FlashMLA's README: its sparse prefill on an H800
 
 
 def load(name: str) -> dict:
@@ -248,6 +252,15 @@ def glance() -> str:
         out.append(
             f"| lightning indexer | FP8 rows and q, top-512, n_comp {n_comp // 1024}K, {r['select']} select | {b} | "
             f"{r['median_us']:.1f} | {r['pct_of_copy_bw']:.0f}% of copy bandwidth | `{name}.json` |"
+        )
+    prefill = load(PREFILL)["rows"]
+    for name in PREFILL_GLANCE:
+        r = next(r for r in prefill if r["name"] == name and r["provider"] == "wavemla")
+        model = "V4" if r["d_qk"] == 512 else "V3.2"
+        out.append(
+            f"| sparse prefill | {model}, h={r['h_q']}, {r['topk']} of {r['s_kv'] // 1024}K rows of {r['d_qk']}, "
+            f"{r['s_q']} tokens | – | {r['median_us']:.1f} | {r['tflops']:.0f} TFLOP/s, "
+            f"{r['tflops'] / FLASHMLA_PREFILL_TFLOPS:.2f}× FlashMLA's published rate (H800) | `{PREFILL}.json` |"
         )
     return "\n".join(out)
 
