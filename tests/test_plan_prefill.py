@@ -143,3 +143,64 @@ def test_sm120_tile_compiles_and_matches_the_table(tmp_path, monkeypatch):
     if version == triton.__version__ and kernel == resources.kernel_id(resources.PREFILL_KERNEL):
         t = table[got.key]
         assert (got.shared_bytes, got.regs, got.stack_bytes) == (t.shared_bytes, t.regs, t.stack_bytes)
+
+
+_CUT_BUILDS = """
+import json
+from wavemla import resources as r
+from wavemla.kernels.sparse_prefill import _sparse_prefill_combine_kernel, _sparse_prefill_kernel
+from wavemla.plan import all_prefill_configs
+out = []
+# the tiles a cut plan takes: the widest that fits on some preset (64x64x8x3 on sm_80/90, 64x32x8x2 on sm_100,
+# 32x32x4x2 on 99 KB parts) and the 16-head one
+CUT_TILES = ("64x64x8x3", "64x32x8x2", "32x32x4x2", "16x32x4x2")
+for arch in r.ARCHES:
+    for c in [c for c in all_prefill_configs() if str(c) in CUT_TILES]:
+        shared = []
+        for splits in (1, 4):
+            spec = r._sparse_prefill_spec(c.block_h, c.block_n, c.num_stages)
+            spec["constexprs"]["SPLITS"] = splits
+            k = r.compile_for_target(_sparse_prefill_kernel, arch=arch, num_warps=c.num_warps,
+                                     num_stages=c.num_stages, pointers=spec["pointers"], ints=spec["ints"],
+                                     constexprs=spec["constexprs"], fp32=spec["fp32"],
+                                     unspecialized=spec["unspecialized"])
+            shared.append(int(k.metadata.shared))
+        out.append([arch, str(c), shared])
+    ptr = {n: "*fp32" for n in ("p_part", "p_part_max", "p_part_lse", "p_sink", "p_max", "p_lse")}
+    k = r.compile_for_target(_sparse_prefill_combine_kernel, arch=arch, num_warps=4, num_stages=1,
+                             pointers={**ptr, "p_out": "*bf16"}, ints={"H": 64, "stride_ot": 32768, "stride_oh": 512},
+                             constexprs={"HAS_SINK": True, "D": 512, "SPLITS": 16, "BLOCK_H": 16}, unspecialized=("T",))
+    out.append([arch, "combine", [int(k.metadata.shared)]])
+print(json.dumps(out))
+"""
+
+
+def test_cut_plans_take_the_tiles_compiled_below():
+    """Every cut plan on every preset takes one of the tiles the compile check below builds."""
+    for gpu in sorted(PRESETS):
+        for w in WORKLOADS:
+            p = plan_sparse_prefill(w, get_spec(gpu))
+            assert p.splits == 1 or str(p.config) in ("64x64x8x3", "64x32x8x2", "32x32x4x2", "16x32x4x2"), (gpu, w)
+
+
+def test_cut_builds_and_their_combine_compile_for_every_arch():
+    """A plan that cuts lists runs the split kernel's SPLITS > 1 build and the combine: both compile for sm_80..sm_120
+    (offline, Triton's interpreter off), and the cut build needs the shared memory of the build without pieces,
+    which is what the planner reads for the tile."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from wavemla import config
+
+    src = str(Path(resources.__file__).resolve().parents[1])
+    env = {**config.environ_without("TRITON_INTERPRET"), "PYTHONPATH": src}
+    done = subprocess.run([sys.executable, "-c", _CUT_BUILDS], capture_output=True, text=True, env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(rows) == len(ARCHES) * 5
+    for arch, name, shared in rows:
+        if name != "combine":
+            whole, cut = shared
+            assert cut == whole, (arch, name, shared)
