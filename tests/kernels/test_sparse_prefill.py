@@ -263,6 +263,20 @@ def test_gpu_cuda_graph_replay_matches_eager(s_q):
 INT32_EXTREMES = (-(2**31), -2, -1, 2**31 - 1)
 
 
+def _hostile_draw(g, s_q, h_q, d_qk, s_kv, topk, extremes, sink):
+    """Random q and kv (on the CPU), indices with a fraction ``extremes`` of INT32_EXTREMES and s_kv (all of them
+    without rows), and the sinks by name."""
+    q = torch.randn((s_q, h_q, d_qk), generator=g).to(DTYPE)
+    kv = torch.randn((s_kv, 1, d_qk), generator=g).to(DTYPE)
+    idx = torch.randint(0, max(s_kv, 1), (s_q, 1, topk), generator=g, dtype=torch.int32)
+    bad = torch.tensor([*INT32_EXTREMES, s_kv], dtype=torch.int32)
+    pick = torch.rand((s_q, 1, topk), generator=g) < extremes
+    idx = torch.where(pick | (s_kv == 0), bad[torch.randint(0, 5, (s_q, 1, topk), generator=g)], idx)
+    sinks = {"none": None, "random": torch.randn((h_q,), generator=g), "+inf": torch.full((h_q,), float("inf")),
+             "-inf": torch.full((h_q,), float("-inf"))}[sink]  # fmt: skip
+    return q, kv, idx, sinks
+
+
 @settings(max_examples=60 if not HAS_CUDA else 40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     s_q=st.integers(0, 3),
@@ -279,17 +293,10 @@ def test_hostile_indices_lengths_and_sinks(s_q, h_q, d_qk, s_kv, topk, extremes,
     """Index values from -2^31 to 2^31-1 (and s_kv itself), lengths beyond topk or negative, ±inf sinks, and NaN in
     every row no valid entry selects: the result is the fp64 reference's."""
     g = torch.Generator().manual_seed(seed)
-    q = torch.randn((s_q, h_q, d_qk), generator=g).to(DTYPE)
-    kv = torch.randn((s_kv, 1, d_qk), generator=g).to(DTYPE)
-    idx = torch.randint(0, max(s_kv, 1), (s_q, 1, topk), generator=g, dtype=torch.int32)
-    bad = torch.tensor([*INT32_EXTREMES, s_kv], dtype=torch.int32)
-    pick = torch.rand((s_q, 1, topk), generator=g) < extremes
-    idx = torch.where(pick | (s_kv == 0), bad[torch.randint(0, 5, (s_q, 1, topk), generator=g)], idx)
+    q, kv, idx, sinks = _hostile_draw(g, s_q, h_q, d_qk, s_kv, topk, extremes, sink)
     length = torch.randint(-(2**31), 2**31 - 1, (s_q,), generator=g, dtype=torch.int32) if lengths else None
     if length is not None and s_q:
         length[0] = torch.randint(-1, topk + 2, (1,), generator=g, dtype=torch.int32).item()
-    sinks = {"none": None, "random": torch.randn((h_q,), generator=g), "+inf": torch.full((h_q,), float("inf")),
-             "-inf": torch.full((h_q,), float("-inf"))}[sink]  # fmt: skip
     used = torch.zeros(s_kv, dtype=torch.bool)
     for t in range(s_q):
         n = topk if length is None else min(max(int(length[t]), 0), topk)
@@ -325,16 +332,8 @@ def test_hostile_inputs_with_lists_cut_into_pieces(s_q, h_q, topk, splits, extre
     from wavemla.plan import KernelConfig, PrefillWorkload, plan_sparse_prefill
 
     g = torch.Generator().manual_seed(seed)
-    s_kv = 40
-    q = torch.randn((s_q, h_q, 512), generator=g).to(DTYPE)
-    kv = torch.randn((s_kv, 1, 512), generator=g).to(DTYPE)
-    idx = torch.randint(0, s_kv, (s_q, 1, topk), generator=g, dtype=torch.int32)
-    bad = torch.tensor([*INT32_EXTREMES, s_kv], dtype=torch.int32)
-    pick = torch.rand((s_q, 1, topk), generator=g) < extremes
-    idx = torch.where(pick, bad[torch.randint(0, 5, (s_q, 1, topk), generator=g)], idx)
+    q, kv, idx, sinks = _hostile_draw(g, s_q, h_q, 512, 40, topk, extremes, sink)
     length = torch.randint(-3, topk + 3, (s_q,), generator=g, dtype=torch.int32) if lengths else None
-    sinks = {"none": None, "random": torch.randn((h_q,), generator=g), "+inf": torch.full((h_q,), float("inf")),
-             "-inf": torch.full((h_q,), float("-inf"))}[sink]  # fmt: skip
     on = {"device": DEVICE}
     x = {"q": q.to(**on), "kv": kv.to(**on), "indices": idx.to(**on), "sm_scale": 512**-0.5,
          "attn_sink": None if sinks is None else sinks.to(**on),
