@@ -180,8 +180,30 @@ def merges_in_kernel(cfg: KernelConfig) -> bool:
     return cfg.block_n >= 64
 
 
+class _Tiled:
+    """The tile shape of a plan's ``config`` (a KernelConfig), read as the plan's own."""
+
+    config: KernelConfig
+
+    @property
+    def block_h(self) -> int:
+        return self.config.block_h
+
+    @property
+    def block_n(self) -> int:
+        return self.config.block_n
+
+    @property
+    def num_warps(self) -> int:
+        return self.config.num_warps
+
+    @property
+    def num_stages(self) -> int:
+        return self.config.num_stages
+
+
 @dataclass(frozen=True)
-class Plan:
+class Plan(_Tiled):
     """Launch choices for one workload on one device, and why.
 
     ``programs_per_sm`` is how many programs of the configuration an SM can hold; ``active_per_sm`` how many the
@@ -217,14 +239,6 @@ class Plan:
     # units_per_part units of the leftover tokens (the first b·s_q - num_parts·whole_units/n_tiles query tokens,
     # the only ones cut), then whole_units units of whole tokens. 0: one uniform range of units_per_part a part.
     whole_units: int = 0
-
-    @property
-    def block_h(self) -> int:
-        return self.config.block_h
-
-    @property
-    def block_n(self) -> int:
-        return self.config.block_n
 
     @property
     def slot_units(self) -> int:
@@ -1466,7 +1480,7 @@ class DenseWorkload:
 
 
 @dataclass(frozen=True)
-class DensePlan:
+class DensePlan(_Tiled):
     """Launch choices for one dense workload on one device, and why.
 
     ``num_parts`` programs per row block run the split kernel (``programs = num_parts · num_row_blocks``); the
@@ -1490,14 +1504,6 @@ class DensePlan:
     # what cutting requests costs, in tile units (the combine's merge beyond its launch): the scheduler gives each
     # request a part of its own where that beats a balanced partition by this much (dense_schedule; -1: never)
     cut_units: int = -1
-
-    @property
-    def block_h(self) -> int:
-        return self.config.block_h
-
-    @property
-    def block_n(self) -> int:
-        return self.config.block_n
 
     def workspace_rows(self, batch: int) -> int:
         """Slots of the split workspace: every request plus every part (partials of cut requests)."""
@@ -1969,7 +1975,7 @@ class PrefillWorkload:
 
 
 @dataclass(frozen=True)
-class PrefillPlan:
+class PrefillPlan(_Tiled):
     """The sparse prefill's launch: ``config.block_h`` heads of one token per program over ``config.block_n``-row
     tiles, ``programs`` programs, ``programs_per_sm`` of them resident on an SM."""
 
@@ -1981,22 +1987,6 @@ class PrefillPlan:
     reasons: tuple[str, ...] = field(default_factory=tuple)
     splits: int = 1  # pieces each token's list is cut into (one program each), merged by a second launch
     piece_tiles: int = 0  # tiles of BLOCK_N entries a piece holds (the whole list's where splits is 1)
-
-    @property
-    def block_h(self) -> int:
-        return self.config.block_h
-
-    @property
-    def block_n(self) -> int:
-        return self.config.block_n
-
-    @property
-    def num_warps(self) -> int:
-        return self.config.num_warps
-
-    @property
-    def num_stages(self) -> int:
-        return self.config.num_stages
 
 
 # Fastest first where measured (H100, docs/sparse-prefill.md). Shared memory holds q's head block and the gathered
