@@ -39,9 +39,16 @@ def make_inputs(s_q, h_q, s_kv, topk, d_qk=512, *, invalid=0.0, lengths=False, s
     }  # fmt: skip
 
 
-def check(inputs, lane=LANE):
-    """Kernel first (before the reference allocates), then the reference; compare all three outputs."""
-    out, max_logits, lse = sparse_mla_prefill(**inputs)
+def check(inputs, lane=LANE, plan=None):
+    """Kernel first (before the reference allocates; through the API, or the launcher with a forced ``plan``), then
+    the reference; compare all three outputs."""
+    if plan is None:
+        out, max_logits, lse = sparse_mla_prefill(**inputs)
+    else:
+        from wavemla.kernels.sparse_prefill import sparse_prefill
+
+        out, max_logits, lse = sparse_prefill(inputs["q"], inputs["kv"], inputs["indices"], inputs["sm_scale"], plan,
+                                              inputs["attn_sink"], inputs["topk_length"])  # fmt: skip
     ref_out, ref_max, ref_lse = sparse_prefill_ref(
         inputs["q"], inputs["kv"], inputs["indices"], sm_scale=inputs["sm_scale"], attn_sink=inputs["attn_sink"],
         topk_length=inputs["topk_length"],
@@ -139,18 +146,7 @@ def test_lists_cut_into_pieces_match_the_reference(splits, piece_tiles):
     inputs["topk_length"][1] = 5  # one piece's worth at most: the others empty
     planned = plan_sparse_prefill(PrefillWorkload(3, 20, 90), get_spec("h200"))
     plan = dataclasses.replace(planned, config=KernelConfig(16, 16, 4, 1), splits=splits, piece_tiles=piece_tiles)
-    out, max_logits, lse = sparse_prefill(
-        inputs["q"], inputs["kv"], inputs["indices"], inputs["sm_scale"], plan, inputs["attn_sink"],
-        inputs["topk_length"],
-    )  # fmt: skip
-    ref_out, ref_max, ref_lse = sparse_prefill_ref(
-        inputs["q"], inputs["kv"], inputs["indices"], sm_scale=inputs["sm_scale"], attn_sink=inputs["attn_sink"],
-        topk_length=inputs["topk_length"],
-    )  # fmt: skip
-    bf16 = (inputs["kv"],) if inputs["kv"].dtype == torch.bfloat16 else ()
-    assert_close("out", out, ref_out, rows_out_tolerance(LANE, bf16))
-    assert_close("max_logits", max_logits, ref_max, TOLERANCES[("lse", LANE)])
-    assert_close("lse", lse, ref_lse, TOLERANCES[("lse", LANE)])
+    check(inputs, plan=plan)
     short = dataclasses.replace(plan, splits=2, piece_tiles=2)
     with pytest.raises(ValueError, match=r"^plan: 2 pieces of 2 tiles do not cover"):
         sparse_prefill(inputs["q"], inputs["kv"], inputs["indices"], 1.0, short, None, None)
@@ -328,7 +324,6 @@ def test_hostile_inputs_with_lists_cut_into_pieces(s_q, h_q, topk, splits, extre
     import dataclasses
 
     from wavemla.device import get_spec
-    from wavemla.kernels.sparse_prefill import sparse_prefill
     from wavemla.plan import KernelConfig, PrefillWorkload, plan_sparse_prefill
 
     g = torch.Generator().manual_seed(seed)
@@ -342,13 +337,7 @@ def test_hostile_inputs_with_lists_cut_into_pieces(s_q, h_q, topk, splits, extre
     tiles = -(-topk // 16)
     plan = dataclasses.replace(planned, config=KernelConfig(16, 16, 4, 1), splits=splits,
                                piece_tiles=-(-tiles // splits))  # fmt: skip
-    got = sparse_prefill(x["q"], x["kv"], x["indices"], x["sm_scale"], plan, x["attn_sink"], x["topk_length"])
-    ref = sparse_prefill_ref(x["q"], x["kv"], x["indices"], sm_scale=x["sm_scale"], attn_sink=x["attn_sink"],
-                             topk_length=x["topk_length"])  # fmt: skip
-    bf16 = (x["kv"],) if x["kv"].dtype == torch.bfloat16 else ()
-    assert_close("out", got[0], ref[0], rows_out_tolerance(LANE, bf16))
-    assert_close("max_logits", got[1], ref[1], TOLERANCES[("lse", LANE)])
-    assert_close("lse", got[2], ref[2], TOLERANCES[("lse", LANE)])
+    check(x, plan=plan)
 
 
 def test_sanitizer_script_passes_here():
