@@ -242,20 +242,30 @@ def test_csa_token_attending_more_than_its_list_is_refused(monkeypatch: pytest.M
 
 
 def test_index_lists_every_row_or_cut() -> None:
-    """Width L: every row, −1 where masked (no mask: every row), no count. A smaller width: the attended rows
-    first, in row order, and each token's count (rows past the width are dropped: the caller checks the count)."""
+    """Width L: every row, −1 where masked (no mask: every row). A smaller width: the attended rows first, in row
+    order (rows past the width are dropped: the caller checks the count)."""
     device = torch.device(DEVICE)
-    lists, count = hf_attention._index_lists(None, 2, 1, 70, 70, device)
-    assert count is None and lists.shape == (2, 1, 70) and int(lists[1, 0, 0]) == 70
+    lists = hf_attention._index_lists(None, 2, 1, 70, 70, device)
+    assert lists.shape == (2, 1, 70) and int(lists[1, 0, 0]) == 70
     valid = torch.zeros(2, 1, 70, dtype=torch.bool, device=device)
     valid[:, :, 5] = True
     valid[1, :, 60:] = True
-    lists, count = hf_attention._index_lists(valid, 2, 1, 70, 70, device)
-    assert count is None and lists.shape == (2, 1, 70) and lists[:, 0, 5].tolist() == [5, 75]
+    lists = hf_attention._index_lists(valid, 2, 1, 70, 70, device)
+    assert lists.shape == (2, 1, 70) and lists[:, 0, 5].tolist() == [5, 75]
     assert int((lists >= 0).sum()) == 12
-    lists, count = hf_attention._index_lists(valid, 2, 1, 70, 8, device)
-    assert lists.shape == (2, 1, 8) and count is not None and count.tolist() == [[1], [11]]
+    lists = hf_attention._index_lists(valid, 2, 1, 70, 8, device)
+    assert lists.shape == (2, 1, 8) and hf_attention._mask_checks(valid) == 11
     assert lists[0, 0].tolist() == [5] + [-1] * 7 and lists[1, 0].tolist() == [75, *range(130, 137)]
+
+
+def test_mask_dtype_refused() -> None:
+    """A float64 (or integer) mask: refused, naming the argument."""
+    module = _layer(tiny_model(), "heavily_compressed_attention")
+    x = _inputs(s_q=1)
+    for dtype in (torch.float64, torch.int64):
+        mask = torch.zeros(x["query"].shape[0], 1, 1, x["key"].shape[2], dtype=dtype, device=DEVICE)
+        with pytest.raises(ValueError, match=r"^attention_mask: expected bool, fp16, bf16 or fp32"):
+            hf_attention._attention(module, **{**x, "attention_mask": mask}, s_aux=module.sinks)
 
 
 def test_a_view_of_the_key_is_the_value() -> None:

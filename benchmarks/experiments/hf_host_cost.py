@@ -2,8 +2,8 @@
 
 The model of hf_dsv4_trace.py (4 layers, DSV4-Flash attention sizes, 32 experts, random bf16 weights) decodes after a
 1,024-token prompt at each batch size, ``--steps`` steps per variant, timed by wall clock (the host sets the pace):
-``eager`` (transformers' attention), ``wavemla`` (as shipped: the mask's bias check reads the mask on the host, one
-sync per call) and ``wavemla-nocheck`` (the same without that check). Then one CSA-sized call of the attention
+``eager`` (transformers' attention), ``wavemla`` (as shipped: the mask's bias check reads the mask's statistics on the
+host, one sync per call) and ``wavemla-nocheck`` (the same without that check). Then one CSA-sized call of the attention
 function alone, in a loop without syncs: its host time per call.
 
     PYTHONPATH=src python3 benchmarks/experiments/hf_host_cost.py --batch 1 64
@@ -27,6 +27,7 @@ from wavemla import hf_attention
 
 
 def _unchecked_rows(mask: torch.Tensor | None, b: int, s_q: int, length: int) -> torch.Tensor | None:
+    """The mask's rows as booleans, so that no bias check (and no host read) runs."""
     if mask is None:
         return None
     m = mask[:, 0].expand(b, s_q, length)
@@ -77,20 +78,20 @@ def main() -> int:
     args = parser.parse_args()
     hf_attention.register()
     model = build_model(4, 32)
-    checked = hf_attention._valid_rows
+    checked = hf_attention._mask_rows
     print(f"{'variant':<16} {'b':>4} {'median ms/step':>15} {'min':>8} {'max':>8}")
     for b in args.batch:
         for variant in ("eager", "wavemla", "wavemla-nocheck"):
             model.config._attn_implementation = "eager" if variant == "eager" else "wavemla"
-            hf_attention._valid_rows = _unchecked_rows if variant == "wavemla-nocheck" else checked
+            hf_attention._mask_rows = _unchecked_rows if variant == "wavemla-nocheck" else checked
             ms = step_ms(model, b, args.prompt, args.steps)
             print(f"{variant:<16} {b:>4} {statistics.median(ms):>15.2f} {min(ms):>8.2f} {max(ms):>8.2f}", flush=True)
     for variant in ("wavemla", "wavemla-nocheck"):
-        hf_attention._valid_rows = _unchecked_rows if variant == "wavemla-nocheck" else checked
+        hf_attention._mask_rows = _unchecked_rows if variant == "wavemla-nocheck" else checked
         for b, length in ((1, 384), (64, 384), (64, 385)):
             us = call_us(b, length)
             print(f"one call, {variant:<16} b={b:<3} L={length}: {us:8.1f} µs host", flush=True)
-    hf_attention._valid_rows = checked
+    hf_attention._mask_rows = checked
     return 0
 
 

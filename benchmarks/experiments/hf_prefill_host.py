@@ -8,12 +8,13 @@ flush in front, at the sizes of ``hf_prefill.py``.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 
 import torch
-
 from hf_prefill import HEADS, _allowed, _module  # type: ignore[import-not-found]
+
 from wavemla import hf_attention
 from wavemla.tools.bench import timing_samples_us
 
@@ -32,10 +33,7 @@ def main() -> int:
             mask = torch.zeros(allowed.shape, device="cuda", dtype=torch.bfloat16).masked_fill(~allowed, -torch.inf)
             x = {"query": q, "key": kv, "value": kv, "attention_mask": mask, "scaling": 512**-0.5,
                  "s_aux": torch.randn(HEADS, device="cuda", generator=gen)}  # fmt: skip
-            module = _module(kind)
-
-            def call() -> None:
-                hf_attention._attention(module, **x)
+            call = functools.partial(hf_attention._attention, _module(kind), **x)
 
             for _ in range(5):
                 call()

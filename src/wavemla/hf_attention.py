@@ -18,8 +18,10 @@ row gets the sink's output (zeros) where eager attention, under a mask of the dt
 rows; such tokens are padding.
 
 What it refuses (``ValueError`` naming the argument): a query that is not bf16/fp16 with head_dim 512, more than one
-key head, a key that is not the value, a mask holding biases other than 0 and "masked" (checked outside CUDA-graph
-capture only: the check reads the mask on the host), dropout. A CSA layer's gathered rows are its whole compressed
+key head, a key that is not the value, a mask that is not bool, fp16, bf16 or fp32, a mask holding biases other than
+0 and "masked" (checked outside CUDA-graph capture only: the check reads the mask on the host), dropout. The lists
+come from the mask in two small kernels (:mod:`wavemla.kernels.mask_lists`), so an eager call pays a few launches
+for them rather than a chain of torch ops. A CSA layer's gathered rows are its whole compressed
 prefix, of which a token attends at most its window and the indexer's picks: once the context is long enough that
 it pays (:data:`CUT_MIN_ENTRIES`), a decode step's lists hold those rows only, ``sliding_window + index_topk``
 entries (640 in DeepSeek-V4), so the decode's work stays flat as the context grows (a token attending more is
@@ -36,35 +38,40 @@ from typing import Any
 import torch
 
 from wavemla.api import MAX_S_Q, sparse_mla_decode, sparse_mla_prefill
+from wavemla.kernels.mask_lists import MASK_DTYPES, mask_lists, mask_stats
 
 NAME = "wavemla"
 CSA = "compressed_sparse_attention"  # transformers' layer type whose gathered rows are mostly masked
 LIST_STEP = 64  # a CSA layer's list width is its window + index_topk rounded up to this
-# Cut a CSA layer's lists only when at least this many list entries (b · s_q · rows past the width) go. The cut is
-# a few more small ops: about 8 µs of GPU time on an H200, which the rows it saves repay from about 10K entries,
-# and about 0.1-0.2 ms of host time, which an eager (host-bound) step pays in full; from 32K entries the GPU saves
-# 29 µs (b = 8, 32K context) to 2 ms (b = 64, 128K) a call (benchmarks/experiments/hf_csa_lists.py,
-# 2026-12-01-h200-hf-csa-lists-979c933.log).
+# Cut a CSA layer's lists only when at least this many list entries (b · s_q · rows past the width) go. Measured
+# when the lists were built by torch ops (the cut a few more of them): about 8 µs of GPU time on an H200, which the
+# rows it saves repay from about 10K entries, and about 0.1-0.2 ms of host time, which an eager (host-bound) step
+# pays in full; from 32K entries the GPU saves 29 µs (b = 8, 32K context) to 2 ms (b = 64, 128K) a call
+# (benchmarks/experiments/hf_csa_lists.py, 2026-12-01-h200-hf-csa-lists-979c933.log). The lists kernel now builds
+# either form in one launch; the cut still adds the host read of the count check where a bool mask needs none.
 CUT_MIN_ENTRIES = 32768
 
 
-def _valid_rows(
-    mask: torch.Tensor | None, b: int, s_q: int, length: int
-) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """(``[b, s_q, L]`` bool of the attended rows or None: all, and for an additive mask a 0-dim bool tensor that
-    is true where it holds a bias other than 0 and "masked" — for the caller to read on the host)."""
+def _mask_rows(mask: torch.Tensor | None, b: int, s_q: int, length: int) -> torch.Tensor | None:
+    """The mask as ``[b, s_q, L]`` (a view, broadcast over the requests), or None: every row attended."""
     if mask is None:
-        return None, None
+        return None
     if mask.dim() != 4 or mask.shape[0] not in (1, b) or mask.shape[1] != 1 or tuple(mask.shape[2:]) != (s_q, length):
         raise ValueError(
             f"attention_mask: expected [b={b} or 1, 1, s_q={s_q}, L={length}] (one mask for all heads), "
             f"got {list(mask.shape)}"
         )
-    m = mask[:, 0].expand(b, s_q, length)
-    if m.dtype == torch.bool:
-        return m, None
-    masked = m <= torch.finfo(m.dtype).min / 2  # the dtype's minimum, or -inf
-    return ~masked, ((m != 0) & ~masked).any()
+    if mask.dtype not in MASK_DTYPES:
+        raise ValueError(f"attention_mask: expected bool, fp16, bf16 or fp32, got {mask.dtype}")
+    return mask[:, 0].expand(b, s_q, length)
+
+
+def _mask_checks(rows: torch.Tensor) -> int:
+    """The most rows a token attends, read on the host (one sync) with the mask's bias check, which it raises."""
+    most, biased = mask_stats(rows).tolist()
+    if biased:
+        _refuse_biases()
+    return int(most)
 
 
 def _list_width(module: torch.nn.Module, tokens: int, length: int) -> int:
@@ -106,14 +113,14 @@ def _attention(
     length = key.shape[2]
     if length == 0:
         raise ValueError("key: no rows (L = 0)")
-    valid, biased = _valid_rows(attention_mask, b, s_q, length)
+    rows = _mask_rows(attention_mask, b, s_q, length)
     capturing = query.is_cuda and torch.cuda.is_current_stream_capturing()
     sinks = kwargs.get("s_aux")
     sink = None if sinks is None else sinks.float().contiguous()
     if s_q > MAX_S_Q:  # prefill: every token of every request one query of the sparse prefill, over all b·L rows
         # (the width holds every token's attended rows, and the bias check ran with its host read)
-        width = length if valid is None else _prefill_width(module, valid, biased, b * s_q, length, capturing)
-        indices, _ = _index_lists(valid, b, s_q, length, width, query.device)
+        width = length if rows is None else _prefill_width(module, rows, b * s_q, length, capturing)
+        indices = _index_lists(rows, b, s_q, length, width, query.device)
         out, _, _ = sparse_mla_prefill(
             query.transpose(1, 2).reshape(b * s_q, h, d),
             key.reshape(b * length, 1, d),
@@ -122,17 +129,13 @@ def _attention(
             attn_sink=sink,
         )
         return out.view(b, s_q, h, d), None
-    width = _list_width(module, b * s_q, length) if valid is not None else length
-    indices, count = _index_lists(valid, b, s_q, length, width, query.device)
-    if (biased is not None or count is not None) and not capturing:
-        no = torch.zeros((), dtype=torch.bool, device=query.device)
-        checks = [biased, None if count is None else (count > width).any()]
-        bias_bad, too_many = torch.stack([no if c is None else c for c in checks]).tolist()  # one host read
-        if bias_bad:
-            _refuse_biases()
-        if too_many and count is not None:  # (there is a count wherever the second check ran)
+    width = _list_width(module, b * s_q, length) if rows is not None else length
+    indices = _index_lists(rows, b, s_q, length, width, query.device)
+    if rows is not None and (rows.dtype != torch.bool or width < length) and not capturing:
+        most = _mask_checks(rows)  # one host read: biases, and rows a cut list would drop
+        if most > width:
             raise ValueError(
-                f"attention_mask: a token of this {CSA} layer attends {int(count.max())} rows, more than its window "
+                f"attention_mask: a token of this {CSA} layer attends {most} rows, more than its window "
                 f"plus index_topk ({width} list entries)"
             )
     cache = key.reshape(b * length, 1, 1, d)  # a copy only where the key is not contiguous
@@ -148,45 +151,29 @@ def _refuse_biases() -> None:
     )
 
 
-def _prefill_width(
-    module: torch.nn.Module, valid: torch.Tensor, biased: torch.Tensor | None, tokens: int, length: int, capturing: bool
-) -> int:
+def _prefill_width(module: torch.nn.Module, rows: torch.Tensor, tokens: int, length: int, capturing: bool) -> int:
     """Index-list width for a prefill call: outside CUDA-graph capture, the most rows a token attends rounded up to
     :data:`LIST_STEP` (read on the host with the mask's bias check, which it raises), where that cuts at least
     :data:`CUT_MIN_ENTRIES` entries, else L. A prefill's causal window and the indexer's picks leave most of the
     ``s_q × L`` mask empty, and the prefill walks every list entry. Under capture, :func:`_list_width`."""
     if capturing:
         return _list_width(module, tokens, length)
-    most = valid.sum(dim=-1, dtype=torch.int32).max()
-    bad = torch.zeros((), dtype=torch.int32, device=valid.device) if biased is None else biased.to(torch.int32)
-    bias_bad, most_rows = torch.stack([bad, most]).tolist()  # one host read
-    if bias_bad:
-        _refuse_biases()
-    width = max(LIST_STEP, -(-most_rows // LIST_STEP) * LIST_STEP)
+    width = max(LIST_STEP, -(-_mask_checks(rows) // LIST_STEP) * LIST_STEP)
     return width if width < length and tokens * (length - width) >= CUT_MIN_ENTRIES else length
 
 
 def _index_lists(
-    valid: torch.Tensor | None, b: int, s_q: int, length: int, width: int, device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Index lists ``[b, s_q, width]`` over the gathered rows (row ``j`` of request ``i`` is slot ``i·L + j``), and
-    the attended rows per token where the lists are cut (``width < L``; else None).
+    rows: torch.Tensor | None, b: int, s_q: int, length: int, width: int, device: torch.device
+) -> torch.Tensor:
+    """Index lists ``[b, s_q, width]`` over the gathered rows (row ``j`` of request ``i`` is slot ``i·L + j``).
 
     With ``width = L``: every row, −1 where masked. With ``width < L``: each token's attended rows first, in row
     order, then −1 (rows past ``width`` are dropped: the caller checks the count). Either way no host read, so a
     CUDA-graph capture can take it."""
-    base = (torch.arange(b, device=device, dtype=torch.int32) * length).view(b, 1, 1)
-    if valid is None or width >= length:
-        slots = torch.arange(length, device=device, dtype=torch.int32) + base
-        if valid is None:
-            return slots.expand(b, s_q, length).contiguous(), None
-        return torch.where(valid, slots, -1), None
-    # Entry j of a token's list is its (j+1)-th attended row: the first row where the running count of attended
-    # rows reaches j + 1 (L where it never does: -1).
-    seen = torch.cumsum(valid, dim=-1, dtype=torch.int32)
-    want = torch.arange(1, width + 1, device=device, dtype=torch.int32).expand(b, s_q, width).contiguous()
-    rows = torch.searchsorted(seen, want, out_int32=True)
-    return torch.where(rows < length, rows + base, -1), seen[..., -1]
+    if rows is None:
+        slots = torch.arange(b * length, device=device, dtype=torch.int32).view(b, 1, length)
+        return slots.expand(b, s_q, length).contiguous()
+    return mask_lists(rows, width)
 
 
 def register(name: str = NAME) -> str:

@@ -1,0 +1,150 @@
+"""Index lists from an attention mask: what :mod:`wavemla.hf_attention` hands the sparse decode and prefill.
+
+transformers gives each query token a mask row over the ``L`` rows it gathered, ``[B, S, L]`` (bool: true where
+attended; or additive, 0 where attended and the dtype's minimum or −inf where masked). Two kernels, one program a
+token, turn it into the ``[T, width]`` int32 lists the sparse calls take (row ``j`` of request ``i`` is slot
+``i·L + j``), as two launches instead of a chain of elementwise torch ops, each of which costs an eager call more
+host time than its work takes on the GPU:
+
+- :func:`mask_stats`: ``[2]`` int32 — the most rows any token attends, and 1 where an additive mask holds a bias
+  other than 0 and "masked" (values that index lists cannot express);
+- :func:`mask_lists`: with ``width = L`` every row, −1 where masked; with ``width < L`` each token's attended rows
+  first, in row order, then −1 (rows past ``width`` dropped: the caller compares :func:`mask_stats`' count).
+
+A row is masked where the value is ``<= finfo(dtype).min / 2`` (so −inf too); NaN is attended, and counts as a bias.
+Neither kernel reads anything back to the host, so both run under CUDA-graph capture.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from wavemla.device import triton_interpreting
+
+BLOCK_L = 1024  # mask entries a program takes per step
+
+
+@triton.jit
+def _attended(p_row, o_l, m_l, stride_l, thr, FLOAT: tl.constexpr):
+    """(the mask entries ``o_l`` of one token's row as fp32 (additive) or bytes (bool), and where they are attended:
+    never outside ``m_l``)."""
+    b_m = tl.load(p_row + o_l * stride_l, mask=m_l, other=0)
+    if FLOAT:
+        b_m = b_m.to(tl.float32)
+        m_att = (~(b_m <= thr)) & m_l  # written so that NaN is attended, as torch's ``~(m <= thr)``
+    else:
+        m_att = (b_m != 0) & m_l
+    return b_m, m_att
+
+
+@triton.jit
+def _mask_stats_kernel(
+    p_mask, p_stats, L, stride_b, stride_s, stride_l, thr, FLOAT: tl.constexpr, BLOCK_L: tl.constexpr
+):  # fmt: skip
+    # program (token of request, request): count its attended rows, then fold the count and the bias flag into
+    # p_stats ([2] int32, zeroed by the launcher) with atomic maxima (exact and order-free)
+    i_s = tl.program_id(0)
+    i_b = tl.program_id(1)
+    p_row = p_mask + tl.cast(i_b, tl.int64) * stride_b + tl.cast(i_s, tl.int64) * stride_s
+    b_count = tl.zeros([BLOCK_L], dtype=tl.int32)
+    b_bias = tl.zeros([BLOCK_L], dtype=tl.int32)
+    for i_l in range(0, L, BLOCK_L):
+        o_l = i_l + tl.arange(0, BLOCK_L)
+        b_m, m_att = _attended(p_row, o_l, o_l < L, stride_l, thr, FLOAT)
+        b_count += m_att.to(tl.int32)
+        if FLOAT:  # a value other than 0 on an attended row: a bias
+            b_bias |= ((b_m != 0.0) & m_att).to(tl.int32)
+    tl.atomic_max(p_stats, tl.sum(b_count, axis=0))
+    tl.atomic_max(p_stats + 1, tl.max(b_bias, axis=0))
+
+
+@triton.jit
+def _mask_lists_kernel(
+    p_mask, p_out, L, S, width, stride_b, stride_s, stride_l, thr,
+    FLOAT: tl.constexpr, COMPACT: tl.constexpr, BLOCK_L: tl.constexpr,
+):  # fmt: skip
+    # program (token of request, request): its list row of p_out ([B*S, width] int32, contiguous)
+    i_s = tl.program_id(0)
+    i_b = tl.program_id(1)
+    p_row = p_mask + tl.cast(i_b, tl.int64) * stride_b + tl.cast(i_s, tl.int64) * stride_s
+    p_list = p_out + (tl.cast(i_b, tl.int64) * S + i_s) * width
+    base = i_b * L
+    if COMPACT:
+        n_seen = tl.sum(tl.zeros([BLOCK_L], dtype=tl.int32), axis=0)  # attended rows before this step
+        for i_l in range(0, L, BLOCK_L):
+            o_l = i_l + tl.arange(0, BLOCK_L)
+            _, m_att = _attended(p_row, o_l, o_l < L, stride_l, thr, FLOAT)
+            b_att = m_att.to(tl.int32)
+            o_dst = n_seen + tl.cumsum(b_att, axis=0) - 1  # entry j is the (j+1)-th attended row
+            tl.store(p_list + o_dst, o_l + base, mask=m_att & (o_dst < width))
+            n_seen += tl.sum(b_att, axis=0)
+        for i_w in range(0, width, BLOCK_L):
+            o_w = i_w + tl.arange(0, BLOCK_L)
+            tl.store(p_list + o_w, tl.full([BLOCK_L], -1, tl.int32), mask=(o_w >= n_seen) & (o_w < width))
+    else:
+        for i_l in range(0, L, BLOCK_L):
+            o_l = i_l + tl.arange(0, BLOCK_L)
+            m_l = o_l < L
+            _, m_att = _attended(p_row, o_l, m_l, stride_l, thr, FLOAT)
+            tl.store(p_list + o_l, tl.where(m_att, o_l + base, -1), mask=m_l)
+
+
+MASK_DTYPES = (torch.bool, torch.float16, torch.bfloat16, torch.float32)
+
+
+def _operands(mask: torch.Tensor) -> tuple[torch.Tensor, float, bool]:
+    """(the mask as the kernels read it, the masked threshold, whether it is additive)."""
+    if not (mask.device.type == "cuda" or (mask.device.type == "cpu" and triton_interpreting())):
+        raise ValueError(
+            f"mask: expected a CUDA tensor (or Triton's interpreter mode for CPU tensors), got {mask.device}"
+        )
+    if mask.dtype not in MASK_DTYPES:  # (the threshold reaches the kernel as fp32)
+        raise ValueError(f"mask: expected bool, fp16, bf16 or fp32, got {mask.dtype}")
+    if mask.dtype == torch.bool:
+        return mask.view(torch.uint8), 0.0, False
+    return mask, torch.finfo(mask.dtype).min / 2, True
+
+
+def mask_stats(mask: torch.Tensor) -> torch.Tensor:
+    """``[2]`` int32 on the mask's device: (the most rows a token attends, 1 if an additive mask holds a bias other
+    than 0 and "masked" else 0), for ``mask`` ``[B, S, L]`` bool or floating (any strides, 0 included).
+
+    Example::
+
+        most, biased = mask_stats(mask).tolist()
+    """
+    b, s, length = mask.shape
+    m, thr, additive = _operands(mask)
+    stats = torch.zeros(2, dtype=torch.int32, device=mask.device)
+    if b * s == 0 or length == 0:
+        return stats
+    _mask_stats_kernel[(s, b)](
+        p_mask=m, p_stats=stats, L=length, stride_b=m.stride(0), stride_s=m.stride(1), stride_l=m.stride(2),
+        thr=thr, FLOAT=additive, BLOCK_L=BLOCK_L, num_warps=4,
+    )  # fmt: skip
+    return stats
+
+
+def mask_lists(mask: torch.Tensor, width: int) -> torch.Tensor:
+    """``[B, S, width]`` int32 index lists for ``mask`` ``[B, S, L]`` (bool or floating, any strides): slot ``i·L + j``
+    for row ``j`` of request ``i``. ``width = L``: every row, −1 where masked; ``width < L``: each token's attended rows
+    in row order, then −1, rows past ``width`` dropped.
+
+    Example::
+
+        indices = mask_lists(mask, 640)
+    """
+    b, s, length = mask.shape
+    if not 1 <= width <= max(length, 1):
+        raise ValueError(f"width: expected 1..L={length}, got {width}")
+    m, thr, additive = _operands(mask)
+    out = torch.empty((b, s, width), dtype=torch.int32, device=mask.device)
+    if b * s == 0 or length == 0:
+        return out.fill_(-1)
+    _mask_lists_kernel[(s, b)](
+        p_mask=m, p_out=out, L=length, S=s, width=width, stride_b=m.stride(0), stride_s=m.stride(1),
+        stride_l=m.stride(2), thr=thr, FLOAT=additive, COMPACT=width < length, BLOCK_L=BLOCK_L, num_warps=4,
+    )  # fmt: skip
+    return out
