@@ -29,7 +29,8 @@ def main() -> int:
         gen = torch.Generator(device="cuda").manual_seed(b)
         q = torch.randn(b, 64, 1, 512, device="cuda", generator=gen).to(torch.bfloat16)
         kv = torch.randn(b, 1, length, 512, device="cuda", generator=gen).to(torch.bfloat16)
-        keep = torch.rand(b, 1, 1, length, device="cuda", generator=gen) < (640 / length if kind == "csa" else 0.9)
+        scores = torch.rand(b, 1, 1, length, device="cuda", generator=gen)
+        keep = scores.argsort(-1).argsort(-1) < (600 if kind == "csa" else 0.9 * length)  # CSA: 600 rows a token
         mask = torch.zeros(b, 1, 1, length, device="cuda", dtype=torch.bfloat16).masked_fill(~keep, -torch.inf)
         x = {"query": q, "key": kv, "value": kv, "attention_mask": mask, "scaling": 512**-0.5,
              "s_aux": torch.randn(64, device="cuda", generator=gen)}  # fmt: skip
