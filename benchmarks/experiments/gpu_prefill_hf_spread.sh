@@ -3,7 +3,7 @@
 # plans on one GPU in one call: the prefill's GPU tests (the hostile-input property test with pieces among them), the
 # benchmark's short and long cases, hf_prefill.py, then spread_ab.py at the 22 spread points of the H200 curves.
 # Output under $OUT: catchup.log, prefill.json, hf-prefill.json, spread_ab.json.
-#   OUT=/some/dir bash benchmarks/experiments/gpu_h200_catchup.sh <git-sha>
+#   OUT=/some/dir bash benchmarks/experiments/gpu_prefill_hf_spread.sh <git-sha>
 set -uo pipefail
 BUDGET=${BUDGET:-570}
 source benchmarks/budget.sh
