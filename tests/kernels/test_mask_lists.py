@@ -64,7 +64,7 @@ def test_lists_and_stats_match_torch(shape: tuple[int, int, int], dtype: torch.d
 
 def test_broadcast_mask_biases_and_nan() -> None:
     """One mask row set for every request (stride 0): each request's slots; a bias, NaN (attended, a bias) or −inf
-    (masked) where they are; a mask of 0 and "masked" has no bias."""
+    (masked) where they are; a mask of 0 and "masked" has no bias; a mask whose rows are not contiguous."""
     mask = torch.zeros(1, 4, 50, dtype=torch.bfloat16)
     mask[0, 0, 3] = -torch.inf
     mask[0, 3, 10:] = torch.finfo(torch.bfloat16).min
@@ -78,6 +78,8 @@ def test_broadcast_mask_biases_and_nan() -> None:
         assert ml.mask_stats(biased.to(DEVICE).expand(3, 4, 50)).tolist() == [50, 1]
     rows = mask.to(DEVICE).expand(3, 4, 50)
     assert ml.mask_lists(rows, 10)[1, 3].tolist() == list(range(50, 60))
+    strided = mask.to(DEVICE)[0].t().contiguous().t().unsqueeze(0)  # rows 4 elements apart
+    assert strided.stride(2) == 4 and torch.equal(ml.mask_lists(strided, 20), _lists_ref(strided, 20))
 
 
 def test_empty_and_refused() -> None:
