@@ -642,6 +642,20 @@ def static_resources(cfg: KernelConfig, workload: Workload, device: DeviceSpec) 
     )  # fmt: skip
 
 
+def _compiled_resources(cfg: KernelConfig, is_fp8: bool, arch: int, kernel: str) -> Resources | None:
+    """``kernel``'s compiled resources of ``cfg`` on ``arch`` (or the table's stand-in architecture for it, named in
+    the note), or None where neither the cache nor the committed table has them."""
+    from wavemla import resources
+
+    table_arch = _TABLE_ARCH_FALLBACK.get(arch, arch)
+    hit = resources.lookup(cfg, is_fp8, table_arch, kernel=kernel)
+    if hit is None:
+        return None
+    r, where = hit
+    note = where + ("" if table_arch == arch else f", sm_{table_arch} entry")
+    return Resources(r.smem_bytes, r.regs, "compiled", stack_bytes=r.stack_bytes, note=note)
+
+
 @functools.lru_cache(maxsize=1024)
 def _static_resources(
     cfg: KernelConfig, is_fp8: bool, arch: int, max_regs: int, regs_per_sm: int, cache_dir: str | None, ws: bool
@@ -654,12 +668,9 @@ def _static_resources(
     key = (cfg.block_h, cfg.block_n, cfg.num_warps, cfg.num_stages, is_fp8)
     if arch == _MEASURED_ARCH and key in _SM90_TABLE:
         return dataclasses.replace(_SM90_TABLE[key], note="measured on an H200")
-    table_arch = _TABLE_ARCH_FALLBACK.get(arch, arch)
-    hit = resources.lookup(cfg, is_fp8, table_arch)
-    if hit is not None:
-        r, where = hit
-        note = where + ("" if table_arch == arch else f", sm_{table_arch} entry")
-        return Resources(r.smem_bytes, r.regs, "compiled", stack_bytes=r.stack_bytes, note=note)
+    compiled = _compiled_resources(cfg, is_fp8, arch, resources.KERNEL)
+    if compiled is not None:
+        return compiled
     # Estimate: q tile + two KV tile copies (one per dot operand layout) per pipeline stage in shared memory;
     # registers at the cap ptxas applies so that one program fits the register file.
     smem = cfg.block_h * 512 * 2 + 2 * cfg.block_n * 512 * 2 * max(cfg.num_stages, 1)
@@ -1571,12 +1582,9 @@ def _dense_static_resources(
     del cache_dir  # part of the cache key only: resources.lookup reads the knob's directory
     from wavemla import resources
 
-    table_arch = _TABLE_ARCH_FALLBACK.get(arch, arch)
-    hit = resources.lookup(cfg, is_fp8, table_arch, kernel=resources.DENSE_KERNEL)
-    if hit is not None:
-        r, where = hit
-        note = where + ("" if table_arch == arch else f", sm_{table_arch} entry")
-        return Resources(r.smem_bytes, r.regs, "compiled", stack_bytes=r.stack_bytes, note=note)
+    compiled = _compiled_resources(cfg, is_fp8, arch, resources.DENSE_KERNEL)
+    if compiled is not None:
+        return compiled
     # Estimate: the q tile plus the KV tile (rows: one copy per pipeline stage; FP8: the decoded fp16 tile twice,
     # once per dot operand layout), 576-wide elements of 2 bytes.
     q = cfg.block_h * 576 * 2
@@ -2012,12 +2020,9 @@ def _prefill_resources(cfg: KernelConfig, arch: int, d_qk: int, cache_dir: str |
     del cache_dir  # part of the cache key only: resources.lookup reads the knob's directory
     from wavemla import resources
 
-    table_arch = _TABLE_ARCH_FALLBACK.get(arch, arch)
-    hit = resources.lookup(cfg, False, table_arch, kernel=resources.PREFILL_KERNEL)
-    if hit is not None:
-        r, where = hit
-        note = where + ("" if table_arch == arch else f", sm_{table_arch} entry")
-        return Resources(r.smem_bytes, r.regs, "compiled", stack_bytes=r.stack_bytes, note=note)
+    compiled = _compiled_resources(cfg, False, arch, resources.PREFILL_KERNEL)
+    if compiled is not None:
+        return compiled
     smem = 2 * d_qk * (cfg.block_h + cfg.num_stages * cfg.block_n)
     return Resources(smem, 255, "estimate", note="estimated (not in the compiled table)")
 
