@@ -9,19 +9,16 @@ the CUT_MIN_ENTRIES rule). Run it under two source trees' PYTHONPATH to compare 
 from __future__ import annotations
 
 import statistics
+import sys
 import time
-import types
+from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hf_prefill import _module
+
 from wavemla import hf_attention
-
-
-def _module(kind: str) -> torch.nn.Module:
-    m = torch.nn.Module()
-    m.layer_type = hf_attention.CSA if kind == "csa" else "heavily_compressed_attention"  # type: ignore[assignment]
-    m.config = types.SimpleNamespace(sliding_window=128, index_topk=512)  # type: ignore[assignment]
-    return m
 
 
 def main() -> int:

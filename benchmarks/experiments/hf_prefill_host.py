@@ -10,10 +10,14 @@ from __future__ import annotations
 import argparse
 import functools
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
-from hf_prefill import HEADS, _allowed, _module  # type: ignore[import-not-found]
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hf_prefill import HEADS, _allowed, _module
 
 from wavemla import hf_attention
 from wavemla.tools.bench import timing_samples_us
