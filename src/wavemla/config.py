@@ -215,6 +215,15 @@ KNOBS: dict[str, Knob] = {
             choices=("replay", "triton"),
         ),
         Knob(
+            "WAVEMLA_ENGINE_PATCH",
+            "str",
+            "off",
+            "What wavemla's vLLM and SGLang plugins (entry points the engines call in every process they start) do: "
+            "'off' nothing, 'decode' patch the engine's FlashMLA decode calls with wavemla's, 'decode+prefill' its "
+            "sparse prefill call (flash_mla_sparse_fwd) as well.",
+            choices=("off", "decode", "decode+prefill"),
+        ),
+        Knob(
             "WAVEMLA_GPU",
             "str",
             None,

@@ -38,8 +38,10 @@ through ``flash_mla_with_kvcache_sm120`` in ``sglang.kernels.ops.attention.flash
                              "sglang.kernels.ops.attention.flash_mla_sm120"])
 
 Either way, modules that bound the names before (``from X import flash_mla_with_kvcache`` run earlier) keep the
-old ones: install or patch before the engine imports its attention code. Engines that start workers with ``spawn``
-need it in every process: a ``sitecustomize.py`` on ``PYTHONPATH`` does it (README). Which backend an engine
+old ones: install or patch before the engine imports its attention code (:func:`stale_bindings` names those that
+kept them). Engines that start workers with ``spawn`` need it in every process: vLLM and SGLang call wavemla's
+plugins in each (:mod:`wavemla.plugins`, set ``WAVEMLA_ENGINE_PATCH``); for others a ``sitecustomize.py`` on
+``PYTHONPATH`` does it (README). Which backend an engine
 selects on a given GPU stays the engine's choice; the stand-in changes what its FlashMLA backend runs, not whether
 the engine picks that backend. It follows FlashMLA's current metadata API (an object planned by the first call):
 engine code that copies the scheduler tensors of FlashMLA's earlier ``get_mla_metadata(cache_seqlens, ...)`` into
@@ -127,6 +129,7 @@ __all__ = [
     "patch",
     "patched_names",
     "resolves_to",
+    "stale_bindings",
     "uninstall",
     "unpatch",
 ]
@@ -316,6 +319,30 @@ def patch(names: Sequence[str], *, prefill: bool = False) -> list[str]:
     if _PENDING and _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
     return wanted
+
+
+def stale_bindings(names: Sequence[str] | None = None) -> list[str]:
+    """Names (``module.attr``, sorted) that other imported modules still bind to what :func:`patch` replaced in
+    ``names`` (default: every module patched): modules that imported the engine's calls before the patch ran, and so
+    keep calling them. Empty where every module imported the calls after the patch."""
+    wanted = patched_names() if names is None else _module_names(names)
+    replaced = {id(value): value for name in wanted for value in _ORIGINALS.get(name, {}).values()}
+    if not replaced:
+        return []
+    found = []
+    for module_name, module in list(sys.modules.items()):
+        if module_name in wanted or module_name == __name__:
+            continue
+        try:  # sys.modules may hold any object, lazy modules among them
+            namespace = vars(module)
+        except Exception:
+            continue
+        if not isinstance(namespace, dict):
+            continue
+        for attr, value in list(namespace.items()):
+            if id(value) in replaced and replaced[id(value)] is value:
+                found.append(f"{module_name}.{attr}")
+    return sorted(found)
 
 
 def patched_names() -> list[str]:

@@ -186,6 +186,26 @@ def test_reports_what_import_flash_mla_gets(
         shim.unpatch()
 
 
+def test_reports_the_engine_plugins(
+    environ: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wavemla import plugins
+
+    monkeypatch.setattr(plugins, "registered_groups", lambda: sorted(plugins.ENTRY_POINTS))
+    assert json.loads(_run(capsys, "--json")[1])["engine_plugins"] == ["sglang.srt.plugins", "vllm.general_plugins"]
+    line = "plugins       sglang.srt.plugins, vllm.general_plugins (WAVEMLA_ENGINE_PATCH: {})"
+    assert line.format("nothing") in _run(capsys)[1].splitlines()
+    environ["WAVEMLA_ENGINE_PATCH"] = "decode+prefill"
+    config.reload()
+    assert line.format("patch decode+prefill") in _run(capsys)[1].splitlines()
+    environ["WAVEMLA_ENGINE_PATCH"] = "on"
+    config.reload()
+    code, out = _run(capsys)
+    assert code == 2 and line.format("ERROR") in out.splitlines() and "WAVEMLA_ENGINE_PATCH='on'" in out
+    monkeypatch.setattr(plugins, "registered_groups", lambda: [])
+    assert "plugins       none registered (wavemla is not installed: `pip install -e .`)" in _run(capsys)[1]
+
+
 def test_unknown_wavemla_variable_is_an_error(environ: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     environ["WAVEMLA_DENSE_ALIGNN"] = "off"
     config._warned.discard("WAVEMLA_DENSE_ALIGNN")

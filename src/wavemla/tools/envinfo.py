@@ -3,7 +3,8 @@
 For each knob: its default, the raw environment string, the effective value and the allowed values. Triton's
 ``TRITON_OVERRIDE_ARCH`` (kernels built along another architecture's code path) is shown beside its version, and
 what an engine's ``import flash_mla`` gets in this process (wavemla's stand-in, FlashMLA, or nothing), with the engine
-modules ``wavemla.flash_mla.patch`` has patched or waits for. ``--json``
+modules ``wavemla.flash_mla.patch`` has patched or waits for, and the engine plugins vLLM and SGLang would find
+(``wavemla.plugins``) with what ``WAVEMLA_ENGINE_PATCH`` makes them do. ``--json``
 prints the same as one JSON object, for bug reports and benchmark records. An invalid knob value, or a
 ``WAVEMLA_GPU`` that names no preset, is reported as an error and makes the exit code 2.
 
@@ -37,6 +38,7 @@ def collect() -> dict[str, Any]:
 
     import wavemla
     from wavemla.flash_mla import patched_names, resolves_to
+    from wavemla.plugins import registered_groups
 
     knobs = config.table()
     errors = [row["error"] for row in knobs if row["error"]]
@@ -83,6 +85,8 @@ def collect() -> dict[str, Any]:
         "flash_mla": resolves_to("flash_mla"),
         # engine modules whose decode calls wavemla.flash_mla.patch() replaced, or replaces when they are imported
         "flash_mla_patched": patched_names(),
+        # entry-point groups (vLLM's, SGLang's) in which the installed wavemla declares its engine plugin
+        "engine_plugins": registered_groups(),
         "knobs": knobs,
         "errors": errors,
     }
@@ -115,6 +119,13 @@ def format_text(info: dict[str, Any]) -> str:
     ]
     if info.get("flash_mla_patched"):
         lines.append(f"              patched by wavemla: {', '.join(info['flash_mla_patched'])}")
+    mode = next(row for row in info["knobs"] if row["name"] == "WAVEMLA_ENGINE_PATCH")
+    doing = "ERROR" if mode["error"] else {"off": "nothing"}.get(mode["value"], f"patch {mode['value']}")
+    lines.append(
+        f"plugins       {', '.join(info['engine_plugins'])} (WAVEMLA_ENGINE_PATCH: {doing})"
+        if info["engine_plugins"]
+        else "plugins       none registered (wavemla is not installed: `pip install -e .`)"
+    )
     if info["cuda_device"] is not None:
         lines.append(f"cuda device   {_spec_line(info['cuda_device'])}")
         lines.append(f"              source: {info['cuda_device']['source']}")
