@@ -17,8 +17,8 @@ too, but that other module keeps the names it bound; the plugin warns, naming ea
 (:func:`wavemla.flash_mla.stale_bindings`).
 
 Which attention backend the engine selects on a GPU stays its own choice: the patch changes what its FlashMLA
-backend runs, not whether it picks that backend, nor the paths of that backend that call no FlashMLA function (vLLM's
-DeepSeek-V4 layer decodes through its own Triton path on SM12x: README, "Use it from an engine").
+backend runs, not whether it picks that backend, nor what that backend does before or instead of a FlashMLA call
+(vLLM 0.34's DeepSeek-V4 layer does not reach its FlashMLA call on SM12x: README, "Use it from an engine").
 """
 
 from __future__ import annotations
