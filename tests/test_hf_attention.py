@@ -8,6 +8,7 @@ bound of bf16 softmax weights), and the generation against the eager model (in f
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Iterator
 from typing import Any
@@ -190,8 +191,7 @@ def test_long_csa_lists_keep_the_attended_rows_only(monkeypatch: pytest.MonkeyPa
     """A CSA call over 300 gathered rows, of which each token attends its window (8 in the tiny model) and the
     indexer's 3 picks: the lists hold those rows only, in row order, in one 64-entry step (window + index_topk
     rounded up), and the output is eager attention's (fp64). A request that attends no row: the sink takes it all.
-    (The cut applies from CUT_MIN_ENTRIES saved entries; set to 0 here, for a small call.)"""
-    monkeypatch.setattr(hf_attention, "CUT_MIN_ENTRIES", 0)
+    (A float mask is read on the host for its bias check anyway, so the cut needs no CUT_MIN_ENTRIES saved entries.)"""
     module = _layer(tiny_model(), "compressed_sparse_attention")
     x = _inputs(b=3, s_q=2, length=300)
     allowed = _csa_mask(3, 2, 300, module.config.sliding_window, module.config.index_topk, seed=4)
@@ -210,6 +210,8 @@ def test_long_csa_lists_keep_the_attended_rows_only(monkeypatch: pytest.MonkeyPa
     (indices,) = calls
     valid = allowed[:, 0].to(DEVICE)
     assert indices.shape == (3, 2, hf_attention.LIST_STEP)
+    bool_out, _ = hf_attention._attention(module, **{**x, "attention_mask": allowed.to(DEVICE)}, s_aux=sinks)
+    assert calls[-1].shape == (3, 2, 300)  # a bool mask: 6 x 236 entries saved, under CUT_MIN_ENTRIES
     for i in range(3):
         for t in range(2):
             rows = torch.nonzero(valid[i, t]).flatten().to(torch.int32) + i * 300
@@ -220,6 +222,7 @@ def test_long_csa_lists_keep_the_attended_rows_only(monkeypatch: pytest.MonkeyPa
         scaling=x["scaling"], s_aux=sinks,
     )  # fmt: skip
     assert_close("out", out.double(), ref, out_tolerance(x["key"]))
+    assert_close("out, bool mask", bool_out.double(), ref, out_tolerance(x["key"]))
 
 
 def test_csa_token_attending_more_than_its_list_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -227,10 +230,14 @@ def test_csa_token_attending_more_than_its_list_is_refused(monkeypatch: pytest.M
     width: a CSA layer's cut where it saves CUT_MIN_ENTRIES entries, else every row; other layers every row."""
     module = _layer(tiny_model(), "compressed_sparse_attention")
     other = _layer(tiny_model(), "heavily_compressed_attention")  # may attend every row
-    big, width = hf_attention.CUT_MIN_ENTRIES, hf_attention._list_width
-    assert width(module, 1, 300) == 300  # 236 entries saved: not worth the cut's kernels
+    big = hf_attention.CUT_MIN_ENTRIES
+    width = functools.partial(hf_attention._list_width, cut_free=False)  # an eager call with a bool mask
+    assert width(module, 1, 300) == 300  # 236 entries saved: not worth the host read the cut adds
     assert width(module, 1, 64 + big) == 64 and width(other, 1, 64 + big) == 64 + big
     assert width(module, 8, 64 + big // 8) == 64 and width(module, 8, 63 + big // 8) > 64
+    free = functools.partial(hf_attention._list_width, cut_free=True)  # a float mask, or under capture
+    assert free(module, 1, 300) == 64 and free(module, 1, 65) == 64 and free(module, 1, 64) == 64
+    assert free(module, 1, 40) == 40 and free(other, 1, 300) == 300
     monkeypatch.setattr(hf_attention, "CUT_MIN_ENTRIES", 0)
     assert width(module, 1, 300) == 64 and width(module, 1, 40) == 40
     x = _inputs(b=1, s_q=1, length=300)
@@ -282,7 +289,8 @@ def test_a_view_of_the_key_is_the_value() -> None:
 def test_prefill_lists_hold_the_attended_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     """A prefill call (6 query tokens over 300 rows, each attending its window of 8 and 3 picks, one token 80 rows):
     the lists are as wide as the most rows a token attends, rounded up to 64 entries, hold the attended rows in row
-    order, and the output is eager attention's (fp64). Below CUT_MIN_ENTRIES saved entries every row is listed."""
+    order, and the output is eager attention's (fp64): with the mask read on the host for the width, the cut needs no
+    CUT_MIN_ENTRIES saved entries. Every row is listed where a token attends within 64 of them all."""
     module = _layer(tiny_model(), "compressed_sparse_attention")
     x = _inputs(b=2, s_q=6, length=300)
     allowed = _csa_mask(2, 6, 300, module.config.sliding_window, module.config.index_topk, seed=6)
@@ -301,9 +309,6 @@ def test_prefill_lists_hold_the_attended_rows(monkeypatch: pytest.MonkeyPatch) -
         return prefill(*args, **kwargs)
 
     monkeypatch.setattr(hf_attention, "sparse_mla_prefill", spy)
-    full, _ = hf_attention._attention(module, **x, s_aux=sinks)
-    assert calls[-1].shape == (12, 1, 300)  # 12 x 172 entries saved: under CUT_MIN_ENTRIES
-    monkeypatch.setattr(hf_attention, "CUT_MIN_ENTRIES", 0)
     out, weights = hf_attention._attention(module, **x, s_aux=sinks)
     assert weights is None and calls[-1].shape == (12, 1, 128)  # 80 rows at most (token 4 of request 1)
     valid = allowed[:, 0].to(DEVICE).reshape(12, 300)
@@ -312,7 +317,16 @@ def test_prefill_lists_hold_the_attended_rows(monkeypatch: pytest.MonkeyPatch) -
         n = rows.numel()
         assert torch.equal(calls[-1][t, 0, :n], rows) and bool((calls[-1][t, 0, n:] == -1).all())
     assert_close("out", out.double(), ref, out_tolerance(x["key"]))
-    assert_close("out, every row listed", full.double(), ref, out_tolerance(x["key"]))
+    wide = allowed.clone()
+    wide[0, 0, 1, 10:] = True  # 290 rows: the width rounds up past L
+    x["attention_mask"] = torch.zeros(2, 1, 6, 300).masked_fill(~wide, torch.finfo(DTYPE).min).to(DEVICE, DTYPE)
+    full, _ = hf_attention._attention(module, **x, s_aux=sinks)
+    assert calls[-1].shape == (12, 1, 300)
+    ref_full, _ = importlib.import_module(type(module).__module__).eager_attention_forward(
+        module, x["query"].double(), x["key"].double(), x["key"].double(), x["attention_mask"].double(),
+        scaling=x["scaling"], s_aux=sinks,
+    )  # fmt: skip
+    assert_close("out, every row listed", full.double(), ref_full, out_tolerance(x["key"]))
 
 
 def test_prefill_refusals_name_the_argument() -> None:

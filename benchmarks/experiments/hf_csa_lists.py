@@ -1,12 +1,16 @@
 """transformers' DeepSeek-V4 CSA attention call through ``wavemla.hf_attention``: the CSA layer's index lists cut to
 its window + index_topk entries (the attended rows, 640) against every gathered row with −1 where masked, and the
-shipped rule (cut where it saves ``CUT_MIN_ENTRIES`` list entries), as the context grows.
+rule for a bool mask (cut where it saves ``CUT_MIN_ENTRIES`` list entries, which repay the host read the cut adds
+there), as the context grows.
 
 A CSA layer's call gathers its window (128 rows) and its whole compressed prefix (context / 4 rows) and masks all
-but the indexer's 512 picks: the inputs here are such a call, h = 64, s_q = 1, bf16, random picks per token. Per
-case: the host time of a call (``--calls`` calls back to back, the GPU running behind: an eager decode step pays
-at least this), the GPU time of the call replayed from a CUDA graph (L2 flushed; median of ``--calls``), and the
-largest output difference between the cut lists and every row.
+but the indexer's 512 picks: the inputs here are such a call, h = 64, s_q = 1, bf16, random picks per token. The
+variants: ``all``, every row (the same call as a layer of another type, whose lists are never cut); ``cut``, the
+bf16 mask as transformers gives it (read on the host for its bias check, so cut whenever the rows exceed the
+width); ``bool``, the same mask as bool (cut by the rule outside capture). Per case: the host time of a call
+(``--calls`` calls back to back, the GPU running behind: an eager decode step pays at least this), the GPU time of
+the call replayed from a CUDA graph (L2 flushed; median of ``--calls``; under capture nothing is read on the host, so
+the bool mask's lists are cut too), and the largest output difference between the cut lists and every row.
 
     PYTHONPATH=src python3 benchmarks/experiments/hf_csa_lists.py --batch 1 8 32 --context 8192 32768 131072
 """
@@ -36,17 +40,20 @@ class _Module(torch.nn.Module):
     config = types.SimpleNamespace(sliding_window=128, index_topk=512)
 
 
+class _Every(_Module):
+    """A layer of another type: its lists hold every gathered row."""
+
+    layer_type = "heavily_compressed_attention"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--context", type=int, nargs="+", default=[8192, 32768, 131072])
     parser.add_argument("--calls", type=int, default=20)
     args = parser.parse_args()
-    module = _Module()
-    rule = hf_attention.CUT_MIN_ENTRIES
-    # every gathered row (no cut), the cut forced, and the shipped rule (cut from CUT_MIN_ENTRIES saved entries)
-    variants = {"all": 2**62, "cut": 0, "rule": rule}
-    print(f"{'b':>4} {'context':>8} {'rows L':>7}  host µs all / cut / rule   GPU µs all / cut / rule   max diff")
+    module, every = _Module(), _Every()
+    print(f"{'b':>4} {'context':>8} {'rows L':>7}  host µs all / cut / bool   GPU µs all / cut / bool   max diff")
     for b in args.batch:
         for ctx in args.context:
             length = 128 + ctx // 4
@@ -60,23 +67,23 @@ def main() -> int:
             mask = torch.zeros(b, 1, 1, length, device="cuda", dtype=torch.bfloat16).masked_fill(~allowed, -torch.inf)
             sinks = torch.randn(64, device="cuda", generator=gen)
             x = {"query": q, "key": kv, "value": kv, "attention_mask": mask, "scaling": 512**-0.5, "s_aux": sinks}
-            call = lambda x=x: hf_attention._attention(module, **x)  # noqa: E731
+            variants = {
+                "all": lambda x=x: hf_attention._attention(every, **x),
+                "cut": lambda x=x: hf_attention._attention(module, **x),
+                "bool": lambda x=x, a=allowed: hf_attention._attention(module, **{**x, "attention_mask": a}),
+            }
             host, graph, outs = {}, {}, {}
-            try:
-                for name, entries in variants.items():
-                    hf_attention.CUT_MIN_ENTRIES = entries
-                    host[name] = host_us(call, 4 * args.calls)
-                    graph[name] = statistics.median(timing_samples_us(call, args.calls, graph=True))
-                    outs[name] = call()[0].float()
-            finally:
-                hf_attention.CUT_MIN_ENTRIES = rule
-            diff = float((outs["cut"] - outs["all"]).abs().max())
+            for name, call in variants.items():
+                host[name] = host_us(call, 4 * args.calls)
+                graph[name] = statistics.median(timing_samples_us(call, args.calls, graph=True))
+                outs[name] = call()[0].float()
+            diff = max(float((outs[name] - outs["all"]).abs().max()) for name in ("cut", "bool"))
             print(
-                f"{b:>4} {ctx:>8} {length:>7}  {host['all']:7.1f} {host['cut']:7.1f} {host['rule']:7.1f}"
-                f"   {graph['all']:8.1f} {graph['cut']:7.1f} {graph['rule']:7.1f}   {diff:.2e}",
+                f"{b:>4} {ctx:>8} {length:>7}  {host['all']:7.1f} {host['cut']:7.1f} {host['bool']:7.1f}"
+                f"   {graph['all']:8.1f} {graph['cut']:7.1f} {graph['bool']:7.1f}   {diff:.2e}",
                 flush=True,
             )
-            del q, kv, mask, x, outs
+            del q, kv, mask, allowed, x, outs, variants
             torch.cuda.empty_cache()
     return 0
 

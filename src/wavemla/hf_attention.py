@@ -22,11 +22,12 @@ key head, a key that is not the value, a mask that is not bool, fp16, bf16 or fp
 0 and "masked" (checked outside CUDA-graph capture only: the check reads the mask on the host), dropout. The lists
 come from the mask in two small kernels (:mod:`wavemla.kernels.mask_lists`), so an eager call pays a few launches
 for them rather than a chain of torch ops. A CSA layer's gathered rows are its whole compressed
-prefix, of which a token attends at most its window and the indexer's picks: once the context is long enough that
-it pays (:data:`CUT_MIN_ENTRIES`), a decode step's lists hold those rows only, ``sliding_window + index_topk``
-entries (640 in DeepSeek-V4), so the decode's work stays flat as the context grows (a token attending more is
-refused outside capture: ``attention_mask``). Otherwise, and in the other layers, the lists hold every gathered row,
-−1 where masked. A prefill's lists hold each token's attended rows only, as many entries as the token attending the
+prefix, of which a token attends at most its window and the indexer's picks: a decode step's lists hold those rows
+only, ``sliding_window + index_topk`` entries (640 in DeepSeek-V4), so the decode's work stays flat as the context
+grows (a token attending more is refused outside capture: ``attention_mask``). With a bool mask outside capture the
+cut waits until it pays for the host read of that check (:data:`CUT_MIN_ENTRIES`); a float mask is read for its
+bias check anyway, and under capture nothing is read. In the other layers the lists hold every gathered row, −1
+where masked. A prefill's lists hold each token's attended rows only, as many entries as the token attending the
 most has (read on the host; under capture, the decode's rule), since its causal window and the indexer's picks
 leave most of an ``s_q × L`` mask empty.
 """
@@ -43,12 +44,14 @@ from wavemla.kernels.mask_lists import MASK_DTYPES, mask_lists, mask_stats
 NAME = "wavemla"
 CSA = "compressed_sparse_attention"  # transformers' layer type whose gathered rows are mostly masked
 LIST_STEP = 64  # a CSA layer's list width is its window + index_topk rounded up to this
-# Cut a CSA layer's lists only when at least this many list entries (b · s_q · rows past the width) go. Measured
-# when the lists were built by torch ops (the cut a few more of them): about 8 µs of GPU time on an H200, which the
-# rows it saves repay from about 10K entries, and about 0.1-0.2 ms of host time, which an eager (host-bound) step
-# pays in full; from 32K entries the GPU saves 29 µs (b = 8, 32K context) to 2 ms (b = 64, 128K) a call
-# (benchmarks/experiments/hf_csa_lists.py, 2026-12-01-h200-hf-csa-lists-979c933.log). The lists kernel now builds
-# either form in one launch; the cut still adds the host read of the count check where a bool mask needs none.
+# Where the cut adds a host read (an eager call with a bool mask, which needs no bias check: the cut's count check
+# reads it), cut a CSA layer's lists only when at least this many list entries (b · s_q · rows past the width) go.
+# Measured when the lists were built by torch ops: the cut's host time (0.1-0.2 ms, paid in full by an eager,
+# host-bound step) and about 8 µs of GPU time were repaid from 32K entries (2026-12-01-h200-hf-csa-lists-979c933.log).
+# With the mask-list kernels the cut costs no GPU time: on an H100, with the host read either way (a bf16 mask),
+# the cut lists took 0.96-1.04 of every row's GPU time at 3K context and from 4K on 0.71-0.92 at b = 1..64 where this
+# rule kept every row (2026-12-05-h100-hf-cut-910f069.log), so wherever the read happens anyway, or not at all
+# (under CUDA-graph capture), a CSA layer cuts whenever its window + index_topk is under its rows.
 CUT_MIN_ENTRIES = 32768
 
 
@@ -74,10 +77,11 @@ def _mask_checks(rows: torch.Tensor) -> int:
     return int(most)
 
 
-def _list_width(module: torch.nn.Module, tokens: int, length: int) -> int:
+def _list_width(module: torch.nn.Module, tokens: int, length: int, *, cut_free: bool) -> int:
     """Index-list width for this layer's call over ``tokens`` query tokens and ``length`` gathered rows: for a CSA
     layer, whose gathered rows hold its whole compressed prefix of which a token attends at most its window and the
-    indexer's picks, ``window + index_topk`` rounded up to :data:`LIST_STEP`, where that cuts at least
+    indexer's picks, ``window + index_topk`` rounded up to :data:`LIST_STEP` where that is under L and either
+    ``cut_free`` (the call reads the mask on the host anyway, or not at all) or the cut drops at least
     :data:`CUT_MIN_ENTRIES` list entries; otherwise (and for the other layers, whose tokens may attend every
     gathered row) L."""
     cfg = getattr(module, "config", None)
@@ -85,7 +89,9 @@ def _list_width(module: torch.nn.Module, tokens: int, length: int) -> int:
     if getattr(module, "layer_type", None) != CSA or not isinstance(window, int) or not isinstance(topk, int):
         return length
     width = -(-(window + topk) // LIST_STEP) * LIST_STEP
-    return width if tokens * (length - width) >= CUT_MIN_ENTRIES else length
+    if width >= length:
+        return length
+    return width if cut_free or tokens * (length - width) >= CUT_MIN_ENTRIES else length
 
 
 def _attention(
@@ -129,7 +135,10 @@ def _attention(
             attn_sink=sink,
         )
         return out.view(b, s_q, h, d), None
-    width = _list_width(module, b * s_q, length) if rows is not None else length
+    if rows is None:
+        width = length
+    else:  # the cut's count check reads the mask on the host, as the bias check of a mask that is not bool does
+        width = _list_width(module, b * s_q, length, cut_free=capturing or rows.dtype != torch.bool)
     indices = _index_lists(rows, b, s_q, length, width, query.device)
     if rows is not None and (rows.dtype != torch.bool or width < length) and not capturing:
         most = _mask_checks(rows)  # one host read: biases, and rows a cut list would drop
@@ -153,13 +162,13 @@ def _refuse_biases() -> None:
 
 def _prefill_width(module: torch.nn.Module, rows: torch.Tensor, tokens: int, length: int, capturing: bool) -> int:
     """Index-list width for a prefill call: outside CUDA-graph capture, the most rows a token attends rounded up to
-    :data:`LIST_STEP` (read on the host with the mask's bias check, which it raises), where that cuts at least
-    :data:`CUT_MIN_ENTRIES` entries, else L. A prefill's causal window and the indexer's picks leave most of the
-    ``s_q × L`` mask empty, and the prefill walks every list entry. Under capture, :func:`_list_width`."""
+    :data:`LIST_STEP` (read on the host with the mask's bias check, which it raises) where that is under L, else L.
+    A prefill's causal window and the indexer's picks leave most of the ``s_q × L`` mask empty, and the prefill
+    walks every list entry. Under capture (nothing read), :func:`_list_width`."""
     if capturing:
-        return _list_width(module, tokens, length)
+        return _list_width(module, tokens, length, cut_free=True)
     width = max(LIST_STEP, -(-_mask_checks(rows) // LIST_STEP) * LIST_STEP)
-    return width if width < length and tokens * (length - width) >= CUT_MIN_ENTRIES else length
+    return min(width, length)
 
 
 def _index_lists(
