@@ -223,12 +223,24 @@ def _check_paged_cache(name: str, cache: Any, device: torch.device, last_dims: s
     return page
 
 
+# Per-token records of other DeepSeek caches an engine may hand the sparse decode, named in its refusal.
+_OTHER_RECORDS = {
+    528: "DeepSeek-V4.1's MXFP8 record, 512 e4m3 values and 16 UE8M0 scales, which vLLM writes on SM100 GPUs; "
+    "the sparse decode does not read it",
+    656: "the V3.2 FP8 record; the sparse decode does not read it, the dense decode does (indices=None)",
+}
+
+
 def _check_cache(name: str, cache: Any, device: torch.device) -> bool:
     """Validate a KV cache; returns True for FP8 MODEL1."""
     page = _check_paged_cache(name, cache, device, "512 or 584")
     if cache.dtype in _FP8_DTYPES:
         if cache.shape[3] != BYTES_PER_TOKEN:
-            raise ValueError(f"{name}: an FP8 MODEL1 cache has {BYTES_PER_TOKEN} bytes per token, got {cache.shape[3]}")
+            known = _OTHER_RECORDS.get(int(cache.shape[3]))
+            raise ValueError(
+                f"{name}: an FP8 MODEL1 cache has {BYTES_PER_TOKEN} bytes per token, got {cache.shape[3]}"
+                + (f" ({known})" if known else "")
+            )
         if cache.stride(3) != 1 or cache.stride(1) != BYTES_PER_TOKEN:
             raise ValueError(f"{name}: FP8 MODEL1 pages must be contiguous (stride(1) == 584, stride(3) == 1)")
         if cache.shape[0] > 1 and cache.stride(0) < page * BYTES_PER_TOKEN:
