@@ -236,11 +236,9 @@ def _check_cache(name: str, cache: Any, device: torch.device) -> bool:
     page = _check_paged_cache(name, cache, device, "512 or 584")
     if cache.dtype in _FP8_DTYPES:
         if cache.shape[3] != BYTES_PER_TOKEN:
-            known = _OTHER_RECORDS.get(int(cache.shape[3]))
-            raise ValueError(
-                f"{name}: an FP8 MODEL1 cache has {BYTES_PER_TOKEN} bytes per token, got {cache.shape[3]}"
-                + (f" ({known})" if known else "")
-            )
+            width = int(cache.shape[3])
+            named = f" ({_OTHER_RECORDS[width]})" if width in _OTHER_RECORDS else ""
+            raise ValueError(f"{name}: an FP8 MODEL1 cache has {BYTES_PER_TOKEN} bytes per token, got {width}{named}")
         if cache.stride(3) != 1 or cache.stride(1) != BYTES_PER_TOKEN:
             raise ValueError(f"{name}: FP8 MODEL1 pages must be contiguous (stride(1) == 584, stride(3) == 1)")
         if cache.shape[0] > 1 and cache.stride(0) < page * BYTES_PER_TOKEN:
