@@ -227,7 +227,8 @@ def test_long_csa_lists_keep_the_attended_rows_only(monkeypatch: pytest.MonkeyPa
 
 def test_csa_token_attending_more_than_its_list_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     """More attended rows than a CSA layer's window + index_topk (65 > 64 entries) would be dropped: refused. The
-    width: a CSA layer's cut where it saves CUT_MIN_ENTRIES entries, else every row; other layers every row."""
+    width: a CSA layer's cut wherever it is under L when the cut is free (a float mask, capture), else where it saves
+    CUT_MIN_ENTRIES entries (an eager call with a bool mask); other layers every row."""
     module = _layer(tiny_model(), "compressed_sparse_attention")
     other = _layer(tiny_model(), "heavily_compressed_attention")  # may attend every row
     big = hf_attention.CUT_MIN_ENTRIES

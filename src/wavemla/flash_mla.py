@@ -326,7 +326,7 @@ def stale_bindings(names: Sequence[str] | None = None) -> list[str]:
     ``names`` (default: every module patched): modules that imported the engine's calls before the patch ran, and so
     keep calling them. Empty where every module imported the calls after the patch."""
     wanted = patched_names() if names is None else _module_names(names)
-    replaced = {id(value): value for name in wanted for value in _ORIGINALS.get(name, {}).values()}
+    replaced = {id(value) for name in wanted for value in _ORIGINALS.get(name, {}).values()}  # alive: held there
     if not replaced:
         return []
     found = []
@@ -340,7 +340,7 @@ def stale_bindings(names: Sequence[str] | None = None) -> list[str]:
         if not isinstance(namespace, dict):
             continue
         for attr, value in list(namespace.items()):
-            if id(value) in replaced and replaced[id(value)] is value:
+            if id(value) in replaced:
                 found.append(f"{module_name}.{attr}")
     return sorted(found)
 

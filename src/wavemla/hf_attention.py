@@ -49,8 +49,9 @@ LIST_STEP = 64  # a CSA layer's list width is its window + index_topk rounded up
 # Measured when the lists were built by torch ops: the cut's host time (0.1-0.2 ms, paid in full by an eager,
 # host-bound step) and about 8 µs of GPU time were repaid from 32K entries (2026-12-01-h200-hf-csa-lists-979c933.log).
 # With the mask-list kernels the cut costs no GPU time: on an H100, with the host read either way (a bf16 mask),
-# the cut lists took 0.96-1.04 of every row's GPU time at 3K context and from 4K on 0.71-0.92 at b = 1..64 where this
-# rule kept every row (2026-12-05-h100-hf-cut-910f069.log), so wherever the read happens anyway, or not at all
+# the cut lists took 1.01-1.04 of every row's GPU time at 3K context with 1 and 8 requests (within 0.7 µs) and
+# 0.75-0.97 at the other points of b = 1..64 where this rule kept every row
+# (2026-12-05-h100-hf-cut-910f069.log), so wherever the read happens anyway, or not at all
 # (under CUDA-graph capture), a CSA layer cuts whenever its window + index_topk is under its rows.
 CUT_MIN_ENTRIES = 32768
 
