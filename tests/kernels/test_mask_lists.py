@@ -120,6 +120,43 @@ def test_lists_under_graph_capture() -> None:
     assert torch.equal(lists, _lists_ref(mask, 640)) and stats.tolist() == _stats_ref(mask)
 
 
+@pytest.mark.skipif(DEVICE != "cuda", reason="launch replays need CUDA tensors")
+def test_repeated_signatures_replay_the_launches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A launch with the signature of one before is a replay of the compiled kernel (no Triton binding) with the
+    same results as Triton's launch, on new values and new addresses; a new width or stride is a new signature;
+    ``WAVEMLA_LAUNCH=triton`` records nothing."""
+    from wavemla import config
+
+    ml._REPLAYS.clear()
+    launches = []
+    run = ml.launch.run
+    monkeypatch.setattr(ml.launch, "run", lambda *a, **k: launches.append(a[0]) or run(*a, **k))
+    first = _mask((3, 2, 1500), torch.float16, 0.4, seed=3)
+    assert torch.equal(ml.mask_lists(first, 640), _lists_ref(first, 640)) and len(ml._REPLAYS) == 1
+    for seed in (4, 5):
+        mask = _mask((3, 2, 1500), torch.float16, 0.4 + seed / 20, seed=seed)  # new values, new address
+        assert torch.equal(ml.mask_lists(mask, 640), _lists_ref(mask, 640))
+        assert ml.mask_stats(mask).tolist() == _stats_ref(mask)
+    assert launches == [ml._mask_lists_kernel, ml._mask_stats_kernel]  # one Triton launch each, then replays
+    assert all(replay is not None for (replay,) in ml._REPLAYS.values()) and len(ml._REPLAYS) == 2
+    ml.mask_lists(first, 1500)  # another width: recorded
+    ml.mask_lists(first[:, :, :1400], 640)  # another shape: recorded
+    assert len(launches) == 4 and len(ml._REPLAYS) == 4
+    with config.override(WAVEMLA_LAUNCH="triton"):
+        assert torch.equal(ml.mask_lists(first, 640), _lists_ref(first, 640))
+    assert len(launches) == 5 and len(ml._REPLAYS) == 4
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="Triton's interpreter")
+def test_interpreted_launches_are_not_recorded() -> None:
+    """Under Triton's interpreter (CPU tensors) every launch is Triton's: nothing is kept for replay."""
+    ml._REPLAYS.clear()
+    mask = _mask((1, 2, 70), torch.bool, 0.5, seed=6)
+    for _ in range(2):
+        assert torch.equal(ml.mask_lists(mask, 8), _lists_ref(mask, 8))
+    assert len(ml._REPLAYS) == 0
+
+
 _BUILDS = """
 import json
 from wavemla import resources as r

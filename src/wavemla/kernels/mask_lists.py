@@ -12,16 +12,22 @@ host time than its work takes on the GPU:
   first, in row order, then −1 (rows past ``width`` dropped: the caller compares :func:`mask_stats`' count).
 
 A row is masked where the value is ``<= finfo(dtype).min / 2`` (so −inf too); NaN is attended, and counts as a bias.
-Neither kernel reads anything back to the host, so both run under CUDA-graph capture.
+Neither kernel reads anything back to the host, so both run under CUDA-graph capture. A launch with the signature
+of one made before (the mask's dtype, shape and strides, the width: the layers of one type in a decode step) runs
+the compiled kernel again without Triton's per-launch argument binding (:mod:`wavemla.kernels.launch`;
+``WAVEMLA_LAUNCH=triton`` turns it off).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
 from wavemla.device import triton_interpreting
+from wavemla.kernels import launch
 
 BLOCK_L = 1024  # mask entries a program takes per step
 
@@ -120,7 +126,8 @@ def mask_stats(mask: torch.Tensor) -> torch.Tensor:
     stats = torch.zeros(2, dtype=torch.int32, device=mask.device)
     if b * s == 0 or length == 0:
         return stats
-    _mask_stats_kernel[(s, b)](
+    _launch(
+        _mask_stats_kernel, (s, b), (m, stats), (),
         p_mask=m, p_stats=stats, L=length, stride_b=m.stride(0), stride_s=m.stride(1), stride_l=m.stride(2),
         thr=thr, FLOAT=additive, BLOCK_L=BLOCK_L, num_warps=4,
     )  # fmt: skip
@@ -143,8 +150,38 @@ def mask_lists(mask: torch.Tensor, width: int) -> torch.Tensor:
     out = torch.empty((b, s, width), dtype=torch.int32, device=mask.device)
     if b * s == 0 or length == 0:
         return out.fill_(-1)
-    _mask_lists_kernel[(s, b)](
+    _launch(
+        _mask_lists_kernel, (s, b), (m, out), (width,),
         p_mask=m, p_out=out, L=length, S=s, width=width, stride_b=m.stride(0), stride_s=m.stride(1),
         stride_l=m.stride(2), thr=thr, FLOAT=additive, COMPACT=width < length, BLOCK_L=BLOCK_L, num_warps=4,
     )  # fmt: skip
     return out
+
+
+# Launch replays of recent launches by signature (kernels.launch), least recently used first; values: the replay,
+# or None where the signature cannot be replayed.
+_REPLAYS = launch.ReplayCache(32)
+
+
+def _launch(
+    kernel: Any, grid: tuple[int, int], tensors: tuple[torch.Tensor, torch.Tensor], scalars: tuple[int, ...],
+    **kwargs: Any,
+) -> None:  # fmt: skip
+    """``kernel[grid](**kwargs)``, whose tensor arguments are ``tensors`` (the mask and the output) and whose other
+    arguments follow from their dtypes, shapes and strides and ``scalars``: a launch replayed where one of the same
+    signature was recorded before, else Triton's (recorded for the next)."""
+    key = None
+    if launch.replayable(tensors, scalars):
+        key, ptrs = launch.call_key(tensors, scalars)
+        kept = _REPLAYS.get(key)
+        if kept is not None and kept[0] is not None:
+            kept[0].launch(tensors, ptrs)
+            return
+    with launch.recording() as rec:
+        launch.run(kernel, grid, **kwargs)
+    if key is not None and key not in _REPLAYS:
+        try:
+            replay: launch.Replay | None = launch.Replay(rec, tensors, ())
+        except launch.NotReplayable:
+            replay = None  # remembered: launches of this signature are not recorded again
+        _REPLAYS.put(key, (replay,))
