@@ -14,7 +14,7 @@ F='Warning[:(]|warner\(|_warn_once'
   step 150 python3 -m pytest tests/kernels/test_mask_lists.py tests/test_hf_attention.py -q -p no:cacheprovider $X
   for round in 1 2 3; do
     echo "== round $round: base"
-    PYTHONPATH=$BASE/src step 60 python3 benchmarks/experiments/hf_call_host.py
+    step 60 env PYTHONPATH="$PWD/$BASE/src" python3 benchmarks/experiments/hf_call_host.py
     echo "== round $round: new"
     step 60 python3 benchmarks/experiments/hf_call_host.py
   done
