@@ -10,7 +10,7 @@ source benchmarks/budget.sh
 F='Warning[:(]|warner\(|_warn_once'
 {
   machine "${1:-unknown}"
-  echo "base ${2:-unknown} from ${BASE:?BASE: the base tree's folder}"
+  echo "base ${2:-unknown} from ${BASE:?BASE: the folder of the base tree}"
   step 150 python3 -m pytest tests/kernels/test_mask_lists.py tests/test_hf_attention.py -q -p no:cacheprovider $X
   env PYTHONPATH="$PWD/$BASE/src" python3 -c "import wavemla.kernels.mask_lists as m; print('base replays:', hasattr(m, '_REPLAYS'))"
   python3 -c "import wavemla.kernels.mask_lists as m; print('new replays:', hasattr(m, '_REPLAYS'))"
