@@ -224,14 +224,15 @@ def test_a_v32_sparse_call_says_it_is_not_supported() -> None:
 @pytest.mark.parametrize(
     ("record", "named"),
     [
-        (528, r"528 \(DeepSeek-V4\.1's MXFP8 record.*SM100"),
+        (528, r"528 \(DeepSeek-V4\.1's MXFP8 record, 512 e4m3 values"),
+        (288, r"288 \(DeepSeek-V4\.1's FP4 record"),
         (656, r"656 \(the V3\.2 FP8 record.*dense decode"),
         (600, "600$"),
     ],
 )
 def test_another_deepseek_record_is_named(record: int, named: str) -> None:
     """An FP8 cache of another DeepSeek record than MODEL1's 584 bytes: refused, naming the record where it knows it
-    (vLLM writes DeepSeek-V4.1's 528-byte MXFP8 record on SM100 GPUs)."""
+    (engines write DeepSeek-V4.1's 528-byte MXFP8 and 288-byte FP4 records: vLLM 0.34 on SM100 GPUs)."""
     x = sparse_inputs()
     kv = torch.zeros(4, 64, 1, record, dtype=torch.uint8, device=DEVICE)
     with pytest.raises(ValueError, match=rf"^kv_cache: an FP8 MODEL1 cache has 584 bytes per token, got {named}"):

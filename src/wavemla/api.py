@@ -225,8 +225,8 @@ def _check_paged_cache(name: str, cache: Any, device: torch.device, last_dims: s
 
 # Per-token records of other DeepSeek caches an engine may hand the sparse decode, named in its refusal.
 _OTHER_RECORDS = {
-    528: "DeepSeek-V4.1's MXFP8 record, 512 e4m3 values and 16 UE8M0 scales, which vLLM writes on SM100 GPUs; "
-    "the sparse decode does not read it",
+    288: "DeepSeek-V4.1's FP4 record of compressed rows; the sparse decode does not read it",
+    528: "DeepSeek-V4.1's MXFP8 record, 512 e4m3 values and 16 UE8M0 scales; the sparse decode does not read it",
     656: "the V3.2 FP8 record; the sparse decode does not read it, the dense decode does (indices=None)",
 }
 
