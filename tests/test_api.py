@@ -213,11 +213,15 @@ def test_gpu_out_through_replays_and_graphs() -> None:
         assert torch.equal(output, wavemla.sparse_mla_decode(**new)[0][:, 0])
 
 
-def test_a_v32_sparse_call_says_it_is_not_supported() -> None:
-    """FlashMLA's call takes DeepSeek-V3.2's 576-wide q with indices; wavemla's sparse decode is DeepSeek-V4's."""
-    x = sparse_inputs()
+def test_a_v32_q_over_a_v4_cache_names_the_cache() -> None:
+    """A 576-wide q with indices is DeepSeek-V3.2's sparse decode (tests/test_sparse_v32.py): over DeepSeek-V4's MODEL1
+    cache it is refused naming the cache; another width names q."""
+    x = {k: v for k, v in sparse_inputs().items() if not k.startswith("extra_")}
     q = torch.zeros((*x["q"].shape[:3], 576), dtype=DTYPE, device=DEVICE)
-    with pytest.raises(ValueError, match=r"^q: expected head_dim 512 .*got 576 .*DeepSeek-V3\.2's sparse decode"):
+    with pytest.raises(ValueError, match=r"^kv_cache: DeepSeek-V3\.2's FP8 cache has 656 bytes per token, got 584"):
+        wavemla.sparse_mla_decode(**{**x, "q": q})
+    q = torch.zeros((*x["q"].shape[:3], 640), dtype=DTYPE, device=DEVICE)
+    with pytest.raises(ValueError, match=r"^q: expected head_dim 512 \(DeepSeek-V4 latent\) or 576 .*got 640"):
         wavemla.sparse_mla_decode(**{**x, "q": q})
 
 

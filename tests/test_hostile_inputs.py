@@ -590,12 +590,22 @@ def _bf16_rows_under_interpreter(case: Case, gen: torch.Generator) -> str:
     return "kv_cache" if not HAS_CUDA else _set("kv_cache", lambda k: k["kv_cache"].int(), "kv_cache")(case, gen)
 
 
+def _q_v32(case: Case, gen: torch.Generator) -> str:
+    """A DeepSeek-V3.2 q (576 wide) over this DeepSeek-V4 case's cache (MODEL1 bytes or 512-wide rows), one cache and
+    no batch invariance: the V3.2 call refuses the cache."""
+    kw = case.kwargs
+    kw["q"] = torch.zeros((*kw["q"].shape[:3], 576), dtype=kw["q"].dtype, device=DEVICE)
+    for k in ("extra_kv_cache", "extra_indices", "extra_topk_length", "batch_invariant"):
+        kw.pop(k, None)
+    return "kv_cache"
+
+
 MUTATIONS: dict[str, Callable[[Case, torch.Generator], str]] = {
     "q_none": _set("q", None, "q"),
     "q_fp32": _set("q", lambda k: k["q"].float(), "q"),
     "q_3d": _set("q", lambda k: k["q"].flatten(0, 1), "q"),
     "q_dim256": _set("q", lambda k: k["q"][..., :256], "q"),
-    "q_dim576_v32": _set("q", lambda k: torch.zeros((*k["q"].shape[:3], 576), dtype=k["q"].dtype, device=DEVICE), "q"),
+    "q_dim576_v32": _q_v32,
     "q_last_stride": _set("q", _q_last_stride, "q"),
     "q_sq5": _set("q", lambda k: torch.zeros((k["q"].shape[0], 5, 2, 512), dtype=k["q"].dtype, device=DEVICE), "q"),
     "q_h0": _set("q", lambda k: k["q"][:, :, :0], "q"),

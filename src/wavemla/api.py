@@ -4,15 +4,17 @@ Two decodes, each reachable two ways:
 
 - :func:`flash_mla_with_kvcache` / :func:`get_mla_metadata` take FlashMLA's names, argument order and returns (and
   vLLM's ``out``), so an engine swaps one import: with ``indices`` it runs the sparse decode (DeepSeek-V4: 512-wide
-  rows, MODEL1 FP8 or bf16/fp16; DeepSeek-V3.2's 576-wide sparse decode is not supported), with ``indices=None``
-  the paged dense decode (DeepSeek-V3, Kimi-K2, GLM);
+  rows, MODEL1 FP8 or bf16/fp16; DeepSeek-V3.2: 576-wide q over V3.2 FP8 or 576-wide rows, run by the dense
+  decode's kernels over each token's compacted index list, :func:`sparse_mla_decode`), with ``indices=None`` the
+  paged dense decode (DeepSeek-V3, Kimi-K2, GLM);
 - :func:`sparse_mla_decode` and :func:`dense_mla_decode` are the native calls with keyword arguments.
 
 Sparse shapes (``T = b·s_q`` query tokens)::
 
-    q                 [b, s_q, h_q, 512]        bf16 or fp16
+    q                 [b, s_q, h_q, 512]        bf16 or fp16 (DeepSeek-V3.2: [b, s_q, h_q, 576])
     kv cache          [num_blocks, page, 1, 512] bf16/fp16 rows, or
                       [num_blocks, page, 1, 584] uint8 / float8_e4m3fn FP8 MODEL1 (see wavemla.reference.fp8)
+                      (DeepSeek-V3.2: 576-wide rows of q's dtype, or the 656-byte FP8 V3.2 layout, pages contiguous)
     indices           [b, s_q, topk]            int32 global slots block·page + offset; < 0 or >= slots: invalid
     topk_length       [b]                       int32, entries used per request (optional)
     extra_*           the same for a second cache attended jointly (CSA/HCA compressed rows)
@@ -421,9 +423,13 @@ def sparse_mla_decode(
 
     device = _check_q_common(q)
     b, s_q, h_q, d = q.shape
+    if d == fp8_v32.D_QK:
+        extra = (extra_kv_cache, extra_indices, extra_topk_length)
+        return _v32_sparse_decode(
+            q, kv_cache, indices, topk_length, *extra, attn_sink, softmax_scale, metadata, batch_invariant, out
+        )
     if d != D_QK:
-        v32 = " (576 with indices is DeepSeek-V3.2's sparse decode, which wavemla does not run)" if d == 576 else ""
-        raise ValueError(f"q: expected head_dim {D_QK} (DeepSeek-V4 latent), got {d}{v32}")
+        raise ValueError(f"q: expected head_dim {D_QK} (DeepSeek-V4 latent) or 576 (DeepSeek-V3.2), got {d}")
     is_fp8 = _check_cache("kv_cache", kv_cache, device)
     _check_indices("indices", indices, b, s_q, device)
     if topk_length is not None:
@@ -517,6 +523,87 @@ def sparse_mla_decode(
                            extra_topk_length, attn_sink, scale, is_fp8, has_extra, device)  # fmt: skip
         _keep_launches(meta, fresh, call_sig, seen, rec, [*tensors, o, lse])
         return _deliver(o, out), lse.transpose(1, 2)
+
+
+def _v32_sparse_decode(
+    q: torch.Tensor,
+    kv_cache: Any,
+    indices: Any,
+    topk_length: Any,
+    extra_kv_cache: Any,
+    extra_indices: Any,
+    extra_topk_length: Any,
+    attn_sink: Any,
+    softmax_scale: Any,
+    metadata: Any,
+    batch_invariant: bool | None,
+    out: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """DeepSeek-V3.2's sparse decode (q 576 wide): each query token's valid entries, moved to the front of its list
+    in their order, are the block table of one request of the paged dense decode over the cache read as one row per
+    slot (page 1), and the sink scales the output after (``out · exp(lse) / (exp(lse) + exp(sink))``). Semantics:
+    :func:`wavemla.reference.sparse_decode_ref`. No host read: the compaction is torch operations on the device."""
+    device = q.device
+    b, s_q, h_q, d = q.shape
+    for name, value in (("extra_kv_cache", extra_kv_cache), ("extra_indices", extra_indices),
+                        ("extra_topk_length", extra_topk_length)):  # fmt: skip
+        if value is not None:
+            raise ValueError(f"{name}: DeepSeek-V4's second cache; DeepSeek-V3.2's sparse decode (q of {d}) takes None")
+    invariant = config.get("WAVEMLA_BATCH_INVARIANT") if batch_invariant is None else bool(batch_invariant)
+    if invariant:
+        raise ValueError(
+            "batch_invariant: DeepSeek-V3.2's sparse decode (q of 576) has no batch-invariant mode "
+            "(pass batch_invariant=False, or unset WAVEMLA_BATCH_INVARIANT)"
+        )
+    _check_paged_cache("kv_cache", kv_cache, device, "576 or 656")
+    width = int(kv_cache.shape[3])
+    if kv_cache.dtype in _FP8_DTYPES:
+        if width != fp8_v32.BYTES_PER_TOKEN:
+            raise ValueError(
+                f"kv_cache: DeepSeek-V3.2's FP8 cache has {fp8_v32.BYTES_PER_TOKEN} bytes per token, got {width}"
+            )
+    elif kv_cache.dtype != q.dtype or width != d:
+        raise ValueError(
+            f"kv_cache: DeepSeek-V3.2's sparse decode reads {d}-wide rows of q's dtype {q.dtype} or the 656-byte FP8 "
+            f"V3.2 layout, got {kv_cache.dtype} [..., {width}]"
+        )
+    blocks, page = int(kv_cache.shape[0]), int(kv_cache.shape[1])
+    if kv_cache.stride(3) != 1 or kv_cache.stride(1) != width or (blocks > 1 and kv_cache.stride(0) != page * width):
+        raise ValueError(
+            f"kv_cache: DeepSeek-V3.2's sparse decode reads the cache as one row per slot: its pages must be "
+            f"contiguous (stride(0) == page·{width}, stride(1) == {width}, stride(3) == 1), got strides "
+            f"{list(kv_cache.stride())}"
+        )
+    _check_indices("indices", indices, b, s_q, device)
+    if topk_length is not None:
+        _check_length("topk_length", topk_length, b, device)
+    if attn_sink is not None:
+        _check_tensor("attn_sink", attn_sink, (torch.float32,), 1, device)
+        if attn_sink.shape[0] != h_q:
+            raise ValueError(f"attn_sink: expected a [h_q={h_q}] fp32 tensor, got {list(attn_sink.shape)}")
+    topk = int(indices.shape[2])
+    if topk == 0:
+        raise ValueError("indices: topk is 0")
+    if out is not None:
+        _check_out(out, q, D_QK, ("q", "kv_cache", "indices", "topk_length", "attn_sink"),
+                   (q, kv_cache, indices, topk_length, attn_sink))  # fmt: skip
+    slots = blocks * page
+    rows = kv_cache.as_strided((slots, 1, 1, width), (width, width, width, 1))
+    valid = (indices >= 0) & (indices < slots)
+    if topk_length is not None:
+        valid &= torch.arange(topk, device=device).view(1, 1, topk) < topk_length.view(b, 1, 1)
+    order = torch.argsort((~valid).to(torch.uint8), dim=-1, stable=True)  # valid entries first, in their order
+    table = torch.gather(torch.where(valid, indices, 0), -1, order).view(b * s_q, topk)
+    lengths = valid.sum(-1, dtype=torch.int32).view(b * s_q)
+    o, lse = dense_mla_decode(
+        q.reshape(b * s_q, 1, h_q, d), rows, table, lengths, softmax_scale=softmax_scale, metadata=metadata
+    )
+    o = o.view(b, s_q, h_q, D_QK)
+    lse = lse.reshape(b, s_q, h_q)
+    if attn_sink is not None:
+        factor = torch.where(lse == math.inf, 1.0, torch.sigmoid(lse - attn_sink.view(1, 1, h_q)))
+        o = (o.float() * factor[..., None]).to(q.dtype)
+    return _deliver(o, out), lse.transpose(1, 2)
 
 
 def _keep_launches(

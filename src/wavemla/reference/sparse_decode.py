@@ -1,12 +1,14 @@
-"""The fp64 reference of DeepSeek-V4 sparse MLA decode: it defines the semantics every kernel must match.
+"""The fp64 reference of sparse MLA decode: it defines the semantics every kernel must match.
 
-For each request ``b``, query token ``s`` and head ``h`` (K = V = one 512-wide latent row)::
+DeepSeek-V4: q and the cache rows are 512 wide (K = V = one latent row). DeepSeek-V3.2: q and the rows are 576 wide
+(512 latent + 64 rope), the scores read all 576 and the output the first 512 (V = the latent). For each request
+``b``, query token ``s`` and head ``h``::
 
     rows  = { main[i]  : i = indices[b, s, j],       j < topk_length[b],       0 <= i < main slots }
           ∪ { extra[i] : i = extra_indices[b, s, j], j < extra_topk_length[b], 0 <= i < extra slots }
     s_r   = (q[b, s, h] · row_r) * softmax_scale
     lse   = log Σ_r exp(s_r)                              natural log; the sink is NOT included
-    out   = Σ_r exp(s_r - lse) row_r · exp(lse) / (exp(lse) + exp(sink[h]))
+    out   = Σ_r exp(s_r - lse) row_r[:512] · exp(lse) / (exp(lse) + exp(sink[h]))
 
 Edge semantics (FlashMLA's):
 
@@ -26,12 +28,20 @@ from __future__ import annotations
 import torch
 
 from wavemla.reference.fp8 import BYTES_PER_TOKEN, dequantize_model1
+from wavemla.reference.fp8_v32 import BYTES_PER_TOKEN as V32_BYTES_PER_TOKEN
+from wavemla.reference.fp8_v32 import dequantize_v32
+
+D_V = 512
 
 
 def as_rows(cache: torch.Tensor) -> torch.Tensor:
-    """Cache rows as fp64 ``[slots, 512]``: a MODEL1 FP8 cache is dequantized, a row cache upcast."""
-    if cache.shape[-1] == BYTES_PER_TOKEN and cache.dtype in (torch.uint8, torch.float8_e4m3fn):
-        cache = dequantize_model1(cache, torch.float32)
+    """Cache rows as fp64 ``[slots, 512 or 576]``: a MODEL1 (584 bytes a token) or V3.2 (656) FP8 cache is
+    dequantized, a row cache upcast."""
+    if cache.dtype in (torch.uint8, torch.float8_e4m3fn):
+        if cache.shape[-1] == BYTES_PER_TOKEN:
+            cache = dequantize_model1(cache, torch.float32)
+        elif cache.shape[-1] == V32_BYTES_PER_TOKEN:
+            cache = dequantize_v32(cache, torch.float32)
     return cache.reshape(-1, cache.shape[-1]).double()
 
 
@@ -67,14 +77,15 @@ def sparse_decode_ref(
     """Sparse decode in fp64 over a main cache and an optional extra (compressed) cache.
 
     Args:
-        q: ``[b, s_q, h_q, 512]`` any float dtype.
-        kv_cache: ``[num_blocks, page, 1, 512]`` rows of any float dtype, or a MODEL1 FP8 cache
-            ``[num_blocks, page, 1, 584]`` uint8 / float8_e4m3fn (dequantized first).
+        q: ``[b, s_q, h_q, 512]`` (DeepSeek-V4) or ``[b, s_q, h_q, 576]`` (DeepSeek-V3.2), any float dtype.
+        kv_cache: ``[num_blocks, page, 1, 512 or 576]`` rows of any float dtype (q's width), or an FP8 cache
+            ``[num_blocks, page, 1, 584]`` (MODEL1, width 512) or ``[..., 656]`` (V3.2, width 576) uint8 /
+            float8_e4m3fn, dequantized first.
         indices: ``[b, s_q, topk]`` int32 global slots ``block * page + offset`` into ``kv_cache``.
         topk_length: ``[b]`` int32, the number of leading ``indices`` entries to use (None: all).
         extra_kv_cache, extra_indices, extra_topk_length: the same for the second cache, attended jointly.
         attn_sink: ``[h_q]`` fp32 sink logits (None: no sink).
-        softmax_scale: default ``512 ** -0.5``.
+        softmax_scale: default ``d ** -0.5`` (q's width).
 
     Returns:
         ``out [b, s_q, h_q, 512]`` fp64 and ``lse [b, h_q, s_q]`` fp64 (natural log, sink excluded, +inf where a query
@@ -95,7 +106,7 @@ def sparse_decode_ref(
     lse = torch.logsumexp(scores, dim=-1)  # [b, s_q, h]; -inf when no valid row
     has_rows = valid.any(-1)[:, :, None].expand_as(lse)
     probs = torch.exp(scores - torch.where(has_rows, lse, torch.zeros_like(lse))[..., None])
-    out = torch.einsum("bshk,bskd->bshd", probs, rows)
+    out = torch.einsum("bshk,bskd->bshd", probs, rows[..., :D_V])
     if attn_sink is not None:
         sink = attn_sink.double().view(1, 1, h_q).expand_as(lse)
         factor = 1.0 / (1.0 + torch.exp(sink - lse))
