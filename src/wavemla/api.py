@@ -983,7 +983,8 @@ def flash_mla_with_kvcache(
     hold global slots), as in FlashMLA, and ``causal`` must be False. With ``indices=None`` it is the paged dense
     decode (:func:`dense_mla_decode`): ``block_table`` and ``cache_seqlens`` are required, ``causal`` applies to
     s_q > 1, and the sparse-only arguments must be None. ``is_fp8_kvcache`` must agree with the cache format
-    (True: uint8/float8_e4m3fn bytes, MODEL1 ``[..., 584]`` for sparse, V3.2 ``[..., 656]`` for dense).
+    (True: uint8/float8_e4m3fn bytes, MODEL1 ``[..., 584]`` for DeepSeek-V4's sparse decode, V3.2 ``[..., 656]`` for
+    the dense decode and for DeepSeek-V3.2's sparse decode, whose q is 576 wide).
     """
     if head_dim_v != D_QK:
         raise ValueError(f"head_dim_v: expected {D_QK}, got {head_dim_v}")
