@@ -229,7 +229,7 @@ def _check_paged_cache(name: str, cache: Any, device: torch.device, last_dims: s
 _OTHER_RECORDS = {
     288: "DeepSeek-V4.1's FP4 record of compressed rows; the sparse decode does not read it",
     528: "DeepSeek-V4.1's MXFP8 record, 512 e4m3 values and 16 UE8M0 scales; the sparse decode does not read it",
-    656: "the V3.2 FP8 record; the sparse decode does not read it, the dense decode does (indices=None)",
+    656: "the V3.2 FP8 record, read with a 576-wide q (DeepSeek-V3.2's sparse decode) and by the dense decode",
 }
 
 
