@@ -12,7 +12,8 @@ its own kernel package names that module instead (``install(["sgl_kernel.flash_m
 it; a name some module has already imported is refused unless ``replace=True``, since the engine's references to
 the old module would stay with the old module.
 
-What stands in: :func:`flash_mla_with_kvcache` (sparse decode with ``indices``, paged dense decode without; it also
+What stands in: :func:`flash_mla_with_kvcache` (sparse decode with ``indices``, DeepSeek-V4's or, with a 576-wide q,
+V3.2's; paged dense decode without; it also
 takes vLLM's ``out=`` and the keywords of SGLang's FlashMLA build), :func:`get_mla_metadata` and
 ``FlashMLASchedMeta`` (:class:`wavemla.MLAMetadata`), SGLang's SM120 entry :func:`flash_mla_with_kvcache_sm120`,
 and the sparse prefill :func:`flash_mla_sparse_fwd` (DeepSeek-V4's and V3.2's). FlashMLA's dense prefill and
