@@ -7,6 +7,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import wavemla
 from tests.conftest import DEVICE
@@ -63,6 +65,32 @@ def test_topk_length_sink_and_empty_tokens() -> None:
     out, lse = wavemla.sparse_mla_decode(**x, topk_length=length, attn_sink=sink)
     assert bool((out[0] == 0).all() and (out[3] == 0).all()) and bool(torch.isinf(lse[0]).all())
     assert bool((out[1:3, :, 1] == 0).all())  # sink +inf
+
+
+@settings(max_examples=12, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    b=st.integers(1, 3),
+    s_q=st.integers(1, 4),
+    h_q=st.sampled_from([1, 3, 16]),
+    topk=st.integers(1, 100),
+    page=st.sampled_from([1, 7, 64]),
+    fp8=st.booleans(),
+    lengths=st.sampled_from(["none", "mixed"]),
+    sink=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_random_calls_match_the_reference(
+    b: int, s_q: int, h_q: int, topk: int, page: int, fp8: bool, lengths: str, sink: bool, seed: int
+) -> None:
+    """Shapes, pages, lengths (negative, zero, inside, beyond topk) and sinks drawn at random."""
+    x = _inputs(b, s_q, h_q, topk, page=page, blocks=max(1, 200 // page), fp8=fp8, seed=seed)
+    kwargs: dict = {}
+    if lengths == "mixed":
+        choices = torch.tensor([-5, 0, topk // 2, topk, topk + 9], dtype=torch.int32)
+        kwargs["topk_length"] = choices[torch.arange(b) % 5].to(DEVICE)
+    if sink:
+        kwargs["attn_sink"] = (torch.randn(h_q, generator=torch.Generator().manual_seed(seed)) * 2).to(DEVICE)
+    _check(x, **kwargs)
 
 
 def test_invalid_entries_are_never_read() -> None:
