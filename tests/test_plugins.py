@@ -140,6 +140,25 @@ def test_a_late_plugin_warns_naming_the_stale_bindings(engines: Path) -> None:
     assert flashmla.flash_mla_with_kvcache is wavemla.flash_mla_with_kvcache  # the module itself is patched
 
 
+def test_the_module_defining_the_calls_is_not_a_stale_binding(engines: Path) -> None:
+    """vLLM's ops module takes FlashMLA's calls from the module that defines them: imported before the plugin ran,
+    that module keeps its own definitions without a warning; a module that imported them from it is named."""
+    _write_package(engines, "vllm.third_party.flashmla_interface", OPS_MODULE)
+    (engines / "vllm" / "v1" / "attention" / "ops" / "flashmla.py").write_text(
+        "from vllm.third_party.flashmla_interface import FlashMLASchedMeta, flash_mla_with_kvcache, get_mla_metadata\n"
+    )
+    from vllm.v1.attention.ops import flashmla
+
+    with config.override(WAVEMLA_ENGINE_PATCH="decode"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plugins.vllm_plugin()
+    assert flashmla.flash_mla_with_kvcache is wavemla.flash_mla_with_kvcache and shim.stale_bindings() == []
+    import vllm.third_party  # a module that bound the engine's call from the defining module
+
+    vllm.third_party.bound = sys.modules["vllm.third_party.flashmla_interface"].flash_mla_with_kvcache  # type: ignore[attr-defined]
+    assert shim.stale_bindings() == ["vllm.third_party.bound"]
+
+
 def test_no_warning_when_nothing_was_bound_before(engines: Path) -> None:
     from vllm.v1.attention.ops import flashmla  # imported, but nothing imported from it yet
 

@@ -325,7 +325,8 @@ def patch(names: Sequence[str], *, prefill: bool = False) -> list[str]:
 def stale_bindings(names: Sequence[str] | None = None) -> list[str]:
     """Names (``module.attr``, sorted) that other imported modules still bind to what :func:`patch` replaced in
     ``names`` (default: every module patched): modules that imported the engine's calls before the patch ran, and so
-    keep calling them. Empty where every module imported the calls after the patch."""
+    keep calling them. The module that defines a call (its ``__module__``, as vLLM's FlashMLA interface behind its
+    ops module) is not counted. Empty where every module imported the calls after the patch."""
     wanted = patched_names() if names is None else _module_names(names)
     replaced = {id(value) for name in wanted for value in _ORIGINALS.get(name, {}).values()}  # alive: held there
     if not replaced:
@@ -341,7 +342,7 @@ def stale_bindings(names: Sequence[str] | None = None) -> list[str]:
         if not isinstance(namespace, dict):
             continue
         for attr, value in list(namespace.items()):
-            if id(value) in replaced:
+            if id(value) in replaced and getattr(value, "__module__", None) != module_name:
                 found.append(f"{module_name}.{attr}")
     return sorted(found)
 
