@@ -127,7 +127,7 @@ def mask_stats(mask: torch.Tensor) -> torch.Tensor:
     if b * s == 0 or length == 0:
         return stats
     _launch(
-        _mask_stats_kernel, (s, b), (m, stats), (),
+        _mask_stats_kernel, (s, b), (m, stats), ("stats",),
         p_mask=m, p_stats=stats, L=length, stride_b=m.stride(0), stride_s=m.stride(1), stride_l=m.stride(2),
         thr=thr, FLOAT=additive, BLOCK_L=BLOCK_L, num_warps=4,
     )  # fmt: skip
@@ -151,7 +151,7 @@ def mask_lists(mask: torch.Tensor, width: int) -> torch.Tensor:
     if b * s == 0 or length == 0:
         return out.fill_(-1)
     _launch(
-        _mask_lists_kernel, (s, b), (m, out), (width,),
+        _mask_lists_kernel, (s, b), (m, out), ("lists", width),
         p_mask=m, p_out=out, L=length, S=s, width=width, stride_b=m.stride(0), stride_s=m.stride(1),
         stride_l=m.stride(2), thr=thr, FLOAT=additive, COMPACT=width < length, BLOCK_L=BLOCK_L, num_warps=4,
     )  # fmt: skip
@@ -164,12 +164,12 @@ _REPLAYS = launch.ReplayCache(32)
 
 
 def _launch(
-    kernel: Any, grid: tuple[int, int], tensors: tuple[torch.Tensor, torch.Tensor], scalars: tuple[int, ...],
+    kernel: Any, grid: tuple[int, int], tensors: tuple[torch.Tensor, torch.Tensor], scalars: tuple[str | int, ...],
     **kwargs: Any,
 ) -> None:  # fmt: skip
     """``kernel[grid](**kwargs)``, whose tensor arguments are ``tensors`` (the mask and the output) and whose other
-    arguments follow from their dtypes, shapes and strides and ``scalars``: a launch replayed where one of the same
-    signature was recorded before, else Triton's (recorded for the next)."""
+    arguments follow from their dtypes, shapes and strides and ``scalars`` (the kernel's name first): a launch
+    replayed where one of the same signature was recorded before, else Triton's (recorded for the next)."""
     key = None
     if launch.replayable(tensors, scalars):
         key, ptrs = launch.call_key(tensors, scalars)
