@@ -413,6 +413,14 @@ def sparse_mla_decode(
     """
     from wavemla.kernels.sparse_decode import p_scratch_elems
 
+    if isinstance(q, torch.Tensor) and q.dim() == 4 and q.shape[3] == fp8_v32.D_QK:
+        # DeepSeek-V3.2's call runs the dense decode, which keeps its own launch replays: none are looked up here.
+        _check_q_common(q)
+        extra = (extra_kv_cache, extra_indices, extra_topk_length)
+        return _v32_sparse_decode(
+            q, kv_cache, indices, topk_length, *extra, attn_sink, softmax_scale, metadata, batch_invariant, out
+        )
+
     # A call with the signature of one made before with this metadata launches that call's kernels again
     # (kernels.launch): the same validation outcome, plan, kernels and arguments, with the new tensors.
     tensors = (q, kv_cache, indices, topk_length, extra_kv_cache, extra_indices, extra_topk_length, attn_sink)
@@ -423,11 +431,6 @@ def sparse_mla_decode(
 
     device = _check_q_common(q)
     b, s_q, h_q, d = q.shape
-    if d == fp8_v32.D_QK:
-        extra = (extra_kv_cache, extra_indices, extra_topk_length)
-        return _v32_sparse_decode(
-            q, kv_cache, indices, topk_length, *extra, attn_sink, softmax_scale, metadata, batch_invariant, out
-        )
     if d != D_QK:
         raise ValueError(f"q: expected head_dim {D_QK} (DeepSeek-V4 latent) or 576 (DeepSeek-V3.2), got {d}")
     is_fp8 = _check_cache("kv_cache", kv_cache, device)
