@@ -1,8 +1,9 @@
 """DeepSeek-V3.2's sparse decode (q 576 wide, FP8 V3.2 cache of 656 bytes a token) through ``sparse_mla_decode``:
 the compaction of each token's index list and the dense decode's kernels over it, timed as one call replayed from a
 CUDA graph with L2 flushed (median of ``--reps``), against the copy and GEMM ceilings measured in the same run and
-FlashMLA's published 410 TFLOP/s (H800, b = 128, h = 128, s_q = 2, 2048 entries). Every output is checked against
-the fp64 reference first. Also timed: the dense decode alone over already compacted lists (the compaction's share).
+FlashMLA's published 410 TFLOP/s (H800, b = 128, h = 128, s_q = 2, 2048 entries). The outputs of calls of up to 64
+query tokens are checked against the fp64 reference first (larger ones would need several GB for it). Also timed:
+the dense decode alone over already compacted lists (the compaction's share).
 
     PYTHONPATH=src python3 benchmarks/experiments/v32_sparse_bench.py --json OUT.json
 """
