@@ -397,3 +397,28 @@ class ReplayCache:
 
     def clear(self) -> None:
         self._entries.clear()
+
+
+def replayed_run(
+    cache: ReplayCache, kernel: Any, grid: tuple[int, ...], tensors: Sequence[torch.Tensor | None],
+    scalars: Sequence[Any], **kwargs: Any,
+) -> None:  # fmt: skip
+    """``kernel[grid](**kwargs)`` for a launcher of one kernel whose tensor arguments are ``tensors`` (None where
+    absent; the first a CUDA tensor for a replay) and whose other arguments follow from their dtypes, shapes and
+    strides and ``scalars`` (the kernel's name first): the launch kept in ``cache`` for the call's signature where
+    one was recorded, else Triton's (recorded for the next call of the signature)."""
+    key = None
+    if replayable(tensors, scalars):
+        key, ptrs = call_key(tensors, scalars)
+        kept = cache.get(key)
+        if kept is not None and kept[0] is not None:
+            kept[0].launch(tensors, ptrs)
+            return
+    with recording() as rec:
+        run(kernel, grid, **kwargs)
+    if key is not None and key not in cache:
+        try:
+            replay: Replay | None = Replay(rec, tensors, ())
+        except NotReplayable:
+            replay = None  # remembered: launches of this signature are not recorded again
+        cache.put(key, (replay,))

@@ -167,21 +167,6 @@ def _launch(
     kernel: Any, grid: tuple[int, int], tensors: tuple[torch.Tensor, torch.Tensor], scalars: tuple[str | int, ...],
     **kwargs: Any,
 ) -> None:  # fmt: skip
-    """``kernel[grid](**kwargs)``, whose tensor arguments are ``tensors`` (the mask and the output) and whose other
-    arguments follow from their dtypes, shapes and strides and ``scalars`` (the kernel's name first): a launch
-    replayed where one of the same signature was recorded before, else Triton's (recorded for the next)."""
-    key = None
-    if launch.replayable(tensors, scalars):
-        key, ptrs = launch.call_key(tensors, scalars)
-        kept = _REPLAYS.get(key)
-        if kept is not None and kept[0] is not None:
-            kept[0].launch(tensors, ptrs)
-            return
-    with launch.recording() as rec:
-        launch.run(kernel, grid, **kwargs)
-    if key is not None and key not in _REPLAYS:
-        try:
-            replay: launch.Replay | None = launch.Replay(rec, tensors, ())
-        except launch.NotReplayable:
-            replay = None  # remembered: launches of this signature are not recorded again
-        _REPLAYS.put(key, (replay,))
+    """``kernel[grid](**kwargs)``, whose tensor arguments are ``tensors`` (the mask and the output), replayed where a
+    launch of the same signature was recorded before (:func:`wavemla.kernels.launch.replayed_run`)."""
+    launch.replayed_run(_REPLAYS, kernel, grid, tensors, scalars, **kwargs)
