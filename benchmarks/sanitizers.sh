@@ -72,4 +72,11 @@ want memcheck-dense && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step ${MEMCHECK_LIMIT:-9
 want racecheck-dense && step ${RACECHECK_LIMIT:-150} racecheck-dense $CS --tool racecheck --racecheck-report hazard python3 benchmarks/sanitize_dense.py
 # ... and in CUDA graphs on two streams (the scheduler's work ranges written on every replay)
 want memcheck-dense-graphs && step 90 memcheck-dense-graphs $CS --tool memcheck $S --small --mode dense --replays 20
+# DeepSeek-V3.2's sparse decode: the compacted lists (invalid entries, lengths from negative to past topk), the dense
+# decode over them and the sink's scale into outputs of other strides; eager calls with caching off
+V3="python3 -m pytest -q -p no:cacheprovider -p no:xdist tests/kernels/test_v32_lists.py::test_lists_match_the_sort
+ tests/kernels/test_v32_lists.py::test_sink_scale_in_place_and_into_strided_out
+ tests/test_sparse_v32.py::test_topk_length_sink_and_empty_tokens tests/test_sparse_v32.py::test_sink_with_the_callers_out
+ tests/test_sparse_v32.py::test_invalid_entries_are_never_read"
+want memcheck-v32 && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step ${MEMCHECK_LIMIT:-150} memcheck-v32 $CS --tool memcheck $V3
 exit 0

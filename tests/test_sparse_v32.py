@@ -121,6 +121,22 @@ def test_the_flashmla_call_and_out() -> None:
     assert torch.equal(got, ref)  # the metadata's second call
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_sink_with_the_callers_out(layout: str) -> None:
+    """With a sink, the output reaches a caller's ``out`` scaled: written by the dense decode and scaled in place
+    where ``out`` is contiguous, scaled into it from the decode's own tensor where it is not; the call returns it."""
+    x = _inputs(2, 2, 16, 64, page=16, blocks=8, fp8=True, seed=5)
+    sink = torch.linspace(-2, 2, 16, device=DEVICE)
+    ref, ref_lse = wavemla.sparse_mla_decode(**x, attn_sink=sink)
+    if layout == "contiguous":
+        out = torch.full((2, 2, 16, 512), float("nan"), dtype=DTYPE, device=DEVICE)
+    else:
+        out = torch.full((16, 2, 2, 512), float("nan"), dtype=DTYPE, device=DEVICE).permute(1, 2, 0, 3)
+    got, lse = wavemla.sparse_mla_decode(**x, attn_sink=sink, out=out)
+    assert got is out and torch.equal(out, ref) and torch.equal(lse, ref_lse)
+    _check(x, attn_sink=sink)
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -160,9 +176,11 @@ def test_the_knob_asking_for_invariance_is_refused() -> None:
 @pytest.mark.gpu
 @pytest.mark.skipif(DEVICE != "cuda", reason="CUDA-graph capture")
 def test_gpu_graph_capture_with_new_lists() -> None:
-    """No host read: the call records into a CUDA graph and replays on new index lists (h = 128, FlashMLA's
-    DeepSeek-V3.2 shape, 2048 entries)."""
+    """No host read: the call records into a CUDA graph and replays on new index lists and lengths (h = 128,
+    FlashMLA's DeepSeek-V3.2 shape, 2048 entries, a sink)."""
     x = _inputs(4, 2, 128, 2048, page=64, blocks=256, fp8=True, seed=7)
+    x["topk_length"] = torch.tensor([2048, 100, 0, 1500], dtype=torch.int32, device=DEVICE)
+    x["attn_sink"] = torch.linspace(-4, 4, 128, device=DEVICE)
     sched, _ = wavemla.get_mla_metadata()
     out = torch.empty(4, 2, 128, 512, dtype=DTYPE, device=DEVICE)
     lse_box = []
@@ -173,6 +191,7 @@ def test_gpu_graph_capture_with_new_lists() -> None:
         lse_box.append(wavemla.sparse_mla_decode(**x, metadata=sched, out=out)[1])
     new = _inputs(4, 2, 128, 2048, page=64, blocks=256, fp8=True, seed=8)["indices"]
     x["indices"].copy_(new)
+    x["topk_length"].copy_(torch.tensor([7, 2048, 1024, 0], dtype=torch.int32))
     graph.replay()
     torch.cuda.synchronize()
     ref_out, ref_lse = sparse_decode_ref(**x)

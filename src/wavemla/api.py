@@ -545,7 +545,8 @@ def _v32_sparse_decode(
     """DeepSeek-V3.2's sparse decode (q 576 wide): each query token's valid entries, moved to the front of its list
     in their order, are the block table of one request of the paged dense decode over the cache read as one row per
     slot (page 1), and the sink scales the output after (``out · exp(lse) / (exp(lse) + exp(sink))``). Semantics:
-    :func:`wavemla.reference.sparse_decode_ref`. No host read: the compaction is torch operations on the device."""
+    :func:`wavemla.reference.sparse_decode_ref`. No host read: the lists and the sink are one kernel each
+    (:mod:`wavemla.kernels.v32_lists`)."""
     device = q.device
     b, s_q, h_q, d = q.shape
     for name, value in (("extra_kv_cache", extra_kv_cache), ("extra_indices", extra_indices),
@@ -590,22 +591,22 @@ def _v32_sparse_decode(
     if out is not None:
         _check_out(out, q, D_QK, ("q", "kv_cache", "indices", "topk_length", "attn_sink"),
                    (q, kv_cache, indices, topk_length, attn_sink))  # fmt: skip
+    from wavemla.kernels.v32_lists import compact_lists, scale_by_sink
+
     slots = blocks * page
     rows = kv_cache.as_strided((slots, 1, 1, width), (width, width, width, 1))
-    valid = (indices >= 0) & (indices < slots)
-    if topk_length is not None:
-        valid &= torch.arange(topk, device=device).view(1, 1, topk) < topk_length.view(b, 1, 1)
-    order = torch.argsort((~valid).to(torch.uint8), dim=-1, stable=True)  # valid entries first, in their order
-    table = torch.gather(torch.where(valid, indices, 0), -1, order).view(b * s_q, topk)
-    lengths = valid.sum(-1, dtype=torch.int32).view(b * s_q)
+    table, lengths = compact_lists(indices, topk_length, slots)
+    # the dense decode writes the caller's out where it can take it as [b·s_q, 1, h_q, 512] (else its own tensor)
+    direct = out is not None and out.is_contiguous()
     o, lse = dense_mla_decode(
-        q.reshape(b * s_q, 1, h_q, d), rows, table, lengths, softmax_scale=softmax_scale, metadata=metadata
-    )
+        q.reshape(b * s_q, 1, h_q, d), rows, table, lengths, softmax_scale=softmax_scale, metadata=metadata,
+        out=out.view(b * s_q, 1, h_q, D_QK) if direct else None,
+    )  # fmt: skip
     o = o.view(b, s_q, h_q, D_QK)
     lse = lse.reshape(b, s_q, h_q)
-    if attn_sink is not None:
-        factor = torch.where(lse == math.inf, 1.0, torch.sigmoid(lse - attn_sink.view(1, 1, h_q)))
-        o = (o.float() * factor[..., None]).to(q.dtype)
+    if attn_sink is not None:  # scaled in place, or into the caller's out where the dense decode could not write it
+        scale_by_sink(o, lse, attn_sink.contiguous(), o if out is None or direct else out)
+        o = o if out is None else out
     return _deliver(o, out), lse.transpose(1, 2)
 
 
