@@ -67,7 +67,7 @@ def test_topk_length_sink_and_empty_tokens() -> None:
     assert bool((out[1:3, :, 1] == 0).all())  # sink +inf
 
 
-@settings(max_examples=12, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=16, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(
     b=st.integers(1, 3),
     s_q=st.integers(1, 4),
@@ -77,13 +77,26 @@ def test_topk_length_sink_and_empty_tokens() -> None:
     fp8=st.booleans(),
     lengths=st.sampled_from(["none", "mixed"]),
     sink=st.booleans(),
+    views=st.booleans(),
+    out=st.sampled_from(["none", "contiguous", "strided"]),
     seed=st.integers(0, 2**16),
 )
 def test_random_calls_match_the_reference(
-    b: int, s_q: int, h_q: int, topk: int, page: int, fp8: bool, lengths: str, sink: bool, seed: int
-) -> None:
-    """Shapes, pages, lengths (negative, zero, inside, beyond topk) and sinks drawn at random."""
+    b: int, s_q: int, h_q: int, topk: int, page: int, fp8: bool, lengths: str, sink: bool, views: bool, out: str,
+    seed: int,
+) -> None:  # fmt: skip
+    """Shapes, pages, lengths (negative, zero, inside, beyond topk), sinks, inputs that are views (q every other
+    head of a wider tensor, lists cut from longer ones, the FP8 cache as float8_e4m3fn) and a caller's ``out``
+    (contiguous or strided, NaN-filled) drawn at random."""
     x = _inputs(b, s_q, h_q, topk, page=page, blocks=max(1, 200 // page), fp8=fp8, seed=seed)
+    if views:
+        wide_q = torch.full((b, s_q, 2 * h_q, 576), float("nan"), dtype=DTYPE, device=DEVICE)
+        wide_q[:, :, ::2] = x["q"]
+        wide_idx = torch.full((b, s_q, topk + 5), 7, dtype=torch.int32, device=DEVICE)
+        wide_idx[..., :topk] = x["indices"]
+        x["q"], x["indices"] = wide_q[:, :, ::2], wide_idx[..., :topk]
+        if fp8:
+            x["kv_cache"] = x["kv_cache"].view(torch.float8_e4m3fn)
     kwargs: dict = {}
     if lengths == "mixed":
         choices = torch.tensor([-5, 0, topk // 2, topk, topk + 9], dtype=torch.int32)
@@ -91,6 +104,13 @@ def test_random_calls_match_the_reference(
     if sink:
         kwargs["attn_sink"] = (torch.randn(h_q, generator=torch.Generator().manual_seed(seed)) * 2).to(DEVICE)
     _check(x, **kwargs)
+    if out != "none":
+        want, want_lse = wavemla.sparse_mla_decode(**x, **kwargs)
+        shape = (b, s_q, h_q, 512) if out == "contiguous" else (h_q, s_q, b, 512)
+        buf = torch.full(shape, float("nan"), dtype=DTYPE, device=DEVICE)
+        buf = buf if out == "contiguous" else buf.permute(2, 1, 0, 3)
+        got, lse = wavemla.sparse_mla_decode(**x, **kwargs, out=buf)
+        assert got is buf and torch.equal(buf, want) and torch.equal(lse, want_lse)
 
 
 def test_invalid_entries_are_never_read() -> None:
