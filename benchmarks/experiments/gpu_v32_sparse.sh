@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # DeepSeek-V3.2's sparse decode (q 576 wide) through the sparse call: its tests, its list and sink kernels', the
-# API's and the launch replays' (mask lists' included) on the GPU, then v32_sparse_bench.py (h = 128, 2048 entries, b = 1..128, s_q = 1 and 2). Where a base tree
-# has been unpacked into old-src/ (git archive BASE src | tar -x -C old-src), the bench runs on it too, alternated
-# with this tree's (new, old, new): an A/B on one machine. Then, in what is left of the budget, the sanitizers'
-# memcheck-v32 step. Output under $OUT: v32.log, v32-{new,old}-N.json, sanitizers.{log,txt}.
+# API's and the launch replays' (mask lists' included) on the GPU, then v32_sparse_bench.py (h = 128, 2048 entries,
+# b = 1..128, s_q = 1 and 2). Where a base tree has been unpacked into old-src/ (git archive BASE src | tar -x -C
+# old-src), the bench runs on it too, alternated with this tree's (new, old, new): an A/B on one machine. Then, in
+# what is left of the budget, the sanitizers' memcheck-v32 step. Output under $OUT: v32.log, v32-{new,old}-N.json,
+# sanitizers.{log,txt}.
 #   OUT=/some/dir bash benchmarks/experiments/gpu_v32_sparse.sh <git-sha> [<base-sha>]
 set -uo pipefail
 BUDGET=${BUDGET:-560}
