@@ -70,7 +70,7 @@ def _sink_kernel(
     i_t = tl.program_id(0)
     i_h = tl.program_id(1)
     i_b = tl.cast(i_t // S, tl.int64)
-    i_s = i_t % S
+    i_s = tl.cast(i_t % S, tl.int64)
     o_h = i_h * BLOCK_H + tl.arange(0, BLOCK_H)
     m_h = o_h < H
     o_d = tl.arange(0, BLOCK_D)
@@ -81,9 +81,10 @@ def _sink_kernel(
     m_none = b_lse == float("inf")
     b_factor = tl.where(m_none, 1.0, 1.0 / (1.0 + tl.exp(b_sink - tl.where(m_none, 0.0, b_lse))))
     m_hd = m_h[:, None]
-    p_src = p_o + i_b * stride_ob + i_s * stride_os + o_h[:, None] * stride_oh + o_d[None, :]
+    o_h64 = tl.cast(o_h, tl.int64)[:, None]  # (an out of other strides may span more than 2^31 elements)
+    p_src = p_o + i_b * stride_ob + i_s * stride_os + o_h64 * stride_oh + o_d[None, :]
     b_o = tl.load(p_src, mask=m_hd, other=0.0).to(tl.float32)
-    p_dst = p_out + i_b * stride_db + i_s * stride_ds + o_h[:, None] * stride_dh + o_d[None, :] * stride_dd
+    p_dst = p_out + i_b * stride_db + i_s * stride_ds + o_h64 * stride_dh + o_d[None, :] * stride_dd
     tl.store(p_dst, (b_o * b_factor[:, None]).to(p_out.dtype.element_ty), mask=m_hd)
 
 
