@@ -1,5 +1,6 @@
-"""`wavemla demo`: the DSV4 sparse step and the V3 dense steps (bf16 rows, FP8 V3.2) pass against the fp64
-reference through the interpreter (CPU lane) and on the GPU (timed); bad options exit 2 naming the option."""
+"""`wavemla demo`: the DSV4 sparse step, the V3 dense steps (bf16 rows, FP8 V3.2), the V3.2 sparse step and the
+DSV4 prefill step pass against the fp64 reference through the interpreter (CPU lane) and on the GPU (timed); bad
+options exit 2 naming the option."""
 
 from __future__ import annotations
 
@@ -37,6 +38,10 @@ def test_cli_registers_the_verb() -> None:
         (("--dense", "--batch", "-1"), "--batch"),
         (("--prefill", "--dense"), "--prefill"),
         (("--prefill", "--batch", "3"), "--prefill"),
+        (("--prefill", "--v32"), "--prefill"),
+        (("--v32", "--dense"), "--v32"),
+        (("--v32", "--fp8"), "--fp8"),
+        (("--v32", "--batch", "0"), "--batch"),
     ],
 )
 def test_bad_options_exit_2_naming_the_option(
@@ -59,8 +64,9 @@ cpu_lane_only = pytest.mark.skipif(torch.cuda.is_available(), reason="CPU lane (
         (("--dense",), "200 keys per request (page 64), float16 rows"),
         (("--dense", "--fp8"), "FP8 V3.2 cache (656 B per key)"),
         (("--prefill",), "DeepSeek-V4 sparse prefill step on CPU (Triton interpreter)"),
+        (("--v32",), "64 list entries per token over 512 slots (page 64, the last 8 entries -1), FP8 V3.2 cache"),
     ],
-    ids=["sparse", "dense", "dense-fp8", "prefill"],
+    ids=["sparse", "dense", "dense-fp8", "prefill", "v32"],
 )
 def test_cpu_demo_passes(argv: tuple[str, ...], header: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "--cpu", *argv)
@@ -79,7 +85,9 @@ def test_cli_demo_on_cpu_from_a_fresh_process() -> None:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    "argv", [(), ("--dense",), ("--dense", "--fp8"), ("--prefill",)], ids=["sparse", "dense", "dense-fp8", "prefill"]
+    "argv",
+    [(), ("--dense",), ("--dense", "--fp8"), ("--prefill",), ("--v32",)],
+    ids=["sparse", "dense", "dense-fp8", "prefill", "v32"],
 )
 def test_gpu_demo_passes(argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, *argv)

@@ -8,6 +8,10 @@ measured in the same run. Without a GPU: a reduced shape through Triton's interp
 heads, 4096 cached keys per request, bf16 rows (``--fp8``: the FP8 V3.2 cache), timed the same way; without a GPU
 batch 2, 16 heads, 200 keys per request, fp16 rows.
 
+``--v32`` runs a DeepSeek-V3.2 sparse decode step (FlashMLA's V3.2 call: q 576 wide, index lists over the 656-byte
+FP8 V3.2 cache, page 64): on a GPU batch 64, 128 heads, 2048 entries per token over 131,072 slots, timed the same
+way; without a GPU batch 2, 16 heads, 64 entries (the last 8 of each list -1) over 512 slots.
+
 ``--prefill`` runs a DeepSeek-V4 sparse prefill step (FlashMLA's ``flash_mla_sparse_fwd``): on a GPU 1024 query
 tokens of 64 heads, each over 640 of 8192 bf16 rows, sink on, timed the same way (1024 tokens keep the fp64
 reference's gathered rows near 3 GB); without a GPU 4 tokens of 16 heads over 64 of 200 fp16 rows. ``max_logits`` is
@@ -38,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prefill", action="store_true", help="a DeepSeek-V4 sparse prefill step instead (flash_mla_sparse_fwd)"
     )
+    parser.add_argument(
+        "--v32", action="store_true", help="a DeepSeek-V3.2 sparse decode step instead (q 576 wide, FP8 V3.2 cache)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,8 +61,12 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.prefill and (args.dense or args.batch is not None):
-        print("wavemla demo: --prefill: a prefill step has query tokens, not requests; drop --dense and --batch",
+    if args.prefill and (args.dense or args.batch is not None or args.v32):
+        print("wavemla demo: --prefill: a prefill step has query tokens, not requests; drop --dense, --v32 and "
+              "--batch", file=sys.stderr)  # fmt: skip
+        return 2
+    if args.v32 and args.dense:
+        print("wavemla demo: --v32: a sparse decode step (its cache is always FP8 V3.2); drop --dense and --fp8",
               file=sys.stderr)  # fmt: skip
         return 2
     on_gpu = torch.cuda.is_available() and not args.cpu
@@ -65,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_prefill(on_gpu)
     if args.dense:
         return _run_dense(args, on_gpu)
+    if args.v32:
+        return _run_v32(args, on_gpu)
     from wavemla import get_mla_metadata, sparse_mla_decode
     from wavemla.reference import sparse_decode_ref
     from wavemla.testing import TOLERANCES, make_sparse_decode_inputs
@@ -201,6 +214,50 @@ def _run_dense(args: argparse.Namespace, on_gpu: bool) -> int:
         dense_traffic([seqlen] * b, 1, h, 576, args.fp8, page),
         on_gpu,
         "FP8 rows" if args.fp8 else "rows",
+    )
+
+
+def _run_v32(args: argparse.Namespace, on_gpu: bool) -> int:
+    """One DeepSeek-V3.2 sparse decode step, checked against the fp64 reference (and timed on a GPU)."""
+    import torch
+
+    from wavemla import get_mla_metadata, sparse_mla_decode
+    from wavemla.reference import sparse_decode_ref
+    from wavemla.reference.fp8_v32 import BYTES_PER_TOKEN, quantize_v32
+    from wavemla.testing import TOLERANCES, dense_out_tolerance
+
+    if on_gpu:
+        b, h, topk, blocks, unused = args.batch or 64, 128, 2048, 2048, 0
+        dtype, device, lane = torch.bfloat16, "cuda", "gpu"
+    else:
+        b, h, topk, blocks, unused = args.batch or 2, 16, 64, 8, 8
+        dtype, device, lane = torch.float16, "cpu", "interp"
+    page = 64
+    slots = blocks * page
+    print(f"wavemla demo: DeepSeek-V3.2 sparse decode step on {_where(on_gpu)}")
+    padding = f", the last {unused} entries -1" if unused else ""
+    print(f"  b={b} s_q=1 h={h} d_qk=576 d_v=512, {topk} list entries per token over {slots} slots (page {page}"
+          f"{padding}), FP8 V3.2 cache ({BYTES_PER_TOKEN} B per key)")  # fmt: skip
+    gen = torch.Generator(device=device).manual_seed(0)
+    cache = quantize_v32(torch.randn(blocks, page, 1, 576, device=device, generator=gen))
+    idx = torch.rand(b, slots, device=device, generator=gen).argsort(-1)[:, :topk].to(torch.int32)
+    idx[:, topk - unused :] = -1
+    x: dict[str, Any] = {
+        "q": (torch.randn(b, 1, h, 576, device=device, generator=gen) * 0.5).to(dtype),
+        "kv_cache": cache,
+        "indices": idx.view(b, 1, topk),
+    }
+    meta, _ = get_mla_metadata()
+    keys = float(b * (topk - unused))
+    work = (2.0 * h * (576 + 512) * keys, keys * BYTES_PER_TOKEN + b * topk * 4 + b * h * (2 * 576 + 2 * 512 + 4))
+    return _check_and_time(
+        lambda: sparse_mla_decode(**x, metadata=meta),
+        lambda: sparse_decode_ref(**x),
+        lambda: _last_reason(meta.dense_plan),
+        (("out", dense_out_tolerance(cache, lane)), ("lse", TOLERANCES[("lse", lane)])),
+        work,
+        on_gpu,
+        "FP8 rows",
     )
 
 
