@@ -14,7 +14,8 @@ arguments and the knobs. Within one signature every other launch argument, every
 choice the launchers make are the same, so a replay launches exactly what Triton would have: the same compiled
 kernels with the same arguments. Tensors a replay keeps for every call (a metadata object's workspace) can be
 exchanged: :meth:`Replay.unbound` drops them and :meth:`Replay.bound` gives a copy that launches with others of the
-same layout. :class:`ReplayCache` keeps replays by signature for callers without an object to hold them.
+same layout. :class:`ReplayCache` keeps replays by signature for callers without an object to hold them, and
+:func:`replayed_run` is the whole replay-or-record step for a launcher of one kernel.
 
 Host-side torch work in a launcher is either repeated by the replay (a scratch allocation, :func:`scratch`; a
 dtype conversion of an input, :func:`converted`) or refuses the recording (:func:`untracked`). A recording is also
