@@ -90,7 +90,7 @@ def test_dense_text_table_fits_sm120(capsys: pytest.CaptureFixture[str]) -> None
                           "--batch", "1", "32", "128")  # fmt: skip
     assert code == 0 and err == ""
     lines = out.splitlines()
-    assert lines[1] == "DENSE decode: h=128, s_q=1, d_qk 576, 16384 keys per block table, FP8 V3.2 cache"
+    assert lines[1] == "DENSE decode: h=128, s_q=1, d_qk 576, 16384 keys per block table, pages of 64, FP8 V3.2 cache"
     assert "no sm_120 tile" in lines[2]
     assert lines[4].split() == ["b", "config", "smem", "KB", "regs", "prog/SM", "parts", "programs", "seg", "tiles",
                                 "pred", "us", "us/req"]  # fmt: skip
@@ -112,7 +112,8 @@ def test_dense_json_matches_the_planner(capsys: pytest.CaptureFixture[str]) -> N
                         "--batch", "4", "64", "--json")  # fmt: skip
     assert code == 0
     info = json.loads(out)
-    assert info["workload"] == {"mode": "dense", "heads": 64, "seqlen": 4096, "d_qk": 512, "s_q": 2, "fp8": False}
+    assert info["workload"] == {"mode": "dense", "heads": 64, "seqlen": 4096, "d_qk": 512, "s_q": 2, "fp8": False,
+                                "page": 64}  # fmt: skip
     for r in info["plans"]:
         workload = DenseWorkload(batch=r["batch"], s_q=2, h_q=64, d_qk=512, max_seqlen=4096, is_fp8=False)
         p = plan_dense(workload, PRESETS["h200"])
@@ -120,6 +121,25 @@ def test_dense_json_matches_the_planner(capsys: pytest.CaptureFixture[str]) -> N
         assert r["cut_units"] == p.cut_units
         assert r["predicted_us"] == pytest.approx(p.predicted_us) and r["reasons"] == list(p.reasons)
         assert r["us_per_request"] == pytest.approx(p.predicted_us / r["batch"])
+
+
+def test_dense_page_is_the_workloads(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--page``: the plan of that page size (DeepSeek-V3.2's sparse decode runs the dense decode at page 1, where
+    the H200's bf16 plans leave the warp-specialized kernel, which takes pages of 64 rows)."""
+    argv = ("--gpu", "h200", "--mode", "dense", "--bf16", "--heads", "128", "--seqlen", "2048", "--batch", "64")
+    plans = {}
+    for page in (1, 64):
+        code, out, _ = _run(capsys, *argv, "--page", str(page), "--json")
+        assert code == 0
+        info = json.loads(out)
+        assert info["workload"]["page"] == page
+        p = plan_dense(DenseWorkload(batch=64, s_q=1, h_q=128, max_seqlen=2048, page=page), PRESETS["h200"])
+        (r,) = info["plans"]
+        assert r["config"] == str(p.config) and r["predicted_us"] == pytest.approx(p.predicted_us)
+        plans[page] = r["predicted_us"]
+    assert plans[1] != plans[64]
+    code, out, _ = _run(capsys, *argv, "--page", "1")
+    assert code == 0 and "2048 keys per block table, pages of 1, bf16 rows cache" in out
 
 
 def test_swa_and_bf16(capsys: pytest.CaptureFixture[str]) -> None:
@@ -167,6 +187,9 @@ def test_auto_without_a_gpu_says_what_to_do(capsys: pytest.CaptureFixture[str]) 
         pytest.param(["--mode", "dense", "--d-qk", "512"], "--d-qk: the FP8 V3.2 cache", id="d-qk-fp8"),
         pytest.param(["--mode", "dense", "--bf16", "--d-qk", "640"], "--d-qk: expected 576", id="d-qk-640"),
         pytest.param(["--mode", "dense", "--heads", "0"], "--heads", id="dense-heads-0"),
+        pytest.param(["--mode", "dense", "--page", "0"], "--page: expected 1..1024", id="page-0"),
+        pytest.param(["--mode", "dense", "--page", "2048"], "--page: expected 1..1024", id="page-2048"),
+        pytest.param(["--page", "1"], "--page: not an option of --mode csa", id="page-sparse"),
     ],
 )
 def test_bad_arguments_exit_2_naming_them(capsys: pytest.CaptureFixture[str], argv: list[str], says: str) -> None:

@@ -8,8 +8,10 @@ it prints the configuration, its shared memory and registers, programs per SM, p
 ``--json`` prints the same as one JSON object; ``--png`` plots predicted µs per request against batch size.
 
 ``--mode dense`` plans the paged dense decode (DeepSeek-V3 / Kimi-K2 / GLM: d_qk ``--d-qk``, block tables of
-``--seqlen`` keys, FP8 V3.2 or ``--bf16`` rows): per batch the tile, its resources, programs per SM, the parts the
-device scheduler balances the keys over, programs, the segment overhead in tiles, predicted time and the reasons.
+``--seqlen`` keys in pages of ``--page`` rows, FP8 V3.2 or ``--bf16`` rows): per batch the tile, its resources,
+programs per SM, the parts the device scheduler balances the keys over, programs, the segment overhead in tiles,
+predicted time and the reasons. DeepSeek-V3.2's sparse decode runs this decode at page 1, one request per query
+token (``--batch`` b·s_q, ``--seqlen`` its list width, 2048).
 
 ``--mode prefill`` plans the sparse prefill (FlashMLA's ``flash_mla_sparse_fwd``) for ``--tokens`` query tokens of
 ``--topk``-entry lists (default 640: DeepSeek-V4's window and picks) of ``--d-qk``-wide rows: per token count the
@@ -21,6 +23,7 @@ Example::
     wavemla plan --gpu rtx-pro-6000 --heads 64 --topk 512 --batch 48 64 80 96
     wavemla plan --gpu h200 --mode hca --batch 1 8 64 256 --json
     wavemla plan --gpu rtx-pro-6000 --mode dense --heads 128 --seqlen 16384 --batch 1 32 128
+    wavemla plan --gpu h200 --mode dense --heads 128 --seqlen 2048 --page 1 --batch 1 64 128
     wavemla plan --gpu rtx-5090 --mode prefill --tokens 64 1024 8192
 """
 
@@ -41,6 +44,7 @@ DEFAULT_TOPK = {"csa": 512, "hca": 1024, "swa": 0}
 DEFAULT_WINDOW = 128
 MODES = (*sorted(DEFAULT_TOPK), "dense", "prefill")
 DEFAULT_SEQLEN = 4096  # dense: keys a block table holds (max_blocks · page)
+DEFAULT_PAGE = 64  # dense: rows a cache page holds
 DEFAULT_PREFILL_TOPK = DEFAULT_WINDOW + DEFAULT_TOPK["csa"]  # prefill: a DeepSeek-V4 token's window and picks
 DEFAULT_TOKENS = [64, 1024, 4096, 16384]  # prefill: query tokens of a call
 DEFAULT_BATCHES = [1, 8, 32, 48, 64, 80, 96, 128, 256]
@@ -165,6 +169,7 @@ def dense_rows(
     d_qk: int = 576,
     s_q: int = 1,
     is_fp8: bool = True,
+    page: int = DEFAULT_PAGE,
 ) -> list[dict[str, Any]]:
     """One row per batch size of the dense decode's plan (what ``wavemla plan --mode dense --json`` prints).
 
@@ -179,9 +184,11 @@ def dense_rows(
         raise ValueError(f"--d-qk: expected 576 (512 latent + 64 rope) or 512, got {d_qk}")
     if is_fp8 and d_qk != 576:
         raise ValueError("--d-qk: the FP8 V3.2 cache holds 576-wide rows (add --bf16 for 512-wide rows)")
+    if not 1 <= page <= 1024:
+        raise ValueError(f"--page: expected 1..1024 rows per page, got {page}")
     rows = []
     for b in batches:
-        workload = DenseWorkload(batch=b, s_q=s_q, h_q=heads, d_qk=d_qk, max_seqlen=seqlen, is_fp8=is_fp8)
+        workload = DenseWorkload(batch=b, s_q=s_q, h_q=heads, d_qk=d_qk, max_seqlen=seqlen, is_fp8=is_fp8, page=page)
         p = plan_dense(workload, device)
         rows.append(
             {
@@ -300,7 +307,7 @@ def _describe(w: dict[str, Any]) -> str:
         cache = "FP8 V3.2" if w["fp8"] else "bf16 rows"
         return (
             f"DENSE decode: h={w['heads']}, s_q={w['s_q']}, d_qk {w['d_qk']}, {w['seqlen']} keys per block table, "
-            f"{cache} cache"
+            f"pages of {w['page']}, {cache} cache"
         )
     cache = "FP8 MODEL1" if w["fp8"] else "bf16 rows"
     extra = f" + {w['topk']} compressed rows" if w["topk"] else ""
@@ -355,6 +362,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"dense: keys a request's block table holds (max_blocks x page; default {DEFAULT_SEQLEN})",
     )
     parser.add_argument(
+        "--page",
+        type=int,
+        default=None,
+        help=f"dense: rows a cache page holds (1..1024; default {DEFAULT_PAGE}; DeepSeek-V3.2's sparse decode: 1)",
+    )
+    parser.add_argument(
         "--d-qk", type=int, default=None, help="dense: key width, 576 (default) or 512; prefill: 512 (default) or 576"
     )
     parser.add_argument(
@@ -401,8 +414,9 @@ def run(args: argparse.Namespace) -> int:
     if dense:
         seqlen = DEFAULT_SEQLEN if args.seqlen is None else args.seqlen
         d_qk = 576 if args.d_qk is None else args.d_qk
+        page = DEFAULT_PAGE if args.page is None else args.page
         workload = {"mode": "dense", "heads": args.heads, "seqlen": seqlen, "d_qk": d_qk, "s_q": args.s_q,
-                    "fp8": not args.bf16}  # fmt: skip
+                    "fp8": not args.bf16, "page": page}  # fmt: skip
     elif prefill:
         workload = {"mode": "prefill", "heads": args.heads, "d_qk": 512 if args.d_qk is None else args.d_qk,
                     "topk": DEFAULT_PREFILL_TOPK if args.topk is None else args.topk}  # fmt: skip
@@ -419,12 +433,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         # each option with the modes it belongs to
         decode = (*DEFAULT_TOPK, "dense")
-        owners = {"--seqlen": ("dense",), "--d-qk": ("dense", "prefill"), "--window": tuple(DEFAULT_TOPK),
-                  "--topk": (*DEFAULT_TOPK, "prefill"), "--tokens": ("prefill",), "--batch": decode, "--s-q": decode,
-                  "--bf16": decode, "--png": decode}  # fmt: skip
-        given = {"--seqlen": args.seqlen, "--d-qk": args.d_qk, "--window": args.window, "--topk": args.topk,
-                 "--tokens": args.tokens, "--batch": args.batch, "--s-q": None if args.s_q == 1 else args.s_q,
-                 "--bf16": args.bf16 or None, "--png": args.png}  # fmt: skip
+        owners = {"--seqlen": ("dense",), "--page": ("dense",), "--d-qk": ("dense", "prefill"),
+                  "--window": tuple(DEFAULT_TOPK), "--topk": (*DEFAULT_TOPK, "prefill"), "--tokens": ("prefill",),
+                  "--batch": decode, "--s-q": decode, "--bf16": decode, "--png": decode}  # fmt: skip
+        given = {"--seqlen": args.seqlen, "--page": args.page, "--d-qk": args.d_qk, "--window": args.window,
+                 "--topk": args.topk, "--tokens": args.tokens, "--batch": args.batch,
+                 "--s-q": None if args.s_q == 1 else args.s_q, "--bf16": args.bf16 or None,
+                 "--png": args.png}  # fmt: skip
         for name, value in given.items():
             if value is not None and mode not in owners[name]:
                 raise ValueError(
@@ -439,7 +454,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             if dense:
                 kw: dict[str, Any] = {"heads": args.heads, "seqlen": workload["seqlen"], "d_qk": workload["d_qk"],
-                                      "s_q": args.s_q, "is_fp8": not args.bf16}  # fmt: skip
+                                      "s_q": args.s_q, "is_fp8": not args.bf16, "page": workload["page"]}  # fmt: skip
                 make = functools.partial(dense_rows, device, **kw)
             else:
                 kw = {"heads": args.heads, "mode": mode, "topk": args.topk, "window": workload["window"],
