@@ -113,6 +113,29 @@ def test_random_calls_match_the_reference(
         assert got is buf and torch.equal(buf, want) and torch.equal(lse, want_lse)
 
 
+@pytest.mark.parametrize("fp8", [True, False], ids=["fp8-656", "rows-576"])
+def test_pages_apart_and_many_query_tokens(fp8: bool) -> None:
+    """vLLM's V3.2 decode: a step's T query tokens as one request's (``[1, T, h_q, 576]``, T past 4) with one length,
+    over a cache whose pages start rows apart (other layers' pages between them, poisoned here: NaN rows, 0xFF
+    bytes), as its hybrid allocator lays caches out."""
+    page, blocks, gap = 16, 12, 5
+    x = _inputs(1, 9, 16, 40, page=page, blocks=blocks, fp8=fp8, seed=11)
+    dense = x["kv_cache"]
+    wide = torch.empty((blocks, page + gap, 1, dense.shape[-1]), dtype=dense.dtype, device=DEVICE)
+    if fp8:
+        wide.view(torch.uint8).fill_(0xFF)
+    else:
+        wide.fill_(float("nan"))
+    wide[:, :page] = dense
+    x["kv_cache"] = wide[:, :page]
+    assert x["kv_cache"].stride(0) == (page + gap) * dense.shape[-1]
+    length = torch.tensor([33], dtype=torch.int32, device=DEVICE)
+    _check(x, topk_length=length, attn_sink=torch.linspace(-1, 1, 16, device=DEVICE))
+    out, lse = wavemla.sparse_mla_decode(**x, topk_length=length)
+    want, want_lse = wavemla.sparse_mla_decode(**{**x, "kv_cache": dense}, topk_length=length)
+    assert torch.equal(out, want) and torch.equal(lse, want_lse)  # the same rows, wherever the pages lie
+
+
 def test_invalid_entries_are_never_read() -> None:
     """Every slot no valid entry names holds NaN: the output stays the reference's."""
     x = _inputs(2, 2, 16, 80, page=8, blocks=32, fp8=False, seed=4)
@@ -164,7 +187,8 @@ def test_sink_with_the_callers_out(layout: str) -> None:
         ({"batch_invariant": True}, r"^batch_invariant: DeepSeek-V3\.2's sparse decode \(q of 576\) has no"),
         ({"kv_cache": "wide"}, r"^kv_cache: DeepSeek-V3\.2's FP8 cache has 656 bytes per token, got 584"),
         ({"kv_cache": "rows512"}, r"^kv_cache: DeepSeek-V3\.2's sparse decode reads 576-wide rows of q's dtype"),
-        ({"kv_cache": "padded"}, r"^kv_cache: DeepSeek-V3\.2's sparse decode reads the cache as one row per slot"),
+        ({"kv_cache": "torn"}, r"^kv_cache: DeepSeek-V3\.2's sparse decode reads the cache as rows of 656: its rows"),
+        ({"q": "no-tokens"}, r"^q: s_q \(dim 1\) must be at least 1, got 0"),
         ({"attn_sink": "short"}, r"^attn_sink: expected a \[h_q=16\] fp32 tensor"),
         ({"indices": "empty"}, r"^indices: topk is 0"),
     ],
@@ -175,7 +199,9 @@ def test_refusals_name_the_argument(change: dict, message: str) -> None:
         "kv": x["kv_cache"],
         "wide": torch.zeros(2, 64, 1, 584, dtype=torch.uint8, device=DEVICE),
         "rows512": torch.zeros(2, 64, 1, 512, dtype=DTYPE, device=DEVICE),
-        "padded": torch.zeros(2, 80, 1, 656, dtype=torch.uint8, device=DEVICE)[:, :64],
+        # pages 42,312 bytes apart (64 rows and half a row): not a whole number of 656-byte rows
+        "torn": torch.zeros(2, 42312, dtype=torch.uint8, device=DEVICE)[:, : 64 * 656].view(2, 64, 1, 656),
+        "no-tokens": torch.zeros(1, 0, 16, 576, dtype=DTYPE, device=DEVICE),
         "short": torch.zeros(8, device=DEVICE),
         "empty": torch.zeros(1, 1, 0, dtype=torch.int32, device=DEVICE),
     }

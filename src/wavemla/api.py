@@ -415,7 +415,9 @@ def sparse_mla_decode(
 
     if isinstance(q, torch.Tensor) and q.dim() == 4 and q.shape[3] == fp8_v32.D_QK:
         # DeepSeek-V3.2's call runs the dense decode, which keeps its own launch replays: none are looked up here.
-        _check_q_common(q)
+        # Its query tokens are independent requests there, so any number of them (vLLM's V3.2 decode passes all of
+        # a step's tokens as one request's: [1, T, h_q, 576]).
+        _check_q_common(q, any_s_q=True)
         extra = (extra_kv_cache, extra_indices, extra_topk_length)
         return _v32_sparse_decode(
             q, kv_cache, indices, topk_length, *extra, attn_sink, softmax_scale, metadata, batch_invariant, out
@@ -543,9 +545,9 @@ def _v32_sparse_decode(
     out: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """DeepSeek-V3.2's sparse decode (q 576 wide): each query token's valid entries, moved to the front of its list
-    in their order, are the block table of one request of the paged dense decode over the cache read as one row per
-    slot (page 1), and the sink scales the output after (``out · exp(lse) / (exp(lse) + exp(sink))``). Semantics:
-    :func:`wavemla.reference.sparse_decode_ref`. No host read: the lists and the sink are one kernel each
+    in their order and mapped to cache rows, are the block table of one request of the paged dense decode over the
+    cache read as rows (page 1), and the sink scales the output after (``out · exp(lse) / (exp(lse) + exp(sink))``).
+    Semantics: :func:`wavemla.reference.sparse_decode_ref`. No host read: the lists and the sink are one kernel each
     (:mod:`wavemla.kernels.v32_lists`)."""
     device = q.device
     b, s_q, h_q, d = q.shape
@@ -572,11 +574,15 @@ def _v32_sparse_decode(
             f"V3.2 layout, got {kv_cache.dtype} [..., {width}]"
         )
     blocks, page = int(kv_cache.shape[0]), int(kv_cache.shape[1])
-    if kv_cache.stride(3) != 1 or kv_cache.stride(1) != width or (blocks > 1 and kv_cache.stride(0) != page * width):
+    # rows from one page's start to the next's (dimensions of one element may have any stride)
+    block_stride = kv_cache.stride(0) if blocks > 1 else page * width
+    block_rows = block_stride // width
+    rows_apart = page == 1 or kv_cache.stride(1) == width
+    if kv_cache.stride(3) != 1 or not rows_apart or block_stride % width or block_rows < page:
         raise ValueError(
-            f"kv_cache: DeepSeek-V3.2's sparse decode reads the cache as one row per slot: its pages must be "
-            f"contiguous (stride(0) == page·{width}, stride(1) == {width}, stride(3) == 1), got strides "
-            f"{list(kv_cache.stride())}"
+            f"kv_cache: DeepSeek-V3.2's sparse decode reads the cache as rows of {width}: its rows must be "
+            f"contiguous and its pages start a whole number of rows apart (stride(1) == {width}, stride(3) == 1, "
+            f"stride(0) a multiple of {width} of at least page·{width}), got strides {list(kv_cache.stride())}"
         )
     _check_indices("indices", indices, b, s_q, device)
     if topk_length is not None:
@@ -594,8 +600,10 @@ def _v32_sparse_decode(
     from wavemla.kernels.v32_lists import compact_lists, scale_by_sink
 
     slots = blocks * page
-    rows = kv_cache.as_strided((slots, 1, 1, width), (width, width, width, 1))
-    table, lengths = compact_lists(indices, topk_length, slots)
+    # the rows from the first page's start to the last page's end, those between pages included (never listed)
+    span = (blocks - 1) * block_rows + page if blocks else 0
+    rows = kv_cache.as_strided((span, 1, 1, width), (width, width, width, 1))
+    table, lengths = compact_lists(indices, topk_length, slots, page=page, block_rows=block_rows)
     # the dense decode writes the caller's out where it can take it as [b·s_q, 1, h_q, 512] (else its own tensor)
     direct = out is not None and out.is_contiguous()
     o, lse = dense_mla_decode(
@@ -715,15 +723,18 @@ def _sparse_launch(
         )
 
 
-def _check_q_common(q: Any) -> torch.device:
-    """q is a 4-D bf16/fp16 tensor with s_q 1..4, h_q 1..128, a unit last stride, on CUDA (or on the CPU under
-    Triton's interpreter); returns its device (every other tensor must live there). The head dim is the caller's."""
+def _check_q_common(q: Any, any_s_q: bool = False) -> torch.device:
+    """q is a 4-D bf16/fp16 tensor with s_q 1..4 (``any_s_q``: 1 or more), h_q 1..128, a unit last stride, on CUDA (or
+    on the CPU under Triton's interpreter); returns its device (every other tensor must live there). The head dim is
+    the caller's."""
     if not isinstance(q, torch.Tensor):
         raise ValueError(f"q: expected a torch.Tensor, got {type(q).__name__}")
     device = q.device
     _check_tensor("q", q, _Q_DTYPES, 4, device)
     s_q, h_q = q.shape[1], q.shape[2]
-    if not 1 <= s_q <= MAX_S_Q:
+    if any_s_q and s_q < 1:
+        raise ValueError(f"q: s_q (dim 1) must be at least 1, got {s_q}")
+    if not any_s_q and not 1 <= s_q <= MAX_S_Q:
         raise ValueError(f"q: s_q (dim 1) must be in 1..4, got {s_q}")  # 4: MAX_S_Q
     if not 1 <= h_q <= 128:
         raise ValueError(f"q: h_q (dim 2) must be in 1..128, got {h_q}")

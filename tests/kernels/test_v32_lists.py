@@ -52,6 +52,20 @@ def test_lists_match_the_sort(b: int, s_q: int, topk: int, slots: int, lengths: 
     assert torch.equal(count, want_count) and torch.equal(table, want_table)
 
 
+@pytest.mark.parametrize(("page", "block_rows"), [(64, 64), (64, 70), (1, 3), (16, 1000)])
+def test_pages_apart_map_slots_to_rows(page: int, block_rows: int) -> None:
+    """Pages that start ``block_rows`` rows apart: each valid slot is written as its row, ``(slot // page) ·
+    block_rows + slot % page``; back-to-back pages keep the slot."""
+    slots = 40 * page
+    idx = _indices(2, 3, 300, slots, seed=page + block_rows)
+    length = torch.tensor([250, 300], dtype=torch.int32, device=DEVICE)
+    table, count = vl.compact_lists(idx, length, slots, page=page, block_rows=block_rows)
+    want_table, want_count = _lists_ref(idx, length, slots)
+    kept = torch.arange(300, device=DEVICE).view(1, -1) < want_count.view(-1, 1)
+    rows = torch.where(kept, want_table // page * block_rows + want_table % page, 0)
+    assert torch.equal(count, want_count) and torch.equal(table, rows)
+
+
 def test_slots_beyond_int32_keep_every_non_negative_entry() -> None:
     """A cache of more than 2^31 slots: every non-negative int32 entry, INT32_MAX included, is valid."""
     idx = torch.tensor([[[INT32_MAX, -1, 5, INT32_MIN, 0]]], dtype=torch.int32, device=DEVICE)
@@ -131,7 +145,13 @@ def test_sink_scale_in_place_and_into_strided_out(b: int, s_q: int, h: int, dtyp
                                   torch.zeros(3, dtype=torch.int32, device=DEVICE), 4),
          r"^topk_length: expected \[b=2\] int32"),
         (lambda: vl.compact_lists(torch.zeros(1, 1, 4, dtype=torch.int32, device=DEVICE), None, -1),
-         r"^slots: expected a non-negative int, got -1"),
+         r"^slots: expected an int of at least 0, got -1"),
+        (lambda: vl.compact_lists(torch.zeros(1, 1, 4, dtype=torch.int32, device=DEVICE), None, 4, page=0),
+         r"^page: expected an int of at least 1, got 0"),
+        (lambda: vl.compact_lists(torch.zeros(1, 1, 4, dtype=torch.int32, device=DEVICE), None, 64, page=16,
+                                  block_rows=15), r"^block_rows: expected an int of at least 16, got 15"),
+        (lambda: vl.compact_lists(torch.zeros(1, 1, 4, dtype=torch.int32, device=DEVICE), None, 2**31, page=64,
+                                  block_rows=65), r"^block_rows: the last page's rows lie past 2\^31"),
         (lambda: vl.scale_by_sink(*_bad_sink(o=torch.zeros(1, 1, 2, 256))), r"^o: expected \[b, s_q, h_q, 512\]"),
         (lambda: vl.scale_by_sink(*_bad_sink(lse=torch.zeros(1, 2, 1))), r"^lse: expected a contiguous \[1, 1, 2\]"),
         (lambda: vl.scale_by_sink(*_bad_sink(sink=torch.zeros(2, dtype=torch.float64))),
@@ -201,8 +221,9 @@ for arch in r.ARCHES:
     for has_len in (True, False):
         k = r.compile_for_target(_compact_kernel, arch=arch, num_warps=4, num_stages=1,
                                  pointers={"p_idx": "*i32", "p_len": "*i32", "p_table": "*i32", "p_count": "*i32"},
-                                 ints={"stride_b": 4096, "stride_s": 2048}, unspecialized=("S", "topk", "last_slot"),
-                                 constexprs={"HAS_LEN": has_len, "BLOCK_K": BLOCK_K})
+                                 ints={"stride_b": 4096, "stride_s": 2048},
+                                 unspecialized=("S", "topk", "last_slot", "page", "block_rows"),
+                                 constexprs={"HAS_LEN": has_len, "TO_ROWS": has_len, "BLOCK_K": BLOCK_K})
         out.append([arch, "compact", has_len, int(k.metadata.shared), r._res_usage(k.asm["cubin"])[1]])
     for dtype in ("*bf16", "*fp16"):
         k = r.compile_for_target(_sink_kernel, arch=arch, num_warps=4, num_stages=1,
@@ -217,8 +238,9 @@ print(json.dumps(out))
 
 
 def test_both_kernels_compile_for_every_arch() -> None:
-    """Both kernels (with and without lengths; fp16 and bf16 outputs) compile for sm_80..sm_120 (offline, Triton's
-    interpreter off) within a 99 KB block and with no stack frame (nothing spilled)."""
+    """Both kernels (with lengths and pages apart, and with neither; fp16 and bf16 outputs) compile for
+    sm_80..sm_120 (offline, Triton's interpreter off) within a 99 KB block and with no stack frame (nothing
+    spilled)."""
     from tests.conftest import json_from_child
     from wavemla import resources
 

@@ -6,7 +6,8 @@ be a chain of torch operations (a validity mask, a stable sort, a gather and a s
 over the output after, each reading and writing all of it):
 
 - :func:`compact_lists`: one program per query token moves the token's valid entries (``0 <= slot < slots``, within
-  ``topk_length``) to the front of its block-table row, in their order, zeros after them, and writes their count;
+  ``topk_length``) to the front of its block-table row, in their order, as cache rows (pages may lie apart), zeros
+  after them, and writes their count;
 - :func:`scale_by_sink`: ``out = o · exp(lse) / (exp(lse) + exp(sink))`` per head (``o`` unchanged where the token
   saw no row, ``lse = +inf``), computed in fp32 and written once in the output's dtype, in place or into another
   tensor of any strides.
@@ -32,10 +33,11 @@ INT32_MAX = 2**31 - 1
 
 @triton.jit
 def _compact_kernel(
-    p_idx, p_len, p_table, p_count, S, topk, last_slot, stride_b, stride_s,
-    HAS_LEN: tl.constexpr, BLOCK_K: tl.constexpr,
+    p_idx, p_len, p_table, p_count, S, topk, last_slot, stride_b, stride_s, page, block_rows,
+    HAS_LEN: tl.constexpr, TO_ROWS: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
-    # program (query token, request): row i_b·S + i_s of p_table ([b·S, topk] int32, contiguous) and of p_count
+    # program (query token, request): row i_b·S + i_s of p_table ([b·S, topk] int32, contiguous) and of p_count;
+    # TO_ROWS: a slot is written as its cache row, (slot // page)·block_rows + slot % page
     i_s = tl.program_id(0)
     i_b = tl.program_id(1)
     p_row = p_idx + tl.cast(i_b, tl.int64) * stride_b + tl.cast(i_s, tl.int64) * stride_s
@@ -52,6 +54,8 @@ def _compact_kernel(
         m_ok = m_k & (b_slot >= 0) & (b_slot <= last_slot)
         b_ok = m_ok.to(tl.int32)
         o_dst = n_seen + tl.cumsum(b_ok, axis=0) - 1  # entry j is the (j+1)-th valid one
+        if TO_ROWS:
+            b_slot = (b_slot // page) * block_rows + b_slot % page  # (valid slots are non-negative)
         tl.store(p_dst + o_dst, b_slot, mask=m_ok)
         n_seen += tl.sum(b_ok, axis=0)
     for i_k in range(0, topk, BLOCK_K):
@@ -96,16 +100,18 @@ def _check_device(name: str, t: torch.Tensor) -> None:
 
 
 def compact_lists(
-    indices: torch.Tensor, topk_length: torch.Tensor | None, slots: int
+    indices: torch.Tensor, topk_length: torch.Tensor | None, slots: int, *, page: int = 1, block_rows: int = 1
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(table [b·s_q, topk] int32, lengths [b·s_q] int32)`` for ``indices`` ``[b, s_q, topk]`` int32 (the last
     dimension contiguous): row ``i·s_q + s`` holds token ``s`` of request ``i``'s valid entries (``0 <= slot <
     slots``, at positions below ``topk_length[i]`` when given: ``[b]`` int32, negative meaning none) in their order,
-    then zeros; ``lengths`` counts them.
+    then zeros; ``lengths`` counts them. Each entry is the slot's cache row, ``(slot // page) · block_rows + slot %
+    page``, for a cache whose pages of ``page`` rows start ``block_rows`` rows apart (the slot itself where they are
+    back to back: ``block_rows == page``).
 
     Example::
 
-        table, lengths = compact_lists(indices, topk_length, num_blocks * page)
+        table, lengths = compact_lists(indices, topk_length, num_blocks * page, page=page, block_rows=page)
     """
     _check_device("indices", indices)
     if indices.dim() != 3 or indices.dtype != torch.int32:
@@ -120,8 +126,13 @@ def compact_lists(
                 f"topk_length: expected [b={b}] int32 on {indices.device}, got {list(topk_length.shape)} "
                 f"{topk_length.dtype} on {topk_length.device}"
             )
-    if not isinstance(slots, int) or isinstance(slots, bool) or slots < 0:
-        raise ValueError(f"slots: expected a non-negative int, got {slots!r}")
+    for name, value, least in (("slots", slots, 0), ("page", page, 1), ("block_rows", block_rows, page)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise ValueError(f"{name}: expected an int of at least {least}, got {value!r}")
+    if block_rows != page and slots and (slots - 1) // page * block_rows + page > INT32_MAX + 1:
+        raise ValueError(
+            f"block_rows: the last page's rows lie past 2^31 ({slots} slots, pages {block_rows} rows apart)"
+        )
     table = torch.empty((b * s_q, topk), dtype=torch.int32, device=indices.device)
     lengths = torch.empty(b * s_q, dtype=torch.int32, device=indices.device)
     if b * s_q == 0:
@@ -129,10 +140,12 @@ def compact_lists(
     if topk == 0:
         return table, lengths.zero_()
     launch.replayed_run(
-        _REPLAYS, _compact_kernel, (s_q, b), (indices, topk_length, table, lengths), ("compact", slots),
+        _REPLAYS, _compact_kernel, (s_q, b), (indices, topk_length, table, lengths),
+        ("compact", slots, page, block_rows),
         p_idx=indices, p_len=topk_length if topk_length is not None else lengths, p_table=table, p_count=lengths,
         S=s_q, topk=topk, last_slot=min(slots, INT32_MAX + 1) - 1, stride_b=indices.stride(0),
-        stride_s=indices.stride(1), HAS_LEN=topk_length is not None, BLOCK_K=BLOCK_K, num_warps=4,
+        stride_s=indices.stride(1), page=page, block_rows=block_rows, HAS_LEN=topk_length is not None,
+        TO_ROWS=block_rows != page, BLOCK_K=BLOCK_K, num_warps=4,
     )  # fmt: skip
     return table, lengths
 
