@@ -440,14 +440,50 @@ def test_sglang_dsv4_decode_calls_run_wavemla(sglang_pkg: Path) -> None:
     ("extra", "message"),
     [
         ({"use_legacy": False}, r"^use_legacy: False selects DeepSeek-V4\.1's token-interleaved caches"),
-        ({"kv_format": "V32_NO_ROPE"}, r"^kv_format: 'V32_NO_ROPE' is not read; pass None"),
+        ({"kv_format": "V32_NO_ROPE"}, r"^kv_format: None, or 'V32' with the 656-byte FP8 V3\.2 cache, got 'V32_NO"),
+        ({"kv_format": "V32"}, r"^kv_format: None, or 'V32' with the 656-byte FP8 V3\.2 cache, got 'V32' \(the"),
+        ({"num_splits": torch.zeros(2, dtype=torch.int32)}, r"^num_splits: must be None \(the planner chooses"),
+        (
+            {"tile_scheduler_metadata": torch.zeros(4, 4, dtype=torch.int32)},
+            r"^tile_scheduler_metadata: a tensor must be FlashMLA's legacy schedule, \[num_sm_parts, 8\] int32, got",
+        ),
+        (
+            {"tile_scheduler_metadata": torch.zeros(4, 8, dtype=torch.int32)},
+            r"^num_splits: with FlashMLA's legacy schedule tensor, expected its \[b \+ 1\] int32 num_splits, got None",
+        ),
         ({"descale_q": torch.ones(1)}, r"^descale_q: must be None"),
         ({"descale_k": torch.ones(1)}, r"^descale_k: must be None"),
     ],
 )
 def test_sglang_build_keywords_wavemla_does_not_serve_are_refused(extra: dict, message: str) -> None:
+    """SGLang's build keywords wavemla cannot honour, and legacy schedules that are not FlashMLA's (kv_format "V32"
+    with DeepSeek-V4's MODEL1 cache is the wrong format)."""
     x = make_sparse_decode_inputs(batch=1, h_q=16, topk=64, page=64, dtype=DTYPE, device=DEVICE)
+    extra = {k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in extra.items()}
+    call = {"tile_scheduler_metadata": None, **extra}
     with pytest.raises(ValueError, match=message):
         wavemla.flash_mla_with_kvcache(
-            x["q"], x["kv_cache"], None, None, 512, None, is_fp8_kvcache=True, indices=x["indices"], **extra
+            x["q"], x["kv_cache"], None, None, 512, is_fp8_kvcache=True, indices=x["indices"], **call
         )
+
+
+def test_legacy_get_mla_metadata_shapes_and_refusals() -> None:
+    """SGLang's get_mla_metadata: an object without cache_seqlens; with them FlashMLA's legacy shapes (parts =
+    SMs // heads_k // ⌈q tokens per head_k / 64⌉, at least 1), zeros, on cache_seqlens' device; bad counts named."""
+    meta, none = shim.legacy_get_mla_metadata()
+    assert isinstance(meta, wavemla.MLAMetadata) and none is None
+    sms = 132 if DEVICE != "cuda" else torch.cuda.get_device_properties(0).multi_processor_count
+    seqlens = torch.tensor([5, 0, 9], dtype=torch.int32, device=DEVICE)
+    for q_tokens, heads_k, parts in ((16, 1, sms), (128, 1, sms // 2), (256, 2, sms // 2 // 4), (64, 10**6, 1)):
+        schedule, splits = shim.legacy_get_mla_metadata(seqlens, q_tokens, heads_k)
+        assert schedule.shape == (parts, 8) and splits.shape == (4,)
+        assert schedule.dtype == splits.dtype == torch.int32 and schedule.device == splits.device == seqlens.device
+        assert not schedule.any() and not splits.any()
+    for args, message in (
+        ((seqlens.long(), 16, 1), r"^cache_seqlens: expected a \[b\] int32 tensor, got torch\.int64 \[3\]"),
+        (([5, 9], 16, 1), r"^cache_seqlens: expected a \[b\] int32 tensor, got list"),
+        ((seqlens, 0, 1), r"^num_q_tokens_per_head_k: expected a positive int with cache_seqlens, got 0"),
+        ((seqlens, 16, None), r"^num_heads_k: expected a positive int with cache_seqlens, got None"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            shim.legacy_get_mla_metadata(*args)

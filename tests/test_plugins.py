@@ -124,6 +124,65 @@ def test_sglang_patches_its_interface_and_its_sm120_entry(engines: Path) -> None
     assert "vllm.v1.attention.ops.flashmla" not in shim.patched_names()
 
 
+def test_sglang_legacy_schedule_callers_run_wavemla(engines: Path) -> None:
+    """SGLang's dense FlashMLA backend and its DeepSeek-V3.2 (DSA, ``flashmla_kv``) decode use FlashMLA's legacy
+    metadata: ``get_mla_metadata(cache_seqlens, ...)`` tensors, sliced and copied into CUDA-graph buffers, then passed
+    with ``num_splits`` (and ``kv_format="V32"``). Through the patched interface both flows run wavemla's decodes with
+    the native calls' bits; vLLM's module keeps FlashMLA's current get_mla_metadata (an object for any arguments)."""
+    import torch
+
+    from tests.conftest import DEVICE
+    from wavemla.reference.fp8_v32 import quantize_v32
+    from wavemla.testing import make_dense_decode_inputs
+
+    with config.override(WAVEMLA_ENGINE_PATCH="decode"):
+        plugins.sglang_plugin()
+        plugins.vllm_plugin()
+    from sglang.kernels.ops.attention import flash_mla_interface as sgl
+    from vllm.v1.attention.ops import flashmla
+
+    assert sgl.get_mla_metadata is shim.legacy_get_mla_metadata
+    assert flashmla.get_mla_metadata is wavemla.get_mla_metadata
+    assert isinstance(flashmla.get_mla_metadata(torch.ones(3, dtype=torch.int32), 16, 1)[0], wavemla.MLAMetadata)
+    assert isinstance(sgl.get_mla_metadata()[0], wavemla.MLAMetadata)
+    dtype = torch.bfloat16 if DEVICE == "cuda" else torch.float16
+    sms = 132 if DEVICE != "cuda" else torch.cuda.get_device_properties(0).multi_processor_count
+
+    # flashmla_backend.py: buffers for 8 requests, a step of 3, causal s_q = 2
+    x = make_dense_decode_inputs(lengths=[70, 0, 130], s_q=2, h_q=16, page=64, dtype=dtype, device=DEVICE)
+    graph_schedule = torch.empty((sms, 8), dtype=torch.int32, device=DEVICE)
+    graph_splits = torch.empty(8 + 1, dtype=torch.int32, device=DEVICE)
+    schedule, splits = sgl.get_mla_metadata(x["cache_seqlens"], 2 * 16, 1, is_fp8_kvcache=False)
+    assert schedule.shape[0] <= sms and schedule.dtype == splits.dtype == torch.int32 and splits.shape == (4,)
+    graph_schedule[: schedule.shape[0]].copy_(schedule)
+    graph_splits[:4].copy_(splits)
+    out, lse = sgl.flash_mla_with_kvcache(
+        q=x["q"], k_cache=x["k_cache"], block_table=x["block_table"], cache_seqlens=x["cache_seqlens"],
+        head_dim_v=512, tile_scheduler_metadata=graph_schedule[: schedule.shape[0]], num_splits=graph_splits[:4],
+        softmax_scale=None, causal=True,
+    )  # fmt: skip
+    want, want_lse = wavemla.dense_mla_decode(**x, causal=True)
+    assert torch.equal(out, want) and torch.equal(lse, want_lse)
+
+    # dsa_backend.py: a schedule planned for the graph's 6 tokens, sliced for this step's 2, V3.2 FP8 cache, page 64
+    gen = torch.Generator().manual_seed(1)
+    cache = quantize_v32(torch.randn(4, 64, 1, 576, generator=gen)).to(DEVICE)
+    idx = torch.randint(-1, 256, (2, 1, 32), generator=gen, dtype=torch.int32).to(DEVICE)
+    q = (torch.randn(2, 1, 16, 576, generator=gen) * 0.5).to(dtype).to(DEVICE)
+    seqlens = torch.full((2,), 200, dtype=torch.int32, device=DEVICE)
+    kwargs = dict(num_q_tokens_per_head_k=16, num_heads_k=1, num_heads_q=16, is_fp8_kvcache=True, topk=32)
+    graph_schedule, graph_splits = sgl.get_mla_metadata(torch.ones(6, dtype=torch.int32, device=DEVICE), **kwargs)
+    step_schedule, step_splits = sgl.get_mla_metadata(cache_seqlens=seqlens, **kwargs)
+    graph_schedule.copy_(step_schedule)
+    graph_splits[:3].copy_(step_splits)
+    out, _ = sgl.flash_mla_with_kvcache(
+        q=q, k_cache=cache, cache_seqlens=seqlens, head_dim_v=512, tile_scheduler_metadata=graph_schedule,
+        num_splits=graph_splits[:3], softmax_scale=0.07, indices=idx, block_table=torch.empty((2, 0),
+        dtype=torch.int32, device=DEVICE), is_fp8_kvcache=True, kv_format="V32",
+    )  # fmt: skip
+    assert torch.equal(out, wavemla.sparse_mla_decode(q, cache, idx, softmax_scale=0.07)[0])
+
+
 def test_a_late_plugin_warns_naming_the_stale_bindings(engines: Path) -> None:
     from vllm import attention_layer  # the engine's attention code imported before the plugin ran
 

@@ -990,9 +990,15 @@ def flash_mla_with_kvcache(
 
     The keyword-only arguments are those of the FlashMLA build SGLang ships (``sgl-flash-mla``, called through
     ``sglang.kernels.ops.attention.flash_mla_interface``), accepted where they describe what wavemla reads:
-    ``descale_q`` and ``descale_k`` None (FP8 caches carry their scales, q is bf16 or fp16), ``kv_format`` None (the
-    cache's last dimension tells MODEL1 from V3.2), ``use_legacy`` True (False selects DeepSeek-V4.1's
-    token-interleaved caches, which wavemla does not read).
+    ``descale_q`` and ``descale_k`` None (FP8 caches carry their scales, q is bf16 or fp16), ``kv_format`` None or
+    ``"V32"`` with the V3.2 cache (the cache's last dimension tells MODEL1 from V3.2), ``use_legacy`` True (False
+    selects DeepSeek-V4.1's token-interleaved caches, which wavemla does not read).
+
+    ``tile_scheduler_metadata`` is a :class:`MLAMetadata` (planned by the first call that uses it), None (planned per
+    call), or FlashMLA's legacy schedule tensor ``[num_sm_parts, 8]`` int32 with ``num_splits`` ``[b + 1]`` int32, as
+    SGLang's FlashMLA interface returns them from ``get_mla_metadata(cache_seqlens, ...)`` and passes them on
+    (:func:`wavemla.flash_mla.legacy_get_mla_metadata`): those carry no schedule wavemla reads, and the call plans as
+    for None. ``num_splits`` must be None otherwise.
 
     With ``indices`` it is the sparse decode: ``block_table`` and ``cache_seqlens`` are not used (indices already
     hold global slots), as in FlashMLA, and ``causal`` must be False. With ``indices=None`` it is the paged dense
@@ -1003,15 +1009,26 @@ def flash_mla_with_kvcache(
     """
     if head_dim_v != D_QK:
         raise ValueError(f"head_dim_v: expected {D_QK}, got {head_dim_v}")
-    if num_splits is not None:
+    if isinstance(tile_scheduler_metadata, torch.Tensor):
+        # FlashMLA's legacy schedule tensors (SGLang's interface to its FlashMLA build passes them, with num_splits):
+        # the planner schedules the call itself, as for a metadata object no call has planned
+        _check_legacy_schedule(tile_scheduler_metadata, num_splits)
+        tile_scheduler_metadata = None
+    elif num_splits is not None:
         raise ValueError("num_splits: must be None (the planner chooses the split)")
     for name, scale in (("descale_q", descale_q), ("descale_k", descale_k)):
         if scale is not None:
             raise ValueError(f"{name}: must be None (FP8 caches carry their own scales, and q is bf16 or fp16)")
-    if kv_format is not None:
+    v32_cache = (
+        isinstance(k_cache, torch.Tensor)
+        and k_cache.dtype in _FP8_DTYPES
+        and k_cache.dim() == 4
+        and k_cache.shape[3] == fp8_v32.BYTES_PER_TOKEN
+    )
+    if kv_format is not None and not (kv_format == "V32" and v32_cache):
         raise ValueError(
-            f"kv_format: {kv_format!r} is not read; pass None (the cache's last dimension tells DeepSeek-V4 MODEL1, "
-            "584 bytes a token, from V3.2, 656)"
+            f"kv_format: None, or 'V32' with the 656-byte FP8 V3.2 cache, got {kv_format!r} (the cache's last "
+            "dimension tells DeepSeek-V4 MODEL1, 584 bytes a token, from V3.2, 656; V3.2's no-rope record is not read)"
         )
     if not use_legacy:
         raise ValueError(
@@ -1063,6 +1080,22 @@ def flash_mla_with_kvcache(
         metadata=tile_scheduler_metadata,
         out=out,
     )
+
+
+def _check_legacy_schedule(tile_scheduler_metadata: torch.Tensor, num_splits: Any) -> None:
+    """FlashMLA's legacy schedule: ``[num_sm_parts, 8]`` int32 and ``num_splits`` ``[b + 1]`` int32 (what
+    :func:`wavemla.flash_mla.legacy_get_mla_metadata` returns)."""
+    t = tile_scheduler_metadata
+    if t.dtype != torch.int32 or t.dim() != 2 or t.shape[1] != 8:
+        raise ValueError(
+            f"tile_scheduler_metadata: a tensor must be FlashMLA's legacy schedule, [num_sm_parts, 8] int32, got "
+            f"{t.dtype} {list(t.shape)}"
+        )
+    if not isinstance(num_splits, torch.Tensor) or num_splits.dtype != torch.int32 or num_splits.dim() != 1:
+        raise ValueError(
+            "num_splits: with FlashMLA's legacy schedule tensor, expected its [b + 1] int32 num_splits, got "
+            f"{num_splits.dtype if isinstance(num_splits, torch.Tensor) else type(num_splits).__name__}"
+        )
 
 
 def sparse_mla_prefill(

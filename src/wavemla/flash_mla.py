@@ -44,9 +44,12 @@ kept them). Engines that start workers with ``spawn`` need it in every process: 
 plugins in each (:mod:`wavemla.plugins`, set ``WAVEMLA_ENGINE_PATCH``); for others a ``sitecustomize.py`` on
 ``PYTHONPATH`` does it (README). Which backend an engine
 selects on a given GPU stays the engine's choice; the stand-in changes what its FlashMLA backend runs, not whether
-the engine picks that backend. It follows FlashMLA's current metadata API (an object planned by the first call):
-engine code that copies the scheduler tensors of FlashMLA's earlier ``get_mla_metadata(cache_seqlens, ...)`` into
-CUDA-graph buffers fails on those tensor operations.
+the engine picks that backend. It follows FlashMLA's current metadata API (an object planned by the first call),
+except in modules that keep FlashMLA's legacy one (:data:`LEGACY_METADATA_MODULES`: SGLang's interface, whose dense
+and DeepSeek-V3.2 backends slice the schedule tensors of ``get_mla_metadata(cache_seqlens, ...)``, copy them into
+CUDA-graph buffers and pass them back with ``num_splits``): there :func:`patch` puts
+:func:`legacy_get_mla_metadata`, which returns tensors of FlashMLA's shapes, and the decode call plans on its own
+whatever schedule tensors it is given.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ import importlib.machinery
 import sys
 import types
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -73,6 +76,45 @@ PATCHED = ("flash_mla_with_kvcache", "get_mla_metadata", "FlashMLASchedMeta", "f
 PATCHED_PREFILL = ("flash_mla_sparse_fwd",)
 # The decode calls among them: a module to patch must define one.
 _DECODE_CALLS = ("flash_mla_with_kvcache", "get_mla_metadata", "flash_mla_with_kvcache_sm120")
+# Engine modules whose get_mla_metadata follows FlashMLA's legacy API (schedule tensors for a call with
+# cache_seqlens): SGLang's interface to its FlashMLA build, whose dense and DeepSeek-V3.2 backends slice those
+# tensors and copy them into CUDA-graph buffers. patch() gives them legacy_get_mla_metadata.
+LEGACY_METADATA_MODULES = ("sglang.kernels.ops.attention.flash_mla_interface",)
+
+
+def legacy_get_mla_metadata(
+    cache_seqlens: torch.Tensor | None = None,
+    num_q_tokens_per_head_k: int | None = None,
+    num_heads_k: int | None = None,
+    num_heads_q: int | None = None,
+    is_fp8_kvcache: bool = False,
+    topk: int | None = None,
+) -> tuple[MLAMetadata, None] | tuple[torch.Tensor, torch.Tensor]:
+    """``get_mla_metadata`` as SGLang's interface to its FlashMLA build defines it: without ``cache_seqlens`` an
+    empty metadata object (:func:`wavemla.get_mla_metadata`); with it, FlashMLA's legacy schedule tensors on
+    ``cache_seqlens``' device: ``[parts, 8]`` int32, ``parts`` = SMs // ``num_heads_k`` //
+    ⌈``num_q_tokens_per_head_k`` / 64⌉ (at least 1) as FlashMLA counts them, and ``num_splits``
+    ``[len(cache_seqlens) + 1]`` int32. The engine slices them, copies them into its CUDA-graph buffers and hands them
+    to :func:`wavemla.flash_mla_with_kvcache`, which plans the call itself: they hold zeros, not a schedule
+    (``num_heads_q``, ``is_fp8_kvcache`` and ``topk``, which shape FlashMLA's schedule, are not needed)."""
+    if cache_seqlens is None:
+        return get_mla_metadata()
+    if not isinstance(cache_seqlens, torch.Tensor) or cache_seqlens.dtype != torch.int32 or cache_seqlens.dim() != 1:
+        got = type(cache_seqlens).__name__
+        if isinstance(cache_seqlens, torch.Tensor):
+            got = f"{cache_seqlens.dtype} {list(cache_seqlens.shape)}"
+        raise ValueError(f"cache_seqlens: expected a [b] int32 tensor, got {got}")
+    counts = {"num_q_tokens_per_head_k": num_q_tokens_per_head_k, "num_heads_k": num_heads_k}
+    for name, value in counts.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name}: expected a positive int with cache_seqlens, got {value!r}")
+    from wavemla.api import _device_spec
+
+    device = cache_seqlens.device
+    q_tokens, heads_k = cast(int, num_q_tokens_per_head_k), cast(int, num_heads_k)  # (positive ints: checked)
+    parts = max(_device_spec(device).num_sms // heads_k // -(-q_tokens // 64), 1)
+    schedule = torch.zeros((parts, 8), dtype=torch.int32, device=device)
+    return schedule, torch.zeros(cache_seqlens.shape[0] + 1, dtype=torch.int32, device=device)
 
 
 def flash_mla_with_kvcache_sm120(
@@ -237,7 +279,9 @@ def _patch_module(module: types.ModuleType) -> None:
             f"wavemla.flash_mla.patch: module {name!r} defines none of {', '.join(calls)}",
             name=name,
         )
-    mine = sys.modules[__name__].__dict__
+    mine = dict(sys.modules[__name__].__dict__)
+    if name in LEGACY_METADATA_MODULES:
+        mine["get_mla_metadata"] = legacy_get_mla_metadata
     _ORIGINALS.setdefault(name, {k: v for k, v in held.items() if v is not mine[k]})
     for attr in held:
         setattr(module, attr, mine[attr])
