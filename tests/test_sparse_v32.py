@@ -36,6 +36,19 @@ def _inputs(b: int, s_q: int, h_q: int, topk: int, *, page: int, blocks: int, fp
     return {"q": q.to(DEVICE), "kv_cache": cache.to(DEVICE), "indices": idx.to(DEVICE)}
 
 
+def _pages_apart(cache: torch.Tensor, gap: int) -> torch.Tensor:
+    """``cache`` with ``gap`` poisoned rows (NaN rows, 0xFF bytes) after each page: a view whose pages start
+    ``page + gap`` rows apart, as a hybrid allocator puts other layers' pages between a cache's."""
+    blocks, page, _, width = cache.shape
+    wide = torch.empty((blocks, page + gap, 1, width), dtype=cache.dtype, device=cache.device)
+    if cache.dtype in (torch.uint8, torch.float8_e4m3fn):
+        wide.view(torch.uint8).fill_(0xFF)
+    else:
+        wide.fill_(float("nan"))
+    wide[:, :page] = cache
+    return wide[:, :page]
+
+
 def _check(x: dict, **kwargs: object) -> None:
     out, lse = wavemla.sparse_mla_decode(**x, **kwargs)
     ref_out, ref_lse = sparse_decode_ref(**x, **kwargs)  # type: ignore[arg-type]
@@ -70,7 +83,7 @@ def test_topk_length_sink_and_empty_tokens() -> None:
 @settings(max_examples=16, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(
     b=st.integers(1, 3),
-    s_q=st.integers(1, 4),
+    s_q=st.integers(1, 6),
     h_q=st.sampled_from([1, 3, 16]),
     topk=st.integers(1, 100),
     page=st.sampled_from([1, 7, 64]),
@@ -78,17 +91,20 @@ def test_topk_length_sink_and_empty_tokens() -> None:
     lengths=st.sampled_from(["none", "mixed"]),
     sink=st.booleans(),
     views=st.booleans(),
+    gap=st.sampled_from([0, 3]),
     out=st.sampled_from(["none", "contiguous", "strided"]),
     seed=st.integers(0, 2**16),
 )
 def test_random_calls_match_the_reference(
-    b: int, s_q: int, h_q: int, topk: int, page: int, fp8: bool, lengths: str, sink: bool, views: bool, out: str,
-    seed: int,
+    b: int, s_q: int, h_q: int, topk: int, page: int, fp8: bool, lengths: str, sink: bool, views: bool, gap: int,
+    out: str, seed: int,
 ) -> None:  # fmt: skip
-    """Shapes, pages, lengths (negative, zero, inside, beyond topk), sinks, inputs that are views (q every other
-    head of a wider tensor, lists cut from longer ones, the FP8 cache as float8_e4m3fn) and a caller's ``out``
-    (contiguous or strided, NaN-filled) drawn at random."""
+    """Shapes (s_q past 4 too), pages (back to back or rows apart), lengths (negative, zero, inside, beyond topk),
+    sinks, inputs that are views (q every other head of a wider tensor, lists cut from longer ones, the FP8 cache as
+    float8_e4m3fn) and a caller's ``out`` (contiguous or strided, NaN-filled) drawn at random."""
     x = _inputs(b, s_q, h_q, topk, page=page, blocks=max(1, 200 // page), fp8=fp8, seed=seed)
+    if gap:
+        x["kv_cache"] = _pages_apart(x["kv_cache"], gap)
     if views:
         wide_q = torch.full((b, s_q, 2 * h_q, 576), float("nan"), dtype=DTYPE, device=DEVICE)
         wide_q[:, :, ::2] = x["q"]
@@ -121,13 +137,7 @@ def test_pages_apart_and_many_query_tokens(fp8: bool) -> None:
     page, blocks, gap = 16, 12, 5
     x = _inputs(1, 9, 16, 40, page=page, blocks=blocks, fp8=fp8, seed=11)
     dense = x["kv_cache"]
-    wide = torch.empty((blocks, page + gap, 1, dense.shape[-1]), dtype=dense.dtype, device=DEVICE)
-    if fp8:
-        wide.view(torch.uint8).fill_(0xFF)
-    else:
-        wide.fill_(float("nan"))
-    wide[:, :page] = dense
-    x["kv_cache"] = wide[:, :page]
+    x["kv_cache"] = _pages_apart(dense, gap)
     assert x["kv_cache"].stride(0) == (page + gap) * dense.shape[-1]
     length = torch.tensor([33], dtype=torch.int32, device=DEVICE)
     _check(x, topk_length=length, attn_sink=torch.linspace(-1, 1, 16, device=DEVICE))
