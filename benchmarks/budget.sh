@@ -1,7 +1,7 @@
 # Sourced by the GPU call scripts that run inside a time budget (set BUDGET, in seconds, before sourcing; default
 # 480): makes OUT (default ./gpu-lane-out), puts the checkout's src first on PYTHONPATH, unbuffers Python, sets X to
-# pytest-xdist's "-n 8" where xdist is installed (else empty), and defines step and machine (the run's header: the
-# commit given, the GPU, torch and Triton).
+# pytest-xdist's "-n 8" where xdist is installed (else empty), and defines step, machine (the run's header: the
+# commit given, the GPU, torch and Triton) and quiet (a filter that drops Python's and Triton's warning lines).
 OUT=${OUT:-$PWD/gpu-lane-out}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
@@ -19,4 +19,7 @@ machine() {  # machine SHA: what a run's log starts with
   echo "commit ${1:-unknown}"
   nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader 2>&1 | head -1
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+}
+quiet() {  # ... | quiet: the lines in, less the warnings Python and Triton print (and the source lines they quote)
+  grep -v -E 'Warning[:(]|warner\(|_warn_once'
 }

@@ -7,7 +7,6 @@
 set -uo pipefail
 BUDGET=${BUDGET:-560}
 source benchmarks/budget.sh
-F='Warning[:(]|warner\(|_warn_once'
 {
   machine "$1"
   step 240 python3 -m pytest tests/kernels/test_launch.py tests/test_api.py tests/test_flash_mla.py -q \
@@ -15,4 +14,4 @@ F='Warning[:(]|warner\(|_warn_once'
   step 150 python3 -m pytest tests/tools/test_stress.py -q -p no:cacheprovider -p no:xdist
   step 60 env WAVEMLA_LAUNCH=triton python3 benchmarks/experiments/api_host_cost.py --calls 200
   step 60 python3 benchmarks/experiments/api_host_cost.py --calls 200
-} 2>&1 | grep -v -E "$F" | tee "$OUT/fresh_meta.log" | tail -40
+} 2>&1 | quiet | tee "$OUT/fresh_meta.log" | tail -40

@@ -7,7 +7,6 @@
 set -uo pipefail
 BUDGET=${BUDGET:-400}
 source benchmarks/budget.sh
-F='Warning[:(]|warner\(|_warn_once'
 {
   machine "${1:-unknown}"
   echo "base ${2:-unknown} from ${BASE:?BASE: the folder of the base tree}"
@@ -20,5 +19,5 @@ F='Warning[:(]|warner\(|_warn_once'
     echo "== round $round: new"
     step 60 python3 benchmarks/experiments/hf_call_host.py
   done
-} 2>&1 | grep -v -E "$F" > "$OUT/hf-replay.log"
+} 2>&1 | quiet > "$OUT/hf-replay.log"
 cat "$OUT/hf-replay.log"

@@ -11,7 +11,6 @@ set -uo pipefail
 BUDGET=${BUDGET:-560}
 source benchmarks/budget.sh
 export PYTHONPATH=$PYTHONPATH:$PWD/benchmarks/experiments
-F='Warning[:(]|warner\(|_warn_once'
 SHAPES=${SHAPES:-32:32768 64:32768 1:32768 8:32768 16:32768}
 cp src/wavemla/kernels/indexer.py "$OUT/base_indexer.py"
 git apply benchmarks/experiments/idx_fused_rank.patch || { echo "idx_fused_rank.patch does not apply"; exit 1; }
@@ -22,4 +21,4 @@ git apply benchmarks/experiments/idx_fused_rank.patch || { echo "idx_fused_rank.
   step 90 compute-sanitizer --tool memcheck --error-exitcode 99 python3 benchmarks/experiments/idx_spread_check.py
   step 240 python3 benchmarks/experiments/idx_ab.py "$OUT/idx_fused_ab.json" "$OUT/base_indexer.py" $SHAPES \
     --paths spread --rounds 2
-} 2>&1 | grep -v -E "$F" | tee "$OUT/idx_fused.log" | tail -40
+} 2>&1 | quiet | tee "$OUT/idx_fused.log" | tail -40

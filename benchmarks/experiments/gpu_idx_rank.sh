@@ -14,7 +14,6 @@ set -uo pipefail
 BUDGET=${BUDGET:-540}
 source benchmarks/budget.sh
 export PYTHONPATH=$PYTHONPATH:$PWD/benchmarks/experiments
-F='Warning[:(]|warner\(|_warn_once'
 base=$2
 SHAPES=${SHAPES:-32:32768 64:32768 1:32768 8:32768 16:32768}
 TOKEN_SHAPES=${TOKEN_SHAPES:-128:32768}
@@ -29,4 +28,4 @@ PHASE_SHAPES=${PHASE_SHAPES:-1:32768 32:32768 64:32768}
   step 120 python3 benchmarks/experiments/idx_rank_phases.py "$OUT/idx_rank_phases.json" $PHASE_SHAPES
   [ "${SELECT_PHASES:-0}" = 1 ] && step 150 python3 benchmarks/experiments/idx_select_phases.py \
     "$OUT/idx_select_phases.json"
-} 2>&1 | grep -v -E "$F" | tee "$OUT/idx_rank.log" | tail -40
+} 2>&1 | quiet | tee "$OUT/idx_rank.log" | tail -40

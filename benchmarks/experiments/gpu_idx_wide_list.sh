@@ -6,7 +6,6 @@
 set -uo pipefail
 BUDGET=${BUDGET:-420}
 source benchmarks/budget.sh
-F='Warning[:(]|warner\(|_warn_once'
 {
   machine "$1"
   step 200 python3 -m pytest tests/kernels/test_indexer.py -m gpu -q -p no:cacheprovider $X
@@ -14,4 +13,4 @@ F='Warning[:(]|warner\(|_warn_once'
   step 180 python3 benchmarks/experiments/idx_select.py "$OUT/idx_select.json" --reps 15 --paths spread token \
     --shapes 32:32768:fp8-paged 64:32768:fp8-paged 128:32768:fp8-paged 32:32768:bf16 64:32768:bf16 \
     1:32768:fp8-paged 8:32768:fp8-paged 16:32768:fp8-paged 32:262144:fp8-paged 64:262144:fp8-paged
-} 2>&1 | grep -v -E "$F" | tee "$OUT/idx_final.log" | tail -40
+} 2>&1 | quiet | tee "$OUT/idx_final.log" | tail -40

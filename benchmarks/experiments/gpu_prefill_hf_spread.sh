@@ -8,7 +8,6 @@ set -uo pipefail
 BUDGET=${BUDGET:-570}
 source benchmarks/budget.sh
 SHA=${1:-unknown}
-F='Warning[:(]|warner\(|_warn_once'
 {
   machine "$SHA"
   step 150 python3 -m pytest tests/kernels/test_sparse_prefill.py tests/test_plan_prefill.py -q -p no:cacheprovider $X
@@ -16,7 +15,7 @@ F='Warning[:(]|warner\(|_warn_once'
     --cases dsv4-h64-s16 dsv4-h64-s100 dsv4-h16-s64 v32-h16-s32 dsv4-h64
   step 100 python3 benchmarks/experiments/hf_prefill.py --tokens 1024 4096 --json "$OUT/hf-prefill.json"
   step 230 python3 benchmarks/experiments/spread_ab.py "$OUT/spread_ab.json" --rounds 3 --reps 10
-} 2>&1 | grep -v -E "$F" > "$OUT/catchup.log"
+} 2>&1 | quiet > "$OUT/catchup.log"
 echo "== table"
 grep -E "^commit|H[12]00|passed|failed|wavemla|torch /|ceilings|sliding|csa|hca|== exit|skipped" "$OUT/catchup.log" \
   | cut -c1-160 | tail -70

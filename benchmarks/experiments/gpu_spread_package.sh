@@ -9,7 +9,6 @@
 set -uo pipefail
 BUDGET=${BUDGET:-570}
 source benchmarks/budget.sh
-F='Warning[:(]|warner\(|_warn_once'
 {
   machine "$1"
   step 200 python3 -m pytest tests/kernels/test_sparse_decode_ws.py tests/kernels/test_launch.py \
@@ -18,4 +17,4 @@ F='Warning[:(]|warner\(|_warn_once'
   step 60 compute-sanitizer --tool memcheck --error-exitcode 99 python3 -m pytest -q -p no:cacheprovider \
     tests/kernels/test_sparse_decode.py -k spread_plan
   step 230 python3 benchmarks/experiments/spread_ab.py "$OUT/spread_ab.json" --rounds 3 --reps 10
-} 2>&1 | grep -v -E "$F" | tee "$OUT/spread.log" | tail -60
+} 2>&1 | quiet | tee "$OUT/spread.log" | tail -60

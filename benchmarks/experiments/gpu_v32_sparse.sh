@@ -9,7 +9,6 @@
 set -uo pipefail
 BUDGET=${BUDGET:-560}
 source benchmarks/budget.sh
-F='Warning[:(]|warner\(|_warn_once'
 B=benchmarks/experiments/v32_sparse_bench.py
 {
   machine "${1:-unknown}"
@@ -24,5 +23,5 @@ B=benchmarks/experiments/v32_sparse_bench.py
     step 110 python3 $B --json "$OUT/v32-new-2.json"
   fi
   SANITIZERS=memcheck-v32 MEMCHECK_LIMIT=$((END - SECONDS - 5)) step 150 bash benchmarks/sanitizers.sh
-} 2>&1 | grep -v -E "$F" > "$OUT/v32.log"
+} 2>&1 | quiet > "$OUT/v32.log"
 cat "$OUT/v32.log"
