@@ -14,7 +14,8 @@ Sparse shapes (``T = b·s_q`` query tokens)::
     q                 [b, s_q, h_q, 512]        bf16 or fp16 (DeepSeek-V3.2: [b, s_q, h_q, 576])
     kv cache          [num_blocks, page, 1, 512] bf16/fp16 rows, or
                       [num_blocks, page, 1, 584] uint8 / float8_e4m3fn FP8 MODEL1 (see wavemla.reference.fp8)
-                      (DeepSeek-V3.2: 576-wide rows of q's dtype, or the 656-byte FP8 V3.2 layout, pages contiguous)
+                      (DeepSeek-V3.2: 576-wide rows of q's dtype, or the 656-byte FP8 V3.2 layout, pages a whole
+                      number of rows apart; any s_q)
     indices           [b, s_q, topk]            int32 global slots block·page + offset; < 0 or >= slots: invalid
     topk_length       [b]                       int32, entries used per request (optional)
     extra_*           the same for a second cache attended jointly (CSA/HCA compressed rows)

@@ -31,7 +31,8 @@ from wavemla import config, flash_mla
 
 # vLLM's DeepSeek-V4, V4.1 and V3.2 layers import FlashMLA's calls from this module (vLLM 0.34).
 VLLM_MODULES = ("vllm.v1.attention.ops.flashmla",)
-# SGLang's DeepSeek-V4 backend (0.5.23): its interface to its FlashMLA build, and its SM120 entry.
+# SGLang 0.5.23: its interface to its FlashMLA build (the DeepSeek-V4, V3.2 and dense MLA backends), and its
+# DeepSeek-V4 SM120 entry.
 SGLANG_MODULES = (
     "sglang.kernels.ops.attention.flash_mla_interface",
     "sglang.kernels.ops.attention.flash_mla_sm120",
