@@ -20,7 +20,7 @@ step() { local limit=$1; shift; echo "== $* (limit ${limit}s)"; timeout "$limit"
   step 60 $W stress
   step 60 $W stress --batch-invariant --replays 2000
   step 200 $W layer-bench --out "$OUT/layer" --batch 1 16 32 64 96 128 --context 65536 --reps 10 --profile-steps 3
-  step 30 $W trace "$OUT/layer/csa" --step-kernel _sparse_mla_decode_kernel --rules "$OUT/layer/layer_rules.json" \
+  step 30 $W trace "$OUT/layer/csa" --step-kernel '^_sparse_mla_decode(_ws)?_kernel$' --rules "$OUT/layer/layer_rules.json" \
     --json "$OUT/layer_csa_slope.json"
   step 100 $W bench --mode csa hca --s-q 2 --heads 64 --batch 1 32 64 96 128 256 --reps 20 \
     --json "$OUT/bench_h64_s2.json" --label "$LABEL"

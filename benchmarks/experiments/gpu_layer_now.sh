@@ -7,7 +7,7 @@ W="python3 -m wavemla.cli"
 timeout 165 $W layer-bench --out /tmp/layer --batch 1 16 32 64 96 128 --context 65536 --reps 10 --profile-steps 3 \
   > "$OUT/layer.log" 2>&1; echo "layer-bench exit $?"
 for m in csa hca; do
-  timeout 25 $W trace /tmp/layer/$m --step-kernel _sparse_mla_decode_kernel --rules /tmp/layer/layer_rules.json \
+  timeout 25 $W trace /tmp/layer/$m --step-kernel '^_sparse_mla_decode(_ws)?_kernel$' --rules /tmp/layer/layer_rules.json \
     --json "$OUT/layer_${m}_slope.json" --png "$OUT/layer_${m}_slope.png" > /tmp/layer_${m}_trace.txt 2>&1
   echo "trace $m exit $?"
 done

@@ -12,7 +12,7 @@ machine "${1:-}"
 step 260 $W layer-bench --ep 8 --out /tmp/layer_ep --batch 1 8 16 32 48 64 96 128 --context 65536 --reps 10 \
   --profile-steps 3
 for m in csa hca; do
-  step 30 $W trace /tmp/layer_ep/$m --step-kernel _sparse_mla_decode_kernel --rules /tmp/layer_ep/layer_rules.json \
+  step 30 $W trace /tmp/layer_ep/$m --step-kernel '^_sparse_mla_decode(_ws)?_kernel$' --rules /tmp/layer_ep/layer_rules.json \
     --json "$OUT/layer_ep8_${m}_slope.json" --png "$OUT/layer_ep8_${m}_slope.png"
 done
 cp /tmp/layer_ep/layer_bench.json "$OUT/layer_ep8.json" 2>/dev/null

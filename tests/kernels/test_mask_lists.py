@@ -137,7 +137,7 @@ def test_repeated_signatures_replay_the_launches(monkeypatch: pytest.MonkeyPatch
         mask = _mask((3, 2, 1500), torch.float16, 0.4 + seed / 20, seed=seed)  # new values, new address
         assert torch.equal(ml.mask_lists(mask, 640), _lists_ref(mask, 640))
         assert ml.mask_stats(mask).tolist() == _stats_ref(mask)
-    assert launches == [ml._mask_lists_kernel, ml._mask_stats_kernel]  # one Triton launch each, then replays
+    assert launches == [ml._mla_mask_lists_kernel, ml._mla_mask_stats_kernel]  # one Triton launch each, then replays
     assert all(replay is not None for (replay,) in ml._REPLAYS.values()) and len(ml._REPLAYS) == 2
     ml.mask_lists(first, 1500)  # another width: recorded
     ml.mask_lists(first[:, :, :1400], 640)  # another shape: recorded
@@ -160,17 +160,17 @@ def test_interpreted_launches_are_not_recorded() -> None:
 _BUILDS = """
 import json
 from wavemla import resources as r
-from wavemla.kernels.mask_lists import BLOCK_L, _mask_lists_kernel, _mask_stats_kernel
+from wavemla.kernels.mask_lists import BLOCK_L, _mla_mask_lists_kernel, _mla_mask_stats_kernel
 out = []
 strides = {"stride_b": 0, "stride_s": 4096, "stride_l": 1}
 for arch in r.ARCHES:
     for mask, additive in (("*bf16", True), ("*u8", False)):
-        k = r.compile_for_target(_mask_stats_kernel, arch=arch, num_warps=4, num_stages=1,
+        k = r.compile_for_target(_mla_mask_stats_kernel, arch=arch, num_warps=4, num_stages=1,
                                  pointers={"p_mask": mask, "p_stats": "*i32"}, ints=strides, fp32=("thr",),
                                  unspecialized=("L",), constexprs={"FLOAT": additive, "BLOCK_L": BLOCK_L})
         out.append([arch, "stats", additive, int(k.metadata.shared)])
         for compact in (True, False):
-            k = r.compile_for_target(_mask_lists_kernel, arch=arch, num_warps=4, num_stages=1,
+            k = r.compile_for_target(_mla_mask_lists_kernel, arch=arch, num_warps=4, num_stages=1,
                                      pointers={"p_mask": mask, "p_out": "*i32"}, ints=strides, fp32=("thr",),
                                      unspecialized=("L", "S", "width"),
                                      constexprs={"FLOAT": additive, "COMPACT": compact, "BLOCK_L": BLOCK_L})

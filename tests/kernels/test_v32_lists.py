@@ -215,18 +215,18 @@ def test_gpu_both_kernels_under_graph_capture_and_replays() -> None:
 _BUILDS = """
 import json
 from wavemla import resources as r
-from wavemla.kernels.v32_lists import BLOCK_D, BLOCK_K, _compact_kernel, _sink_kernel
+from wavemla.kernels.v32_lists import BLOCK_D, BLOCK_K, _mla_v32_lists_kernel, _mla_sink_scale_kernel
 out = []
 for arch in r.ARCHES:
     for has_len in (True, False):
-        k = r.compile_for_target(_compact_kernel, arch=arch, num_warps=4, num_stages=1,
+        k = r.compile_for_target(_mla_v32_lists_kernel, arch=arch, num_warps=4, num_stages=1,
                                  pointers={"p_idx": "*i32", "p_len": "*i32", "p_table": "*i32", "p_count": "*i32"},
                                  ints={"stride_b": 4096, "stride_s": 2048},
                                  unspecialized=("S", "topk", "last_slot", "page", "block_rows"),
                                  constexprs={"HAS_LEN": has_len, "TO_ROWS": has_len, "BLOCK_K": BLOCK_K})
         out.append([arch, "compact", has_len, int(k.metadata.shared), r._res_usage(k.asm["cubin"])[1]])
     for dtype in ("*bf16", "*fp16"):
-        k = r.compile_for_target(_sink_kernel, arch=arch, num_warps=4, num_stages=1,
+        k = r.compile_for_target(_mla_sink_scale_kernel, arch=arch, num_warps=4, num_stages=1,
                                  pointers={"p_o": dtype, "p_lse": "*fp32", "p_sink": "*fp32", "p_out": dtype},
                                  ints={"stride_ob": 131072, "stride_os": 65536, "stride_oh": 512, "stride_db": 131072,
                                        "stride_ds": 65536, "stride_dh": 512},

@@ -8,6 +8,8 @@ they hold the ``layer.*`` annotations but no GPU kernels; kernel classification 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +131,30 @@ def test_traces_parse_with_trace_readers(tiny_run: tuple[dict[str, Any], Path]) 
                 assert {f"layer.{c}" for c in entry["components"]} <= names
                 with pytest.raises(ValueError, match="no GPU kernel events"):
                     profile_trace(item.path, item.batch, RuleSet(default_rules()), STEPS)
-        assert entry["trace_command"].endswith(f"--step-kernel {layer_bench.STEP_KERNEL} --rules {out / RULES_FILE}")
+        assert shlex.split(entry["trace_command"])[-4:] == [
+            "--step-kernel",
+            layer_bench.STEP_KERNEL,
+            "--rules",
+            str(out / RULES_FILE),
+        ]
+
+
+@pytest.mark.parametrize(
+    ("name", "counted"),
+    [
+        ("_sparse_mla_decode_kernel", True),
+        ("_sparse_mla_decode_ws_kernel", True),  # the split kernel on sm_90 with Gluon
+        ("_sparse_mla_combine_kernel", False),
+        ("_dense_mla_decode_ws_kernel", False),
+        ("_sparse_prefill_kernel", False),
+        ("_mla_v32_lists_kernel", False),
+    ],
+)
+def test_step_kernel_counts_either_split_kernel(name: str, counted: bool) -> None:
+    """One split kernel runs per layer step, whichever of the two the GPU runs; the printed command is shell-safe."""
+    assert bool(re.search(layer_bench.STEP_KERNEL, name)) is counted
+    command = layer_bench.trace_command(Path("out dir"), "csa")
+    assert shlex.split(command)[2:5] == ["out dir/csa", "--step-kernel", layer_bench.STEP_KERNEL]
 
 
 # Kernel names as Kineto writes them on an H200: ours (Triton function names), CUTLASS grouped GEMM of

@@ -108,6 +108,13 @@ NAMES = [
     pytest.param("_fused_norm_rope_kernel", "norm_elementwise", id="sglang-dsv4-norm-rope"),
     pytest.param("_tiled_sparse_decode_kernel_mh", "attention", id="triton-sm120-sparse"),
     pytest.param("_sparse_mla_decode_kernel", "attention", id="wavemla-sparse-decode"),
+    pytest.param("_sparse_mla_decode_ws_kernel", "attention", id="wavemla-sparse-decode-ws"),
+    pytest.param("_dense_mla_decode_ws_kernel", "attention", id="wavemla-dense-decode-ws"),
+    pytest.param("_sparse_prefill_kernel", "attention", id="wavemla-sparse-prefill"),
+    pytest.param("_sparse_prefill_combine_kernel", "attention", id="wavemla-sparse-prefill-combine"),
+    pytest.param("_mla_v32_lists_kernel", "attention", id="wavemla-v32-lists"),
+    pytest.param("_mla_sink_scale_kernel", "attention", id="wavemla-sink-scale"),
+    pytest.param("_mla_mask_lists_kernel", "attention", id="wavemla-mask-lists"),
     pytest.param("_q_to_f16_kernel", "attention", id="wavemla-q-conversion"),
     pytest.param("_mla_combine_kernel", "attention", id="wavemla-combine"),
     pytest.param(
@@ -966,7 +973,7 @@ H200_RULES = DATA / "h200_layer_rules.json"
 H200_BENCH = DATA / "h200_layer_bench.json"
 H200_BATCHES = (1, 32, 64)
 H200_STEPS = 2
-H200_STEP_KERNEL = "_sparse_mla_decode_kernel"  # layer_bench.STEP_KERNEL (that module imports torch)
+H200_STEP_KERNEL = "^_sparse_mla_decode(_ws)?_kernel$"  # layer_bench.STEP_KERNEL (that module imports torch)
 CUB_SCAN_INIT = (
     "void at_cuda_detail::cub::detail::scan::DeviceScanInitKernel<at_cuda_detail::cub::ScanTileState<int, true> >"
     "(at_cuda_detail::cub::ScanTileState<int, true>, int)"
@@ -1043,7 +1050,7 @@ def test_h200_unclassified_kernels_belong_to_moe_and_kv_write() -> None:
         ("c", "ceil_kernel_cuda"),
         ("e", EXP2),
         ("f", "float8_copy_kernel"),
-        ("A", H200_STEP_KERNEL),
+        ("A", "_sparse_mla_decode_kernel"),
         ("T", "gatherTopK"),
         ("S", "DeviceScan"),
         ("G", "GroupProblemShape"),

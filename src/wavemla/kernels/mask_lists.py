@@ -46,7 +46,7 @@ def _attended(p_row, o_l, m_l, stride_l, thr, FLOAT: tl.constexpr):
 
 
 @triton.jit
-def _mask_stats_kernel(
+def _mla_mask_stats_kernel(
     p_mask, p_stats, L, stride_b, stride_s, stride_l, thr, FLOAT: tl.constexpr, BLOCK_L: tl.constexpr
 ):  # fmt: skip
     # program (token of request, request): count its attended rows, then fold the count and the bias flag into
@@ -67,7 +67,7 @@ def _mask_stats_kernel(
 
 
 @triton.jit
-def _mask_lists_kernel(
+def _mla_mask_lists_kernel(
     p_mask, p_out, L, S, width, stride_b, stride_s, stride_l, thr,
     FLOAT: tl.constexpr, COMPACT: tl.constexpr, BLOCK_L: tl.constexpr,
 ):  # fmt: skip
@@ -127,7 +127,7 @@ def mask_stats(mask: torch.Tensor) -> torch.Tensor:
     if b * s == 0 or length == 0:
         return stats
     _launch(
-        _mask_stats_kernel, (s, b), (m, stats), ("stats",),
+        _mla_mask_stats_kernel, (s, b), (m, stats), ("stats",),
         p_mask=m, p_stats=stats, L=length, stride_b=m.stride(0), stride_s=m.stride(1), stride_l=m.stride(2),
         thr=thr, FLOAT=additive, BLOCK_L=BLOCK_L, num_warps=4,
     )  # fmt: skip
@@ -151,7 +151,7 @@ def mask_lists(mask: torch.Tensor, width: int) -> torch.Tensor:
     if b * s == 0 or length == 0:
         return out.fill_(-1)
     _launch(
-        _mask_lists_kernel, (s, b), (m, out), ("lists", width),
+        _mla_mask_lists_kernel, (s, b), (m, out), ("lists", width),
         p_mask=m, p_out=out, L=length, S=s, width=width, stride_b=m.stride(0), stride_s=m.stride(1),
         stride_l=m.stride(2), thr=thr, FLOAT=additive, COMPACT=width < length, BLOCK_L=BLOCK_L, num_warps=4,
     )  # fmt: skip

@@ -32,7 +32,7 @@ INT32_MAX = 2**31 - 1
 
 
 @triton.jit
-def _compact_kernel(
+def _mla_v32_lists_kernel(
     p_idx, p_len, p_table, p_count, S, topk, last_slot, stride_b, stride_s, page, block_rows,
     HAS_LEN: tl.constexpr, TO_ROWS: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
@@ -65,7 +65,7 @@ def _compact_kernel(
 
 
 @triton.jit
-def _sink_kernel(
+def _mla_sink_scale_kernel(
     p_o, p_lse, p_sink, p_out, S, H, stride_ob, stride_os, stride_oh, stride_db, stride_ds, stride_dh, stride_dd,
     BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
@@ -140,7 +140,7 @@ def compact_lists(
     if topk == 0:
         return table, lengths.zero_()
     launch.replayed_run(
-        _REPLAYS, _compact_kernel, (s_q, b), (indices, topk_length, table, lengths),
+        _REPLAYS, _mla_v32_lists_kernel, (s_q, b), (indices, topk_length, table, lengths),
         ("compact", slots, page, block_rows),
         p_idx=indices, p_len=topk_length if topk_length is not None else lengths, p_table=table, p_count=lengths,
         S=s_q, topk=topk, last_slot=min(slots, INT32_MAX + 1) - 1, stride_b=indices.stride(0),
@@ -181,7 +181,7 @@ def scale_by_sink(o: torch.Tensor, lse: torch.Tensor, attn_sink: torch.Tensor, o
         return out
     block_h = min(8, triton.next_power_of_2(h))
     launch.replayed_run(
-        _REPLAYS, _sink_kernel, (b * s_q, triton.cdiv(h, block_h)), (o, lse, attn_sink, out), ("sink",),
+        _REPLAYS, _mla_sink_scale_kernel, (b * s_q, triton.cdiv(h, block_h)), (o, lse, attn_sink, out), ("sink",),
         p_o=o, p_lse=lse, p_sink=attn_sink, p_out=out, S=s_q, H=h, stride_ob=o.stride(0), stride_os=o.stride(1),
         stride_oh=o.stride(2), stride_db=out.stride(0), stride_ds=out.stride(1), stride_dh=out.stride(2),
         stride_dd=out.stride(3), BLOCK_H=block_h, BLOCK_D=BLOCK_D, num_warps=4,

@@ -37,7 +37,7 @@ replays are profiled into ``OUT/<mode>/layer_bs<b>.json.gz``. Results go to ``OU
 ``wavemla.layer_bench/1``) and ``OUT/layer_rules.json`` holds the classification rules for the ATen kernels that
 only the MoE or only the KV write's FP8 quantizer launch here. Then::
 
-    wavemla trace OUT/csa --step-kernel _sparse_mla_decode_kernel --rules OUT/layer_rules.json
+    wavemla trace OUT/csa --step-kernel '^_sparse_mla_decode(_ws)?_kernel$' --rules OUT/layer_rules.json
 
 ``--tiny`` runs the same code at tiny sizes; without a GPU it runs on the CPU through Triton's interpreter (fp16,
 eager, CPU profiler: timings and traces then exercise the code paths but measure nothing). See docs/layer-bench.md.
@@ -53,6 +53,7 @@ import argparse
 import dataclasses
 import json
 import math
+import shlex
 import statistics
 import subprocess
 import sys
@@ -80,8 +81,9 @@ from wavemla.reference.indexer import (
 SCHEMA = "wavemla.layer_bench/1"
 RESULTS_FILE = "layer_bench.json"
 RULES_FILE = "layer_rules.json"
-# The sparse decode's split kernel runs exactly once per layer step: the robust step counter for `wavemla trace`.
-STEP_KERNEL = "_sparse_mla_decode_kernel"
+# The sparse decode's split kernel runs exactly once per layer step: the robust step counter for `wavemla trace`. A
+# regex: the Triton kernel or, on sm_90 with Gluon, the warp-specialized one.
+STEP_KERNEL = "^_sparse_mla_decode(_ws)?_kernel$"
 STEP_MARKER = "layer_step"
 ROPE = 64  # rope dims at the end of each 512-wide latent and of each 128-wide indexer head
 MODES: dict[str, int] = {"csa": 4, "hca": 128}  # layer type -> compression ratio
@@ -882,7 +884,9 @@ def _environment(cfg: BenchConfig) -> dict[str, Any]:
 
 def trace_command(out: Path, mode: str) -> str:
     """The ``wavemla trace`` call for one mode's traces."""
-    return f"wavemla trace {out / mode} --step-kernel {STEP_KERNEL} --rules {out / RULES_FILE}"
+    return shlex.join(
+        ["wavemla", "trace", str(out / mode), "--step-kernel", STEP_KERNEL, "--rules", str(out / RULES_FILE)]
+    )
 
 
 def write_rules(out: Path) -> Path:

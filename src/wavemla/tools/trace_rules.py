@@ -90,14 +90,16 @@ def _rule(name: str, component: str, *alternatives: str) -> Rule:
 # The name patterns follow FlashMLA / FlashInfer / DeepGEMM kernel names, SGLang and vLLM Triton kernels,
 # cuBLAS (nvjet), CUTLASS and NCCL names as they appear in Kineto traces of DeepSeek decode.
 _DEFAULT_RULES: tuple[Rule, ...] = (
-    # wavemla's own Triton kernels: _sparse_mla_*, _mla_* and _indexer_* prefixes, and the sparse decode's q
-    # conversion (_q_to_f16_kernel, launched before the split kernel for 64-head plans).
+    # wavemla's own Triton kernels: _sparse_mla_*, _mla_*, _sparse_prefill_* and _indexer_* prefixes, and the sparse
+    # decode's q conversion (_q_to_f16_kernel, launched before the split kernel for 64-head plans). The sparse
+    # prefill's names must be taken here: the elementwise rule's "fill_kernel" would take "_sparse_prefill_kernel".
     _rule("wavemla-indexer", "indexer", r"(?:^|[^a-z0-9])_indexer_"),
     _rule(
         "wavemla-attention",
         "attention",
         r"(?:^|[^a-z0-9])_sparse_mla_",
         r"(?:^|[^a-z0-9])_mla_",
+        r"(?:^|[^a-z0-9])_sparse_prefill_",
         r"(?:^|[^a-z0-9])_q_to_f16_kernel",
     ),
     # Collectives: NCCL/RCCL, custom and fused all-reduce (incl. all-reduce + RMSNorm), DeepEP dispatch and
