@@ -3,7 +3,7 @@
 # at the 22 spread points (until now timed on H100s only), then the DSV4-Flash layer benchmark as one GPU of 8
 # expert-parallel ones (CSA and HCA, context 65,536) with each layer type's trace fit, from b = 1 and from b = 16.
 # Output under $OUT: refresh.log, spread_ab.json, layer_ep8.json, layer_ep8_{csa,hca}_slope{,_from16}.{json,png}.
-#   OUT=/some/dir bash benchmarks/experiments/gpu_h200_refresh.sh <git-sha>
+#   OUT=/some/dir bash benchmarks/experiments/gpu_h200_refresh.sh <git-sha>   (SKIP_SPREAD=1: the layer benchmark only)
 set -uo pipefail
 BUDGET=${BUDGET:-560}
 source benchmarks/budget.sh
