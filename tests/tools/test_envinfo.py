@@ -147,7 +147,7 @@ def test_text_report(environ: dict[str, str], capsys: pytest.CaptureFixture[str]
     code, out = _run(capsys)
     assert code == 0
     lines = out.splitlines()
-    assert lines[0] == f"wavemla       {wavemla.__version__}"
+    assert lines[0].startswith(f"wavemla       {wavemla.__version__} (")  # "(source SHA)" or "(not a git checkout)"
     assert any(line.startswith(f"torch         {torch.__version__}") for line in lines)
     assert any(line.startswith(f"triton        {triton.__version__} (interpreter ") for line in lines)
     assert "WAVEMLA_GPU   unset (plans use the CUDA device)" in lines

@@ -2,7 +2,8 @@
 
 Contract (one record per measured case, fixed schema): kernel, provider (``triton`` | ``torch`` | ``copy``), gpu,
 torch, triton, git_sha, b, s_q, heads, n_comp, topk, page, kv_format, q_format, median_us, p20_us, p80_us, reps,
-bytes, gbps, copy_gbps, pct_of_copy_bw.
+bytes, gbps, copy_gbps, pct_of_copy_bw. ``git_sha`` is :func:`wavemla.tools.revision.source_revision`'s
+(``-dirty`` where tracked files differ from the commit, null outside a checkout).
 
 - ``bytes`` counts index-K bytes read (``b · n_comp · row_bytes``; 132 B per FP8 row, 256 B per bf16 row), the
   traffic the indexer cannot avoid; both providers are charged the same bytes, so ``gbps`` is an effective rate.
@@ -24,7 +25,6 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -43,6 +43,7 @@ from wavemla.reference.indexer import (
     quantize_index_k,
 )
 from wavemla.tools.bench import copy_samples_us, timing_samples_us
+from wavemla.tools.revision import source_revision
 
 BATCHES = (1, 32, 64, 128)
 N_COMPS = (2048, 8192, 32768, 262144)
@@ -247,12 +248,7 @@ def dequantize_rows_bf16(cache: torch.Tensor, layout: str = "rows") -> torch.Ten
 def _environment() -> dict[str, Any]:
     import triton
 
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True, cwd=Path(__file__).parent
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        sha = None
+    sha = source_revision()
     return {
         "gpu": torch.cuda.get_device_name(),
         "torch": torch.__version__,

@@ -6,7 +6,8 @@ what an engine's ``import flash_mla`` gets in this process (wavemla's stand-in, 
 modules ``wavemla.flash_mla.patch`` has patched or waits for, and the engine plugins vLLM and SGLang would find
 (``wavemla.plugins``) with what ``WAVEMLA_ENGINE_PATCH`` makes them do. ``--json``
 prints the same as one JSON object, for bug reports and benchmark records. An invalid knob value, or a
-``WAVEMLA_GPU`` that names no preset, is reported as an error and makes the exit code 2.
+``WAVEMLA_GPU`` that names no preset, is reported as an error and makes the exit code 2. Where wavemla runs from a git
+checkout, its commit is shown too (``-dirty`` when tracked files differ from it).
 
 Example::
 
@@ -24,6 +25,7 @@ from typing import Any
 
 from wavemla import config
 from wavemla.device import DeviceSpec, NoCudaDeviceError, get_spec, triton_override_arch
+from wavemla.tools.revision import source_revision
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,6 +70,8 @@ def collect() -> dict[str, Any]:
 
     return {
         "wavemla": getattr(wavemla, "__version__", "unknown"),
+        # the git commit of the checkout wavemla is imported from ("-dirty": edited), None for an installed wheel
+        "source": source_revision(),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "torch": torch.__version__,
@@ -105,7 +109,8 @@ def _spec_line(spec: dict[str, Any]) -> str:
 def format_text(info: dict[str, Any]) -> str:
     """The human-readable report for :func:`collect`'s dict."""
     lines = [
-        f"wavemla       {info['wavemla']}",
+        f"wavemla       {info['wavemla']}"
+        + (f" (source {info['source']})" if info.get("source") else " (not a git checkout)"),
         f"python        {info['python']} ({info['platform']})",
         f"torch         {info['torch']} (CUDA runtime {info['torch_cuda'] or 'none'})",
         f"triton        {info['triton']} (interpreter {'on' if info['triton_interpreter'] else 'off'}"

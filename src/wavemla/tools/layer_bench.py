@@ -55,7 +55,6 @@ import json
 import math
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -77,6 +76,7 @@ from wavemla.reference.indexer import (
     quantize_index_k,
     quantize_index_q,
 )
+from wavemla.tools.revision import source_revision
 
 SCHEMA = "wavemla.layer_bench/1"
 RESULTS_FILE = "layer_bench.json"
@@ -858,12 +858,7 @@ def bench_batch(layer: DecoderLayer, b: int, cfg: BenchConfig, trace_path: Path)
 def _environment(cfg: BenchConfig) -> dict[str, Any]:
     import triton
 
-    try:
-        sha: str | None = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True, cwd=Path(__file__).parent
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        sha = None
+    sha = source_revision()
     env: dict[str, Any] = {
         "torch": torch.__version__,
         "triton": triton.__version__,
