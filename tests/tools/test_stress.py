@@ -59,6 +59,16 @@ def test_dense_mode_and_its_small_preset() -> None:
     assert not stress.config_from_args(_args()).dense
 
 
+def test_v32_mode_and_its_small_preset() -> None:
+    cfg = stress.config_from_args(_args("--mode", "v32"))
+    assert cfg.v32 and cfg.dense_kernels and not cfg.dense and not cfg.uses_indexer
+    assert (cfg.topk, cfg.page, cfg.pool, cfg.heads) == (*stress.V32_SHAPE, 128)  # DeepSeek-V3.2's 128 heads
+    assert cfg.splits == (None, 3)  # program slots of the second graph, as for the dense decode
+    small = stress.config_from_args(_args("--mode", "v32", "--small"))
+    assert (small.topk, small.page, small.pool, small.heads) == (*stress.SMALL_V32_SHAPE, 16)
+    assert not stress.config_from_args(_args("--mode", "dense")).v32
+
+
 def test_indexer_selects_are_the_indexers() -> None:
     from wavemla.kernels.indexer import SELECT_PATHS
 
@@ -87,6 +97,10 @@ def test_index_k_formats_are_the_indexers() -> None:
         (("--mode", "dense", "--batch-invariant"), "--batch-invariant"),
         (("--mode", "dense", "--indexer-select", "token"), "--indexer-select"),
         (("--mode", "dense", "--index-k", "mxfp4"), "--index-k"),
+        (("--mode", "v32", "--batch-invariant"), "--batch-invariant"),  # the V3.2 call has no such mode
+        (("--mode", "v32", "--seqlen", "64"), "--seqlen"),
+        (("--mode", "v32", "--indexer-select", "token"), "--indexer-select"),
+        (("--mode", "v32", "--index-k", "mxfp4"), "--index-k"),
         (("--mode", "hca", "--index-k", "mxfp4"), "--index-k"),
         (("--mode", "swa", "--index-k", "mxfp4"), "--index-k"),
         (("--no-indexer", "--index-k", "mxfp4"), "--index-k"),  # CSA with random compressed indices
@@ -304,6 +318,42 @@ def test_cpu_dense_harness_matches_eager_and_reports_an_injected_flip(capsys: py
     assert "mode=dense h=16 s_q=2 FP8 V3.2 caches, 256 keys per request" in out
 
 
+def test_v32_case_lists_and_poisoned_spare_page() -> None:
+    """The V3.2 graphs' inputs: variant 0 lists topk distinct valid rows a token at full length; later variants put
+    invalid entries among them and shorter lengths; the spare page nothing lists holds NaN; every other graph a
+    sink."""
+    cfg = stress.config_from_args(_args("--mode", "v32", "--small", "--batch", "3", "--s-q", "2", "--cpu"))
+    cases = [stress.build_case(cfg, g, "cpu") for g in range(2)]
+    topk, page, pool = stress.SMALL_V32_SHAPE
+    for case in cases:
+        cache = case.fixed["kv_cache"]
+        assert cache.shape == (pool // page + 1, page, 1, 656) and bool((cache[-1] == 0xFF).all())
+        v0 = case.variants[0]
+        assert v0["q"].shape == (3, 2, 16, 576) and bool((v0["topk_length"] == topk).all())
+        idx = v0["indices"]
+        assert idx.shape == (3, 2, topk) and bool(((idx >= 0) & (idx < pool)).all())
+        assert all(len(set(row.tolist())) == topk for row in idx.reshape(-1, topk))
+        later = case.variants[1]["indices"]
+        assert bool(((later < 0) | (later >= pool)).any())  # invalid entries of several kinds
+        assert bool((case.variants[1]["topk_length"] <= topk).all())
+    assert "attn_sink" not in cases[0].fixed and cases[1].fixed["attn_sink"].shape == (16,)
+
+
+@cpu_lane_only
+def test_cpu_v32_harness_matches_eager_and_reports_an_injected_flip(capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3.2's sparse decode (two query tokens; one graph planned without a sink, one on 3 program slots with
+    a sink, writing callers' out buffers): every replay matches its eager reference but the flipped one."""
+    code, out = _run(
+        capsys, "--cpu", "--small", "--mode", "v32", "--s-q", "2", "--batch", "2", "--graphs", "2",
+        "--variants", "2", "--replays", "5", "--inject-flip", "3", "--check-every", "1", "--out-buffers",
+    )  # fmt: skip
+    assert code == 1, out
+    lines = [line for line in out.splitlines() if line.startswith("MISMATCH")]
+    assert len(lines) == 1 and " replay 3 " in lines[0] and ": out: 1 of " in lines[0], out
+    assert "program slots=3" in out and "combine=yes" in out and "sink=yes" in out and "sink=no" in out
+    assert "mode=v32 h=16 s_q=2 FP8 V3.2 cache, 64 list entries a token of 256 rows" in out
+
+
 @cpu_lane_only
 def test_cpu_harness_with_out_buffers(capsys: pytest.CaptureFixture[str]) -> None:
     """Each decode writes a caller's NaN-filled out (vLLM's pattern): sparse with the indexer and with forced splits,
@@ -349,6 +399,10 @@ GPU_RUNS = [
     pytest.param(
         ("--mode", "dense", "--bf16", "--s-q", "2", "--heads", "128", "--batch", "5", "33", "--replays", "2000"),
         id="dense-bf16-s2",
+    ),
+    pytest.param(("--mode", "v32", "--replays", "2000"), id="v32-fp8"),
+    pytest.param(
+        ("--mode", "v32", "--s-q", "2", "--out-buffers", "--batch", "9", "64", "--replays", "1000"), id="v32-s2-out"
     ),
 ]
 

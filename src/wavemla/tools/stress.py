@@ -1,8 +1,11 @@
-"""Stress decode in CUDA graphs replayed on several streams at once: sparse (with the CSA indexer) or paged dense.
+"""Stress decode in CUDA graphs replayed on several streams at once: sparse (with the CSA indexer), paged dense, or
+DeepSeek-V3.2's sparse decode.
 
 Each of ``--graphs`` graphs owns its inputs, its outputs, its metadata (:func:`wavemla.get_mla_metadata`) and its
 indexer workspace (``--mode dense``: the paged dense decode of DeepSeek-V3 shapes, whose metadata also holds the
-device scheduler's work ranges); it is captured once and then replayed ``--replays`` times in total over
+device scheduler's work ranges; ``--mode v32``: DeepSeek-V3.2's sparse decode, a 576-wide q over the FP8 V3.2 cache
+with 2,048 list entries a token, whose graph holds the list kernel, the dense decode's kernels and, in every other
+graph, the sink's); it is captured once and then replayed ``--replays`` times in total over
 ``--streams`` streams, in a seeded random order that moves every graph from stream to stream. Between replays the
 streams run unrelated work (matmuls, memsets) and tensors are allocated, used on another stream and freed through
 the caching allocator.
@@ -39,6 +42,7 @@ Example::
     wavemla stress --mode csa --batch 48 7 96 1 --streams 2 --graphs 4 --replays 10000
     wavemla stress --mode csa --index-k mxfp4 --replays 2000
     wavemla stress --mode dense --heads 128 --seqlen 4096 --replays 2000
+    wavemla stress --mode v32 --replays 2000
     python -m wavemla.tools.stress --small --replays 20
 """
 
@@ -77,7 +81,11 @@ SMALL_MODES: dict[str, tuple[int, int, int, int, int]] = {
 # --mode dense: (cached keys per request, page) of the paged dense decode (DeepSeek-V3 shapes; --small: tiny).
 DENSE_SHAPE = (4096, 64)
 SMALL_DENSE_SHAPE = (256, 16)
-MODE_CHOICES = (*sorted(MODES), "dense")
+# --mode v32: (list entries a token, cache page, cache rows the lists pick from) of DeepSeek-V3.2's sparse decode
+# (--small: tiny); 128 query heads (16 with --small), DeepSeek-V3.2's.
+V32_SHAPE = (2048, 64, 16384)
+SMALL_V32_SHAPE = (64, 16, 256)
+MODE_CHOICES = (*sorted(MODES), "dense", "v32")
 NOISE_OPS = ("matmul", "memset", "alloc", "alloc_cross")
 DEFAULT_REPLAYS = 10_000
 SMALL_REPLAYS = 40
@@ -117,12 +125,23 @@ class StressConfig:
     indexer_select: str | None = None  # the indexer's select path; None: the one it picks
     index_k: str = "fp8"  # the indexer's index-K rows: "fp8" (132 bytes) or "mxfp4" (68 bytes)
     seqlen: int = DENSE_SHAPE[0]  # dense: cached keys per request (variants draw shorter lengths)
+    pool: int = 0  # v32: cache rows the index lists pick from
     out_buffers: bool = False  # each decode writes a caller's out (NaN-filled right before the call)
 
     @property
     def dense(self) -> bool:
         """The paged dense decode (``--mode dense``) instead of the sparse decode."""
         return self.mode == "dense"
+
+    @property
+    def v32(self) -> bool:
+        """DeepSeek-V3.2's sparse decode (``--mode v32``): a 576-wide q, run by the dense decode's kernels."""
+        return self.mode == "v32"
+
+    @property
+    def dense_kernels(self) -> bool:
+        """The dense decode's kernels and metadata run the step (``--splits`` then sets program slots)."""
+        return self.mode in ("dense", "v32")
 
     @property
     def uses_indexer(self) -> bool:
@@ -203,22 +222,25 @@ class StressReport:
 def config_from_args(args: argparse.Namespace) -> StressConfig:
     """Resolve presets and defaults into a :class:`StressConfig`; raises ValueError naming a bad option."""
     small = bool(args.small)
-    seqlen = 0
+    seqlen, pool = 0, 0
     if args.mode == "dense":
         seqlen, page = SMALL_DENSE_SHAPE if small else DENSE_SHAPE
         topk, extra_topk, extra_page, extra_pool = 0, 0, 0, 0
         seqlen = args.seqlen if args.seqlen is not None else seqlen
+    elif args.mode == "v32":
+        topk, page, pool = SMALL_V32_SHAPE if small else V32_SHAPE
+        extra_topk, extra_page, extra_pool = 0, 0, 0
     elif args.mode in MODES:
         topk, page, extra_topk, extra_page, extra_pool = (SMALL_MODES if small else MODES)[args.mode]
     else:
         raise ValueError(f"--mode: expected one of {list(MODE_CHOICES)}, got {args.mode!r}")
-    if args.mode != "dense":
-        if args.seqlen is not None:
-            raise ValueError("--seqlen: the cached keys per request of --mode dense only")
-    elif args.batch_invariant:
-        raise ValueError("--batch-invariant: the sparse decode's mode; --mode dense has none")
-    elif args.indexer_select != "auto":
-        raise ValueError("--indexer-select: CSA layers only; --mode dense has no indexer")
+    if args.mode != "dense" and args.seqlen is not None:
+        raise ValueError("--seqlen: the cached keys per request of --mode dense only")
+    if args.mode in ("dense", "v32"):
+        if args.batch_invariant:
+            raise ValueError(f"--batch-invariant: the DeepSeek-V4 sparse decode's mode; --mode {args.mode} has none")
+        if args.indexer_select != "auto":
+            raise ValueError(f"--indexer-select: CSA layers only; --mode {args.mode} has no indexer")
     batches = tuple(args.batch) if args.batch else ((2, 3) if small else (48, 7, 96, 1))
     replays = args.replays if args.replays is not None else (SMALL_REPLAYS if small else DEFAULT_REPLAYS)
     graphs = args.graphs if args.graphs is not None else (2 if small else 4)
@@ -231,7 +253,7 @@ def config_from_args(args: argparse.Namespace) -> StressConfig:
     cfg = StressConfig(
         mode=args.mode,
         batches=batches,
-        heads=args.heads if args.heads is not None else (16 if small else 64),
+        heads=args.heads if args.heads is not None else (16 if small else 128 if args.mode == "v32" else 64),
         s_q=args.s_q,
         streams=args.streams,
         graphs=graphs,
@@ -258,6 +280,7 @@ def config_from_args(args: argparse.Namespace) -> StressConfig:
         indexer_select=None if args.indexer_select == "auto" else args.indexer_select,
         index_k=args.index_k,
         seqlen=seqlen,
+        pool=pool,
         out_buffers=args.out_buffers,
     )
     validate_config(cfg)
@@ -419,6 +442,8 @@ def build_case(cfg: StressConfig, graph: int, device: torch.device | str) -> Gra
     seed = cfg.seed * 1000 + graph
     if cfg.dense:
         return _dense_case(cfg, graph, b, seed, q_dtype, device)
+    if cfg.v32:
+        return _v32_case(cfg, graph, b, seed, q_dtype, device)
     gen = torch.Generator().manual_seed(seed)
     dev_gen = torch.Generator(device=device).manual_seed(seed)  # bulk values are drawn where they live
     with_extra = cfg.extra_topk > 0 and not cfg.uses_indexer
@@ -504,6 +529,46 @@ def _dense_case(
     return GraphCase(index=graph, batch=b, splits=cfg.splits_of(graph), fixed=fixed, static=static, variants=variants)
 
 
+def _v32_case(
+    cfg: StressConfig, graph: int, b: int, seed: int, q_dtype: torch.dtype, device: torch.device | str
+) -> GraphCase:
+    """Inputs of a DeepSeek-V3.2 graph: a cache of ``cfg.pool`` rows in pages of ``cfg.page`` (FP8 V3.2 records, or
+    576-wide rows with ``--bf16``), one poisoned spare page nothing lists, and a sink in every other graph; the
+    variants change q, the lists (variant 0: ``topk`` distinct valid rows a token; the others: ~10% of the entries
+    -1, out of range or at either end of int32) and the per-request ``topk_length`` (variant 0: ``topk``; the others
+    drawn in ``[0, topk]``, so tokens see no row, some or all)."""
+    import torch
+
+    from wavemla.reference.fp8_v32 import quantize_v32
+
+    gen = torch.Generator().manual_seed(seed)
+    blocks = cfg.pool // cfg.page + 1  # the last page is the spare one
+    rows = torch.randn((blocks, cfg.page, 1, 576), generator=gen)
+    cache = quantize_v32(rows) if cfg.fp8 else rows.to(q_dtype)
+    if cfg.fp8:
+        cache[-1] = 0xFF  # e4m3 NaN codes, NaN scales and NaN rope
+    else:
+        cache[-1] = float("nan")
+    fixed = {"kv_cache": cache.to(device)}
+    if graph % 2:
+        fixed["attn_sink"] = torch.linspace(-2.0, 2.0, cfg.heads).to(device)
+    slots = cfg.pool
+    junk = torch.tensor([-1, slots + cfg.page, 2**31 - 1, -(2**31)], dtype=torch.int32)
+    variants = []
+    for v in range(cfg.variants):
+        q = torch.randn((b, cfg.s_q, cfg.heads, 576), generator=gen).clamp(-1.0, 1.0).to(q_dtype).to(device)
+        keys = torch.rand((b, cfg.s_q, slots), generator=gen)
+        idx = keys.argsort(dim=-1)[..., : cfg.topk].to(torch.int32)  # distinct rows, in no order
+        length = torch.full((b,), cfg.topk, dtype=torch.int32)
+        if v:
+            bad = torch.rand(idx.shape, generator=gen) < 0.1
+            idx = torch.where(bad, junk[torch.randint(0, len(junk), idx.shape, generator=gen)], idx)
+            length = torch.randint(0, cfg.topk + 1, (b,), generator=gen, dtype=torch.int32)
+        variants.append({"q": q, "indices": idx.to(device), "topk_length": length.to(device)})
+    static = {k: t.clone() for k, t in variants[0].items()}
+    return GraphCase(index=graph, batch=b, splits=cfg.splits_of(graph), fixed=fixed, static=static, variants=variants)
+
+
 def _req(d: dict[str, torch.Tensor | None], key: str) -> torch.Tensor:
     t = d.get(key)
     if t is None:
@@ -575,6 +640,17 @@ def decode_step(
             fixed["block_table"],
             inputs["cache_seqlens"],
             causal=cfg.s_q > 1,
+            metadata=meta,
+            out=buf,
+        )
+        return {"out": out, "lse": lse}
+    if cfg.v32:
+        out, lse = sparse_mla_decode(
+            inputs["q"],
+            fixed["kv_cache"],
+            inputs["indices"],
+            topk_length=inputs["topk_length"],
+            attn_sink=fixed.get("attn_sink"),
             metadata=meta,
             out=buf,
         )
@@ -746,7 +822,7 @@ def _setup(cfg: StressConfig, device: torch.device, streams: _Streams, log: Any)
     for g in range(cfg.graphs):
         case = build_case(cfg, g, device)
         case.meta = shared if shared is not None else MLAMetadata()
-        with _splits(case.splits, cfg.dense):
+        with _splits(case.splits, cfg.dense_kernels):
             # Eager reference outputs, each on fresh metadata (same plan: the planner is a pure function).
             for variant in case.variants:
                 outs = decode_step(cfg, case.fixed, variant, MLAMetadata())
@@ -765,12 +841,13 @@ def _setup(cfg: StressConfig, device: torch.device, streams: _Streams, log: Any)
                 torch.cuda.synchronize(device)
             else:
                 decode_step(cfg, case.fixed, case.static, case.meta)  # plan the metadata now
-        if cfg.dense:
+        if cfg.dense_kernels:
             d = case.meta.dense_plan
             case.plan_note = (
                 f"graph {g}: b={case.batch} program slots={'auto' if case.splits is None else case.splits} "
                 f"BLOCK_H={d.config.block_h} BLOCK_N={d.config.block_n} parts={d.num_parts} programs={d.programs} "
                 f"combine={'yes' if d.num_parts > 1 else 'no'}"
+                + (f" sink={'yes' if 'attn_sink' in case.fixed else 'no'}" if cfg.v32 else "")
             )
             log(case.plan_note)
             cases.append(case)
@@ -900,6 +977,11 @@ def summary(cfg: StressConfig, report: StressReport) -> str:
     if cfg.dense:
         cache = "FP8 V3.2" if cfg.fp8 else "row"
         shape = f"mode=dense h={cfg.heads} s_q={cfg.s_q} {cache} caches, {cfg.seqlen} keys per request"
+    elif cfg.v32:
+        cache = "FP8 V3.2" if cfg.fp8 else "576-wide row"
+        shape = (
+            f"mode=v32 h={cfg.heads} s_q={cfg.s_q} {cache} cache, {cfg.topk} list entries a token of {cfg.pool} rows"
+        )
     else:
         shape = f"mode={cfg.mode} h={cfg.heads} s_q={cfg.s_q} {'FP8 MODEL1' if cfg.fp8 else 'row'} caches"
         if cfg.uses_indexer:
@@ -929,8 +1011,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--mode",
         default="csa",
         choices=MODE_CHOICES,
-        help="DSV4 layer type (default csa), or dense: the paged dense decode (DeepSeek-V3 shapes: d_qk 576, page "
-        f"{DENSE_SHAPE[1]})",
+        help="DSV4 layer type (default csa), dense: the paged dense decode (DeepSeek-V3 shapes: d_qk 576, page "
+        f"{DENSE_SHAPE[1]}), or v32: DeepSeek-V3.2's sparse decode ({V32_SHAPE[0]} list entries a token over "
+        f"{V32_SHAPE[2]} cache rows, 128 heads)",
     )
     parser.add_argument(
         "--seqlen",
@@ -942,7 +1025,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--batch", type=int, nargs="+", default=None, help="requests per graph, cycled over graphs (default 48 7 96 1)"
     )
-    parser.add_argument("--heads", type=int, default=None, help="query heads (default 64; 16 with --small)")
+    parser.add_argument(
+        "--heads", type=int, default=None, help="query heads (default 64, --mode v32 128; 16 with --small)"
+    )
     parser.add_argument("--s-q", type=int, default=1, help="query tokens per request (default 1)")
     parser.add_argument("--streams", type=int, default=2, help="replay streams (>= 2, default 2)")
     parser.add_argument("--graphs", type=int, default=None, help="captured graphs (default 4; 2 with --small)")
@@ -956,7 +1041,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--small", action="store_true", help="tiny shapes for compute-sanitizer runs")
     parser.add_argument(
-        "--bf16", action="store_true", help="bf16 row caches instead of FP8 MODEL1 (dense: instead of FP8 V3.2)"
+        "--bf16",
+        action="store_true",
+        help="bf16 row caches instead of FP8 MODEL1 (dense and v32: instead of FP8 V3.2)",
     )
     parser.add_argument("--no-indexer", action="store_true", help="CSA: random compressed indices, no indexer")
     parser.add_argument(
@@ -965,7 +1052,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="WAVEMLA_NUM_SPLITS per graph, cycled ('auto': the planner); default: auto 3 (auto 2 with "
         "--batch-invariant, where the count must divide the tiles per token), so the combine runs; with --mode "
-        "dense the program slots (WAVEMLA_TARGET_CTAS) instead",
+        "dense or v32 the program slots (WAVEMLA_TARGET_CTAS) instead",
     )
     parser.add_argument("--batch-invariant", action="store_true", help="decode with batch_invariant=True")
     parser.add_argument("--noise-mm", type=int, default=None, help="noise matmul size (default 2048; 256 --small)")
