@@ -533,8 +533,8 @@ def _v32_case(
     cfg: StressConfig, graph: int, b: int, seed: int, q_dtype: torch.dtype, device: torch.device | str
 ) -> GraphCase:
     """Inputs of a DeepSeek-V3.2 graph: a cache of ``cfg.pool`` rows in pages of ``cfg.page`` (FP8 V3.2 records, or
-    576-wide rows with ``--bf16``), one poisoned spare page nothing lists, and a sink in graphs 1 and 2 of every four; the
-    variants change q, the lists (variant 0: ``topk`` distinct valid rows a token; the others: ~10% of the entries
+    576-wide rows with ``--bf16``), one poisoned spare page nothing lists, and a sink in graphs 1 and 2 of every four;
+    the variants change q, the lists (variant 0: ``topk`` distinct valid rows a token; the others: ~10% of the entries
     -1, out of range or at either end of int32) and the per-request ``topk_length`` (variant 0: ``topk``; the others
     drawn in ``[0, topk]``, so tokens see no row, some or all)."""
     import torch
