@@ -473,10 +473,23 @@ _SPREAD_MAX_LEFT = 2
 _MEASURED_ARCH = 90
 
 
-def prediction_basis(device: DeviceSpec) -> str:
-    """What the predicted times on ``device`` rest on, in one sentence (``wavemla plan`` prints it)."""
+# The paged dense decode's FP8 V3.2 tiles: the model ranks them (a row's decode priced at 0.02 µs picks the fastest
+# tile measured at h = 16, 32 and 64), and its times ran 0.42-0.84 of those measured on the H200 (docs/dense-decode.md,
+# "Planner"; h = 128 at 4K keys, b = 128: 433.7 predicted against 992.7 µs, 2026-12-01-h200-dense-fp8curve-h128.json;
+# on an H100 SXM, DeepSeek-V3.2's sparse decode over these tiles: 267.5 against 578.8 µs at b = 128).
+_DENSE_FP8_TIMES = "0.42-0.84"
+
+
+def prediction_basis(device: DeviceSpec, *, dense_fp8: bool = False) -> str:
+    """What the predicted times on ``device`` rest on, in one sentence (``wavemla plan`` prints it); ``dense_fp8``:
+    the workload is the paged dense decode over FP8 V3.2 rows, whose times the model does not fit."""
     if device.arch == _MEASURED_ARCH:
-        return "predicted µs: the cost model with its tile costs fitted to runs on an H200 (sm_90)"
+        basis = "predicted µs: the cost model with its tile costs fitted to runs on an H200 (sm_90)"
+        if dense_fp8:
+            basis += (
+                f"; for FP8 V3.2 rows it ranks the tiles, and its times ran {_DENSE_FP8_TIMES} of those measured there"
+            )
+        return basis
     return (
         f"predicted µs: the cost model fitted on an H200, scaled to this GPU's tensor rate and bandwidth; no "
         f"sm_{device.arch} tile has been timed, so they rank configurations rather than predict this GPU's times"

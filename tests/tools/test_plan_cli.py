@@ -65,6 +65,30 @@ def test_text_table_for_sm120(capsys: pytest.CaptureFixture[str]) -> None:
     assert out.count("tail efficiency") == 4  # the partition reason of each batch
 
 
+def test_fp8_dense_predictions_say_they_rank_tiles(capsys: pytest.CaptureFixture[str]) -> None:
+    """FP8 V3.2 rows (dense, and DeepSeek-V3.2's sparse decode at page 1): the model ranks tiles and its times run
+    below those measured, and the report says so; bf16 rows and the sparse decode keep the plain basis."""
+    caveat = "for FP8 V3.2 rows it ranks the tiles, and its times ran 0.42-0.84 of those measured there"
+    for argv, said in [
+        (("--mode", "dense", "--page", "1", "--heads", "128", "--seqlen", "2048"), True),
+        (("--mode", "dense", "--heads", "16"), True),
+        (("--mode", "dense", "--bf16", "--heads", "16"), False),
+        (
+            (
+                "--mode",
+                "csa",
+            ),
+            False,
+        ),
+    ]:
+        code, out, _ = _run(capsys, "--gpu", "h200", *argv, "--batch", "32")
+        assert code == 0 and (caveat in out.splitlines()[2]) is said, (argv, out)
+        code, out, _ = _run(capsys, "--gpu", "h200", *argv, "--batch", "32", "--json")
+        assert code == 0 and (caveat in json.loads(out)["prediction_basis"]) is said, argv
+    code, out, _ = _run(capsys, "--gpu", "rtx-pro-6000", "--mode", "dense", "--heads", "16", "--batch", "32")
+    assert code == 0 and caveat not in out and "rank configurations rather than predict" in out
+
+
 def test_json_matches_the_planner(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "--gpu", "h200", "--mode", "hca", "--batch", "1", "64", "--s-q", "2", "--json")
     assert code == 0

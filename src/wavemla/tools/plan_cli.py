@@ -286,7 +286,9 @@ def format_text(device: DeviceSpec, workload: dict[str, Any], rows: list[dict[st
     from wavemla.plan import prediction_basis
 
     basis = "the prefill's planner counts programs and slots (tiles, pieces, head blocks); it predicts no time"
-    lines = [device.summary(), _describe(workload), basis if mode == "prefill" else prediction_basis(device), "", head]
+    if mode != "prefill":
+        basis = prediction_basis(device, dense_fp8=mode == "dense" and workload["fp8"])
+    lines = [device.summary(), _describe(workload), basis, "", head]
     lines.extend(" ".join(f"{value(r):{width}{spec}}" for _, width, spec, value in columns) for r in rows)
     for r in rows:
         lines.append("")
@@ -470,7 +472,11 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         from wavemla.plan import prediction_basis
 
-        basis = "none: the prefill's planner counts programs and slots" if prefill else prediction_basis(device)
+        basis = (
+            "none: the prefill's planner counts programs and slots"
+            if prefill
+            else prediction_basis(device, dense_fp8=workload["mode"] == "dense" and workload["fp8"])
+        )
         info = {"device": asdict(device), "workload": workload, "prediction_basis": basis, "plans": rows}
         print(json.dumps(info, indent=2))
     else:
