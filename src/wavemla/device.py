@@ -584,6 +584,15 @@ def triton_interpreting() -> bool:
     return bool(knobs is not None and knobs.runtime.interpret)
 
 
+def check_kernel_device(name: str, t: torch.Tensor) -> None:
+    """Raise ValueError naming ``name`` unless ``t`` lives where wavemla's kernels run: on a CUDA device, or on the
+    CPU while Triton interprets kernels."""
+    if not (t.device.type == "cuda" or (t.device.type == "cpu" and triton_interpreting())):
+        raise ValueError(
+            f"{name}: expected a CUDA tensor (or Triton's interpreter mode for CPU tensors), got {t.device}"
+        )
+
+
 def triton_override_arch() -> int | None:
     """The architecture Triton builds kernels for instead of the GPU's, from Triton's ``TRITON_OVERRIDE_ARCH``
     (``sm80``, ``sm89``, ...), else None.

@@ -476,7 +476,8 @@ _MEASURED_ARCH = 90
 # The paged dense decode's FP8 V3.2 tiles: the model ranks them (a row's decode priced at 0.02 µs picks the fastest
 # tile measured at h = 16, 32 and 64), and its times ran 0.42-0.84 of those measured on the H200 (docs/dense-decode.md,
 # "Planner"; h = 128 at 4K keys, b = 128: 433.7 predicted against 992.7 µs, 2026-12-01-h200-dense-fp8curve-h128.json;
-# on an H100 SXM, DeepSeek-V3.2's sparse decode over these tiles: 267.5 against 578.8 µs at b = 128).
+# on an H100 SXM, DeepSeek-V3.2's sparse decode over these tiles at b = 128: 267.5 µs from `wavemla plan --gpu h100
+# --mode dense --page 1 --heads 128 --seqlen 2048 --batch 128` against 578.8 measured, 2026-12-05-h100-v32-sparse-*).
 _DENSE_FP8_TIMES = "0.42-0.84"
 
 

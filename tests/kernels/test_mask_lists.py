@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from tests.conftest import DEVICE
+from wavemla import device
 from wavemla.kernels import mask_lists as ml
 
 
@@ -97,7 +98,7 @@ def test_empty_and_refused() -> None:
 
 @pytest.mark.skipif(DEVICE != "cpu", reason="the refusal of CPU tensors outside the interpreter")
 def test_cpu_tensors_need_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ml, "triton_interpreting", lambda: False)
+    monkeypatch.setattr(device, "triton_interpreting", lambda: False)  # what check_kernel_device reads
     with pytest.raises(ValueError, match=r"^mask: expected a CUDA tensor"):
         ml.mask_lists(torch.ones(1, 2, 8, dtype=torch.bool), 8)
 

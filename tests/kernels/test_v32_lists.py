@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from tests.conftest import DEVICE
+from wavemla import device
 from wavemla.kernels import v32_lists as vl
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -178,7 +179,7 @@ def _bad_sink(**change: torch.Tensor) -> tuple[torch.Tensor, ...]:
 
 @pytest.mark.skipif(DEVICE != "cpu", reason="the refusal of CPU tensors outside the interpreter")
 def test_cpu_tensors_outside_the_interpreter_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(vl, "triton_interpreting", lambda: False)
+    monkeypatch.setattr(device, "triton_interpreting", lambda: False)  # what check_kernel_device reads
     with pytest.raises(ValueError, match=r"^indices: expected a CUDA tensor"):
         vl.compact_lists(torch.zeros(1, 1, 4, dtype=torch.int32), None, 4)
     with pytest.raises(ValueError, match=r"^o: expected a CUDA tensor"):

@@ -20,13 +20,11 @@ the compiled kernel again without Triton's per-launch argument binding (:mod:`wa
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import triton
 import triton.language as tl
 
-from wavemla.device import triton_interpreting
+from wavemla.device import check_kernel_device
 from wavemla.kernels import launch
 
 BLOCK_L = 1024  # mask entries a program takes per step
@@ -102,10 +100,7 @@ MASK_DTYPES = (torch.bool, torch.float16, torch.bfloat16, torch.float32)
 
 def _operands(mask: torch.Tensor) -> tuple[torch.Tensor, float, bool]:
     """(the mask as the kernels read it, the masked threshold, whether it is additive)."""
-    if not (mask.device.type == "cuda" or (mask.device.type == "cpu" and triton_interpreting())):
-        raise ValueError(
-            f"mask: expected a CUDA tensor (or Triton's interpreter mode for CPU tensors), got {mask.device}"
-        )
+    check_kernel_device("mask", mask)
     if mask.dtype not in MASK_DTYPES:  # (the threshold reaches the kernel as fp32)
         raise ValueError(f"mask: expected bool, fp16, bf16 or fp32, got {mask.dtype}")
     if mask.dtype == torch.bool:
@@ -126,8 +121,8 @@ def mask_stats(mask: torch.Tensor) -> torch.Tensor:
     stats = torch.zeros(2, dtype=torch.int32, device=mask.device)
     if b * s == 0 or length == 0:
         return stats
-    _launch(
-        _mla_mask_stats_kernel, (s, b), (m, stats), ("stats",),
+    launch.replayed_run(
+        _REPLAYS, _mla_mask_stats_kernel, (s, b), (m, stats), ("stats",),
         p_mask=m, p_stats=stats, L=length, stride_b=m.stride(0), stride_s=m.stride(1), stride_l=m.stride(2),
         thr=thr, FLOAT=additive, BLOCK_L=BLOCK_L, num_warps=4,
     )  # fmt: skip
@@ -150,8 +145,8 @@ def mask_lists(mask: torch.Tensor, width: int) -> torch.Tensor:
     out = torch.empty((b, s, width), dtype=torch.int32, device=mask.device)
     if b * s == 0 or length == 0:
         return out.fill_(-1)
-    _launch(
-        _mla_mask_lists_kernel, (s, b), (m, out), ("lists", width),
+    launch.replayed_run(
+        _REPLAYS, _mla_mask_lists_kernel, (s, b), (m, out), ("lists", width),
         p_mask=m, p_out=out, L=length, S=s, width=width, stride_b=m.stride(0), stride_s=m.stride(1),
         stride_l=m.stride(2), thr=thr, FLOAT=additive, COMPACT=width < length, BLOCK_L=BLOCK_L, num_warps=4,
     )  # fmt: skip
@@ -161,12 +156,3 @@ def mask_lists(mask: torch.Tensor, width: int) -> torch.Tensor:
 # Launch replays of recent launches by signature (kernels.launch), least recently used first; values: the replay,
 # or None where the signature cannot be replayed.
 _REPLAYS = launch.ReplayCache(32)
-
-
-def _launch(
-    kernel: Any, grid: tuple[int, int], tensors: tuple[torch.Tensor, torch.Tensor], scalars: tuple[str | int, ...],
-    **kwargs: Any,
-) -> None:  # fmt: skip
-    """``kernel[grid](**kwargs)``, whose tensor arguments are ``tensors`` (the mask and the output), replayed where a
-    launch of the same signature was recorded before (:func:`wavemla.kernels.launch.replayed_run`)."""
-    launch.replayed_run(_REPLAYS, kernel, grid, tensors, scalars, **kwargs)

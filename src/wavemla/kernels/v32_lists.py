@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from wavemla.device import triton_interpreting
+from wavemla.device import check_kernel_device
 from wavemla.kernels import launch
 
 BLOCK_K = 1024  # list entries a program takes per step
@@ -92,13 +92,6 @@ def _mla_sink_scale_kernel(
     tl.store(p_dst, (b_o * b_factor[:, None]).to(p_out.dtype.element_ty), mask=m_hd)
 
 
-def _check_device(name: str, t: torch.Tensor) -> None:
-    if not (t.device.type == "cuda" or (t.device.type == "cpu" and triton_interpreting())):
-        raise ValueError(
-            f"{name}: expected a CUDA tensor (or Triton's interpreter mode for CPU tensors), got {t.device}"
-        )
-
-
 def compact_lists(
     indices: torch.Tensor, topk_length: torch.Tensor | None, slots: int, *, page: int = 1, block_rows: int = 1
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -113,14 +106,14 @@ def compact_lists(
 
         table, lengths = compact_lists(indices, topk_length, num_blocks * page, page=page, block_rows=page)
     """
-    _check_device("indices", indices)
+    check_kernel_device("indices", indices)
     if indices.dim() != 3 or indices.dtype != torch.int32:
         raise ValueError(f"indices: expected [b, s_q, topk] int32, got {list(indices.shape)} {indices.dtype}")
     b, s_q, topk = indices.shape
     if topk > 1 and indices.stride(2) != 1:
         raise ValueError(f"indices: the last dimension must be contiguous (stride 1), got stride {indices.stride(2)}")
     if topk_length is not None:
-        _check_device("topk_length", topk_length)
+        check_kernel_device("topk_length", topk_length)
         if topk_length.shape != (b,) or topk_length.dtype != torch.int32 or topk_length.device != indices.device:
             raise ValueError(
                 f"topk_length: expected [b={b}] int32 on {indices.device}, got {list(topk_length.shape)} "
@@ -160,7 +153,7 @@ def scale_by_sink(o: torch.Tensor, lse: torch.Tensor, attn_sink: torch.Tensor, o
 
         scale_by_sink(o, lse, sink, o)
     """
-    _check_device("o", o)
+    check_kernel_device("o", o)
     if o.dim() != 4 or o.shape[3] != BLOCK_D or o.dtype not in (torch.float16, torch.bfloat16) or o.stride(3) != 1:
         raise ValueError(
             f"o: expected [b, s_q, h_q, {BLOCK_D}] fp16/bf16 with a contiguous last dimension, got {list(o.shape)} "

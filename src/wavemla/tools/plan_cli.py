@@ -283,11 +283,9 @@ def format_text(device: DeviceSpec, workload: dict[str, Any], rows: list[dict[st
     mode = workload["mode"]
     columns = {"dense": _DENSE_COLUMNS, "prefill": _PREFILL_COLUMNS}.get(mode, _SPARSE_COLUMNS)
     head = " ".join(f"{name:{width}}" for name, width, _, _ in columns)
-    from wavemla.plan import prediction_basis
-
     basis = "the prefill's planner counts programs and slots (tiles, pieces, head blocks); it predicts no time"
     if mode != "prefill":
-        basis = prediction_basis(device, dense_fp8=mode == "dense" and workload["fp8"])
+        basis = _decode_basis(device, workload)
     lines = [device.summary(), _describe(workload), basis, "", head]
     lines.extend(" ".join(f"{value(r):{width}{spec}}" for _, width, spec, value in columns) for r in rows)
     for r in rows:
@@ -296,6 +294,13 @@ def format_text(device: DeviceSpec, workload: dict[str, Any], rows: list[dict[st
         lines.append(f"{label}: why {r['config']}")
         lines.extend(f"  - {reason}" for reason in r["reasons"])
     return "\n".join(lines)
+
+
+def _decode_basis(device: DeviceSpec, workload: dict[str, Any]) -> str:
+    """What a decode workload's predicted times rest on (:func:`wavemla.plan.prediction_basis`)."""
+    from wavemla.plan import prediction_basis
+
+    return prediction_basis(device, dense_fp8=workload["mode"] == "dense" and workload["fp8"])
 
 
 def _describe(w: dict[str, Any]) -> str:
@@ -470,13 +475,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"wavemla plan: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        from wavemla.plan import prediction_basis
-
-        basis = (
-            "none: the prefill's planner counts programs and slots"
-            if prefill
-            else prediction_basis(device, dense_fp8=workload["mode"] == "dense" and workload["fp8"])
-        )
+        basis = "none: the prefill's planner counts programs and slots" if prefill else _decode_basis(device, workload)
         info = {"device": asdict(device), "workload": workload, "prediction_basis": basis, "plans": rows}
         print(json.dumps(info, indent=2))
     else:
