@@ -1,6 +1,6 @@
 """Dense MLA decode at small shapes for compute-sanitizer: every dense kernel (scheduler, split, combine) on bf16
-rows and FP8 V3.2 rows, lengths including 0 and a cut request, causal s_q = 2, 64-row keys-major tiles and 64-row
-FP8 tiles (with their scratch rows for P on sm_90), each result checked against the fp64 reference.
+rows, FP8 V3.2 rows and per-tensor FP8 rows, lengths including 0 and a cut request, causal s_q = 2, 64-row keys-major
+tiles and 64-row FP8 tiles (with their scratch rows for P on sm_90), each result checked against the fp64 reference.
 
     compute-sanitizer --tool memcheck python3 benchmarks/sanitize_dense.py
 """
@@ -32,6 +32,12 @@ def main() -> int:
         # 64-row FP8 tiles (P through scratch rows on sm_90), a request cut over parts
         dict(lengths=[700, 0, 90], s_q=2, h_q=32, fp8=True, knobs=dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=32,
                                                                        WAVEMLA_NUM_WARPS=8, WAVEMLA_NUM_STAGES=1)),
+        # per-tensor FP8 rows (576 codes, descale_k): the planner's tile, staged 16-row tiles, 64-row tiles
+        dict(lengths=[3, 0, 257, 64], s_q=2, h_q=16, fp8="tensor"),
+        dict(lengths=[700, 0, 90], s_q=1, h_q=16, fp8="tensor", knobs=dict(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=32,
+                                                                           WAVEMLA_NUM_WARPS=4, WAVEMLA_NUM_STAGES=3)),
+        dict(lengths=[700, 0, 90], s_q=2, h_q=32, fp8="tensor", knobs=dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=32,
+                                                                           WAVEMLA_NUM_WARPS=8, WAVEMLA_NUM_STAGES=1)),
     ]  # fmt: skip
     for case in cases:
         shape = {k: v for k, v in case.items() if k != "knobs"}

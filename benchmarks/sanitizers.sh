@@ -67,7 +67,7 @@ want racecheck-prefill && step ${RACECHECK_LIMIT:-150} racecheck-prefill $CS --t
 PS="python3 -m pytest tests/kernels/test_sparse_decode.py -k scratch_rows -q -p no:cacheprovider -p no:xdist"
 want memcheck-pscratch && step 120 memcheck-pscratch $CS --tool memcheck $PS
 want racecheck-pscratch && step ${RACECHECK_LIMIT:-150} racecheck-pscratch $CS --tool racecheck --racecheck-report hazard $PS
-# dense decode: scheduler, split and combine kernels, bf16 and FP8 V3.2 rows, lengths 0..1000
+# dense decode: scheduler, split and combine kernels, bf16, FP8 V3.2 and per-tensor FP8 rows, lengths 0..1000
 want memcheck-dense && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step ${MEMCHECK_LIMIT:-90} memcheck-dense $CS --tool memcheck python3 benchmarks/sanitize_dense.py
 want racecheck-dense && step ${RACECHECK_LIMIT:-150} racecheck-dense $CS --tool racecheck --racecheck-report hazard python3 benchmarks/sanitize_dense.py
 # ... and in CUDA graphs on two streams (the scheduler's work ranges written on every replay)

@@ -17,7 +17,8 @@ import torch
 import wavemla
 import wavemla.flash_mla as shim
 from tests.conftest import DEVICE
-from wavemla.testing import make_dense_decode_inputs, make_sparse_decode_inputs
+from wavemla.reference import dense_decode_ref
+from wavemla.testing import assert_close, dense_out_tolerance, make_dense_decode_inputs, make_sparse_decode_inputs
 
 NAMES = (*shim.DEFAULT_NAMES, "sgl_kernel.flash_mla", "engine_kernels.mla")
 DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float16
@@ -451,8 +452,8 @@ def test_sglang_dsv4_decode_calls_run_wavemla(sglang_pkg: Path) -> None:
             {"tile_scheduler_metadata": torch.zeros(4, 8, dtype=torch.int32)},
             r"^num_splits: with FlashMLA's legacy schedule tensor, expected its \[b \+ 1\] int32 num_splits, got None",
         ),
-        ({"descale_q": torch.ones(1)}, r"^descale_q: must be None"),
-        ({"descale_k": torch.ones(1)}, r"^descale_k: must be None"),
+        ({"descale_q": torch.ones(1)}, r"^descale_q: the sparse decode takes None"),
+        ({"descale_k": torch.ones(1)}, r"^descale_k: the sparse decode takes None"),
     ],
 )
 def test_sglang_build_keywords_wavemla_does_not_serve_are_refused(extra: dict, message: str) -> None:
@@ -487,3 +488,83 @@ def test_legacy_get_mla_metadata_shapes_and_refusals() -> None:
     ):
         with pytest.raises(ValueError, match=message):
             shim.legacy_get_mla_metadata(*args)
+
+
+# vLLM's FlashMLA module as its dense MLA backend uses it for an fp8 KV cache: FlashMLA's FP8 dense call and its
+# schedule call, beside the calls of the module above.
+VLLM_FP8_MODULE = (
+    ENGINE_MODULE
+    + """
+
+def get_mla_metadata_dense_fp8(cache_seqlens, num_q_tokens_per_head_k, num_heads_k):
+    raise RuntimeError("the engine's own FP8 schedule")
+
+
+def flash_mla_with_kvcache_fp8(q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata,
+                               num_splits, softmax_scale=None, causal=False, descale_q=None, descale_k=None):
+    raise RuntimeError("the engine's own FP8 dense decode")
+"""
+)
+
+
+def _fp8_dense_call(seed: int) -> tuple[dict, torch.Tensor, torch.Tensor]:
+    """Per-tensor FP8 dense inputs with q quantized to e4m3 as the engines quantize it: (inputs with that q, q's
+    scale as descale_q (not a power of two), and the reference's output on them)."""
+    x = make_dense_decode_inputs(lengths=[70, 0, 130], s_q=2, h_q=16, page=64, fp8="tensor", dtype=DTYPE,
+                                 device=DEVICE, seed=seed)  # fmt: skip
+    descale_q = torch.tensor([1 / 300], device=DEVICE)
+    x["q"] = (x["q"].float() / descale_q).to(torch.float8_e4m3fn)
+    ref_out, _ = dense_decode_ref(**x, descale_q=descale_q, causal=True)
+    return x, descale_q, ref_out
+
+
+def test_vllm_fp8_dense_calls_run_wavemla(engine_pkg: Path) -> None:
+    """vLLM's dense MLA decode with an fp8 KV cache through the patched module: the schedule tensors of
+    get_mla_metadata_dense_fp8, an e4m3 q with descale_q, the cache's descale_k; bf16 out equal to the native call,
+    and to the reference."""
+    (engine_pkg / "engine_pkg" / "ops" / "flashmla.py").write_text(VLLM_FP8_MODULE)
+    shim.patch(["engine_pkg.ops.flashmla"])
+    from engine_pkg.ops import flashmla
+
+    assert flashmla.flash_mla_with_kvcache_fp8 is shim.flash_mla_with_kvcache_fp8
+    x, descale_q, ref_out = _fp8_dense_call(seed=6)
+    schedule, splits = flashmla.get_mla_metadata_dense_fp8(x["cache_seqlens"], 2 * 16, 1)
+    assert schedule.dtype == splits.dtype == torch.int32 and schedule.shape[1] == 8 and splits.shape == (4,)
+    out, lse = flashmla.flash_mla_with_kvcache_fp8(
+        q=x["q"], k_cache=x["k_cache"].view(torch.float8_e4m3fn), block_table=x["block_table"],
+        cache_seqlens=x["cache_seqlens"], head_dim_v=512, tile_scheduler_metadata=schedule, num_splits=splits,
+        softmax_scale=576**-0.5, causal=True, descale_q=descale_q, descale_k=x["descale_k"],
+    )  # fmt: skip
+    assert out.dtype == torch.bfloat16
+    native = wavemla.dense_mla_decode(**x, descale_q=descale_q, causal=True, softmax_scale=576**-0.5)
+    assert torch.equal(out, native[0]) and torch.equal(lse, native[1])
+    lane = "gpu" if DEVICE == "cuda" else "interp"
+    assert_close("out", out, ref_out, dense_out_tolerance(x["k_cache"], lane, out.dtype))
+    shim.unpatch()
+    with pytest.raises(RuntimeError, match="the engine's own FP8 dense decode"):
+        flashmla.flash_mla_with_kvcache_fp8(*[None] * 7)
+
+
+def test_sglang_fp8_dense_call_runs_wavemla(sglang_pkg: Path) -> None:
+    """SGLang's FlashMLA backend with an fp8 KV cache: the interface's call with its legacy schedule tensors, an e4m3
+    q, descale_q and descale_k; equal to the native call, and to the reference."""
+    shim.patch(["engine_pkg.ops.flash_mla_interface"])
+    from engine_pkg.ops import flash_mla_interface
+
+    x, descale_q, ref_out = _fp8_dense_call(seed=7)
+    # the legacy schedule tensors SGLang's interface returns (patch() puts legacy_get_mla_metadata there)
+    schedule, splits = shim.legacy_get_mla_metadata(x["cache_seqlens"], 2 * 16, 1)
+    out, lse = flash_mla_interface.flash_mla_with_kvcache(
+        q=x["q"], k_cache=x["k_cache"], block_table=x["block_table"], cache_seqlens=x["cache_seqlens"],
+        head_dim_v=512, tile_scheduler_metadata=schedule, num_splits=splits, causal=True, is_fp8_kvcache=True,
+        descale_q=descale_q, descale_k=x["descale_k"],
+    )  # fmt: skip
+    native = wavemla.dense_mla_decode(**x, descale_q=descale_q, causal=True)
+    assert torch.equal(out, native[0]) and torch.equal(lse, native[1])
+    lane = "gpu" if DEVICE == "cuda" else "interp"
+    assert_close("out", out, ref_out, dense_out_tolerance(x["k_cache"], lane, out.dtype))
+    with pytest.raises(ValueError, match=r"^descale_q: required with an FP8 q"):
+        flash_mla_interface.flash_mla_with_kvcache(
+            x["q"], x["k_cache"], x["block_table"], x["cache_seqlens"], 512, None, causal=True, is_fp8_kvcache=True,
+            descale_k=x["descale_k"],
+        )  # fmt: skip

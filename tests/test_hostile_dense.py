@@ -47,8 +47,10 @@ from tests.test_hostile_inputs import (
 )
 from wavemla import config, dense_mla_decode, flash_mla_with_kvcache, get_mla_metadata
 from wavemla.reference import dense_decode_ref
+from wavemla.reference.fp8_rows import quantize_fp8_rows
 from wavemla.reference.fp8_v32 import BYTES_PER_TOKEN as V32_BYTES
 from wavemla.reference.fp8_v32 import quantize_v32
+from wavemla.testing import TOLERANCES, check_close, dense_out_tolerance
 
 # Each call is three small launches (about 0.2 s a case under the interpreter); on a GPU each new (page, flags,
 # tile) combination compiles kernels first.
@@ -70,7 +72,9 @@ def reference(q: torch.Tensor, k_cache: torch.Tensor, block_table: torch.Tensor,
     all −1 against a one-block cache: the same answer by the reference's own definition."""
     if k_cache.shape[0] == 0:
         page = k_cache.shape[1]
-        if k_cache.dtype in FP8_DTYPES:
+        if k_cache.dtype in FP8_DTYPES and k_cache.shape[3] == 576:
+            k_cache = quantize_fp8_rows(torch.zeros(1, page, 1, 576), 1.0)[0].to(q.device)
+        elif k_cache.dtype in FP8_DTYPES:
             k_cache = quantize_v32(torch.zeros(1, page, 1, 576)).to(q.device)
         else:
             k_cache = torch.zeros((1, page, 1, k_cache.shape[3]), dtype=k_cache.dtype, device=q.device)
@@ -142,6 +146,21 @@ def _v32_cache(gen: torch.Generator, nb: int, page: int, layout: str, used: torc
     return cache.view(torch.float8_e4m3fn) if layout == "e4m3_view" else cache
 
 
+def _fp8t_cache(gen: torch.Generator, nb: int, page: int, layout: str, used: torch.Tensor) -> torch.Tensor:
+    """A per-tensor FP8 cache (576 codes a token, scale 1/64: rows of N(0, 1) within e4m3's range); unused tokens
+    and block padding are 0xFF (NaN codes)."""
+    codes = quantize_fp8_rows(torch.randn((nb, page, 1, 576), generator=gen), 1 / 64)[0].view(torch.uint8)
+    stride0 = page * 576 + (16 * 3 if layout == "block_pad" else 0)
+    flat = torch.full((nb, stride0), 0xFF, dtype=torch.uint8)
+
+    def view(t: torch.Tensor) -> torch.Tensor:
+        return t[:, : page * 576].view(nb, page, 1, 576)
+
+    view(flat)[used] = codes[used]
+    cache = _placed(flat, view)
+    return cache.view(torch.float8_e4m3fn) if layout == "e4m3_view" else cache
+
+
 # ------------------------------------------------------------------------------------------------- the cases
 @dataclass
 class Case:
@@ -179,7 +198,8 @@ def cases(draw: st.DrawFn) -> Case:
     b = draw(st.sampled_from([0, 1, 1, 2, 2, 3]))
     s_q = draw(st.integers(1, 4))
     h = draw(st.sampled_from([1, 2, 3, 5, 8, 13, 16]))
-    fp8 = draw(st.booleans())
+    fmt = draw(st.sampled_from(["rows", "v32", "tensor"]))
+    fp8 = fmt != "rows"
     d = 576 if fp8 else draw(st.sampled_from([576, 512]))
     q_dtype = draw(st.sampled_from([torch.float16, torch.bfloat16] if HAS_CUDA else [torch.float16]))
     page = draw(st.sampled_from([1, 2, 3, 7, 16, 61, 64]))
@@ -197,7 +217,7 @@ def cases(draw: st.DrawFn) -> Case:
     table = _table(values, t_layout, INT32_MAX - 7)
     if fp8:
         c_layout = draw(st.sampled_from(["natural", "block_pad", "e4m3_view"]))
-        cache = _v32_cache(gen, nb, page, c_layout, used)
+        cache = (_v32_cache if fmt == "v32" else _fp8t_cache)(gen, nb, page, c_layout, used)
     else:
         c_layout = draw(st.sampled_from(["contig", "page_pad", "dim2"]))
         poison = draw(st.sampled_from([float("nan"), float("inf"), float("-inf")]))
@@ -210,8 +230,10 @@ def cases(draw: st.DrawFn) -> Case:
         "cache_seqlens": lengths.to(DEVICE),
         "causal": draw(st.booleans()),
     }
+    if fmt == "tensor":  # a scale that is not a power of two, on the device (read there)
+        kwargs["descale_k"] = torch.tensor([draw(st.floats(0.004, 0.03))], dtype=torch.float32, device=DEVICE)
     notes = [
-        f"b={b} s_q={s_q} h={h} d={d} fp8={fp8} q={q_dtype} seed={seed} page={page} blocks={nb} table={mb} "
+        f"b={b} s_q={s_q} h={h} d={d} cache={fmt} q={q_dtype} seed={seed} page={page} blocks={nb} table={mb} "
         f"p_valid={p_valid} lengths={kinds} layouts q={q_layout} table={t_layout} cache={c_layout}"
     ]
     if draw(st.booleans()):
@@ -236,6 +258,14 @@ def cases(draw: st.DrawFn) -> Case:
         mutation = draw(st.sampled_from(sorted(MUTATIONS)))
         case.expect = MUTATIONS[mutation](case, gen)
         notes.append(f"mutation {mutation}")
+    elif case.entry == "flashmla" and fmt == "tensor" and out_layout == "none" and draw(st.booleans()):
+        # FlashMLA's FP8 dense call as vLLM and SGLang make it: q quantized to e4m3, its scale as descale_q; the
+        # result is bf16 (kwargs' q, of that dtype, stands for it in the shape and dtype checks)
+        scale = draw(st.floats(0.002, 0.01))
+        case.flash["q"] = (kwargs["q"].float() / scale).clamp(-448, 448).to(torch.float8_e4m3fn)
+        case.flash["descale_q"] = torch.tensor([scale], dtype=torch.float32, device=DEVICE)
+        kwargs["q"] = kwargs["q"].to(torch.bfloat16)
+        notes.append(f"fp8 q, descale_q {scale}")
     return case
 
 
@@ -266,6 +296,7 @@ def call(case: Case) -> tuple[torch.Tensor, torch.Tensor]:
         kw.pop("reuse_schedule", None)
         cache = kw.pop("k_cache")
         flash = {
+            "descale_k": kw.pop("descale_k", None),
             "q": kw.pop("q"),
             "k_cache": cache,
             "block_table": kw.pop("block_table"),
@@ -290,7 +321,7 @@ def check_case(case: Case) -> None:
         return
     out, lse = result
     kw = case.kwargs
-    q, cache = kw["q"], kw["k_cache"]
+    q, cache = case.flash.get("q", kw["q"]), kw["k_cache"]
     assert "out" not in kw or out is kw["out"], f"the result is not the caller's out [{where}]"
     ref_out, ref_lse = reference(
         q,
@@ -299,7 +330,17 @@ def check_case(case: Case) -> None:
         cache_seqlens=kw["cache_seqlens"],
         softmax_scale=kw.get("softmax_scale"),
         causal=kw["causal"],
+        descale_q=case.flash.get("descale_q"),
+        descale_k=case.flash.get("descale_k", kw.get("descale_k")),
     )
+    if out.dtype == torch.bfloat16 and q.dtype == torch.float8_e4m3fn and not HAS_CUDA:
+        # an FP8 q's bf16 output, which Triton's interpreter rounds by truncation (dense_out_tolerance)
+        for problem in (
+            check_close("out", out, ref_out, dense_out_tolerance(cache, "interp", out.dtype)),
+            check_close("lse", lse, ref_lse, TOLERANCES[("lse", "interp")]),
+        ):
+            assert problem is None, f"{problem} [{where}]"
+        return
     assert_matches((out, lse), (ref_out, ref_lse), (cache,) if cache.dtype == torch.bfloat16 else (), where)
 
 
@@ -369,6 +410,49 @@ def _fp8_case(make: Callable[[dict[str, Any]], torch.Tensor]) -> Callable[[Case,
     return mutate
 
 
+def _fp8t(
+    descale_k: Callable[[dict[str, Any]], Any] | None, expect: str, d: int = 576, token_stride: int = 576
+) -> Callable[[Case, torch.Generator], str]:
+    """A per-tensor FP8 call (q ``d`` wide, a zero-code cache of the call's blocks and page whose tokens lie
+    ``token_stride`` bytes apart) with the given ``descale_k`` (None: left out)."""
+
+    def mutate(case: Case, gen: torch.Generator) -> str:
+        kw = case.kwargs
+        kw["q"] = torch.zeros((*kw["q"].shape[:3], d), dtype=kw["q"].dtype, device=DEVICE)
+        nb, page = kw["k_cache"].shape[:2]
+        flat = torch.zeros(nb * page * token_stride, dtype=torch.uint8, device=DEVICE)
+        kw["k_cache"] = torch.as_strided(flat, (nb, page, 1, 576), (page * token_stride, token_stride, 576, 1))
+        if descale_k is not None:
+            kw["descale_k"] = descale_k(kw)
+        return expect
+
+    return mutate
+
+
+def _one(value: float = 0.01, dtype: torch.dtype = torch.float32, n: int = 1, device: str = DEVICE) -> Any:
+    return lambda k: torch.full((n,), value, dtype=dtype, device=device)
+
+
+def _descale_k_with_v32(case: Case, gen: torch.Generator) -> str:
+    """A V3.2 cache, which carries its own scales, with a descale_k."""
+    _fp8_case(lambda k: quantize_v32(torch.zeros(1, 4, 1, 576)).to(DEVICE))(case, gen)
+    case.kwargs["descale_k"] = _one()(case.kwargs)
+    return "descale_k"
+
+
+def _fp8_q(descale_q: Any) -> Callable[[Case, torch.Generator], str]:
+    """FlashMLA's FP8 dense call with an e4m3 q and the given ``descale_q`` (a valid per-tensor cache and scale)."""
+
+    def mutate(case: Case, gen: torch.Generator) -> str:
+        _fp8t(_one(), "k_cache")(case, gen)
+        case.entry = "flashmla"
+        case.flash["q"] = case.kwargs["q"].to(torch.float8_e4m3fn)
+        case.flash["descale_q"] = descale_q(case.kwargs) if callable(descale_q) else descale_q
+        return "descale_q"
+
+    return mutate
+
+
 def _grow_then(key: str, make: Callable[[dict[str, Any]], Any]) -> Callable[[Case, torch.Generator], str]:
     """A check that only applies with b ≥ 2 (or a table ≥ 2 wide): a valid 2-request call, then the bad argument."""
 
@@ -430,6 +514,17 @@ MUTATIONS: dict[str, Callable[[Case, torch.Generator], str]] = {
     "cache_fp8_small_stride0": _fp8_case(_v32((2, 4, 1, V32_BYTES), (V32_BYTES, V32_BYTES, V32_BYTES, 1))),
     "cache_fp8_stride0_unaligned": _fp8_case(_v32((2, 4, 1, V32_BYTES), (4 * V32_BYTES + 2, V32_BYTES, V32_BYTES, 1))),
     "cache_fp8_address_unaligned": _fp8_case(_v32((1, 4, 1, V32_BYTES), (4 * V32_BYTES, V32_BYTES, V32_BYTES, 1), 2)),
+    "cache_fp8t_d512": _fp8t(_one(), "k_cache", d=512),
+    "cache_fp8t_token_stride": _fp8t(_one(), "k_cache", token_stride=592),
+    "descale_k_missing": _fp8t(None, "descale_k"),
+    "descale_k_fp64": _fp8t(_one(dtype=torch.float64), "descale_k"),
+    "descale_k_two": _fp8t(_one(n=2), "descale_k"),
+    "descale_k_float": _fp8t(lambda k: 0.01, "descale_k"),
+    "descale_k_other_device": _fp8t(_one(device="meta"), "descale_k"),
+    "descale_k_with_rows": _set("descale_k", _one(), "descale_k"),
+    "descale_k_with_v32": _descale_k_with_v32,
+    "flash_descale_q_missing": _fp8_q(None),
+    "flash_descale_q_shape": _fp8_q(_one(n=2)),
     "table_none": _set("block_table", None, "block_table"),
     "table_int64": _set("block_table", lambda k: k["block_table"].long(), "block_table"),
     "table_1d": _set("block_table", lambda k: k["block_table"].flatten(), "block_table"),
@@ -524,7 +619,8 @@ def test_every_dense_check_has_a_mutation() -> None:
         named.add(mutate(_fixed_case(), gen))
     expected = {"q", "k_cache", "block_table", "cache_seqlens", "causal", "softmax_scale",
                 "metadata (tile_scheduler_metadata)", "head_dim_v", "num_splits", "is_fp8_kvcache", "attn_sink",
-                "extra_k_cache", "extra_indices_in_kvcache", "topk_length", "extra_topk_length", "out"}  # fmt: skip
+                "extra_k_cache", "extra_indices_in_kvcache", "topk_length", "extra_topk_length", "out", "descale_k",
+                "descale_q"}  # fmt: skip
     assert named == expected
 
 

@@ -285,6 +285,38 @@ def test_dense_config_compiles_and_matches_the_table(environ: dict[str, str], ca
         assert (got.shared_bytes, got.regs, got.stack_bytes) == (t.shared_bytes, t.regs, t.stack_bytes)
 
 
+def test_dense_fp8_tensor_rows_fit_where_the_v32_builds_fit(environ: dict[str, str]) -> None:
+    """The planner prices FP8 dense tiles by the V3.2 builds in the table; the per-tensor FP8 rows' build (576 codes a
+    token, the scale read through a pointer) of every FP8 configuration it can pick compiles for sm_80 and sm_120
+    (the two smallest shared-memory parts: A100 and RTX PRO 6000) and holds as many programs per SM as the V3.2
+    build of the same Triton, within the part's per-block limit and the planner's 1 KB spill floor wherever that
+    build is."""
+    from wavemla.plan import all_dense_candidate_configs
+
+    configs = sorted({c for c, fp8 in all_dense_candidate_configs() if fp8}, key=str)
+    parts = {80: PRESETS["a100"], 120: PRESETS["rtx-pro-6000"]}
+    builds: dict[tuple[KernelConfig, int, bool], dict[str, int]] = {}
+    for tensor in (False, True):
+        jobs = [
+            {"kernel": resources.DENSE_KERNEL, "block_h": c.block_h, "block_n": c.block_n, "num_warps": c.num_warps,
+             "num_stages": c.num_stages, "is_fp8": True, "q_dtype": "fp16", "arch": arch, "kv_tensor": tensor}
+            for c in configs for arch in parts
+        ]  # fmt: skip
+        for row in resources._run_workers(jobs, 2):
+            assert "ok" in row, row
+            r = row["ok"]
+            cfg = KernelConfig(r["block_h"], r["block_n"], r["num_warps"], r["num_stages"])
+            builds[(cfg, r["arch"], tensor)] = r
+    for c in configs:
+        for arch, spec in parts.items():
+            v32, tensor = builds[(c, arch, False)], builds[(c, arch, True)]
+            limit = spec.smem_per_block  # (64-row tiles exceed the RTX PRO 6000's in both builds: never planned there)
+            assert tensor["shared_bytes"] <= limit or v32["shared_bytes"] > limit, (c, arch, tensor, v32)
+            assert tensor["stack_bytes"] <= 1024 or v32["stack_bytes"] > 1024, (c, arch, tensor, v32)
+            occ = [spec.blocks_per_sm(b["shared_bytes"], b["regs"], c.num_warps) for b in (v32, tensor)]
+            assert occ[0] == occ[1], (c, arch, v32, tensor)
+
+
 def test_unknown_kernel_is_named(environ: dict[str, str], cache_dir: Path) -> None:
     with pytest.raises(ValueError, match="kernel"):
         compile_resources([KernelConfig(16, 16, 4, 1)], arches=[90], kernel="prefill")

@@ -60,7 +60,7 @@ from wavemla.device import device_arch, triton_interpreting
 from wavemla.kernels import launch
 from wavemla.kernels.launch import NotReplayable, Recording, Replay
 from wavemla.plan import DensePlan, DenseWorkload, Plan, Workload, generation, plan, plan_dense
-from wavemla.reference import fp8_v32
+from wavemla.reference import fp8_rows, fp8_v32
 from wavemla.reference.fp8 import BYTES_PER_TOKEN, D_QK
 
 _Q_DTYPES = (torch.bfloat16, torch.float16)
@@ -231,6 +231,7 @@ _OTHER_RECORDS = {
     288: "DeepSeek-V4.1's FP4 record of compressed rows; the sparse decode does not read it",
     528: "DeepSeek-V4.1's MXFP8 record, 512 e4m3 values and 16 UE8M0 scales; the sparse decode does not read it",
     656: "the V3.2 FP8 record, read with a 576-wide q (DeepSeek-V3.2's sparse decode) and by the dense decode",
+    576: "per-tensor FP8 rows (an engine's fp8 KV cache), read by the dense decode with descale_k",
 }
 
 
@@ -274,19 +275,25 @@ def _check_length(name: str, t: Any, b: int, device: torch.device) -> None:
         raise ValueError(f"{name}: must be contiguous")
 
 
+def _out_dtype(q: torch.Tensor) -> torch.dtype:
+    """The output's dtype: q's, bf16 for an FP8 q (FlashMLA's FP8 dense decode)."""
+    return torch.bfloat16 if q.dtype == torch.float8_e4m3fn else q.dtype
+
+
 def _check_out(
     out: Any, q: torch.Tensor, d_v: int, names: tuple[str, ...], inputs: tuple[Any, ...]
 ) -> torch.Tensor | None:
-    """Validate a caller's ``out`` (``[b, s_q, h_q, d_v]`` of q's dtype on q's device, sharing no memory with one of
-    the ``inputs``, named by ``names``); returns the tensor the kernels write: ``out`` seen with a contiguous tensor's
-    strides where its memory is laid out so (every dimension of more than one element) and starts 16-byte aligned,
-    else None (the result is then computed apart and copied in)."""
+    """Validate a caller's ``out`` (``[b, s_q, h_q, d_v]`` of q's dtype, bf16 for an FP8 q, on q's device, sharing no
+    memory with one of the ``inputs``, named by ``names``); returns the tensor the kernels write: ``out`` seen with a
+    contiguous tensor's strides where its memory is laid out so (every dimension of more than one element) and starts
+    16-byte aligned, else None (the result is then computed apart and copied in)."""
     want = (*q.shape[:3], d_v)
+    dtype = _out_dtype(q)
     if not isinstance(out, torch.Tensor):
         raise ValueError(f"out: expected a torch.Tensor, got {type(out).__name__}")
-    if tuple(out.shape) != want or out.dtype != q.dtype or out.device != q.device:
+    if tuple(out.shape) != want or out.dtype != dtype or out.device != q.device:
         raise ValueError(
-            f"out: expected {list(want)} {q.dtype} on {q.device} (q's batch, s_q, h_q and dtype), got "
+            f"out: expected {list(want)} {dtype} on {q.device} (q's batch, s_q, h_q and dtype), got "
             f"{list(out.shape)} {out.dtype} on {out.device}"
         )
     if out.numel() == 0:
@@ -364,7 +371,7 @@ def _replayed(
     q = tensors[0]
     b, s_q, h_q = q.shape[:3]
     target = None if out is None else _check_out(out, q, d_v, names, tensors)
-    o = target if target is not None else torch.empty((b, s_q, h_q, d_v), dtype=q.dtype, device=q.device)
+    o = target if target is not None else torch.empty((b, s_q, h_q, d_v), dtype=_out_dtype(q), device=q.device)
     lse = torch.empty((b, s_q, h_q), dtype=torch.float32, device=q.device)
     out_ptr, lse_ptr = o.data_ptr(), lse.data_ptr()
     if (out_ptr | lse_ptr) & 15:  # an allocator that does not align to 16 bytes: Triton's path
@@ -724,14 +731,14 @@ def _sparse_launch(
         )
 
 
-def _check_q_common(q: Any, any_s_q: bool = False) -> torch.device:
-    """q is a 4-D bf16/fp16 tensor with s_q 1..4 (``any_s_q``: 1 or more), h_q 1..128, a unit last stride, on CUDA (or
-    on the CPU under Triton's interpreter); returns its device (every other tensor must live there). The head dim is
-    the caller's."""
+def _check_q_common(q: Any, any_s_q: bool = False, fp8: bool = False) -> torch.device:
+    """q is a 4-D bf16/fp16 tensor (``fp8``: or float8_e4m3fn) with s_q 1..4 (``any_s_q``: 1 or more), h_q 1..128, a
+    unit last stride, on CUDA (or on the CPU under Triton's interpreter); returns its device (every other tensor must
+    live there). The head dim is the caller's."""
     if not isinstance(q, torch.Tensor):
         raise ValueError(f"q: expected a torch.Tensor, got {type(q).__name__}")
     device = q.device
-    _check_tensor("q", q, _Q_DTYPES, 4, device)
+    _check_tensor("q", q, (*_Q_DTYPES, torch.float8_e4m3fn) if fp8 else _Q_DTYPES, 4, device)
     s_q, h_q = q.shape[1], q.shape[2]
     if any_s_q and s_q < 1:
         raise ValueError(f"q: s_q (dim 1) must be at least 1, got {s_q}")
@@ -746,29 +753,50 @@ def _check_q_common(q: Any, any_s_q: bool = False) -> torch.device:
     return device
 
 
-def _check_dense_cache(cache: Any, d_qk: int, device: torch.device) -> bool:
-    """Validate a dense k_cache; returns True for the FP8 V3.2 layout."""
-    page = _check_paged_cache("k_cache", cache, device, "d_qk or 656")
+def _check_dense_cache(cache: Any, d_qk: int, device: torch.device) -> str:
+    """Validate a dense k_cache; returns its format: ``"rows"`` (bf16/fp16), ``"v32"`` (FP8 V3.2, 656 bytes a token)
+    or ``"fp8"`` (per-tensor FP8 rows, 576 e4m3 codes a token)."""
+    page = _check_paged_cache("k_cache", cache, device, "d_qk, 576 or 656")
     v32 = fp8_v32.BYTES_PER_TOKEN
     if cache.dtype in _FP8_DTYPES:
-        if cache.shape[3] != v32:
-            raise ValueError(f"k_cache: an FP8 V3.2 cache has {v32} bytes per token, got {cache.shape[3]}")
+        width = int(cache.shape[3])
+        if width not in (v32, fp8_rows.BYTES_PER_TOKEN):
+            raise ValueError(
+                f"k_cache: an FP8 cache has {v32} bytes per token (V3.2, its scales inside) or "
+                f"{fp8_rows.BYTES_PER_TOKEN} (per-tensor codes with descale_k), got {width}"
+            )
+        kind = "FP8 V3.2" if width == v32 else "per-tensor FP8"
         if d_qk != fp8_v32.D_QK:
-            raise ValueError(f"k_cache: the FP8 V3.2 cache holds {fp8_v32.D_QK}-wide rows, q has d_qk {d_qk}")
-        if cache.stride(3) != 1 or cache.stride(1) != v32:
-            raise ValueError(f"k_cache: FP8 V3.2 tokens must be contiguous (stride(1) == {v32}, stride(3) == 1)")
-        if cache.shape[0] > 1 and cache.stride(0) < page * v32:
-            raise ValueError(f"k_cache: stride(0) {cache.stride(0)} is smaller than a page ({page * v32} B)")
-        if cache.stride(0) % 4 or cache.data_ptr() % 4:
-            raise ValueError("k_cache: FP8 V3.2 pages must start 4-byte aligned (the scales are fp32)")
-        return True
+            raise ValueError(f"k_cache: the {kind} cache holds {fp8_v32.D_QK}-wide rows, q has d_qk {d_qk}")
+        if cache.stride(3) != 1 or cache.stride(1) != width:
+            raise ValueError(f"k_cache: {kind} tokens must be contiguous (stride(1) == {width}, stride(3) == 1)")
+        if cache.shape[0] > 1 and cache.stride(0) < page * width:
+            raise ValueError(f"k_cache: stride(0) {cache.stride(0)} is smaller than a page ({page * width} B)")
+        if width == v32:
+            if cache.stride(0) % 4 or cache.data_ptr() % 4:
+                raise ValueError("k_cache: FP8 V3.2 pages must start 4-byte aligned (the scales are fp32)")
+            return "v32"
+        return "fp8"
     if cache.dtype in _Q_DTYPES:
         if cache.shape[3] != d_qk:
             raise ValueError(f"k_cache: expected rows of q's d_qk {d_qk}, got {cache.shape[3]}")
         if cache.stride(3) != 1:
             raise ValueError(f"k_cache: the last dimension must be contiguous (stride 1), got stride {cache.stride(3)}")
-        return False
-    raise ValueError(f"k_cache: expected bf16/fp16 rows or a uint8/float8_e4m3fn FP8 V3.2 cache, got {cache.dtype}")
+        return "rows"
+    raise ValueError(
+        f"k_cache: expected bf16/fp16 rows or a uint8/float8_e4m3fn FP8 cache (V3.2 or per-tensor), got {cache.dtype}"
+    )
+
+
+def _check_descale(name: str, scale: Any, device: torch.device) -> torch.Tensor:
+    """A FlashMLA-style descale: a one-element fp32 tensor on the call's device (read there, so graph-safe)."""
+    if not isinstance(scale, torch.Tensor):
+        raise ValueError(f"{name}: expected a one-element fp32 tensor, got {type(scale).__name__}")
+    if scale.numel() != 1 or scale.dtype != torch.float32:
+        raise ValueError(f"{name}: expected a one-element fp32 tensor, got {scale.dtype} {list(scale.shape)}")
+    if scale.device != device:
+        raise ValueError(f"{name}: expected device {device} (the device of q), got {scale.device}")
+    return scale.reshape(1)
 
 
 def _check_scale(softmax_scale: Any, default: float, name: str = "softmax_scale") -> float:
@@ -794,14 +822,18 @@ def dense_mla_decode(
     metadata: MLAMetadata | None = None,
     reuse_schedule: bool = False,
     out: torch.Tensor | None = None,
+    descale_q: torch.Tensor | None = None,
+    descale_k: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Paged dense MLA decode (DeepSeek-V3 / Kimi-K2 / GLM): every query attends to every cached key of its request.
 
     Args:
-        q: ``[b, s_q, h_q, d_qk]`` bf16/fp16, ``d_qk`` 576 (512 latent + 64 rope) or 512, s_q 1..4, h_q 1..128.
-        k_cache: ``[num_blocks, page, 1, d_qk]`` rows of q's dtype, or the FP8 V3.2 layout
-            ``[num_blocks, page, 1, 656]`` uint8/float8_e4m3fn (512 e4m3 + 4 fp32 scales + 64 bf16 rope, d_qk 576).
-            Page 1..1024.
+        q: ``[b, s_q, h_q, d_qk]`` bf16/fp16, ``d_qk`` 576 (512 latent + 64 rope) or 512, s_q 1..4, h_q 1..128; with
+            an FP8 cache also float8_e4m3fn codes (with ``descale_q``: FlashMLA's FP8 q), and the output is bf16.
+        k_cache: ``[num_blocks, page, 1, d_qk]`` rows of q's dtype, the FP8 V3.2 layout
+            ``[num_blocks, page, 1, 656]`` uint8/float8_e4m3fn (512 e4m3 + 4 fp32 scales + 64 bf16 rope, d_qk 576),
+            or per-tensor FP8 rows ``[num_blocks, page, 1, 576]`` uint8/float8_e4m3fn (an engine's fp8 KV cache:
+            576 e4m3 codes, value = code · ``descale_k``; d_qk 576). Page 1..1024.
         block_table: ``[b, max_blocks]`` int32; entries past a request's length are never read.
         cache_seqlens: ``[b]`` int32 keys per request (clamped to ``[0, max_blocks · page]``).
         softmax_scale: default ``d_qk ** -0.5``.
@@ -812,9 +844,13 @@ def dense_mla_decode(
             for its metadata). Default: schedule on every call.
         out: ``[b, s_q, h_q, 512]`` of q's dtype to write the result into (and return); written directly where it
             is contiguous and 16-byte aligned, else the result is copied into it.
+        descale_q: with an FP8 cache, q's scale (q's value is ``q · descale_q``), a one-element fp32 tensor on q's
+            device, read by the kernel; required with an FP8 q, refused with bf16/fp16 rows.
+        descale_k: the per-tensor FP8 cache's scale, a one-element fp32 tensor on q's device (read by the kernel,
+            so a CUDA graph replays whatever it holds); required with that cache, refused with the others.
 
-    Returns ``(out [b, s_q, h_q, 512] q.dtype, lse [b, h_q, s_q] fp32)``, natural-log lse, ``out = 0`` and
-    ``lse = +inf`` for a query that sees no key; semantics are those of
+    Returns ``(out [b, s_q, h_q, 512] q.dtype (bf16 for an FP8 q), lse [b, h_q, s_q] fp32)``, natural-log lse,
+    ``out = 0`` and ``lse = +inf`` for a query that sees no key; semantics are those of
     :func:`wavemla.reference.dense_decode_ref`. Three launches (scheduler, split, combine), no host sync.
 
     Example::
@@ -826,20 +862,28 @@ def dense_mla_decode(
     from wavemla.kernels.dense_decode import p_scratch_elems as dense_p_scratch_elems
     from wavemla.kernels.dense_decode import split_p as dense_split_p
 
-    tensors = (q, k_cache, block_table, cache_seqlens)
+    tensors: tuple[torch.Tensor, ...] = (q, k_cache, block_table, cache_seqlens)
+    names = _DENSE_INPUTS
+    for name, scale in (("descale_q", descale_q), ("descale_k", descale_k)):
+        if isinstance(scale, torch.Tensor):
+            tensors, names = (*tensors, scale), (*names, name)
     run_schedule = not (reuse_schedule and isinstance(metadata, MLAMetadata) and metadata.scheduled)
-    scalars = ("dense", softmax_scale, causal, run_schedule)
-    call_sig, seen, done = _replayed(metadata, tensors, scalars, 512, _DENSE_INPUTS, out)
+    scalars = ("dense", softmax_scale, causal, run_schedule, descale_q is None, descale_k is None)
+    call_sig, seen, done = _replayed(metadata, tensors, scalars, 512, names, out)
     if done is not None:
         if metadata is not None:
             metadata.scheduled = True
         return done
 
-    device = _check_q_common(q)
+    device = _check_q_common(q, fp8=True)
     b, s_q, h_q, d_qk = q.shape
     if d_qk not in (576, 512):
         raise ValueError(f"q: expected d_qk 576 (512 latent + 64 rope) or 512, got {d_qk}")
-    is_fp8 = _check_dense_cache(k_cache, d_qk, device)
+    cache_format = _check_dense_cache(k_cache, d_qk, device)
+    is_fp8 = cache_format != "rows"
+    fp8_q = q.dtype == torch.float8_e4m3fn
+    if fp8_q and not is_fp8:
+        raise ValueError("q: an FP8 q (float8_e4m3fn) needs an FP8 cache; bf16/fp16 rows take q of their dtype")
     if not is_fp8 and k_cache.dtype != q.dtype:
         raise ValueError(f"k_cache: bf16/fp16 rows must match q's dtype {q.dtype}, got {k_cache.dtype}")
     if not is_fp8 and k_cache.dtype == torch.bfloat16 and triton_interpreting():
@@ -847,6 +891,22 @@ def dense_mla_decode(
             "k_cache: bf16 rows cannot run under Triton's interpreter (its tl.dot multiplies raw bf16 bits, "
             "triton issue 11584); use fp16 rows or an FP8 V3.2 cache on CPU"
         )
+    if cache_format == "fp8":
+        if descale_k is None:
+            raise ValueError("descale_k: required with a per-tensor FP8 cache (576 e4m3 codes a token)")
+        k_scale: torch.Tensor | None = _check_descale("descale_k", descale_k, device)
+    elif descale_k is not None:
+        raise ValueError(
+            "descale_k: only with a per-tensor FP8 cache (576 e4m3 codes a token); bf16/fp16 rows hold their values "
+            "and the V3.2 cache its own scales"
+        )
+    else:
+        k_scale = None
+    if descale_q is not None and not is_fp8:
+        raise ValueError("descale_q: only with an FP8 cache (V3.2 or per-tensor); bf16/fp16 rows take q as it is")
+    if fp8_q and descale_q is None:
+        raise ValueError("descale_q: required with an FP8 q (float8_e4m3fn): q's value is q · descale_q")
+    q_scale = None if descale_q is None else _check_descale("descale_q", descale_q, device)
     _check_tensor("block_table", block_table, (torch.int32,), 2, device)
     if block_table.shape[0] != b:
         raise ValueError(f"block_table: expected [b={b}, max_blocks], got {list(block_table.shape)}")
@@ -861,7 +921,7 @@ def dense_mla_decode(
             "metadata (tile_scheduler_metadata): expected the MLAMetadata returned by get_mla_metadata(), "
             f"got {type(metadata).__name__}"
         )
-    target = None if out is None else _check_out(out, q, 512, _DENSE_INPUTS, tensors)
+    target = None if out is None else _check_out(out, q, 512, names, tensors)
 
     page = k_cache.shape[1]
     workload = DenseWorkload(
@@ -871,7 +931,7 @@ def dense_mla_decode(
         d_qk=d_qk,
         max_seqlen=block_table.shape[1] * page,
         is_fp8=is_fp8,
-        dtype="bf16" if q.dtype == torch.bfloat16 else "fp16",
+        dtype="fp16" if q.dtype == torch.float16 else "bf16",
         page=page,
     )
     with _device_guard(device):
@@ -899,7 +959,7 @@ def dense_mla_decode(
         p = meta.dense_plan
         assert p is not None and meta.lse_ws is not None
         assert meta.sched is not None and meta.req is not None
-        o = target if target is not None else torch.empty((b, s_q, h_q, 512), dtype=q.dtype, device=device)
+        o = target if target is not None else torch.empty((b, s_q, h_q, 512), dtype=_out_dtype(q), device=device)
         lse = torch.empty((b, s_q, h_q), dtype=torch.float32, device=device)
         if b == 0:
             return _deliver(o, out), lse.transpose(1, 2)
@@ -938,6 +998,8 @@ def dense_mla_decode(
                 num_parts=p.num_parts,
                 # planned under WAVEMLA_DENSE_P=single; a call under split keeps P in registers (two dots of it)
                 p_ws=None if dense_split_p(is_fp8, q.dtype) else meta.p_ws,
+                k_scale=k_scale,
+                q_scale=q_scale,
             )
             if p.num_parts > 1:
                 dense_decode_combine(out=o, lse=lse, o_ws=o_ws, lse_ws=meta.lse_ws, req=meta.req)
@@ -991,7 +1053,10 @@ def flash_mla_with_kvcache(
 
     The keyword-only arguments are those of the FlashMLA build SGLang ships (``sgl-flash-mla``, called through
     ``sglang.kernels.ops.attention.flash_mla_interface``), accepted where they describe what wavemla reads:
-    ``descale_q`` and ``descale_k`` None (FP8 caches carry their scales, q is bf16 or fp16), ``kv_format`` None or
+    ``descale_q`` and ``descale_k`` for the dense decode with a per-tensor FP8 cache (one-element fp32 tensors on
+    q's device, FlashMLA's FP8 dense call, which vLLM and SGLang make for an fp8 KV cache: q float8_e4m3fn times
+    ``descale_q``, computed into bf16, which is then the output's dtype; the cache's codes times ``descale_k``), None
+    for the sparse decode (its FP8 caches carry their scales), ``kv_format`` None or
     ``"V32"`` with the V3.2 cache (the cache's last dimension tells MODEL1 from V3.2), ``use_legacy`` True (False
     selects DeepSeek-V4.1's token-interleaved caches, which wavemla does not read).
 
@@ -1006,7 +1071,8 @@ def flash_mla_with_kvcache(
     decode (:func:`dense_mla_decode`): ``block_table`` and ``cache_seqlens`` are required, ``causal`` applies to
     s_q > 1, and the sparse-only arguments must be None. ``is_fp8_kvcache`` must agree with the cache format
     (True: uint8/float8_e4m3fn bytes, MODEL1 ``[..., 584]`` for DeepSeek-V4's sparse decode, V3.2 ``[..., 656]`` for
-    the dense decode and for DeepSeek-V3.2's sparse decode, whose q is 576 wide).
+    the dense decode and for DeepSeek-V3.2's sparse decode, whose q is 576 wide; per-tensor ``[..., 576]`` codes,
+    with ``descale_k``, for the dense decode).
     """
     if head_dim_v != D_QK:
         raise ValueError(f"head_dim_v: expected {D_QK}, got {head_dim_v}")
@@ -1017,9 +1083,13 @@ def flash_mla_with_kvcache(
         tile_scheduler_metadata = None
     elif num_splits is not None:
         raise ValueError("num_splits: must be None (the planner chooses the split)")
-    for name, scale in (("descale_q", descale_q), ("descale_k", descale_k)):
-        if scale is not None:
-            raise ValueError(f"{name}: must be None (FP8 caches carry their own scales, and q is bf16 or fp16)")
+    if indices is not None:
+        for name, scale in (("descale_q", descale_q), ("descale_k", descale_k)):
+            if scale is not None:
+                raise ValueError(
+                    f"{name}: the sparse decode takes None (its FP8 caches carry their own scales, and q is bf16 "
+                    "or fp16); descales are the dense decode's, with a per-tensor FP8 cache"
+                )
     v32_cache = (
         isinstance(k_cache, torch.Tensor)
         and k_cache.dtype in _FP8_DTYPES
@@ -1065,6 +1135,8 @@ def flash_mla_with_kvcache(
             causal=causal,
             metadata=tile_scheduler_metadata,
             out=out,
+            descale_q=descale_q,
+            descale_k=descale_k,
         )
     if causal:
         raise ValueError("causal: sparse decode requires causal=False (the index lists already encode causality)")

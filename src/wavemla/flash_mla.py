@@ -16,7 +16,8 @@ What stands in: :func:`flash_mla_with_kvcache` (sparse decode with ``indices``, 
 V3.2's; paged dense decode without; it also
 takes vLLM's ``out=`` and the keywords of SGLang's FlashMLA build), :func:`get_mla_metadata` and
 ``FlashMLASchedMeta`` (:class:`wavemla.MLAMetadata`), SGLang's SM120 entry :func:`flash_mla_with_kvcache_sm120`,
-and the sparse prefill :func:`flash_mla_sparse_fwd` (DeepSeek-V4's and V3.2's). FlashMLA's dense prefill and
+vLLM's FP8 dense decode :func:`flash_mla_with_kvcache_fp8` and its :func:`get_mla_metadata_dense_fp8`, and the
+sparse prefill :func:`flash_mla_sparse_fwd` (DeepSeek-V4's and V3.2's). FlashMLA's dense prefill and
 backward calls are not here: importing one of them fails with Python's own ``ImportError``, naming it.
 
 An engine module that holds FlashMLA's decode calls beside others (prefill, capability checks: vLLM's
@@ -71,11 +72,24 @@ FlashMLASchedMeta = MLAMetadata
 DEFAULT_NAMES = ("flash_mla", "flash_mla.flash_mla_interface")
 
 # The names patch() replaces in an engine's module (those of them it defines).
-PATCHED = ("flash_mla_with_kvcache", "get_mla_metadata", "FlashMLASchedMeta", "flash_mla_with_kvcache_sm120")
+PATCHED = (
+    "flash_mla_with_kvcache",
+    "get_mla_metadata",
+    "FlashMLASchedMeta",
+    "flash_mla_with_kvcache_sm120",
+    "flash_mla_with_kvcache_fp8",
+    "get_mla_metadata_dense_fp8",
+)
 # What patch(..., prefill=True) replaces as well.
 PATCHED_PREFILL = ("flash_mla_sparse_fwd",)
 # The decode calls among them: a module to patch must define one.
-_DECODE_CALLS = ("flash_mla_with_kvcache", "get_mla_metadata", "flash_mla_with_kvcache_sm120")
+_DECODE_CALLS = (
+    "flash_mla_with_kvcache",
+    "get_mla_metadata",
+    "flash_mla_with_kvcache_sm120",
+    "flash_mla_with_kvcache_fp8",
+    "get_mla_metadata_dense_fp8",
+)
 # Engine modules whose get_mla_metadata follows FlashMLA's legacy API (schedule tensors for a call with
 # cache_seqlens): SGLang's interface to its FlashMLA build, whose dense and DeepSeek-V3.2 backends slice those
 # tensors and copy them into CUDA-graph buffers. patch() gives them legacy_get_mla_metadata.
@@ -115,6 +129,42 @@ def legacy_get_mla_metadata(
     parts = max(_device_spec(device).num_sms // heads_k // -(-q_tokens // 64), 1)
     schedule = torch.zeros((parts, 8), dtype=torch.int32, device=device)
     return schedule, torch.zeros(cache_seqlens.shape[0] + 1, dtype=torch.int32, device=device)
+
+
+def get_mla_metadata_dense_fp8(
+    cache_seqlens: torch.Tensor, num_q_tokens_per_head_k: int, num_heads_k: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """vLLM's schedule call for FlashMLA's FP8 dense decode (``vllm.v1.attention.ops.flashmla``): FlashMLA's legacy
+    schedule tensors, as :func:`legacy_get_mla_metadata` makes them (zeros of FlashMLA's shapes; the decode call
+    plans on its own)."""
+    schedule = legacy_get_mla_metadata(cache_seqlens, num_q_tokens_per_head_k, num_heads_k)
+    assert isinstance(schedule[0], torch.Tensor) and isinstance(schedule[1], torch.Tensor)
+    return schedule[0], schedule[1]
+
+
+def flash_mla_with_kvcache_fp8(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    cache_seqlens: torch.Tensor,
+    head_dim_v: int,
+    tile_scheduler_metadata: torch.Tensor | MLAMetadata | None,
+    num_splits: torch.Tensor | None,
+    softmax_scale: float | None = None,
+    causal: bool = False,
+    descale_q: torch.Tensor | None = None,
+    descale_k: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """vLLM's call of FlashMLA's FP8 dense decode (``vllm.v1.attention.ops.flashmla``, made for an fp8 KV cache of
+    dense MLA): q ``[b, s_q, h_q, 576]`` float8_e4m3fn (or bf16/fp16) times ``descale_q``, a per-tensor FP8 cache
+    ``[blocks, page, 1, 576]`` times ``descale_k``, the schedule tensors of :func:`get_mla_metadata_dense_fp8` (or
+    FlashMLA's). Returns ``(out [b, s_q, h_q, 512] bf16 for an FP8 q, lse [b, h_q, s_q])``, as
+    :func:`wavemla.flash_mla_with_kvcache`'s dense decode."""
+    fp8 = isinstance(k_cache, torch.Tensor) and k_cache.dtype in _FP8_DTYPES
+    return flash_mla_with_kvcache(
+        q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata, num_splits,
+        softmax_scale=softmax_scale, causal=causal, is_fp8_kvcache=fp8, descale_q=descale_q, descale_k=descale_k,
+    )  # fmt: skip
 
 
 def flash_mla_with_kvcache_sm120(
@@ -165,8 +215,10 @@ __all__ = [
     "FlashMLASchedMeta",
     "flash_mla_sparse_fwd",
     "flash_mla_with_kvcache",
+    "flash_mla_with_kvcache_fp8",
     "flash_mla_with_kvcache_sm120",
     "get_mla_metadata",
+    "get_mla_metadata_dense_fp8",
     "install",
     "installed_names",
     "patch",

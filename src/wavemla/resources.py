@@ -297,7 +297,7 @@ def _sparse_decode_spec(
 
 
 def _dense_decode_spec(
-    block_h: int, block_n: int, num_stages: int, is_fp8: bool, q_dtype: str, arch: int
+    block_h: int, block_n: int, num_stages: int, is_fp8: bool, q_dtype: str, arch: int, kv_tensor: bool = False
 ) -> dict[str, Any]:
     """Signature, constexprs and alignment attributes of the dense split kernel at a DeepSeek-V3 decode launch.
 
@@ -306,15 +306,18 @@ def _dense_decode_spec(
     caches compute in fp16 (the launcher converts q); row caches in q's dtype (bf16). Pointers and the integer
     arguments whose values are multiples of 16 get ``tt.divisibility = 16`` (as Triton's launcher does): the V3.2
     row stride (656 B) is one; the block count, the length bound and the batch-dependent ones are not marked.
+    ``kv_tensor``: per-tensor FP8 rows instead (576 codes a token, the scale read through ``p_kscale``); the table
+    holds the V3.2 builds, whose tiles carry more bytes a row.
     """
     rows = "*u8" if is_fp8 else "*bf16"
     half = "*fp16" if is_fp8 else "*bf16"  # the compute dtype: of the partials and the P scratch rows
     pointers = {
         "p_q": f"*{q_dtype}", "p_out": "*bf16", "p_lse": "*fp32", "p_o_ws": half, "p_lse_ws": "*fp32", "p_kv": rows,
-        "p_bt": "*i32", "p_seqlens": "*i32", "p_sched": "*i32", "p_p_ws": half,
+        "p_bt": "*i32", "p_seqlens": "*i32", "p_sched": "*i32", "p_p_ws": half, "p_kscale": "*fp32",
+        "p_qscale": "*fp32",
     }  # fmt: skip
     h, s_q, d_qk, page = 128, 1, 576, 64
-    row_stride = 656 if is_fp8 else d_qk  # elements of the row pointer's type
+    row_stride = (576 if kv_tensor else 656) if is_fp8 else d_qk  # elements of the row pointer's type
     ints = {
         "stride_kv_blk": page * row_stride, "stride_kv_tok": row_stride, "S_Q": s_q, "H": h, "M": s_q * h,
         "stride_qb": s_q * h * d_qk, "stride_qs": h * d_qk, "stride_qh": d_qk, "stride_ob": s_q * h * 512,
@@ -327,7 +330,8 @@ def _dense_decode_spec(
     from wavemla.kernels.dense_decode import CHUNK_TILES, keys_major, l2_ahead_tiles, p_scratch
 
     constexprs: dict[str, Any] = {
-        "IS_FP8": is_fp8, "HAS_PE": True, "CAUSAL": False, "PAGE": page,
+        "IS_FP8": is_fp8, "KV_TENSOR": bool(is_fp8 and kv_tensor), "Q_SCALE": False, "HAS_PE": True,
+        "CAUSAL": False, "PAGE": page,
         "DTYPE": tl.float16 if is_fp8 else tl.bfloat16, "SPLIT_P": False, "BLOCK_H": block_h,  # WAVEMLA_DENSE_P=single
         "BLOCK_N": block_n, "NUM_RB": math.ceil(s_q * h / block_h), "NUM_STAGES": num_stages,
         "KEYS_MAJOR": keys_major(is_fp8, block_h), "TILE_IN_PAGE": page % block_n == 0, "BLOCK_C": CHUNK_TILES,
@@ -467,8 +471,9 @@ def _compile_here(job: dict[str, Any]) -> dict[str, Any]:
         spec = _sparse_prefill_spec(job["block_h"], job["block_n"], job["num_stages"])
     elif kernel == DENSE_KERNEL:
         spec = _dense_decode_spec(
-            job["block_h"], job["block_n"], job["num_stages"], job["is_fp8"], job["q_dtype"], job["arch"]
-        )
+            job["block_h"], job["block_n"], job["num_stages"], job["is_fp8"], job["q_dtype"], job["arch"],
+            job.get("kv_tensor", False),
+        )  # fmt: skip
     else:
         spec = _sparse_decode_spec(
             job["block_h"], job["block_n"], job["num_stages"], job["is_fp8"], job["q_dtype"], job["arch"]

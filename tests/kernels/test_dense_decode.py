@@ -157,6 +157,70 @@ def test_fp8_staged_tiles_match_reference(shape, causal, knobs):
     assert meta.dense_plan is not None and meta.dense_plan.config.num_stages == knobs["WAVEMLA_NUM_STAGES"]
 
 
+# Per-tensor FP8 rows (an engine's fp8 KV cache: 576 e4m3 codes a token, one scale as descale_k) along each FP8 tile
+# path: the planner's register-prefetched tiles, staged 16- and 32-row tiles, 64-row tiles with P through scratch rows
+# on sm_90, pages that hold whole tiles and pages that do not, causal MTP, empty requests.
+FP8_TENSOR = [
+    pytest.param(dict(lengths=[90, 0, 33], h_q=16, page=64), False, {}, id="planned-p64-len0"),
+    pytest.param(dict(lengths=[3, 70], s_q=2, h_q=16, page=61), True, {}, id="planned-S2-p61-causal"),
+    pytest.param(dict(lengths=[0, 1], h_q=3, page=1), False, {}, id="planned-H3-p1-len01"),
+    pytest.param(dict(lengths=[90, 0, 33, 64], h_q=16, page=64), False,
+                 dict(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_WARPS=4, WAVEMLA_NUM_STAGES=3),
+                 id="16x32x4x3-p64"),
+    pytest.param(dict(lengths=[150, 17], s_q=2, h_q=16, page=16), True,
+                 dict(WAVEMLA_BLOCK_H=32, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_WARPS=8, WAVEMLA_NUM_STAGES=3),
+                 id="32x32x8x3-S2-p16-causal"),
+    pytest.param(dict(lengths=[150, 0, 17, 100], s_q=2, h_q=32, page=16), True, FP8_ROWS64, id="64x32x8x1-S2-p16"),
+    pytest.param(dict(lengths=[1100, 5, 600], h_q=8, page=64), False,
+                 dict(WAVEMLA_BLOCK_N=16, WAVEMLA_NUM_STAGES=3, WAVEMLA_TARGET_CTAS=5), id="chunks-16x16x3-p64"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("shape", "causal", "knobs"), FP8_TENSOR)
+def test_fp8_tensor_rows_match_reference(shape, causal, knobs):
+    inputs = make_dense_decode_inputs(**shape, fp8="tensor", dtype=SMALL_DTYPE, device=DEVICE, seed=18)
+    with config.override(**knobs):
+        meta, _ = get_mla_metadata()
+        check(inputs, causal=causal, metadata=meta)
+    if "WAVEMLA_NUM_STAGES" in knobs:
+        assert meta.dense_plan is not None and meta.dense_plan.config.num_stages == knobs["WAVEMLA_NUM_STAGES"]
+
+
+@pytest.mark.parametrize("stages", [1, 3], ids=["registers", "staged"])
+def test_fp8_tensor_scale_is_read_on_the_device(stages):
+    """The kernel reads descale_k where it lies: a new value written into the same tensor (as an engine that updates
+    a layer's k_scale in place, or a CUDA graph replaying after it) gives the reference's answer for that value
+    through the same metadata, and equals the call made with a fresh tensor of it."""
+    knobs = dict(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_WARPS=4, WAVEMLA_NUM_STAGES=stages)
+    inputs = make_dense_decode_inputs(lengths=[70, 5], h_q=16, page=16, fp8="tensor", dtype=SMALL_DTYPE,
+                                      device=DEVICE, seed=19)  # fmt: skip
+    with config.override(**knobs):
+        meta, _ = get_mla_metadata()
+        check(inputs, metadata=meta)
+        inputs["descale_k"].fill_(0.0139)
+        out, lse = check(inputs, metadata=meta)
+        fresh = dense_mla_decode(**{**inputs, "descale_k": torch.tensor([0.0139], device=DEVICE)})
+    assert torch.equal(out, fresh[0]) and torch.equal(lse, fresh[1])
+
+
+@pytest.mark.parametrize("stages", [1, 3], ids=["registers", "staged"])
+@pytest.mark.parametrize("fp8", ["tensor", "v32"])
+def test_fp8_q_with_descale_q(fp8, stages):
+    """FlashMLA's FP8 q over an FP8 cache: e4m3 codes with their scale as descale_q (not a power of two), converted
+    exactly and scaled in the scores; the output is bf16 and meets the reference on q's decoded values."""
+    knobs = dict(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_WARPS=4, WAVEMLA_NUM_STAGES=stages)
+    inputs = make_dense_decode_inputs(lengths=[70, 0, 33], s_q=2, h_q=16, page=16, fp8=fp8, dtype=SMALL_DTYPE,
+                                      device=DEVICE, seed=20)  # fmt: skip
+    descale_q = torch.tensor([1 / 300], device=DEVICE)
+    inputs["q"] = (inputs["q"].float() / descale_q).to(torch.float8_e4m3fn)
+    with config.override(**knobs):
+        out, lse = dense_mla_decode(**inputs, descale_q=descale_q, causal=True)
+    ref_out, ref_lse = dense_decode_ref(**inputs, descale_q=descale_q, causal=True)
+    assert out.dtype == torch.bfloat16 and out.shape == (3, 2, 16, 512)
+    assert_close("out", out, ref_out, dense_out_tolerance(inputs["k_cache"], LANE, out.dtype))
+    assert_close("lse", lse, ref_lse, TOLERANCES[("lse", LANE)])
+
+
 def test_fp8_staged_decodes_give_the_same_bits(monkeypatch):
     """Staged FP8 tiles decode e4m3 by the hardware conversion (the value) or by bit assembly (the value x 2^-8),
     and rescale by the matching power of two: the same scores, weights and outputs, bit for bit."""
@@ -469,11 +533,11 @@ GPU_CASES = [
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
+@pytest.mark.parametrize("fp8", [False, True, "tensor"], ids=["bf16", "fp8", "fp8-tensor"])
 @pytest.mark.parametrize(("shape", "causal"), GPU_CASES)
 def test_gpu_v3_shapes(shape, causal, fp8):
     if fp8 and shape.get("d_qk", 576) != 576:
-        pytest.skip("FP8 V3.2 rows are 576 wide")
+        pytest.skip("FP8 rows are 576 wide")
     inputs = make_dense_decode_inputs(**shape, fp8=fp8, dtype=torch.bfloat16, device="cuda", seed=9)
     check(inputs, causal=causal)
 
@@ -503,9 +567,10 @@ def test_dense_p_knob_picks_the_p_dots():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
+@pytest.mark.parametrize("fp8", [False, True, "tensor"], ids=["bf16", "fp8", "fp8-tensor"])
 def test_gpu_cuda_graph_replay_matches_eager_with_new_lengths(fp8):
-    """Capture once; replay after changing the lengths in place: the scheduler inside the graph rebalances."""
+    """Capture once; replay after changing the lengths in place: the scheduler inside the graph rebalances (and, for
+    per-tensor FP8 rows, after changing descale_k in place: the graph reads the new scale)."""
     # pages for the longest length each request takes below; shorter lengths leave valid rows unread
     inputs = make_dense_decode_inputs(lengths=[3000, 5100, 700, 2, 5000, 4000], s_q=2, h_q=64, page=64, fp8=fp8,
                                       device="cuda", seed=10)  # fmt: skip
@@ -517,8 +582,10 @@ def test_gpu_cuda_graph_replay_matches_eager_with_new_lengths(fp8):
         with torch.cuda.graph(graph, stream=stream):
             captured = dense_mla_decode(**inputs, causal=True, metadata=meta)
     torch.cuda.synchronize()
-    for lengths in ([3000, 10, 700, 1, 5000, 64], [0, 5100, 1, 2, 3, 4000]):
+    for i, lengths in enumerate(([3000, 10, 700, 1, 5000, 64], [0, 5100, 1, 2, 3, 4000])):
         inputs["cache_seqlens"].copy_(torch.tensor(lengths, dtype=torch.int32))
+        if "descale_k" in inputs:
+            inputs["descale_k"].fill_(0.0101 + 0.003 * i)
         graph.replay()
         torch.cuda.synchronize()
         eager = dense_mla_decode(**inputs, causal=True, metadata=meta)

@@ -1,4 +1,5 @@
-"""The dense-decode reference and the V3.2 FP8 codec: layout bytes, exact decode, FlashMLA's semantics, edge cases."""
+"""The dense-decode reference and its FP8 codecs (V3.2 and per-tensor rows): layout bytes, exact decode, FlashMLA's
+semantics, edge cases."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 import pytest
 import torch
 
-from wavemla.reference import dense_decode_ref, dequantize_v32, quantize_v32
+from wavemla.reference import dense_decode_ref, dequantize_fp8_rows, dequantize_v32, quantize_fp8_rows, quantize_v32
 from wavemla.reference.fp8_v32 import BYTES_PER_TOKEN, v32_parts
 from wavemla.testing import BLOCK_TABLE_PAD, make_dense_decode_inputs
 
@@ -95,3 +96,50 @@ def test_fp8_cache_is_dequantized_first() -> None:
     out, lse = dense_decode_ref(**{**inputs, "k_cache": rows})
     torch.testing.assert_close(out8, out, equal_nan=True)
     torch.testing.assert_close(lse8, lse)
+
+
+def test_fp8_rows_codec() -> None:
+    """Per-tensor FP8 rows: codes of x / scale (e4m3, clamped to ±448), the scale amax / 448 by default; decoded
+    values are codes times the scale, and coding them again with that scale gives the same codes."""
+    rows = torch.randn(3, 5, 1, 576) * 4
+    cache, scale = quantize_fp8_rows(rows)
+    assert cache.shape == (3, 5, 1, 576) and cache.dtype == torch.float8_e4m3fn
+    assert scale.shape == (1,) and scale.dtype == torch.float32 and math.isclose(scale.item(), rows.abs().max() / 448)
+    back = dequantize_fp8_rows(cache, scale)
+    assert float(back.abs().max()) <= 448 * scale.item() * (1 + 1e-6)
+    assert torch.equal(quantize_fp8_rows(back, scale.item())[0].view(torch.uint8), cache.view(torch.uint8))
+    assert torch.equal(dequantize_fp8_rows(cache.view(torch.uint8), scale), back)  # uint8 bytes read alike
+    zeros, one = quantize_fp8_rows(torch.zeros(1, 2, 1, 576))
+    assert one.item() == 1.0 and not zeros.view(torch.uint8).any()
+    clamped, _ = quantize_fp8_rows(torch.full((1, 1, 1, 576), 1e6), 1.0)
+    assert torch.all(clamped.float() == 448)
+    for bad, message in (
+        (lambda: quantize_fp8_rows(torch.zeros(1, 2, 1, 512)), "rows"),
+        (lambda: quantize_fp8_rows(rows, 0.0), "scale"),
+        (lambda: quantize_fp8_rows(rows, float("inf")), "scale"),
+        (lambda: dequantize_fp8_rows(torch.zeros(1, 2, 1, 656, dtype=torch.uint8), scale), "cache"),
+        (lambda: dequantize_fp8_rows(cache, torch.ones(2)), "scale"),
+    ):
+        with pytest.raises(ValueError, match=f"^{message}"):
+            bad()
+
+
+def test_fp8_rows_cache_is_dequantized_first_and_q_descaled() -> None:
+    """The reference over a per-tensor FP8 cache is the reference over its decoded rows; descale_q multiplies q."""
+    inputs = make_dense_decode_inputs(lengths=[9, 4], h_q=3, page=4, fp8="tensor", dtype=torch.float32)
+    rows = dequantize_fp8_rows(inputs["k_cache"], inputs["descale_k"])
+    out8, lse8 = dense_decode_ref(**inputs)
+    rest = {k: v for k, v in inputs.items() if k != "descale_k"}
+    out, lse = dense_decode_ref(**{**rest, "k_cache": rows})
+    torch.testing.assert_close(out8, out, equal_nan=True)
+    torch.testing.assert_close(lse8, lse)
+    half = torch.tensor([0.5])
+    out_q, lse_q = dense_decode_ref(**{**inputs, "q": inputs["q"] * 2}, descale_q=half)
+    torch.testing.assert_close(out_q, out8)
+    torch.testing.assert_close(lse_q, lse8)
+    with pytest.raises(ValueError, match=r"^descale_k: required"):
+        dense_decode_ref(**rest)
+    with pytest.raises(ValueError, match=r"^descale_k: only"):
+        dense_decode_ref(**{**rest, "k_cache": rows}, descale_k=half)
+    with pytest.raises(ValueError, match=r"^descale_q"):
+        dense_decode_ref(**inputs, descale_q=torch.ones(2))

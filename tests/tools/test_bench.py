@@ -24,6 +24,9 @@ def test_dense_traffic_counts_every_key_row_once() -> None:
     # 100 rows of 1152 bytes, 2 block-table entries, 2 lengths, q in and out/lse for 2 requests of 64 rows
     assert nbytes == 100 * 1152 + 2 * 4 + 2 * 4 + 2 * 64 * (2 * 576 + 2 * 512 + 4)
     assert dense_traffic([100], s_q=1, h_q=1, d_qk=576, fp8=True, page=64)[1] > 100 * 656
+    # per-tensor FP8 rows: 576 bytes a key, the rest as for any cache
+    v32 = dense_traffic([100], s_q=1, h_q=1, d_qk=576, fp8=True, page=64)[1]
+    assert dense_traffic([100], s_q=1, h_q=1, d_qk=576, fp8=True, page=64, fp8_tensor=True)[1] == v32 - 100 * 80
 
 
 def test_dense_record_line_shows_the_call_with_the_schedule_reused() -> None:

@@ -34,13 +34,16 @@ was computed: one tile in flight, never overlapped with the math). Row blocks of
 64-row blocks run keys-major (:func:`keys_major`: ``Sᵀ = K·qᵀ`` and ``Oᵀ = Vᵀ·Pᵀ``, so the MMA's M is 64 keys or
 512 value columns and its N the 64 query rows: wgmma on sm_90).
 
-Caches: bf16/fp16 rows ``[blocks, page, 1, d_qk]`` (d_qk 576 = 512 latent + 64 rope, or 512), or FlashMLA's V3.2 FP8
-layout ``[blocks, page, 1, 656]`` (512 e4m3, 4 fp32 scales per 128 values, 64 bf16 rope), computed in fp16. FP8 tiles
-at ``NUM_STAGES`` > 1 are staged like row tiles (the raw bytes through cp.async) and keep a row's four 128-wide blocks
-apart, each block's scale applied to its dot's scores and to the weights that meet its values, so only the e4m3
-conversion touches every value; at ``NUM_STAGES`` 1 the tile is decoded in registers (scaled, exact for power-of-two
-scales), the raw bytes of the next tile loaded into registers while a tile is computed and the rows of the tile
-after it prefetched into L2 (:func:`l2_ahead_tiles`).
+Caches: bf16/fp16 rows ``[blocks, page, 1, d_qk]`` (d_qk 576 = 512 latent + 64 rope, or 512), FlashMLA's V3.2 FP8
+layout ``[blocks, page, 1, 656]`` (512 e4m3, 4 fp32 scales per 128 values, 64 bf16 rope), or per-tensor FP8 rows
+``[blocks, page, 1, 576]`` (576 e4m3 codes, one fp32 scale for the cache: vLLM's and SGLang's ``fp8`` KV cache,
+FlashMLA's ``descale_k``), both computed in fp16. A per-tensor tile holds the codes themselves (exact in fp16), and
+the cache's scale multiplies the scores and the output once (read on the device, so a CUDA graph replays any scale).
+FP8 tiles at ``NUM_STAGES`` > 1 are staged like row tiles (the raw bytes through cp.async) and keep a row's four
+128-wide blocks apart, each block's scale applied to its dot's scores and to the weights that meet its values, so only
+the e4m3 conversion touches every value; at ``NUM_STAGES`` 1 the tile is decoded in registers (V3.2: scaled, exact for
+power-of-two scales), the raw bytes of the next tile loaded into registers while a tile is computed and the rows of
+the tile after it prefetched into L2 (:func:`l2_ahead_tiles`).
 """
 
 from __future__ import annotations
@@ -284,10 +287,29 @@ def _load_fp8_raw(p_row, m_n):
 
 
 @triton.jit
+def _load_fp8t_raw(p_row, m_n):
+    """Issue the loads of one per-tensor FP8 tile: codes ``[BLOCK_N, 4, 128]`` and rope codes ``[BLOCK_N, 64]``,
+    uint8 (token layout: 576 e4m3, the 512 latent values then the 64 rope values; one scale for the whole cache)."""
+    o_t = tl.arange(0, 4)
+    o_c = tl.arange(0, 128)
+    o_e = tl.arange(0, _D_PE)
+    b_x = tl.load(p_row[:, None, None] + (o_t[None, :, None] * 128 + o_c[None, None, :]), mask=m_n[:, None, None],
+                  other=0)  # fmt: skip
+    b_r = tl.load(p_row[:, None] + _D_V + o_e[None, :], mask=m_n[:, None], other=0)
+    return b_x, b_r
+
+
+@triton.jit
+def _load_fp8_codes(p_row, m_n, J: tl.constexpr):
+    """Block ``J`` (of 4) of an FP8 tile's latent: its e4m3 codes ``[BLOCK_N, 128]`` uint8."""
+    o_c = tl.arange(0, 128)
+    return tl.load(p_row[:, None] + (J * 128 + o_c[None, :]), mask=m_n[:, None], other=0)
+
+
+@triton.jit
 def _load_fp8_block(p_row, m_n, J: tl.constexpr):
     """Block ``J`` (of 4) of a V3.2 tile: its e4m3 codes ``[BLOCK_N, 128]`` uint8 and its fp32 scale per row."""
-    o_c = tl.arange(0, 128)
-    b_x = tl.load(p_row[:, None] + (J * 128 + o_c[None, :]), mask=m_n[:, None], other=0)
+    b_x = _load_fp8_codes(p_row, m_n, J)
     b_s = tl.load((p_row + 512).to(tl.pointer_type(tl.float32)) + J, mask=m_n, other=0.0)
     return b_x, b_s
 
@@ -327,6 +349,13 @@ def _decode_fp8(b_x, b_s, b_r, BLOCK_N: tl.constexpr):
     (The hardware conversion instead measured 10-11% slower in these register-prefetched tiles on the H200.)"""
     b_kv3 = e4m3_times_256_inv_f16(b_x) * (b_s * 256.0).to(tl.float16)[:, :, None]
     return tl.reshape(b_kv3, (BLOCK_N, _D_V)), b_r.to(tl.float16)
+
+
+@triton.jit
+def _decode_fp8t(b_x, b_r, BLOCK_N: tl.constexpr):
+    """Raw per-tensor FP8 tile -> (latent ``[BLOCK_N, 512]``, rope ``[BLOCK_N, 64]``) fp16, each value its e4m3
+    code x 2^-8 (exact); the cache's scale x 2^8 is applied to the scores and the output instead."""
+    return tl.reshape(e4m3_times_256_inv_f16(b_x), (BLOCK_N, _D_V)), e4m3_times_256_inv_f16(b_r)
 
 
 @triton.jit
@@ -490,6 +519,8 @@ def _dense_mla_decode_kernel(
     p_seqlens,
     p_sched,
     p_p_ws,
+    p_kscale,
+    p_qscale,
     num_blocks,
     max_len,
     stride_kv_blk,
@@ -506,6 +537,8 @@ def _dense_mla_decode_kernel(
     stride_oh,
     qk_scale,
     IS_FP8: tl.constexpr,
+    KV_TENSOR: tl.constexpr,
+    Q_SCALE: tl.constexpr,
     HAS_PE: tl.constexpr,
     CAUSAL: tl.constexpr,
     PAGE: tl.constexpr,
@@ -536,6 +569,15 @@ def _dense_mla_decode_kernel(
     # this program's scratch rows for Pᵀ (P_VIA_WS): BLOCK_N x BLOCK_H values of DTYPE, then BLOCK_H fp32 factors
     p_pws = p_p_ws + tl.cast(i_pid, tl.int64) * (BLOCK_N * BLOCK_H + 2 * BLOCK_H)
     p_aws = (p_pws + BLOCK_N * BLOCK_H).to(tl.pointer_type(tl.float32))
+    ROW_BYTES: tl.constexpr = _D_V + _D_PE if KV_TENSOR else _FP8_ROW_BYTES
+    if KV_TENSOR:
+        # Per-tensor FP8 rows: the tile holds the codes (staged: as decoded; in registers: x 2^-8), so the cache's
+        # scale (read on the device: graph-safe) multiplies the scores here and the output at the end.
+        k_sc = tl.load(p_kscale)
+        o_scale = k_sc if NUM_STAGES > 1 else k_sc * 256.0
+        qk_scale = qk_scale * o_scale
+    if Q_SCALE:
+        qk_scale = qk_scale * tl.load(p_qscale)  # q's scale (an FP8 q: its codes, converted exactly, are q)
 
     p_sched_part = p_sched + i_part * 4
     r_begin = tl.load(p_sched_part + 0)
@@ -584,22 +626,37 @@ def _dense_mla_decode_kernel(
                     p_row, m_n, o_n = _chunk_tile_rows(p_kv, b_ids, i_tile - i_c0, i_tile, n_keys, num_blocks,
                                                        stride_kv_blk, stride_kv_tok, TILE_IN_PAGE, PAGE, BLOCK_N,
                                                        BLOCK_C)  # fmt: skip
-                    b_x0, b_c0 = _load_fp8_block(p_row, m_n, 0)
-                    b_x1, b_c1 = _load_fp8_block(p_row, m_n, 1)
-                    b_x2, b_c2 = _load_fp8_block(p_row, m_n, 2)
-                    b_x3, b_c3 = _load_fp8_block(p_row, m_n, 3)
-                    b_pe = tl.load((p_row + 528).to(tl.pointer_type(tl.bfloat16))[:, None] + o_e[None, :],
-                                   mask=m_n[:, None], other=0.0).to(tl.float16)  # fmt: skip
+                    k_f = qk_scale * F_INV
+                    if KV_TENSOR:
+                        # one scale for every block (folded into qk_scale and the output): no scale loads
+                        b_x0 = _load_fp8_codes(p_row, m_n, 0)
+                        b_x1 = _load_fp8_codes(p_row, m_n, 1)
+                        b_x2 = _load_fp8_codes(p_row, m_n, 2)
+                        b_x3 = _load_fp8_codes(p_row, m_n, 3)
+                        b_c0 = tl.full([BLOCK_N], 1.0, dtype=tl.float32)
+                        b_c1 = b_c0
+                        b_c2 = b_c0
+                        b_c3 = b_c0
+                        b_xpe = tl.load(p_row[:, None] + _D_V + o_e[None, :], mask=m_n[:, None], other=0)
+                        b_pe = e4m3_f16(b_xpe, E4M3_CVT, SCRATCH_ASM)
+                        pe_f = k_f
+                    else:
+                        b_x0, b_c0 = _load_fp8_block(p_row, m_n, 0)
+                        b_x1, b_c1 = _load_fp8_block(p_row, m_n, 1)
+                        b_x2, b_c2 = _load_fp8_block(p_row, m_n, 2)
+                        b_x3, b_c3 = _load_fp8_block(p_row, m_n, 3)
+                        b_pe = tl.load((p_row + 528).to(tl.pointer_type(tl.bfloat16))[:, None] + o_e[None, :],
+                                       mask=m_n[:, None], other=0.0).to(tl.float16)  # fmt: skip
+                        pe_f = qk_scale
                     b_e0 = e4m3_f16(b_x0, E4M3_CVT, SCRATCH_ASM)
                     b_e1 = e4m3_f16(b_x1, E4M3_CVT, SCRATCH_ASM)
                     b_e2 = e4m3_f16(b_x2, E4M3_CVT, SCRATCH_ASM)
                     b_e3 = e4m3_f16(b_x3, E4M3_CVT, SCRATCH_ASM)
-                    k_f = qk_scale * F_INV
                     b_s = (tl.dot(b_q0, tl.trans(b_e0)) * (b_c0 * k_f)[None, :]
                            + tl.dot(b_q1, tl.trans(b_e1)) * (b_c1 * k_f)[None, :]
                            + tl.dot(b_q2, tl.trans(b_e2)) * (b_c2 * k_f)[None, :]
                            + tl.dot(b_q3, tl.trans(b_e3)) * (b_c3 * k_f)[None, :]
-                           + tl.dot(b_qpe, tl.trans(b_pe)) * qk_scale)  # fmt: skip
+                           + tl.dot(b_qpe, tl.trans(b_pe)) * pe_f)  # fmt: skip
                     m_s = m_n[None, :] & (o_n[None, :] < b_lim[:, None])
                     b_mx, b_l, b_p, b_alpha = _softmax_weights(b_mx, b_l, b_s, m_s, 1.0)
                     if P_VIA_WS:
@@ -622,17 +679,26 @@ def _dense_mla_decode_kernel(
             n_seg = tl.minimum(n_keys, t_stop * BLOCK_N)
             p_row, m_n, o_n = _tile_rows(p_kv, p_bt_row, t_lo, n_seg, num_blocks, stride_kv_blk, stride_kv_tok,
                                          PAGE, BLOCK_N)  # fmt: skip
-            b_x, b_sc, b_r = _load_fp8_raw(p_row, m_n)
+            if KV_TENSOR:
+                b_x, b_r = _load_fp8t_raw(p_row, m_n)
+                b_sc = b_r  # no per-row scales: a placeholder the loop carries
+            else:
+                b_x, b_sc, b_r = _load_fp8_raw(p_row, m_n)
             for i_tile in range(t_lo, t_stop):
                 if L2_AHEAD > 1:
                     # and the rows of tile i + L2_AHEAD into L2, so that the raw loads of the next tile hit there
                     p_frow, m_fn, _ = _tile_rows(p_kv, p_bt_row, i_tile + L2_AHEAD, n_seg, num_blocks,
                                                  stride_kv_blk, stride_kv_tok, PAGE, BLOCK_N)  # fmt: skip
-                    _prefetch_rows_l2(p_frow, m_fn, _FP8_ROW_BYTES)
+                    _prefetch_rows_l2(p_frow, m_fn, ROW_BYTES)
                 p_nrow, m_nn, o_nn = _tile_rows(p_kv, p_bt_row, i_tile + 1, n_seg, num_blocks, stride_kv_blk,
                                                 stride_kv_tok, PAGE, BLOCK_N)  # fmt: skip
-                b_xn, b_scn, b_rn = _load_fp8_raw(p_nrow, m_nn)
-                b_kv, b_pe = _decode_fp8(b_x, b_sc, b_r, BLOCK_N)
+                if KV_TENSOR:
+                    b_xn, b_rn = _load_fp8t_raw(p_nrow, m_nn)
+                    b_scn = b_rn
+                    b_kv, b_pe = _decode_fp8t(b_x, b_r, BLOCK_N)
+                else:
+                    b_xn, b_scn, b_rn = _load_fp8_raw(p_nrow, m_nn)
+                    b_kv, b_pe = _decode_fp8(b_x, b_sc, b_r, BLOCK_N)
                 m_s = m_n[None, :] & (o_n[None, :] < b_lim[:, None])
                 if P_VIA_WS:
                     # the two dots apart, each scaled (see the keys-major tiles below), P through scratch rows
@@ -712,6 +778,8 @@ def _dense_mla_decode_kernel(
 
         m_seen = b_l > 0.0
         b_o = b_acc / tl.where(m_seen, b_l, 1.0)[:, None]
+        if KV_TENSOR:
+            b_o = b_o * o_scale
         b_lse2 = tl.where(m_seen, b_mx + tl.log2(tl.where(m_seen, b_l, 1.0)), float("-inf"))
         if (t_lo == 0) & (t_hi == n_units):
             b_o, b_lse = finalize_rows(b_o, b_lse2)
@@ -809,6 +877,8 @@ def dense_decode_split(
     p_ws: torch.Tensor | None = None,
     l2_ahead: int | None = None,
     e4m3_cvt: bool | None = None,
+    k_scale: torch.Tensor | None = None,
+    q_scale: torch.Tensor | None = None,
 ) -> Any:
     """Launch the split kernel over ``num_parts`` parts; returns Triton's compiled-kernel handle.
 
@@ -823,8 +893,16 @@ def dense_decode_split(
     :func:`l2_ahead_tiles`. Results are the same bits either way. ``e4m3_cvt``: staged FP8 tiles (``num_stages`` > 1)
     decode e4m3 by the hardware conversion (sm_89+) rather than by bit assembly (exact either way; the tile's scores
     and weights are the same bits); None: the ``WAVEMLA_FP8_DECODE`` rule (:func:`wavemla.device.fp8_decode_path`).
-    Register-prefetched FP8 tiles (``num_stages`` 1) always assemble the bits.
+    Register-prefetched FP8 tiles (``num_stages`` 1) always assemble the bits. ``k_scale``: with ``is_fp8``, a
+    one-element fp32 tensor on the device makes ``kv`` a per-tensor FP8 cache ``[blocks, page, 1, 576]`` uint8 (e4m3
+    codes, value = code · k_scale, read on the device); None: the V3.2 layout. ``q_scale``: with ``is_fp8``, a
+    one-element fp32 tensor on the device that multiplies q (q may then be float8_e4m3fn: its codes convert to fp16
+    exactly and the scale is applied to the scores; ``out`` takes any 16-bit dtype).
     """
+    if k_scale is not None and not is_fp8:
+        raise ValueError("k_scale: only for FP8 caches (is_fp8=True: the per-tensor FP8 rows of 576 codes)")
+    if q_scale is not None and not is_fp8:
+        raise ValueError("q_scale: only for FP8 caches (is_fp8=True), whose split kernel computes in fp16")
     if p_ws is not None:
         need = num_parts * triton.cdiv(q.shape[1] * q.shape[2], block_h) * (block_n * block_h + 2 * block_h)
         tiles_ok = scratch_tile(is_fp8, block_h, q.dtype)
@@ -874,6 +952,8 @@ def dense_decode_split(
         p_seqlens=cache_seqlens,
         p_sched=sched,
         p_p_ws=p_ws if p_ws is not None else out,
+        p_kscale=k_scale if k_scale is not None else lse,
+        p_qscale=q_scale if q_scale is not None else lse,
         num_blocks=kv.shape[0],
         max_len=block_table.shape[1] * page,
         stride_kv_blk=kv.stride(0),
@@ -890,6 +970,8 @@ def dense_decode_split(
         stride_oh=out.stride(2),
         qk_scale=softmax_scale * LOG2E,
         IS_FP8=is_fp8,
+        KV_TENSOR=k_scale is not None,
+        Q_SCALE=q_scale is not None,
         HAS_PE=d_qk == D_V + D_PE,
         CAUSAL=causal and s_q > 1,
         PAGE=page,

@@ -29,15 +29,24 @@ from __future__ import annotations
 
 import torch
 
-from wavemla.reference import fp8_v32
+from wavemla.reference import fp8_rows, fp8_v32
 
 D_V = 512
 
 
-def dense_rows(k_cache: torch.Tensor) -> torch.Tensor:
-    """The cache as fp64 rows ``[num_blocks, page, d_qk]``: a V3.2 FP8 cache is dequantized, a row cache upcast."""
+def dense_rows(k_cache: torch.Tensor, descale_k: torch.Tensor | None = None) -> torch.Tensor:
+    """The cache as fp64 rows ``[num_blocks, page, d_qk]``: an FP8 cache is dequantized (V3.2, 656 bytes a token,
+    with its own scales; per-tensor, 576 codes a token, times ``descale_k``), a row cache upcast."""
     if k_cache.dtype in (torch.uint8, torch.float8_e4m3fn):
+        if k_cache.shape[-1] == fp8_rows.BYTES_PER_TOKEN:
+            if descale_k is None:
+                raise ValueError("descale_k: required with a per-tensor FP8 cache (576 codes a token)")
+            return fp8_rows.dequantize_fp8_rows(k_cache, descale_k, torch.float64)[:, :, 0, :]
+        if descale_k is not None:
+            raise ValueError("descale_k: only with a per-tensor FP8 cache (the V3.2 cache carries its own scales)")
         return fp8_v32.dequantize_v32(k_cache, torch.float32)[:, :, 0, :].double()
+    if descale_k is not None:
+        raise ValueError("descale_k: only with a per-tensor FP8 cache (576 e4m3 codes a token)")
     return k_cache[:, :, 0, :].double()
 
 
@@ -50,25 +59,34 @@ def dense_decode_ref(
     head_dim_v: int = D_V,
     softmax_scale: float | None = None,
     causal: bool = False,
+    descale_q: torch.Tensor | None = None,
+    descale_k: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Dense paged decode in fp64.
 
     Args:
         q: ``[b, s_q, h_q, d_qk]`` any float dtype, ``d_qk`` 576 (512 latent + 64 rope) or 512.
-        k_cache: ``[num_blocks, page, 1, d_qk]`` rows of any float dtype, or a V3.2 FP8 cache
-            ``[num_blocks, page, 1, 656]`` uint8 / float8_e4m3fn (dequantized first; ``d_qk`` must be 576).
+        k_cache: ``[num_blocks, page, 1, d_qk]`` rows of any float dtype, a V3.2 FP8 cache
+            ``[num_blocks, page, 1, 656]`` uint8 / float8_e4m3fn, or a per-tensor FP8 cache ``[num_blocks, page, 1,
+            576]`` uint8 / float8_e4m3fn with ``descale_k`` (dequantized first; ``d_qk`` must be 576).
         block_table: ``[b, max_blocks]`` int32.
         cache_seqlens: ``[b]`` int32 keys per request.
         head_dim_v: 512 (the value is the first 512 dims of the row).
         softmax_scale: default ``d_qk ** -0.5``.
         causal: query token ``s`` sees keys ``[0, L - s_q + s]``.
+        descale_q: a one-element tensor: q's values are ``q · descale_q`` (FlashMLA's FP8 q).
+        descale_k: the per-tensor FP8 cache's scale (a one-element tensor), required with that cache only.
 
     Returns:
         ``out [b, s_q, h_q, 512]`` fp64 and ``lse [b, h_q, s_q]`` fp64 (natural log; +inf where a query sees no key).
     """
     b, s_q, h_q, d_qk = q.shape
     scale = d_qk**-0.5 if softmax_scale is None else float(softmax_scale)
-    rows = dense_rows(k_cache)  # [nb, page, d]
+    rows = dense_rows(k_cache, descale_k)  # [nb, page, d]
+    if descale_q is not None:
+        if not isinstance(descale_q, torch.Tensor) or descale_q.numel() != 1:
+            raise ValueError("descale_q: expected a one-element tensor")
+        q = q.double() * descale_q.to(device=q.device, dtype=torch.float64).reshape(())
     if rows.shape[-1] != d_qk:
         raise ValueError(f"k_cache: rows are {rows.shape[-1]} wide, q has d_qk {d_qk}")
     nb, page = rows.shape[0], rows.shape[1]

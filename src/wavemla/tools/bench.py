@@ -118,8 +118,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="dense: every request at s_k, or one request in 8 at s_k and the rest at s_k/32",
     )  # fmt: skip
     parser.add_argument(
-        "--kv-formats", nargs="+", default=["bf16", "fp8"], choices=["bf16", "fp8"],
-        help="dense: bf16 rows and/or the FP8 V3.2 layout",
+        "--kv-formats", nargs="+", default=["bf16", "fp8"], choices=["bf16", "fp8", "fp8-tensor"],
+        help="dense: bf16 rows, the FP8 V3.2 layout, and/or per-tensor FP8 rows (576 codes, descale_k)",
     )  # fmt: skip
     parser.add_argument("--s-q", nargs="+", type=int, default=[1])
     parser.add_argument("--bf16", action="store_true", help="bf16 row caches instead of FP8 MODEL1")
@@ -367,11 +367,13 @@ def dense_lengths(batch: int, s_k: int, kind: str) -> list[int]:
     raise ValueError(f"kind: expected 'uniform' or 'skewed', got {kind!r}")
 
 
-def dense_traffic(lengths: list[int], s_q: int, h_q: int, d_qk: int, fp8: bool, page: int) -> tuple[float, float]:
-    """(FLOPs, bytes) a dense decode must do: every key row of every request read once (656 B FP8, 2·d_qk B rows),
-    the block-table entries those keys use, q (bf16) in, out (bf16) and lse (fp32) written; ``2·s_q·h·(d_qk + 512)``
-    FLOPs per key (causal masking ignored)."""
-    row = 656 if fp8 else 2 * d_qk
+def dense_traffic(
+    lengths: list[int], s_q: int, h_q: int, d_qk: int, fp8: bool, page: int, fp8_tensor: bool = False
+) -> tuple[float, float]:
+    """(FLOPs, bytes) a dense decode must do: every key row of every request read once (656 B FP8 V3.2, 576 B
+    per-tensor FP8 with ``fp8_tensor``, 2·d_qk B rows), the block-table entries those keys use, q (bf16) in, out
+    (bf16) and lse (fp32) written; ``2·s_q·h·(d_qk + 512)`` FLOPs per key (causal masking ignored)."""
+    row = (576 if fp8_tensor else 656) if fp8 else 2 * d_qk
     keys = float(sum(max(n, 0) for n in lengths))
     b = len(lengths)
     pages = float(sum(-(-max(n, 0) // page) for n in lengths))
@@ -417,14 +419,15 @@ def bench_dense(
     cache_key: tuple[str, int, int] | None = None
     full: dict[str, Any] = {}
     for fmt, s_k, h, s_q, b, kind in dense_cases(batches, seqlens, heads, s_qs, kinds, formats):
-        fp8 = fmt == "fp8"
+        fp8, tensor = fmt in ("fp8", "fp8-tensor"), fmt == "fp8-tensor"
         if cache_key != (fmt, s_k, s_q) or full["q"].shape[2] < h:
             full = {}
             torch.cuda.empty_cache()
             # one cache holding max(batches) requests of s_k keys; shorter lengths leave rows unread
             full = make_dense_decode_inputs(
-                lengths=[s_k] * max(batches), s_q=s_q, h_q=max(heads), page=DENSE_PAGE, fp8=fp8, device="cuda", seed=0
-            )
+                lengths=[s_k] * max(batches), s_q=s_q, h_q=max(heads), page=DENSE_PAGE, fp8="tensor" if tensor else fp8,
+                device="cuda", seed=0,
+            )  # fmt: skip
             cache_key = (fmt, s_k, s_q)
         lengths = dense_lengths(b, s_k, kind)
         inputs = {
@@ -433,7 +436,9 @@ def bench_dense(
             "block_table": full["block_table"][:b].contiguous(),
             "cache_seqlens": torch.tensor(lengths, dtype=torch.int32, device="cuda"),
         }
-        flops, nbytes = dense_traffic(lengths, s_q, h, 576, fp8, DENSE_PAGE)
+        if tensor:
+            inputs["descale_k"] = full["descale_k"]
+        flops, nbytes = dense_traffic(lengths, s_q, h, 576, fp8, DENSE_PAGE, tensor)
         for cfg in forced:
             over: dict[str, Any] = {}
             if cfg:
@@ -473,7 +478,8 @@ def bench_dense(
                     q=inputs["q"], out=out, lse=lse, o_ws=o_ws, lse_ws=meta.lse_ws, kv=kv,
                     block_table=inputs["block_table"], cache_seqlens=inputs["cache_seqlens"], sched=meta.sched,
                     is_fp8=fp8, causal=s_q > 1, softmax_scale=576**-0.5, block_h=c.block_h, block_n=c.block_n,
-                    num_warps=c.num_warps, num_stages=c.num_stages, num_parts=pl.num_parts)),
+                    num_warps=c.num_warps, num_stages=c.num_stages, num_parts=pl.num_parts,
+                    k_scale=inputs.get("descale_k"))),
                 "combine": lambda meta=meta, out=out, lse=lse, o_ws=o_ws: dense_decode_combine(
                     out=out, lse=lse, o_ws=o_ws, lse_ws=meta.lse_ws, req=meta.req),
             }  # fmt: skip
@@ -513,7 +519,7 @@ def bench_dense(
 
 def format_dense_record(r: DenseRecord) -> str:
     return (
-        f"dense {r.kv_format:4s} h{r.h_q:<4d}s{r.s_q} b{r.batch:<4d} sk{r.s_k:<6d} {r.lengths:7s} {r.config:10s} "
+        f"dense {r.kv_format:10s} h{r.h_q:<4d}s{r.s_q} b{r.batch:<4d} sk{r.s_k:<6d} {r.lengths:7s} {r.config:10s} "
         f"parts={r.parts:<4d} {r.median_us:9.1f}us (sched {r.schedule_us:5.1f} split {r.split_us:8.1f} "
         f"comb {r.combine_us:6.1f}) {r.gbps:7.1f}GB/s {r.pct_copy:5.1f}%copy {r.tflops:6.1f}TF "
         f"| schedule reused {r.reused_us:9.1f}us {r.pct_copy_reused:5.1f}%copy"
