@@ -25,12 +25,16 @@ Sparse shapes (``T = b·s_q`` query tokens)::
 
 Dense shapes (see :func:`dense_mla_decode`)::
 
-    q                 [b, s_q, h_q, d_qk]       bf16 or fp16; d_qk 576 (512 latent + 64 rope) or 512
-    k_cache           [num_blocks, page, 1, d_qk] rows of q's dtype, or
-                      [num_blocks, page, 1, 656] uint8 / float8_e4m3fn FP8 V3.2 (see wavemla.reference.fp8_v32)
+    q                 [b, s_q, h_q, d_qk]       bf16 or fp16; d_qk 576 (512 latent + 64 rope) or 512; with an FP8
+                                                cache also float8_e4m3fn codes, times descale_q
+    k_cache           [num_blocks, page, 1, d_qk] rows of q's dtype,
+                      [num_blocks, page, 1, 656] uint8 / float8_e4m3fn FP8 V3.2 (see wavemla.reference.fp8_v32), or
+                      [num_blocks, page, 1, 576] uint8 / float8_e4m3fn per-tensor FP8 codes, times descale_k
+                      (see wavemla.reference.fp8_rows)
+    descale_q/_k      [1]                       fp32 on q's device, read by the kernel
     block_table       [b, max_blocks]           int32
     cache_seqlens     [b]                       int32
-    out, lse          [b, s_q, h_q, 512] q.dtype, [b, h_q, s_q] fp32 (as above)
+    out, lse          [b, s_q, h_q, 512] q.dtype (bf16 for an FP8 q), [b, h_q, s_q] fp32 (as above)
 
 A launch depends only on static shapes: no host-device sync, no data-dependent host branching, so calls can be
 captured in CUDA graphs. The metadata object returned by :func:`get_mla_metadata` freezes the plan on first use
