@@ -57,6 +57,10 @@ def test_dense_mode_and_its_small_preset() -> None:
     small = stress.config_from_args(_args("--mode", "dense", "--small", "--seqlen", "100"))
     assert (small.seqlen, small.page, small.heads) == (100, stress.SMALL_DENSE_SHAPE[1], 16)
     assert not stress.config_from_args(_args()).dense
+    assert not cfg.fp8_tensor and stress.config_from_args(_args("--mode", "dense", "--fp8-tensor")).fp8_tensor
+    for bad in (("--fp8-tensor",), ("--mode", "v32", "--fp8-tensor"), ("--mode", "dense", "--bf16", "--fp8-tensor")):
+        with pytest.raises(ValueError, match=r"^--fp8-tensor: the per-tensor FP8 rows of --mode dense"):
+            stress.config_from_args(_args(*bad))
 
 
 def test_v32_mode_and_its_small_preset() -> None:
@@ -316,6 +320,18 @@ def test_cpu_dense_harness_matches_eager_and_reports_an_injected_flip(capsys: py
     assert len(lines) == 1 and " replay 3 " in lines[0] and ": out: 1 of " in lines[0], out
     assert "program slots=3" in out and "parts=3" in out and "combine=yes" in out
     assert "mode=dense h=16 s_q=2 FP8 V3.2 caches, 256 keys per request" in out
+
+
+@cpu_lane_only
+def test_cpu_dense_harness_with_per_tensor_fp8_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    """The same over per-tensor FP8 rows (the scale in the graph's fixed inputs): every replay matches."""
+    code, out = _run(
+        capsys, "--cpu", "--small", "--mode", "dense", "--fp8-tensor", "--batch", "2", "--graphs", "2",
+        "--variants", "2", "--replays", "3", "--check-every", "1",
+    )  # fmt: skip
+    assert code == 0, out
+    assert "mode=dense h=16 s_q=1 per-tensor FP8 caches, 256 keys per request" in out
+    assert "result: PASS" in out
 
 
 def test_v32_case_lists_and_poisoned_spare_page() -> None:

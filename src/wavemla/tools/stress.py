@@ -127,6 +127,7 @@ class StressConfig:
     seqlen: int = DENSE_SHAPE[0]  # dense: cached keys per request (variants draw shorter lengths)
     pool: int = 0  # v32: cache rows the index lists pick from
     out_buffers: bool = False  # each decode writes a caller's out (NaN-filled right before the call)
+    fp8_tensor: bool = False  # dense: per-tensor FP8 rows (576 codes, descale_k) instead of FP8 V3.2
 
     @property
     def dense(self) -> bool:
@@ -236,6 +237,8 @@ def config_from_args(args: argparse.Namespace) -> StressConfig:
         raise ValueError(f"--mode: expected one of {list(MODE_CHOICES)}, got {args.mode!r}")
     if args.mode != "dense" and args.seqlen is not None:
         raise ValueError("--seqlen: the cached keys per request of --mode dense only")
+    if args.fp8_tensor and (args.mode != "dense" or args.bf16):
+        raise ValueError("--fp8-tensor: the per-tensor FP8 rows of --mode dense (not with --bf16)")
     if args.mode in ("dense", "v32"):
         if args.batch_invariant:
             raise ValueError(f"--batch-invariant: the DeepSeek-V4 sparse decode's mode; --mode {args.mode} has none")
@@ -262,6 +265,7 @@ def config_from_args(args: argparse.Namespace) -> StressConfig:
         seed=args.seed,
         indexer=not args.no_indexer,
         fp8=not args.bf16,
+        fp8_tensor=bool(args.fp8_tensor),
         splits=splits,
         batch_invariant=args.batch_invariant,
         noise_mm=args.noise_mm if args.noise_mm is not None else (256 if small else 2048),
@@ -514,12 +518,14 @@ def _dense_case(
         s_q=cfg.s_q,
         h_q=cfg.heads,
         page=cfg.page,
-        fp8=cfg.fp8,
+        fp8="tensor" if cfg.fp8_tensor else cfg.fp8,
         dtype=q_dtype,
         device=device,
         seed=seed,
     )
     fixed = {"k_cache": base["k_cache"], "block_table": base["block_table"]}
+    if cfg.fp8_tensor:
+        fixed["descale_k"] = base["descale_k"]
     variants = []
     for v in range(cfg.variants):
         q = torch.randn((b, cfg.s_q, cfg.heads, 576), generator=gen).clamp(-1.0, 1.0).to(q_dtype).to(device)
@@ -642,6 +648,7 @@ def decode_step(
             causal=cfg.s_q > 1,
             metadata=meta,
             out=buf,
+            descale_k=fixed.get("descale_k"),
         )
         return {"out": out, "lse": lse}
     if cfg.v32:
@@ -975,7 +982,7 @@ def _collect(
 
 def summary(cfg: StressConfig, report: StressReport) -> str:
     if cfg.dense:
-        cache = "FP8 V3.2" if cfg.fp8 else "row"
+        cache = "per-tensor FP8" if cfg.fp8_tensor else "FP8 V3.2" if cfg.fp8 else "row"
         shape = f"mode=dense h={cfg.heads} s_q={cfg.s_q} {cache} caches, {cfg.seqlen} keys per request"
     elif cfg.v32:
         cache = "FP8 V3.2" if cfg.fp8 else "576-wide row"
@@ -1044,6 +1051,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--bf16",
         action="store_true",
         help="bf16 row caches instead of FP8 MODEL1 (dense and v32: instead of FP8 V3.2)",
+    )
+    parser.add_argument(
+        "--fp8-tensor",
+        action="store_true",
+        help="dense: per-tensor FP8 rows (an engine's fp8 KV cache: 576 e4m3 codes, descale_k) instead of FP8 V3.2",
     )
     parser.add_argument("--no-indexer", action="store_true", help="CSA: random compressed indices, no indexer")
     parser.add_argument(
