@@ -867,10 +867,10 @@ def dense_mla_decode(
     from wavemla.kernels.dense_decode import split_p as dense_split_p
 
     tensors: tuple[torch.Tensor, ...] = (q, k_cache, block_table, cache_seqlens)
-    names = _DENSE_INPUTS
-    for name, scale in (("descale_q", descale_q), ("descale_k", descale_k)):
-        if isinstance(scale, torch.Tensor):
-            tensors, names = (*tensors, scale), (*names, name)
+    names: tuple[str, ...] = _DENSE_INPUTS
+    for name, given in (("descale_q", descale_q), ("descale_k", descale_k)):
+        if isinstance(given, torch.Tensor):
+            tensors, names = (*tensors, given), (*names, name)
     run_schedule = not (reuse_schedule and isinstance(metadata, MLAMetadata) and metadata.scheduled)
     scalars = ("dense", softmax_scale, causal, run_schedule, descale_q is None, descale_k is None)
     call_sig, seen, done = _replayed(metadata, tensors, scalars, 512, names, out)
@@ -1033,7 +1033,7 @@ def flash_mla_with_kvcache(
     block_table: torch.Tensor | None,
     cache_seqlens: torch.Tensor | None,
     head_dim_v: int,
-    tile_scheduler_metadata: MLAMetadata | None,
+    tile_scheduler_metadata: MLAMetadata | torch.Tensor | None,
     num_splits: torch.Tensor | None = None,
     softmax_scale: float | None = None,
     causal: bool = False,
