@@ -41,6 +41,8 @@ def test_cli_registers_the_verb() -> None:
         (("--prefill", "--v32"), "--prefill"),
         (("--v32", "--dense"), "--v32"),
         (("--v32", "--fp8"), "--fp8"),
+        (("--fp8-tensor",), "--fp8-tensor"),
+        (("--dense", "--fp8", "--fp8-tensor"), "--fp8-tensor"),
         (("--v32", "--batch", "0"), "--batch"),
     ],
 )
@@ -63,10 +65,11 @@ cpu_lane_only = pytest.mark.skipif(torch.cuda.is_available(), reason="CPU lane (
         ((), "DSV4-Flash CSA decode step on CPU (Triton interpreter)"),
         (("--dense",), "200 keys per request (page 64), float16 rows"),
         (("--dense", "--fp8"), "FP8 V3.2 cache (656 B per key)"),
+        (("--dense", "--fp8-tensor"), "per-tensor FP8 cache (576 B per key, descale_k)"),
         (("--prefill",), "DeepSeek-V4 sparse prefill step on CPU (Triton interpreter)"),
         (("--v32",), "64 list entries per token over 512 slots (page 64, the last 8 entries -1), FP8 V3.2 cache"),
     ],
-    ids=["sparse", "dense", "dense-fp8", "prefill", "v32"],
+    ids=["sparse", "dense", "dense-fp8", "dense-fp8-tensor", "prefill", "v32"],
 )
 def test_cpu_demo_passes(argv: tuple[str, ...], header: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "--cpu", *argv)
@@ -86,8 +89,8 @@ def test_cli_demo_on_cpu_from_a_fresh_process() -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     "argv",
-    [(), ("--dense",), ("--dense", "--fp8"), ("--prefill",), ("--v32",)],
-    ids=["sparse", "dense", "dense-fp8", "prefill", "v32"],
+    [(), ("--dense",), ("--dense", "--fp8"), ("--dense", "--fp8-tensor"), ("--prefill",), ("--v32",)],
+    ids=["sparse", "dense", "dense-fp8", "dense-fp8-tensor", "prefill", "v32"],
 )
 def test_gpu_demo_passes(argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, *argv)

@@ -5,7 +5,8 @@ from 2048 (page 64), sink on; timed with CUDA-graph replay and a flushed L2 agai
 measured in the same run. Without a GPU: a reduced shape through Triton's interpreter (fp16 q), checked the same way.
 
 ``--dense`` runs a DeepSeek-V3 paged dense decode step instead (d_qk 576, d_v 512, page 64): on a GPU batch 64, 128
-heads, 4096 cached keys per request, bf16 rows (``--fp8``: the FP8 V3.2 cache), timed the same way; without a GPU
+heads, 4096 cached keys per request, bf16 rows (``--fp8``: the FP8 V3.2 cache; ``--fp8-tensor``: per-tensor FP8
+rows, an engine's fp8 KV cache), timed the same way; without a GPU
 batch 2, 16 heads, 200 keys per request, fp16 rows.
 
 ``--v32`` runs a DeepSeek-V3.2 sparse decode step (FlashMLA's V3.2 call: q 576 wide, index lists over the 656-byte
@@ -40,6 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--fp8", action="store_true", help="with --dense: the FP8 V3.2 cache instead of bf16 rows")
     parser.add_argument(
+        "--fp8-tensor",
+        action="store_true",
+        help="with --dense: per-tensor FP8 rows (an engine's fp8 KV cache: 576 e4m3 codes, descale_k) instead",
+    )
+    parser.add_argument(
         "--prefill", action="store_true", help="a DeepSeek-V4 sparse prefill step instead (flash_mla_sparse_fwd)"
     )
     parser.add_argument(
@@ -60,6 +66,10 @@ def run(args: argparse.Namespace) -> int:
             "wavemla demo: --fp8: the dense step's cache format (the sparse step always reads FP8 MODEL1); add --dense",
             file=sys.stderr,
         )
+        return 2
+    if args.fp8_tensor and (not args.dense or args.fp8):
+        print("wavemla demo: --fp8-tensor: the dense step's per-tensor FP8 cache; add --dense (and drop --fp8)",
+              file=sys.stderr)  # fmt: skip
         return 2
     if args.prefill and (args.dense or args.batch is not None or args.v32):
         print("wavemla demo: --prefill: a prefill step has query tokens, not requests; drop --dense, --v32 and "
@@ -200,20 +210,23 @@ def _run_dense(args: argparse.Namespace, on_gpu: bool) -> int:
         dtype, device, lane = torch.float16, "cpu", "interp"
     page = 64
     cache = "FP8 V3.2 cache (656 B per key)" if args.fp8 else f"{str(dtype).removeprefix('torch.')} rows"
+    if args.fp8_tensor:
+        cache = "per-tensor FP8 cache (576 B per key, descale_k)"
     print(f"wavemla demo: DeepSeek-V3 paged dense decode step on {_where(on_gpu)}")
     print(f"  b={b} s_q=1 h={h} d_qk=576 d_v=512, {seqlen} keys per request (page {page}), {cache}")
     inputs: dict[str, Any] = make_dense_decode_inputs(
-        lengths=[seqlen] * b, h_q=h, page=page, fp8=args.fp8, dtype=dtype, device=device, seed=0
-    )
+        lengths=[seqlen] * b, h_q=h, page=page, fp8="tensor" if args.fp8_tensor else args.fp8, dtype=dtype,
+        device=device, seed=0,
+    )  # fmt: skip
     meta, _ = get_mla_metadata()
     return _check_and_time(
         lambda: dense_mla_decode(**inputs, metadata=meta),
         lambda: dense_decode_ref(**inputs),
         lambda: _last_reason(meta.dense_plan),
         (("out", dense_out_tolerance(inputs["k_cache"], lane)), ("lse", TOLERANCES[("lse", lane)])),
-        dense_traffic([seqlen] * b, 1, h, 576, args.fp8, page),
+        dense_traffic([seqlen] * b, 1, h, 576, args.fp8 or args.fp8_tensor, page, args.fp8_tensor),
         on_gpu,
-        "FP8 rows" if args.fp8 else "rows",
+        "FP8 rows" if args.fp8 or args.fp8_tensor else "rows",
     )
 
 
