@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Per-tensor FP8 rows in the dense decode (an engine's fp8 KV cache: 576 e4m3 codes a token, descale_k): the dense
-# kernel, reference, engine-call and bench tests on the GPU, `wavemla demo --dense --fp8-tensor`, `wavemla stress --mode dense --fp8-tensor` (2,000
-# replays on two streams), compute-sanitizer memcheck over the dense kernels
+# kernel, reference, engine-call and bench tests on the GPU, `wavemla demo --dense --fp8-tensor`, `wavemla stress
+# --mode dense --fp8-tensor` (2,000 replays on two streams), compute-sanitizer memcheck over the dense kernels
 # (sanitize_dense.py, per-tensor cases included), `wavemla bench --dense` of bf16 rows, FP8 V3.2 and per-tensor FP8
 # at b = 32 and 128, 4K and 16K keys, 16, 64 and 128 heads (uniform lengths, median of 10, copy and GEMM ceilings in
 # the same run), then the hostile dense inputs in what is left of the budget. Output under $OUT: fp8_tensor.log,
