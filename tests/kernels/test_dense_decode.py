@@ -148,32 +148,26 @@ FP8_STAGED = [
 ]  # fmt: skip
 
 
+@pytest.mark.parametrize("fp8", [True, "tensor"], ids=["v32", "per-tensor"])
 @pytest.mark.parametrize(("shape", "causal", "knobs"), FP8_STAGED)
-def test_fp8_staged_tiles_match_reference(shape, causal, knobs):
-    inputs = make_dense_decode_inputs(**shape, fp8=True, dtype=SMALL_DTYPE, device=DEVICE, seed=17)
+def test_fp8_staged_tiles_match_reference(shape, causal, knobs, fp8):
+    """Both FP8 formats: the V3.2 rows' per-block scales, and per-tensor rows' one scale (descale_k)."""
+    inputs = make_dense_decode_inputs(**shape, fp8=fp8, dtype=SMALL_DTYPE, device=DEVICE, seed=17)
     with config.override(**knobs):
         meta, _ = get_mla_metadata()
         check(inputs, causal=causal, metadata=meta)
     assert meta.dense_plan is not None and meta.dense_plan.config.num_stages == knobs["WAVEMLA_NUM_STAGES"]
 
 
-# Per-tensor FP8 rows (an engine's fp8 KV cache: 576 e4m3 codes a token, one scale as descale_k) along each FP8 tile
-# path: the planner's register-prefetched tiles, staged 16- and 32-row tiles, 64-row tiles with P through scratch rows
-# on sm_90, pages that hold whole tiles and pages that do not, causal MTP, empty requests.
+# Per-tensor FP8 rows (an engine's fp8 KV cache: 576 e4m3 codes a token, one scale as descale_k) along the FP8 tile
+# paths the staged cases above do not take: the planner's register-prefetched tiles (pages that hold whole tiles and
+# pages that do not, causal MTP, empty requests) and 64-row tiles with P through scratch rows on sm_90.
 FP8_TENSOR = [
     pytest.param(dict(lengths=[90, 0, 33], h_q=16, page=64), False, {}, id="planned-p64-len0"),
     pytest.param(dict(lengths=[3, 70], s_q=2, h_q=16, page=61), True, {}, id="planned-S2-p61-causal"),
     pytest.param(dict(lengths=[0, 1], h_q=3, page=1), False, {}, id="planned-H3-p1-len01"),
-    pytest.param(dict(lengths=[90, 0, 33, 64], h_q=16, page=64), False,
-                 dict(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_WARPS=4, WAVEMLA_NUM_STAGES=3),
-                 id="16x32x4x3-p64"),
-    pytest.param(dict(lengths=[150, 17], s_q=2, h_q=16, page=16), True,
-                 dict(WAVEMLA_BLOCK_H=32, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_WARPS=8, WAVEMLA_NUM_STAGES=3),
-                 id="32x32x8x3-S2-p16-causal"),
     pytest.param(dict(lengths=[150, 0, 17, 100], s_q=2, h_q=32, page=16), True, FP8_ROWS64, id="64x32x8x1-S2-p16"),
-    pytest.param(dict(lengths=[1100, 5, 600], h_q=8, page=64), False,
-                 dict(WAVEMLA_BLOCK_N=16, WAVEMLA_NUM_STAGES=3, WAVEMLA_TARGET_CTAS=5), id="chunks-16x16x3-p64"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("shape", "causal", "knobs"), FP8_TENSOR)
