@@ -231,6 +231,7 @@ def test_a_v32_q_over_a_v4_cache_names_the_cache() -> None:
         (528, r"528 \(DeepSeek-V4\.1's MXFP8 record, 512 e4m3 values"),
         (288, r"288 \(DeepSeek-V4\.1's FP4 record"),
         (656, r"656 \(the V3\.2 FP8 record.*dense decode"),
+        (576, r"576 \(per-tensor FP8 rows .*read by the dense decode with descale_k"),
         (600, "600$"),
     ],
 )
