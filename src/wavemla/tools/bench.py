@@ -411,7 +411,7 @@ def bench_dense(
     from wavemla import config, dense_mla_decode, get_mla_metadata
     from wavemla.api import dense_partials
     from wavemla.kernels.combine import dense_decode_combine
-    from wavemla.kernels.dense_decode import dense_decode_schedule, dense_decode_split
+    from wavemla.kernels.dense_decode import dense_decode_schedule, dense_decode_split, split_p
     from wavemla.testing import make_dense_decode_inputs
 
     records: list[DenseRecord] = []
@@ -479,7 +479,7 @@ def bench_dense(
                     block_table=inputs["block_table"], cache_seqlens=inputs["cache_seqlens"], sched=meta.sched,
                     is_fp8=fp8, causal=s_q > 1, softmax_scale=576**-0.5, block_h=c.block_h, block_n=c.block_n,
                     num_warps=c.num_warps, num_stages=c.num_stages, num_parts=pl.num_parts,
-                    k_scale=inputs.get("descale_k"))),
+                    p_ws=None if split_p(fp8, inputs["q"].dtype) else meta.p_ws, k_scale=inputs.get("descale_k"))),
                 "combine": lambda meta=meta, out=out, lse=lse, o_ws=o_ws: dense_decode_combine(
                     out=out, lse=lse, o_ws=o_ws, lse_ws=meta.lse_ws, req=meta.req),
             }  # fmt: skip
