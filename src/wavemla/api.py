@@ -68,7 +68,7 @@ from wavemla.reference import fp8_rows, fp8_v32
 from wavemla.reference.fp8 import BYTES_PER_TOKEN, D_QK
 
 _Q_DTYPES = (torch.bfloat16, torch.float16)
-MAX_S_Q = 4  # query tokens per request the decodes take (the token and up to 3 speculative ones)
+MAX_S_Q = 4  # query tokens per request the sparse decode takes (the token and up to 3 speculative ones)
 _FP8_DTYPES = (torch.uint8, torch.float8_e4m3fn)
 # The kernels take softmax_scale·log2(e) as an fp32 argument.
 _MAX_SOFTMAX_SCALE = float(torch.finfo(torch.float32).max) / math.log2(math.e)
@@ -832,8 +832,9 @@ def dense_mla_decode(
     """Paged dense MLA decode (DeepSeek-V3 / Kimi-K2 / GLM): every query attends to every cached key of its request.
 
     Args:
-        q: ``[b, s_q, h_q, d_qk]`` bf16/fp16, ``d_qk`` 576 (512 latent + 64 rope) or 512, s_q 1..4, h_q 1..128; with
-            an FP8 cache also float8_e4m3fn codes (with ``descale_q``: FlashMLA's FP8 q), and the output is bf16.
+        q: ``[b, s_q, h_q, d_qk]`` bf16/fp16, ``d_qk`` 576 (512 latent + 64 rope) or 512, s_q ≥ 1 (the token and any
+            number of speculative ones), h_q 1..128; with an FP8 cache also float8_e4m3fn codes (with ``descale_q``:
+            FlashMLA's FP8 q), and the output is bf16.
         k_cache: ``[num_blocks, page, 1, d_qk]`` rows of q's dtype, the FP8 V3.2 layout
             ``[num_blocks, page, 1, 656]`` uint8/float8_e4m3fn (512 e4m3 + 4 fp32 scales + 64 bf16 rope, d_qk 576),
             or per-tensor FP8 rows ``[num_blocks, page, 1, 576]`` uint8/float8_e4m3fn (an engine's fp8 KV cache:
@@ -879,7 +880,7 @@ def dense_mla_decode(
             metadata.scheduled = True
         return done
 
-    device = _check_q_common(q, fp8=True)
+    device = _check_q_common(q, any_s_q=True, fp8=True)
     b, s_q, h_q, d_qk = q.shape
     if d_qk not in (576, 512):
         raise ValueError(f"q: expected d_qk 576 (512 latent + 64 rope) or 512, got {d_qk}")

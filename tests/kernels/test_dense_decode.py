@@ -51,6 +51,9 @@ CASES = [
     pytest.param(dict(lengths=[90, 33], h_q=16, page=64, fp8=True), False, id="B2-H16-p64-fp8"),
     pytest.param(dict(lengths=[3, 70], s_q=2, h_q=16, page=61, fp8=True), True, id="B2-S2-H16-p61-fp8-causal"),
     pytest.param(dict(lengths=[0, 1], h_q=3, page=1, fp8=True), False, id="B2-H3-p1-fp8-len01"),
+    # more speculative tokens than MTP's (s_q > 4): every token a causal row of its own; some see no key
+    pytest.param(dict(lengths=[40, 3, 0, 129], s_q=8, h_q=3, page=16), True, id="B4-S8-H3-spec-causal"),
+    pytest.param(dict(lengths=[70, 5], s_q=6, h_q=16, page=16, fp8="tensor"), True, id="B2-S6-H16-fp8t-causal"),
 ]
 
 
@@ -523,6 +526,7 @@ GPU_CASES = [
     pytest.param(dict(lengths=[4000, 17, 1030], s_q=2, h_q=64, page=64), True, id="mtp-s2-h64-causal"),
     pytest.param(dict(lengths=[1000, 2000], s_q=4, h_q=3, page=61, d_qk=512), True, id="s4-h3-p61-d512"),
     pytest.param(dict(lengths=[3000] * 33, h_q=64, page=1), False, id="b33-page1"),
+    pytest.param(dict(lengths=[4000, 17, 1030, 6], s_q=8, h_q=16, page=64), True, id="spec-s8-h16-causal"),
 ]
 
 
@@ -598,6 +602,7 @@ WS_CASES = [
     pytest.param(dict(lengths=[4000, 17, 1030], s_q=2, h_q=64, page=64), True, {}, id="s2-h64-causal"),
     pytest.param(dict(lengths=[200, 33, 2], s_q=4, h_q=16, page=256), True, {"WAVEMLA_TARGET_CTAS": 5}, id="s4-h16"),
     pytest.param(dict(lengths=[300, 1000], s_q=2, h_q=128, page=64), True, {}, id="s2-h128-causal"),
+    pytest.param(dict(lengths=[300, 1000, 5], s_q=8, h_q=16, page=64), True, {}, id="s8-h16-causal"),
 ]
 
 

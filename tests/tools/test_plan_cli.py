@@ -131,6 +131,17 @@ def test_dense_text_table_fits_sm120(capsys: pytest.CaptureFixture[str]) -> None
         assert f"b={b}: why {p.config}" in out
 
 
+def test_dense_plans_speculative_tokens_past_four(capsys: pytest.CaptureFixture[str]) -> None:
+    """The dense decode takes any s_q (the token and its speculative ones): eight query tokens plan as the planner
+    plans them."""
+    code, out, _ = _run(capsys, "--gpu", "h200", "--mode", "dense", "--s-q", "8", "--heads", "16", "--batch", "32",
+                        "--json")  # fmt: skip
+    assert code == 0
+    (row,) = json.loads(out)["plans"]
+    p = plan_dense(DenseWorkload(batch=32, s_q=8, h_q=16, max_seqlen=4096, is_fp8=True), PRESETS["h200"])
+    assert row["config"] == str(p.config) and row["programs"] == p.programs
+
+
 def test_dense_json_matches_the_planner(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "--gpu", "h200", "--mode", "dense", "--bf16", "--d-qk", "512", "--s-q", "2",
                         "--batch", "4", "64", "--json")  # fmt: skip
@@ -196,7 +207,8 @@ def test_auto_without_a_gpu_says_what_to_do(capsys: pytest.CaptureFixture[str]) 
         pytest.param(["--batch", "0"], "--batch: batch sizes must be >= 1", id="batch-0"),
         pytest.param(["--heads", "0"], "--heads", id="heads-0"),
         pytest.param(["--heads", "129"], "--heads", id="heads-129"),
-        pytest.param(["--s-q", "5"], "--s-q", id="s-q-5"),
+        pytest.param(["--s-q", "5"], "--s-q: expected 1..4", id="s-q-5"),
+        pytest.param(["--mode", "dense", "--s-q", "0"], "--s-q: expected at least 1", id="dense-s-q-0"),
         pytest.param(["--tokens", "64"], "--tokens: not an option of --mode csa", id="tokens-sparse"),
         pytest.param(["--window", "0"], "--window", id="window-0"),
         pytest.param(["--topk", "0"], "--topk", id="topk-0"),

@@ -76,10 +76,13 @@ def _check_counts(option: str, heads: int, values: list[int], noun: str) -> None
         raise ValueError(f"{option}: {noun}s must be >= 1, got {bad[0]}")
 
 
-def _check_common(heads: int, s_q: int, batches: list[int]) -> None:
-    """The checks every decode mode shares (ValueError naming the option)."""
-    if not 1 <= s_q <= 4:
-        raise ValueError(f"--s-q: expected 1..4 query tokens per request, got {s_q}")
+def _check_common(heads: int, s_q: int, batches: list[int], max_s_q: int | None = 4) -> None:
+    """The checks every decode mode shares (ValueError naming the option): s_q 1..``max_s_q`` (the sparse decode's
+    4; None: the dense decode, any s_q)."""
+    if max_s_q is not None and not 1 <= s_q <= max_s_q:
+        raise ValueError(f"--s-q: expected 1..{max_s_q} query tokens per request, got {s_q}")
+    if s_q < 1:
+        raise ValueError(f"--s-q: expected at least 1 query token per request, got {s_q}")
     _check_counts("--batch", heads, batches, "batch size")
 
 
@@ -177,7 +180,7 @@ def dense_rows(
     """
     from wavemla.plan import DenseWorkload, plan_dense
 
-    _check_common(heads, s_q, batches)
+    _check_common(heads, s_q, batches, max_s_q=None)
     if seqlen < 1:
         raise ValueError(f"--seqlen: expected >= 1 keys per block table, got {seqlen}")
     if d_qk not in (576, 512):
