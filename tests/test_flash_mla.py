@@ -530,6 +530,9 @@ def test_vllm_fp8_dense_calls_run_wavemla(engine_pkg: Path) -> None:
     x, descale_q, ref_out = _fp8_dense_call(seed=6)
     schedule, splits = flashmla.get_mla_metadata_dense_fp8(x["cache_seqlens"], 2 * 16, 1)
     assert schedule.dtype == splits.dtype == torch.int32 and schedule.shape[1] == 8 and splits.shape == (4,)
+    for bad, message in ((None, "None"), (x["cache_seqlens"].long(), "torch.int64")):
+        with pytest.raises(ValueError, match=rf"^cache_seqlens: expected a \[b\] int32 tensor, got {message}"):
+            flashmla.get_mla_metadata_dense_fp8(bad, 32, 1)
     out, lse = flashmla.flash_mla_with_kvcache_fp8(
         q=x["q"], k_cache=x["k_cache"].view(torch.float8_e4m3fn), block_table=x["block_table"],
         cache_seqlens=x["cache_seqlens"], head_dim_v=512, tile_scheduler_metadata=schedule, num_splits=splits,

@@ -137,9 +137,11 @@ def get_mla_metadata_dense_fp8(
     """vLLM's schedule call for FlashMLA's FP8 dense decode (``vllm.v1.attention.ops.flashmla``): FlashMLA's legacy
     schedule tensors, as :func:`legacy_get_mla_metadata` makes them (zeros of FlashMLA's shapes; the decode call
     plans on its own)."""
-    schedule = legacy_get_mla_metadata(cache_seqlens, num_q_tokens_per_head_k, num_heads_k)
-    assert isinstance(schedule[0], torch.Tensor) and isinstance(schedule[1], torch.Tensor)
-    return schedule[0], schedule[1]
+    if cache_seqlens is None:
+        raise ValueError("cache_seqlens: expected a [b] int32 tensor, got None")
+    schedule, splits = legacy_get_mla_metadata(cache_seqlens, num_q_tokens_per_head_k, num_heads_k)
+    assert isinstance(schedule, torch.Tensor) and isinstance(splits, torch.Tensor)  # (tensors: cache_seqlens given)
+    return schedule, splits
 
 
 def flash_mla_with_kvcache_fp8(
