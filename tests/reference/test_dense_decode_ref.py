@@ -111,12 +111,13 @@ def test_fp8_rows_codec() -> None:
     assert torch.equal(dequantize_fp8_rows(cache.view(torch.uint8), scale), back)  # uint8 bytes read alike
     zeros, one = quantize_fp8_rows(torch.zeros(1, 2, 1, 576))
     assert one.item() == 1.0 and not zeros.view(torch.uint8).any()
-    clamped, _ = quantize_fp8_rows(torch.full((1, 1, 1, 576), 1e6), 1.0)
+    clamped, _ = quantize_fp8_rows(torch.full((1, 1, 1, 576), 1e6), 1)  # an int scale is a number too
     assert torch.all(clamped.float() == 448)
     for bad, message in (
         (lambda: quantize_fp8_rows(torch.zeros(1, 2, 1, 512)), "rows"),
         (lambda: quantize_fp8_rows(rows, 0.0), "scale"),
         (lambda: quantize_fp8_rows(rows, float("inf")), "scale"),
+        (lambda: quantize_fp8_rows(rows, True), "scale"),  # type: ignore[arg-type]
         (lambda: dequantize_fp8_rows(torch.zeros(1, 2, 1, 656, dtype=torch.uint8), scale), "cache"),
         (lambda: dequantize_fp8_rows(cache, torch.ones(2)), "scale"),
     ):

@@ -22,7 +22,7 @@ FP8_MAX = 448.0
 
 
 def quantize_fp8_rows(rows: torch.Tensor, scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Quantize rows ``[num_blocks, page, 1, 576]`` (any float dtype) with one scale: ``scale`` (a positive float),
+    """Quantize rows ``[num_blocks, page, 1, 576]`` (any float dtype) with one scale: ``scale`` (a positive number),
     else ``amax / 448`` of the rows (1.0 for all-zero rows). Returns ``(cache [num_blocks, page, 1, 576]
     float8_e4m3fn, scale [1] fp32)`` on the rows' device."""
     if rows.dim() != 4 or rows.shape[2] != 1 or rows.shape[3] != D_QK:
@@ -31,8 +31,9 @@ def quantize_fp8_rows(rows: torch.Tensor, scale: float | None = None) -> tuple[t
     if scale is None:
         amax = float(x.abs().max()) if x.numel() else 0.0
         scale = amax / FP8_MAX if amax > 0.0 else 1.0
-    if not (isinstance(scale, float) and 0.0 < scale < float("inf")):
-        raise ValueError(f"scale: expected a finite positive float, got {scale!r}")
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0.0 < scale < float("inf"):
+        raise ValueError(f"scale: expected a finite positive number, got {scale!r}")
+    scale = float(scale)
     codes = (x / scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
     return codes, torch.tensor([scale], dtype=torch.float32, device=rows.device)
 
