@@ -28,3 +28,15 @@ def test_rows_out_tolerance_widens_on_the_gpu_for_bf16_rows_only():
     assert rows_out_tolerance("gpu", (main,)).abs == 64.0 / 256
     tol = rows_out_tolerance("gpu", (main, None, extra))
     assert tol.abs == 128.0 / 256 and tol.rel == strict.rel and tol.cos == 2.0**-16
+
+
+def test_bf16_outputs_on_the_interpreter_take_a_wider_cosine_bound():
+    """Triton's interpreter truncates fp32 to bf16: a bf16 output there (an FP8 q's) gets a cosine bound of 2e-5,
+    its element bounds unchanged; fp16 outputs there and every output on the GPU keep theirs."""
+    interp = TOLERANCES[("out", "interp")]
+    wide = rows_out_tolerance("interp", (), torch.bfloat16)
+    assert (wide.abs, wide.rel, wide.cos) == (interp.abs, interp.rel, 2e-5)
+    assert rows_out_tolerance("interp", (), torch.float16) == interp
+    assert rows_out_tolerance("gpu", (), torch.bfloat16) == TOLERANCES[("out", "gpu")]
+    cache = torch.zeros(1, 4, 1, 576, dtype=torch.uint8)
+    assert dense_out_tolerance(cache, "interp", torch.bfloat16) == wide

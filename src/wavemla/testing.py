@@ -40,11 +40,17 @@ def bf16_weights_tolerance(tol: Tolerance, v_max: float) -> Tolerance:
     return Tolerance(abs=max(tol.abs, v_max / 256.0), rel=tol.rel, cos=max(tol.cos, 2.0**-16))
 
 
-def rows_out_tolerance(lane: str, bf16_rows: tuple[torch.Tensor | None, ...] = ()) -> Tolerance:
+def rows_out_tolerance(
+    lane: str, bf16_rows: tuple[torch.Tensor | None, ...] = (), out_dtype: torch.dtype | None = None
+) -> Tolerance:
     """The output tolerance on ``lane`` ("gpu" or "interp"): FlashMLA's, widened on the GPU by
     :func:`bf16_weights_tolerance` where the decode read bf16 row caches (``bf16_rows``, whose softmax weights are
-    rounded to bf16), over their largest finite |value| (poisoned rows hold NaN or ±inf and do not count)."""
+    rounded to bf16), over their largest finite |value| (poisoned rows hold NaN or ±inf and do not count). A bf16
+    ``out_dtype`` on the interpreter lane (an FP8 q's output) widens the cosine bound to 2e-5: Triton's interpreter
+    converts fp32 to bf16 by truncation, not rounding, which biases every element by up to 2^-8."""
     tol = TOLERANCES[("out", lane)]
+    if lane == "interp" and out_dtype == torch.bfloat16:
+        return Tolerance(abs=tol.abs, rel=tol.rel, cos=max(tol.cos, 2e-5))
     if lane != "gpu" or not bf16_rows:
         return tol
     vals = [
@@ -57,16 +63,12 @@ def rows_out_tolerance(lane: str, bf16_rows: tuple[torch.Tensor | None, ...] = (
 
 def dense_out_tolerance(k_cache: torch.Tensor, lane: str, out_dtype: torch.dtype | None = None) -> Tolerance:
     """The dense decode's output tolerance on ``lane`` ("gpu" or "interp"): FlashMLA's, widened by
-    :func:`bf16_weights_tolerance` where bf16 rows meet one bf16 dot of P (``WAVEMLA_DENSE_P=single``, the default).
-    A bf16 ``out_dtype`` on the interpreter lane (an FP8 q's output) widens the cosine bound to 2e-5: Triton's
-    interpreter converts fp32 to bf16 by truncation, not rounding, which biases every element by up to 2^-8."""
+    :func:`bf16_weights_tolerance` where bf16 rows meet one bf16 dot of P (``WAVEMLA_DENSE_P=single``, the default),
+    and on the interpreter lane for a bf16 ``out_dtype`` (:func:`rows_out_tolerance`)."""
     from wavemla.kernels.dense_decode import split_p
 
     one_bf16_dot = k_cache.dtype == torch.bfloat16 and not split_p(False, torch.bfloat16)
-    tol = rows_out_tolerance(lane, (k_cache[..., :512],) if one_bf16_dot else ())
-    if lane == "interp" and out_dtype == torch.bfloat16:
-        return Tolerance(abs=tol.abs, rel=tol.rel, cos=max(tol.cos, 2e-5))
-    return tol
+    return rows_out_tolerance(lane, (k_cache[..., :512],) if one_bf16_dot else (), out_dtype)
 
 
 def cosine_diff(a: torch.Tensor, b: torch.Tensor) -> float:

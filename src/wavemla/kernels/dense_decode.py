@@ -272,14 +272,22 @@ def _chunk_tile_rows(p_kv, b_ids, i_c, i_tile, n_keys, num_blocks, stride_blk, s
 
 
 @triton.jit
+def _load_latent_codes(p_row, m_n):
+    """The 512 latent e4m3 codes of each row of an FP8 tile (both layouts start with them): ``[BLOCK_N, 4, 128]``
+    uint8."""
+    o_t = tl.arange(0, 4)
+    o_c = tl.arange(0, 128)
+    return tl.load(p_row[:, None, None] + (o_t[None, :, None] * 128 + o_c[None, None, :]), mask=m_n[:, None, None],
+                   other=0)  # fmt: skip
+
+
+@triton.jit
 def _load_fp8_raw(p_row, m_n):
     """Issue the loads of one V3.2 tile: codes ``[BLOCK_N, 4, 128]`` uint8, scales ``[BLOCK_N, 4]`` fp32, rope
     ``[BLOCK_N, 64]`` bf16 (token layout: 512 e4m3 | 4 fp32 scales | 64 bf16 rope)."""
     o_t = tl.arange(0, 4)
-    o_c = tl.arange(0, 128)
     o_e = tl.arange(0, _D_PE)
-    b_x = tl.load(p_row[:, None, None] + (o_t[None, :, None] * 128 + o_c[None, None, :]), mask=m_n[:, None, None],
-                  other=0)  # fmt: skip
+    b_x = _load_latent_codes(p_row, m_n)
     b_s = tl.load((p_row + 512).to(tl.pointer_type(tl.float32))[:, None] + o_t[None, :], mask=m_n[:, None], other=0.0)
     b_r = tl.load((p_row + 528).to(tl.pointer_type(tl.bfloat16))[:, None] + o_e[None, :], mask=m_n[:, None],
                   other=0.0)  # fmt: skip
@@ -290,13 +298,9 @@ def _load_fp8_raw(p_row, m_n):
 def _load_fp8t_raw(p_row, m_n):
     """Issue the loads of one per-tensor FP8 tile: codes ``[BLOCK_N, 4, 128]`` and rope codes ``[BLOCK_N, 64]``,
     uint8 (token layout: 576 e4m3, the 512 latent values then the 64 rope values; one scale for the whole cache)."""
-    o_t = tl.arange(0, 4)
-    o_c = tl.arange(0, 128)
     o_e = tl.arange(0, _D_PE)
-    b_x = tl.load(p_row[:, None, None] + (o_t[None, :, None] * 128 + o_c[None, None, :]), mask=m_n[:, None, None],
-                  other=0)  # fmt: skip
     b_r = tl.load(p_row[:, None] + _D_V + o_e[None, :], mask=m_n[:, None], other=0)
-    return b_x, b_r
+    return _load_latent_codes(p_row, m_n), b_r
 
 
 @triton.jit
@@ -680,8 +684,7 @@ def _dense_mla_decode_kernel(
             p_row, m_n, o_n = _tile_rows(p_kv, p_bt_row, t_lo, n_seg, num_blocks, stride_kv_blk, stride_kv_tok,
                                          PAGE, BLOCK_N)  # fmt: skip
             if KV_TENSOR:
-                b_x, b_r = _load_fp8t_raw(p_row, m_n)
-                b_sc = b_r  # no per-row scales: a placeholder the loop carries
+                b_x, b_r = _load_fp8t_raw(p_row, m_n)  # no per-row scales: one for the cache, folded above
             else:
                 b_x, b_sc, b_r = _load_fp8_raw(p_row, m_n)
             for i_tile in range(t_lo, t_stop):
@@ -694,7 +697,6 @@ def _dense_mla_decode_kernel(
                                                 stride_kv_tok, PAGE, BLOCK_N)  # fmt: skip
                 if KV_TENSOR:
                     b_xn, b_rn = _load_fp8t_raw(p_nrow, m_nn)
-                    b_scn = b_rn
                     b_kv, b_pe = _decode_fp8t(b_x, b_r, BLOCK_N)
                 else:
                     b_xn, b_scn, b_rn = _load_fp8_raw(p_nrow, m_nn)
@@ -711,7 +713,9 @@ def _dense_mla_decode_kernel(
                     b_s = tl.dot(b_q, tl.trans(b_kv)) + tl.dot(b_qpe, tl.trans(b_pe))
                     b_acc, b_mx, b_l, b_p = _online_softmax(b_acc, b_mx, b_l, b_s, m_s, qk_scale)
                     b_acc = tl.dot(b_p.to(DTYPE), b_kv, b_acc)
-                b_x, b_sc, b_r, m_n, o_n = b_xn, b_scn, b_rn, m_nn, o_nn
+                b_x, b_r, m_n, o_n = b_xn, b_rn, m_nn, o_nn
+                if not KV_TENSOR:
+                    b_sc = b_scn
         else:
             # Rows: one load of the tile's latent [BLOCK_N, 512] (and rope [BLOCK_N, 64]) feeds both dots. The
             # block ids come BLOCK_C tiles at a time, so no load in the tile loop feeds the tile addresses and
