@@ -13,7 +13,8 @@ step() {  # step LIMIT COMMAND...: runs COMMAND under LIMIT seconds capped by th
   local left=$((END - SECONDS))
   [ "$left" -lt 10 ] && { echo "== skipped (budget): $*"; return; }
   [ "$limit" -gt "$left" ] && limit=$left
-  echo "== $* (limit ${limit}s)"; timeout "$limit" "$@"; echo "== exit $?"
+  local start=$SECONDS
+  echo "== $* (limit ${limit}s)"; timeout "$limit" "$@"; echo "== exit $? ($((SECONDS - start))s)"
 }
 machine() {  # machine SHA: what a run's log starts with
   echo "commit ${1:-unknown}"

@@ -10,6 +10,8 @@ LOG="$OUT/sanitizers.log"
 : > "$LOG"
 S="python3 -m wavemla.tools.stress"
 CS="compute-sanitizer --error-exitcode 99"
+# racecheck prints 100 hazards by default: every one is needed to tell Triton's partition-state reports from others
+compute-sanitizer --help 2>&1 | grep -q -- "--print-limit" && CS="$CS --print-limit 1000000"
 step() {  # step LIMIT NAME COMMAND...
   local limit=$1 name=$2; shift 2
   echo "== $name: $*" >> "$LOG"
@@ -17,6 +19,12 @@ step() {  # step LIMIT NAME COMMAND...
   local rc=$?
   local found
   found=$(sed -n '/^== '"$name"':/,$p' "$LOG" | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|result:" | tail -1)
+  if [[ $name == racecheck-* ]]; then  # racecheck's exit code: 99 on any hazard; the classes tell them apart
+    sed -n '/^== '"$name"':/,$p' "$LOG" > "$OUT/$name.tmp"
+    found="$found | $(python3 -m wavemla.tools.racecheck "$OUT/$name.tmp" | grep -E "partition-state:|other:|result:" \
+      | tr -s ' ' | paste -sd' ')"
+    rm -f "$OUT/$name.tmp"
+  fi
   printf '%-34s rc=%-3s %s\n' "$name" "$rc" "$found" | tee -a "$OUT/sanitizers.txt"
 }
 # SANITIZERS (default: all) picks steps by name, e.g. SANITIZERS="racecheck-csa negative-share-pool"
@@ -67,6 +75,9 @@ want racecheck-prefill && step ${RACECHECK_LIMIT:-150} racecheck-prefill $CS --t
 PS="python3 -m pytest tests/kernels/test_sparse_decode.py -k scratch_rows -q -p no:cacheprovider -p no:xdist"
 want memcheck-pscratch && step 120 memcheck-pscratch $CS --tool memcheck $PS
 want racecheck-pscratch && step ${RACECHECK_LIMIT:-150} racecheck-pscratch $CS --tool racecheck --racecheck-report hazard $PS
+# the warp-specialized sparse kernel (sm_90, Gluon) at CSA b = 8 (tokens cut between programs) and without a sink
+WS=(python3 -m pytest tests/kernels/test_sparse_decode_ws.py -k "csa-b8 or no-sink" -q -p no:cacheprovider -p no:xdist)
+want racecheck-ws && step ${RACECHECK_LIMIT:-150} racecheck-ws $CS --tool racecheck --racecheck-report hazard "${WS[@]}"
 # dense decode: scheduler, split and combine kernels, bf16, FP8 V3.2 and per-tensor FP8 rows, lengths 0..1000
 want memcheck-dense && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step ${MEMCHECK_LIMIT:-90} memcheck-dense $CS --tool memcheck python3 benchmarks/sanitize_dense.py
 want racecheck-dense && step ${RACECHECK_LIMIT:-150} racecheck-dense $CS --tool racecheck --racecheck-report hazard python3 benchmarks/sanitize_dense.py

@@ -26,6 +26,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "show the planner's tile, occupancy, waves and predicted time per batch (--mode prefill: per token count)",
     ),
     "stress": ("wavemla.tools.stress", "replay decode CUDA graphs on overlapped streams; bitwise-compare to eager"),
+    "racecheck": (
+        "wavemla.tools.racecheck",
+        "sort a compute-sanitizer racecheck log: Triton's warp_specialize state words apart; exit 1 on any other",
+    ),
     "check": ("wavemla.tools.check", "find output corruption under load: greedy outputs alone vs under load"),
     "sweep": ("wavemla.tools.sweep", "sweep server concurrency: output tok/s, tok/s/user, TTFT, TPOT, ITL"),
     "trace": ("wavemla.tools.trace", "fit per-component decode GPU time vs batch size from profiler traces"),

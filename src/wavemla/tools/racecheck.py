@@ -1,0 +1,315 @@
+"""Sort a compute-sanitizer racecheck log: Triton's warp-specialization state words apart from every other hazard.
+
+On sm_90 the warp-specialized Gluon kernels (``kernels/sparse_decode_ws.py``, ``kernels/dense_decode_ws.py``) make
+``compute-sanitizer --tool racecheck`` report RAW hazards on a few bytes of shared memory above the kernel's own
+buffers: the partition state words that Triton's lowering of ``warp_specialize`` writes from the default partition
+and that every warp reads at the kernel's entry, ordered by a named barrier racecheck does not pair (a control kernel
+with no race of its own reproduces them; docs/reliability.md, "The racecheck hazard without the kernels"). A run
+over these kernels therefore never passes racecheck's exit code, and a real hazard would hide among them. This reads
+the report (``--racecheck-report hazard``) and sorts each hazard into one of two classes:
+
+``partition-state``
+    RAW on shared memory, both accesses in one kernel whose source calls ``warp_specialize``: the read at the
+    kernel's entry (attributed to its ``def`` line), the write at its ``def`` line or at the ``warp_specialize``
+    call. The kernels' sources are read from the installed ``wavemla.kernels`` (``--source`` adds files).
+``other``
+    everything else, including hazards whose accesses carry no source line.
+
+Exit 0 when every hazard racecheck counted is in the log and ``partition-state`` (or there is none), 1 when any is
+``other``, when the sanitizer printed fewer hazards than it counted (raise its ``--print-limit``) or when a run has no
+summary line (cut short), 2 when the log holds no racecheck output or cannot be read. Line numbers are matched
+against the sources read now, so classify a log with the tree that produced it.
+
+Example::
+
+    compute-sanitizer --tool racecheck --racecheck-report hazard --print-limit 100000 \\
+        python benchmarks/sanitize_dense.py > race.log 2>&1
+    wavemla racecheck race.log
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import wavemla
+
+PARTITION_STATE = "partition-state"
+OTHER = "other"
+SCHEMA = "wavemla.racecheck/1"
+
+_HAZARD = re.compile(
+    r"(?P<severity>Error|Warning): Potential (?P<kind>RAW|WAR|WAW) hazard detected at (?P<space>\S+) "
+    r"(?P<address>0x[0-9a-fA-F]+) in block \((?P<block>[\d, ]+)\)"
+)
+_ACCESS = re.compile(
+    r"(?P<op>Write|Read) Thread \((?P<thread>[\d, ]+)\) at (?P<kernel>[^\s+]+)\+(?P<offset>0x[0-9a-fA-F]+)"
+    r"(?: in (?P<file>\S+):(?P<line>\d+))?"
+)
+_SUMMARY = re.compile(
+    r"RACECHECK SUMMARY: (?P<displayed>\d+) hazards? displayed \((?P<errors>\d+) errors?, (?P<warnings>\d+) warnings?\)"
+)
+
+
+@dataclass(frozen=True)
+class Access:
+    """One side of a hazard: ``op`` is ``write`` or ``read``; ``file`` and ``line`` are None without line info."""
+
+    op: str
+    thread: str
+    kernel: str
+    offset: int
+    file: str | None
+    line: int | None
+
+
+@dataclass(frozen=True)
+class Hazard:
+    """One displayed hazard: ``kind`` RAW/WAR/WAW, ``space`` as racecheck names it (``__shared__``), its byte
+    ``address``, the ``block`` and the accesses listed under it."""
+
+    severity: str
+    kind: str
+    space: str
+    address: int
+    block: str
+    accesses: tuple[Access, ...]
+
+
+@dataclass(frozen=True)
+class KernelSites:
+    """Where a warp-specialized kernel's partition state is written and read, in source: the file's name, the
+    kernel's ``def`` line, and the lines of its ``warp_specialize`` calls."""
+
+    file: str
+    def_line: int
+    spawn_lines: frozenset[int]
+
+
+@dataclass
+class Report:
+    """Counts over a whole log: the hazards racecheck counted (errors + warnings, from its summary lines) and those
+    read from the log, the latter by class, and per kernel the partition-state bytes seen (lowest, highest
+    address)."""
+
+    counted: int = 0
+    read: int = 0
+    summaries: int = 0
+    by_class: dict[str, int] = field(default_factory=lambda: {PARTITION_STATE: 0, OTHER: 0})
+    state_bytes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    others: list[Hazard] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        """Whether the log ends its runs with their summaries and holds every hazard they count (so each was
+        classified): a run cut short prints no summary, and past ``--print-limit`` hazards are counted only."""
+        return self.summaries > 0 and self.read >= self.counted
+
+    @property
+    def clean(self) -> bool:
+        """No hazard outside the partition-state class, and none missing from the log."""
+        return self.complete and self.by_class[OTHER] == 0
+
+
+def kernel_sites(paths: Iterable[Path]) -> dict[str, KernelSites]:
+    """The warp-specialized kernels defined in ``paths`` (Python sources), by function name: every function whose
+    body calls ``warp_specialize`` (``gl.warp_specialize(...)`` or a bare name)."""
+    sites: dict[str, KernelSites] = {}
+    for path in paths:
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            spawns = frozenset(
+                call.lineno
+                for call in ast.walk(node)
+                if isinstance(call, ast.Call)
+                and (
+                    (isinstance(call.func, ast.Attribute) and call.func.attr == "warp_specialize")
+                    or (isinstance(call.func, ast.Name) and call.func.id == "warp_specialize")
+                )
+            )
+            if spawns:
+                sites[node.name] = KernelSites(path.name, node.lineno, spawns)
+    return sites
+
+
+def package_kernel_sources() -> list[Path]:
+    """The kernel modules of the installed package (``wavemla/kernels/*.py``), read as text; nothing is imported."""
+    return sorted((Path(wavemla.__file__).resolve().parent / "kernels").glob("*.py"))
+
+
+def parse_log(lines: Iterable[str]) -> tuple[list[Hazard], list[tuple[int, int]]]:
+    """The hazards a racecheck log displays, with their accesses, and each ``RACECHECK SUMMARY`` as (displayed,
+    counted). A log may hold several sanitizer runs; lines that are neither are skipped."""
+    hazards: list[Hazard] = []
+    summaries: list[tuple[int, int]] = []
+    head: re.Match[str] | None = None
+    accesses: list[Access] = []
+
+    def close() -> None:
+        if head is not None:
+            hazards.append(
+                Hazard(
+                    severity=head["severity"].lower(),
+                    kind=head["kind"],
+                    space=head["space"],
+                    address=int(head["address"], 16),
+                    block=head["block"].replace(" ", ""),
+                    accesses=tuple(accesses),
+                )
+            )
+
+    for text in lines:
+        if m := _HAZARD.search(text):
+            close()
+            head, accesses = m, []
+        elif head is not None and (a := _ACCESS.search(text)):
+            accesses.append(
+                Access(
+                    op=a["op"].lower(),
+                    thread=a["thread"].replace(" ", ""),
+                    kernel=a["kernel"],
+                    offset=int(a["offset"], 16),
+                    file=Path(a["file"]).name if a["file"] else None,
+                    line=int(a["line"]) if a["line"] else None,
+                )
+            )
+        elif s := _SUMMARY.search(text):
+            close()
+            head, accesses = None, []
+            summaries.append((int(s["displayed"]), int(s["errors"]) + int(s["warnings"])))
+    close()
+    return hazards, summaries
+
+
+def classify(hazard: Hazard, sites: dict[str, KernelSites]) -> str:
+    """``partition-state`` or ``other`` (the module docstring gives the rule)."""
+    if hazard.kind != "RAW" or hazard.space != "__shared__" or len(hazard.accesses) != 2:
+        return OTHER
+    writes = [a for a in hazard.accesses if a.op == "write"]
+    reads = [a for a in hazard.accesses if a.op == "read"]
+    if len(writes) != 1 or len(reads) != 1 or writes[0].kernel != reads[0].kernel:
+        return OTHER
+    site = sites.get(reads[0].kernel)
+    if site is None or any(a.file != site.file for a in hazard.accesses):
+        return OTHER
+    if reads[0].line == site.def_line and writes[0].line in site.spawn_lines | {site.def_line}:
+        return PARTITION_STATE
+    return OTHER
+
+
+def summarize(hazards: Sequence[Hazard], summaries: Sequence[tuple[int, int]], sites: dict[str, KernelSites]) -> Report:
+    """Classify every displayed hazard and total the log's summaries."""
+    report = Report(summaries=len(summaries), read=len(hazards), counted=sum(c for _, c in summaries))
+    for h in hazards:
+        cls = classify(h, sites)
+        report.by_class[cls] += 1
+        if cls == OTHER:
+            report.others.append(h)
+            continue
+        kernel = h.accesses[0].kernel
+        lo, hi = report.state_bytes.get(kernel, (h.address, h.address))
+        report.state_bytes[kernel] = (min(lo, h.address), max(hi, h.address))
+    return report
+
+
+def format_report(report: Report, limit: int = 10) -> str:
+    lines = [
+        f"racecheck: {report.counted} hazard(s) counted over {report.summaries} run(s), {report.read} in the log",
+        f"  {PARTITION_STATE}: {report.by_class[PARTITION_STATE]}",
+    ]
+    for kernel, (lo, hi) in sorted(report.state_bytes.items()):
+        lines.append(f"    {kernel}: shared bytes {lo:#x}-{hi:#x}")
+    lines.append(f"  {OTHER}: {report.by_class[OTHER]}")
+    for h in report.others[:limit]:
+        where = "; ".join(
+            f"{a.op} {a.kernel}+{a.offset:#x} {a.file or '?'}:{a.line if a.line is not None else '?'}"
+            for a in h.accesses
+        )
+        lines.append(f"    {h.kind} {h.space} {h.address:#x} block ({h.block}): {where or 'no accesses listed'}")
+    if len(report.others) > limit:
+        lines.append(f"    ... {len(report.others) - limit} more")
+    if not report.summaries:
+        lines.append("  no RACECHECK SUMMARY line: the run was cut short, so hazards may be missing")
+    elif not report.complete:
+        lines.append(
+            f"  not in the log: {report.counted - report.read} (rerun with compute-sanitizer's --print-limit "
+            f"above {report.counted} to classify them)"
+        )
+    lines.append(
+        "result: PASS (no hazard but Triton's warp_specialize partition state)"
+        if report.clean
+        else "result: FAIL (hazards outside the partition-state class, or not all of them in the log)"
+    )
+    return "\n".join(lines)
+
+
+def report_to_dict(report: Report) -> dict[str, object]:
+    return {
+        "schema": SCHEMA,
+        "counted": report.counted,
+        "read": report.read,
+        "runs": report.summaries,
+        "by_class": dict(report.by_class),
+        "state_bytes": {k: [lo, hi] for k, (lo, hi) in sorted(report.state_bytes.items())},
+        "others": [asdict(h) for h in report.others],
+        "complete": report.complete,
+        "clean": report.clean,
+    }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("log", help="compute-sanitizer output of --tool racecheck --racecheck-report hazard")
+    parser.add_argument(
+        "--source",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="another Python source of warp-specialized kernels (repeatable; wavemla's own are always read)",
+    )
+    parser.add_argument("--json", metavar="PATH", help="also write the report as JSON ('-': stdout only)")
+    parser.add_argument("--limit", type=int, default=10, metavar="N", help="other hazards to list (default 10)")
+
+
+def run(args: argparse.Namespace) -> int:
+    def fail(message: str) -> int:
+        print(f"wavemla racecheck: error: {message}", file=sys.stderr)
+        return 2
+
+    if args.limit < 0:
+        return fail(f"--limit must be >= 0, got {args.limit}")
+    try:
+        sources = [*package_kernel_sources(), *(Path(s) for s in args.source)]
+        sites = kernel_sites(sources)
+        text = Path(args.log).read_text(errors="replace")
+    except OSError as e:
+        return fail(f"{e.filename}: {e.strerror}")
+    except SyntaxError as e:
+        return fail(f"--source {e.filename}: not Python source ({e.msg}, line {e.lineno})")
+    hazards, summaries = parse_log(text.splitlines())
+    if not hazards and not summaries:
+        return fail(f"{args.log}: no racecheck output (no hazard and no RACECHECK SUMMARY line)")
+    report = summarize(hazards, summaries, sites)
+    if args.json == "-":
+        print(json.dumps(report_to_dict(report), indent=2))
+    else:
+        print(format_report(report, args.limit))
+        if args.json:
+            try:
+                Path(args.json).write_text(json.dumps(report_to_dict(report), indent=2) + "\n")
+            except OSError as e:
+                return fail(f"--json {args.json}: cannot write: {e.strerror}")
+    return 0 if report.clean else 1
+
+
+if __name__ == "__main__":
+    _parser = argparse.ArgumentParser(prog="wavemla racecheck", description=__doc__.splitlines()[0])
+    add_arguments(_parser)
+    sys.exit(run(_parser.parse_args()))
