@@ -2,7 +2,8 @@
 # The H200 figures last measured on other builds or cards, in one call: the spread plans against the uniform ones
 # at the 22 spread points (until now timed on H100s only), then the DSV4-Flash layer benchmark as one GPU of 8
 # expert-parallel ones (CSA and HCA, context 65,536) with each layer type's trace fit, from b = 1 and from b = 16.
-# Output under $OUT: refresh.log, spread_ab.json, layer_ep8.json, layer_ep8_{csa,hca}_slope{,_from16}.{json,png}.
+# Output under $OUT (at most 8 files come back from a call): refresh.log, spread_ab.json, layer_ep8.json and
+# layer_ep8_slopes.tar.gz holding layer_ep8_{csa,hca}_slope{,_from16}.{json,png}.
 #   OUT=/some/dir bash benchmarks/experiments/gpu_h200_refresh.sh <git-sha>   (SKIP_SPREAD=1: the layer benchmark only)
 set -uo pipefail
 BUDGET=${BUDGET:-560}
@@ -20,5 +21,6 @@ L=/tmp/layer_ep
     step 30 $W trace $L/$m --step-kernel '^_sparse_mla_decode(_ws)?_kernel$' --rules $L/layer_rules.json --fit-from 16 \
       --json "$OUT/layer_ep8_${m}_slope_from16.json" --png "$OUT/layer_ep8_${m}_slope_from16.png"
   done
+  tar -czf "$OUT/layer_ep8_slopes.tar.gz" -C "$OUT" --remove-files $(cd "$OUT" && ls layer_ep8_*_slope*) 2>/dev/null
 } 2>&1 | quiet > "$OUT/refresh.log"
 cut -c1-200 "$OUT/refresh.log" | tail -90

@@ -9,6 +9,7 @@ source now, so that edits to the kernel file do not break them.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import re
 from pathlib import Path
@@ -210,3 +211,15 @@ def test_cli_verb(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatc
     log.write_text(_fixture())
     assert cli.main(["racecheck", str(log)]) == 0
     assert "result: PASS" in capsys.readouterr().out
+
+
+def test_gzip_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    packed = tmp_path / "race.log.gz"
+    packed.write_bytes(gzip.compress(_fixture().encode()))
+    parser = argparse.ArgumentParser()
+    rc.add_arguments(parser)
+    assert rc.run(parser.parse_args([str(packed)])) == 0
+    assert "partition-state: 4" in capsys.readouterr().out
+    packed.write_bytes(gzip.compress(_fixture().encode())[:40])  # cut short
+    assert rc.run(parser.parse_args([str(packed)])) == 2
+    assert "not a readable gzip file" in capsys.readouterr().err

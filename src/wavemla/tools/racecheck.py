@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import gzip
 import json
 import re
 import sys
@@ -43,6 +44,7 @@ import wavemla
 PARTITION_STATE = "partition-state"
 OTHER = "other"
 SCHEMA = "wavemla.racecheck/1"
+_GZIP_MAGIC = b"\x1f\x8b"
 
 _HAZARD = re.compile(
     r"(?P<severity>Error|Warning): Potential (?P<kind>RAW|WAR|WAW) hazard detected at (?P<space>\S+) "
@@ -143,6 +145,18 @@ def kernel_sites(paths: Iterable[Path]) -> dict[str, KernelSites]:
 def package_kernel_sources() -> list[Path]:
     """The kernel modules of the installed package (``wavemla/kernels/*.py``), read as text; nothing is imported."""
     return sorted((Path(wavemla.__file__).resolve().parent / "kernels").glob("*.py"))
+
+
+def read_log(path: Path) -> str:
+    """The text of a log, plain or gzip-compressed (as committed under benchmarks/results); ValueError for a
+    damaged gzip file."""
+    raw = path.read_bytes()
+    if raw[:2] != _GZIP_MAGIC:
+        return raw.decode(errors="replace")
+    try:
+        return gzip.decompress(raw).decode(errors="replace")
+    except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError; a cut file ends early
+        raise ValueError(f"{path}: not a readable gzip file ({e})") from None
 
 
 def parse_log(lines: Iterable[str]) -> tuple[list[Hazard], list[tuple[int, int]]]:
@@ -266,7 +280,9 @@ def report_to_dict(report: Report) -> dict[str, object]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("log", help="compute-sanitizer output of --tool racecheck --racecheck-report hazard")
+    parser.add_argument(
+        "log", help="compute-sanitizer output of --tool racecheck --racecheck-report hazard (plain or gzip)"
+    )
     parser.add_argument(
         "--source",
         action="append",
@@ -288,7 +304,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         sources = [*package_kernel_sources(), *(Path(s) for s in args.source)]
         sites = kernel_sites(sources)
-        text = Path(args.log).read_text(errors="replace")
+        text = read_log(Path(args.log))
+    except ValueError as e:
+        return fail(str(e))
     except OSError as e:
         return fail(f"{e.filename}: {e.strerror}")
     except SyntaxError as e:
