@@ -180,6 +180,14 @@ def test_json_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     "text, extra, message",
     [
         pytest.param("no sanitizer here\n", (), "no racecheck output", id="no-output"),
+        pytest.param(
+            "========= Error: Race reported between Write access at _k+0x10 in k.py:4\n"
+            "=========     and Read access at _k+0x20 in k.py:6 [4 hazards]\n"
+            "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n",
+            (),
+            "--racecheck-report hazard",
+            id="analysis-report",
+        ),
         pytest.param("", ("--limit", "-1"), "--limit must be >= 0", id="limit"),
         pytest.param("", ("--source", "/nonexistent/k.py"), "/nonexistent/k.py", id="missing-source"),
     ],

@@ -54,6 +54,8 @@ _ACCESS = re.compile(
     r"(?P<op>Write|Read) Thread \((?P<thread>[\d, ]+)\) at (?P<kernel>[^\s+]+)\+(?P<offset>0x[0-9a-fA-F]+)"
     r"(?: in (?P<file>\S+):(?P<line>\d+))?"
 )
+# the default --racecheck-report analysis names source pairs, not the hazards this reads
+_ANALYSIS = re.compile(r"Race reported between")
 _SUMMARY = re.compile(
     r"RACECHECK SUMMARY: (?P<displayed>\d+) hazards? displayed \((?P<errors>\d+) errors?, (?P<warnings>\d+) warnings?\)"
 )
@@ -312,6 +314,8 @@ def run(args: argparse.Namespace) -> int:
     except SyntaxError as e:
         return fail(f"--source {e.filename}: not Python source ({e.msg}, line {e.lineno})")
     hazards, summaries = parse_log(text.splitlines())
+    if not hazards and _ANALYSIS.search(text):
+        return fail(f"{args.log}: racecheck's analysis report; rerun it with --racecheck-report hazard")
     if not hazards and not summaries:
         return fail(f"{args.log}: no racecheck output (no hazard and no RACECHECK SUMMARY line)")
     report = summarize(hazards, summaries, sites)
