@@ -732,6 +732,55 @@ def test_fit_line_matches_polyfit_on_noisy_points() -> None:
     assert line.r2 == pytest.approx(r2) and line.r2 < 1.0
 
 
+def test_fit_line_reports_its_rms_residual() -> None:
+    x = [1, 8, 16, 32, 64, 80]
+    y = [2.0, 3.1, 4.2, 5.9, 9.8, 11.5]
+    line = fit_line(x, y)
+    b, a = np.polyfit(x, y, 1)
+    residual = np.asarray(y) - (a + b * np.asarray(x))
+    assert line.rms_ms == pytest.approx(float(np.sqrt((residual**2).mean())))
+    assert line.mean_ms == pytest.approx(float(np.mean(y)))
+    assert line.rel_rms == pytest.approx(line.rms_ms / line.mean_ms)
+    flat = fit_line([1, 2], [0.0, 0.0])  # a component that never ran
+    assert flat.r2 is None and flat.rel_rms is None
+
+
+def test_a_nearly_flat_component_is_named_and_its_rms_given(capsys: pytest.CaptureFixture[str]) -> None:
+    """Weights read once: a component's time moves a few percent over the batches, so its R² measures the noise; the
+    report says so and gives the line's RMS residual instead."""
+    batches = [16, 32, 48, 64, 96, 128]
+    wobble = [0.0015, -0.001, 0.002, -0.0018, 0.0012, -0.0005]  # ms, about 2% of 0.09
+
+    def profile(i: int, b: int) -> trace.TraceProfile:
+        gemm = 0.088 + 0.00005 * b + wobble[i]  # the line moves 6% of the mean over b = 16..128
+        attention = 0.02 + 0.0003 * b
+        comps = {c: trace.ComponentTime(0.0, 0.0, 0.0) for c in RULES.components}
+        comps["dense_gemm"] = trace.ComponentTime(gemm, gemm, 10.0)
+        comps["attention"] = trace.ComponentTime(attention, attention, 2.0)
+        busy = gemm + attention
+        return trace.TraceProfile(
+            path=f"bs{b}.json", batch=b, steps=1.0, step_source="kernel", devices=("0",), streams=1, kernels=12,
+            busy_ms=busy, kernel_sum_ms=busy, concurrent_ms=0.0, component_overlap_ms=0.0, span_ms=busy,
+            idle_ms=0.0, graph_kernels=12, uncorrelated_kernels=0, components=comps, unclassified={}, notes=(),
+        )  # fmt: skip
+
+    profiles = [profile(i, b) for i, b in enumerate(batches)]
+    fit = trace.fit_slopes(profiles)
+    gemm, attention = fit.components["dense_gemm"], fit.components["attention"]
+    assert gemm.r2 is not None and gemm.r2 < 0.95 and trace.nearly_flat(gemm, fit.batches)
+    assert gemm.rel_rms is not None and gemm.rel_rms < 0.02
+    assert attention.r2 == pytest.approx(1.0) and not trace.nearly_flat(attention, fit.batches)
+    report = trace.TraceReport(
+        profiles=tuple(profiles), fit=fit, components=tuple(RULES.components), rules=RULES, spec=StepSpec()
+    )
+    text = trace.format_report(report)
+    assert re.search(r"dense_gemm: nearly flat \(\d+\.\d% change over the batches", text), text
+    assert "R² " in text and "RMS of the points" in text and "attention: nearly flat" not in text
+    doc = trace.report_to_dict(report)["fit"]["components"]
+    assert doc["dense_gemm"]["nearly_flat"] is True and doc["attention"]["nearly_flat"] is False
+    assert doc["dense_gemm"]["rel_rms"] == pytest.approx(gemm.rel_rms, rel=1e-6)
+
+
 def test_top_of_range_slope_names_a_saturating_component() -> None:
     """A component whose time levels off (MoE while routed-expert coverage saturates) gets a poor line: the report
     gives the marginal cost between the two largest batches beside the fit and flags it."""

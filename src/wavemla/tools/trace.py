@@ -661,14 +661,25 @@ def profile_trace(
 
 @dataclass(frozen=True)
 class LineFit:
-    """``ms = intercept_ms + slope_ms_per_request · batch``; ``r2`` is None when the times do not vary."""
+    """``ms = intercept_ms + slope_ms_per_request · batch``; ``r2`` is None when the times do not vary.
+
+    ``rms_ms`` is the root mean square of the residuals and ``mean_ms`` the mean time: ``rel_rms`` (their ratio) says
+    how far the line sits from the points where R² cannot, for a component whose time barely changes with batch (R²
+    then measures the noise against a slope near zero)."""
 
     intercept_ms: float
     slope_ms_per_request: float
     r2: float | None
+    rms_ms: float = 0.0
+    mean_ms: float = 0.0
 
     def at(self, batch: float) -> float:
         return self.intercept_ms + self.slope_ms_per_request * batch
+
+    @property
+    def rel_rms(self) -> float | None:
+        """RMS residual over the mean time (None for a component that never ran)."""
+        return self.rms_ms / self.mean_ms if self.mean_ms > 0 else None
 
 
 def fit_line(batches: Sequence[float], times: Sequence[float]) -> LineFit:
@@ -691,10 +702,17 @@ def fit_line(batches: Sequence[float], times: Sequence[float]) -> LineFit:
     ss_tot = float(((y - y.mean()) ** 2).sum())
     ss_res = float((residual**2).sum())
     scale = max(float(np.abs(y).max()), 1e-30)
+    mean = float(y.mean())
     if ss_tot <= (1e-12 * scale) ** 2 * y.size:
         # Flat within float noise of the timestamps: report the flat line, not a ±1e-15 slope.
-        return LineFit(intercept_ms=float(y.mean()), slope_ms_per_request=0.0, r2=None)
-    return LineFit(intercept_ms=float(a), slope_ms_per_request=float(b), r2=max(0.0, 1.0 - ss_res / ss_tot))
+        return LineFit(intercept_ms=mean, slope_ms_per_request=0.0, r2=None, mean_ms=mean)
+    return LineFit(
+        intercept_ms=float(a),
+        slope_ms_per_request=float(b),
+        r2=max(0.0, 1.0 - ss_res / ss_tot),
+        rms_ms=(ss_res / y.size) ** 0.5,
+        mean_ms=mean,
+    )
 
 
 @dataclass(frozen=True)
@@ -790,6 +808,22 @@ def saturating(line: LineFit, top_slope: float | None) -> bool:
         and line.r2 < 0.95
         and line.slope_ms_per_request > 0
         and top_slope < 0.5 * line.slope_ms_per_request
+    )
+
+
+# A component whose fitted line moves less than this share of its mean time over the batch range is nearly flat.
+FLAT_SHARE = 0.10
+
+
+def nearly_flat(line: LineFit, batches: Sequence[int]) -> bool:
+    """Whether a fit below R² 0.95 belongs to a component whose time barely changes with batch: the line moves less
+    than ``FLAT_SHARE`` of the mean time from the smallest batch to the largest (weights read once, a fixed-size
+    quantization), so R² measures the noise, and ``rel_rms`` is the fit's quality."""
+    return (
+        line.r2 is not None
+        and line.r2 < 0.95
+        and line.mean_ms > 0
+        and abs(line.slope_ms_per_request) * (max(batches) - min(batches)) < FLAT_SHARE * line.mean_ms
     )
 
 
@@ -933,6 +967,9 @@ def report_to_dict(report: TraceReport, top: int = 20) -> dict[str, Any]:
                     "intercept_ms": _r(f.intercept_ms),
                     "slope_ms_per_request": _r(f.slope_ms_per_request),
                     "r2": _r(f.r2),
+                    "rms_ms": _r(f.rms_ms),
+                    "rel_rms": _r(f.rel_rms),
+                    "nearly_flat": nearly_flat(f, fit.batches),
                 }
                 for c, f in fit.components.items()
             },
@@ -940,6 +977,8 @@ def report_to_dict(report: TraceReport, top: int = 20) -> dict[str, Any]:
                 "intercept_ms": _r(fit.busy.intercept_ms),
                 "slope_ms_per_request": _r(fit.busy.slope_ms_per_request),
                 "r2": _r(fit.busy.r2),
+                "rms_ms": _r(fit.busy.rms_ms),
+                "rel_rms": _r(fit.busy.rel_rms),
             },
             "span": {
                 "intercept_ms": _r(fit.span.intercept_ms),
@@ -995,7 +1034,7 @@ def format_report(report: TraceReport, top: int = 15) -> str:
     head = f"{'component':<{width}}" + "".join(f"{h:>{col}}" for h in batch_heads)
     has_top = fit is not None and fit.top_batches is not None and fit.top_slopes is not None
     if fit is not None:
-        head += f"{'a ms':>10}{'b ms/req':>11}{'R²':>8}{'of slope':>10}"
+        head += f"{'a ms':>10}{'b ms/req':>11}{'R²':>8}{'rms':>7}{'of slope':>10}"
         if has_top:
             head += f"{'top ms/req':>12}"
     lines += [head, "-" * len(head)]
@@ -1006,6 +1045,8 @@ def format_report(report: TraceReport, top: int = 15) -> str:
         if line is not None:
             share = line.slope_ms_per_request / busy_slope if busy_slope > 0 else None
             text += _fmt(line.intercept_ms, 10) + _fmt(line.slope_ms_per_request, 11, 4) + _fmt(line.r2, 8)
+            rel = line.rel_rms if line.r2 is not None else None
+            text += _fmt(None if rel is None else 100 * rel, 7, 1, "%")
             text += _fmt(None if share is None else 100 * share, 10, 1, "%")
             if has_top:
                 text += _fmt(top_slope, 12, 4)
@@ -1035,6 +1076,15 @@ def format_report(report: TraceReport, top: int = 15) -> str:
         ]
         if len(fit.batches) == 2:
             lines.append("note: with two batch sizes every line passes through both points, so R² is 1 by construction")
+        for c in shown:
+            f = fit.components.get(c)
+            if f is not None and f.rel_rms is not None and nearly_flat(f, fit.batches):
+                change = abs(f.slope_ms_per_request) * (max(fit.batches) - min(fit.batches)) / f.mean_ms
+                lines.append(
+                    f"{c}: nearly flat ({100 * change:.1f}% change over the batches against its mean "
+                    f"{f.mean_ms:.3f} ms): R² {f.r2:.2f} measures the noise; the line is within "
+                    f"{100 * f.rel_rms:.1f}% RMS of the points"
+                )
         if host_bound(report):
             idle = [r["idle_ms"] / (r["idle_ms"] + r["busy_ms"]) for _, r in means if r["idle_ms"] + r["busy_ms"] > 0]
             lines.append(
