@@ -745,26 +745,30 @@ def test_fit_line_reports_its_rms_residual() -> None:
     assert flat.r2 is None and flat.rel_rms is None
 
 
-def test_a_nearly_flat_component_is_named_and_its_rms_given(capsys: pytest.CaptureFixture[str]) -> None:
+def _profile_of(b: int, times: dict[str, float]) -> trace.TraceProfile:
+    """A one-step profile at batch ``b`` whose components take ``times`` (ms; the others 0), one after another."""
+    comps = {c: trace.ComponentTime(0.0, 0.0, 0.0) for c in RULES.components}
+    for c, ms in times.items():
+        comps[c] = trace.ComponentTime(ms, ms, 10.0)
+    busy = sum(times.values())
+    return trace.TraceProfile(
+        path=f"bs{b}.json", batch=b, steps=1.0, step_source="kernel", devices=("0",), streams=1, kernels=12,
+        busy_ms=busy, kernel_sum_ms=busy, concurrent_ms=0.0, component_overlap_ms=0.0, span_ms=busy,
+        idle_ms=0.0, graph_kernels=12, uncorrelated_kernels=0, components=comps, unclassified={}, notes=(),
+    )  # fmt: skip
+
+
+def test_a_nearly_flat_component_is_named_and_its_rms_given() -> None:
     """Weights read once: a component's time moves a few percent over the batches, so its R² measures the noise; the
     report says so and gives the line's RMS residual instead."""
     batches = [16, 32, 48, 64, 96, 128]
     wobble = [0.0015, -0.001, 0.002, -0.0018, 0.0012, -0.0005]  # ms, about 2% of 0.09
 
-    def profile(i: int, b: int) -> trace.TraceProfile:
-        gemm = 0.088 + 0.00005 * b + wobble[i]  # the line moves 6% of the mean over b = 16..128
-        attention = 0.02 + 0.0003 * b
-        comps = {c: trace.ComponentTime(0.0, 0.0, 0.0) for c in RULES.components}
-        comps["dense_gemm"] = trace.ComponentTime(gemm, gemm, 10.0)
-        comps["attention"] = trace.ComponentTime(attention, attention, 2.0)
-        busy = gemm + attention
-        return trace.TraceProfile(
-            path=f"bs{b}.json", batch=b, steps=1.0, step_source="kernel", devices=("0",), streams=1, kernels=12,
-            busy_ms=busy, kernel_sum_ms=busy, concurrent_ms=0.0, component_overlap_ms=0.0, span_ms=busy,
-            idle_ms=0.0, graph_kernels=12, uncorrelated_kernels=0, components=comps, unclassified={}, notes=(),
-        )  # fmt: skip
-
-    profiles = [profile(i, b) for i, b in enumerate(batches)]
+    # the dense GEMMs' line moves 6% of their mean over b = 16..128
+    profiles = [
+        _profile_of(b, {"dense_gemm": 0.088 + 0.00005 * b + wobble[i], "attention": 0.02 + 0.0003 * b})
+        for i, b in enumerate(batches)
+    ]
     fit = trace.fit_slopes(profiles)
     gemm, attention = fit.components["dense_gemm"], fit.components["attention"]
     assert gemm.r2 is not None and gemm.r2 < 0.95 and trace.nearly_flat(gemm, fit.batches)
@@ -787,17 +791,8 @@ def test_top_of_range_slope_names_a_saturating_component() -> None:
     batches = [1, 16, 32, 64, 96, 128]
 
     def profile(b: int) -> trace.TraceProfile:
-        moe = 4.0 * (1 - (1 - 6 / 256) ** b)  # touched experts x a fixed cost each
-        attention = 0.02 + 0.0005 * b
-        comps = {c: trace.ComponentTime(0.0, 0.0, 0.0) for c in RULES.components}
-        comps["moe"] = trace.ComponentTime(moe, moe, 10.0)
-        comps["attention"] = trace.ComponentTime(attention, attention, 2.0)
-        busy = moe + attention
-        return trace.TraceProfile(
-            path=f"bs{b}.json", batch=b, steps=1.0, step_source="kernel", devices=("0",), streams=1, kernels=12,
-            busy_ms=busy, kernel_sum_ms=busy, concurrent_ms=0.0, component_overlap_ms=0.0, span_ms=busy,
-            idle_ms=0.0, graph_kernels=12, uncorrelated_kernels=0, components=comps, unclassified={}, notes=(),
-        )  # fmt: skip
+        # touched experts x a fixed cost each
+        return _profile_of(b, {"moe": 4.0 * (1 - (1 - 6 / 256) ** b), "attention": 0.02 + 0.0005 * b})
 
     fit = trace.fit_slopes([profile(b) for b in batches])
     moe, top = fit.components["moe"], fit.top_slopes
