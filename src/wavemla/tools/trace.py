@@ -984,6 +984,8 @@ def report_to_dict(report: TraceReport, top: int = 20) -> dict[str, Any]:
                 "intercept_ms": _r(fit.span.intercept_ms),
                 "slope_ms_per_request": _r(fit.span.slope_ms_per_request),
                 "r2": _r(fit.span.r2),
+                "rms_ms": _r(fit.span.rms_ms),
+                "rel_rms": _r(fit.span.rel_rms),
             },
             "host_bound": host_bound(report),
             "driver": {
