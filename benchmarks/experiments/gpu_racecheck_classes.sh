@@ -2,7 +2,7 @@
 # racecheck over the warp-specialized sm_90 kernels, every hazard printed and sorted by `wavemla racecheck` (the
 # racecheck-dense and racecheck-ws steps of benchmarks/sanitizers.sh), then the dense decode's bf16 h = 16, b = 32,
 # 16K-key call timed whole, with the schedule reused and launch by launch, on the 16x16 and 16x32 row tiles, in two
-# rounds (on an H100 SXM the whole call measured 25-35 µs above its launches' sum there, and nowhere else).
+# rounds (on an H100 SXM the whole call measured 22-25 µs above its launches' sum there).
 # Output under $OUT: racecheck.log (this script's log), sanitizers.{log,txt}, h16_probe_{1,2}.json.
 #   OUT=/some/dir bash benchmarks/experiments/gpu_racecheck_classes.sh <git-sha>
 set -uo pipefail
