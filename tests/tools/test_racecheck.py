@@ -88,7 +88,23 @@ def test_hazards_left_out_of_the_log_fail_it(tmp_path: Path, capsys: pytest.Capt
 def test_a_run_cut_short_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(tmp_path, _fixture(None), capsys=capsys)
     assert code == 1
-    assert "no RACECHECK SUMMARY line" in out and "partition-state: 4" in out
+    assert "1 run(s) with no RACECHECK SUMMARY line" in out and "partition-state: 4" in out
+
+
+def test_a_run_cut_short_fails_the_log_whatever_runs_follow(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    clean = "========= COMPUTE-SANITIZER\n========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n"
+    # the first run printed its four hazards and was cut before its summary; a clean run follows
+    code, out, _ = _run(tmp_path, _fixture(None) + clean, capsys=capsys)
+    assert code == 1 and "1 run(s) with no RACECHECK SUMMARY line" in out
+    _, runs = rc.parse_log((_fixture(None) + clean).splitlines())
+    assert runs == [rc.Run(read=4, counted=None), rc.Run(read=0, counted=0)]
+    # a memcheck run before the racecheck run is not a racecheck run
+    memcheck = "========= COMPUTE-SANITIZER\ndense ...: ok\n========= ERROR SUMMARY: 0 errors\n"
+    code, out, _ = _run(tmp_path, memcheck + _fixture(), capsys=capsys)
+    assert code == 0 and "over 1 run(s)" in out
+    # a banner alone (cut before any hazard), then a complete run
+    code, out, _ = _run(tmp_path, "========= COMPUTE-SANITIZER\n" + _fixture(), capsys=capsys)
+    assert code == 1 and "1 run(s) with no RACECHECK SUMMARY line" in out
 
 
 def test_a_hazard_elsewhere_fails_and_is_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -131,8 +147,8 @@ def test_near_misses_are_other(kind: str, write_line: str | None, read_line: str
     def at(which: str | None, offset: str) -> str:
         return f"{_DENSE_WS}+{offset}" + ("" if which is None else f" in {file}:{lines[which]}")
 
-    hazards, summaries = rc.parse_log(_hazard(kind, at(write_line, "0x99f0"), at(read_line, "0xf0")).splitlines())
-    assert len(hazards) == 1 and not summaries
+    hazards, runs = rc.parse_log(_hazard(kind, at(write_line, "0x99f0"), at(read_line, "0xf0")).splitlines())
+    assert len(hazards) == 1 and runs == [rc.Run(read=1, counted=None)]
     assert rc.classify(hazards[0], _sites()) == rc.OTHER
 
 

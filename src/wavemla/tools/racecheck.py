@@ -59,6 +59,9 @@ _ANALYSIS = re.compile(r"Race reported between")
 _SUMMARY = re.compile(
     r"RACECHECK SUMMARY: (?P<displayed>\d+) hazards? displayed \((?P<errors>\d+) errors?, (?P<warnings>\d+) warnings?\)"
 )
+# the banner a sanitizer run prints first, and the summary that ends a run of the other tools (memcheck, ...)
+_BANNER = re.compile(r"^=+ COMPUTE-SANITIZER\s*$")
+_OTHER_TOOL = re.compile(r"=+ ERROR SUMMARY: \d+ errors?")
 
 
 @dataclass(frozen=True)
@@ -96,24 +99,47 @@ class KernelSites:
     spawn_lines: frozenset[int]
 
 
+@dataclass(frozen=True)
+class Run:
+    """One sanitizer run in a log: the hazards it printed, and those its summary counted (errors + warnings; None
+    for a run cut short, which prints no summary)."""
+
+    read: int
+    counted: int | None
+
+    @property
+    def complete(self) -> bool:
+        """Every hazard the run counted is in the log (past ``--print-limit`` hazards are counted only)."""
+        return self.counted is not None and self.read >= self.counted
+
+
 @dataclass
 class Report:
-    """Counts over a whole log: the hazards racecheck counted (errors + warnings, from its summary lines) and those
-    read from the log, the latter by class, and per kernel the partition-state bytes seen (lowest, highest
-    address)."""
+    """Counts over a whole log: per run the hazards read and counted, the hazards by class, and per kernel the
+    partition-state bytes seen (lowest, highest address)."""
 
-    counted: int = 0
-    read: int = 0
-    summaries: int = 0
+    runs: tuple[Run, ...] = ()
     by_class: dict[str, int] = field(default_factory=lambda: {PARTITION_STATE: 0, OTHER: 0})
     state_bytes: dict[str, tuple[int, int]] = field(default_factory=dict)
     others: list[Hazard] = field(default_factory=list)
 
     @property
+    def counted(self) -> int:
+        return sum(r.counted or 0 for r in self.runs)
+
+    @property
+    def read(self) -> int:
+        return sum(r.read for r in self.runs)
+
+    @property
+    def cut(self) -> int:
+        """Runs with no summary line."""
+        return sum(r.counted is None for r in self.runs)
+
+    @property
     def complete(self) -> bool:
-        """Whether the log ends its runs with their summaries and holds every hazard they count (so each was
-        classified): a run cut short prints no summary, and past ``--print-limit`` hazards are counted only."""
-        return self.summaries > 0 and self.read >= self.counted
+        """Whether every run ended with its summary and printed every hazard it counted (so each was classified)."""
+        return bool(self.runs) and all(r.complete for r in self.runs)
 
     @property
     def clean(self) -> bool:
@@ -161,13 +187,17 @@ def read_log(path: Path) -> str:
         raise ValueError(f"{path}: not a readable gzip file ({e})") from None
 
 
-def parse_log(lines: Iterable[str]) -> tuple[list[Hazard], list[tuple[int, int]]]:
-    """The hazards a racecheck log displays, with their accesses, and each ``RACECHECK SUMMARY`` as (displayed,
-    counted). A log may hold several sanitizer runs; lines that are neither are skipped."""
+def parse_log(lines: Iterable[str]) -> tuple[list[Hazard], list[Run]]:
+    """The hazards a racecheck log displays, with their accesses, and its sanitizer runs. A run ends at its
+    ``RACECHECK SUMMARY`` (a run of another tool at its ``ERROR SUMMARY``, and is not kept); one that a new banner or
+    the end of the log interrupts (hazards or a banner with no summary after them) was cut short. Lines that are none
+    of these are skipped."""
     hazards: list[Hazard] = []
-    summaries: list[tuple[int, int]] = []
+    runs: list[Run] = []
     head: re.Match[str] | None = None
     accesses: list[Access] = []
+    opened = False  # a banner or a hazard since the last summary
+    read = 0  # hazards since the last summary
 
     def close() -> None:
         if head is not None:
@@ -183,9 +213,16 @@ def parse_log(lines: Iterable[str]) -> tuple[list[Hazard], list[tuple[int, int]]
             )
 
     for text in lines:
-        if m := _HAZARD.search(text):
+        if _BANNER.match(text):
+            close()
+            head, accesses = None, []
+            if opened:
+                runs.append(Run(read=len(hazards) - read, counted=None))
+            opened, read = True, len(hazards)
+        elif m := _HAZARD.search(text):
             close()
             head, accesses = m, []
+            opened = True
         elif head is not None and (a := _ACCESS.search(text)):
             accesses.append(
                 Access(
@@ -197,12 +234,19 @@ def parse_log(lines: Iterable[str]) -> tuple[list[Hazard], list[tuple[int, int]]
                     line=int(a["line"]) if a["line"] else None,
                 )
             )
+        elif _OTHER_TOOL.search(text):  # a memcheck (or initcheck, synccheck) run in the same log: not racecheck's
+            close()
+            head, accesses = None, []
+            opened, read = False, len(hazards)
         elif s := _SUMMARY.search(text):
             close()
             head, accesses = None, []
-            summaries.append((int(s["displayed"]), int(s["errors"]) + int(s["warnings"])))
+            runs.append(Run(read=len(hazards) - read, counted=int(s["errors"]) + int(s["warnings"])))
+            opened, read = False, len(hazards)
     close()
-    return hazards, summaries
+    if opened:
+        runs.append(Run(read=len(hazards) - read, counted=None))
+    return hazards, runs
 
 
 def classify(hazard: Hazard, sites: dict[str, KernelSites]) -> str:
@@ -221,9 +265,9 @@ def classify(hazard: Hazard, sites: dict[str, KernelSites]) -> str:
     return OTHER
 
 
-def summarize(hazards: Sequence[Hazard], summaries: Sequence[tuple[int, int]], sites: dict[str, KernelSites]) -> Report:
-    """Classify every displayed hazard and total the log's summaries."""
-    report = Report(summaries=len(summaries), read=len(hazards), counted=sum(c for _, c in summaries))
+def summarize(hazards: Sequence[Hazard], runs: Sequence[Run], sites: dict[str, KernelSites]) -> Report:
+    """Classify every displayed hazard, with the log's runs."""
+    report = Report(runs=tuple(runs))
     for h in hazards:
         cls = classify(h, sites)
         report.by_class[cls] += 1
@@ -238,7 +282,7 @@ def summarize(hazards: Sequence[Hazard], summaries: Sequence[tuple[int, int]], s
 
 def format_report(report: Report, limit: int = 10) -> str:
     lines = [
-        f"racecheck: {report.counted} hazard(s) counted over {report.summaries} run(s), {report.read} in the log",
+        f"racecheck: {report.counted} hazard(s) counted over {len(report.runs)} run(s), {report.read} in the log",
         f"  {PARTITION_STATE}: {report.by_class[PARTITION_STATE]}",
     ]
     for kernel, (lo, hi) in sorted(report.state_bytes.items()):
@@ -252,12 +296,14 @@ def format_report(report: Report, limit: int = 10) -> str:
         lines.append(f"    {h.kind} {h.space} {h.address:#x} block ({h.block}): {where or 'no accesses listed'}")
     if len(report.others) > limit:
         lines.append(f"    ... {len(report.others) - limit} more")
-    if not report.summaries:
-        lines.append("  no RACECHECK SUMMARY line: the run was cut short, so hazards may be missing")
-    elif not report.complete:
+    if report.cut:
+        lines.append(f"  {report.cut} run(s) with no RACECHECK SUMMARY line: cut short, so hazards may be missing")
+    short = [r for r in report.runs if r.counted is not None and r.read < r.counted]
+    if short:
+        most = max(r.counted or 0 for r in short)
         lines.append(
-            f"  not in the log: {report.counted - report.read} (rerun with compute-sanitizer's --print-limit "
-            f"above {report.counted} to classify them)"
+            f"  not in the log: {sum((r.counted or 0) - r.read for r in short)} (rerun with compute-sanitizer's "
+            f"--print-limit above {most} to classify them)"
         )
     lines.append(
         "result: PASS (no hazard but Triton's warp_specialize partition state)"
@@ -272,7 +318,7 @@ def report_to_dict(report: Report) -> dict[str, object]:
         "schema": SCHEMA,
         "counted": report.counted,
         "read": report.read,
-        "runs": report.summaries,
+        "runs": [asdict(r) for r in report.runs],
         "by_class": dict(report.by_class),
         "state_bytes": {k: [lo, hi] for k, (lo, hi) in sorted(report.state_bytes.items())},
         "others": [asdict(h) for h in report.others],
@@ -313,12 +359,12 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"{e.filename}: {e.strerror}")
     except SyntaxError as e:
         return fail(f"--source {e.filename}: not Python source ({e.msg}, line {e.lineno})")
-    hazards, summaries = parse_log(text.splitlines())
+    hazards, runs = parse_log(text.splitlines())
     if not hazards and _ANALYSIS.search(text):
         return fail(f"{args.log}: racecheck's analysis report; rerun it with --racecheck-report hazard")
-    if not hazards and not summaries:
+    if not hazards and all(r.counted is None for r in runs):
         return fail(f"{args.log}: no racecheck output (no hazard and no RACECHECK SUMMARY line)")
-    report = summarize(hazards, summaries, sites)
+    report = summarize(hazards, runs, sites)
     if args.json == "-":
         print(json.dumps(report_to_dict(report), indent=2))
     else:
