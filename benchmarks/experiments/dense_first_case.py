@@ -4,7 +4,9 @@ In the dense grid the first case of a new pool (bf16 h = 16, b = 32, 16K keys fr
 10 µs (H200) and 22-26 µs (H100) over the same configuration timed again right after. This builds the pool as
 `bench_dense` does and times that case four times in a row (each a median of 15 CUDA-graph replays behind the L2
 flush), then again after a rebuild followed by one of two warm-ups: 50 ms of GEMMs (the clocks), or 20 replays of
-the case itself without timing (its pages and code).
+the case itself without timing (its pages and code). `--more`: after a rebuild, a 1 s sleep, five reads of the whole
+pool, or replays of the case's graph behind the flush until two medians of 5 agree within 2% (the count printed),
+and the same rebuild timed at b = pool (every page read).
 
     PYTHONPATH=src python3 benchmarks/experiments/dense_first_case.py [--heads 16] [--batch 32] [--pool 128]
 """
@@ -45,6 +47,18 @@ def medians(fn, rounds: int, reps: int = 15) -> list[dict]:
     return out
 
 
+def settle(fn, reps: int = 5, tol: float = 0.02, most: int = 40) -> int:
+    """Replays (behind the flush) until two consecutive medians of ``reps`` agree within ``tol``; their count."""
+    last = None
+    for i in range(most):
+        s = timing_samples_us(fn, reps, flush=True, graph=True)
+        m = s[len(s) // 2]
+        if last is not None and abs(m - last) <= tol * last:
+            return (i + 1) * (reps + 3)
+        last = m
+    return most * (reps + 3)
+
+
 def gemm_busy(ms: float) -> None:
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
     torch.cuda.synchronize()
@@ -60,23 +74,39 @@ def main() -> None:
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--pool", type=int, default=128)
+    ap.add_argument("--more", action="store_true")
     ap.add_argument("--json")
     args = ap.parse_args()
     h, b = args.heads, args.batch
     result: dict[str, object] = {"gpu": torch.cuda.get_device_name(), "heads": h, "batch": b, "pool": args.pool}
     full = build(args.pool, 4096, h)
     result["4K first"] = medians(case(full, b, 4096, h), 2)
-    for warm in ("none", "gemm 50 ms", "20 replays"):
+    warms = (
+        ("none", "sleep 1 s", "pool read x5", "settle", "batch = pool")
+        if args.more
+        else ("none", "gemm 50 ms", "20 replays")
+    )
+    for warm in warms:
         full = {}
         full = build(args.pool, 16384, h)
-        fn = case(full, b, 16384, h)
-        if warm == "gemm 50 ms":
+        fn = case(full, args.pool if warm == "batch = pool" else b, 16384, h)
+        if warm == "sleep 1 s":
+            torch.cuda.synchronize()
+            time.sleep(1.0)
+        elif warm == "pool read x5":
+            for _ in range(5):
+                full["k_cache"].view(torch.uint8).max()
+            torch.cuda.synchronize()
+        elif warm == "settle":
+            result["settle replays"] = settle(fn)
+        elif warm == "gemm 50 ms":
             gemm_busy(50)
         elif warm == "20 replays":
             for _ in range(20):
                 fn()
             torch.cuda.synchronize()
         result[f"16K after rebuild, warm-up {warm}"] = medians(fn, 4 if warm == "none" else 2)
+    print("settle replays:", result.get("settle replays"))
     for k, v in result.items():
         if isinstance(v, list):
             print(f"{k:40s} " + "  ".join(f"{r['median']:7.1f} ({r['min']:.1f}-{r['max']:.1f})" for r in v))
