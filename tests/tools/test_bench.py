@@ -37,3 +37,18 @@ def test_dense_record_line_shows_the_call_with_the_schedule_reused() -> None:
     line = format_dense_record(DenseRecord(**fields))
     assert "68.9us" in line and "53.6%copy" in line
     assert line.endswith("schedule reused      66.8us  55.3%copy")
+
+
+@pytest.mark.gpu
+def test_settle_fresh_inputs_reads_every_kind_of_input_and_waits() -> None:
+    import time
+
+    import torch
+
+    from wavemla.tools.bench import settle_fresh_inputs
+
+    x = torch.randn(64, 576, device="cuda", dtype=torch.bfloat16)
+    codes = torch.zeros(8, 64, 656, device="cuda", dtype=torch.uint8).view(torch.float8_e4m3fn)
+    start = time.perf_counter()
+    settle_fresh_inputs(x, x[:, :512], codes, torch.empty(0, device="cuda"), None, seconds=0.05)
+    assert time.perf_counter() - start >= 0.05
