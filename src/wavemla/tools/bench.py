@@ -25,6 +25,7 @@ import argparse
 import json
 import statistics
 import sys
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -149,24 +150,15 @@ def measure_ceilings() -> Ceilings:
 
 _FLUSH: Any = None
 
-# Freshly allocated inputs: on an H100 SXM the first 20-50 timed calls after a benchmark built a new 2.4 GB dense
-# cache pool ran 12-15% slow (268 against 233-235 µs, bf16 h = 16 b = 32 16K), also behind 50 ms of GEMMs or 20
-# untimed calls (benchmarks/experiments/dense_first_case.py, 2026-12-06-h100-dense-first-case-d9fd469.log). A
-# benchmark therefore reads every byte of the inputs it just built once and waits this long before timing them.
-SETTLE_S = 1.0
-
-
-def settle_fresh_inputs(*tensors: Any, seconds: float = SETTLE_S) -> None:
-    """Read each tensor once (every page) and wait ``seconds`` before timing calls on freshly allocated inputs."""
-    import time
-
-    import torch
-
-    for t in tensors:
-        if t is not None and t.numel():
-            (t if t.is_contiguous() else t.contiguous()).view(torch.uint8).max()
-    torch.cuda.synchronize()
-    time.sleep(seconds)
+# Before its timed calls a call runs untimed, behind the same flush, for at least WARM_MS of wall time and
+# WARM_CALLS calls. With 3 untimed calls, on an H100 SXM the calls timed after a benchmark built new inputs ran at
+# one of two speeds: 259-264 µs for the first 20-35 calls (about 15-25 ms of them), 226-230 µs after
+# (bf16 h = 16, b = 32, 16K keys; 944 against 808 µs at b = 128; 153.6 against 140.7 µs for the indexer at b = 64,
+# 32K rows). 50 ms of GEMMs, a 1 s sleep or five reads of the 2.4 GB pool before timing did not change it; the call
+# itself under load did (benchmarks/experiments/dense_first_case.py, idx_first_case.py,
+# 2026-12-06-h100-first-case-fc34cf0.log).
+WARM_MS = 50.0
+WARM_CALLS = 10
 
 
 def _flush_l2() -> None:
@@ -198,7 +190,8 @@ def timings_us(fn: Any, reps: int, flush: bool = True, graph: bool = False) -> t
 
 
 def timing_samples_us(fn: Any, reps: int, flush: bool = True, graph: bool = False) -> list[float]:
-    """Sorted µs of ``reps`` calls of ``fn`` (one CUDA-graph replay of it when ``graph``), L2 flushed before each."""
+    """Sorted µs of ``reps`` calls of ``fn`` (one CUDA-graph replay of it when ``graph``), L2 flushed before each,
+    after untimed calls for at least ``WARM_MS`` and ``WARM_CALLS``."""
     import torch
 
     run = fn
@@ -213,9 +206,14 @@ def timing_samples_us(fn: Any, reps: int, flush: bool = True, graph: bool = Fals
         with torch.cuda.graph(g):
             fn()
         run = g.replay
-    for _ in range(3):
-        run()
     torch.cuda.synchronize()
+    warm_start, warm_calls = time.perf_counter(), 0
+    while warm_calls < WARM_CALLS or (time.perf_counter() - warm_start) * 1e3 < WARM_MS:
+        if flush:
+            _flush_l2()
+        run()
+        torch.cuda.synchronize()
+        warm_calls += 1
     times = []
     for _ in range(reps):
         if flush:
@@ -280,7 +278,6 @@ def bench(
                     batch=max(batches), s_q=s_q, h_q=h, topk=topk, page=page, extra_topk=xtopk, extra_page=xpage,
                     extra_pool=xpool or None, fp8=fp8, device="cuda", seed=0,
                 )  # fmt: skip
-                settle_fresh_inputs(*(v for v in full.values() if isinstance(v, torch.Tensor)))
                 for b in batches:
                     per_request = ("q", "indices", "extra_indices")
                     inputs = {k: (v[:b] if v is not None and k in per_request else v) for k, v in full.items()}
@@ -448,7 +445,6 @@ def bench_dense(
                 lengths=[s_k] * max(batches), s_q=s_q, h_q=max(heads), page=DENSE_PAGE, fp8="tensor" if tensor else fp8,
                 device="cuda", seed=0,
             )  # fmt: skip
-            settle_fresh_inputs(*(v for v in full.values() if isinstance(v, torch.Tensor)))
             cache_key = (fmt, s_k, s_q)
         lengths = dense_lengths(b, s_k, kind)
         inputs = {

@@ -42,7 +42,7 @@ from wavemla.reference.indexer import (
     MXFP4_ROW_BYTES,
     quantize_index_k,
 )
-from wavemla.tools.bench import copy_samples_us, settle_fresh_inputs, timing_samples_us
+from wavemla.tools.bench import copy_samples_us, timing_samples_us
 from wavemla.tools.revision import source_revision
 
 BATCHES = (1, 32, 64, 128)
@@ -361,7 +361,6 @@ def run_indexer_bench(
             torch.empty(case.b, case.s_q, case.topk, dtype=torch.int32, device="cuda"),
             torch.empty(case.b, case.s_q, dtype=torch.int32, device="cuda"),
         )
-        settle_fresh_inputs(*data.values(), ws, *out)
 
         def run_triton(
             case: IndexerBenchCase = case,
