@@ -1,5 +1,5 @@
 """Time sparse decode at DeepSeek-V4 shapes (or, with ``--dense``, paged dense decode at DeepSeek-V3 shapes) on the
-GPU: CUDA-graph replay, L2 flushed, medians, % of roofline.
+GPU: CUDA-graph replay after a warm-up under load (``WARM_MS``), L2 flushed, medians, % of roofline.
 
 Every record carries its model: the bytes that must move (each distinct KV row a request gathers, q, out, indices)
 and the FLOPs (``2·h·(512+512)`` per valid row per query token), the ceilings measured in the same run (device copy
@@ -152,11 +152,13 @@ _FLUSH: Any = None
 
 # Before its timed calls a call runs untimed, behind the same flush, for at least WARM_MS of wall time and
 # WARM_CALLS calls. With 3 untimed calls, on an H100 SXM the calls timed after a benchmark built new inputs ran at
-# one of two speeds: 259-264 µs for the first 20-35 calls (about 15-25 ms of them), 226-230 µs after
-# (bf16 h = 16, b = 32, 16K keys; 944 against 808 µs at b = 128; 153.6 against 140.7 µs for the indexer at b = 64,
-# 32K rows). 50 ms of GEMMs, a 1 s sleep or five reads of the 2.4 GB pool before timing did not change it; the call
-# itself under load did (benchmarks/experiments/dense_first_case.py, idx_first_case.py,
-# 2026-12-06-h100-first-case-fc34cf0.log).
+# one of two speeds: 259-264 µs for the first 20-35 calls (about 15-25 ms of them), 226-230 µs after (bf16 h = 16,
+# b = 32, 16K keys; 944 against 808 µs at b = 128; 153.6 against 140.7 µs for the indexer at b = 64, 32K rows).
+# 50 ms of GEMMs, a 1 s sleep or five reads of the 2.4 GB pool before timing did not change it; the call itself
+# under load did (benchmarks/experiments/dense_first_case.py, idx_first_case.py,
+# 2026-12-06-h100-first-case-fc34cf0.log). Calls bound by their MMAs go the other way, 6-13% slower warm than cold
+# (128 heads: 1171 µs cold, 1247-1322 after; warm_ab.py, 2026-12-06-h100-warm-ab-17aa683.log): timed warm, as a
+# busy server runs them.
 WARM_MS = 50.0
 WARM_CALLS = 10
 
