@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Batch-invariant cost (benchmarks/bi_cost.py, CSA and HCA, h = 64, FP8, b = 32, 128, 133, 256 unless BATCHES says, median of 10) timed the old
-# way (3 untimed calls before each timed set: WARM_MS = 0, WARM_CALLS = 3) and with the benchmarks' warm-up under
-# load, one process each. bi_cost.py times the default plan first after it builds each batch's inputs.
+# Batch-invariant cost (benchmarks/bi_cost.py, CSA and HCA, h = 64, FP8, b = 32, 128, 133, 256 unless BATCHES
+# says, median of 10) timed the old way (3 untimed calls before each timed set: WARM_MS = 0, WARM_CALLS = 3) and
+# with the benchmarks' warm-up under load, one process each. bi_cost.py times the default plan first after it builds each batch's inputs.
 # Output under $OUT: bi_warm.log, bi_old.json, bi_warm.json.
 #   OUT=/some/dir bash benchmarks/experiments/gpu_bi_warm.sh <git-sha>
 set -uo pipefail
