@@ -9,6 +9,9 @@ pool, or replays of the case's graph behind the flush until two medians of 5 agr
 and the same rebuild timed at b = pool (every page read).
 
     PYTHONPATH=src python3 benchmarks/experiments/dense_first_case.py [--heads 16] [--batch 32] [--pool 128]
+
+The rounds use the benchmarks' timing (`timing_samples_us`): written when it ran 3 untimed calls before the timed
+ones; since it warms each call up under load for `WARM_MS`, every round should give the settled time.
 """
 
 import argparse

@@ -4,6 +4,8 @@ fresh tensors). The dense grid's first case after a new pool measured 10-15% slo
 the L2 flush each), as the benchmark builds it, then after a rebuild and a 1 s sleep.
 
     PYTHONPATH=src python3 benchmarks/experiments/idx_first_case.py [--batch 32 64] [--n-comp 32768]
+
+The rounds use the benchmarks' timing (`timing_samples_us`), which warms each call up under load since.
 """
 
 import argparse
