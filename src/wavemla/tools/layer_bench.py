@@ -32,7 +32,8 @@ shared expert is expert number ``experts`` (every token routed to it with weight
 the routed GEMM do.
 
 For every batch size the layer runs once eagerly; then each component is captured in its own CUDA graph, and the
-whole layer in one more; replays are timed with the L2 flushed before each (median, p20, p80). A few whole-layer
+whole layer in one more; replays are timed after 50 ms of untimed ones, with the L2 flushed before each (median,
+p20, p80; ``wavemla.tools.bench.WARM_MS``). A few whole-layer
 replays are profiled into ``OUT/<mode>/layer_bs<b>.json.gz``. Results go to ``OUT/layer_bench.json`` (schema
 ``wavemla.layer_bench/1``) and ``OUT/layer_rules.json`` holds the classification rules for the ATen kernels that
 only the MoE or only the KV write's FP8 quantizer launch here. Then::
@@ -76,6 +77,7 @@ from wavemla.reference.indexer import (
     quantize_index_k,
     quantize_index_q,
 )
+from wavemla.tools.bench import WARM_MS
 from wavemla.tools.revision import source_revision
 
 SCHEMA = "wavemla.layer_bench/1"
@@ -937,7 +939,8 @@ def run_layer_bench(cfg: BenchConfig, log: Callable[[str], object] = print) -> d
         },
         "dims": dataclasses.asdict(cfg.dims),
         "timer": (
-            "CUDA-graph replay, L2 flushed before each, median/p20/p80 of reps"
+            f"CUDA-graph replay after {WARM_MS:.0f} ms of untimed replays, L2 flushed before each, "
+            "median/p20/p80 of reps"
             if cuda
             else "CPU wall clock of eager calls through the Triton interpreter (exercises the path, not a speed)"
         ),
