@@ -2,9 +2,11 @@
 # Cases timed right after their inputs are allocated: the dense grid's first case after a new pool
 # (dense_first_case.py --more: after a rebuild, no warm-up, a 1 s sleep, five reads of the pool, replays until
 # stable, and b = pool) and the indexer benchmark's cases (idx_first_case.py: FP8 page-split rows with FP8 queries,
-# 32K rows, b = 32 and 64, four rounds in a row, then after a rebuild and a 1 s sleep); then the benchmarks with
-# settle_fresh_inputs: `wavemla bench --dense` bf16 h = 16 at b = 32 and 128 with 4K and 16K keys, and the indexer
-# benchmark's FP8 page-split rows with FP8 queries at b = 32 and 64, 32K rows, with the GPU tests of bench.py.
+# 32K rows, b = 32 and 64, four rounds in a row, then after a rebuild and a 1 s sleep); then `wavemla bench --dense`
+# bf16 h = 16 at b = 32 and 128 with 4K and 16K keys, and the indexer benchmark's FP8 page-split rows with FP8
+# queries at b = 32 and 64, 32K rows, with the GPU tests of bench.py. Run at fc34cf0, whose benchmarks read their new
+# inputs once and slept 1 s before timing them (`settle_fresh_inputs`, removed after this run showed it changed
+# nothing); the probes' timing is the benchmarks' own, which warms each call up under load since.
 # Output under $OUT: first_case2.log, first_case_more.json, idx_first_case.json, dense_settled.json, idx_settled.json.
 #   OUT=/some/dir bash benchmarks/experiments/gpu_first_case.sh <git-sha>
 set -uo pipefail
