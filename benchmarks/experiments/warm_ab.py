@@ -9,25 +9,17 @@ import argparse
 import json
 
 import torch
+from dense_first_case import build, case
 
-from wavemla import dense_mla_decode, get_mla_metadata, sparse_mla_decode
+from wavemla import get_mla_metadata, sparse_mla_decode
 from wavemla.kernels.indexer import indexer_workspace_numel
-from wavemla.testing import make_dense_decode_inputs, make_sparse_decode_inputs
+from wavemla.testing import make_sparse_decode_inputs
 from wavemla.tools import bench
 from wavemla.tools.bench_indexer import IndexerBenchCase, _fill_case, run_case
 
 
 def dense_case(b: int, h: int, s_k: int, pool: int):
-    full = make_dense_decode_inputs(lengths=[s_k] * pool, s_q=1, h_q=h, page=bench.DENSE_PAGE, fp8=False,
-                                    device="cuda", seed=0)  # fmt: skip
-    inputs = {
-        "q": full["q"][:b].contiguous(),
-        "k_cache": full["k_cache"],
-        "block_table": full["block_table"][:b].contiguous(),
-        "cache_seqlens": torch.full((b,), s_k, dtype=torch.int32, device="cuda"),
-    }
-    meta, _ = get_mla_metadata()
-    return lambda: dense_mla_decode(**inputs, metadata=meta)
+    return case(build(pool, s_k, h), b, s_k, h)
 
 
 def sparse_case(b: int):
@@ -40,16 +32,16 @@ def sparse_case(b: int):
 
 
 def indexer_case(b: int):
-    case = IndexerBenchCase(b=b, n_comp=32768, kv_format="fp8-paged", q_format="fp8")
+    c = IndexerBenchCase(b=b, n_comp=32768, kv_format="fp8-paged", q_format="fp8")
     gen = torch.Generator(device="cuda")
     gen.manual_seed(0)
-    data = _fill_case(case, gen)
+    data = _fill_case(c, gen)
     ws = torch.empty(indexer_workspace_numel(b, 1, 64, 32768), dtype=torch.int32, device="cuda")
     out = (
         torch.empty(b, 1, 512, dtype=torch.int32, device="cuda"),
         torch.empty(b, 1, dtype=torch.int32, device="cuda"),
     )
-    return lambda: run_case(case, data, ws, out)
+    return lambda: run_case(c, data, ws, out)
 
 
 def timed(fn, old: bool) -> float:
@@ -74,9 +66,9 @@ def main() -> None:
         "indexer FP8 32K b64": lambda: indexer_case(64),
     }
     result = {}
-    for name, build in cases.items():
+    for name, make in cases.items():
         torch.cuda.empty_cache()
-        fn = build()
+        fn = make()
         torch.cuda.synchronize()
         row = [("old" if i % 2 == 0 else "new", timed(fn, i % 2 == 0)) for i in range(4)]
         result[name] = row

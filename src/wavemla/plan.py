@@ -1772,9 +1772,11 @@ def _dense_short_tile_dominated(cfg: KernelConfig, workload: DenseWorkload, devi
     18 KB against 37 KB), which the model does not price; it held them within 1-2% and picked the 16-key tile on
     the H100 preset by the rounding of the segment overhead to whole tiles. Measured on sm_90 (bf16 h = 16, each
     tile forced, CUDA graph, L2 flushed): on an H100 SXM the 16-key tile took 1.00-1.08x the 32-key tile's time at
-    b = 32/64/128 with 4K and 16K keys (uniform lengths; the planner prices the block table's capacity), on an H200
-    1.33x at b = 32, 16K. Only with skewed lengths, where most requests hold 128-512 keys, was it faster (H100:
-    0.93-0.99x). Where the 32-key tile runs one program per SM (sm_80/86/89/120) the 16-key tile stays a candidate."""
+    b = 32/64/128 with 4K and 16K keys (uniform lengths; the planner prices the block table's capacity;
+    2026-12-06-h100-dense-h16-tiles-682fc73.json), on an H200 1.33x at b = 32, 16K
+    (2026-12-06-h200-dense-h16-probe-8e1440e-{1,2}.json). Only with skewed lengths, where most requests hold 128-512
+    keys, was it faster (H100: 0.93-0.99x). Where the 32-key tile runs one program per SM (sm_80/86/89/120) the
+    16-key tile stays a candidate."""
     if workload.is_fp8 or cfg.block_n != 16:
         return False
     twin = dataclasses.replace(cfg, block_n=32)
