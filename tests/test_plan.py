@@ -318,7 +318,8 @@ def test_h200_choices_are_the_measured_ones(monkeypatch: pytest.MonkeyPatch) -> 
     partition; the small batches' plans were also timed against every other plan the planner can offer there,
     benchmarks/experiments/gpu_small_b.sh). The runs had the warp-specialized kernel, whose costs price 64x64 FP8
     tiles where Gluon is present. Where the planner now spreads the leftover tokens past a perfect fit (measured
-    against the curves' plans by benchmarks/experiments/ws_spread.py, see plan._SPREAD_MAX_LEFT), the plan it would
+    against the curves' plans by benchmarks/experiments/ws_spread.py, see plan._SPREAD_MAX_LEFT), or pads tokens
+    (``Plan.token_units``, measured against the curves' plans by benchmarks/experiments/pad_ab.py), the plan it would
     make without that partition is the measured one."""
     from wavemla.kernels import sparse_decode_ws
 
@@ -327,16 +328,22 @@ def test_h200_choices_are_the_measured_ones(monkeypatch: pytest.MonkeyPatch) -> 
     records = _h200_records()
     assert len(records) == 8 * 256  # every b = 1..256 of the eight curves (h = 16/64/128, s_q = 1/2, CSA and HCA)
     spread: list[dict[str, object]] = []
+    padded: list[dict[str, object]] = []
     for r in records:
         p = plan(dsv4(r["batch"], r["h_q"], r["mode"], r["s_q"], r["fp8"]), H200)  # type: ignore[arg-type]
         if p.whole_units and not r.get("whole_units"):  # measured before the planner spread
             spread.append(r)
             continue
-        got = (str(p.config), p.units_per_part, p.whole_units)
-        assert got == (r["config"], r["units_per_part"], r.get("whole_units", 0)), r
+        if p.token_units and not r.get("token_units"):  # measured before the planner padded tokens
+            padded.append(r)
+            continue
+        got = (str(p.config), p.units_per_part, p.whole_units, p.token_units)
+        assert got == (r["config"], r["units_per_part"], r.get("whole_units", 0), r.get("token_units", 0)), r
+    assert padded  # small batches of every curve
     monkeypatch.setattr(plan_mod._Coster, "spread", lambda self: None)
+    monkeypatch.setattr(plan_mod._Coster, "padded", lambda self: [])
     clear_caches()
-    for r in spread:
+    for r in spread + padded:
         p = plan(dsv4(r["batch"], r["h_q"], r["mode"], r["s_q"], r["fp8"]), H200)  # type: ignore[arg-type]
         assert (str(p.config), p.units_per_part) == (r["config"], r["units_per_part"]), r
     clear_caches()
@@ -547,19 +554,24 @@ def test_max_pieces_is_the_most_programs_a_token_spans() -> None:
 
 
 def test_reasons_say_how_tokens_are_cut_and_merged() -> None:
-    """The partition's reason names the pieces a cut token can have and what merges them (H200 picks: CSA b=34 in
-    two pieces, b=67 in up to three, 32-row tiles at b=8 through the combine kernel, none cut at b=128), for the
-    Triton kernel and for the warp-specialized one, which leaves tokens cut between programs to the combine kernel
-    and merges batch-invariant pieces in the program that ran all of a token's."""
+    """The partition's reason names the pieces a cut token can have and what merges them (H200 picks: CSA b=45 in
+    two pieces, b=67 in up to three, 32-row tiles at b=10 through the combine kernel, none cut at b=128; tokens
+    padded at b=8 with 32-row tiles and b=34 with 64-row ones), for the Triton kernel and for the warp-specialized
+    one, which leaves tokens cut between programs to the combine kernel and merges batch-invariant pieces in the
+    program that ran all of a token's."""
     from wavemla.kernels import sparse_decode_ws
 
     with config.override(WAVEMLA_SPARSE_WS="off"):
-        said = {b: plan(dsv4(b), H200).reasons[-1] for b in (8, 34, 67, 128)}
+        said = {b: plan(dsv4(b), H200).reasons[-1] for b in (8, 10, 34, 45, 67, 128)}
         invariant = plan(dataclasses.replace(dsv4(128), batch_invariant=True), H200).reasons[-1]
-    assert said[8].endswith("into up to 5 pieces, merged by the combine kernel")
-    assert said[34].endswith("into 2 pieces, merged by the split kernel's two-piece merge")
+    assert said[10].endswith("into up to 5 pieces, merged by the combine kernel")
+    assert said[45].endswith("into 2 pieces, merged by the split kernel's two-piece merge")
     assert "into up to 3 pieces, merged by the split kernel (the two-piece merge" in said[67]
     assert said[128].endswith("no token cut")
+    assert "tokens padded to 21 units, each cut into 7 pieces of at most 3 tiles, one piece a program" in said[8]
+    assert said[8].endswith("merged by the combine kernel")  # 32-row tiles
+    assert "tokens padded to 12 units, each cut into 3 pieces of at most 4 tiles" in said[34]
+    assert said[34].endswith("merged by the program whose piece completes the token")  # 64-row tiles
     assert invariant.endswith("2 pieces a token, merged in their programs")
     if sparse_decode_ws.HAVE_GLUON:  # the H200 picks priced with the warp-specialized kernel's costs
         ws = {b: plan(dsv4(b), H200) for b in (1, 8, 34)}
@@ -567,7 +579,8 @@ def test_reasons_say_how_tokens_are_cut_and_merged() -> None:
         mixed = plan(dataclasses.replace(dsv4(133, 64, "hca"), batch_invariant=True), H200).reasons[-1]
         assert ws[1].config.block_h == 16  # 16-row tiles: the Triton kernel
         assert ws[8].reasons[-1].endswith("into up to 5 pieces, merged by the combine kernel")
-        assert ws[34].reasons[-1].endswith("into up to 4 pieces, merged by the combine kernel")
+        assert "tokens padded to 12 units, each cut into 3 pieces of at most 4 tiles" in ws[34].reasons[-1]
+        assert ws[34].reasons[-1].endswith("merged by the combine kernel")
         assert held.endswith("2 pieces a token, merged in their programs")
         assert mixed.endswith(
             "2 pieces a token, merged in their program where it ran all of a token's, by the combine kernel where "

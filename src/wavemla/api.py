@@ -697,6 +697,7 @@ def _sparse_launch(
         num_parts=p.num_parts,
         pieces_tiles=p.pieces_tiles,
         whole_units=p.whole_units,
+        token_units=p.token_units,
     )
     if ws:
         meta.split_kernel = sparse_decode_ws.sparse_decode_split_ws(
@@ -729,7 +730,7 @@ def _sparse_launch(
             o_ws=meta.o_ws,
             lse_ws=meta.lse_ws,
             attn_sink=attn_sink,
-            n_tiles=p.n_tiles,
+            n_tiles=p.unit_tiles,
             units_per_part=p.slot_units,
             program_units=p.units_per_part if ws and p.pieces_tiles is not None else None,
         )

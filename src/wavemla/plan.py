@@ -25,8 +25,10 @@ time of a launch is its waves times the longest program; a program costs its til
 share the SM) plus a fixed cost per token segment it touches. The planner costs ``u`` at the smallest value for each
 wave count and each number of programs per SM, at every multiple of ``n_tiles`` (no cut token) and at every even split
 of a token, and keeps the cheapest, merge of cut tokens included. Because ``u`` is continuous rather than a split count
-per request, adding one request never adds a whole wave: the extra units spread over all programs. ``tail_efficiency``
-is the busy fraction of the launch's program slots.
+per request, adding one request never adds a whole wave: the extra units spread over all programs. It also costs
+padded tokens (``Plan.token_units``): where ``u = ceil(n_tiles / k)`` does not divide a token's tiles, every token is
+padded with empty units to ``k·u``, so each program runs one piece of one token and none starts a second token
+segment. ``tail_efficiency`` is the busy fraction of the launch's program slots.
 
 Overrides from :mod:`wavemla.config` are applied last; one the kernel or the device cannot honour raises
 :class:`PlanError` naming the knob.
@@ -239,6 +241,17 @@ class Plan(_Tiled):
     # units_per_part units of the leftover tokens (the first b·s_q - num_parts·whole_units/n_tiles query tokens,
     # the only ones cut), then whole_units units of whole tokens. 0: one uniform range of units_per_part a part.
     whole_units: int = 0
+    # Padded tokens: each token occupies this many units of the work list, its tiles and then empty ones up to a
+    # multiple of units_per_part, so that every program runs one piece of one token (no program starts a second token
+    # segment) where units_per_part does not divide a token's tiles; the kernels skip the empty units. 0: a token
+    # occupies its n_tiles units.
+    token_units: int = 0
+
+    @property
+    def unit_tiles(self) -> int:
+        """Units a token occupies in the work list the kernels and the combine walk (:attr:`token_units`, or
+        ``n_tiles``)."""
+        return self.token_units or self.n_tiles
 
     @property
     def slot_units(self) -> int:
@@ -293,6 +306,8 @@ class Plan(_Tiled):
         its whole tokens)."""
         if self.whole_units:
             return 1 + self.whole_units // self.n_tiles
+        if self.token_units:
+            return 1
         return segments_per_program(self.n_tiles, self.units_per_part)
 
     def cut_tokens(self, tokens: int) -> int:
@@ -308,7 +323,7 @@ class Plan(_Tiled):
         if self.whole_units:
             cut = self.cut_tokens(tokens)
             return spread_slots(cut - 1, self.n_tiles, self.units_per_part)[1] + 1
-        return tokens + -(-tokens * self.n_tiles // self.slot_units)
+        return tokens + -(-tokens * self.unit_tiles // self.slot_units)
 
 
 # Pipeline stages of the split kernel's staged FP8 tiles, and their time against the register tile's at the same
@@ -769,6 +784,7 @@ class _Split:
     combine_us: float
     ws_merge: bool = False
     whole: int = 0  # spread partitions: units of whole tokens each part runs after its run of upp cut units
+    padded: int = 0  # padded partitions: units a token occupies (its tiles, then empty ones up to a multiple of upp)
 
 
 class _Coster:
@@ -816,18 +832,27 @@ class _Coster:
         # staged FP8 tiles: the register tile's price at the same partition, times their measured ratio
         self.scale = _STAGED_FP8_RATIO if staged_fp8(workload.is_fp8, cfg.num_stages) else 1.0
 
-    def __call__(self, upp: int, piece: int | None = None) -> _Split:
+    def __call__(self, upp: int, piece: int | None = None, padded: bool = False) -> _Split:
         """Cost of ``upp`` units per program (:meth:`_cost`), staged FP8 tiles' at ``self.scale`` of it."""
-        s = self._cost(upp, piece)
+        s = self._cost(upp, piece, padded)
         if self.scale == 1.0:
             return s
         return dataclasses.replace(s, tile_us=s.tile_us * self.scale, predicted_us=s.predicted_us * self.scale)
 
-    def _cost(self, upp: int, piece: int | None = None) -> _Split:
+    def _cost(self, upp: int, piece: int | None = None, padded: bool = False) -> _Split:
         """Cost of ``upp`` units per program; ``piece`` (batch-invariant plans): every token is cut into pieces of
-        this many tiles, ``upp`` is a multiple of it and each piece writes its own partial."""
+        this many tiles, ``upp`` is a multiple of it and each piece writes its own partial. ``padded`` (``upp`` under
+        a token's tiles, not dividing them): every token is padded with empty units to a multiple of ``upp``
+        (:attr:`Plan.token_units`), so each program runs one piece of one token: one segment, no straddle."""
         n_tiles = self.n_tiles
-        parts = -(-self.total // upp)
+        if padded:
+            if piece is not None or not 1 <= upp < n_tiles or n_tiles % upp == 0:
+                raise ValueError(f"padded: needs no pieces and upp under and not dividing {n_tiles} tiles, got {upp}")
+            span = -(-n_tiles // upp) * upp
+            parts = self.tokens * (span // upp)
+        else:
+            span = 0
+            parts = -(-self.total // upp)
         programs = parts * self.num_hb
         waves = -(-programs // self.slots)
         # the busiest SM: full waves hold `occ` programs per SM; a single partial wave spreads one per SM first
@@ -835,7 +860,16 @@ class _Coster:
         # measured tiles slow down as more of the GPU's slots run programs (gathers contend for L2 and DRAM)
         tile = self.tiles[active] * (1.0 + self.busy * min(programs, self.slots) / self.slots)
         if self.ws:
-            return self._ws(upp, piece, parts, waves, active, tile)
+            return self._ws(upp, piece, parts, waves, active, tile, span)
+        if span:
+            # one piece of one token a program: a partial written, merged in the kernel or by the combine
+            program = upp * tile + self.seg_cut + _PROGRAM_US + self._starts(1)
+            if self.in_kernel:
+                program += self._merge(span // upp)
+            combine = 0.0 if self.in_kernel else self.combine_base + parts * self.combine_per_part
+            later = (waves - 1) * max(0.0, self.segment_us - self.first_segment_us)
+            return _Split(upp, parts, waves, active, tile, _LAUNCH_US + waves * program + later + combine, combine,
+                          padded=span)  # fmt: skip
         if piece is not None:
             cut = piece < n_tiles
             program = upp * tile + (upp // piece) * (self.seg_cut if cut else self.seg_whole) + _PROGRAM_US
@@ -868,19 +902,23 @@ class _Coster:
         later = (waves - 1) * max(0.0, self.segment_us - self.first_segment_us)
         return _Split(upp, parts, waves, active, tile, _LAUNCH_US + waves * program + later + combine, combine)
 
-    def _ws(self, upp: int, piece: int | None, parts: int, waves: int, active: int, tile: float) -> _Split:
+    def _ws(self, upp: int, piece: int | None, parts: int, waves: int, active: int, tile: float,
+            span: int = 0) -> _Split:  # fmt: skip
         """The warp-specialized kernel's cost (see _SM90_WS): a program's tiles, its fixed cost (first segment: q
         staged, the gather ahead of the math, the epilogue) and each further token segment; batch-invariant pieces
         inside a token and the tokens held whole merged in the program (_SM90_WS_PIECE_US, _SM90_WS_HELD_US); tokens
-        cut between programs merged by the combine kernel, or in the kernel (_SM90_WS_MERGE_SAVE_US less)."""
+        cut between programs merged by the combine kernel, or in the kernel (_SM90_WS_MERGE_SAVE_US less). ``span``:
+        tokens padded to that many units (:meth:`_cost`), one segment a program and a piece a program."""
         from wavemla.kernels.combine import wide_merge
 
         n_tiles = self.n_tiles
-        segments = segments_per_program(n_tiles, upp)
+        segments = 1 if span else segments_per_program(n_tiles, upp)
         program = upp * tile + self.first_segment_us + (segments - 1) * self.segment_us + _PROGRAM_US
         # at most one token cut at each program boundary, every token where programs are shorter than a token
         cut_tokens = min(self.tokens, parts - 1) if upp % n_tiles else 0
-        if piece is not None:
+        if span:
+            cut, slot_units, pieces = True, upp, parts
+        elif piece is not None:
             slot_units, cut = piece, piece < n_tiles and cut_tokens > 0
             if piece < n_tiles:  # further pieces of a token, and the tokens held whole, merged here
                 held_pieces = (upp // n_tiles) * (n_tiles // piece)
@@ -894,7 +932,7 @@ class _Coster:
             # the cut tokens' fp16 partials read and their bf16 outputs written, at the device's DRAM bandwidth
             row = self.h_q * 512 * 2
             combine = _LAUNCH_US + _SM90_WS_COMBINE_US + (pieces + cut_tokens) * row / self.dram_bytes_per_us
-            if wide_merge(n_tiles, slot_units):  # one combine program per token, head and 128 columns
+            if wide_merge(span or n_tiles, slot_units):  # one combine program per token, head and 128 columns
                 combine += self.tokens * _SM90_WS_WIDE_US
             # merged in the kernel: default plans of programs of a token's tiles or more cutting tokens in two
             merge = self.ws_merge == "on" or (
@@ -907,7 +945,8 @@ class _Coster:
                 combine -= _SM90_WS_MERGE_SAVE_US
         # a later wave's programs start cold, without a gather already running ahead into their rows
         later = (waves - 1) * _SM90_WS_WAVE_US
-        return _Split(upp, parts, waves, active, tile, _LAUNCH_US + waves * program + later + combine, combine, merge)
+        return _Split(upp, parts, waves, active, tile, _LAUNCH_US + waves * program + later + combine, combine, merge,
+                      padded=span)  # fmt: skip
 
     def spread(self) -> _Split | None:
         """Whole tokens first, the leftover spread (see _SPREAD_MAX_LEFT): the warp-specialized kernel's partition of
@@ -938,6 +977,14 @@ class _Coster:
             combine -= _SM90_WS_MERGE_SAVE_US
         return _Split(upp, parts, 1, 1, tile, _LAUNCH_US + program + combine, combine, merge, whole * n_tiles)
 
+    def padded(self) -> list[_Split]:
+        """The padded partitions (:meth:`_cost`): for each count ``k`` of pieces a token, pieces of ``ceil(n_tiles /
+        k)`` tiles where that size does not divide the token (where it does, the uniform partition of that size cuts
+        tokens at the same places)."""
+        n_tiles = self.n_tiles
+        sizes = {-(-n_tiles // k) for k in range(2, n_tiles + 1)}
+        return [self(u, padded=True) for u in sorted(sizes) if n_tiles % u and u >= self.min_upp]
+
     def _starts(self, segments: int) -> float:
         """Starting ``segments`` token segments (or batch-invariant pieces) in one program."""
         return self.first_segment_us + (segments - 1) * self.segment_us if segments > 0 else 0.0
@@ -965,8 +1012,8 @@ def _slot_levels(cost: _Coster, device: DeviceSpec) -> set[int]:
     return {min(k * device.num_sms, cost.slots) for k in range(low, cost.occ + 1)}
 
 
-def _partition(cost: _Coster, device: DeviceSpec, forced_slots: bool) -> _Split:
-    """The cheapest units_per_part (see the module doc for the candidates)."""
+def _partition(cost: _Coster, device: DeviceSpec, forced_slots: bool, pad: bool = True) -> _Split:
+    """The cheapest units_per_part (see the module doc for the candidates); ``pad`` offers padded tokens too."""
     total, n_tiles, num_hb, slots = cost.total, cost.n_tiles, cost.num_hb, cost.slots
     # Slot levels: one program per SM, two, ... up to the occupancy (fewer programs per SM run faster each).
     levels = {slots} if forced_slots else _slot_levels(cost, device)
@@ -988,6 +1035,11 @@ def _partition(cost: _Coster, device: DeviceSpec, forced_slots: bool) -> _Split:
         if best is None or s.predicted_us < best.predicted_us - 1e-9:
             best = s
     assert best is not None
+    # padded partitions, held to the slot levels' floor of programs per SM (_slot_levels)
+    low = 1 if forced_slots or not _smem_capped(device) else min(_MIN_PROGRAMS_PER_SM_CAPPED, cost.occ)
+    for s in cost.padded() if pad else []:
+        if s.active >= low and s.predicted_us < best.predicted_us - 1e-9:
+            best = s
     spread = cost.spread()
     if spread is not None and spread.predicted_us < best.predicted_us - 1e-9:
         return spread
@@ -1093,8 +1145,12 @@ def _invariant_choice(
     WAVEMLA_NUM_SPLITS forces), the pair whose predicted time is at most the smallest multiple of the free
     planner's over ``_INVARIANT_REFERENCE_BATCHES``."""
     forced_splits = config.get("WAVEMLA_NUM_SPLITS")
+    # the reference: the free planner's plans without padded tokens, those the pieces were chosen and measured
+    # against (padding moves only small batches' plans, b = 32 among the references)
     free = {
-        b: _plan_cached(dataclasses.replace(workload, batch=b, batch_invariant=False), device, overrides, False)
+        b: _plan_cached(
+            dataclasses.replace(workload, batch=b, batch_invariant=False), device, overrides, False, pad=False
+        )
         for b in _INVARIANT_REFERENCE_BATCHES
     }
     kept, _, _ = _candidates(workload, device)
@@ -1152,7 +1208,10 @@ def _fit_resources(
 
 
 @functools.lru_cache(maxsize=4096)
-def _plan_cached(workload: Workload, device: DeviceSpec, overrides: tuple[object, ...], invariant: bool) -> Plan:
+def _plan_cached(
+    workload: Workload, device: DeviceSpec, overrides: tuple[object, ...], invariant: bool, pad: bool = True
+) -> Plan:
+    """The plan (see :func:`plan`); ``pad`` False leaves padded-token partitions out (:meth:`_Coster.padded`)."""
     reasons: list[str] = []
     forced_splits = config.get("WAVEMLA_NUM_SPLITS")
     if invariant:
@@ -1219,7 +1278,7 @@ def _plan_cached(workload: Workload, device: DeviceSpec, overrides: tuple[object
         if fit is None:
             continue
         res, occ = fit
-        candidate_plan = _plan_config(workload, device, cfg, res, occ, invariant, forced_splits)
+        candidate_plan = _plan_config(workload, device, cfg, res, occ, invariant, forced_splits, pad=pad)
         reasons.append(
             f"{cfg.label}: {res.smem_bytes // KIB} KB smem, {res.regs_per_thread} regs"
             + (f", {res.stack_bytes} B stack" if res.stack_bytes else "")
@@ -1282,6 +1341,7 @@ def _plan_config(
     forced_splits: int | None,
     units_per_part: int | None = None,
     pieces: int | None = None,
+    pad: bool = True,
 ) -> Plan:
     num_hb = math.ceil(workload.h_q / cfg.block_h)
     n_main = math.ceil(workload.topk / cfg.block_n)
@@ -1313,12 +1373,14 @@ def _plan_config(
         )
     elif forced_splits is not None:
         pieces = min(_fixed_pieces(n_tiles, forced_splits, False), n_tiles)
-        upp = n_tiles // pieces if n_tiles % pieces == 0 else math.ceil(n_tiles / pieces)
-        split = _Coster(tokens, n_tiles, num_hb, slots, occ, cfg, workload, device, res)(upp)
-        notes.append(f"WAVEMLA_NUM_SPLITS={forced_splits}: {pieces} fixed piece(s) of {upp} tiles per token")
+        upp = math.ceil(n_tiles / pieces)
+        # a size that does not divide the token's tiles pads the tokens, so each is cut into exactly its pieces
+        split = _Coster(tokens, n_tiles, num_hb, slots, occ, cfg, workload, device, res)(upp, padded=n_tiles % upp != 0)
+        got = math.ceil(n_tiles / upp)
+        notes.append(f"WAVEMLA_NUM_SPLITS={forced_splits}: {got} piece(s) of at most {upp} tiles per token")
     else:
         cost = _Coster(tokens, n_tiles, num_hb, slots, occ, cfg, workload, device, res)
-        split = _partition(cost, device, forced_slots=target is not None)
+        split = _partition(cost, device, forced_slots=target is not None, pad=pad)
     upp, parts = split.upp, split.parts
     # batch-invariant pieces of a token that lies inside one program are merged there (kernels/sparse_decode.py)
     needs_combine = (
@@ -1344,6 +1406,18 @@ def _plan_config(
             f"then {split.whole // n_tiles} whole token(s) ({upp + split.whole} tiles), {waves} wave(s), "
             f"{split.active} active/SM, tail efficiency {tail:.2f}, the leftover tokens cut into up to {pieces} "
             f"pieces, merged by {merged}"
+        )
+    elif split.padded:
+        merged = (
+            "the program whose piece completes the token"
+            if split.ws_merge or (not ws and merges_in_kernel(cfg))
+            else "the combine kernel"
+        )
+        notes.append(
+            f"{tokens} token(s) x {n_tiles} tiles x {num_hb} head block(s) over {slots} slots: tokens padded to "
+            f"{split.padded} units, each cut into {split.padded // upp} pieces of at most {upp} tiles, one piece a "
+            f"program (none starts a second token): {programs} programs, {waves} wave(s), {split.active} active/SM, "
+            f"tail efficiency {tail:.2f}, merged by {merged}"
         )
     else:
         notes.append(
@@ -1374,6 +1448,7 @@ def _plan_config(
         pieces_tiles=pieces_tiles,
         ws_merge=split.ws_merge,
         whole_units=split.whole,
+        token_units=split.padded,
     )
 
 

@@ -843,3 +843,144 @@ def test_spread_plan_through_the_api() -> None:
         assert meta.counts is not None and int(meta.counts.abs().sum()) == 0
         again = check(inputs, metadata=meta)
     assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+
+
+# Padded tokens (``token_units``): each token's tiles, then empty units up to a multiple of the part size, so every
+# program runs one piece of one token. 64 + 200 index entries: 17 tiles of 16 rows, 5 of 64.
+_PAD_TOPK, _PAD_EXTRA = 64, 200
+
+
+@settings(max_examples=14, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pieces=st.integers(2, 17),
+    wide=st.booleans(),
+    tokens=st.integers(1, 4),
+    two_positions=st.booleans(),
+    lengths=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_padded_partition_matches_reference(
+    pieces: int, wide: bool, tokens: int, two_positions: bool, lengths: bool, seed: int
+) -> None:
+    """Tokens cut into ``pieces`` pieces of ``ceil(n_tiles / pieces)`` tiles (padded with empty units where that does
+    not divide the tiles; where it does, the uniform partition of that size), merged by the combine kernel (16-row
+    tiles) or in the split kernel (64-row tiles, which leaves the counters zero), with per-request list lengths from
+    0 up and a tenth of the entries invalid: the reference's answer."""
+    block_n = 64 if wide else 16
+    n_tiles = -(-_PAD_TOPK // block_n) - (-_PAD_EXTRA // block_n)
+    upp = -(-n_tiles // min(pieces, n_tiles))
+    span = -(-n_tiles // upp) * upp
+    s_q = 2 if two_positions and tokens % 2 == 0 else 1
+    _check_padded(block_n, wide, tokens, upp, span if n_tiles % upp else 0, s_q=s_q, seed=seed, lengths=lengths,
+                  invalid=0.1)  # fmt: skip
+
+
+def test_padded_partition_at_the_sizes_the_planner_offers() -> None:
+    """Every padded size of a 17-tile token (16-row tiles: 3 pieces of 6, 4 of 5, 5 of 4, 6 of 3, 9 of 2) and of a
+    5-tile one (64-row tiles: 2 pieces of 3), three tokens of one position."""
+    for upp in (6, 5, 4, 3, 2):
+        _check_padded(16, False, 3, upp, -(-17 // upp) * upp, s_q=1, seed=upp)
+    _check_padded(64, True, 3, 3, 6, s_q=1, seed=7)
+
+
+def _check_padded(
+    block_n: int, merge_in_kernel: bool, tokens: int, upp: int, token_units: int, *, s_q: int, seed: int,
+    lengths: bool = False, invalid: float = 0.0,
+) -> None:  # fmt: skip
+    """The split kernel with ``upp`` units a part over tokens padded to ``token_units`` (0: not padded), then the
+    combine (unless ``merge_in_kernel``), against the fp64 reference; the workspace rows are the plan's count."""
+    from wavemla.kernels.combine import sparse_decode_combine
+    from wavemla.kernels.sparse_decode import sparse_decode_split
+
+    h, b = 16, tokens // s_q
+    inputs = make_sparse_decode_inputs(
+        batch=b, s_q=s_q, h_q=h, topk=_PAD_TOPK, page=32, extra_topk=_PAD_EXTRA, extra_page=16, fp8=True,
+        dtype=SMALL_DTYPE, device=DEVICE, seed=seed, invalid_fraction=invalid,
+    )  # fmt: skip
+    inputs = {k: inputs.get(k) for k in ("q", "kv_cache", "indices", "topk_length", "extra_kv_cache", "extra_indices",
+                                          "extra_topk_length", "attn_sink")}  # fmt: skip
+    if lengths:
+        g = torch.Generator().manual_seed(seed)
+        inputs["topk_length"] = torch.randint(0, _PAD_TOPK + 1, (b,), generator=g, dtype=torch.int32).to(DEVICE)
+        inputs["extra_topk_length"] = torch.randint(0, _PAD_EXTRA + 1, (b,), generator=g, dtype=torch.int32).to(DEVICE)
+    q, kv, kv_x = inputs["q"], inputs["kv_cache"], inputs["extra_kv_cache"]
+    assert q is not None and kv is not None and kv_x is not None
+    n_tiles = -(-_PAD_TOPK // block_n) - (-_PAD_EXTRA // block_n)
+    span = token_units or n_tiles
+    parts = -(-tokens * span // upp)
+    rows = tokens + parts if upp < n_tiles else tokens
+    out = torch.empty_like(q)
+    lse = torch.empty(q.shape[:3], dtype=torch.float32, device=DEVICE)
+    o_ws = torch.full((rows, h, 512), float("nan"), dtype=torch.float16, device=DEVICE)
+    lse_ws = torch.full((rows, h), float("nan"), dtype=torch.float32, device=DEVICE)
+    counts = torch.zeros(tokens * 2, dtype=torch.int32, device=DEVICE)
+    sparse_decode_split(
+        q=q, out=out, lse=lse, o_ws=o_ws, lse_ws=lse_ws, counts=counts, kv=kv.view(torch.uint8),
+        indices=inputs["indices"], topk_length=inputs["topk_length"], extra_kv=kv_x.view(torch.uint8),
+        extra_indices=inputs["extra_indices"], extra_topk_length=inputs["extra_topk_length"],
+        attn_sink=inputs["attn_sink"], is_fp8=True, softmax_scale=512**-0.5, block_h=h, block_n=block_n,
+        num_warps=4, num_stages=1, units_per_part=upp, num_parts=parts, merge_in_kernel=merge_in_kernel,
+        token_units=token_units,
+    )  # fmt: skip
+    if not merge_in_kernel and upp < n_tiles:
+        sparse_decode_combine(
+            out=out, lse=lse, o_ws=o_ws, lse_ws=lse_ws, attn_sink=inputs["attn_sink"], n_tiles=span,
+            units_per_part=upp,
+        )  # fmt: skip
+    else:
+        assert int(counts.abs().sum()) == 0
+    ref_out, ref_lse = sparse_decode_ref(
+        q, kv, inputs["indices"], topk_length=inputs["topk_length"], extra_kv_cache=inputs["extra_kv_cache"],
+        extra_indices=inputs["extra_indices"], extra_topk_length=inputs["extra_topk_length"],
+        attn_sink=inputs["attn_sink"], softmax_scale=512**-0.5,
+    )  # fmt: skip
+    assert_close("out", out, ref_out, TOLERANCES[("out", LANE)])
+    assert_close("lse", lse.transpose(1, 2), ref_lse, TOLERANCES[("lse", LANE)])
+
+
+@pytest.mark.parametrize(
+    ("upp", "token_units", "others"),
+    [(3, 9, {}), (3, 11, {}), (3, 15, {}), (0, 12, {}), (3, 12, {"whole_units": 12}), (3, 12, {"pieces_tiles": 3})],
+    ids=["short", "not-a-multiple", "a-part-of-padding", "no-units", "with-spread", "with-pieces"],
+)
+def test_padded_partition_arguments_checked(upp: int, token_units: int, others: dict[str, int]) -> None:
+    """``token_units`` must be a token's 10 tiles padded to a multiple of ``units_per_part`` (by less than one part),
+    and excludes batch-invariant pieces and a spread partition."""
+    from wavemla.kernels.sparse_decode import sparse_decode_split
+
+    inputs = make_sparse_decode_inputs(
+        batch=2, h_q=16, topk=64, page=64, extra_topk=96, extra_page=16, fp8=True, dtype=SMALL_DTYPE, device=DEVICE,
+        seed=3,
+    )  # fmt: skip
+    q = inputs["q"]
+    assert q is not None
+    with pytest.raises(ValueError, match="token_units"):
+        sparse_decode_split(
+            q=q, out=torch.empty_like(q), lse=torch.empty(q.shape[:3], device=DEVICE), o_ws=None, lse_ws=None,
+            counts=None, kv=inputs["kv_cache"].view(torch.uint8), indices=inputs["indices"], topk_length=None,
+            extra_kv=inputs["extra_kv_cache"].view(torch.uint8), extra_indices=inputs["extra_indices"],
+            extra_topk_length=None, attn_sink=None, is_fp8=True, softmax_scale=0.1, block_h=16, block_n=16,
+            num_warps=4, num_stages=1, units_per_part=upp, num_parts=8, token_units=token_units, **others,
+        )  # fmt: skip
+
+
+def test_padded_plan_through_the_api() -> None:
+    """A plan that pads tokens (CSA h=64 on an H200's plan, eight program slots forced, two tokens: each padded to 12
+    units and cut into 4 pieces of at most 3 tiles) against the reference, twice on one metadata object with the same
+    bits (the counters left zero). On an H200 the warp-specialized kernel runs it and the combine kernel merges the
+    pieces; elsewhere the Triton kernel, merging them itself."""
+    from wavemla import get_mla_metadata
+
+    inputs = make_sparse_decode_inputs(
+        batch=2, h_q=64, topk=128, page=64, extra_topk=512, extra_page=64, extra_pool=600, fp8=True,
+        dtype=SMALL_DTYPE, device=DEVICE, seed=13,
+    )  # fmt: skip
+    meta, _ = get_mla_metadata()
+    with config.override(WAVEMLA_TARGET_CTAS=8, WAVEMLA_GPU="h200"):
+        first = check(inputs, metadata=meta)
+        p = meta.plan
+        assert p is not None and (p.units_per_part, p.token_units, p.num_parts) == (3, 12, 8)
+        assert p.workspace_rows(2) == 10 and p.segments_per_program == 1
+        assert meta.counts is not None and int(meta.counts.abs().sum()) == 0
+        again = check(inputs, metadata=meta)
+    assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])

@@ -151,6 +151,12 @@ GPU_CASES = [
         id="merge-hca-batch-invariant-mixed",
     ),
     pytest.param(dict(batch=148, h_q=64, **CSA), {"WAVEMLA_SPARSE_WS_MERGE": "off"}, id="combine-b148"),
+    # padded tokens (Plan.token_units): 4 pieces of a 10-tile CSA token (3, 3, 3, 1), 5 of an 18-tile HCA one
+    # (4, 4, 4, 4, 2), two query tokens and two head blocks, and the pieces merged in the kernel
+    pytest.param(dict(batch=30, h_q=64, **CSA), {"WAVEMLA_NUM_SPLITS": 4}, id="padded-csa-b30"),
+    pytest.param(dict(batch=20, h_q=64, **HCA), {"WAVEMLA_NUM_SPLITS": 5}, id="padded-hca-b20"),
+    pytest.param(dict(batch=7, s_q=2, h_q=128, **CSA), {"WAVEMLA_NUM_SPLITS": 4}, id="padded-s2-h128"),
+    pytest.param(dict(batch=30, h_q=64, **CSA), {"WAVEMLA_NUM_SPLITS": 4, **MERGE_ON}, id="merge-padded-csa"),
 ]
 
 
@@ -188,13 +194,17 @@ def test_gpu_matches_reference_and_triton_kernel(shape, knobs):
 
 
 @pytest.mark.gpu
-def test_gpu_list_lengths_zero_and_partial_tiles():
-    """Per-request lengths on both lists, 0 included: tiles past a length are skipped by both partitions alike."""
+@pytest.mark.parametrize("knobs", [{}, {"WAVEMLA_NUM_SPLITS": 4}], ids=["planned", "padded"])
+def test_gpu_list_lengths_zero_and_partial_tiles(knobs):
+    """Per-request lengths on both lists, 0 included: tiles past a length are skipped by both partitions alike
+    (also in pieces of padded tokens, whose last piece holds one tile and two empty units)."""
     inputs = make_sparse_decode_inputs(batch=8, h_q=64, **CSA, fp8=True, device="cuda", seed=6)
     kwargs = {k: v for k, v in inputs.items() if v is not None}
     kwargs["topk_length"] = torch.tensor([0, 1, 63, 64, 65, 127, 128, 100], dtype=torch.int32, device="cuda")
     kwargs["extra_topk_length"] = torch.tensor([512, 0, 1, 300, 64, 511, 129, 2], dtype=torch.int32, device="cuda")
-    _check_both(kwargs, {})
+    _check_both(kwargs, knobs)
+    if knobs:
+        return
     kwargs["topk_length"] = torch.zeros(8, dtype=torch.int32, device="cuda")
     kwargs["extra_topk_length"] = torch.zeros(8, dtype=torch.int32, device="cuda")
     out, lse, _ = _run(kwargs, {}, "on")
@@ -225,6 +235,7 @@ def test_gpu_bits_repeat_and_survive_graph_replay():
         pytest.param(dict(batch=8, h_q=64, **CSA), {"WAVEMLA_NUM_SPLITS": 3}, id="splits3"),
         pytest.param(dict(batch=37, s_q=2, h_q=128, **CSA), {"WAVEMLA_NUM_SPLITS": 2}, id="s2-h128"),
         pytest.param(dict(batch=140, h_q=64, **HCA), {"WAVEMLA_BATCH_INVARIANT": True}, id="hca-batch-invariant"),
+        pytest.param(dict(batch=20, h_q=64, **HCA), {"WAVEMLA_NUM_SPLITS": 5}, id="padded-hca"),
     ],
 )
 def test_gpu_merge_in_kernel_has_the_combine_bits(shape, knobs):

@@ -605,6 +605,28 @@ def spread_cut_units(total_units: int, n_tiles: int, num_parts: int, units_per_p
     return cut_units
 
 
+def token_span(n_tiles: int, units_per_part: int, token_units: int, pieces_tiles: int | None, whole_units: int) -> int:
+    """The units a query token occupies in the work list: ``n_tiles``, or ``token_units`` > 0 (padded tokens,
+    :attr:`wavemla.plan.Plan.token_units`): its tiles, then empty units up to a multiple of ``units_per_part``, so
+    that every program runs one piece of one token. ValueError naming ``token_units`` where the padding is not that
+    (a multiple of ``units_per_part`` at least ``n_tiles``, less than one program's units more) or is combined with
+    batch-invariant pieces or a spread partition."""
+    if not token_units:
+        return n_tiles
+    if (
+        token_units < n_tiles
+        or units_per_part < 1
+        or token_units % units_per_part
+        or token_units - n_tiles >= units_per_part
+        or pieces_tiles is not None
+        or whole_units
+    ):
+        raise ValueError(f"token_units: expected the {n_tiles} tiles of a token padded to a multiple of "
+                         f"units_per_part = {units_per_part} (less than one more), without pieces_tiles or "
+                         f"whole_units, got {token_units}")  # fmt: skip
+    return token_units
+
+
 @triton.jit
 def unit_range(i_part, i_rng, units_per_part, total_units, cut_units, whole_units, g, SPREAD: tl.constexpr):
     """Part ``i_part``'s units ``[unit_lo, unit_hi)`` of its range ``i_rng`` and the end (exclusive) of their segments
@@ -1018,6 +1040,7 @@ def sparse_decode_split(
     merge_pair: bool = True,
     lean_norm: bool = True,
     whole_units: int = 0,
+    token_units: int = 0,
 ) -> Any:
     """Launch the split kernel; returns Triton's compiled-kernel handle (registers, spills, shared memory).
 
@@ -1049,7 +1072,10 @@ def sparse_decode_split(
     scale (False: a division per element, then the sink's product; outputs within an fp32 unit or two).
     ``whole_units`` > 0 (:attr:`wavemla.plan.Plan.whole_units`): each of the ``num_parts`` parts runs
     ``units_per_part`` units of the leftover tokens (the first ``b·s_q - num_parts·whole_units / n_tiles`` tokens,
-    cut between programs), then ``whole_units`` units of whole tokens.
+    cut between programs), then ``whole_units`` units of whole tokens. ``token_units`` > 0
+    (:attr:`wavemla.plan.Plan.token_units`): each token occupies that many units of the work list, its tiles and
+    then empty ones (skipped), so that parts of ``units_per_part`` units never straddle two tokens; the workspace
+    then needs ``b*s_q + b*s_q*token_units/units_per_part`` rows.
     """
     if l2_hints is None:
         l2_hints = launch_l2_policies(is_fp8, block_h, block_n)
@@ -1099,7 +1125,10 @@ def sparse_decode_split(
     else:
         kv_x, idx_x = kv, indices
     topk_x = idx_x.shape[2] if has_extra else 0
-    n_tiles = n_tiles_main + (triton.cdiv(topk_x, block_n) if has_extra else 0)
+    n_tiles = token_span(
+        n_tiles_main + (triton.cdiv(topk_x, block_n) if has_extra else 0), units_per_part, token_units, pieces_tiles,
+        whole_units,
+    )  # fmt: skip
     num_hb = triton.cdiv(h, block_h)
     total_units = b * s_q * n_tiles
     cut_units = spread_cut_units(total_units, n_tiles, num_parts, units_per_part, whole_units)

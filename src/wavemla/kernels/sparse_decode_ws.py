@@ -57,7 +57,7 @@ import triton.language as tl
 from wavemla import config
 from wavemla.kernels import launch
 from wavemla.kernels.dense_decode_ws import HAVE_GLUON
-from wavemla.kernels.sparse_decode import segment, spread_cut_units, unit_range
+from wavemla.kernels.sparse_decode import segment, spread_cut_units, token_span, unit_range
 
 if HAVE_GLUON:
     from triton.experimental import gluon
@@ -814,6 +814,7 @@ def sparse_decode_split_ws(
     pieces_tiles: int | None = None,
     counts: torch.Tensor | None = None,
     whole_units: int = 0,
+    token_units: int = 0,
 ) -> Any:
     """Launch the warp-specialized split kernel (arguments as :func:`wavemla.kernels.sparse_decode.sparse_decode_split`
     with 64x64 tiles, which calls this where :func:`supported`). Tokens cut between programs are merged in the
@@ -821,8 +822,9 @@ def sparse_decode_split_ws(
     zero again; the plan's :attr:`wavemla.plan.Plan.ws_merge`), else their partials are left in the workspace for
     :func:`wavemla.kernels.combine.sparse_decode_combine`. ``whole_units`` > 0 (:attr:`wavemla.plan.Plan.whole_units`):
     each of the ``num_parts`` parts runs ``units_per_part`` units of the leftover tokens (the first
-    ``b·s_q - num_parts·whole_units / n_tiles``), then ``whole_units`` units of whole tokens. Returns Triton's
-    compiled-kernel handle."""
+    ``b·s_q - num_parts·whole_units / n_tiles``), then ``whole_units`` units of whole tokens. ``token_units`` > 0
+    (:attr:`wavemla.plan.Plan.token_units`): tokens padded with empty units (the kernel skips units without
+    entries), one piece of one token a part. Returns Triton's compiled-kernel handle."""
     from wavemla.kernels.sparse_decode import LOG2E
 
     b, s_q, h, _ = q.shape
@@ -830,7 +832,10 @@ def sparse_decode_split_ws(
     has_extra = extra_kv is not None
     topk_x = extra_indices.shape[2] if extra_indices is not None else 0
     n_tiles_main = triton.cdiv(topk, BLOCK)
-    n_tiles = n_tiles_main + (triton.cdiv(topk_x, BLOCK) if has_extra else 0)
+    n_tiles = token_span(
+        n_tiles_main + (triton.cdiv(topk_x, BLOCK) if has_extra else 0), units_per_part, token_units, pieces_tiles,
+        whole_units,
+    )  # fmt: skip
     kv_x = extra_kv if extra_kv is not None else kv
     idx_x = extra_indices if extra_indices is not None else indices
     num_hb = h // BLOCK

@@ -94,6 +94,8 @@ class Record:
     predicted_us: float
     # a spread plan's units of whole tokens a program runs after its units_per_part of the leftover tokens'
     whole_units: int = 0
+    # a padded plan's units a token occupies (its tiles, then empty ones up to a multiple of units_per_part)
+    token_units: int = 0
 
 
 SPARSE_BATCHES = [1, 8, 32, 48, 64, 80, 96, 128, 148, 256]
@@ -313,6 +315,7 @@ def bench(
                             config=f"{c.block_h}x{c.block_n}x{c.num_warps}x{c.num_stages}",
                             units_per_part=pl.units_per_part,
                             whole_units=pl.whole_units,
+                            token_units=pl.token_units,
                             programs=pl.programs,
                             combine=pl.needs_combine,
                             median_us=med,
@@ -337,6 +340,8 @@ def bench(
 def format_record(r: Record) -> str:
     anchor = f"{r.flashmla_us:7.1f} {r.ratio_to_flashmla:5.2f}x" if r.flashmla_us else " " * 14
     upp = f"{r.units_per_part}+{r.whole_units}" if r.whole_units else str(r.units_per_part)  # a spread plan: U+W·n
+    if r.token_units:  # a padded plan: U/the units a token occupies
+        upp = f"{r.units_per_part}/{r.token_units}"
     return (
         f"{r.mode:4s} h{r.h_q:<4d}s{r.s_q} b{r.batch:<4d} {r.config:10s} upp={upp:<4s} "
         f"progs={r.programs:<5d}{'C' if r.combine else ' '} {r.median_us:8.1f}us {r.tflops:6.1f}TF {r.gbps:7.1f}GB/s "

@@ -151,6 +151,7 @@ def plan_rows(
                 "tiles_per_token": p.n_tiles,
                 "units_per_part": p.units_per_part,
                 "whole_units": p.whole_units,
+                "token_units": p.token_units,
                 "combine": p.needs_combine,
                 "ws_merge": p.ws_merge,
                 "waves": p.waves,
@@ -249,18 +250,25 @@ _TAIL: list[_Column] = [
     ("pred us", ">8", ".1f", lambda r: r["predicted_us"]),
     ("us/req", ">7", ".2f", lambda r: r["us_per_request"]),
 ]
+
+
+def _tiles_per_program(r: dict[str, Any]) -> object:
+    """A sparse plan's tiles a program: ``U+W`` for a spread plan, ``U/T`` for a padded one, else ``U``."""
+    if r["whole_units"]:
+        return f"{r['units_per_part']}+{r['whole_units']}"
+    if r["token_units"]:
+        return f"{r['units_per_part']}/{r['token_units']}"
+    return r["units_per_part"]
+
+
 _SPARSE_COLUMNS: list[_Column] = [
     *_HEAD,
     ("programs", ">8", "", lambda r: r["programs"]),
     ("waves", ">5", "", lambda r: r["waves"]),
     ("tail", ">5", ".2f", lambda r: r["tail_efficiency"]),
-    # a spread plan: its run of the leftover tokens' tiles, then its whole tokens' tiles
-    (
-        "tiles/prog",
-        ">10",
-        "",
-        lambda r: f"{r['units_per_part']}+{r['whole_units']}" if r["whole_units"] else r["units_per_part"],
-    ),
+    # a spread plan: its run of the leftover tokens' tiles, then its whole tokens' tiles; a padded plan: its tiles,
+    # then the units a token occupies
+    ("tiles/prog", ">10", "", _tiles_per_program),
     ("combine", ">7", "", lambda r: "yes" if r["combine"] else "no"),
     *_TAIL,
 ]

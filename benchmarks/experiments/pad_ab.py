@@ -1,0 +1,129 @@
+"""The package's padded-token plans (``Plan.token_units``: every token padded with empty units to a multiple of the
+part size, one piece of one token a program) against the plans the planner makes without them, on this GPU.
+
+For each point: the planner's plan and the unpadded one (``plan._Coster.padded`` switched off, the planner's caches
+cleared), each checked against the fp64 reference, then timed in alternated rounds (CUDA-graph replay, L2 flushed,
+the benchmarks' warm-up, median of ``--reps`` per round); with ``--prev``, the batch before each point with its own
+plan too, for the per-request step. Points: ``MODE[-sN][-hN]:B`` (``csa``, ``hca``; ``-s2`` two query tokens,
+``-h128`` / ``-h16`` heads); the default is every point of the curves (h = 16, 64, 128; s_q = 1, 2 at 64 heads; CSA
+and HCA; b = 1..256) where the planner pads on this GPU.
+
+    PYTHONPATH=src python3 benchmarks/experiments/pad_ab.py OUT.json [--points csa:32 ...] [--rounds 3] [--reps 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+CURVES = ((1, 64), (2, 64), (1, 128), (1, 16))  # (s_q, heads)
+
+
+def padded_points() -> list[str]:
+    """Every (mode, s_q, h, b ≤ 256) of the curves that the planner plans with padded tokens on this GPU."""
+    from wavemla.device import current_spec
+    from wavemla.plan import Workload, plan
+
+    spec = current_spec()
+    points = []
+    for mode, extra in (("csa", 512), ("hca", 1024)):
+        for s_q, h in CURVES:
+            for b in range(1, 257):
+                w = Workload(batch=b, s_q=s_q, h_q=h, topk=128, extra_topk=extra, is_fp8=True, dtype="bf16")
+                if plan(w, spec).token_units:
+                    points.append(f"{mode}{'-s2' if s_q == 2 else ''}{'' if h == 64 else f'-h{h}'}:{b}")
+    return points
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("json")
+    ap.add_argument("--points", nargs="+", default=None)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--prev", action="store_true", help="also time the batch before each point (its own plan)")
+    args = ap.parse_args()
+
+    import torch
+
+    from wavemla import get_mla_metadata, sparse_mla_decode
+    from wavemla import plan as plan_mod
+    from wavemla.reference import sparse_decode_ref
+    from wavemla.testing import TOLERANCES, check_close
+    from wavemla.tools.bench import timings_us
+
+    sys.path.insert(0, str(HERE))
+    from merge_ab import decode_point
+
+    padded = plan_mod._Coster.padded
+    points = args.points or padded_points()
+    print(f"{len(points)} points: {' '.join(points)}", flush=True)
+    records: list[dict[str, Any]] = []
+    for point in points:
+        m = re.fullmatch(r"(csa|hca)(?:-s(\d+))?(?:-h(\d+))?:(\d+)", point)
+        if m is None:
+            raise SystemExit(f"point {point!r}: expected MODE[-sN][-hN]:B")
+        mode, s_q, h, b = m.group(1), int(m.group(2) or 1), int(m.group(3) or 64), int(m.group(4))
+        cases = [("padded", b, True), ("unpadded", b, False)]
+        if args.prev and b > 1:
+            cases.append(("prev", b - 1, True))
+        runs: dict[str, tuple[dict[str, Any], Any, str]] = {}
+        for name, batch, on in cases:
+            plan_mod._Coster.padded = padded if on else (lambda self: [])  # type: ignore[method-assign]
+            plan_mod.clear_caches()  # also the first calls that fresh metadata objects would replay
+            try:
+                kw, _ = decode_point(mode, batch, None, seed=0, s_q=s_q, h=h)
+                meta, _ = get_mla_metadata()
+                out, lse = sparse_mla_decode(**kw, metadata=meta)
+            finally:
+                plan_mod._Coster.padded = padded  # type: ignore[method-assign]
+                plan_mod.clear_caches()
+            rest = {k: v for k, v in kw.items() if k not in ("q", "kv_cache", "indices")}
+            ref_o, ref_l = sparse_decode_ref(kw["q"], kw["kv_cache"], kw["indices"], **rest)
+            bad = check_close("out", out, ref_o, TOLERANCES[("out", "gpu")]) or check_close(
+                "lse", lse, ref_l, TOLERANCES[("lse", "gpu")]
+            )
+            p = meta.plan
+            assert p is not None
+            label = f"{p.config}:{p.units_per_part}/{p.unit_tiles}+{p.whole_units}"
+            kernel = getattr(meta.split_kernel, "name", "?")
+            print(f"{point:12s} {name:8s} b={batch:<4d} {label:24s} {kernel:32s} "
+                  f"{'ok' if not bad else 'MISMATCH ' + bad[:80]}", flush=True)  # fmt: skip
+            runs[name] = (kw, meta, label)
+            del ref_o, ref_l
+        if runs["padded"][1].plan.token_units == 0:
+            print(f"{point:12s} the planner does not pad here: skipped", flush=True)
+            continue
+        if runs["unpadded"][1].plan.token_units != 0:
+            raise SystemExit(f"{point}: the plan without padding still pads ({runs['unpadded'][2]})")
+        times: dict[str, list[float]] = {k: [] for k in runs}
+        for _ in range(args.rounds):
+            for name, (kw, meta, _) in runs.items():
+                fn = lambda kw=kw, meta=meta: sparse_mla_decode(**kw, metadata=meta)  # noqa: E731
+                times[name].append(timings_us(fn, reps=args.reps, graph=True)[1])
+        med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+        line = (f"{point:12s} padded {med['padded']:7.1f}  unpadded {med['unpadded']:7.1f} us; "
+                f"padded/unpadded {med['padded'] / med['unpadded']:.3f}; predicted "
+                f"{runs['padded'][1].plan.predicted_us:.1f} / {runs['unpadded'][1].plan.predicted_us:.1f}")  # fmt: skip
+        steps: dict[str, float] = {}
+        if "prev" in med:
+            per_prev = med["prev"] / (b - 1)
+            steps = {k: 100 * ((med[k] / b) / per_prev - 1) for k in ("padded", "unpadded")}
+            line += (f"; prev b={b - 1} {med['prev']:.1f}, per-request step padded {steps['padded']:+.1f}% "
+                     f"unpadded {steps['unpadded']:+.1f}%")  # fmt: skip
+        print(line, flush=True)
+        records.append(dict(point=point, batch=b, s_q=s_q, h_q=h, mode=mode,
+                            plans={k: v[2] for k, v in runs.items()},
+                            predicted_us={k: v[1].plan.predicted_us for k, v in runs.items()},
+                            rounds=times, median_us=med, step_percent=steps))  # fmt: skip
+        torch.cuda.empty_cache()
+    Path(args.json).write_text(json.dumps({"argv": sys.argv, "records": records}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
