@@ -554,25 +554,27 @@ def test_max_pieces_is_the_most_programs_a_token_spans() -> None:
 
 
 def test_reasons_say_how_tokens_are_cut_and_merged() -> None:
-    """The partition's reason names the pieces a cut token can have and what merges them (H200 picks: CSA b=45 in
-    two pieces, b=67 in up to three, 32-row tiles at b=10 through the combine kernel, none cut at b=128; tokens
-    padded at b=8 with 32-row tiles and b=34 with 64-row ones), for the Triton kernel and for the warp-specialized
-    one, which leaves tokens cut between programs to the combine kernel and merges batch-invariant pieces in the
-    program that ran all of a token's."""
+    """The partition's reason names the pieces a cut token can have and what merges them (H200 picks: CSA b=34 in
+    two pieces, b=67 in up to three, 32-row tiles at b=8 through the combine kernel, none cut at b=128; tokens padded
+    where WAVEMLA_NUM_SPLITS asks for pieces that do not divide a token), for the Triton kernel and for the
+    warp-specialized one, which leaves tokens cut between programs to the combine kernel, merges batch-invariant
+    pieces in the program that ran all of a token's, and is offered padded tokens (CSA b=34 in 3 pieces of 4 tiles)."""
     from wavemla.kernels import sparse_decode_ws
 
     with config.override(WAVEMLA_SPARSE_WS="off"):
-        said = {b: plan(dsv4(b), H200).reasons[-1] for b in (8, 10, 34, 45, 67, 128)}
+        said = {b: plan(dsv4(b), H200).reasons[-1] for b in (8, 34, 67, 128)}
         invariant = plan(dataclasses.replace(dsv4(128), batch_invariant=True), H200).reasons[-1]
-    assert said[10].endswith("into up to 5 pieces, merged by the combine kernel")
-    assert said[45].endswith("into 2 pieces, merged by the split kernel's two-piece merge")
+        with config.override(WAVEMLA_NUM_SPLITS=4):
+            forced = plan(dsv4(32), H200)
+    assert said[8].endswith("into up to 5 pieces, merged by the combine kernel")
+    assert said[34].endswith("into 2 pieces, merged by the split kernel's two-piece merge")
     assert "into up to 3 pieces, merged by the split kernel (the two-piece merge" in said[67]
     assert said[128].endswith("no token cut")
-    assert "tokens padded to 21 units, each cut into 7 pieces of at most 3 tiles, one piece a program" in said[8]
-    assert said[8].endswith("merged by the combine kernel")  # 32-row tiles
-    assert "tokens padded to 12 units, each cut into 3 pieces of at most 4 tiles" in said[34]
-    assert said[34].endswith("merged by the program whose piece completes the token")  # 64-row tiles
     assert invariant.endswith("2 pieces a token, merged in their programs")
+    assert (forced.units_per_part, forced.token_units, forced.num_parts) == (3, 12, 128)
+    assert "WAVEMLA_NUM_SPLITS=4: 4 piece(s) of at most 3 tiles per token" in forced.reasons
+    assert "tokens padded to 12 units, each cut into 4 pieces of at most 3 tiles" in forced.reasons[-1]
+    assert forced.reasons[-1].endswith("merged by the program whose piece completes the token")  # 64-row tiles
     if sparse_decode_ws.HAVE_GLUON:  # the H200 picks priced with the warp-specialized kernel's costs
         ws = {b: plan(dsv4(b), H200) for b in (1, 8, 34)}
         held = plan(dataclasses.replace(dsv4(128, 64, "hca"), batch_invariant=True), H200).reasons[-1]
@@ -722,3 +724,30 @@ def test_clear_caches_makes_the_first_calls_stale() -> None:
     assert api._FIRST_CALLS.get(api._first_call_key(sig)) is first
     clear_caches()
     assert api._FIRST_CALLS.get(api._first_call_key(sig)) is None
+
+
+def test_padded_plans_run_one_piece_of_one_token_a_program() -> None:
+    """Wherever a preset's plan pads tokens (only the warp-specialized sm_90 kernel's plans: the h100 and h200
+    presets, small batches of every shape): the padding is under one part, a whole number of parts a token, one wave,
+    one token segment a program, and the workspace holds the tokens and one slot a part. The model prices them under
+    the same configuration's unpadded partition of the same part size."""
+    from wavemla.kernels import sparse_decode_ws
+
+    seen = 0
+    for name, spec in PRESETS.items():
+        for h, mode, s_q in SHAPES:
+            for b in range(1, 129):  # padding pays only where programs are shorter than a token
+                p = plan(dsv4(b, h, mode, s_q), spec)
+                if not p.token_units:
+                    continue
+                seen += 1
+                tokens = b * s_q
+                assert spec.arch == 90 and plan_mod._sparse_ws(p.config, dsv4(b, h, mode, s_q), spec), (name, b)
+                assert p.token_units % p.units_per_part == 0 and 0 < p.token_units - p.n_tiles < p.units_per_part
+                assert p.units_per_part < p.n_tiles and p.whole_units == 0 and p.pieces_tiles is None
+                assert p.num_parts == tokens * p.token_units // p.units_per_part, (name, b)
+                assert p.waves == 1 and p.segments_per_program == 1 and p.needs_combine
+                assert p.workspace_rows(tokens) == tokens + p.num_parts
+                same = evaluate(dsv4(b, h, mode, s_q), spec, p.config, p.units_per_part)
+                assert p.predicted_us < same.predicted_us, (name, b, p.predicted_us, same.predicted_us)
+    assert seen > 0 if sparse_decode_ws.HAVE_GLUON else seen == 0

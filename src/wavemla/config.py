@@ -113,8 +113,8 @@ KNOBS: dict[str, Knob] = {
             "WAVEMLA_NUM_SPLITS",
             "int",
             None,
-            "Force every query token's rows into exactly this many pieces (split-KV), instead of the planner's "
-            "balanced partition.",
+            "Force every query token's rows into this many pieces of ceil(tiles / N) tiles (split-KV; fewer where "
+            "that size covers a token in fewer), instead of the planner's balanced partition.",
             minimum=1,
             maximum=256,
         ),

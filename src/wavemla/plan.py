@@ -978,9 +978,17 @@ class _Coster:
         return _Split(upp, parts, 1, 1, tile, _LAUNCH_US + program + combine, combine, merge, whole * n_tiles)
 
     def padded(self) -> list[_Split]:
-        """The padded partitions (:meth:`_cost`): for each count ``k`` of pieces a token, pieces of ``ceil(n_tiles /
-        k)`` tiles where that size does not divide the token (where it does, the uniform partition of that size cuts
-        tokens at the same places)."""
+        """The padded partitions (:meth:`_cost`) the planner offers: for each count ``k`` of pieces a token, pieces
+        of ``ceil(n_tiles / k)`` tiles where that size does not divide the token (where it does, the uniform partition
+        of that size cuts tokens at the same places). Only to the warp-specialized kernel: against the unpadded plans on
+        an H100 SXM (benchmarks/experiments/pad_ab.py, `bash benchmarks/experiments/gpu_pad.sh d076f9c`,
+        2026-12-06-h100-pad-ab-d076f9c.json; CUDA graph, L2 flushed, median of 10 in 3 alternated rounds, every output
+        checked against the fp64 reference) it took 0.857-0.999 of their time at 19 points of h = 64/128, s_q = 1/2,
+        CSA and HCA (CSA h=64 b=27 29.5 against 34.4 µs: the per-request step from b=26 +0.3% against +17.0%), where
+        the Triton kernel's staged 16x32 tiles at h = 16, two programs to an SM, took 0.910-1.106 at 8 points (b = 14,
+        27, 34 and HCA b = 30 slower)."""
+        if not self.ws:
+            return []
         n_tiles = self.n_tiles
         sizes = {-(-n_tiles // k) for k in range(2, n_tiles + 1)}
         return [self(u, padded=True) for u in sorted(sizes) if n_tiles % u and u >= self.min_upp]
