@@ -8,6 +8,9 @@ per-request step. Points: ``MODE[-sN][-hN]:B`` as ``ws_spread.py``; the default 
 curves (h = 64 and 128, s_q = 1 and 2, CSA and HCA) where the planner spreads.
 
     PYTHONPATH=src python3 benchmarks/experiments/spread_ab.py OUT.json [--points csa:133 ...] [--rounds 3] [--reps 10]
+        [--max-left L]
+
+``--max-left`` offers the spread up to L leftover query tokens (``plan._SPREAD_MAX_LEFT``) for the run.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ def main() -> None:
     ap.add_argument("--points", nargs="+", default=None)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--max-left", type=int, default=None, help="offer the spread up to this many leftover tokens")
     args = ap.parse_args()
 
     import torch
@@ -57,6 +61,9 @@ def main() -> None:
     sys.path.insert(0, str(HERE))
     from merge_ab import decode_point
 
+    if args.max_left is not None:
+        plan_mod._SPREAD_MAX_LEFT = args.max_left
+        plan_mod.clear_caches()
     spread = plan_mod._Coster.spread
     points = args.points or spread_points()
     print(f"{len(points)} points: {' '.join(points)}", flush=True)
