@@ -1388,7 +1388,7 @@ def _plan_config(
     elif forced_splits is not None:
         pieces = min(_fixed_pieces(n_tiles, forced_splits, False), n_tiles)
         upp = math.ceil(n_tiles / pieces)
-        # a size that does not divide the token's tiles pads the tokens, so each is cut into exactly its pieces
+        # a size that does not divide the token's tiles pads the tokens: every token is cut at the same places
         split = _Coster(tokens, n_tiles, num_hb, slots, occ, cfg, workload, device, res)(upp, padded=n_tiles % upp != 0)
         got = math.ceil(n_tiles / upp)
         notes.append(f"WAVEMLA_NUM_SPLITS={forced_splits}: {got} piece(s) of at most {upp} tiles per token")
