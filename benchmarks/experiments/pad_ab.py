@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -51,43 +50,20 @@ def main() -> None:
 
     import torch
 
-    from wavemla import get_mla_metadata, sparse_mla_decode
-    from wavemla import plan as plan_mod
-    from wavemla.reference import sparse_decode_ref
-    from wavemla.testing import TOLERANCES, check_close
-    from wavemla.tools.bench import timings_us
-
     sys.path.insert(0, str(HERE))
-    from merge_ab import decode_point
+    from spread_ab import alternated_medians, checked_call, parse_point
 
-    padded = plan_mod._Coster.padded
     points = args.points or padded_points()
     print(f"{len(points)} points: {' '.join(points)}", flush=True)
     records: list[dict[str, Any]] = []
     for point in points:
-        m = re.fullmatch(r"(csa|hca)(?:-s(\d+))?(?:-h(\d+))?:(\d+)", point)
-        if m is None:
-            raise SystemExit(f"point {point!r}: expected MODE[-sN][-hN]:B")
-        mode, s_q, h, b = m.group(1), int(m.group(2) or 1), int(m.group(3) or 64), int(m.group(4))
+        mode, s_q, h, b = parse_point(point)
         cases = [("padded", b, True), ("unpadded", b, False)]
         if args.prev and b > 1:
             cases.append(("prev", b - 1, True))
         runs: dict[str, tuple[dict[str, Any], Any, str]] = {}
         for name, batch, on in cases:
-            plan_mod._Coster.padded = padded if on else (lambda self: [])  # type: ignore[method-assign]
-            plan_mod.clear_caches()  # also the first calls that fresh metadata objects would replay
-            try:
-                kw, _ = decode_point(mode, batch, None, seed=0, s_q=s_q, h=h)
-                meta, _ = get_mla_metadata()
-                out, lse = sparse_mla_decode(**kw, metadata=meta)
-            finally:
-                plan_mod._Coster.padded = padded  # type: ignore[method-assign]
-                plan_mod.clear_caches()
-            rest = {k: v for k, v in kw.items() if k not in ("q", "kv_cache", "indices")}
-            ref_o, ref_l = sparse_decode_ref(kw["q"], kw["kv_cache"], kw["indices"], **rest)
-            bad = check_close("out", out, ref_o, TOLERANCES[("out", "gpu")]) or check_close(
-                "lse", lse, ref_l, TOLERANCES[("lse", "gpu")]
-            )
+            kw, meta, bad = checked_call(mode, batch, s_q, h, {} if on else {"padded": lambda self: []})
             p = meta.plan
             assert p is not None
             label = f"{p.config}:{p.units_per_part}/{p.unit_tiles}+{p.whole_units}"
@@ -95,18 +71,12 @@ def main() -> None:
             print(f"{point:12s} {name:8s} b={batch:<4d} {label:24s} {kernel:32s} "
                   f"{'ok' if not bad else 'MISMATCH ' + bad[:80]}", flush=True)  # fmt: skip
             runs[name] = (kw, meta, label)
-            del ref_o, ref_l
         if runs["padded"][1].plan.token_units == 0:
             print(f"{point:12s} the planner does not pad here: skipped", flush=True)
             continue
         if runs["unpadded"][1].plan.token_units != 0:
             raise SystemExit(f"{point}: the plan without padding still pads ({runs['unpadded'][2]})")
-        times: dict[str, list[float]] = {k: [] for k in runs}
-        for _ in range(args.rounds):
-            for name, (kw, meta, _) in runs.items():
-                fn = lambda kw=kw, meta=meta: sparse_mla_decode(**kw, metadata=meta)  # noqa: E731
-                times[name].append(timings_us(fn, reps=args.reps, graph=True)[1])
-        med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+        times, med = alternated_medians({k: v[:2] for k, v in runs.items()}, args.rounds, args.reps)
         line = (f"{point:12s} padded {med['padded']:7.1f}  unpadded {med['unpadded']:7.1f} us; "
                 f"padded/unpadded {med['padded'] / med['unpadded']:.3f}; predicted "
                 f"{runs['padded'][1].plan.predicted_us:.1f} / {runs['unpadded'][1].plan.predicted_us:.1f}")  # fmt: skip

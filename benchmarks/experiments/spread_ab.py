@@ -41,6 +41,62 @@ def spread_points() -> list[str]:
     return points
 
 
+def parse_point(point: str) -> tuple[str, int, int, int]:
+    """(mode, s_q, heads, batch) of a point ``MODE[-sN][-hN]:B``."""
+    m = re.fullmatch(r"(csa|hca)(?:-s(\d+))?(?:-h(\d+))?:(\d+)", point)
+    if m is None:
+        raise SystemExit(f"point {point!r}: expected MODE[-sN][-hN]:B")
+    return m.group(1), int(m.group(2) or 1), int(m.group(3) or 64), int(m.group(4))
+
+
+def checked_call(mode: str, batch: int, s_q: int, h: int, patches: dict[str, Any]) -> tuple[dict[str, Any], Any, str]:
+    """One decode call at a point, planned with ``plan._Coster``'s attributes replaced by ``patches`` (the planner's
+    caches cleared before and after, also the first calls a fresh metadata object would replay), checked against the
+    fp64 reference: (call keywords, metadata, '' or the mismatch)."""
+    from wavemla import get_mla_metadata, sparse_mla_decode
+    from wavemla import plan as plan_mod
+    from wavemla.reference import sparse_decode_ref
+    from wavemla.testing import TOLERANCES, check_close
+
+    sys.path.insert(0, str(HERE))
+    from merge_ab import decode_point
+
+    saved = {name: getattr(plan_mod._Coster, name) for name in patches}
+    for name, value in patches.items():
+        setattr(plan_mod._Coster, name, value)
+    plan_mod.clear_caches()
+    try:
+        kw, _ = decode_point(mode, batch, None, seed=0, s_q=s_q, h=h)
+        meta, _ = get_mla_metadata()
+        out, lse = sparse_mla_decode(**kw, metadata=meta)
+    finally:
+        for name, value in saved.items():
+            setattr(plan_mod._Coster, name, value)
+        plan_mod.clear_caches()
+    rest = {k: v for k, v in kw.items() if k not in ("q", "kv_cache", "indices")}
+    ref_o, ref_l = sparse_decode_ref(kw["q"], kw["kv_cache"], kw["indices"], **rest)
+    bad = check_close("out", out, ref_o, TOLERANCES[("out", "gpu")]) or check_close(
+        "lse", lse, ref_l, TOLERANCES[("lse", "gpu")]
+    )
+    return kw, meta, bad or ""
+
+
+def alternated_medians(runs: dict[str, tuple[dict[str, Any], Any]], rounds: int, reps: int) -> tuple[
+    dict[str, list[float]], dict[str, float]
+]:  # fmt: skip
+    """Each run's call (keywords, metadata) timed in turn, ``rounds`` times (CUDA-graph replay, L2 flushed, median of
+    ``reps``): (per-round medians, their median) by run."""
+    from wavemla import sparse_mla_decode
+    from wavemla.tools.bench import timings_us
+
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(rounds):
+        for name, (kw, meta) in runs.items():
+            fn = lambda kw=kw, meta=meta: sparse_mla_decode(**kw, metadata=meta)  # noqa: E731
+            times[name].append(timings_us(fn, reps=reps, graph=True)[1])
+    return times, {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("json")
@@ -52,61 +108,31 @@ def main() -> None:
 
     import torch
 
-    from wavemla import get_mla_metadata, sparse_mla_decode
     from wavemla import plan as plan_mod
-    from wavemla.reference import sparse_decode_ref
-    from wavemla.testing import TOLERANCES, check_close
-    from wavemla.tools.bench import timings_us
-
-    sys.path.insert(0, str(HERE))
-    from merge_ab import decode_point
 
     if args.max_left is not None:
         plan_mod._SPREAD_MAX_LEFT = args.max_left
         plan_mod.clear_caches()
-    spread = plan_mod._Coster.spread
     points = args.points or spread_points()
     print(f"{len(points)} points: {' '.join(points)}", flush=True)
     records: list[dict[str, Any]] = []
     for point in points:
-        m = re.fullmatch(r"(csa|hca)(?:-s(\d+))?(?:-h(\d+))?:(\d+)", point)
-        if m is None:
-            raise SystemExit(f"point {point!r}: expected MODE[-sN][-hN]:B")
-        mode, s_q, h, b = m.group(1), int(m.group(2) or 1), int(m.group(3) or 64), int(m.group(4))
+        mode, s_q, h, b = parse_point(point)
         runs: dict[str, tuple[dict[str, Any], Any, str]] = {}
         for name, batch, on in (("fit", b - 1, True), ("spread", b, True), ("uniform", b, False)):
-            plan_mod._Coster.spread = spread if on else (lambda self: None)  # type: ignore[method-assign]
-            plan_mod.clear_caches()  # also the first calls that fresh metadata objects would replay
-            try:
-                kw, _ = decode_point(mode, batch, None, seed=0, s_q=s_q, h=h)
-                meta, _ = get_mla_metadata()
-                out, lse = sparse_mla_decode(**kw, metadata=meta)
-            finally:
-                plan_mod._Coster.spread = spread  # type: ignore[method-assign]
-                plan_mod.clear_caches()
-            rest = {k: v for k, v in kw.items() if k not in ("q", "kv_cache", "indices")}
-            ref_o, ref_l = sparse_decode_ref(kw["q"], kw["kv_cache"], kw["indices"], **rest)
-            bad = check_close("out", out, ref_o, TOLERANCES[("out", "gpu")]) or check_close(
-                "lse", lse, ref_l, TOLERANCES[("lse", "gpu")]
-            )
+            kw, meta, bad = checked_call(mode, batch, s_q, h, {} if on else {"spread": lambda self: None})
             p = meta.plan
             assert p is not None
             label = f"{p.config}:{p.units_per_part}+{p.whole_units}"
             print(f"{point:12s} {name:8s} b={batch:<4d} {label:22s} {'ok' if not bad else 'MISMATCH ' + bad[:80]}",
                   flush=True)  # fmt: skip
             runs[name] = (kw, meta, label)
-            del ref_o, ref_l
         if runs["spread"][1].plan.whole_units == 0:
             print(f"{point:12s} the planner does not spread here: skipped", flush=True)
             continue
         if runs["uniform"][1].plan.whole_units != 0:
             raise SystemExit(f"{point}: the plan without spread still spreads ({runs['uniform'][2]})")
-        times: dict[str, list[float]] = {k: [] for k in runs}
-        for _ in range(args.rounds):
-            for name, (kw, meta, _) in runs.items():
-                fn = lambda kw=kw, meta=meta: sparse_mla_decode(**kw, metadata=meta)  # noqa: E731
-                times[name].append(timings_us(fn, reps=args.reps, graph=True)[1])
-        med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+        times, med = alternated_medians({k: v[:2] for k, v in runs.items()}, args.rounds, args.reps)
         fit_per_request = med["fit"] / (b - 1)
         steps = {k: 100 * ((med[k] / b) / fit_per_request - 1) for k in ("spread", "uniform")}
         print(f"{point:12s} fit {med['fit']:7.1f}  spread {med['spread']:7.1f}  uniform {med['uniform']:7.1f} us;"

@@ -1,5 +1,7 @@
 """Sparse decode kernel vs the fp64 reference: CPU interpreter lane (fp16, small shapes) and GPU lane (bf16, FP8)."""
 
+from typing import Any
+
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -756,27 +758,44 @@ def _check_spread(
     """The split kernel on a spread partition of ``tokens`` query tokens over ``parts`` parts (then the combine over
     the cut tokens, unless ``merge_in_kernel``) against the fp64 reference. ``lengths``: random per-request list
     lengths for both lists."""
+    from wavemla.plan import spread_slots
+
+    def spread(n_tiles: int) -> tuple[dict[str, int], int, int, int]:
+        upp, whole_units = _spread_parts(tokens, n_tiles, parts)
+        cut = tokens - parts * (whole_units // n_tiles)
+        rows = spread_slots(cut - 1, n_tiles, upp)[1] + 1
+        return dict(units_per_part=upp, num_parts=parts, whole_units=whole_units), rows, cut, n_tiles
+
+    _check_partition(block_n, merge_in_kernel, tokens, spread, s_q=s_q, seed=seed, topk=64, extra_topk=96,
+                     lengths=lengths, invalid=invalid)  # fmt: skip
+
+
+def _check_partition(
+    block_n: int, merge_in_kernel: bool, tokens: int, partition: Any, *, s_q: int, seed: int, topk: int,
+    extra_topk: int, lengths: bool = False, invalid: float = 0.0,
+) -> None:  # fmt: skip
+    """The split kernel on ``tokens`` query tokens of 16 heads (FP8 rows, ``topk`` + ``extra_topk`` entries), then the
+    combine (unless ``merge_in_kernel``, which must leave the counters zero), against the fp64 reference.
+    ``partition(n_tiles)`` gives the split kernel's partition keywords, the workspace rows, the tokens the combine
+    merges (the first ones; 0: none cut) and the units a token occupies. ``lengths``: random per-request list lengths
+    for both lists."""
     from wavemla.kernels.combine import sparse_decode_combine
     from wavemla.kernels.sparse_decode import sparse_decode_split
-    from wavemla.plan import spread_slots
 
     h, b = 16, tokens // s_q
     inputs = make_sparse_decode_inputs(
-        batch=b, s_q=s_q, h_q=h, topk=64, page=32, extra_topk=96, extra_page=16, fp8=True, dtype=SMALL_DTYPE,
-        device=DEVICE, seed=seed, invalid_fraction=invalid,
+        batch=b, s_q=s_q, h_q=h, topk=topk, page=32, extra_topk=extra_topk, extra_page=16, fp8=True,
+        dtype=SMALL_DTYPE, device=DEVICE, seed=seed, invalid_fraction=invalid,
     )  # fmt: skip
     inputs = {k: inputs.get(k) for k in ("q", "kv_cache", "indices", "topk_length", "extra_kv_cache", "extra_indices",
                                           "extra_topk_length", "attn_sink")}  # fmt: skip
     if lengths:
         g = torch.Generator().manual_seed(seed)
-        inputs["topk_length"] = torch.randint(0, 65, (b,), generator=g, dtype=torch.int32).to(DEVICE)
-        inputs["extra_topk_length"] = torch.randint(0, 97, (b,), generator=g, dtype=torch.int32).to(DEVICE)
+        inputs["topk_length"] = torch.randint(0, topk + 1, (b,), generator=g, dtype=torch.int32).to(DEVICE)
+        inputs["extra_topk_length"] = torch.randint(0, extra_topk + 1, (b,), generator=g, dtype=torch.int32).to(DEVICE)
     q, kv, kv_x = inputs["q"], inputs["kv_cache"], inputs["extra_kv_cache"]
     assert q is not None and kv is not None and kv_x is not None
-    n_tiles = -(-64 // block_n) - (-96 // block_n)
-    upp, whole_units = _spread_parts(tokens, n_tiles, parts)
-    cut = tokens - parts * (whole_units // n_tiles)
-    rows = spread_slots(cut - 1, n_tiles, upp)[1] + 1
+    split_kw, rows, cut, token_units = partition(-(-topk // block_n) - (-extra_topk // block_n))
     out = torch.empty_like(q)
     lse = torch.empty(q.shape[:3], dtype=torch.float32, device=DEVICE)
     o_ws = torch.full((rows, h, 512), float("nan"), dtype=torch.float16, device=DEVICE)
@@ -787,13 +806,12 @@ def _check_spread(
         indices=inputs["indices"], topk_length=inputs["topk_length"], extra_kv=kv_x.view(torch.uint8),
         extra_indices=inputs["extra_indices"], extra_topk_length=inputs["extra_topk_length"],
         attn_sink=inputs["attn_sink"], is_fp8=True, softmax_scale=512**-0.5, block_h=h, block_n=block_n,
-        num_warps=4, num_stages=1, units_per_part=upp, num_parts=parts, merge_in_kernel=merge_in_kernel,
-        whole_units=whole_units,
+        num_warps=4, num_stages=1, merge_in_kernel=merge_in_kernel, **split_kw,
     )  # fmt: skip
-    if not merge_in_kernel:
+    if not merge_in_kernel and cut:
         sparse_decode_combine(
             out=out.view(tokens, 1, h, 512)[:cut], lse=lse.view(tokens, 1, h)[:cut], o_ws=o_ws, lse_ws=lse_ws,
-            attn_sink=inputs["attn_sink"], n_tiles=n_tiles, units_per_part=upp,
+            attn_sink=inputs["attn_sink"], n_tiles=token_units, units_per_part=split_kw["units_per_part"],
         )  # fmt: skip
     else:
         assert int(counts.abs().sum()) == 0
@@ -824,22 +842,46 @@ def test_spread_partition_arguments_checked(whole_units: int) -> None:
         )  # fmt: skip
 
 
-def test_spread_plan_through_the_api() -> None:
-    """A plan that spreads the leftover token (CSA h=64 on an H200's plan, four program slots forced, five tokens:
-    one whole token a program after a 3-tile run of the first token) against the reference, twice on one metadata
-    object with the same bits (the cut token's counters left zero). On an H200 the warp-specialized kernel runs it
-    and the combine kernel merges the cut token; elsewhere the Triton kernel, merging it itself."""
+@pytest.mark.parametrize(
+    ("batch", "ctas", "seed", "expect"),
+    [
+        # one whole token a program after a 3-tile run of the first token, the only one cut
+        pytest.param(
+            5,
+            4,
+            12,
+            dict(units_per_part=3, whole_units=10, token_units=0, num_parts=4, rows=4, segments=2),
+            id="spread",
+        ),
+        # each token padded to 12 units and cut into 4 pieces of at most 3 tiles, one a program
+        pytest.param(
+            2,
+            8,
+            13,
+            dict(units_per_part=3, whole_units=0, token_units=12, num_parts=8, rows=10, segments=1),
+            id="padded",
+        ),
+    ],
+)
+def test_spread_and_padded_plans_through_the_api(batch: int, ctas: int, seed: int, expect: dict[str, int]) -> None:
+    """Plans that spread the leftover token and that pad tokens (CSA h=64 on an H200's plan, ``ctas`` program slots
+    forced) against the reference, twice on one metadata object with the same bits (the counters left zero). On an
+    H200 the warp-specialized kernel runs them and the combine kernel merges the cut tokens; elsewhere the Triton
+    kernel, merging them itself."""
     from wavemla import get_mla_metadata
 
     inputs = make_sparse_decode_inputs(
-        batch=5, h_q=64, topk=128, page=64, extra_topk=512, extra_page=64, extra_pool=600, fp8=True,
-        dtype=SMALL_DTYPE, device=DEVICE, seed=12,
+        batch=batch, h_q=64, topk=128, page=64, extra_topk=512, extra_page=64, extra_pool=600, fp8=True,
+        dtype=SMALL_DTYPE, device=DEVICE, seed=seed,
     )  # fmt: skip
     meta, _ = get_mla_metadata()
-    with config.override(WAVEMLA_TARGET_CTAS=4, WAVEMLA_GPU="h200"):
+    with config.override(WAVEMLA_TARGET_CTAS=ctas, WAVEMLA_GPU="h200"):
         first = check(inputs, metadata=meta)
         p = meta.plan
-        assert p is not None and (p.units_per_part, p.whole_units, p.num_parts, p.cut_tokens(5)) == (3, 10, 4, 1)
+        assert p is not None
+        got = {k: getattr(p, k) for k in ("units_per_part", "whole_units", "token_units", "num_parts")}
+        got.update(rows=p.workspace_rows(batch), segments=p.segments_per_program)
+        assert got == expect
         assert meta.counts is not None and int(meta.counts.abs().sum()) == 0
         again = check(inputs, metadata=meta)
     assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
@@ -889,53 +931,16 @@ def _check_padded(
 ) -> None:  # fmt: skip
     """The split kernel with ``upp`` units a part over tokens padded to ``token_units`` (0: not padded), then the
     combine (unless ``merge_in_kernel``), against the fp64 reference; the workspace rows are the plan's count."""
-    from wavemla.kernels.combine import sparse_decode_combine
-    from wavemla.kernels.sparse_decode import sparse_decode_split
 
-    h, b = 16, tokens // s_q
-    inputs = make_sparse_decode_inputs(
-        batch=b, s_q=s_q, h_q=h, topk=_PAD_TOPK, page=32, extra_topk=_PAD_EXTRA, extra_page=16, fp8=True,
-        dtype=SMALL_DTYPE, device=DEVICE, seed=seed, invalid_fraction=invalid,
-    )  # fmt: skip
-    inputs = {k: inputs.get(k) for k in ("q", "kv_cache", "indices", "topk_length", "extra_kv_cache", "extra_indices",
-                                          "extra_topk_length", "attn_sink")}  # fmt: skip
-    if lengths:
-        g = torch.Generator().manual_seed(seed)
-        inputs["topk_length"] = torch.randint(0, _PAD_TOPK + 1, (b,), generator=g, dtype=torch.int32).to(DEVICE)
-        inputs["extra_topk_length"] = torch.randint(0, _PAD_EXTRA + 1, (b,), generator=g, dtype=torch.int32).to(DEVICE)
-    q, kv, kv_x = inputs["q"], inputs["kv_cache"], inputs["extra_kv_cache"]
-    assert q is not None and kv is not None and kv_x is not None
-    n_tiles = -(-_PAD_TOPK // block_n) - (-_PAD_EXTRA // block_n)
-    span = token_units or n_tiles
-    parts = -(-tokens * span // upp)
-    rows = tokens + parts if upp < n_tiles else tokens
-    out = torch.empty_like(q)
-    lse = torch.empty(q.shape[:3], dtype=torch.float32, device=DEVICE)
-    o_ws = torch.full((rows, h, 512), float("nan"), dtype=torch.float16, device=DEVICE)
-    lse_ws = torch.full((rows, h), float("nan"), dtype=torch.float32, device=DEVICE)
-    counts = torch.zeros(tokens * 2, dtype=torch.int32, device=DEVICE)
-    sparse_decode_split(
-        q=q, out=out, lse=lse, o_ws=o_ws, lse_ws=lse_ws, counts=counts, kv=kv.view(torch.uint8),
-        indices=inputs["indices"], topk_length=inputs["topk_length"], extra_kv=kv_x.view(torch.uint8),
-        extra_indices=inputs["extra_indices"], extra_topk_length=inputs["extra_topk_length"],
-        attn_sink=inputs["attn_sink"], is_fp8=True, softmax_scale=512**-0.5, block_h=h, block_n=block_n,
-        num_warps=4, num_stages=1, units_per_part=upp, num_parts=parts, merge_in_kernel=merge_in_kernel,
-        token_units=token_units,
-    )  # fmt: skip
-    if not merge_in_kernel and upp < n_tiles:
-        sparse_decode_combine(
-            out=out, lse=lse, o_ws=o_ws, lse_ws=lse_ws, attn_sink=inputs["attn_sink"], n_tiles=span,
-            units_per_part=upp,
-        )  # fmt: skip
-    else:
-        assert int(counts.abs().sum()) == 0
-    ref_out, ref_lse = sparse_decode_ref(
-        q, kv, inputs["indices"], topk_length=inputs["topk_length"], extra_kv_cache=inputs["extra_kv_cache"],
-        extra_indices=inputs["extra_indices"], extra_topk_length=inputs["extra_topk_length"],
-        attn_sink=inputs["attn_sink"], softmax_scale=512**-0.5,
-    )  # fmt: skip
-    assert_close("out", out, ref_out, TOLERANCES[("out", LANE)])
-    assert_close("lse", lse.transpose(1, 2), ref_lse, TOLERANCES[("lse", LANE)])
+    def padded(n_tiles: int) -> tuple[dict[str, int], int, int, int]:
+        span = token_units or n_tiles
+        parts = -(-tokens * span // upp)
+        cut = tokens if upp < n_tiles else 0
+        split_kw = dict(units_per_part=upp, num_parts=parts, token_units=token_units)
+        return split_kw, tokens + (parts if cut else 0), cut, span
+
+    _check_partition(block_n, merge_in_kernel, tokens, padded, s_q=s_q, seed=seed, topk=_PAD_TOPK,
+                     extra_topk=_PAD_EXTRA, lengths=lengths, invalid=invalid)  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -962,25 +967,3 @@ def test_padded_partition_arguments_checked(upp: int, token_units: int, others: 
             extra_topk_length=None, attn_sink=None, is_fp8=True, softmax_scale=0.1, block_h=16, block_n=16,
             num_warps=4, num_stages=1, units_per_part=upp, num_parts=8, token_units=token_units, **others,
         )  # fmt: skip
-
-
-def test_padded_plan_through_the_api() -> None:
-    """A plan that pads tokens (CSA h=64 on an H200's plan, eight program slots forced, two tokens: each padded to 12
-    units and cut into 4 pieces of at most 3 tiles) against the reference, twice on one metadata object with the same
-    bits (the counters left zero). On an H200 the warp-specialized kernel runs it and the combine kernel merges the
-    pieces; elsewhere the Triton kernel, merging them itself."""
-    from wavemla import get_mla_metadata
-
-    inputs = make_sparse_decode_inputs(
-        batch=2, h_q=64, topk=128, page=64, extra_topk=512, extra_page=64, extra_pool=600, fp8=True,
-        dtype=SMALL_DTYPE, device=DEVICE, seed=13,
-    )  # fmt: skip
-    meta, _ = get_mla_metadata()
-    with config.override(WAVEMLA_TARGET_CTAS=8, WAVEMLA_GPU="h200"):
-        first = check(inputs, metadata=meta)
-        p = meta.plan
-        assert p is not None and (p.units_per_part, p.token_units, p.num_parts) == (3, 12, 8)
-        assert p.workspace_rows(2) == 10 and p.segments_per_program == 1
-        assert meta.counts is not None and int(meta.counts.abs().sum()) == 0
-        again = check(inputs, metadata=meta)
-    assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
