@@ -107,6 +107,26 @@ def test_json_matches_the_planner(capsys: pytest.CaptureFixture[str]) -> None:
             assert key in r
 
 
+def test_padded_and_spread_plans_say_their_units(capsys: pytest.CaptureFixture[str]) -> None:
+    """A padded plan's tiles a program read ``U/T`` (its tiles, the units a token occupies) and a spread plan's
+    ``U+W``, in the table and as ``token_units`` / ``whole_units`` in the JSON (H200 picks with the warp-specialized
+    kernel's costs, CSA h=64: b=27 padded to 12 units in 3-tile pieces, b=133 one tile of the leftover token then
+    a whole one)."""
+    from wavemla.kernels import sparse_decode_ws
+
+    if not sparse_decode_ws.HAVE_GLUON:
+        pytest.skip("Triton without Gluon: the planner prices the Triton kernel, which it does not pad or spread")
+    code, out, _ = _run(capsys, "--gpu", "h200", "--batch", "27", "133", "--json")
+    assert code == 0
+    rows = {r["batch"]: r for r in json.loads(out)["plans"]}
+    assert (rows[27]["units_per_part"], rows[27]["token_units"], rows[27]["whole_units"]) == (3, 12, 0)
+    assert (rows[133]["units_per_part"], rows[133]["token_units"], rows[133]["whole_units"]) == (1, 0, 10)
+    code, out, _ = _run(capsys, "--gpu", "h200", "--batch", "27", "133")
+    assert code == 0
+    lines = {line.split()[0]: line for line in out.splitlines() if line.split()}
+    assert " 3/12 " in lines["27"] and " 1+10 " in lines["133"]
+
+
 def test_dense_text_table_fits_sm120(capsys: pytest.CaptureFixture[str]) -> None:
     """The dense decode with the FP8 V3.2 cache on a 99 KB/block part: the planner's tiles fit, and the table is the
     planner's."""
