@@ -485,10 +485,10 @@ _SM90_NARROW_MAX_TOKENS = 2
 # explain, so it is offered only up to _SPREAD_MAX_LEFT leftover tokens, where the model also prices it cheaper.
 # That was 2 until the package's kernel (its own two ranges, cut tokens' partials by TMA) was timed further out on an
 # H100 SXM (benchmarks/experiments/spread_ab.py --max-left 8, `bash benchmarks/experiments/gpu_spread_left.sh
-# bbaba26`, 2026-12-06-h100-spread-left-bbaba26.json; every output checked against the fp64 reference): at the 11
-# points of L = 3 to 8 where the H100 preset's model then spreads (CSA h=64 b=135 and 136, s_q=2 b=68 and 134, h=128
-# b=69, 73 and 135; HCA b=135, s_q=2 b=134, h=128 b=69 and 74) the spread took 0.909-0.946 of the uniform plan's time,
-# and the per-request step from the batch before fell to -6.0 to +1.9% (uniform: +1.9 to +10.9%).
+# bbaba26`, 2026-12-06-h100-spread-left-bbaba26.json; every output checked against the fp64 reference): at 11 of
+# the 24 points of L = 3 to 8 where the H100 preset's model then spreads (CSA h=64 b=135 and 136, s_q=2 b=68 and
+# 134, h=128 b=69, 73 and 135; HCA b=135, s_q=2 b=134, h=128 b=69 and 74) the spread took 0.909-0.946 of the uniform
+# plan's time, and the per-request step from the batch before fell to -6.0 to +1.9% (uniform: +1.9 to +10.9%).
 _SPREAD_MAX_LEFT = 8
 
 _MEASURED_ARCH = 90
