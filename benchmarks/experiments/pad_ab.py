@@ -51,26 +51,16 @@ def main() -> None:
     import torch
 
     sys.path.insert(0, str(HERE))
-    from spread_ab import alternated_medians, checked_call, parse_point
+    from spread_ab import alternated_medians, checked_runs, parse_point
 
     points = args.points or padded_points()
     print(f"{len(points)} points: {' '.join(points)}", flush=True)
     records: list[dict[str, Any]] = []
     for point in points:
         mode, s_q, h, b = parse_point(point)
-        cases = [("padded", b, True), ("unpadded", b, False)]
-        if args.prev and b > 1:
-            cases.append(("prev", b - 1, True))
-        runs: dict[str, tuple[dict[str, Any], Any, str]] = {}
-        for name, batch, on in cases:
-            kw, meta, bad = checked_call(mode, batch, s_q, h, {} if on else {"padded": lambda self: []})
-            p = meta.plan
-            assert p is not None
-            label = f"{p.config}:{p.units_per_part}/{p.unit_tiles}+{p.whole_units}"
-            kernel = getattr(meta.split_kernel, "name", "?")
-            print(f"{point:12s} {name:8s} b={batch:<4d} {label:24s} {kernel:32s} "
-                  f"{'ok' if not bad else 'MISMATCH ' + bad[:80]}", flush=True)  # fmt: skip
-            runs[name] = (kw, meta, label)
+        off: dict[str, Any] = {"padded": lambda self: []}
+        cases = [("padded", b, {}), ("unpadded", b, off)] + ([("prev", b - 1, {})] if args.prev and b > 1 else [])
+        runs = checked_runs(point, mode, s_q, h, cases)
         if runs["padded"][1].plan.token_units == 0:
             print(f"{point:12s} the planner does not pad here: skipped", flush=True)
             continue

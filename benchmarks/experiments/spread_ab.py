@@ -81,6 +81,26 @@ def checked_call(mode: str, batch: int, s_q: int, h: int, patches: dict[str, Any
     return kw, meta, bad or ""
 
 
+def checked_runs(
+    point: str, mode: str, s_q: int, h: int, cases: list[tuple[str, int, dict[str, Any]]]
+) -> dict[str, tuple[dict[str, Any], Any, str]]:
+    """:func:`checked_call` for each case ``(name, batch, patches)`` of a point, a line printed for each (its plan's
+    tiles a program, the split kernel, ok or the mismatch): (call keywords, metadata, plan label) by name."""
+    from wavemla.plan import tiles_label
+
+    runs: dict[str, tuple[dict[str, Any], Any, str]] = {}
+    for name, batch, patches in cases:
+        kw, meta, bad = checked_call(mode, batch, s_q, h, patches)
+        p = meta.plan
+        assert p is not None
+        label = f"{p.config}:{tiles_label(p.units_per_part, p.whole_units, p.token_units)}"
+        kernel = getattr(meta.split_kernel, "name", "?")
+        print(f"{point:12s} {name:8s} b={batch:<4d} {label:22s} {kernel:32s} "
+              f"{'ok' if not bad else 'MISMATCH ' + bad[:80]}", flush=True)  # fmt: skip
+        runs[name] = (kw, meta, label)
+    return runs
+
+
 def alternated_medians(runs: dict[str, tuple[dict[str, Any], Any]], rounds: int, reps: int) -> tuple[
     dict[str, list[float]], dict[str, float]
 ]:  # fmt: skip
@@ -118,15 +138,8 @@ def main() -> None:
     records: list[dict[str, Any]] = []
     for point in points:
         mode, s_q, h, b = parse_point(point)
-        runs: dict[str, tuple[dict[str, Any], Any, str]] = {}
-        for name, batch, on in (("fit", b - 1, True), ("spread", b, True), ("uniform", b, False)):
-            kw, meta, bad = checked_call(mode, batch, s_q, h, {} if on else {"spread": lambda self: None})
-            p = meta.plan
-            assert p is not None
-            label = f"{p.config}:{p.units_per_part}+{p.whole_units}"
-            print(f"{point:12s} {name:8s} b={batch:<4d} {label:22s} {'ok' if not bad else 'MISMATCH ' + bad[:80]}",
-                  flush=True)  # fmt: skip
-            runs[name] = (kw, meta, label)
+        off: dict[str, Any] = {"spread": lambda self: None}
+        runs = checked_runs(point, mode, s_q, h, [("fit", b - 1, {}), ("spread", b, {}), ("uniform", b, off)])
         if runs["spread"][1].plan.whole_units == 0:
             print(f"{point:12s} the planner does not spread here: skipped", flush=True)
             continue

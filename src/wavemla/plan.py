@@ -139,6 +139,17 @@ def segments_per_program(n_tiles: int, units_per_part: int) -> int:
     return -(-(n_tiles - g + units_per_part) // n_tiles)
 
 
+def tiles_label(units_per_part: int, whole_units: int = 0, token_units: int = 0) -> str:
+    """A sparse plan's tiles a program as the tools print it: ``U+W`` for a spread plan (its run of the leftover
+    tokens' tiles, then its whole tokens' units), ``U/T`` for a padded one (its tiles, then the units a token
+    occupies), else ``U``."""
+    if whole_units:
+        return f"{units_per_part}+{whole_units}"
+    if token_units:
+        return f"{units_per_part}/{token_units}"
+    return str(units_per_part)
+
+
 def spread_slots(token: int, n_tiles: int, units_per_part: int) -> tuple[int, int]:
     """A cut token's first and last workspace slots: its pieces are the runs of ``units_per_part`` units of the
     flattened (token, tile) space that hold its tiles, slot ``token + run``."""

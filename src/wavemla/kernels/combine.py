@@ -158,10 +158,12 @@ def sparse_decode_combine(
 ) -> None:
     """Merge split pieces into ``out [b, s_q, h, 512]`` and ``lse [b, s_q, h]`` (see module docstring).
 
-    ``units_per_part`` is the workspace slot size (the plan's ``slot_units``); every token with more than one slot
-    is merged. At small batch the pieces of one token are many and the combine is a bandwidth problem, so it is
-    spread over every head. A token has at most ``(n_tiles + units_per_part - 2) // units_per_part + 1`` pieces;
-    rounded up to a power of two, from 16 on one program per (token, ``block_h`` heads, ``block_d`` columns) loads
+    ``n_tiles`` is the units a token occupies in the split kernel's work list (the plan's ``unit_tiles``: its tiles,
+    or a padded plan's ``token_units``); ``units_per_part`` is the workspace slot size (the plan's ``slot_units``);
+    every token with more than one slot is merged. At small batch the pieces of one token are many and the combine is
+    a bandwidth problem, so it is spread over every head. A token has at most
+    ``(n_tiles + units_per_part - 2) // units_per_part + 1`` pieces; rounded up to a power of two, from 16 on one
+    program per (token, ``block_h`` heads, ``block_d`` columns) loads
     them all at once and reduces over the piece axis (``block_d`` None: :func:`wide_block_d`), below that one program
     per (token, ``block_h`` heads) runs
     :func:`merge_pieces` over them in slot order (see ``_WIDE_FROM_PIECES``). The choice depends only on the

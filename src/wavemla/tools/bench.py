@@ -339,9 +339,9 @@ def bench(
 
 def format_record(r: Record) -> str:
     anchor = f"{r.flashmla_us:7.1f} {r.ratio_to_flashmla:5.2f}x" if r.flashmla_us else " " * 14
-    upp = f"{r.units_per_part}+{r.whole_units}" if r.whole_units else str(r.units_per_part)  # a spread plan: U+W·n
-    if r.token_units:  # a padded plan: U/the units a token occupies
-        upp = f"{r.units_per_part}/{r.token_units}"
+    from wavemla.plan import tiles_label
+
+    upp = tiles_label(r.units_per_part, r.whole_units, r.token_units)
     return (
         f"{r.mode:4s} h{r.h_q:<4d}s{r.s_q} b{r.batch:<4d} {r.config:10s} upp={upp:<4s} "
         f"progs={r.programs:<5d}{'C' if r.combine else ' '} {r.median_us:8.1f}us {r.tflops:6.1f}TF {r.gbps:7.1f}GB/s "

@@ -38,6 +38,7 @@ from dataclasses import asdict
 from typing import Any
 
 from wavemla.device import KIB, DeviceSpec, NoCudaDeviceError, current_spec, get_spec
+from wavemla.plan import tiles_label
 
 # Compressed index width per layer kind (DeepSeek-V4: CSA 512 and HCA 1024 as in FlashMLA's MODEL1 benchmark).
 DEFAULT_TOPK = {"csa": 512, "hca": 1024, "swa": 0}
@@ -252,15 +253,6 @@ _TAIL: list[_Column] = [
 ]
 
 
-def _tiles_per_program(r: dict[str, Any]) -> object:
-    """A sparse plan's tiles a program: ``U+W`` for a spread plan, ``U/T`` for a padded one, else ``U``."""
-    if r["whole_units"]:
-        return f"{r['units_per_part']}+{r['whole_units']}"
-    if r["token_units"]:
-        return f"{r['units_per_part']}/{r['token_units']}"
-    return r["units_per_part"]
-
-
 _SPARSE_COLUMNS: list[_Column] = [
     *_HEAD,
     ("programs", ">8", "", lambda r: r["programs"]),
@@ -268,7 +260,12 @@ _SPARSE_COLUMNS: list[_Column] = [
     ("tail", ">5", ".2f", lambda r: r["tail_efficiency"]),
     # a spread plan: its run of the leftover tokens' tiles, then its whole tokens' tiles; a padded plan: its tiles,
     # then the units a token occupies
-    ("tiles/prog", ">10", "", _tiles_per_program),
+    (
+        "tiles/prog",
+        ">10",
+        "",
+        lambda r: tiles_label(r["units_per_part"], r["whole_units"], r["token_units"]),
+    ),
     ("combine", ">7", "", lambda r: "yes" if r["combine"] else "no"),
     *_TAIL,
 ]
