@@ -518,12 +518,15 @@ def sparse_mla_decode(
                 # head block; the warp-specialized kernel counts each of its two math warpgroups apart)
                 meta.counts = torch.zeros(b * s_q * meta.plan.num_head_blocks * 2, dtype=torch.int32, device=device)
             if meta.plan.chained:
-                # the states a chained plan hands from part to part (their flags are the counts above: the part that
-                # reads one puts it back to zero): kernels/sparse_decode_ws.py
+                # the states a chained plan hands from part to part, and their flags (zero: the part that reads one
+                # puts it back to zero): kernels/sparse_decode_ws.py
                 from wavemla.kernels.sparse_decode_ws import CHAIN_STATE
 
                 n_f = meta.plan.num_parts * meta.plan.num_head_blocks * 2
                 meta.chain_ws = torch.empty(n_f * CHAIN_STATE, dtype=torch.float32, device=device)
+                if meta.counts is None or meta.counts.numel() < n_f:
+                    meta.counts = torch.zeros(max(n_f, b * s_q * meta.plan.num_head_blocks * 2), dtype=torch.int32,
+                                              device=device)  # fmt: skip
             p0 = meta.plan
             n_p = p_scratch_elems(is_fp8, p0.block_h, p0.block_n, p0.num_parts * p0.num_head_blocks, device)
             if n_p:
