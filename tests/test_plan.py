@@ -319,8 +319,7 @@ def test_h200_choices_are_the_measured_ones(monkeypatch: pytest.MonkeyPatch) -> 
     benchmarks/experiments/gpu_small_b.sh). The runs had the warp-specialized kernel, whose costs price 64x64 FP8
     tiles where Gluon is present. Where the planner now spreads the leftover tokens past a perfect fit (measured
     against the curves' plans by benchmarks/experiments/ws_spread.py, see plan._SPREAD_MAX_LEFT), or pads tokens
-    (``Plan.token_units``, measured against the curves' plans by benchmarks/experiments/pad_ab.py), or hands cut tokens
-    on (``Plan.chained``, measured against the curves' plans by benchmarks/experiments/chain_ab.py), the plan it would
+    (``Plan.token_units``, measured against the curves' plans by benchmarks/experiments/pad_ab.py), the plan it would
     make without that partition is the measured one."""
     from wavemla.kernels import sparse_decode_ws
 
@@ -330,12 +329,8 @@ def test_h200_choices_are_the_measured_ones(monkeypatch: pytest.MonkeyPatch) -> 
     assert len(records) == 8 * 256  # every b = 1..256 of the eight curves (h = 16/64/128, s_q = 1/2, CSA and HCA)
     spread: list[dict[str, object]] = []
     padded: list[dict[str, object]] = []
-    chained: list[dict[str, object]] = []
     for r in records:
         p = plan(dsv4(r["batch"], r["h_q"], r["mode"], r["s_q"], r["fp8"]), H200)  # type: ignore[arg-type]
-        if p.chained and not r.get("chained"):  # measured before the planner handed cut tokens on
-            chained.append(r)
-            continue
         if p.whole_units and not r.get("whole_units"):  # measured before the planner spread
             spread.append(r)
             continue
@@ -345,18 +340,8 @@ def test_h200_choices_are_the_measured_ones(monkeypatch: pytest.MonkeyPatch) -> 
         got = (str(p.config), p.units_per_part, p.whole_units, p.token_units)
         assert got == (r["config"], r["units_per_part"], r.get("whole_units", 0), r.get("token_units", 0)), r
     assert padded  # small batches of every curve
-    assert chained  # batches past a perfect fit of every 64- and 128-head curve
-    with config.override(WAVEMLA_SPARSE_WS_CHAIN="off"):
-        for r in chained:
-            p = plan(dsv4(r["batch"], r["h_q"], r["mode"], r["s_q"], r["fp8"]), H200)  # type: ignore[arg-type]
-            if p.whole_units and not r.get("whole_units"):  # without chaining it spreads: checked below
-                spread.append(r)
-                continue
-            got = (str(p.config), p.units_per_part, p.whole_units, p.token_units)
-            assert got == (r["config"], r["units_per_part"], r.get("whole_units", 0), r.get("token_units", 0)), r
     monkeypatch.setattr(plan_mod._Coster, "spread", lambda self: None)
     monkeypatch.setattr(plan_mod._Coster, "padded", lambda self: [])
-    monkeypatch.setattr(plan_mod._Coster, "chained", lambda self, upp: None)
     clear_caches()
     for r in spread + padded:
         p = plan(dsv4(r["batch"], r["h_q"], r["mode"], r["s_q"], r["fp8"]), H200)  # type: ignore[arg-type]
@@ -611,34 +596,33 @@ def test_ws_merges_cut_tokens_where_it_measured_no_slower() -> None:
     plans whose programs hold a token's tiles or more and cut tokens into two pieces (CSA b=148 in 12-tile programs),
     priced as the combine less _SM90_WS_MERGE_SAVE_US; shorter programs (b=64, 5 tiles), tokens of more pieces
     (b=8) and batch-invariant plans keep the combine, unless WAVEMLA_SPARSE_WS_MERGE says otherwise; the Triton
-    kernel's plans never set it. (With chaining off: where it applies, a chained plan hands those tokens on instead.)"""
+    kernel's plans never set it."""
     from wavemla.kernels import sparse_decode_ws
 
     if not sparse_decode_ws.HAVE_GLUON:
         pytest.skip("Triton without Gluon: no warp-specialized kernel to merge in")
-    with config.override(WAVEMLA_SPARSE_WS_CHAIN="off"):  # where chaining applies it replaces the merge
-        p = plan(dsv4(148), H200)
-        assert p.ws_merge and p.needs_combine and p.units_per_part >= p.n_tiles
-        assert p.reasons[-1].endswith("into 2 pieces, merged by the program whose piece completes the token")
-        with config.override(WAVEMLA_SPARSE_WS_MERGE="off"):
-            off = plan(dsv4(148), H200)
-        assert not off.ws_merge and off.units_per_part == p.units_per_part
-        assert off.combine_us - p.combine_us == pytest.approx(_SM90_WS_MERGE_SAVE_US)
-        assert off.predicted_us - p.predicted_us == pytest.approx(_SM90_WS_MERGE_SAVE_US)
-        short, many = plan(dsv4(64), H200), plan(dsv4(8), H200)
-        assert short.needs_combine and short.units_per_part < short.n_tiles and not short.ws_merge
-        assert many.needs_combine and not many.ws_merge
-        mixed = dataclasses.replace(dsv4(133, 64, "hca"), batch_invariant=True)
-        assert plan(mixed, H200).needs_combine and not plan(mixed, H200).ws_merge
-        with config.override(WAVEMLA_SPARSE_WS_MERGE="on"):
-            assert plan(dsv4(8), H200).ws_merge and plan(dsv4(64), H200).ws_merge and plan(mixed, H200).ws_merge
-            said = plan(mixed, H200).reasons[-1]
-            assert said.endswith("by the program whose piece completes the token where they were cut between programs")
-            assert not plan(dsv4(128), H200).ws_merge  # no token cut
-        with config.override(WAVEMLA_SPARSE_WS="off"):
-            assert not plan(dsv4(148), H200).ws_merge
-        with pytest.raises(KnobError, match="WAVEMLA_SPARSE_WS_MERGE"), config.override(WAVEMLA_SPARSE_WS_MERGE="yes"):
-            plan(dsv4(148), H200)
+    p = plan(dsv4(148), H200)
+    assert p.ws_merge and p.needs_combine and p.units_per_part >= p.n_tiles
+    assert p.reasons[-1].endswith("into 2 pieces, merged by the program whose piece completes the token")
+    with config.override(WAVEMLA_SPARSE_WS_MERGE="off"):
+        off = plan(dsv4(148), H200)
+    assert not off.ws_merge and off.units_per_part == p.units_per_part
+    assert off.combine_us - p.combine_us == pytest.approx(_SM90_WS_MERGE_SAVE_US)
+    assert off.predicted_us - p.predicted_us == pytest.approx(_SM90_WS_MERGE_SAVE_US)
+    short, many = plan(dsv4(64), H200), plan(dsv4(8), H200)
+    assert short.needs_combine and short.units_per_part < short.n_tiles and not short.ws_merge
+    assert many.needs_combine and not many.ws_merge
+    mixed = dataclasses.replace(dsv4(133, 64, "hca"), batch_invariant=True)
+    assert plan(mixed, H200).needs_combine and not plan(mixed, H200).ws_merge
+    with config.override(WAVEMLA_SPARSE_WS_MERGE="on"):
+        assert plan(dsv4(8), H200).ws_merge and plan(dsv4(64), H200).ws_merge and plan(mixed, H200).ws_merge
+        said = plan(mixed, H200).reasons[-1]
+        assert said.endswith("by the program whose piece completes the token where they were cut between programs")
+        assert not plan(dsv4(128), H200).ws_merge  # no token cut
+    with config.override(WAVEMLA_SPARSE_WS="off"):
+        assert not plan(dsv4(148), H200).ws_merge
+    with pytest.raises(KnobError, match="WAVEMLA_SPARSE_WS_MERGE"), config.override(WAVEMLA_SPARSE_WS_MERGE="yes"):
+        plan(dsv4(148), H200)
 
 
 def test_host_cost() -> None:

@@ -92,7 +92,6 @@ class MLAMetadata:
     counts: torch.Tensor | None = field(default=None, repr=False)  # sparse: pieces written per (token, head block)
     q_ws: torch.Tensor | None = field(default=None, repr=False)  # sparse, FP8 rows, bf16 q: per-program q in fp16
     p_ws: torch.Tensor | None = field(default=None, repr=False)  # per-program P: sparse 64-head FP8, dense keys-major
-    chain_ws: torch.Tensor | None = field(default=None, repr=False)  # sparse, chained plans: states handed on
     split_kernel: Any = field(default=None, repr=False)  # Triton's compiled split kernel (resource report)
     dense_plan: DensePlan | None = None  # the dense decode's plan (``plan`` stays None for it)
     sched: torch.Tensor | None = field(default=None, repr=False)  # dense: [num_parts, 4] int32 work ranges
@@ -147,7 +146,7 @@ class MLAMetadata:
 
 # The workspace fields of MLAMetadata in the order of its buffers() (then the dense partials by dtype); the sparse
 # pieces' counters are made zero (the program that merges a token's pieces puts its counter back to zero).
-_BUFFER_FIELDS = ("o_ws", "lse_ws", "counts", "q_ws", "p_ws", "sched", "req", "chain_ws")
+_BUFFER_FIELDS = ("o_ws", "lse_ws", "counts", "q_ws", "p_ws", "sched", "req")
 _ZEROED_FIELDS = frozenset({"counts"})
 
 
@@ -517,16 +516,6 @@ def sparse_mla_decode(
                 # zero once; the program that merges a token's pieces puts its counter back to zero (one a token and
                 # head block; the warp-specialized kernel counts each of its two math warpgroups apart)
                 meta.counts = torch.zeros(b * s_q * meta.plan.num_head_blocks * 2, dtype=torch.int32, device=device)
-            if meta.plan.chained:
-                # the states a chained plan hands from part to part, and their flags (zero: the part that reads one
-                # puts it back to zero): kernels/sparse_decode_ws.py
-                from wavemla.kernels.sparse_decode_ws import CHAIN_STATE
-
-                n_f = meta.plan.num_parts * meta.plan.num_head_blocks * 2
-                meta.chain_ws = torch.empty(n_f * CHAIN_STATE, dtype=torch.float32, device=device)
-                if meta.counts is None or meta.counts.numel() < n_f:
-                    meta.counts = torch.zeros(max(n_f, b * s_q * meta.plan.num_head_blocks * 2), dtype=torch.int32,
-                                              device=device)  # fmt: skip
             p0 = meta.plan
             n_p = p_scratch_elems(is_fp8, p0.block_h, p0.block_n, p0.num_parts * p0.num_head_blocks, device)
             if n_p:
@@ -712,7 +701,7 @@ def _sparse_launch(
     )
     if ws:
         meta.split_kernel = sparse_decode_ws.sparse_decode_split_ws(
-            **common, counts=meta.counts if p.ws_merge or p.chained else None, chain=meta.chain_ws if p.chained else None
+            **common, counts=meta.counts if p.ws_merge else None
         )
     else:
         meta.split_kernel = sparse_decode_split(
@@ -728,8 +717,8 @@ def _sparse_launch(
             p_ws=meta.p_ws,
         )
     # the warp-specialized kernel merges the tokens whose batch-invariant pieces all ran in one program, and those
-    # cut between programs where the plan says so, or hands those on (chained plans); the combine takes the rest
-    if p.needs_combine and not (p.ws_merge or p.chained) if ws else p.writes_partials and not p.merge_in_kernel:
+    # cut between programs where the plan says so; the combine takes the rest
+    if p.needs_combine and not p.ws_merge if ws else p.writes_partials and not p.merge_in_kernel:
         assert meta.o_ws is not None and meta.lse_ws is not None
         if p.whole_units:  # a spread plan cuts only its first tokens: the combine merges those
             b, s_q, h_q = lse.shape

@@ -205,16 +205,6 @@ KNOBS: dict[str, Knob] = {
             choices=("auto", "on", "off"),
         ),
         Knob(
-            "WAVEMLA_SPARSE_WS_CHAIN",
-            "str",
-            "auto",
-            "Whether the sparse decode's warp-specialized kernel may hand a query token cut between two programs from "
-            "the first to the second (its online-softmax state) instead of writing partials for a merge. 'auto': where "
-            "the planner prices it cheaper (default plans whose programs hold at least a token's tiles, one wave); "
-            "'off': never.",
-            choices=("auto", "off"),
-        ),
-        Knob(
             "WAVEMLA_LAUNCH",
             "str",
             "replay",

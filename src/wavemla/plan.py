@@ -257,12 +257,6 @@ class Plan(_Tiled):
     # segment) where units_per_part does not divide a token's tiles; the kernels skip the empty units. 0: a token
     # occupies its n_tiles units.
     token_units: int = 0
-    # Cut tokens handed on by the warp-specialized sm_90 kernel (see _SM90_WS_CHAIN_US): programs of at least a token's
-    # tiles, so that a token cut between programs p and p+1 is the last segment of p and the first of p+1; p runs that
-    # head first and stores its online-softmax state, p+1 runs the token's rest last from that state and writes its
-    # output: no partial, no merge, no combine. (needs_combine stays True: where the Triton kernel runs the plan
-    # instead, it cuts those tokens as any plan does.)
-    chained: bool = False
 
     @property
     def unit_tiles(self) -> int:
@@ -479,15 +473,6 @@ _SM90_WS_HELD_US = 4.9
 # tiles, priced as the combine less _SM90_WS_MERGE_SAVE_US (WAVEMLA_SPARSE_WS_MERGE=on: every cut token, priced so).
 _SM90_WS_MERGE_MAX_PIECES = 2
 _SM90_WS_MERGE_SAVE_US = 2.0
-# Cut tokens handed on (Plan.chained): where programs hold at least a token's tiles, a token cut between programs p
-# and p+1 is p's last segment and p+1's first. p runs that head first (before its whole tokens) and stores its
-# online-softmax state (row maxima, row sums, the unnormalized [64, 512] fp32 columns: 132 KB a head block), then
-# releases a flag; p+1 runs the token's rest last, from that state, and writes the output as for a whole token. No
-# partial is written, no merge runs and no combine kernel is launched; the bits are those of the token run whole
-# (the same tiles in the same order from the same state). The head is ready before the rest is reached: p's head
-# ends after h tiles, p+1 starts the rest after upp - r tiles, and h + r = n_tiles <= upp. Priced as the handoff's
-# store and load (_SM90_WS_CHAIN_US) in place of the combine.
-_SM90_WS_CHAIN_US = 2.0
 # Beside that kernel, the Triton kernel's tiles of under 64 heads (16x32, 16x16, 32x32) are offered for at most this
 # many query tokens (b x s_q). Every plan the planner can offer at b = 1..6 and 8 (16x32 in 1-, 2- and 4-tile
 # programs, the warp-specialized 64x64 in 1-, 2- and 3-tile programs; CSA and HCA at h=64, s_q=2 and h=128) was
@@ -817,7 +802,6 @@ class _Split:
     ws_merge: bool = False
     whole: int = 0  # spread partitions: units of whole tokens each part runs after its run of upp cut units
     padded: int = 0  # padded partitions: units a token occupies (its tiles, then empty ones up to a multiple of upp)
-    chained: bool = False  # cut tokens handed on from program to program (Plan.chained)
 
 
 class _Coster:
@@ -842,7 +826,6 @@ class _Coster:
         # the warp-specialized kernel merges tokens cut between programs itself or leaves them to the combine kernel
         self.ws = ws = _sparse_ws(cfg, workload, device)
         self.ws_merge = config.get("WAVEMLA_SPARSE_WS_MERGE")
-        self.ws_chain = config.get("WAVEMLA_SPARSE_WS_CHAIN") == "auto"
         self.in_kernel = merges_in_kernel(cfg) and not ws
         # The smallest partition offered: see _register_q_slow.
         self.min_upp = min(Q_CONVERT_MIN_TILES, self.total) if _register_q_slow(cfg, workload) else 1
@@ -937,7 +920,7 @@ class _Coster:
         return _Split(upp, parts, waves, active, tile, _LAUNCH_US + waves * program + later + combine, combine)
 
     def _ws(self, upp: int, piece: int | None, parts: int, waves: int, active: int, tile: float,
-            span: int = 0, chain: bool = False) -> _Split:  # fmt: skip
+            span: int = 0) -> _Split:  # fmt: skip
         """The warp-specialized kernel's cost (see _SM90_WS): a program's tiles, its fixed cost (first segment: q
         staged, the gather ahead of the math, the epilogue) and each further token segment; batch-invariant pieces
         inside a token and the tokens held whole merged in the program (_SM90_WS_PIECE_US, _SM90_WS_HELD_US); tokens
@@ -962,9 +945,7 @@ class _Coster:
             cut, slot_units = parts > 1 and upp % n_tiles != 0, upp
             pieces = cut_tokens + parts - 1
         combine, merge = 0.0, False
-        if cut and chain:
-            program += _SM90_WS_CHAIN_US  # cut tokens handed on: no partial, no combine (see _SM90_WS_CHAIN_US)
-        elif cut:
+        if cut:
             # the cut tokens' fp16 partials read and their bf16 outputs written, at the device's DRAM bandwidth
             row = self.h_q * 512 * 2
             combine = _LAUNCH_US + _SM90_WS_COMBINE_US + (pieces + cut_tokens) * row / self.dram_bytes_per_us
@@ -982,21 +963,7 @@ class _Coster:
         # a later wave's programs start cold, without a gather already running ahead into their rows
         later = (waves - 1) * _SM90_WS_WAVE_US
         return _Split(upp, parts, waves, active, tile, _LAUNCH_US + waves * program + later + combine, combine, merge,
-                      chained=cut and chain, padded=span)  # fmt: skip
-
-    def chained(self, upp: int) -> _Split | None:
-        """The uniform partition of ``upp`` units a program with its cut tokens handed on (see _SM90_WS_CHAIN_US),
-        or None where that does not apply: another kernel, WAVEMLA_SPARSE_WS_CHAIN=off, programs shorter than a
-        token, no token cut, or more than one wave."""
-        if not self.ws or not self.ws_chain or upp < self.n_tiles or not upp % self.n_tiles or upp >= self.total:
-            return None
-        parts = -(-self.total // upp)
-        programs = parts * self.num_hb
-        if programs > self.slots:
-            return None
-        active = max(1, min(self.occ, -(-programs // self.num_sms)))
-        tile = self.tiles[active] * (1.0 + self.busy * min(programs, self.slots) / self.slots)
-        return self._ws(upp, None, parts, 1, active, tile, chain=True)
+                      padded=span)  # fmt: skip
 
     def spread(self) -> _Split | None:
         """Whole tokens first, the leftover spread (see _SPREAD_MAX_LEFT): the warp-specialized kernel's partition of
@@ -1092,9 +1059,6 @@ def _partition(cost: _Coster, device: DeviceSpec, forced_slots: bool, pad: bool 
         s = cost(min(u, total))
         if best is None or s.predicted_us < best.predicted_us - 1e-9:
             best = s
-        c = cost.chained(min(u, total))
-        if c is not None and c.predicted_us < best.predicted_us - 1e-9:
-            best = c
     assert best is not None
     # padded partitions, held to the slot levels' floor of programs per SM (_slot_levels)
     low = 1 if forced_slots or not _smem_capped(device) else min(_MIN_PROGRAMS_PER_SM_CAPPED, cost.occ)
@@ -1150,7 +1114,7 @@ def _tile_forced() -> bool:
 
 
 _PLAN_KNOBS = (*_TILE_KNOBS, "WAVEMLA_NUM_SPLITS", "WAVEMLA_TARGET_CTAS", "WAVEMLA_BATCH_INVARIANT",
-               "WAVEMLA_CACHE_DIR", "WAVEMLA_SPARSE_WS", "WAVEMLA_SPARSE_WS_MERGE", "WAVEMLA_SPARSE_WS_CHAIN")  # fmt: skip
+               "WAVEMLA_CACHE_DIR", "WAVEMLA_SPARSE_WS", "WAVEMLA_SPARSE_WS_MERGE")  # fmt: skip
 
 
 def plan(workload: Workload, device: DeviceSpec) -> Plan:
@@ -1485,12 +1449,7 @@ def _plan_config(
             f"{tokens} token(s) x {n_tiles} tiles x {num_hb} head block(s) over {slots} slots: "
             f"{upp} tiles/program, {programs} programs, {waves} wave(s), {split.active} active/SM, "
             f"tail efficiency {tail:.2f}"
-            + (
-                ", tokens cut between programs into 2 pieces, handed on: a program runs the head of the token it cuts "
-                "first and stores its softmax state, the next runs the rest last from it (no partial, no combine)"
-                if split.chained
-                else _cut_note(cfg, n_tiles, upp, pieces_tiles, needs_combine, ws, split.ws_merge)
-            )
+            + _cut_note(cfg, n_tiles, upp, pieces_tiles, needs_combine, ws, split.ws_merge)
         )
     return Plan(
         config=cfg,
@@ -1515,7 +1474,6 @@ def _plan_config(
         ws_merge=split.ws_merge,
         whole_units=split.whole,
         token_units=split.padded,
-        chained=split.chained,
     )
 
 

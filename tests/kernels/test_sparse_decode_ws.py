@@ -57,8 +57,7 @@ out = {}
 for name, kw in (("csa", dict(page=256, page_x=64)), ("swa", dict(has_extra=False, has_len=False, has_sink=False)),
                  ("csa-pieces", dict(page=256, page_x=64, pieces=True)),
                  ("csa-merge", dict(page=256, page_x=64, merge=True)),
-                 ("csa-pieces-merge", dict(page=256, page_x=64, pieces=True, merge=True)),
-                 ("csa-chain", dict(page=256, page_x=64, chain=True))):
+                 ("csa-pieces-merge", dict(page=256, page_x=64, pieces=True, merge=True))):
     k = ws.compile_sm90(**kw)
     ptx = k.asm["ptx"]
     out[name] = dict(shared=k.metadata.shared, wgmma=ptx.count("wgmma.mma_async"), setmaxnreg="setmaxnreg" in ptx,
@@ -66,7 +65,6 @@ for name, kw in (("csa", dict(page=256, page_x=64)), ("swa", dict(has_extra=Fals
                      threads=".reqntid 384" in ptx, ex2=ptx.count("ex2.approx"), instructions=instructions(ptx),
                      atoms=ptx.count("atom.acq_rel.gpu.global.add.u32"), tma_stores=ptx.count("cp.async.bulk.tensor"),
                      bulk_done=ptx.count("fence.proxy.async.global"),
-                     acquire=ptx.count("ld.acquire.gpu.global.u32"), release=ptx.count("st.release.gpu.global.u32"),
                      bar_red=sorted(set(re.findall("bar[.]red[.]or[.]pred[^,]*,[^0-9]*([0-9]+),[^0-9]*([0-9]+)", ptx))),
                      bar_ids=sorted({int(i) for i in re.findall("bar[.]sync[^0-9]*([0-9]+)", ptx)}))
 print(json.dumps(out))
@@ -107,11 +105,6 @@ def test_sm90_build():
         assert builds[name]["atoms"] == 2 and builds[name]["bar_red"] == [["8", "128"], ["9", "128"]], name
         assert max(builds[name]["bar_ids"]) < 8, name
         assert builds[name]["instructions"] <= 1.3 * builds["csa"]["instructions"], name
-    # a chained launch hands cut tokens on: each math warpgroup releases one flag (after its head's state) and reads
-    # one with acquire (before its rest: the first read and the loop's); the other builds have neither
-    assert builds["csa-chain"]["release"] == 2 and builds["csa-chain"]["acquire"] == 4
-    assert all(builds[n]["release"] == builds[n]["acquire"] == 0 for n in builds if n != "csa-chain")
-    assert builds["csa-chain"]["atoms"] == 0 and builds["csa-chain"]["instructions"] <= 1.3 * builds["csa"]["instructions"]
 
 
 # --- GPU lane ----------------------------------------------------------------------------------------------------
@@ -271,75 +264,6 @@ def test_gpu_merge_in_kernel_has_the_combine_bits(shape, knobs):
             assert torch.equal(captured[0], first[0]) and torch.equal(captured[1], first[1])
             got[merge] = first
     assert torch.equal(got["on"][0], got["off"][0]) and torch.equal(got["on"][1], got["off"][1])
-
-
-CHAIN_CASES = [
-    pytest.param(dict(batch=140, h_q=64, **CSA), {}, id="csa-b140"),
-    pytest.param(dict(batch=140, h_q=64, **HCA), {}, id="hca-b140"),
-    pytest.param(dict(batch=70, s_q=2, h_q=64, **CSA), {}, id="s2-b70"),
-    pytest.param(dict(batch=70, h_q=128, **CSA), {}, id="h128-b70"),
-    pytest.param(dict(batch=8, h_q=64, **CSA), {"WAVEMLA_TARGET_CTAS": 7}, id="b8-ctas7"),
-    pytest.param(dict(batch=8, h_q=64, invalid_fraction=0.3, **CSA), {"WAVEMLA_TARGET_CTAS": 7}, id="invalid30-ctas7"),
-]
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize(("shape", "knobs"), CHAIN_CASES)
-def test_gpu_chained_tokens_have_the_whole_token_bits(shape, knobs):
-    """A token cut between two programs and handed on (``Plan.chained``) is computed from the same tiles, in the same
-    order, from the same state as a program computes it whole: its bits equal those of a plan that cuts no token
-    (one token a program, ``WAVEMLA_TARGET_CTAS``), and its output is the reference's. The flags are back to zero
-    after each call and under CUDA-graph replay (the next call waits on them)."""
-    from wavemla.device import device_arch
-
-    if device_arch(DEVICE) != 90 or not ws.HAVE_GLUON:
-        pytest.skip("the warp-specialized kernel runs on sm_90 with Gluon")
-    inputs = make_sparse_decode_inputs(**shape, fp8=True, dtype=torch.bfloat16, device="cuda", seed=9)
-    kwargs = {k: v for k, v in inputs.items() if v is not None}
-    keys = ("topk_length", "extra_kv_cache", "extra_indices", "extra_topk_length", "attn_sink")
-    ref_out, ref_lse = sparse_decode_ref(kwargs["q"], kwargs["kv_cache"], kwargs["indices"],
-                                         **{k: kwargs.get(k) for k in keys})  # fmt: skip
-    with config.override(**TILES, **knobs, WAVEMLA_SPARSE_WS="on"):
-        meta, _ = get_mla_metadata()
-        out, lse = sparse_mla_decode(**kwargs, metadata=meta)
-        assert meta.plan.chained and meta.plan.units_per_part > meta.plan.n_tiles, meta.plan.reasons
-        assert "_sparse_mla_decode_ws_kernel" in meta.split_kernel.name
-        assert meta.counts is not None and not torch.any(meta.counts)
-        graph, captured = capture_graph(lambda: sparse_mla_decode(**kwargs, metadata=meta))
-        for _ in range(3):
-            graph.replay()
-        torch.cuda.synchronize()
-        assert not torch.any(meta.counts)
-        assert torch.equal(captured[0], out) and torch.equal(captured[1], lse)
-    assert_close("out", out, ref_out, TOLERANCES[("out", "gpu")])
-    assert_close("lse", lse, ref_lse, TOLERANCES[("lse", "gpu")])
-    tokens = shape["batch"] * shape.get("s_q", 1)
-    with config.override(**TILES, WAVEMLA_SPARSE_WS="on", WAVEMLA_TARGET_CTAS=tokens * (shape["h_q"] // 64)):
-        meta, _ = get_mla_metadata()
-        whole = sparse_mla_decode(**kwargs, metadata=meta)
-        assert not meta.plan.chained and not meta.plan.needs_combine, meta.plan.reasons
-    assert torch.equal(out, whole[0]) and torch.equal(lse, whole[1])
-
-
-@pytest.mark.skipif(not ws.HAVE_GLUON, reason="needs Gluon (Triton 3.6 or newer with its Hopper API)")
-def test_launcher_rejects_a_chain_it_cannot_run():
-    """A chained launch needs parts of at least a token's tiles in one uniform range, an fp32 state for each part,
-    head block and math warpgroup, and the flags (``counts``); anything else is refused by name before a launch."""
-    q = torch.zeros(3, 1, 64, 512, dtype=torch.bfloat16)
-    kv = torch.zeros(4, 64, 1, 584, dtype=torch.uint8)
-    args = dict(q=q, out=torch.empty_like(q), lse=torch.empty(3, 1, 64), o_ws=None, lse_ws=None, kv=kv,
-                indices=torch.zeros(3, 1, 128, dtype=torch.int32), topk_length=None, extra_kv=None,
-                extra_indices=None, extra_topk_length=None, attn_sink=None, softmax_scale=0.04)  # fmt: skip
-    state = torch.zeros(2 * 2 * ws.CHAIN_STATE)
-    flags = torch.zeros(6, dtype=torch.int32)
-    with pytest.raises(ValueError, match="chain: needs parts of at least a token's 2 tiles"):
-        ws.sparse_decode_split_ws(**args, units_per_part=1, num_parts=6, counts=flags, chain=state)
-    with pytest.raises(ValueError, match="chain: expected a contiguous fp32 tensor of at least"):
-        ws.sparse_decode_split_ws(**args, units_per_part=3, num_parts=2, counts=flags, chain=state[:-1])
-    with pytest.raises(ValueError, match="chain: expected a contiguous fp32 tensor"):
-        ws.sparse_decode_split_ws(**args, units_per_part=3, num_parts=2, counts=flags, chain=state.double())
-    with pytest.raises(ValueError, match="chain: needs counts"):
-        ws.sparse_decode_split_ws(**args, units_per_part=3, num_parts=2, counts=None, chain=state)
 
 
 @pytest.mark.skipif(not ws.HAVE_GLUON, reason="needs Gluon (Triton 3.6 or newer with its Hopper API)")

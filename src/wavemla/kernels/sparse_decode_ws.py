@@ -107,10 +107,6 @@ _STAGES = tl.constexpr(STAGES)
 _MATH_REGS = tl.constexpr(MATH_REGS)
 _GATHER_REGS = tl.constexpr(GATHER_REGS)
 _ROW_BYTES = tl.constexpr(ROW_BYTES)
-# A chained plan's state handed from a part to the next, per head block and math warpgroup (fp32): 64 row maxima, the
-# warpgroup's 64 row sums, its 64 x 256 unnormalized output columns.
-CHAIN_STATE = 2 * BLOCK + BLOCK * 256
-_CHAIN_STATE = tl.constexpr(CHAIN_STATE)
 
 
 def applies(*, arch: int, is_fp8: bool, h_q: int, block_h: int, block_n: int) -> bool:
@@ -423,41 +419,6 @@ if HAVE_GLUON:
         )
 
     @gluon.jit
-    def _chain_seg(i_k, s_lo, s_hi):
-        """The segment a chained part (``CHAIN``) runs ``i_k``-th of its segments ``s_lo .. s_hi - 1``: its last (the
-        head of a token the next part finishes) first, then those between, then its first (the rest of a token the
-        part before began), so that a head is handed on before any program waits for one."""
-        n = s_hi - s_lo
-        j = i_k - s_lo
-        return s_lo + gl.where(j == 0, n - 1, gl.where(j == n - 1, 0, j))
-
-    @gluon.jit
-    def _chain_offsets(o_layout: gl.constexpr, rows_l: gl.constexpr):
-        """A handed-on state's offsets (CHAIN) in the registers' layouts: its 64 rows (maxima, sums) and a warpgroup's
-        first 64 x 64 box of columns (the next three 64 further). Made where they are used: held across the segment
-        they took 32 registers a thread that the tile loop spills for."""
-        o_acc = (gl.arange(0, _BLOCK, layout=gl.SliceLayout(1, o_layout))[:, None] * 256
-                 + gl.arange(0, _BLOCK, layout=gl.SliceLayout(0, o_layout))[None, :])  # fmt: skip
-        return gl.arange(0, _BLOCK, layout=rows_l), o_acc
-
-    @gluon.jit
-    def _flag_read(p_flag):
-        """``*p_flag`` read with acquire semantics at GPU scope (each thread: its later loads see what the writer of
-        the value stored before releasing it)."""
-        return gl.inline_asm_elementwise(
-            "ld.acquire.gpu.global.u32 $0, [$1];", "=r,l", [p_flag], dtype=gl.int32, is_pure=False, pack=1
-        )
-
-    @gluon.jit
-    def _flag_release(p_flag):
-        """Set ``*p_flag`` to 1 with release semantics at GPU scope, in every thread of the warpgroup after its barrier:
-        the state the warpgroup stored before the barrier is visible to a thread that reads the 1 with acquire."""
-        return gl.inline_asm_elementwise(
-            "st.release.gpu.global.u32 [$1], 1;\n mov.u32 $0, 0;", "=r,l", [p_flag], dtype=gl.int32, is_pure=False,
-            pack=1,
-        )
-
-    @gluon.jit
     def _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles, slot_units, H, h0,
                     stride_ob, stride_os, stride_oh, HAS_SINK: gl.constexpr, HALF: gl.constexpr):  # fmt: skip
         """Merge token ``i_tok``'s pieces (workspace slots ``i_tok + i_first .. i_tok + i_last``) into its output
@@ -526,8 +487,7 @@ if HAVE_GLUON:
                           topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units, stride_ib, stride_is,
                           stride_ixb, stride_ixs, cut_units, whole_units, PAGE: gl.constexpr, PAGE_X: gl.constexpr,
                           HAS_LEN: gl.constexpr, HAS_EXTRA: gl.constexpr, HAS_LEN_X: gl.constexpr,
-                          NUM_HB: gl.constexpr, PIECES: gl.constexpr, SPREAD: gl.constexpr,
-                          CHAIN: gl.constexpr):  # fmt: skip
+                          NUM_HB: gl.constexpr, PIECES: gl.constexpr, SPREAD: gl.constexpr):  # fmt: skip
         ld4: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [4, 1], [1, 0])  # [64, 16] words: 16 bytes a thread
         ld8: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0])  # [64, 32] words: 32 bytes a thread
         o_r = gl.arange(0, _BLOCK, layout=gl.SliceLayout(1, ld4))
@@ -547,10 +507,7 @@ if HAVE_GLUON:
             unit_lo, unit_hi, seg_end = unit_range(
                 i_part, i_rng, units_per_part, total_units, cut_units, whole_units, g_units, SPREAD
             )
-            for i_k in range(unit_lo // g_units, seg_end):
-                i_seg = i_k
-                if CHAIN:  # the math's order (_chain_seg)
-                    i_seg = _chain_seg(i_k, unit_lo // g_units, seg_end)
+            for i_seg in range(unit_lo // g_units, seg_end):
                 _, _, i_b, i_s, t_lo, t_hi = segment(i_seg, unit_lo, unit_hi, g_units, n_tiles, S_Q)
                 tok = _token(i_b, i_s, n_tiles_main, p_len, p_len_x, topk, topk_x, HAS_LEN, HAS_EXTRA, HAS_LEN_X)
                 n_main = tok[3]
@@ -565,11 +522,8 @@ if HAVE_GLUON:
                 idx = _tile_entries(_live_from(u2 + 1, n_tiles_main, n_main, HAS_EXTRA), t_hi, tok, lists, o_r,
                                     HAS_EXTRA)  # fmt: skip
                 # the next segment's q rows on their way to L2 for the math warpgroups
-                if i_k + 1 <= seg_end - 1:
-                    i_seg_n = i_seg + 1
-                    if CHAIN:
-                        i_seg_n = _chain_seg(i_k + 1, unit_lo // g_units, seg_end)
-                    i_tok_n = i_seg_n if PIECES else gl.maximum(i_seg_n * g_units, unit_lo) // n_tiles
+                if i_seg + 1 <= seg_end - 1:
+                    i_tok_n = i_seg + 1 if PIECES else gl.maximum((i_seg + 1) * g_units, unit_lo) // n_tiles
                     i_b_n = i_tok_n // S_Q
                     p_qn = p_q + i_b_n.to(gl.int64) * stride_qb + (i_tok_n - i_b_n * S_Q) * stride_qs
                     p_qr = p_qn + (i_hb * _BLOCK + o_r) * 512
@@ -629,7 +583,7 @@ if HAVE_GLUON:
                         qk_scale, o_desc, w_desc, cut_units, whole_units, HAS_LEN: gl.constexpr,
                         HAS_EXTRA: gl.constexpr, HAS_LEN_X: gl.constexpr, HAS_SINK: gl.constexpr,
                         NUM_HB: gl.constexpr, PIECES: gl.constexpr, MERGE: gl.constexpr, SPREAD: gl.constexpr,
-                        p_chain, CHAIN: gl.constexpr, HALF: gl.constexpr):  # fmt: skip
+                        HALF: gl.constexpr):  # fmt: skip
         """One of the two math warpgroups (:mod:`wavemla.kernels.dense_decode_ws`' scheme): this one scores entries
         ``32·HALF ..`` of each tile and accumulates value columns ``256·HALF ..``."""
         HK: gl.constexpr = _BLOCK // 2
@@ -671,10 +625,7 @@ if HAVE_GLUON:
             unit_lo, unit_hi, seg_end = unit_range(
                 i_part, i_rng, units_per_part, total_units, cut_units, whole_units, seg_units, SPREAD
             )
-            for i_k in range(unit_lo // seg_units, seg_end):
-                i_seg = i_k
-                if CHAIN:
-                    i_seg = _chain_seg(i_k, unit_lo // seg_units, seg_end)
+            for i_seg in range(unit_lo // seg_units, seg_end):
                 seg_lo, i_tok, i_b, i_s, t_lo, t_hi = segment(i_seg, unit_lo, unit_hi, seg_units, n_tiles, S_Q)
                 tok = _token(i_b, i_s, n_tiles_main, p_len, p_len_x, topk, topk_x, HAS_LEN, HAS_EXTRA, HAS_LEN_X)
                 b_mx = gl.full([_BLOCK], float("-inf"), gl.float32, layout=rows_l)
@@ -691,25 +642,6 @@ if HAVE_GLUON:
                         i_tok_q = i_tok
                 else:
                     i_x = _stage_q(q_smem, p_q, i_b, i_s, stride_qb, stride_qs, o_qh, o_qc, x_bar, i_x, HALF)
-                if CHAIN:
-                    if t_lo > 0:
-                        # the rest of a token the part before began: its state, once that part has handed it on (it
-                        # runs its head first, this part its rest last); the flag put back to zero once every thread
-                        # of the warpgroup has read it
-                        i_f = ((i_part - 1) * NUM_HB + i_hb) * 2 + HALF
-                        f = _flag_read(p_cnt + i_f)
-                        while f == 0:
-                            f = _flag_read(p_cnt + i_f)
-                        p_st = p_chain + i_f.to(gl.int64) * _CHAIN_STATE
-                        o_hl, o_acc = _chain_offsets(o_layout, rows_l)
-                        b_mx = gl.load(p_st + o_hl)
-                        b_l = gl.load(p_st + _BLOCK + o_hl)
-                        acc0 = gl.load(p_st + 2 * _BLOCK + o_acc)
-                        acc1 = gl.load(p_st + 2 * _BLOCK + o_acc + 1 * _BLOCK)
-                        acc2 = gl.load(p_st + 2 * _BLOCK + o_acc + 2 * _BLOCK)
-                        acc3 = gl.load(p_st + 2 * _BLOCK + o_acc + 3 * _BLOCK)
-                        _warps_barrier()
-                        gl.store(p_cnt + i_f, 0)
                 for u in range(t_lo, t_hi):
                     live = _tile_of(u, tok, lists, HAS_EXTRA)[4]
                     if live:
@@ -732,95 +664,75 @@ if HAVE_GLUON:
                         mbarrier.arrive(kv_empty.index(i_st), count=1)
                         i_it += 1
 
-                # CHAIN: the head of a token the next part finishes hands its state on (row maxima, this warpgroup's
-                # row sums and columns, unnormalized); a whole token, and the rest of one a part before began, end here
-                ends = t_hi == t_hi  # always; folded away without CHAIN
-                whole = (t_lo == 0) & (t_hi == n_tiles)
-                if CHAIN:
-                    ends = t_hi == n_tiles
-                    whole = ends
-                    if t_hi < n_tiles:
-                        i_f = (i_part * NUM_HB + i_hb) * 2 + HALF
-                        p_st = p_chain + i_f.to(gl.int64) * _CHAIN_STATE
-                        o_hl, o_acc = _chain_offsets(o_layout, rows_l)
-                        gl.store(p_st + o_hl, b_mx)
-                        gl.store(p_st + _BLOCK + o_hl, b_l)
-                        gl.store(p_st + 2 * _BLOCK + o_acc, acc0)
-                        gl.store(p_st + 2 * _BLOCK + o_acc + 1 * _BLOCK, acc1)
-                        gl.store(p_st + 2 * _BLOCK + o_acc + 2 * _BLOCK, acc2)
-                        gl.store(p_st + 2 * _BLOCK + o_acc + 3 * _BLOCK, acc3)
-                        _warps_barrier()
-                        _flag_release(p_cnt + i_f)
-                if ends:
-                    b_l, i_x = _row_sums(b_l, x_smem, x_bar, i_x, HALF)
-                    m_seen = b_l > 0.0
-                    b_inv = 1.0 / gl.where(m_seen, b_l, 1.0)
-                    b_lse2 = gl.where(m_seen, b_mx + gl.log2(gl.where(m_seen, b_l, 1.0)), float("-inf"))
-                    if whole:
-                        # the whole token: the sink enters the denominator, out = o / (1 + 2^(sink·log2e - lse2))
-                        if HAS_SINK:
-                            b_inv = b_inv / (1.0 + gl.exp2(b_sink2 - b_lse2))
-                        b_sc = gl.convert_layout(gl.where(m_seen, b_inv, 0.0), orow_l)[:, None]
-                        # out's rows: (token, head), contiguous
-                        _out_by_tma(q_smem, o_desc, i_tok * H + i_hb * _BLOCK, acc0, acc1, acc2, acc3, b_sc, HALF)
-                        if HALF == 0:
-                            b_lse = gl.where(m_seen, b_lse2 * 0.6931471805599453, float("inf"))
-                            gl.store(p_lse + i_tok.to(gl.int64) * H + o_h, b_lse)
+                b_l, i_x = _row_sums(b_l, x_smem, x_bar, i_x, HALF)
+                m_seen = b_l > 0.0
+                b_inv = 1.0 / gl.where(m_seen, b_l, 1.0)
+                b_lse2 = gl.where(m_seen, b_mx + gl.log2(gl.where(m_seen, b_l, 1.0)), float("-inf"))
+                if (t_lo == 0) & (t_hi == n_tiles):
+                    # the whole token: the sink enters the denominator, out = o / (1 + 2^(sink·log2e - lse2))
+                    if HAS_SINK:
+                        b_inv = b_inv / (1.0 + gl.exp2(b_sink2 - b_lse2))
+                    b_sc = gl.convert_layout(gl.where(m_seen, b_inv, 0.0), orow_l)[:, None]
+                    # out's rows: (token, head), contiguous
+                    _out_by_tma(q_smem, o_desc, i_tok * H + i_hb * _BLOCK, acc0, acc1, acc2, acc3, b_sc, HALF)
+                    if HALF == 0:
+                        b_lse = gl.where(m_seen, b_lse2 * 0.6931471805599453, float("inf"))
+                        gl.store(p_lse + i_tok.to(gl.int64) * H + o_h, b_lse)
+                else:
+                    i_slot = (i_tok + seg_lo // slot_units).to(gl.int64)
+                    b_sc = gl.convert_layout(b_inv, orow_l)[:, None]
+                    if PIECES:
+                        # from registers: a further piece keeps q's shared memory
+                        p_w = (
+                            p_o_ws
+                            + gl.convert_layout((i_slot * H + o_ho) * 512 + HALF * 256, st_rows)[:, None]
+                            + o_st[None, :]
+                        )
+                        w_ty = p_o_ws.dtype.element_ty
+                        gl.store(p_w + 0 * _BLOCK, gl.convert_layout((acc0 * b_sc).to(w_ty), st_layout))
+                        gl.store(p_w + 1 * _BLOCK, gl.convert_layout((acc1 * b_sc).to(w_ty), st_layout))
+                        gl.store(p_w + 2 * _BLOCK, gl.convert_layout((acc2 * b_sc).to(w_ty), st_layout))
+                        gl.store(p_w + 3 * _BLOCK, gl.convert_layout((acc3 * b_sc).to(w_ty), st_layout))
                     else:
-                        i_slot = (i_tok + seg_lo // slot_units).to(gl.int64)
-                        b_sc = gl.convert_layout(b_inv, orow_l)[:, None]
-                        if PIECES:
-                            # from registers: a further piece keeps q's shared memory
-                            p_w = (
-                                p_o_ws
-                                + gl.convert_layout((i_slot * H + o_ho) * 512 + HALF * 256, st_rows)[:, None]
-                                + o_st[None, :]
-                            )
-                            w_ty = p_o_ws.dtype.element_ty
-                            gl.store(p_w + 0 * _BLOCK, gl.convert_layout((acc0 * b_sc).to(w_ty), st_layout))
-                            gl.store(p_w + 1 * _BLOCK, gl.convert_layout((acc1 * b_sc).to(w_ty), st_layout))
-                            gl.store(p_w + 2 * _BLOCK, gl.convert_layout((acc2 * b_sc).to(w_ty), st_layout))
-                            gl.store(p_w + 3 * _BLOCK, gl.convert_layout((acc3 * b_sc).to(w_ty), st_layout))
-                        else:
-                            # the workspace's rows: (slot, head); the combine reads them after this kernel, or (MERGE) a
-                            # merge after this warpgroup's count, which the copies' writes are ordered before (below)
-                            _out_by_tma(q_smem, w_desc, (i_slot * H).to(gl.int32) + i_hb * _BLOCK, acc0, acc1, acc2, acc3,
-                                        b_sc, HALF)  # fmt: skip
-                        if PIECES or MERGE:
-                            # both warpgroups store the piece's lse (the same values): each merges from its own stores, or
-                            # from those its count orders before the merge
-                            gl.store(p_lse_ws + i_slot * H + o_h, b_lse2)
-                            if MERGE:
-                                # the last of a token's pieces where all of them ran here (batch-invariant pieces) is merged
-                                # now; a piece of a token cut between programs is counted once this warpgroup's stores are
-                                # done, and the piece whose count completes merges the token's columns 256·HALF .. and
-                                # resets the count (one call site of the merge: its code is fetched once)
-                                cut = (i_tok * n_tiles < unit_lo) | ((i_tok + 1) * n_tiles > unit_hi)
-                                merge_now = (t_hi == n_tiles) & (i_tok * n_tiles >= unit_lo)
-                                if not PIECES:
-                                    _bulk_writes_done(o_h)  # the partial went out by TMA
-                                _warps_barrier()
-                                i_first, i_last = _token_slots(i_tok, n_tiles, slot_units)
-                                p_c = p_cnt + (i_tok * NUM_HB + i_hb) * 2 + HALF
+                        # the workspace's rows: (slot, head); the combine reads them after this kernel, or (MERGE) a
+                        # merge after this warpgroup's count, which the copies' writes are ordered before (below)
+                        _out_by_tma(q_smem, w_desc, (i_slot * H).to(gl.int32) + i_hb * _BLOCK, acc0, acc1, acc2, acc3,
+                                    b_sc, HALF)  # fmt: skip
+                    if PIECES or MERGE:
+                        # both warpgroups store the piece's lse (the same values): each merges from its own stores, or
+                        # from those its count orders before the merge
+                        gl.store(p_lse_ws + i_slot * H + o_h, b_lse2)
+                        if MERGE:
+                            # the last of a token's pieces where all of them ran here (batch-invariant pieces) is merged
+                            # now; a piece of a token cut between programs is counted once this warpgroup's stores are
+                            # done, and the piece whose count completes merges the token's columns 256·HALF .. and
+                            # resets the count (one call site of the merge: its code is fetched once)
+                            cut = (i_tok * n_tiles < unit_lo) | ((i_tok + 1) * n_tiles > unit_hi)
+                            merge_now = (t_hi == n_tiles) & (i_tok * n_tiles >= unit_lo)
+                            if not PIECES:
+                                _bulk_writes_done(o_h)  # the partial went out by TMA
+                            _warps_barrier()
+                            i_first, i_last = _token_slots(i_tok, n_tiles, slot_units)
+                            p_c = p_cnt + (i_tok * NUM_HB + i_hb) * 2 + HALF
+                            if cut:
+                                merge_now = _completes_half(p_c, i_last - i_first + 1, HALF) != 0
+                            if merge_now:
+                                _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles,
+                                            slot_units, H, i_hb * _BLOCK, stride_ob, stride_os, stride_oh, HAS_SINK,
+                                            HALF)  # fmt: skip
                                 if cut:
-                                    merge_now = _completes_half(p_c, i_last - i_first + 1, HALF) != 0
-                                if merge_now:
-                                    _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles,
-                                                slot_units, H, i_hb * _BLOCK, stride_ob, stride_os, stride_oh, HAS_SINK,
-                                                HALF)  # fmt: skip
-                                    if cut:
-                                        gl.store(p_c, 0)
-                            else:
-                                if (t_hi == n_tiles) & (i_tok * n_tiles >= unit_lo):
-                                    # the last of a token's pieces, all of which ran here: merged now, as the combine kernel
-                                    # would (the tokens cut between programs are left to it, or to MERGE's count)
-                                    _warps_barrier()
-                                    _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles,
-                                                slot_units, H, i_hb * _BLOCK, stride_ob, stride_os, stride_oh, HAS_SINK,
-                                                HALF)  # fmt: skip
+                                    gl.store(p_c, 0)
                         else:
-                            if HALF == 0:
-                                gl.store(p_lse_ws + i_slot * H + o_h, b_lse2)
+                            if (t_hi == n_tiles) & (i_tok * n_tiles >= unit_lo):
+                                # the last of a token's pieces, all of which ran here: merged now, as the combine kernel
+                                # would (the tokens cut between programs are left to it, or to MERGE's count)
+                                _warps_barrier()
+                                _merge_half(p_o_ws, p_lse_ws, p_out, p_lse, p_sink, i_tok, i_b, i_s, n_tiles,
+                                            slot_units, H, i_hb * _BLOCK, stride_ob, stride_os, stride_oh, HAS_SINK,
+                                            HALF)  # fmt: skip
+                    else:
+                        if HALF == 0:
+                            gl.store(p_lse_ws + i_slot * H + o_h, b_lse2)
 
     @gluon.jit
     def _sparse_mla_decode_ws_kernel(p_q, p_out, p_lse, p_o_ws, p_lse_ws, p_sink, p_kv, p_idx, p_len, p_kv_x,
@@ -828,11 +740,11 @@ if HAVE_GLUON:
                                      topk, topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units,
                                      slot_units, stride_qb, stride_qs, stride_ob, stride_os, stride_oh, stride_ib,
                                      stride_is, stride_ixb, stride_ixs, qk_scale, p_cnt, o_desc, w_desc,
-                                     cut_units, whole_units, p_chain, PAGE: gl.constexpr,
+                                     cut_units, whole_units, PAGE: gl.constexpr,
                                      PAGE_X: gl.constexpr, HAS_LEN: gl.constexpr, HAS_EXTRA: gl.constexpr,
                                      HAS_LEN_X: gl.constexpr, HAS_SINK: gl.constexpr,
                                      NUM_HB: gl.constexpr, PIECES: gl.constexpr, MERGE: gl.constexpr,
-                                     SPREAD: gl.constexpr, CHAIN: gl.constexpr):  # fmt: skip
+                                     SPREAD: gl.constexpr):  # fmt: skip
         box: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
         q_smem = gl.allocate_shared_memory(gl.float16, [_CHUNKS, _BLOCK, _BLOCK], box)
         kv_smem = gl.allocate_shared_memory(gl.float16, [_STAGES * _CHUNKS, _BLOCK, _BLOCK], box)
@@ -861,42 +773,25 @@ if HAVE_GLUON:
                                    slot_units, stride_qb, stride_qs, stride_ob, stride_os, stride_oh, stride_ib,
                                    stride_is, stride_ixb, stride_ixs, qk_scale, o_desc, w_desc, cut_units,
                                    whole_units, HAS_LEN, HAS_EXTRA, HAS_LEN_X,
-                                   HAS_SINK, NUM_HB, PIECES, MERGE, SPREAD, p_chain, CHAIN, 0)),
+                                   HAS_SINK, NUM_HB, PIECES, MERGE, SPREAD, 0)),
                 (_math_partition, (q_smem, kv_smem, m_smem, p_smem, x_smem, kv_ready, kv_empty, x_bar, p_bar, p_q,
                                    p_out, p_lse, p_o_ws, p_lse_ws, p_sink, p_cnt, p_idx, p_len, p_idx_x, p_len_x, S_Q,
                                    H, topk, topk_x, n_tiles_main, n_tiles, total_units, units_per_part, seg_units,
                                    slot_units, stride_qb, stride_qs, stride_ob, stride_os, stride_oh, stride_ib,
                                    stride_is, stride_ixb, stride_ixs, qk_scale, o_desc, w_desc, cut_units,
                                    whole_units, HAS_LEN, HAS_EXTRA, HAS_LEN_X,
-                                   HAS_SINK, NUM_HB, PIECES, MERGE, SPREAD, p_chain, CHAIN, 1)),
+                                   HAS_SINK, NUM_HB, PIECES, MERGE, SPREAD, 1)),
                 (_gather_partition, (kv_smem, m_smem, kv_ready, kv_empty, p_q, stride_qb, stride_qs, p_kv, p_idx,
                                      p_len,
                                      p_kv_x, p_idx_x, p_len_x, num_slots, num_slots_x, stride_kv_blk, stride_kvx_blk,
                                      S_Q, H, topk, topk_x, n_tiles_main, n_tiles, total_units, units_per_part,
                                      seg_units, stride_ib, stride_is, stride_ixb, stride_ixs, cut_units, whole_units,
-                                     PAGE, PAGE_X, HAS_LEN, HAS_EXTRA, HAS_LEN_X, NUM_HB, PIECES, SPREAD, CHAIN)),
+                                     PAGE, PAGE_X, HAS_LEN, HAS_EXTRA, HAS_LEN_X, NUM_HB, PIECES, SPREAD)),
             ],
             [4, 4],
             [_MATH_REGS, _GATHER_REGS],
         )
         # fmt: on
-
-
-def check_chain(chain: torch.Tensor, counts: torch.Tensor | None, *, n_tiles: int, units_per_part: int, num_parts: int,
-                num_hb: int, pieces_tiles: int | None, whole_units: int, token_units: int) -> None:
-    """ValueError naming ``chain`` unless a chained launch can run: parts of at least a token's tiles (a cut token
-    then spans two parts), one uniform range of units a part (no batch-invariant pieces, spread or padded tokens),
-    an fp32 state buffer and an int32 flag for every part, head block and math warpgroup (``counts``, zero)."""
-    need = num_parts * num_hb * 2
-    if units_per_part < n_tiles or (pieces_tiles is not None and pieces_tiles < n_tiles) or whole_units or token_units:
-        raise ValueError(f"chain: needs parts of at least a token's {n_tiles} tiles and one uniform range (no pieces, "
-                         f"spread or padded tokens), got units_per_part={units_per_part}, pieces_tiles={pieces_tiles}, "
-                         f"whole_units={whole_units}, token_units={token_units}")  # fmt: skip
-    if chain.dtype != torch.float32 or not chain.is_contiguous() or chain.numel() < need * CHAIN_STATE:
-        raise ValueError(f"chain: expected a contiguous fp32 tensor of at least {need * CHAIN_STATE} elements, got "
-                         f"{chain.dtype} with {chain.numel()}")  # fmt: skip
-    if counts is None or counts.dtype != torch.int32 or counts.numel() < need:
-        raise ValueError(f"chain: needs counts (int32, zero) with at least {need} elements for the parts' flags")
 
 
 def sparse_decode_split_ws(
@@ -920,7 +815,6 @@ def sparse_decode_split_ws(
     counts: torch.Tensor | None = None,
     whole_units: int = 0,
     token_units: int = 0,
-    chain: torch.Tensor | None = None,
 ) -> Any:
     """Launch the warp-specialized split kernel (arguments as :func:`wavemla.kernels.sparse_decode.sparse_decode_split`
     with 64x64 tiles, which calls this where :func:`supported`). Tokens cut between programs are merged in the
@@ -930,11 +824,7 @@ def sparse_decode_split_ws(
     each of the ``num_parts`` parts runs ``units_per_part`` units of the leftover tokens (the first
     ``b·s_q - num_parts·whole_units / n_tiles``), then ``whole_units`` units of whole tokens. ``token_units`` > 0
     (:attr:`wavemla.plan.Plan.token_units`): tokens padded with empty units (the kernel skips units without
-    entries), one piece of one token a part. ``chain`` (:attr:`wavemla.plan.Plan.chained`; fp32, at least
-    ``num_parts·(h/64)·2·CHAIN_STATE`` elements, with ``counts`` as the parts' flags): parts of a token's tiles or more
-    hand a cut token on instead of writing partials: a part runs the head of the token it cuts at its end first and
-    stores its online-softmax state, and the next part runs that token's rest last, from that state, and writes its
-    output; no partial is written and no combine is needed. Returns Triton's compiled-kernel handle."""
+    entries), one piece of one token a part. Returns Triton's compiled-kernel handle."""
     from wavemla.kernels.sparse_decode import LOG2E
 
     b, s_q, h, _ = q.shape
@@ -969,9 +859,6 @@ def sparse_decode_split_ws(
     if counts is not None and (counts.dtype != torch.int32 or counts.numel() < b * s_q * num_hb * 2):
         raise ValueError(f"counts: expected int32 with at least {b * s_q * num_hb * 2} elements, got {counts.dtype} "
                          f"with {counts.numel()}")  # fmt: skip
-    if chain is not None:
-        check_chain(chain, counts, n_tiles=n_tiles, units_per_part=units_per_part, num_parts=num_parts, num_hb=num_hb,
-                    pieces_tiles=pieces_tiles, whole_units=whole_units, token_units=token_units)  # fmt: skip
     return launch.run(
         _sparse_mla_decode_ws_kernel,
         (num_parts * num_hb,),
@@ -1016,7 +903,6 @@ def sparse_decode_split_ws(
         w_desc,
         cut_units,
         whole_units,
-        chain if chain is not None else lse,
         PAGE=kv.shape[1],
         PAGE_X=kv_x.shape[1],
         HAS_LEN=topk_length is not None,
@@ -1025,9 +911,8 @@ def sparse_decode_split_ws(
         HAS_SINK=attn_sink is not None,
         NUM_HB=num_hb,
         PIECES=pieces_tiles is not None and pieces_tiles < n_tiles,
-        MERGE=counts is not None and chain is None,
+        MERGE=counts is not None,
         SPREAD=whole_units > 0,
-        CHAIN=chain is not None,
         num_warps=4,
         maxnreg=MAX_REGS,
     )
@@ -1035,18 +920,18 @@ def sparse_decode_split_ws(
 
 def compile_sm90(*, page: int = 64, page_x: int = 64, has_extra: bool = True, has_len: bool = True,
                  has_sink: bool = True, num_hb: int = 1, pieces: bool = False, merge: bool = False,
-                 spread: bool = False, chain: bool = False) -> Any:  # fmt: skip
+                 spread: bool = False) -> Any:  # fmt: skip
     """Compile the kernel for sm_90 without a GPU (bf16 q, as the launcher specialises it; strides multiples of 16,
     as they are in practice); returns Triton's compiled kernel (``asm``, ``metadata``: shared memory, registers)."""
     from wavemla.kernels.dense_decode_ws import build_sm90
 
     types = {"p_q": "*bf16", "p_out": "*bf16", "p_lse": "*fp32", "p_o_ws": "*fp16", "p_lse_ws": "*fp32",
              "p_sink": "*fp32", "p_kv": "*u8", "p_idx": "*i32", "p_len": "*i32", "p_kv_x": "*u8", "p_idx_x": "*i32",
-             "p_len_x": "*i32", "qk_scale": "fp32", "p_cnt": "*i32", "p_chain": "*fp32",
+             "p_len_x": "*i32", "qk_scale": "fp32", "p_cnt": "*i32",
              "o_desc": f"tensordesc<bf16[{BLOCK}, {BLOCK}],{smem_layout()!r}>",
              "w_desc": f"tensordesc<fp16[{BLOCK}, {BLOCK}],{smem_layout()!r}>"}  # fmt: skip
     constexprs = {"PAGE": page, "PAGE_X": page_x, "HAS_LEN": has_len, "HAS_EXTRA": has_extra, "HAS_LEN_X": has_len,
                   "HAS_SINK": has_sink, "NUM_HB": num_hb, "PIECES": pieces, "MERGE": merge,
-                  "SPREAD": spread, "CHAIN": chain}  # fmt: skip
+                  "SPREAD": spread}  # fmt: skip
     return build_sm90(_sparse_mla_decode_ws_kernel, types=types, constexprs=constexprs, divisible=("stride_",),
                       max_regs=MAX_REGS)  # fmt: skip

@@ -96,8 +96,6 @@ class Record:
     whole_units: int = 0
     # a padded plan's units a token occupies (its tiles, then empty ones up to a multiple of units_per_part)
     token_units: int = 0
-    # cut tokens handed on from program to program by the warp-specialized kernel (no combine; Plan.chained)
-    chained: bool = False
 
 
 SPARSE_BATCHES = [1, 8, 32, 48, 64, 80, 96, 128, 148, 256]
@@ -318,7 +316,6 @@ def bench(
                             units_per_part=pl.units_per_part,
                             whole_units=pl.whole_units,
                             token_units=pl.token_units,
-                            chained=pl.chained,
                             programs=pl.programs,
                             combine=pl.needs_combine,
                             median_us=med,
@@ -347,7 +344,7 @@ def format_record(r: Record) -> str:
     upp = tiles_label(r.units_per_part, r.whole_units, r.token_units)
     return (
         f"{r.mode:4s} h{r.h_q:<4d}s{r.s_q} b{r.batch:<4d} {r.config:10s} upp={upp:<4s} "
-        f"progs={r.programs:<5d}{'H' if r.chained else 'C' if r.combine else ' '} {r.median_us:8.1f}us {r.tflops:6.1f}TF {r.gbps:7.1f}GB/s "
+        f"progs={r.programs:<5d}{'C' if r.combine else ' '} {r.median_us:8.1f}us {r.tflops:6.1f}TF {r.gbps:7.1f}GB/s "
         f"{r.pct_roofline:5.1f}%roof | FlashMLA {anchor}"
     )
 

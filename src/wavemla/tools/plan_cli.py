@@ -155,7 +155,6 @@ def plan_rows(
                 "token_units": p.token_units,
                 "combine": p.needs_combine,
                 "ws_merge": p.ws_merge,
-                "chained": p.chained,
                 "waves": p.waves,
                 "tail_efficiency": p.tail_efficiency,
                 "tile_us": p.tile_us,
