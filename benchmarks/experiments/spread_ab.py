@@ -10,7 +10,9 @@ curves (h = 64 and 128, s_q = 1 and 2, CSA and HCA) where the planner spreads.
     PYTHONPATH=src python3 benchmarks/experiments/spread_ab.py OUT.json [--points csa:133 ...] [--rounds 3] [--reps 10]
         [--max-left L]
 
-``--max-left`` offers the spread up to L leftover query tokens (``plan._SPREAD_MAX_LEFT``) for the run.
+``--max-left`` offers the spread up to L leftover query tokens (``plan._SPREAD_MAX_LEFT``) for the run; ``--force``
+takes the spread wherever it applies (priced at 0 µs, so the planner picks it), to time it where the model prefers
+another plan.
 """
 
 from __future__ import annotations
@@ -124,6 +126,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--max-left", type=int, default=None, help="offer the spread up to this many leftover tokens")
+    ap.add_argument("--force", action="store_true", help="take the spread wherever it applies (priced at 0 us)")
     args = ap.parse_args()
 
     import torch
@@ -132,6 +135,21 @@ def main() -> None:
 
     if args.max_left is not None:
         plan_mod._SPREAD_MAX_LEFT = args.max_left
+        plan_mod.clear_caches()
+    predicted: dict[tuple[str, int, int, int], float] = {}
+    if args.force:
+        import dataclasses
+
+        priced = plan_mod._Coster.spread
+
+        def forced(self: Any) -> Any:
+            s = priced(self)
+            if s is None:
+                return None
+            predicted[(self.h_q, self.tokens, self.n_tiles, self.num_hb)] = s.predicted_us
+            return dataclasses.replace(s, predicted_us=0.0)
+
+        plan_mod._Coster.spread = forced  # type: ignore[method-assign]
         plan_mod.clear_caches()
     points = args.points or spread_points()
     print(f"{len(points)} points: {' '.join(points)}", flush=True)
@@ -148,12 +166,16 @@ def main() -> None:
         times, med = alternated_medians({k: v[:2] for k, v in runs.items()}, args.rounds, args.reps)
         fit_per_request = med["fit"] / (b - 1)
         steps = {k: 100 * ((med[k] / b) / fit_per_request - 1) for k in ("spread", "uniform")}
+        p_spread = runs["spread"][1].plan
+        key = (h, b * s_q, p_spread.n_tiles, p_spread.num_head_blocks)
+        pred = {"spread": predicted.get(key, p_spread.predicted_us), "uniform": runs["uniform"][1].plan.predicted_us}
         print(f"{point:12s} fit {med['fit']:7.1f}  spread {med['spread']:7.1f}  uniform {med['uniform']:7.1f} us;"
               f" spread/uniform {med['spread'] / med['uniform']:.3f}; per-request step spread {steps['spread']:+.1f}%"
-              f" uniform {steps['uniform']:+.1f}%", flush=True)  # fmt: skip
-        records.append(dict(point=point, batch=b, s_q=s_q, h_q=h, mode=mode,
+              f" uniform {steps['uniform']:+.1f}%; predicted {pred['spread']:.1f} / {pred['uniform']:.1f}",
+              flush=True)  # fmt: skip
+        records.append(dict(point=point, batch=b, s_q=s_q, h_q=h, mode=mode, forced=args.force,
                             plans={k: v[2] for k, v in runs.items()}, rounds=times, median_us=med,
-                            step_percent=steps))  # fmt: skip
+                            predicted_us=pred, step_percent=steps))  # fmt: skip
         torch.cuda.empty_cache()
     Path(args.json).write_text(json.dumps({"argv": sys.argv, "records": records}, indent=1))
 
