@@ -501,6 +501,15 @@ _SM90_NARROW_MAX_TOKENS = 2
 # 134, h=128 b=69, 73 and 135; HCA b=135, s_q=2 b=134, h=128 b=69 and 74) the spread took 0.909-0.946 of the uniform
 # plan's time, and the per-request step from the batch before fell to -6.0 to +1.9% (uniform: +1.9 to +10.9%).
 _SPREAD_MAX_LEFT = 8
+# The spread's combine is priced by its bytes and a launch, without the wide merge's per-token term that the uniform
+# partitions' one-tile pieces carry (_SM90_WS_WIDE_US a token). With that term (1.2 µs a leftover token) the H100
+# preset's model put the spread 2-16 µs (typically 7-10) too dear against the uniform plan at 16 points past a perfect
+# fit by 4 to 8 leftover tokens where it then chose the uniform plan; timed there with the spread forced
+# (benchmarks/experiments/spread_ab.py --force, `bash benchmarks/experiments/gpu_spread_force.sh 0e72816` on an H100
+# SXM, 2026-12-06-h100-spread-force-0e72816.{json,log}; every output checked against the fp64 reference) the spread took
+# 0.902-0.979 of the uniform plan's time at 15 of them (CSA h=64 b=137 71.6 against 76.1 µs, b=140 74.0 against 77.5;
+# HCA b=136 98.0 against 107.5, b=140 103.5 against 111.3; HCA s_q=2 b=70 98.4 against 109.1) and 1.017 at CSA h=128
+# b=72 (71.9 against 70.7), its per-request step from the batch before -0.6 to +2.6% (uniform: -0.4 to +11.2%).
 
 _MEASURED_ARCH = 90
 
@@ -969,7 +978,6 @@ class _Coster:
         """Whole tokens first, the leftover spread (see _SPREAD_MAX_LEFT): the warp-specialized kernel's partition of
         ``tokens = P·W + L`` over one program per slot and head block, or None where it does not apply (another
         kernel, no whole token a part, no leftover token, or more than _SPREAD_MAX_LEFT of them)."""
-        from wavemla.kernels.combine import wide_merge
 
         n_tiles = self.n_tiles
         parts = self.slots // self.num_hb
@@ -986,9 +994,9 @@ class _Coster:
         program = (whole * n_tiles + upp) * tile + self.first_segment_us + whole * self.segment_us + _PROGRAM_US
         pieces = sum(last - first + 1 for first, last in (spread_slots(t, n_tiles, upp) for t in range(left)))
         row = self.h_q * 512 * 2
+        # the leftover tokens' pieces read and their outputs written, and a launch: no per-token term for the wide
+        # merge (see the note under _SPREAD_MAX_LEFT)
         combine = _LAUNCH_US + _SM90_WS_COMBINE_US + (pieces + left) * row / self.dram_bytes_per_us
-        if wide_merge(n_tiles, upp):
-            combine += left * _SM90_WS_WIDE_US
         merge = self.ws_merge == "on"
         if merge:
             combine -= _SM90_WS_MERGE_SAVE_US
