@@ -500,7 +500,7 @@ _SM90_NARROW_MAX_TOKENS = 2
 # the 24 points of L = 3 to 8 where the H100 preset's model then spreads (CSA h=64 b=135 and 136, s_q=2 b=68 and
 # 134, h=128 b=69, 73 and 135; HCA b=135, s_q=2 b=134, h=128 b=69 and 74) the spread took 0.909-0.946 of the uniform
 # plan's time, and the per-request step from the batch before fell to -6.0 to +1.9% (uniform: +1.9 to +10.9%).
-_SPREAD_MAX_LEFT = 8
+_SPREAD_MAX_LEFT = 16
 # The spread's combine is priced by its bytes and a launch, without the wide merge's per-token term that the uniform
 # partitions' one-tile pieces carry (_SM90_WS_WIDE_US a token). With that term (1.2 µs a leftover token) the H100
 # preset's model put the spread 2-16 µs (typically 7-10) too dear against the uniform plan at 16 points past a perfect
