@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The spread offered up to 16 leftover query tokens (plan._SPREAD_MAX_LEFT): stress replays at batches it now
+# spreads, then the sparse decode curves of the six 64- and 128-head shapes around their perfect fits (median of 5),
+# past the new limit. Output under $OUT: spread16.log, curve_*.json.
+#   OUT=/some/dir bash benchmarks/experiments/gpu_spread16.sh <git-sha>
+set -uo pipefail
+BUDGET=${BUDGET:-500}
+source benchmarks/budget.sh
+SHA=${1:-}
+W="python3 -m wavemla.cli"
+part() {  # part LIMIT MODE HEADS S_Q FIRST LAST: a curve over b = FIRST..LAST into $OUT/curve_MODE_hHEADS_sS_Q.json
+  step "$1" $W bench --mode "$2" --s-q "$4" --heads "$3" --batch $(seq "$5" "$6") --reps 5 \
+    --json "$OUT/curve_$2_h$3_s$4.json" --label "${SHA:-unknown}"
+}
+{
+  machine "$SHA"
+  step 40 python3 -m wavemla.tools.stress --mode csa --batch 144 148 --replays 1000
+  step 40 python3 -m wavemla.tools.stress --mode hca --batch 144 148 --replays 1000
+  part 70 csa 64 1 130 160
+  part 70 hca 64 1 130 160
+  part 50 csa 64 2 65 82
+  part 50 hca 64 2 65 82
+  part 50 csa 128 1 65 84
+  part 50 hca 128 1 65 84
+} 2>&1 | quiet > "$OUT/spread16.log"
+grep -E "result:" "$OUT/spread16.log"
+python3 benchmarks/experiments/curve_steps.py "$OUT"/curve_*.json
+grep "^== " "$OUT/spread16.log" | grep -v "^== exit 0"
