@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The spread offered up to 16 leftover query tokens (plan._SPREAD_MAX_LEFT): stress replays at batches it now
-# spreads, then the sparse decode curves of the six 64- and 128-head shapes around their perfect fits (median of 5),
+# The spread offered up to 16 leftover query tokens (plan._SPREAD_MAX_LEFT): the warp-specialized kernel's tests,
+# stress replays at batches it now spreads, then the sparse decode curves of the six 64- and 128-head shapes around their perfect fits (median of 5),
 # past the new limit. Output under $OUT: spread16.log, curve_*.json.
 #   OUT=/some/dir bash benchmarks/experiments/gpu_spread16.sh <git-sha>
 set -uo pipefail
@@ -14,6 +14,7 @@ part() {  # part LIMIT MODE HEADS S_Q FIRST LAST: a curve over b = FIRST..LAST i
 }
 {
   machine "$SHA"
+  step 120 python3 -m pytest tests/kernels/test_sparse_decode_ws.py -q -p no:cacheprovider $X
   step 40 python3 -m wavemla.tools.stress --mode csa --batch 144 148 --replays 1000
   step 40 python3 -m wavemla.tools.stress --mode hca --batch 144 148 --replays 1000
   part 70 csa 64 1 130 160
@@ -23,6 +24,6 @@ part() {  # part LIMIT MODE HEADS S_Q FIRST LAST: a curve over b = FIRST..LAST i
   part 50 csa 128 1 65 84
   part 50 hca 128 1 65 84
 } 2>&1 | quiet > "$OUT/spread16.log"
-grep -E "result:" "$OUT/spread16.log"
+grep -E "result:|passed|failed" "$OUT/spread16.log"
 python3 benchmarks/experiments/curve_steps.py "$OUT"/curve_*.json
 grep "^== " "$OUT/spread16.log" | grep -v "^== exit 0"
