@@ -500,7 +500,13 @@ _SM90_NARROW_MAX_TOKENS = 2
 # the 24 points of L = 3 to 8 where the H100 preset's model then spreads (CSA h=64 b=135 and 136, s_q=2 b=68 and
 # 134, h=128 b=69, 73 and 135; HCA b=135, s_q=2 b=134, h=128 b=69 and 74) the spread took 0.909-0.946 of the uniform
 # plan's time, and the per-request step from the batch before fell to -6.0 to +1.9% (uniform: +1.9 to +10.9%).
-_SPREAD_MAX_LEFT = 16
+# With the combine priced as below, the spread forced further out on the H100 took 0.903-0.990 of the uniform plan's
+# time at 16 points of L = 9 to 16 (`gpu_spread_wide.sh 345223c`, 2026-12-06-h100-spread-wide-345223c.{json,log}:
+# CSA h=64 b=141 75.6 against 78.3 µs, HCA b=148 107.4 against 114.8, HCA s_q=2 b=74 101.7 against 112.6) and
+# 0.895-0.970 at 9 points of L = 17 to 32 (2026-12-06-h100-spread32-110d3a6.{json,log}: HCA b=149 107.6 against 115.3,
+# b=164 121.5 against 126.2, s_q=2 b=78 107.5 against 120.1), every output checked, so it is offered up to 32. Not
+# measured further out.
+_SPREAD_MAX_LEFT = 32
 # The spread's combine is priced by its bytes and a launch, without the wide merge's per-token term that the uniform
 # partitions' one-tile pieces carry (_SM90_WS_WIDE_US a token). With that term (1.2 µs a leftover token) the H100
 # preset's model put the spread 2-16 µs (typically 7-10) too dear against the uniform plan at 16 points past a perfect
