@@ -501,10 +501,11 @@ def test_per_request_cliffs_come_from_tile_or_token_granularity(gpu: str) -> Non
             p, q = curve[b - 1], curve[b]
             if q.predicted_us / (b + 1) <= 1.05 * p.predicted_us / b:
                 continue
-            fine_grain = q.units_per_part < 20
+            # a spread plan's programs hold their run of leftover tiles and their whole tokens
+            fine_grain = q.units_per_part + q.whole_units < 20
             combine_appears = not p.needs_combine and q.needs_combine
             one_token_more = (not q.needs_combine and q.config == p.config
-                              and q.units_per_part - p.units_per_part <= q.n_tiles)  # fmt: skip
+                              and q.units_per_part - p.units_per_part - p.whole_units <= q.n_tiles)  # fmt: skip
             more_segments = q.segments_per_program > p.segments_per_program
             if not (fine_grain or combine_appears or one_token_more or more_segments):
                 unexplained.append((h, mode, s_q, b, str(p.config), p.units_per_part, str(q.config), q.units_per_part))
@@ -593,7 +594,7 @@ def test_reasons_say_how_tokens_are_cut_and_merged() -> None:
 
 def test_ws_merges_cut_tokens_where_it_measured_no_slower() -> None:
     """The warp-specialized kernel merges the tokens cut between its programs itself (no combine launch) in default
-    plans whose programs hold a token's tiles or more and cut tokens into two pieces (CSA b=150 in 12-tile programs),
+    plans whose programs hold a token's tiles or more and cut tokens into two pieces (CSA b=170 in 13-tile programs),
     priced as the combine less _SM90_WS_MERGE_SAVE_US; shorter programs (b=64, 5 tiles), tokens of more pieces
     (b=8) and batch-invariant plans keep the combine, unless WAVEMLA_SPARSE_WS_MERGE says otherwise; the Triton
     kernel's plans never set it."""
@@ -601,11 +602,11 @@ def test_ws_merges_cut_tokens_where_it_measured_no_slower() -> None:
 
     if not sparse_decode_ws.HAVE_GLUON:
         pytest.skip("Triton without Gluon: no warp-specialized kernel to merge in")
-    p = plan(dsv4(150), H200)
+    p = plan(dsv4(170), H200)
     assert p.ws_merge and p.needs_combine and p.units_per_part >= p.n_tiles
     assert p.reasons[-1].endswith("into 2 pieces, merged by the program whose piece completes the token")
     with config.override(WAVEMLA_SPARSE_WS_MERGE="off"):
-        off = plan(dsv4(150), H200)
+        off = plan(dsv4(170), H200)
     assert not off.ws_merge and off.units_per_part == p.units_per_part
     assert off.combine_us - p.combine_us == pytest.approx(_SM90_WS_MERGE_SAVE_US)
     assert off.predicted_us - p.predicted_us == pytest.approx(_SM90_WS_MERGE_SAVE_US)
@@ -620,9 +621,9 @@ def test_ws_merges_cut_tokens_where_it_measured_no_slower() -> None:
         assert said.endswith("by the program whose piece completes the token where they were cut between programs")
         assert not plan(dsv4(128), H200).ws_merge  # no token cut
     with config.override(WAVEMLA_SPARSE_WS="off"):
-        assert not plan(dsv4(150), H200).ws_merge
+        assert not plan(dsv4(170), H200).ws_merge
     with pytest.raises(KnobError, match="WAVEMLA_SPARSE_WS_MERGE"), config.override(WAVEMLA_SPARSE_WS_MERGE="yes"):
-        plan(dsv4(150), H200)
+        plan(dsv4(170), H200)
 
 
 def test_host_cost() -> None:

@@ -141,7 +141,7 @@ GPU_CASES = [
     # tokens cut between programs merged in the kernel (the piece completing a token's count merges it): two pieces,
     # three, many (one tile a program), two query tokens and two head blocks, batch-invariant pieces cut between
     # programs, and the same through the combine kernel
-    pytest.param(dict(batch=150, h_q=64, **CSA), MERGE_ON, id="merge-b150"),
+    pytest.param(dict(batch=170, h_q=64, **CSA), MERGE_ON, id="merge-b170"),
     pytest.param(dict(batch=8, h_q=64, **CSA), {"WAVEMLA_NUM_SPLITS": 3, **MERGE_ON}, id="merge-splits3"),
     pytest.param(dict(batch=3, h_q=64, **CSA), {"WAVEMLA_TARGET_CTAS": 30, **MERGE_ON}, id="merge-one-tile-programs"),
     pytest.param(dict(batch=37, s_q=2, h_q=128, **CSA), {"WAVEMLA_NUM_SPLITS": 2, **MERGE_ON}, id="merge-s2-h128"),
@@ -150,7 +150,7 @@ GPU_CASES = [
         {"WAVEMLA_BATCH_INVARIANT": True, **MERGE_ON},
         id="merge-hca-batch-invariant-mixed",
     ),
-    pytest.param(dict(batch=150, h_q=64, **CSA), {"WAVEMLA_SPARSE_WS_MERGE": "off"}, id="combine-b150"),
+    pytest.param(dict(batch=170, h_q=64, **CSA), {"WAVEMLA_SPARSE_WS_MERGE": "off"}, id="combine-b170"),
     # padded tokens (Plan.token_units): 4 pieces of a 10-tile CSA token (3, 3, 3, 1), 5 of an 18-tile HCA one
     # (4, 4, 4, 4, 2), two query tokens and two head blocks, and the pieces merged in the kernel
     pytest.param(dict(batch=30, h_q=64, **CSA), {"WAVEMLA_NUM_SPLITS": 4}, id="padded-csa-b30"),
@@ -231,7 +231,7 @@ def test_gpu_bits_repeat_and_survive_graph_replay():
 @pytest.mark.parametrize(
     ("shape", "knobs"),
     [
-        pytest.param(dict(batch=150, h_q=64, **CSA), {}, id="b150"),
+        pytest.param(dict(batch=170, h_q=64, **CSA), {}, id="b170"),
         pytest.param(dict(batch=8, h_q=64, **CSA), {"WAVEMLA_NUM_SPLITS": 3}, id="splits3"),
         pytest.param(dict(batch=37, s_q=2, h_q=128, **CSA), {"WAVEMLA_NUM_SPLITS": 2}, id="s2-h128"),
         pytest.param(dict(batch=140, h_q=64, **HCA), {"WAVEMLA_BATCH_INVARIANT": True}, id="hca-batch-invariant"),
