@@ -7,22 +7,17 @@ set -uo pipefail
 BUDGET=${BUDGET:-500}
 source benchmarks/budget.sh
 SHA=${1:-}
-W="python3 -m wavemla.cli"
-part() {  # part LIMIT MODE HEADS S_Q FIRST LAST: a curve over b = FIRST..LAST into $OUT/curve_MODE_hHEADS_sS_Q.json
-  step "$1" $W bench --mode "$2" --s-q "$4" --heads "$3" --batch $(seq "$5" "$6") --reps 5 \
-    --json "$OUT/curve_$2_h$3_s$4.json" --label "${SHA:-unknown}"
-}
 {
   machine "$SHA"
   step 120 python3 -m pytest tests/kernels/test_sparse_decode_ws.py -q -p no:cacheprovider $X
   step 40 python3 -m wavemla.tools.stress --mode csa --batch 144 148 --replays 1000
   step 40 python3 -m wavemla.tools.stress --mode hca --batch 144 148 --replays 1000
-  part 70 csa 64 1 130 160
-  part 70 hca 64 1 130 160
-  part 50 csa 64 2 65 82
-  part 50 hca 64 2 65 82
-  part 50 csa 128 1 65 84
-  part 50 hca 128 1 65 84
+  curve_part 70 csa 64 1 130 160
+  curve_part 70 hca 64 1 130 160
+  curve_part 50 csa 64 2 65 82
+  curve_part 50 hca 64 2 65 82
+  curve_part 50 csa 128 1 65 84
+  curve_part 50 hca 128 1 65 84
 } 2>&1 | quiet > "$OUT/spread16.log"
 grep -E "result:|passed|failed" "$OUT/spread16.log"
 python3 benchmarks/experiments/curve_steps.py "$OUT"/curve_*.json

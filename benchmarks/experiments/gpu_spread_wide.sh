@@ -11,11 +11,6 @@ source benchmarks/budget.sh
 SHA=${1:-}
 POINTS=${POINTS:-"csa:141 csa:144 csa:148 hca:141 hca:144 hca:148 csa-s2:71 csa-s2:74 hca-s2:71 hca-s2:74 csa-h128:75
   csa-h128:78 csa-h128:82 hca-h128:75 hca-h128:78 hca-h128:82"}
-W="python3 -m wavemla.cli"
-part() {  # part LIMIT MODE HEADS S_Q FIRST LAST: a curve over b = FIRST..LAST into $OUT/curve_MODE_hHEADS_sS_Q.json
-  step "$1" $W bench --mode "$2" --s-q "$4" --heads "$3" --batch $(seq "$5" "$6") --reps 5 \
-    --json "$OUT/curve_$2_h$3_s$4.json" --label "${SHA:-unknown}"
-}
 {
   machine "$SHA"
   step 40 python3 -m wavemla.tools.stress --mode csa --batch 137 140 --replays 1000
@@ -23,12 +18,12 @@ part() {  # part LIMIT MODE HEADS S_Q FIRST LAST: a curve over b = FIRST..LAST i
   # shellcheck disable=SC2086
   step 170 python3 benchmarks/experiments/spread_ab.py "$OUT/spread_wide.json" --points $POINTS --max-left 16 --force \
     --rounds 3 --reps 10
-  part 60 csa 64 1 128 150
-  part 60 hca 64 1 128 150
-  part 50 csa 64 2 64 76
-  part 50 hca 64 2 64 76
-  part 50 csa 128 1 64 76
-  part 50 hca 128 1 64 76
+  curve_part 60 csa 64 1 128 150
+  curve_part 60 hca 64 1 128 150
+  curve_part 50 csa 64 2 64 76
+  curve_part 50 hca 64 2 64 76
+  curve_part 50 csa 128 1 64 76
+  curve_part 50 hca 128 1 64 76
 } 2>&1 | quiet > "$OUT/spread_wide.log"
 grep -E "spread/uniform|result:" "$OUT/spread_wide.log"
 python3 benchmarks/experiments/curve_steps.py "$OUT"/curve_*.json
