@@ -592,6 +592,30 @@ def test_reasons_say_how_tokens_are_cut_and_merged() -> None:
         )
 
 
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_spread_taken_past_every_perfect_fit_up_to_its_limit(gpu: str) -> None:
+    """Past a perfect fit by 1 to 32 query tokens the spread (whole tokens first, the leftover spread) is the plan at
+    64 heads, CSA and HCA: timed faster than the uniform plan at 41 points of 4 to 32 leftover tokens on an H100 SXM
+    (plan._SPREAD_MAX_LEFT's notes), where the model had taken the uniform plan with the wide merge's per-token term in
+    the spread's combine. Its combine is priced by bytes and a launch; past 32 leftover tokens it is not offered."""
+    from wavemla.kernels import sparse_decode_ws
+
+    if not sparse_decode_ws.HAVE_GLUON:
+        pytest.skip("Triton without Gluon: the spread is the warp-specialized kernel's")
+    spec = PRESETS[gpu]
+    for mode in ("csa", "hca"):
+        for b in range(133, 133 + plan_mod._SPREAD_MAX_LEFT):
+            p = plan(dsv4(b, 64, mode), spec)
+            assert p.whole_units == p.n_tiles and p.cut_tokens(b) == b - 132, (gpu, mode, b)
+            left, row = b - 132, 64 * 512 * 2
+            slots = (plan_mod.spread_slots(t, p.n_tiles, p.units_per_part) for t in range(left))
+            pieces = sum(z - a + 1 for a, z in slots)
+            bytes_us = (pieces + left) * row / (spec.mem_gbps * plan_mod._DRAM_EFFICIENCY * 1e3)
+            combine = plan_mod._LAUNCH_US + plan_mod._SM90_WS_COMBINE_US + bytes_us
+            assert p.combine_us == pytest.approx(combine), (gpu, mode, b)
+        assert plan(dsv4(133 + plan_mod._SPREAD_MAX_LEFT, 64, mode), spec).whole_units == 0
+
+
 def test_ws_merges_cut_tokens_where_it_measured_no_slower() -> None:
     """The warp-specialized kernel merges the tokens cut between its programs itself (no combine launch) in default
     plans whose programs hold a token's tiles or more and cut tokens into two pieces (CSA b=170 in 13-tile programs),
