@@ -1,11 +1,11 @@
 """The package's spread plans (whole tokens first, the leftover spread: ``Plan.whole_units``) against the plans the
-planner makes without that partition, at the points past a perfect fit where it spreads, on the H200.
+planner makes without that partition, at the points past a perfect fit where it spreads, on this GPU.
 
 For each point: the planner's plan and the uniform one (``plan._Coster.spread`` switched off, the planner's caches
 cleared), each checked against the fp64 reference, then timed in alternated rounds (CUDA-graph replay, L2 flushed,
-median of ``--reps`` per round); the perfect fit before it (b - 1 where it is one) is timed too, for the
-per-request step. Points: ``MODE[-sN][-hN]:B`` as ``ws_spread.py``; the default is every point of the eight H200
-curves (h = 64 and 128, s_q = 1 and 2, CSA and HCA) where the planner spreads.
+median of ``--reps`` per round); the batch before it (the perfect fit, or the spread before) is timed too, for the
+per-request step. Points: ``MODE[-sN][-hN]:B`` as ``ws_spread.py``; the default is every point of the H200 preset's
+64- and 128-head curves (s_q = 1 and 2, CSA and HCA) where the planner spreads.
 
     PYTHONPATH=src python3 benchmarks/experiments/spread_ab.py OUT.json [--points csa:133 ...] [--rounds 3] [--reps 10]
         [--max-left L]
