@@ -961,9 +961,7 @@ class _Coster:
             pieces = cut_tokens + parts - 1
         combine, merge = 0.0, False
         if cut:
-            # the cut tokens' fp16 partials read and their bf16 outputs written, at the device's DRAM bandwidth
-            row = self.h_q * 512 * 2
-            combine = _LAUNCH_US + _SM90_WS_COMBINE_US + (pieces + cut_tokens) * row / self.dram_bytes_per_us
+            combine = self._ws_combine(pieces, cut_tokens)
             if wide_merge(span or n_tiles, slot_units):  # one combine program per token, head and 128 columns
                 combine += self.tokens * _SM90_WS_WIDE_US
             # merged in the kernel: default plans of programs of a token's tiles or more cutting tokens in two
@@ -984,7 +982,6 @@ class _Coster:
         """Whole tokens first, the leftover spread (see _SPREAD_MAX_LEFT): the warp-specialized kernel's partition of
         ``tokens = P·W + L`` over one program per slot and head block, or None where it does not apply (another
         kernel, no whole token a part, no leftover token, or more than _SPREAD_MAX_LEFT of them)."""
-
         n_tiles = self.n_tiles
         parts = self.slots // self.num_hb
         if not self.ws or self.occ != 1 or parts < 1:
@@ -999,14 +996,17 @@ class _Coster:
         tile = self.tiles[1] * (1.0 + self.busy * min(programs, self.slots) / self.slots)
         program = (whole * n_tiles + upp) * tile + self.first_segment_us + whole * self.segment_us + _PROGRAM_US
         pieces = sum(last - first + 1 for first, last in (spread_slots(t, n_tiles, upp) for t in range(left)))
-        row = self.h_q * 512 * 2
-        # the leftover tokens' pieces read and their outputs written, and a launch: no per-token term for the wide
-        # merge (see the note under _SPREAD_MAX_LEFT)
-        combine = _LAUNCH_US + _SM90_WS_COMBINE_US + (pieces + left) * row / self.dram_bytes_per_us
+        # no per-token term for the wide merge here (see the note under _SPREAD_MAX_LEFT)
+        combine = self._ws_combine(pieces, left)
         merge = self.ws_merge == "on"
         if merge:
             combine -= _SM90_WS_MERGE_SAVE_US
         return _Split(upp, parts, 1, 1, tile, _LAUNCH_US + program + combine, combine, merge, whole * n_tiles)
+
+    def _ws_combine(self, pieces: int, tokens: int) -> float:
+        """The combine kernel after the warp-specialized kernel: a launch, its fixed cost, and ``pieces`` fp16 partials
+        read and ``tokens`` bf16 outputs written at the device's DRAM bandwidth."""
+        return _LAUNCH_US + _SM90_WS_COMBINE_US + (pieces + tokens) * self.h_q * 512 * 2 / self.dram_bytes_per_us
 
     def padded(self) -> list[_Split]:
         """The padded partitions (:meth:`_cost`) the planner offers: for each count ``k`` of pieces a token, pieces
@@ -1043,11 +1043,17 @@ def _even_sizes(n_tiles: int) -> tuple[int, ...]:
     return tuple(sorted({n_tiles // d for d in range(1, n_tiles + 1) if n_tiles % d == 0}))
 
 
+def _min_active(cost: _Coster, device: DeviceSpec) -> int:
+    """The fewest programs per SM a partition may run: two on 100 KB/SM parts (one leaves them latency-bound; see the
+    module doc) unless the configuration holds only one, else one."""
+    return min(_MIN_PROGRAMS_PER_SM_CAPPED, cost.occ) if _smem_capped(device) else 1
+
+
 def _slot_levels(cost: _Coster, device: DeviceSpec) -> set[int]:
     """Program slots a partition may aim for: one program per SM, two, ... up to the occupancy. On 100 KB/SM parts
     a level below two programs per SM is not offered (one program per SM leaves them latency-bound; see the module
     doc), unless the configuration holds only one."""
-    low = min(_MIN_PROGRAMS_PER_SM_CAPPED, cost.occ) if _smem_capped(device) else 1
+    low = _min_active(cost, device)
     return {min(k * device.num_sms, cost.slots) for k in range(low, cost.occ + 1)}
 
 
@@ -1075,7 +1081,7 @@ def _partition(cost: _Coster, device: DeviceSpec, forced_slots: bool, pad: bool 
             best = s
     assert best is not None
     # padded partitions, held to the slot levels' floor of programs per SM (_slot_levels)
-    low = 1 if forced_slots or not _smem_capped(device) else min(_MIN_PROGRAMS_PER_SM_CAPPED, cost.occ)
+    low = 1 if forced_slots else _min_active(cost, device)
     for s in cost.padded() if pad else []:
         if s.active >= low and s.predicted_us < best.predicted_us - 1e-9:
             best = s
