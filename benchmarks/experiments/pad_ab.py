@@ -13,7 +13,6 @@ and HCA; b = 1..256) where the planner pads on this GPU.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -40,18 +39,14 @@ def padded_points() -> list[str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("json")
-    ap.add_argument("--points", nargs="+", default=None)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--reps", type=int, default=10)
+    sys.path.insert(0, str(HERE))
+    from spread_ab import ab_arguments, alternated_medians, checked_runs, parse_point
+
+    ap = ab_arguments()
     ap.add_argument("--prev", action="store_true", help="also time the batch before each point (its own plan)")
     args = ap.parse_args()
 
     import torch
-
-    sys.path.insert(0, str(HERE))
-    from spread_ab import alternated_medians, checked_runs, parse_point
 
     points = args.points or padded_points()
     print(f"{len(points)} points: {' '.join(points)}", flush=True)

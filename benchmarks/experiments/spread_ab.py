@@ -119,12 +119,19 @@ def alternated_medians(runs: dict[str, tuple[dict[str, Any], Any]], rounds: int,
     return times, {k: sorted(v)[len(v) // 2] for k, v in times.items()}
 
 
-def main() -> None:
+def ab_arguments() -> argparse.ArgumentParser:
+    """The A/B scripts' shared arguments: the JSON to write, the points, the alternated rounds and the repetitions
+    a round."""
     ap = argparse.ArgumentParser()
     ap.add_argument("json")
     ap.add_argument("--points", nargs="+", default=None)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=10)
+    return ap
+
+
+def main() -> None:
+    ap = ab_arguments()
     ap.add_argument("--max-left", type=int, default=None, help="offer the spread up to this many leftover tokens")
     ap.add_argument("--force", action="store_true", help="take the spread wherever it applies (priced at 0 us)")
     args = ap.parse_args()
