@@ -30,11 +30,12 @@ NAMES = ["start", "q ready", "tile 0 ready", "last tile ready", "last tile done"
 _END = 6
 
 _STAGE_Q = (
-    "            else:\n"
-    "                i_x = _stage_q(q_smem, p_q, i_b, i_s, stride_qb, stride_qs, o_qh, o_qc, x_bar, i_x, HALF)\n"
+    "                else:\n"
+    "                    i_x = _stage_q(q_smem, p_q, i_b, i_s, stride_qb, stride_qs, o_qh, o_qc, x_bar, i_x, HALF)\n"
 )
-_WAIT = "                    mbarrier.wait(kv_ready.index(i_st), (i_it // _STAGES) & 1)\n"
-_DONE = "                    mbarrier.arrive(kv_empty.index(i_st), count=1)\n                    i_it += 1\n"
+_I20, _I24, _I28 = (" " * n for n in (20, 24, 28))
+_WAIT = "                        mbarrier.wait(kv_ready.index(i_st), (i_it // _STAGES) & 1)\n"
+_DONE = "                        mbarrier.arrive(kv_empty.index(i_st), count=1)\n                        i_it += 1\n"
 
 
 def _patched_source() -> str:
@@ -44,11 +45,11 @@ def _patched_source() -> str:
          STAMP + "    @gluon.jit\n    def _math_partition(p_ts, q_smem,"),
         ("        i_tok_q = -1  # the token whose q is staged\n",
          "        i_tok_q = -1  # the token whose q is staged\n        _stamp(p_ts, o_h, 0, HALF)\n"),
-        (_STAGE_Q, _STAGE_Q + "                if i_it == 0:\n                    _stamp(p_ts, o_h, 1, HALF)\n"
-                              "                _stamp(p_ts, o_h, 5, HALF)\n"),
-        (_WAIT, _WAIT + "                    if i_it == 0:\n                        _stamp(p_ts, o_h, 2, HALF)\n"
-                        "                    _stamp(p_ts, o_h, 3, HALF)\n"),
-        (_DONE, _DONE + "                    _stamp(p_ts, o_h, 4, HALF)\n"),
+        (_STAGE_Q, _STAGE_Q + _I20 + "if i_it == 0:\n" + _I24 + "_stamp(p_ts, o_h, 1, HALF)\n"
+         + _I20 + "_stamp(p_ts, o_h, 5, HALF)\n"),
+        (_WAIT, _WAIT + _I24 + "if i_it == 0:\n" + _I28 + "_stamp(p_ts, o_h, 2, HALF)\n"
+         + _I24 + "_stamp(p_ts, o_h, 3, HALF)\n"),
+        (_DONE, _DONE + _I24 + "_stamp(p_ts, o_h, 4, HALF)\n"),
     ]  # fmt: skip
     return patch(s, edits + stamp_buffer_edits(f"        _stamp(p_ts, o_h, {_END}, HALF)\n"))
 

@@ -48,33 +48,34 @@ STAMPS = (
 
 def _patched_source() -> str:
     s = SRC.read_text()
+    i16, i20, i24, i28 = (" " * n for n in (16, 20, 24, 28))
     stage = "        b_q0 = gl.load(p_qt + 0 * _BLOCK)\n"
     stored = "        q_smem.index(HALF * 4 + 3).store(b_q3.to(gl.float16))\n"
     call_q = "_stage_q(q_smem, p_q, i_b, i_s, stride_qb, stride_qs, o_qh, o_qc, x_bar, i_x, HALF)\n"
     call_t = "_stage_q(p_ts, " + call_q[len("_stage_q(") :]
-    pf = "            _prefetch_l2(p_r2, p_s2, ok2, _ROW_BYTES)\n            idx = _tile_entries(_live_from(u2 + 1,"
-    box0 = "                    r0 = _box_step(kv_smem, base + 0, r0, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 0)\n"
-    arrive = "                    mbarrier.arrive(kv_ready.index(i_st), count=1)\n                    i_it += 1\n"
-    wait = "                    mbarrier.wait(kv_ready.index(i_st), (i_it // _STAGES) & 1)\n"
+    pf = i16 + "_prefetch_l2(p_r2, p_s2, ok2, _ROW_BYTES)\n" + i16 + "idx = _tile_entries(_live_from(u2 + 1,"
+    box0 = i24 + "r0 = _box_step(kv_smem, base + 0, r0, s_lo, s_hi, p_r, ok, o_w4, o_w8, ld8, 0)\n"
+    arrive = i24 + "mbarrier.arrive(kv_ready.index(i_st), count=1)\n" + i24 + "i_it += 1\n"
+    wait = i24 + "mbarrier.wait(kv_ready.index(i_st), (i_it // _STAGES) & 1)\n"
     edits = [
-        ("    @gluon.jit\n    def _segment(", STAMPS + "    @gluon.jit\n    def _segment("),
+        ("    @gluon.jit\n    def _list_len(", STAMPS + "    @gluon.jit\n    def _list_len("),
         ("    def _stage_q(q_smem, p_q,", "    def _stage_q(p_ts, q_smem, p_q,"),
         (stage, "        _stamp_m(p_ts, o_qh, 1, HALF)\n" + stage),
         (stored, stored + "        _stamp_m(p_ts, o_qh, 2, HALF)\n"),
-        ("                    i_x = " + call_q, "                    i_x = " + call_t),
-        ("            else:\n                i_x = " + call_q,
-         "            else:\n                i_x = " + call_t + "            _stamp_m(p_ts, o_h, 3, HALF)\n"),
+        (i24 + "i_x = " + call_q, i24 + "i_x = " + call_t),
+        (i16 + "else:\n" + i20 + "i_x = " + call_q,
+         i16 + "else:\n" + i20 + "i_x = " + call_t + i16 + "_stamp_m(p_ts, o_h, 3, HALF)\n"),
         ("    @gluon.jit\n    def _math_partition(q_smem,", "    @gluon.jit\n    def _math_partition(p_ts, q_smem,"),
         ("        i_tok_q = -1  # the token whose q is staged\n",
          "        i_tok_q = -1  # the token whose q is staged\n        _stamp_m(p_ts, o_h, 0, HALF)\n"),
-        (wait, wait + "                    if i_it == 0:\n                        _stamp_m(p_ts, o_h, 4, HALF)\n"),
+        (wait, wait + i24 + "if i_it == 0:\n" + i28 + "_stamp_m(p_ts, o_h, 4, HALF)\n"),
         ("    def _gather_partition(kv_smem,", "    def _gather_partition(p_ts, kv_smem,"),
         ("        i_it = 0\n        # batch-invariant pieces (PIECES)",
          "        i_it = 0\n        _stamp_g(p_ts, o_r, 8)\n        # batch-invariant pieces (PIECES)"),
-        (pf, "            _prefetch_l2(p_r2, p_s2, ok2, _ROW_BYTES)\n            _stamp_g(p_ts, o_r, 9)\n"
-             "            idx = _tile_entries(_live_from(u2 + 1,"),
-        (box0, box0 + "                    if i_it == 0:\n                        _stamp_g(p_ts, o_r, 10)\n"),
-        (arrive, arrive + "                    if i_it == 1:\n                        _stamp_g(p_ts, o_r, 11)\n"),
+        (pf, i16 + "_prefetch_l2(p_r2, p_s2, ok2, _ROW_BYTES)\n" + i16 + "_stamp_g(p_ts, o_r, 9)\n"
+             + i16 + "idx = _tile_entries(_live_from(u2 + 1,"),
+        (box0, box0 + i24 + "if i_it == 0:\n" + i28 + "_stamp_g(p_ts, o_r, 10)\n"),
+        (arrive, arrive + i24 + "if i_it == 1:\n" + i28 + "_stamp_g(p_ts, o_r, 11)\n"),
         ("                (_gather_partition, (kv_smem,", "                (_gather_partition, (p_ts, kv_smem,"),
     ]  # fmt: skip
     return patch(s, edits + stamp_buffer_edits(f"        _stamp_m(p_ts, o_h, {_END}, HALF)\n"))
