@@ -504,9 +504,18 @@ _SM90_NARROW_MAX_TOKENS = 2
 # time at 16 points of L = 9 to 16 (`gpu_spread_wide.sh 345223c`, 2026-12-06-h100-spread-wide-345223c.{json,log}:
 # CSA h=64 b=141 75.6 against 78.3 µs, HCA b=148 107.4 against 114.8, HCA s_q=2 b=74 101.7 against 112.6) and
 # 0.895-0.970 at 9 points of L = 17 to 32 (2026-12-06-h100-spread32-110d3a6.{json,log}: HCA b=149 107.6 against 115.3,
-# b=164 121.5 against 126.2, s_q=2 b=78 107.5 against 120.1), every output checked, so it is offered up to 32. Not
-# measured further out.
-_SPREAD_MAX_LEFT = 32
+# b=164 121.5 against 126.2, s_q=2 b=78 107.5 against 120.1), every output checked, so it was offered up to 32.
+# Further out (spread_ab.py --force, 2026-12-06-h100-spread64-27f3f5e.{json,log} for L = 33 to 64 and
+# -spread128-27f3f5e.{json,log} for L = 65 to 124, 28 points, every output checked) the spread took 0.921-0.978 of the
+# uniform plan's time at HCA (64 and 128 heads, s_q = 1 and 2) and CSA s_q = 2 and 128 heads to L = 64 (HCA b=196
+# 128.2 against 138.0 µs, HCA s_q=2 b=83 116.4 against 126.4), 0.907-0.964 for HCA to L = 98 (s_q=2 b=100 132.7 against
+# 146.3, b=200 139.1 against 146.3) and 1.057 at HCA b=256 (L = 124); CSA at 64 heads was within 2% either way to
+# L = 64 (b=170 1.007, b=184 1.018, b=196 0.961) and slower beyond (b=200 1.037, 220 1.089, 240 1.142; s_q=2 b=115
+# 1.062). A fixed limit between those moves the step where the spread stops to the limit (at 32, HCA s_q=2 b=82 -> 83:
+# +7.1% a request; at 64, HCA b=196 -> 197 would be about +7%), so it is offered to 128 leftover tokens and the model
+# decides: on the H100 preset it spreads CSA h=64 to b=211 (L = 79; the measured points there it picks within 3.7% of
+# the faster plan), HCA h=64 to b=234, and the s_q = 2 and 128-head bands to L = 74-102.
+_SPREAD_MAX_LEFT = 128
 # The spread's combine is priced by its bytes and a launch, without the wide merge's per-token term that the uniform
 # partitions' one-tile pieces carry (_SM90_WS_WIDE_US a token). With that term (1.2 µs a leftover token) the H100
 # preset's model put the spread 2-16 µs (typically 7-10) too dear against the uniform plan at 16 points past a perfect
