@@ -347,12 +347,13 @@ def test_h200_choices_are_the_measured_ones(monkeypatch: pytest.MonkeyPatch) -> 
         p = plan(dsv4(r["batch"], r["h_q"], r["mode"], r["s_q"], r["fp8"]), H200)  # type: ignore[arg-type]
         assert (str(p.config), p.units_per_part) == (r["config"], r["units_per_part"]), r
     clear_caches()
-    # up to _SPREAD_MAX_LEFT query tokens past a multiple of the parts (132 a head block: 66 with 128 heads), never
-    # at 16 heads
+    # up to spread_max_left query tokens past a multiple of the parts (132 a head block: 66 with 128 heads), never at
+    # 16 heads
     for r in spread:
         parts = 132 // (int(r["h_q"]) // 64)  # type: ignore[call-overload]
         tokens = int(r["batch"]) * int(r["s_q"])  # type: ignore[call-overload]
-        assert tokens >= parts and 1 <= tokens % parts <= plan_mod._SPREAD_MAX_LEFT, r
+        n_tiles = 10 if r["mode"] == "csa" else 18
+        assert tokens >= parts and 1 <= tokens % parts <= plan_mod.spread_max_left(n_tiles), r
 
 
 def test_a_16x32_fp8_tile_beside_another_program_costs_its_shared_time_at_16_heads(
@@ -594,18 +595,19 @@ def test_reasons_say_how_tokens_are_cut_and_merged() -> None:
 
 @pytest.mark.parametrize("gpu", ["h100", "h200"])
 def test_spread_taken_past_every_perfect_fit_up_to_its_limit(gpu: str) -> None:
-    """Past a perfect fit by 1 to 64 query tokens the spread (whole tokens first, the leftover spread) is the plan at
+    """Past a perfect fit by 1 to 32 query tokens the spread (whole tokens first, the leftover spread) is the plan at
     64 heads, CSA and HCA: timed faster than the uniform plan at 41 points of 4 to 32 leftover tokens on an H100 SXM,
-    where the model had taken the uniform plan with the wide merge's per-token term in the spread's combine, and at
-    10 of 12 points of 33 to 64 (within 2% at the other two; plan._SPREAD_MAX_LEFT's notes). Its combine is priced by
-    bytes and a launch; past _SPREAD_MAX_LEFT leftover tokens it is not offered."""
+    where the model had taken the uniform plan with the wide merge's per-token term in the spread's combine. HCA
+    tokens (18 tiles) are offered it to 128 leftover tokens and take it at least to 64 (faster at 11 of 11 points of
+    33 to 98 there); CSA tokens (10 tiles: within 2% either way to 64, slower beyond) only to 32 (the notes under
+    plan._SPREAD_MAX_LEFT). Its combine is priced by bytes and a launch."""
     from wavemla.kernels import sparse_decode_ws
 
     if not sparse_decode_ws.HAVE_GLUON:
         pytest.skip("Triton without Gluon: the spread is the warp-specialized kernel's")
     spec = PRESETS[gpu]
-    for mode in ("csa", "hca"):
-        for b in range(133, 133 + 64):
+    for mode, taken in (("csa", 32), ("hca", 64)):
+        for b in range(133, 133 + taken):
             p = plan(dsv4(b, 64, mode), spec)
             assert p.whole_units == p.n_tiles and p.cut_tokens(b) == b - 132, (gpu, mode, b)
             left, row = b - 132, 64 * 512 * 2
@@ -614,48 +616,43 @@ def test_spread_taken_past_every_perfect_fit_up_to_its_limit(gpu: str) -> None:
             bytes_us = (pieces + left) * row / (spec.mem_gbps * plan_mod._DRAM_EFFICIENCY * 1e3)
             combine = plan_mod._LAUNCH_US + plan_mod._SM90_WS_COMBINE_US + bytes_us
             assert p.combine_us == pytest.approx(combine), (gpu, mode, b)
-        assert plan(dsv4(133 + plan_mod._SPREAD_MAX_LEFT, 64, mode), spec).whole_units == 0
+        limit = plan_mod.spread_max_left(plan(dsv4(133, 64, mode), spec).n_tiles)
+        assert limit == (plan_mod._SPREAD_MAX_LEFT if mode == "csa" else plan_mod._SPREAD_MAX_LEFT_LONG)
+        assert plan(dsv4(133 + limit, 64, mode), spec).whole_units == 0
 
 
-def test_ws_merges_cut_tokens_where_it_measured_no_slower(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ws_merges_cut_tokens_where_it_measured_no_slower() -> None:
     """The warp-specialized kernel merges the tokens cut between its programs itself (no combine launch) in default
-    plans whose programs hold a token's tiles or more and cut tokens into two pieces (CSA b=170 in 13-tile programs,
-    planned without the spread, which takes that batch since it is offered to 128 leftover tokens), priced as the
-    combine less _SM90_WS_MERGE_SAVE_US; shorter programs (b=64, 5 tiles), tokens of more pieces (b=8) and
-    batch-invariant plans keep the combine, unless WAVEMLA_SPARSE_WS_MERGE says otherwise; the Triton kernel's plans
-    never set it."""
+    plans whose programs hold a token's tiles or more and cut tokens into two pieces (CSA b=170 in 13-tile programs),
+    priced as the combine less _SM90_WS_MERGE_SAVE_US; shorter programs (b=64, 5 tiles), tokens of more pieces
+    (b=8) and batch-invariant plans keep the combine, unless WAVEMLA_SPARSE_WS_MERGE says otherwise; the Triton
+    kernel's plans never set it."""
     from wavemla.kernels import sparse_decode_ws
 
     if not sparse_decode_ws.HAVE_GLUON:
         pytest.skip("Triton without Gluon: no warp-specialized kernel to merge in")
-    assert plan(dsv4(170), H200).whole_units  # the spread
-    monkeypatch.setattr(plan_mod._Coster, "spread", lambda self: None)
-    clear_caches()
-    try:
-        p = plan(dsv4(170), H200)
-        assert p.ws_merge and p.needs_combine and p.units_per_part >= p.n_tiles
-        assert p.reasons[-1].endswith("into 2 pieces, merged by the program whose piece completes the token")
-        with config.override(WAVEMLA_SPARSE_WS_MERGE="off"):
-            off = plan(dsv4(170), H200)
-        assert not off.ws_merge and off.units_per_part == p.units_per_part
-        assert off.combine_us - p.combine_us == pytest.approx(_SM90_WS_MERGE_SAVE_US)
-        assert off.predicted_us - p.predicted_us == pytest.approx(_SM90_WS_MERGE_SAVE_US)
-        short, many = plan(dsv4(64), H200), plan(dsv4(8), H200)
-        assert short.needs_combine and short.units_per_part < short.n_tiles and not short.ws_merge
-        assert many.needs_combine and not many.ws_merge
-        mixed = dataclasses.replace(dsv4(133, 64, "hca"), batch_invariant=True)
-        assert plan(mixed, H200).needs_combine and not plan(mixed, H200).ws_merge
-        with config.override(WAVEMLA_SPARSE_WS_MERGE="on"):
-            assert plan(dsv4(8), H200).ws_merge and plan(dsv4(64), H200).ws_merge and plan(mixed, H200).ws_merge
-            said = plan(mixed, H200).reasons[-1]
-            assert said.endswith("by the program whose piece completes the token where they were cut between programs")
-            assert not plan(dsv4(128), H200).ws_merge  # no token cut
-        with config.override(WAVEMLA_SPARSE_WS="off"):
-            assert not plan(dsv4(170), H200).ws_merge
-        with pytest.raises(KnobError, match="WAVEMLA_SPARSE_WS_MERGE"), config.override(WAVEMLA_SPARSE_WS_MERGE="yes"):
-            plan(dsv4(170), H200)
-    finally:
-        clear_caches()
+    p = plan(dsv4(170), H200)
+    assert p.ws_merge and p.needs_combine and p.units_per_part >= p.n_tiles
+    assert p.reasons[-1].endswith("into 2 pieces, merged by the program whose piece completes the token")
+    with config.override(WAVEMLA_SPARSE_WS_MERGE="off"):
+        off = plan(dsv4(170), H200)
+    assert not off.ws_merge and off.units_per_part == p.units_per_part
+    assert off.combine_us - p.combine_us == pytest.approx(_SM90_WS_MERGE_SAVE_US)
+    assert off.predicted_us - p.predicted_us == pytest.approx(_SM90_WS_MERGE_SAVE_US)
+    short, many = plan(dsv4(64), H200), plan(dsv4(8), H200)
+    assert short.needs_combine and short.units_per_part < short.n_tiles and not short.ws_merge
+    assert many.needs_combine and not many.ws_merge
+    mixed = dataclasses.replace(dsv4(133, 64, "hca"), batch_invariant=True)
+    assert plan(mixed, H200).needs_combine and not plan(mixed, H200).ws_merge
+    with config.override(WAVEMLA_SPARSE_WS_MERGE="on"):
+        assert plan(dsv4(8), H200).ws_merge and plan(dsv4(64), H200).ws_merge and plan(mixed, H200).ws_merge
+        said = plan(mixed, H200).reasons[-1]
+        assert said.endswith("by the program whose piece completes the token where they were cut between programs")
+        assert not plan(dsv4(128), H200).ws_merge  # no token cut
+    with config.override(WAVEMLA_SPARSE_WS="off"):
+        assert not plan(dsv4(170), H200).ws_merge
+    with pytest.raises(KnobError, match="WAVEMLA_SPARSE_WS_MERGE"), config.override(WAVEMLA_SPARSE_WS_MERGE="yes"):
+        plan(dsv4(170), H200)
 
 
 def test_host_cost() -> None:

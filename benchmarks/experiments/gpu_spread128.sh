@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The spread partition offered to 128 leftover query tokens, the model deciding (plan._SPREAD_MAX_LEFT's note): the
-# warp-specialized kernel's GPU tests, stress replays at batches it now spreads past 32 leftover tokens, then the
-# sparse decode curves of the six 64- and 128-head shapes over those batches (median of 5). Output under $OUT:
-# spread128.log, curve_*.json.
+# The spread partition offered to 128 leftover query tokens, the model deciding (run on ccf4385, which set
+# plan._SPREAD_MAX_LEFT to 128; reverted, see that constant's note): the warp-specialized kernel's GPU tests, stress
+# replays at batches it spreads past 32 leftover tokens, then the sparse decode curves of the six 64- and 128-head
+# shapes over those batches (median of 5). Output under $OUT: spread128.log, curve_*.json.
 #   OUT=/some/dir bash benchmarks/experiments/gpu_spread128.sh <git-sha>
 set -uo pipefail
 BUDGET=${BUDGET:-560}

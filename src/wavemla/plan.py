@@ -150,6 +150,12 @@ def tiles_label(units_per_part: int, whole_units: int = 0, token_units: int = 0)
     return str(units_per_part)
 
 
+def spread_max_left(n_tiles: int) -> int:
+    """The most leftover query tokens past a perfect fit that the spread partition is offered for tokens of ``n_tiles``
+    tiles (see _SPREAD_MAX_LEFT)."""
+    return _SPREAD_MAX_LEFT_LONG if n_tiles > _SPREAD_LONG_TILES else _SPREAD_MAX_LEFT
+
+
 def spread_slots(token: int, n_tiles: int, units_per_part: int) -> tuple[int, int]:
     """A cut token's first and last workspace slots: its pieces are the runs of ``units_per_part`` units of the
     flattened (token, tile) space that hold its tiles, slot ``token + run``."""
@@ -504,18 +510,26 @@ _SM90_NARROW_MAX_TOKENS = 2
 # time at 16 points of L = 9 to 16 (`gpu_spread_wide.sh 345223c`, 2026-12-06-h100-spread-wide-345223c.{json,log}:
 # CSA h=64 b=141 75.6 against 78.3 µs, HCA b=148 107.4 against 114.8, HCA s_q=2 b=74 101.7 against 112.6) and
 # 0.895-0.970 at 9 points of L = 17 to 32 (2026-12-06-h100-spread32-110d3a6.{json,log}: HCA b=149 107.6 against 115.3,
-# b=164 121.5 against 126.2, s_q=2 b=78 107.5 against 120.1), every output checked, so it was offered up to 32.
-# Further out (spread_ab.py --force, 2026-12-06-h100-spread64-27f3f5e.{json,log} for L = 33 to 64 and
-# -spread128-27f3f5e.{json,log} for L = 65 to 124, 28 points, every output checked) the spread took 0.921-0.978 of the
-# uniform plan's time at HCA (64 and 128 heads, s_q = 1 and 2) and CSA s_q = 2 and 128 heads to L = 64 (HCA b=196
-# 128.2 against 138.0 µs, HCA s_q=2 b=83 116.4 against 126.4), 0.907-0.964 for HCA to L = 98 (s_q=2 b=100 132.7 against
-# 146.3, b=200 139.1 against 146.3) and 1.057 at HCA b=256 (L = 124); CSA at 64 heads was within 2% either way to
-# L = 64 (b=170 1.007, b=184 1.018, b=196 0.961) and slower beyond (b=200 1.037, 220 1.089, 240 1.142; s_q=2 b=115
-# 1.062). A fixed limit between those moves the step where the spread stops to the limit (at 32, HCA s_q=2 b=82 -> 83:
-# +7.1% a request; at 64, HCA b=196 -> 197 would be about +7%), so it is offered to 128 leftover tokens and the model
-# decides: on the H100 preset it spreads CSA h=64 to b=211 (L = 79; the measured points there it picks within 3.7% of
-# the faster plan), HCA h=64 to b=234, and the s_q = 2 and 128-head bands to L = 74-102.
-_SPREAD_MAX_LEFT = 128
+# b=164 121.5 against 126.2, s_q=2 b=78 107.5 against 120.1), every output checked, so it is offered up to 32.
+# Further out (spread_ab.py --force on 27f3f5e, 2026-12-06-h100-spread64-27f3f5e.{json,log} for L = 33 to 64,
+# -spread128-27f3f5e.{json,log} for 65 to 124; 28 points, every output checked) it depends on the token's tiles.
+# HCA tokens (18 tiles): 0.907-0.978 of the uniform plan's time at 64 and 128 heads, s_q 1 and 2, to L = 98 (HCA b=196
+# 128.2 against 138.0 µs, s_q=2 b=83 116.4 against 126.4, s_q=2 b=100 132.7 against 146.3), 1.024 at 128 heads L = 108
+# and 1.057 at b=256 (L = 124), where the model takes the uniform plan. CSA tokens (10 tiles): within 2% either way to
+# L = 64 at 64 heads (b=170 1.007, 184 1.018, 196 0.961) and 1.037-1.142 beyond (b=200, 220, 240), 0.956-1.062 at
+# s_q=2 and 128 heads. Offered to 128 leftover tokens for every token, the model deciding (ccf4385, `bash
+# benchmarks/experiments/gpu_spread128.sh ccf4385`, 2026-12-06-h100-spread128-curves-ccf4385.log and
+# -curve-*-ccf4385.json, against the curves of 0ecbb7f), the HCA curves took a median 0.922-0.963 of their time over the
+# batches it spread (b = 165..234 at 64 heads, 83..117 at s_q=2 and 128 heads) and CSA h=64 1.021 (up to 1.078 at
+# b = 199..211). So tokens of more than _SPREAD_LONG_TILES tiles are offered it to _SPREAD_MAX_LEFT_LONG leftover
+# tokens, the model deciding, and shorter ones to 32. Per-request steps above 5% then sit where the leftover run
+# U = ceil(L·n/P) grows past a divisor of the token's n tiles (HCA U = 6 -> 7 and 9 -> 10: b = 176 -> 177 +8.5% and
+# 198 -> 199 +8.8%, s_q=2 88 -> 89 +5.7% and 99 -> 100 +8.3%, h=128 99 -> 100 +7.4%; at 32: 198 -> 199 +5.5%, s_q=2
+# 99 -> 100 +5.6%, h=128 99 -> 100 +5.3%): runs that straddle two tokens give their programs a third segment, which the
+# model does not price. Those HCA batches ran at most 1.6% slower than in the curves of 0ecbb7f, a median 4-8% faster.
+_SPREAD_MAX_LEFT = 32
+_SPREAD_LONG_TILES = 12
+_SPREAD_MAX_LEFT_LONG = 128
 # The spread's combine is priced by its bytes and a launch, without the wide merge's per-token term that the uniform
 # partitions' one-tile pieces carry (_SM90_WS_WIDE_US a token). With that term (1.2 µs a leftover token) the H100
 # preset's model put the spread 2-16 µs (typically 7-10) too dear against the uniform plan at 16 points past a perfect
@@ -990,13 +1004,13 @@ class _Coster:
     def spread(self) -> _Split | None:
         """Whole tokens first, the leftover spread (see _SPREAD_MAX_LEFT): the warp-specialized kernel's partition of
         ``tokens = P·W + L`` over one program per slot and head block, or None where it does not apply (another
-        kernel, no whole token a part, no leftover token, or more than _SPREAD_MAX_LEFT of them)."""
+        kernel, no whole token a part, no leftover token, or more than :func:`spread_max_left` of them)."""
         n_tiles = self.n_tiles
         parts = self.slots // self.num_hb
         if not self.ws or self.occ != 1 or parts < 1:
             return None
         whole, left = divmod(self.tokens, parts)
-        if whole < 1 or not 1 <= left <= _SPREAD_MAX_LEFT:
+        if whole < 1 or not 1 <= left <= spread_max_left(n_tiles):
             return None
         upp = -(-left * n_tiles // parts)
         if upp >= n_tiles:  # as many parts as leftover tokens, nearly: nothing to spread
