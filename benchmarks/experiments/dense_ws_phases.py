@@ -25,14 +25,27 @@ NAMES = ["start", "q ready", "tile 0 ready", "last tile ready", "last tile done"
 
 def stamp_source(slots: int = 8, name: str = "_stamp") -> str:
     """A Gluon helper ``name(p_ts, o_m, K, HALF)`` for the patched sources: the first math warpgroup (``HALF`` 0) writes
-    ``%globaltimer`` (ns) to stamp ``K`` of its program's ``slots`` (one thread, of the row ``o_m % 64 == 0``)."""
+    ``%globaltimer`` (ns) to stamp ``K`` (a constant or a runtime index) of its program's ``slots`` (one thread, of the
+    row ``o_m % 64 == 0``)."""
     return f"""
     @gluon.jit
-    def {name}(p_ts, o_m, K: gl.constexpr, HALF: gl.constexpr):
+    def {name}(p_ts, o_m, K, HALF: gl.constexpr):
         if HALF == 0:
             t = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [o_m], dtype=gl.int64, is_pure=False,
                                           pack=1)
             gl.store(p_ts + gl.program_id(0) * {slots} + K + o_m * 0, t, mask=(o_m % 64) == 0)
+
+"""
+
+
+def gather_stamp_source(slots: int, name: str = "_stamp_g") -> str:
+    """The same for a partition without halves (the sparse kernel's gather): ``name(p_ts, o, K)`` writes stamp ``K``
+    from the threads of the row ``o == 0``."""
+    return f"""
+    @gluon.jit
+    def {name}(p_ts, o, K):
+        t = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [o], dtype=gl.int64, is_pure=False, pack=1)
+        gl.store(p_ts + gl.program_id(0) * {slots} + K + o * 0, t, mask=o == 0)
 
 """
 

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dense_ws_phases import check_build, load_patched, patch, stamp_source, summary
+from dense_ws_phases import check_build, gather_stamp_source, load_patched, patch, stamp_source, summary
 from sparse_ws_phases import flush_before, stamp_buffer_edits, stamped_point
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "wavemla" / "kernels" / "sparse_decode_ws.py"
@@ -35,15 +35,7 @@ SLOTS = 16
 _END = 5
 
 # the math warpgroup's stamps as the phases scripts write them; the gather's from the thread of its first row
-STAMPS = (
-    stamp_source(SLOTS, "_stamp_m")
-    + f"""    @gluon.jit
-    def _stamp_g(p_ts, o, K: gl.constexpr):
-        t = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [o], dtype=gl.int64, is_pure=False, pack=1)
-        gl.store(p_ts + gl.program_id(0) * {SLOTS} + K + o * 0, t, mask=o == 0)
-
-"""
-)
+STAMPS = stamp_source(SLOTS, "_stamp_m") + gather_stamp_source(SLOTS)
 
 
 def _patched_source() -> str:

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dense_ws_phases import check_build, load_patched, patch
+from dense_ws_phases import check_build, gather_stamp_source, load_patched, patch, stamp_source
 from sparse_ws_phases import flush_before, stamped_point
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "wavemla" / "kernels" / "sparse_decode_ws.py"
@@ -61,25 +61,17 @@ SWITCH = [
     ("g last handed (seg 0) -> g tile 0 handed (seg 1)", (0, 12), (1, 11)),
 ]
 
-STAMPS = f"""
-    @gluon.jit
-    def _stamp_m(p_ts, o_m, k, HALF: gl.constexpr):
-        if HALF == 0:
-            t = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [o_m], dtype=gl.int64, is_pure=False,
-                                          pack=1)
-            gl.store(p_ts + gl.program_id(0) * {SLOTS} + k + o_m * 0, t, mask=(o_m % 64) == 0)
-
-    @gluon.jit
-    def _stamp_g(p_ts, o, k):
-        t = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [o], dtype=gl.int64, is_pure=False, pack=1)
-        gl.store(p_ts + gl.program_id(0) * {SLOTS} + k + o * 0, t, mask=o == 0)
-
+STAMPS = (
+    stamp_source(SLOTS, "_stamp_m")
+    + gather_stamp_source(SLOTS)
+    + """
     @gluon.jit
     def _sleep(o, NS: gl.constexpr):
-        return gl.inline_asm_elementwise(f"nanosleep.u32 {{NS}};\\n mov.u32 $0, 0;", "=r,r", [o], dtype=gl.int32,
+        return gl.inline_asm_elementwise(f"nanosleep.u32 {NS};\\n mov.u32 $0, 0;", "=r,r", [o], dtype=gl.int32,
                                          is_pure=False, pack=1)
 
 """
+)
 
 
 def _patched_source(sleep_ns: int = 0) -> str:

@@ -743,7 +743,7 @@ def test_spread_partition_matches_reference(block_n: int, merge_in_kernel: bool,
 def test_spread_partition_any_leftover(
     parts: int, whole: int, left_share: float, wide: bool, two_positions: bool, lengths: bool, seed: int
 ) -> None:
-    """Any number of leftover tokens (1 .. parts - 1, the planner takes at most 32), 1 or 2 whole tokens a part, both
+    """Any number of leftover tokens (1 .. parts - 1, the planner takes at most 128), 1 or 2 whole tokens a part, both
     merges, per-request list lengths from 0 up and a tenth of the entries invalid: the reference's answer."""
     left = 1 + round(left_share * (parts - 2))
     tokens = whole * parts + left
