@@ -313,10 +313,12 @@ def time_variants(
     """The planner's plan at ``point`` (``MODE[-sN][-hN]:B``, ``heads`` unless ``-hN``) with the package's kernel, then
     each variant's launcher swapped in for ``owner.<attr>`` behind the public call, on the same plan; the package's
     again last (the order's effect). The package's runs and the variants ``checked`` accepts are checked against the
-    fp64 reference; each is timed (CUDA-graph replay, L2 flushed, median of ``reps``)."""
+    fp64 reference; each is timed (CUDA-graph replay, L2 flushed, median of ``reps``). Launch replays are off for
+    every run (``WAVEMLA_LAUNCH=triton``): a call with a fresh metadata object would otherwise replay the launches
+    recorded by the first call of its signature (the package's kernel), and never reach the swapped launcher."""
     import torch
 
-    from wavemla import get_mla_metadata, sparse_mla_decode
+    from wavemla import config, get_mla_metadata, sparse_mla_decode
     from wavemla.reference import sparse_decode_ref
     from wavemla.testing import TOLERANCES, check_close
     from wavemla.tools.bench import timings_us
@@ -336,17 +338,18 @@ def time_variants(
         if module is not None:
             setattr(owner, attr, getattr(module, attr))
         try:
-            meta, _ = get_mla_metadata()
-            out, lse = sparse_mla_decode(**kw, metadata=meta)
-            assert meta.plan is not None
-            plan = f"{meta.plan.config}:{meta.plan.units_per_part}"
-            check = module is None or checked(name)
-            bad = ""
-            if check:
-                bad = check_close("out", out, ref_o, TOLERANCES[("out", "gpu")]) or check_close(
-                    "lse", lse, ref_l, TOLERANCES[("lse", "gpu")]
-                )
-            med = timings_us(lambda meta=meta: sparse_mla_decode(**kw, metadata=meta), reps=reps, graph=True)[1]
+            with config.override(WAVEMLA_LAUNCH="triton"):
+                meta, _ = get_mla_metadata()
+                out, lse = sparse_mla_decode(**kw, metadata=meta)
+                assert meta.plan is not None
+                plan = f"{meta.plan.config}:{meta.plan.units_per_part}"
+                check = module is None or checked(name)
+                bad = ""
+                if check:
+                    bad = check_close("out", out, ref_o, TOLERANCES[("out", "gpu")]) or check_close(
+                        "lse", lse, ref_l, TOLERANCES[("lse", "gpu")]
+                    )
+                med = timings_us(lambda meta=meta: sparse_mla_decode(**kw, metadata=meta), reps=reps, graph=True)[1]
         except Exception as e:  # a failing run is reported, the others still run
             print(f"{point:10s} {name:16s} ERROR {str(e).splitlines()[0][:120]}", flush=True)
             continue

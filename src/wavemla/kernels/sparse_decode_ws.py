@@ -12,9 +12,11 @@ producer that computes instead of copying:
   block; the bf16 rope converted) and stored as eight ``[64, 64]`` boxes into one of two stage buffers, with the
   entries' validity beside them. Loads run ahead of the math: each box's store is followed by the load of the same
   box of the next tile (one tile of raw words in registers), the rows of the tile after that are prefetched into
-  L2, and the index entries of the one after that are loaded. Invalid entries (past the list's length, negative,
-  or past the cache's slots) load nothing and store zeros. At a segment's start the next segment's q rows are
-  prefetched into L2.
+  L2, and the index entries of the one after that are loaded. Rows and scales load with L2 policy ``evict_first``
+  (a gathered row is read once a head block; L2 keeps q, the entries and the partials). Invalid entries (past the
+  list's length, negative, or past the cache's slots) load nothing and store zeros. At a segment's start the
+  first three tiles' entries are asked for at once, then the first tile's rows, then the second tile's rows and
+  the next segment's q rows are prefetched into L2.
 - **math** (two warpgroups, ``HALF`` 0 and 1): per segment (a token's share of the part) each converts its half of
   q's 64 head rows to fp16 into shared memory; per tile, as the dense kernel's: each scores 32 of the tile's 64
   rows (``q·Kᵀ``, eight wgmma of N = 32), the row maxima cross through shared memory, each computes P for its rows,
@@ -213,18 +215,26 @@ if HAVE_GLUON:
         loop take a register each.)"""
         if j < 7:
             p_w = (p_row + j * 64).to(gl.pointer_type(gl.int32))
-            raw = gl.load(p_w[:, None] + o_w4[None, :], mask=ok[:, None], other=0)
+            raw = gl.load(p_w[:, None] + o_w4[None, :], mask=ok[:, None], other=0, eviction_policy="evict_first")
         else:
             rows8: gl.constexpr = gl.SliceLayout(1, ld8)
             p_w = gl.convert_layout((p_row + 448).to(gl.pointer_type(gl.int32)), rows8)
-            raw = gl.load(p_w[:, None] + o_w8[None, :], mask=gl.convert_layout(ok, rows8)[:, None], other=0)
+            raw = gl.load(
+                p_w[:, None] + o_w8[None, :],
+                mask=gl.convert_layout(ok, rows8)[:, None],
+                other=0,
+                eviction_policy="evict_first",
+            )
         return raw
 
     @gluon.jit
     def _load_scales(p_scl, ok):
         """The rows' eight scale bytes as two words (scales 0-3, 4-7)."""
         p_w = p_scl.to(gl.pointer_type(gl.int32))
-        return gl.load(p_w, mask=ok, other=0), gl.load(p_w + 1, mask=ok, other=0)
+        return (
+            gl.load(p_w, mask=ok, other=0, eviction_policy="evict_first"),
+            gl.load(p_w + 1, mask=ok, other=0, eviction_policy="evict_first"),
+        )
 
     @gluon.jit
     def _scale_f16x2(s_lo, s_hi, j: gl.constexpr):
@@ -511,23 +521,16 @@ if HAVE_GLUON:
                 _, _, i_b, i_s, t_lo, t_hi = segment(i_seg, unit_lo, unit_hi, g_units, n_tiles, S_Q)
                 tok = _token(i_b, i_s, n_tiles_main, p_len, p_len_x, topk, topk_x, HAS_LEN, HAS_EXTRA, HAS_LEN_X)
                 n_main = tok[3]
-                # the first live tile's raw words, the second's rows on their way to L2, the third's index entries
+                # the first three live tiles' index entries asked for at once, then the first tile's raw words, the
+                # second's rows on their way to L2, the next segment's q rows too (the third tile's entries go into
+                # the loop): one trip to memory for the entries, and the first tile's rows ahead of the prefetches
                 u1 = _live_from(t_lo, n_tiles_main, n_main, HAS_EXTRA)
-                idx = _tile_entries(u1, t_hi, tok, lists, o_r, HAS_EXTRA)
-                p_r, p_s, ok = _tile_rows(u1, idx, n_tiles_main, caches, PAGE, PAGE_X, HAS_EXTRA)
                 u2 = _live_from(u1 + 1, n_tiles_main, n_main, HAS_EXTRA)
-                idx = _tile_entries(u2, t_hi, tok, lists, o_r, HAS_EXTRA)
-                p_r2, p_s2, ok2 = _tile_rows(u2, idx, n_tiles_main, caches, PAGE, PAGE_X, HAS_EXTRA)
-                _prefetch_l2(p_r2, p_s2, ok2, _ROW_BYTES)
+                idx1 = _tile_entries(u1, t_hi, tok, lists, o_r, HAS_EXTRA)
+                idx2 = _tile_entries(u2, t_hi, tok, lists, o_r, HAS_EXTRA)
                 idx = _tile_entries(_live_from(u2 + 1, n_tiles_main, n_main, HAS_EXTRA), t_hi, tok, lists, o_r,
                                     HAS_EXTRA)  # fmt: skip
-                # the next segment's q rows on their way to L2 for the math warpgroups
-                if i_seg + 1 <= seg_end - 1:
-                    i_tok_n = i_seg + 1 if PIECES else gl.maximum((i_seg + 1) * g_units, unit_lo) // n_tiles
-                    i_b_n = i_tok_n // S_Q
-                    p_qn = p_q + i_b_n.to(gl.int64) * stride_qb + (i_tok_n - i_b_n * S_Q) * stride_qs
-                    p_qr = p_qn + (i_hb * _BLOCK + o_r) * 512
-                    _prefetch_l2(p_qr, p_qr, o_r >= 0, 1024)
+                p_r, p_s, ok = _tile_rows(u1, idx1, n_tiles_main, caches, PAGE, PAGE_X, HAS_EXTRA)
                 s_lo, s_hi = _load_scales(p_s, ok)
                 ok_cur = ok
                 r0 = _load_box(p_r, ok, o_w4, o_w8, ld8, 0)
@@ -538,6 +541,14 @@ if HAVE_GLUON:
                 r5 = _load_box(p_r, ok, o_w4, o_w8, ld8, 5)
                 r6 = _load_box(p_r, ok, o_w4, o_w8, ld8, 6)
                 r7 = _load_box(p_r, ok, o_w4, o_w8, ld8, 7)
+                p_r2, p_s2, ok2 = _tile_rows(u2, idx2, n_tiles_main, caches, PAGE, PAGE_X, HAS_EXTRA)
+                _prefetch_l2(p_r2, p_s2, ok2, _ROW_BYTES)
+                if i_seg + 1 <= seg_end - 1:
+                    i_tok_n = i_seg + 1 if PIECES else gl.maximum((i_seg + 1) * g_units, unit_lo) // n_tiles
+                    i_b_n = i_tok_n // S_Q
+                    p_qn = p_q + i_b_n.to(gl.int64) * stride_qb + (i_tok_n - i_b_n * S_Q) * stride_qs
+                    p_qr = p_qn + (i_hb * _BLOCK + o_r) * 512
+                    _prefetch_l2(p_qr, p_qr, o_r >= 0, 1024)
                 for u in range(t_lo, t_hi):
                     live = _tile_of(u, tok, lists, HAS_EXTRA)[4]
                     if live:
