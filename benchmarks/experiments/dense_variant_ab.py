@@ -105,4 +105,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # launch replays off: a call would replay the launches its metadata recorded first, not the swapped launcher's
+    with config.override(WAVEMLA_LAUNCH="triton"):
+        main()

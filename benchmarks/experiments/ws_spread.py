@@ -271,7 +271,11 @@ def main() -> None:
     ap.add_argument("--breakdown", action="store_true", help="also time each run with no combine launched")
     args = ap.parse_args()
     variant = load_variant()
-    records = [r for point in args.points for r in time_point(point, variant, args.reps, args.breakdown)]
+    # launch replays off: a fresh metadata object would replay the first call's launches, not the swapped launcher's
+    from wavemla import config
+
+    with config.override(WAVEMLA_LAUNCH="triton"):
+        records = [r for point in args.points for r in time_point(point, variant, args.reps, args.breakdown)]
     if args.json:
         Path(args.json).write_text(json.dumps({"argv": sys.argv, "records": records}, indent=1))
 

@@ -527,6 +527,8 @@ _SM90_NARROW_MAX_TOKENS = 2
 # 198 -> 199 +8.8%, s_q=2 88 -> 89 +5.7% and 99 -> 100 +8.3%, h=128 99 -> 100 +7.4%; at 32: 198 -> 199 +5.5%, s_q=2
 # 99 -> 100 +5.6%, h=128 99 -> 100 +5.3%): runs that straddle two tokens give their programs a third segment, which the
 # model does not price. Those HCA batches ran at most 1.6% slower than in the curves of 0ecbb7f, a median 4-8% faster.
+# With the kernel's rows loaded evict_first (6d722f1) h=64's two fell under 5% and s_q=2's to +6% and +7%
+# (2026-12-06-h100-curve-*-around-steps-6d722f1.json).
 _SPREAD_MAX_LEFT = 32
 _SPREAD_LONG_TILES = 12
 _SPREAD_MAX_LEFT_LONG = 128
