@@ -315,7 +315,8 @@ class Plan(_Tiled):
         Staged FP8 tiles (``num_stages`` > 1) convert q in registers as eight 64-wide blocks.
 
         The fp16 values are the same either way."""
-        return self.units_per_part >= Q_CONVERT_MIN_TILES and self.config.block_h < 64 and self.config.num_stages == 1
+        tiles = self.units_per_part + self.whole_units  # a spread plan's program: its run, then its whole tokens
+        return tiles >= Q_CONVERT_MIN_TILES and self.config.block_h < 64 and self.config.num_stages == 1
 
     @property
     def segments_per_program(self) -> int:
@@ -859,6 +860,7 @@ class _Coster:
         self.total = tokens * n_tiles
         self.num_sms = device.num_sms
         ws_bytes = _workspace_bytes(workload, device)
+        self.device, self.ws_bytes = device, ws_bytes
         self.seg_cut = _segment_us(cfg, device, True, ws_bytes)
         self.seg_whole = _segment_us(cfg, device, False, ws_bytes)
         self.combine_base = _combine_us(tokens, 0, workload.h_q, device, ws_bytes)
@@ -1004,12 +1006,15 @@ class _Coster:
                       padded=span)  # fmt: skip
 
     def spread(self) -> _Split | None:
-        """Whole tokens first, the leftover spread (see _SPREAD_MAX_LEFT): the warp-specialized kernel's partition of
-        ``tokens = P·W + L`` over one program per slot and head block, or None where it does not apply (another
-        kernel, no whole token a part, no leftover token, or more than :func:`spread_max_left` of them)."""
+        """Whole tokens first, the leftover spread (see _SPREAD_MAX_LEFT): a partition of ``tokens = P·W + L`` over
+        one program per slot and head block, one wave, or None where it does not apply (the warp-specialized kernel
+        at more than one program per SM, no whole token a part, no leftover token, or more than
+        :func:`spread_max_left` of them). The warp-specialized kernel is priced by its measured costs; the Triton
+        kernel as its uniform partitions are (:meth:`_cost`), a cut segment for the leftover run and a whole one for
+        each whole token, with only the leftover tokens merged (see _SPREAD_TRITON)."""
         n_tiles = self.n_tiles
         parts = self.slots // self.num_hb
-        if not self.ws or self.occ != 1 or parts < 1:
+        if parts < 1 or (self.ws and self.occ != 1):
             return None
         whole, left = divmod(self.tokens, parts)
         if whole < 1 or not 1 <= left <= spread_max_left(n_tiles):
@@ -1018,9 +1023,23 @@ class _Coster:
         if upp >= n_tiles:  # as many parts as leftover tokens, nearly: nothing to spread
             return None
         programs = parts * self.num_hb
+        slots = [spread_slots(t, n_tiles, upp) for t in range(left)]
+        pieces = sum(last - first + 1 for first, last in slots)
+        if not self.ws:
+            active = max(1, min(self.occ, -(-programs // self.num_sms)))
+            tile = self.tiles[active] * (1.0 + self.busy * min(programs, self.slots) / self.slots)
+            program = (whole * n_tiles + upp) * tile + self.seg_cut + whole * self.seg_whole + _PROGRAM_US
+            program += self._starts(whole + 1)
+            if self.in_kernel:  # the program writing a leftover token's last piece merges it
+                program += self._merge(max(last - first + 1 for first, last in slots))
+                combine = 0.0
+            else:
+                combine = _combine_us(left, pieces, self.h_q, self.device, self.ws_bytes)
+            predicted = _LAUNCH_US + program + combine
+            return _Split(upp, parts, 1, active, tile * self.scale, predicted * self.scale, combine * self.scale,
+                          whole=whole * n_tiles)  # fmt: skip
         tile = self.tiles[1] * (1.0 + self.busy * min(programs, self.slots) / self.slots)
         program = (whole * n_tiles + upp) * tile + self.first_segment_us + whole * self.segment_us + _PROGRAM_US
-        pieces = sum(last - first + 1 for first, last in (spread_slots(t, n_tiles, upp) for t in range(left)))
         # no per-token term for the wide merge here (see the note under _SPREAD_MAX_LEFT)
         combine = self._ws_combine(pieces, left)
         merge = self.ws_merge == "on"
