@@ -621,6 +621,61 @@ def test_spread_taken_past_every_perfect_fit_up_to_its_limit(gpu: str) -> None:
         assert plan(dsv4(133 + limit, 64, mode), spec).whole_units == 0
 
 
+@pytest.mark.parametrize(
+    ("gpu", "h", "s_q", "batch"),
+    [("h100", 16, 2, 133), ("h100", 16, 2, 150), ("h200", 16, 2, 140), ("rtx-pro-6000", 64, 1, 200),
+     ("rtx-pro-6000", 16, 2, 190), ("dgx-spark", 64, 1, 100)],
+)  # fmt: skip
+def test_spread_offered_to_the_triton_kernel(
+    gpu: str, h: int, s_q: int, batch: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Triton split kernel gets the spread too (whole tokens first, the leftover spread): one program a slot at
+    the configuration's occupancy, one wave, only the leftover tokens cut, merged by the combine kernel (16-head
+    tiles) or in the kernel (64-row tiles), priced cheaper than the plan it replaces; q's scratch rows follow the
+    program's whole run."""
+    from wavemla.kernels.sparse_decode import spread_cut_units
+
+    spec = PRESETS[gpu]
+    with config.override(WAVEMLA_SPARSE_WS="off"):
+        clear_caches()
+        p = plan(dsv4(batch, h, "csa", s_q), spec)
+        tokens = batch * s_q
+        assert p.whole_units and p.whole_units % p.n_tiles == 0, (gpu, p.reasons)
+        assert p.programs == p.slots == p.programs_per_sm * spec.num_sms and p.waves == 1
+        assert p.num_parts * p.num_head_blocks == p.programs
+        cut = p.cut_tokens(tokens)
+        assert 1 <= cut <= plan_mod.spread_max_left(p.n_tiles) and p.units_per_part < p.n_tiles
+        assert spread_cut_units(tokens * p.n_tiles, p.n_tiles, p.num_parts, p.units_per_part, p.whole_units) == (
+            cut * p.n_tiles
+        )
+        assert p.q_scratch == (
+            p.units_per_part + p.whole_units >= plan_mod.Q_CONVERT_MIN_TILES
+            and p.config.block_h < 64
+            and p.config.num_stages == 1
+        )
+        assert any("whole tokens first, the leftover spread" in r for r in p.reasons)
+        if p.merge_in_kernel:
+            assert p.combine_us == 0.0
+        else:
+            pieces = sum(
+                z - a + 1 for a, z in (plan_mod.spread_slots(t, p.n_tiles, p.units_per_part) for t in range(cut))
+            )
+            combine = plan_mod._combine_us(cut, pieces, h, spec, plan_mod._workspace_bytes(dsv4(batch, h), spec))
+            scale = plan_mod._STAGED_FP8_RATIO if p.config.num_stages > 1 else 1.0
+            assert p.combine_us == pytest.approx(combine * scale)
+        monkeypatch.setattr(plan_mod._Coster, "spread", lambda self: None)
+        clear_caches()
+        uniform = plan(dsv4(batch, h, "csa", s_q), spec)
+        assert uniform.whole_units == 0 and p.predicted_us < uniform.predicted_us
+    clear_caches()
+
+
+def test_no_spread_below_one_whole_token_a_part() -> None:
+    """Fewer query tokens than parts (16 heads, s_q = 1, b <= 256 on 132 SMs at two programs an SM): no spread."""
+    for b in (67, 133, 200, 256):
+        assert plan(dsv4(b, 16), PRESETS["h100"]).whole_units == 0
+
+
 def test_ws_merges_cut_tokens_where_it_measured_no_slower() -> None:
     """The warp-specialized kernel merges the tokens cut between its programs itself (no combine launch) in default
     plans whose programs hold a token's tiles or more and cut tokens into two pieces (CSA b=170 in 13-tile programs),

@@ -299,7 +299,9 @@ def test_bf16_q_converted_before_the_split_kernel(block_n, monkeypatch):
     forced = dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=block_n, WAVEMLA_NUM_WARPS=4, WAVEMLA_NUM_STAGES=1)
     with config.override(**forced, WAVEMLA_TARGET_CTAS=2 if block_n == 64 else 4):
         out, lse = check_bf16_q(inputs, meta)
-        assert meta.plan is not None and meta.plan.units_per_part >= 3 and not meta.plan.q_scratch
+        assert (
+            meta.plan is not None and meta.plan.units_per_part + meta.plan.whole_units >= 3 and not meta.plan.q_scratch
+        )
         split = sd.sparse_decode_split
         monkeypatch.setattr(sd, "sparse_decode_split", lambda **kw: split(**{**kw, "q": kw["q"].half()}))
         out2, lse2 = sparse_mla_decode(**kwargs, metadata=meta)
@@ -883,6 +885,35 @@ def test_spread_and_padded_plans_through_the_api(batch: int, ctas: int, seed: in
         got.update(rows=p.workspace_rows(batch), segments=p.segments_per_program)
         assert got == expect
         assert meta.counts is not None and int(meta.counts.abs().sum()) == 0
+        again = check(inputs, metadata=meta)
+    assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+
+
+@pytest.mark.parametrize(
+    ("knobs", "batch", "s_q", "ctas", "expect"),
+    [
+        # staged 16x32 tiles (5 a token), 6 query tokens over 4 parts: 1 whole token, then 2 leftover ones
+        pytest.param(STAGED, 3, 2, 4, dict(units_per_part=3, whole_units=5, num_parts=4), id="staged-16x32-combine"),
+        # 16x64 register tiles (3 a token) merged in the kernel, 7 tokens over 3 parts: 2 whole tokens, 1 leftover
+        pytest.param(MERGE_IN_KERNEL, 7, 1, 3, dict(units_per_part=1, whole_units=6, num_parts=3), id="16x64-merged"),
+    ],
+)
+def test_spread_planned_for_the_triton_kernel(knobs, batch, s_q, ctas, expect):
+    """The planner's spread for the Triton split kernel (16 heads, ``ctas`` slots forced): the reference's answer,
+    twice on one metadata object with the same bits."""
+    from wavemla import get_mla_metadata
+
+    inputs = make_sparse_decode_inputs(
+        batch=batch, s_q=s_q, h_q=16, topk=64, page=32, extra_topk=96, extra_page=16, fp8=True, dtype=SMALL_DTYPE,
+        device=DEVICE, seed=batch,
+    )  # fmt: skip
+    meta, _ = get_mla_metadata()
+    with config.override(**knobs, WAVEMLA_TARGET_CTAS=ctas, WAVEMLA_GPU="h100"):
+        first = check(inputs, metadata=meta)
+        p = meta.plan
+        assert p is not None and p.n_tiles == (5 if p.config.block_n == 32 else 3)  # 64 + 96 rows
+        assert {k: getattr(p, k) for k in expect} == expect
+        assert p.merge_in_kernel == (p.config.block_n == 64)
         again = check(inputs, metadata=meta)
     assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
 
