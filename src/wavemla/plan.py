@@ -542,6 +542,18 @@ _SPREAD_MAX_LEFT_LONG = 128
 # 0.902-0.979 of the uniform plan's time at 15 of them (CSA h=64 b=137 71.6 against 76.1 µs, b=140 74.0 against 77.5;
 # HCA b=136 98.0 against 107.5, b=140 103.5 against 111.3; HCA s_q=2 b=70 98.4 against 109.1) and 1.017 at CSA h=128
 # b=72 (71.9 against 70.7), its per-request step from the batch before -0.6 to +2.6% (uniform: -0.4 to +11.2%).
+# The Triton split kernel takes the same two ranges and is offered the spread too where it runs one head block and
+# leaves the cut tokens to the combine kernel, one program a slot at its occupancy, priced as its uniform partitions
+# are (a cut segment for the leftover run, a whole one a whole token, the combine over the leftover tokens alone).
+# Against the uniform plan on an H100 SXM (spread_ab.py, `bash benchmarks/experiments/gpu_spread_triton.sh ca0002d`,
+# 2026-12-06-h100-spread-triton-*-ca0002d.{json,log}; CUDA graph, L2 flushed, median of 10 in 3 alternated rounds,
+# every output checked against the fp64 reference): 16 heads, s_q = 2, staged 16x32 tiles two an SM (264 parts),
+# 0.912-0.978 at all 9 points of b = 133..196 (CSA b=133 84.8 against 92.3 µs, the per-request step from b=132 +5.0%
+# against +14.4%; HCA b=133 134.0 against 141.0); 64x32 tiles at 64 heads (forced, the warp-specialized kernel off)
+# 0.936-0.971 at 5 points (CSA b=133 118.1 against 126.0). Where the kernel merges cut tokens itself (64x64 tiles:
+# the program writing a leftover token's last piece merges all of its pieces) it took 0.98-1.08 at 9 points (CSA
+# h=64 b=150 99.6 against 92.0), and with four 16-head blocks a token (16x32 tiles at 64 heads) 0.955-1.023 at 8, so
+# those keep the uniform partition.
 
 _MEASURED_ARCH = 90
 
@@ -1008,13 +1020,14 @@ class _Coster:
     def spread(self) -> _Split | None:
         """Whole tokens first, the leftover spread (see _SPREAD_MAX_LEFT): a partition of ``tokens = P·W + L`` over
         one program per slot and head block, one wave, or None where it does not apply (the warp-specialized kernel
-        at more than one program per SM, no whole token a part, no leftover token, or more than
+        at more than one program per SM; the Triton kernel where it merges cut tokens itself or runs more than one
+        head block, where it measured no faster; no whole token a part, no leftover token, or more than
         :func:`spread_max_left` of them). The warp-specialized kernel is priced by its measured costs; the Triton
         kernel as its uniform partitions are (:meth:`_cost`), a cut segment for the leftover run and a whole one for
-        each whole token, with only the leftover tokens merged (see _SPREAD_TRITON)."""
+        each whole token, with only the leftover tokens merged (the notes under _SPREAD_MAX_LEFT)."""
         n_tiles = self.n_tiles
         parts = self.slots // self.num_hb
-        if parts < 1 or (self.ws and self.occ != 1):
+        if parts < 1 or (self.ws and self.occ != 1) or (not self.ws and (self.in_kernel or self.num_hb > 1)):
             return None
         whole, left = divmod(self.tokens, parts)
         if whole < 1 or not 1 <= left <= spread_max_left(n_tiles):

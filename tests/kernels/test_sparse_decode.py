@@ -894,13 +894,20 @@ def test_spread_and_padded_plans_through_the_api(batch: int, ctas: int, seed: in
     [
         # staged 16x32 tiles (5 a token), 6 query tokens over 4 parts: 1 whole token, then 2 leftover ones
         pytest.param(STAGED, 3, 2, 4, dict(units_per_part=3, whole_units=5, num_parts=4), id="staged-16x32-combine"),
-        # 16x64 register tiles (3 a token) merged in the kernel, 7 tokens over 3 parts: 2 whole tokens, 1 leftover
-        pytest.param(MERGE_IN_KERNEL, 7, 1, 3, dict(units_per_part=1, whole_units=6, num_parts=3), id="16x64-merged"),
+        # 16x32 register tiles, q through the scratch rows, 7 tokens over 3 parts: 2 whole tokens, then 1 leftover
+        pytest.param(
+            dict(STAGED, WAVEMLA_NUM_STAGES=1),
+            7,
+            1,
+            3,
+            dict(units_per_part=2, whole_units=10, num_parts=3, q_scratch=True),
+            id="16x32-q-scratch",
+        ),
     ],
 )
 def test_spread_planned_for_the_triton_kernel(knobs, batch, s_q, ctas, expect):
-    """The planner's spread for the Triton split kernel (16 heads, ``ctas`` slots forced): the reference's answer,
-    twice on one metadata object with the same bits."""
+    """The planner's spread for the Triton split kernel (16 heads, ``ctas`` slots forced; the combine kernel merges
+    the leftover tokens): the reference's answer, twice on one metadata object with the same bits."""
     from wavemla import get_mla_metadata
 
     inputs = make_sparse_decode_inputs(
@@ -911,9 +918,8 @@ def test_spread_planned_for_the_triton_kernel(knobs, batch, s_q, ctas, expect):
     with config.override(**knobs, WAVEMLA_TARGET_CTAS=ctas, WAVEMLA_GPU="h100"):
         first = check(inputs, metadata=meta)
         p = meta.plan
-        assert p is not None and p.n_tiles == (5 if p.config.block_n == 32 else 3)  # 64 + 96 rows
-        assert {k: getattr(p, k) for k in expect} == expect
-        assert p.merge_in_kernel == (p.config.block_n == 64)
+        assert p is not None and p.n_tiles == 5  # 64 + 96 rows
+        assert {k: getattr(p, k) for k in expect} == expect and not p.merge_in_kernel
         again = check(inputs, metadata=meta)
     assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
 
