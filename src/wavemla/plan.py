@@ -556,6 +556,12 @@ _SPREAD_MAX_LEFT_LONG = 128
 # those keep the uniform partition.
 
 _MEASURED_ARCH = 90
+# The combine's bytes on sm_90, at the H200 preset's DRAM rate (GB/s) where its price was fitted. Priced at an H100
+# SXM's 3,350 GB/s the model took whole-token programs at 1.3-1.6 programs an SM at 16 heads (CSA b = 172..179, HCA
+# b = 213.., s_q = 2 CSA b = 86.., 205..), which measured 1.03-1.08 of its prediction while the cut plans beside
+# them measured 0.88-0.96 (2026-12-06-h100-curve-{csa,hca}-h16-s{1,2}-ca0002d.json: the steps CSA 171 -> 172 +18%,
+# HCA 212 -> 213 +12%, s_q = 2 CSA 85 -> 86 +12%, 204 -> 205 +13%).
+_COMBINE_SM90_GBPS = 4800.0
 
 
 # The paged dense decode's FP8 V3.2 tiles: the model ranks them (a row's decode priced at 0.02 µs picks the fastest
@@ -828,8 +834,11 @@ def _segment_us(cfg: KernelConfig, device: DeviceSpec, cut: bool, ws_bytes: int)
 def _combine_us(tokens: int, parts: int, h: int, device: DeviceSpec, ws_bytes: int) -> float:
     """The combine kernel merging cut tokens (plans with tiles under 64 rows; with 64-row tiles the split kernel
     merges them, see :meth:`_Coster._merge`): write + read of the partial workspace, sized for every token and
-    part, plus a launch."""
-    return _LAUNCH_US + 2 * (tokens + parts) * h * 512 * ws_bytes / (device.mem_gbps * _DRAM_EFFICIENCY * 1e3)
+    part, plus a launch. On the measured arch the bytes go at the H200's rate, whatever the part's DRAM: the term
+    was fitted there with the tile times, and the partials (a few MB) stay in the 50 MB L2 that sm_90 parts share
+    (see _COMBINE_SM90_GBPS)."""
+    gbps = _COMBINE_SM90_GBPS if device.arch == _MEASURED_ARCH else device.mem_gbps
+    return _LAUNCH_US + 2 * (tokens + parts) * h * 512 * ws_bytes / (gbps * _DRAM_EFFICIENCY * 1e3)
 
 
 def _register_q_slow(cfg: KernelConfig, workload: Workload) -> bool:
