@@ -684,6 +684,23 @@ def test_no_triton_spread_where_it_measured_no_faster() -> None:
     clear_caches()
 
 
+def test_combine_bytes_at_the_h200_rate_on_sm90() -> None:
+    """On sm_90 parts the Triton combine's bytes are priced at the H200 preset's rate, where the term was fitted: an
+    H100 SXM then cuts 16-head tokens where whole-token programs at 1.3-1.6 an SM measured slower (CSA b = 172 in
+    14-tile programs 69.9 µs against 78.2 in 20-tile ones; plan._COMBINE_SM90_GBPS); other arches keep their DRAM."""
+    h100, h200 = PRESETS["h100"], PRESETS["h200"]
+    assert h200.mem_gbps == plan_mod._COMBINE_SM90_GBPS
+    assert plan_mod._combine_us(100, 200, 16, h100, 4) == plan_mod._combine_us(100, 200, 16, h200, 4)
+    l40s = PRESETS["l40s"]
+    slow = l40s.mem_gbps * plan_mod._DRAM_EFFICIENCY * 1e3
+    assert plan_mod._combine_us(100, 200, 16, l40s, 2) == pytest.approx(
+        plan_mod._LAUNCH_US + 2 * 300 * 16 * 512 * 2 / slow
+    )
+    for b, s_q, mode, upp in ((172, 1, "csa", 14), (213, 1, "hca", 30), (86, 2, "csa", 14), (205, 2, "csa", 32)):
+        p = plan(dsv4(b, 16, mode, s_q), h100)
+        assert (str(p.config), p.units_per_part) == ("16x32x4x3", upp), (b, s_q, mode)
+
+
 def test_ws_merges_cut_tokens_where_it_measured_no_slower() -> None:
     """The warp-specialized kernel merges the tokens cut between its programs itself (no combine launch) in default
     plans whose programs hold a token's tiles or more and cut tokens into two pieces (CSA b=170 in 13-tile programs),

@@ -560,8 +560,13 @@ _MEASURED_ARCH = 90
 # SXM's 3,350 GB/s the model took whole-token programs at 1.3-1.6 programs an SM at 16 heads (CSA b = 172..179, HCA
 # b = 213.., s_q = 2 CSA b = 86.., 205..), which measured 1.03-1.08 of its prediction while the cut plans beside
 # them measured 0.88-0.96 (2026-12-06-h100-curve-{csa,hca}-h16-s{1,2}-ca0002d.json: the steps CSA 171 -> 172 +18%,
-# HCA 212 -> 213 +12%, s_q = 2 CSA 85 -> 86 +12%, 204 -> 205 +13%).
-_COMBINE_SM90_GBPS = 4800.0
+# HCA 212 -> 213 +12%, s_q = 2 CSA 85 -> 86 +12%, 204 -> 205 +13%). At this rate the H100 preset's picks move at 58
+# of the 2,560 points of the ten 16-, 64- and 128-head curves (none on the H200); timed against the plans they
+# replace on an H100 SXM (benchmarks/experiments/partition_sweep.py, 2026-12-06-h100-combine-rate-ab-a1259d3.{json,
+# log}; CUDA graph, L2 flushed, median of 15, every output checked against the fp64 reference), 16 heads: CSA b=172
+# 69.9 against 78.2 µs, HCA b=213 121.9 against 130.0, s_q = 2 CSA b=86 70.9 against 77.0, b=205 136.2 against
+# 148.7, HCA b=228 234.2 against 247.5, CSA b=8 16.9 against 17.5: the steps there +3.3 to +4.8%.
+_COMBINE_SM90_GBPS = 4800.0  # the H200 preset's mem_gbps
 
 
 # The paged dense decode's FP8 V3.2 tiles: the model ranks them (a row's decode priced at 0.02 µs picks the fastest
