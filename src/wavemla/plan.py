@@ -840,7 +840,7 @@ def _combine_us(tokens: int, parts: int, h: int, device: DeviceSpec, ws_bytes: i
     """The combine kernel merging cut tokens (plans with tiles under 64 rows; with 64-row tiles the split kernel
     merges them, see :meth:`_Coster._merge`): write + read of the partial workspace, sized for every token and
     part, plus a launch. On the measured arch the bytes go at the H200's rate, whatever the part's DRAM: the term
-    was fitted there with the tile times, and the partials (a few MB) stay in the 50 MB L2 that sm_90 parts share
+    was fitted there with the tile times, and the partials (a few MB) stay in the 50 MB L2 of both sm_90 presets
     (see _COMBINE_SM90_GBPS)."""
     gbps = _COMBINE_SM90_GBPS if device.arch == _MEASURED_ARCH else device.mem_gbps
     return _LAUNCH_US + 2 * (tokens + parts) * h * 512 * ws_bytes / (gbps * _DRAM_EFFICIENCY * 1e3)
@@ -1050,18 +1050,13 @@ class _Coster:
         if upp >= n_tiles:  # as many parts as leftover tokens, nearly: nothing to spread
             return None
         programs = parts * self.num_hb
-        slots = [spread_slots(t, n_tiles, upp) for t in range(left)]
-        pieces = sum(last - first + 1 for first, last in slots)
+        pieces = sum(last - first + 1 for first, last in (spread_slots(t, n_tiles, upp) for t in range(left)))
         if not self.ws:
             active = max(1, min(self.occ, -(-programs // self.num_sms)))
             tile = self.tiles[active] * (1.0 + self.busy * min(programs, self.slots) / self.slots)
             program = (whole * n_tiles + upp) * tile + self.seg_cut + whole * self.seg_whole + _PROGRAM_US
             program += self._starts(whole + 1)
-            if self.in_kernel:  # the program writing a leftover token's last piece merges it
-                program += self._merge(max(last - first + 1 for first, last in slots))
-                combine = 0.0
-            else:
-                combine = _combine_us(left, pieces, self.h_q, self.device, self.ws_bytes)
+            combine = _combine_us(left, pieces, self.h_q, self.device, self.ws_bytes)
             predicted = _LAUNCH_US + program + combine
             return _Split(upp, parts, 1, active, tile * self.scale, predicted * self.scale, combine * self.scale,
                           whole=whole * n_tiles)  # fmt: skip
