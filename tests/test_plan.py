@@ -689,7 +689,7 @@ def test_no_triton_spread_where_it_measured_no_faster() -> None:
 
 def test_combine_bytes_at_the_h200_rate_on_sm90() -> None:
     """On sm_90 parts the Triton combine's bytes are priced at the H200 preset's rate, where the term was fitted: an
-    H100 SXM then cuts 16-head tokens where whole-token programs at 1.3-1.6 an SM measured slower (CSA b = 172 in
+    H100 SXM then cuts 16-head tokens where whole-token programs at 1.3-1.7 an SM measured slower (CSA b = 172 in
     14-tile programs 69.9 µs against 78.2 in 20-tile ones; plan._COMBINE_SM90_GBPS); other arches keep their DRAM."""
     h100, h200 = PRESETS["h100"], PRESETS["h200"]
     assert h200.mem_gbps == plan_mod._COMBINE_SM90_GBPS

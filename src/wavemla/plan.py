@@ -557,7 +557,7 @@ _SPREAD_MAX_LEFT_LONG = 128
 
 _MEASURED_ARCH = 90
 # The combine's bytes on sm_90, at the H200 preset's DRAM rate (GB/s) where its price was fitted. Priced at an H100
-# SXM's 3,350 GB/s the model took whole-token programs at 1.3-1.6 programs an SM at 16 heads (CSA b = 172..179, HCA
+# SXM's 3,350 GB/s the model took whole-token programs at one to two programs an SM at 16 heads (CSA b = 172..179, HCA
 # b = 213.., s_q = 2 CSA b = 86.., 205..), which measured 1.03-1.08 of its prediction while the cut plans beside
 # them measured 0.88-0.96 (2026-12-06-h100-curve-{csa,hca}-h16-s{1,2}-ca0002d.json: the steps CSA 171 -> 172 +18%,
 # HCA 212 -> 213 +12%, s_q = 2 CSA 85 -> 86 +12%, 204 -> 205 +13%). At this rate the H100 preset's picks move at 58
