@@ -557,15 +557,18 @@ _SPREAD_MAX_LEFT_LONG = 128
 
 _MEASURED_ARCH = 90
 # The combine's bytes on sm_90, at the H200 preset's DRAM rate (GB/s) where its price was fitted. Priced at an H100
-# SXM's 3,350 GB/s the model took whole-token programs at one to two programs an SM at 16 heads (CSA b = 172..179, HCA
-# b = 213.., s_q = 2 CSA b = 86.., 205..), which measured 1.03-1.08 of its prediction while the cut plans beside
-# them measured 0.88-0.96 (2026-12-06-h100-curve-{csa,hca}-h16-s{1,2}-ca0002d.json: the steps CSA 171 -> 172 +18%,
-# HCA 212 -> 213 +12%, s_q = 2 CSA 85 -> 86 +12%, 204 -> 205 +13%). At this rate the H100 preset's picks move at 58
-# of the 2,560 points of the ten 16-, 64- and 128-head curves (none on the H200); timed against the plans they
-# replace on an H100 SXM (benchmarks/experiments/partition_sweep.py, 2026-12-06-h100-combine-rate-ab-a1259d3.{json,
-# log}; CUDA graph, L2 flushed, median of 15, every output checked against the fp64 reference), 16 heads: CSA b=172
-# 69.9 against 78.2 µs, HCA b=213 121.9 against 130.0, s_q = 2 CSA b=86 70.9 against 77.0, b=205 136.2 against
-# 148.7, HCA b=228 234.2 against 247.5, CSA b=8 16.9 against 17.5: the steps there +3.3 to +4.8%.
+# SXM's 3,350 GB/s the model took whole-token programs at one to two programs an SM at 16 heads (CSA b = 172..184,
+# HCA b = 213..220, s_q = 2 CSA b = 86..92, 205..217, HCA 228..234): on the four 16-head curves whole-token plans
+# measured a median 0.96-1.05 of its prediction, cut ones 0.90-0.94 (benchmarks/experiments/plan_moves.py --bias on
+# 2026-12-06-h100-curve-{csa,hca}-h16-s{1,2}-ca0002d.json; the steps CSA 171 -> 172 +18%, HCA 212 -> 213 +12%,
+# s_q = 2 CSA 85 -> 86 +12%, 204 -> 205 +13%). At this rate the H100 preset's picks move at 58 of the 2,560 points of
+# the ten 16-, 64- and 128-head curves, none on the H200 (plan_moves.py --set, the points in
+# 2026-12-06-plan-moves-combine-rate-spread.txt). Timed against the plans they replace on an H100 SXM
+# (benchmarks/experiments/partition_sweep.py, 2026-12-06-h100-combine-rate-ab-a1259d3.{json,log}; CUDA graph, L2
+# flushed, median of 15, every output checked against the fp64 reference), 16 heads: CSA b=172 69.9 against 78.2 µs,
+# HCA b=213 121.9 against 130.0, s_q = 2 CSA b=86 70.9 against 77.0, b=205 136.2 against 148.7, HCA b=228 234.2
+# against 247.5, CSA b=8 16.9 against 17.5: the steps there +3.3 to +4.8%. (The warp-specialized kernel's combine,
+# _Coster._ws_combine, keeps the part's DRAM rate: its spread and merge picks were timed on an H100 SXM priced so.)
 _COMBINE_SM90_GBPS = 4800.0  # the H200 preset's mem_gbps
 
 
