@@ -329,6 +329,7 @@ def test_h200_choices_are_the_measured_ones(monkeypatch: pytest.MonkeyPatch) -> 
     assert len(records) == 8 * 256  # every b = 1..256 of the eight curves (h = 16/64/128, s_q = 1/2, CSA and HCA)
     spread: list[dict[str, object]] = []
     padded: list[dict[str, object]] = []
+    fine: list[dict[str, object]] = []
     for r in records:
         p = plan(dsv4(r["batch"], r["h_q"], r["mode"], r["s_q"], r["fp8"]), H200)  # type: ignore[arg-type]
         if p.whole_units and not r.get("whole_units"):  # measured before the planner spread
@@ -338,8 +339,20 @@ def test_h200_choices_are_the_measured_ones(monkeypatch: pytest.MonkeyPatch) -> 
             padded.append(r)
             continue
         got = (str(p.config), p.units_per_part, p.whole_units, p.token_units)
-        assert got == (r["config"], r["units_per_part"], r.get("whole_units", 0), r.get("token_units", 0)), r
+        if got != (r["config"], r["units_per_part"], r.get("whole_units", 0), r.get("token_units", 0)):
+            fine.append(r)  # measured before fine cuts were kept off shared SMs: checked without that rule below
     assert padded  # small batches of every curve
+    # the 16-head small batches whose measured plans cut tokens into 8+ pieces over 1.5+ programs an SM
+    assert {(r["mode"], r["s_q"]) for r in fine} == {("csa", 1), ("hca", 1)}, fine
+    assert all(r["h_q"] == 16 and int(r["batch"]) < 30 for r in fine), fine  # type: ignore[call-overload]
+    monkeypatch.setattr(plan_mod, "_FINE_CUT_PIECES", 10**9)
+    clear_caches()
+    for r in fine:
+        p = plan(dsv4(r["batch"], r["h_q"], r["mode"], r["s_q"], r["fp8"]), H200)  # type: ignore[arg-type]
+        assert (str(p.config), p.units_per_part) == (r["config"], r["units_per_part"]), r
+        assert p.programs >= 1.5 * H200.num_sms and plan_mod.max_pieces(p.n_tiles, p.units_per_part) >= 8, r
+    monkeypatch.undo()
+    clear_caches()
     monkeypatch.setattr(plan_mod._Coster, "spread", lambda self: None)
     monkeypatch.setattr(plan_mod._Coster, "padded", lambda self: [])
     clear_caches()
@@ -865,3 +878,53 @@ def test_padded_plans_run_one_piece_of_one_token_a_program() -> None:
                 same = evaluate(dsv4(b, h, mode, s_q), spec, p.config, p.units_per_part)
                 assert p.predicted_us < same.predicted_us, (name, b, p.predicted_us, same.predicted_us)
     assert seen > 0 if sparse_decode_ws.HAVE_GLUON else seen == 0
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_fine_cuts_kept_off_shared_sms_on_sm90(gpu: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """16 heads, CSA b = 21: the model prices 2 tiles a program lowest (10 pieces a token, 210 programs at two an
+    SM), which measured 27.1 µs on an H100 SXM against 21.5 for 4 tiles at one program an SM (plan._FINE_CUT_PIECES).
+    The planner takes the 4 tiles and says what it left out; with the rule off it takes the 2 again; a forced slot
+    count (WAVEMLA_TARGET_CTAS) is left as asked."""
+    dev = PRESETS[gpu]
+    p = plan(dsv4(21, 16, "csa"), dev)
+    assert (p.units_per_part, p.programs) == (4, 105)
+    assert any("2 tiles/program not offered though priced lower" in r for r in p.reasons), p.reasons
+    with config.override(WAVEMLA_TARGET_CTAS=2 * dev.num_sms):
+        assert plan(dsv4(21, 16, "csa"), dev).units_per_part == 2
+    monkeypatch.setattr(plan_mod, "_FINE_CUT_PIECES", 10**9)
+    clear_caches()
+    q = plan(dsv4(21, 16, "csa"), dev)
+    assert (q.units_per_part, q.programs) == (2, 210) and q.predicted_us < p.predicted_us
+    assert not any("not offered" in r for r in q.reasons)
+    monkeypatch.undo()
+    clear_caches()
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_no_sm90_plan_cuts_tokens_finely_over_shared_sms(gpu: str) -> None:
+    """Over the 16-head curves (CSA and HCA, s_q 1 and 2, b = 1..256) no uniform plan on an sm_90 part cuts a token
+    into 8+ pieces at 1.5+ programs an SM. (Spread plans cut only their leftover tokens, after whole ones, in programs
+    of a token's tiles and more: measured faster than the uniform plans, plan._SPREAD_MAX_LEFT.)"""
+    dev = PRESETS[gpu]
+    for mode in ("csa", "hca"):
+        for s_q in (1, 2):
+            for b in range(1, 257):
+                p = plan(dsv4(b, 16, mode, s_q), dev)
+                if p.whole_units:
+                    continue
+                fine = p.units_per_part < p.n_tiles and plan_mod.max_pieces(p.n_tiles, p.units_per_part) >= 8
+                assert not (fine and p.programs >= 1.5 * dev.num_sms), (mode, s_q, b, p.units_per_part, p.programs)
+
+
+@pytest.mark.parametrize("gpu", ["l40s", "rtx-pro-6000", "a100"])
+def test_fine_cut_rule_only_where_measured(gpu: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Off sm_90 the planner's 16-head plans are those it makes without the rule (it was measured on sm_90 only)."""
+    dev = PRESETS[gpu]
+    with_rule = [plan(dsv4(b, 16, mode), dev) for mode in ("csa", "hca") for b in range(1, 65)]
+    monkeypatch.setattr(plan_mod, "_FINE_CUT_PIECES", 10**9)
+    clear_caches()
+    without = [plan(dsv4(b, 16, mode), dev) for mode in ("csa", "hca") for b in range(1, 65)]
+    monkeypatch.undo()
+    clear_caches()
+    assert [(p.config, p.units_per_part) for p in with_rule] == [(p.config, p.units_per_part) for p in without]

@@ -629,6 +629,21 @@ _SEGMENT_US = 10.0
 _MERGE_PAIR_US = 1.0
 _MERGE_US = 6.0
 _MERGE_PIECE_US = 1.0
+# Tokens cut fine over SMs shared by two programs: on sm_90 the split kernel's cut plans that put a token into
+# _FINE_CUT_PIECES pieces or more are not offered at _FINE_CUT_PROGRAMS_PER_SM programs an SM or more (where the
+# model prices them as it does fewer programs). On an H100 SXM at 16 heads (staged 16x32 tiles; benchmarks/experiments/
+# partition_sweep.py and split_alone.py, CUDA graph, L2 flushed, median of 15, every output checked;
+# 2026-12-06-h100-h16-partitions-d9b0eb6.{json,log}, -h16-split-alone-d9b0eb6.{json,log}, -h16-short-shared-*.{json,log}):
+# CSA tokens in 10 pieces of 2 tiles took 21.6-23.4 µs at 160-200 programs and 27.2-27.4 at 210-220 (b = 16..22; the
+# split kernel alone: the combine and the dependent launch add nothing), HCA tokens in 9-18 pieces 1.08-1.16x the
+# model's time from 198-216 programs on (s_q = 1 and 2) and 0.97-1.02x below; tokens in 5 pieces (CSA, 4 tiles) ran at
+# the model's time up to 260 programs (b = 40..52: 30.2-31.3 µs against 29.9-31.7 predicted). The plans taken instead
+# measured 0.79-0.91 of those they replace at CSA b = 20..26 (b = 21: 21.5 against 27.1 µs, 4 tiles a program at one
+# an SM), s_q = 2 b = 10..13, 0.84-0.97 at HCA b = 12..29 and s_q = 2 b = 7..13, and 1.05 at HCA b = 17 (27.6 against
+# 26.3: 204 programs, at the boundary). The H200's curves step the same way (2026-12-03-h200-sparse-decode-curve-h16-
+# staged.json: CSA 10 pieces 22.9 µs at 140 programs, 28.4-30.2 at 150-260; 4 pieces at b = 27, 23.9).
+_FINE_CUT_PIECES = 8
+_FINE_CUT_PROGRAMS_PER_SM = 1.5
 # Programs of at least this many tiles get a bf16 q over FP8 rows converted outside the registers: by the kernel
 # that runs before the split kernel (kernels/sparse_decode.py) or through scratch rows (Plan.q_scratch); smaller
 # programs convert it in registers.
@@ -872,6 +887,7 @@ class _Split:
     ws_merge: bool = False
     whole: int = 0  # spread partitions: units of whole tokens each part runs after its run of upp cut units
     padded: int = 0  # padded partitions: units a token occupies (its tiles, then empty ones up to a multiple of upp)
+    fine_cut_skipped: int = 0  # tiles a program of the cheaper-priced partition not offered (_FINE_CUT_PIECES)
 
 
 class _Coster:
@@ -900,6 +916,8 @@ class _Coster:
         self.in_kernel = merges_in_kernel(cfg) and not ws
         # The smallest partition offered: see _register_q_slow.
         self.min_upp = min(Q_CONVERT_MIN_TILES, self.total) if _register_q_slow(cfg, workload) else 1
+        # tokens cut into many pieces are kept off SMs shared by two programs (see _FINE_CUT_PIECES)
+        self.fine_cut_rule = device.arch == _MEASURED_ARCH and workload.is_fp8 and not ws and occ > 1 and num_hb == 1
         # the measured FP8 tile times were fitted with the segment start charged apart (see _SEGMENT_US)
         measured_fp8 = res.tile_us is not None and workload.is_fp8
         self.segment_us = (_SEGMENT_US if res.segment_us is None else res.segment_us) if measured_fp8 else 0.0
@@ -1072,6 +1090,16 @@ class _Coster:
             combine -= _SM90_WS_MERGE_SAVE_US
         return _Split(upp, parts, 1, 1, tile, _LAUNCH_US + program + combine, combine, merge, whole * n_tiles)
 
+    def fine_cut(self, upp: int) -> bool:
+        """Whether ``upp`` units a program cut tokens into many pieces over shared SMs, not offered (_FINE_CUT_PIECES)."""
+        programs = -(-self.total // upp) * self.num_hb
+        return (
+            self.fine_cut_rule
+            and upp < self.n_tiles
+            and max_pieces(self.n_tiles, upp) >= _FINE_CUT_PIECES
+            and programs >= _FINE_CUT_PROGRAMS_PER_SM * self.num_sms
+        )
+
     def _ws_combine(self, pieces: int, tokens: int) -> float:
         """The combine kernel after the warp-specialized kernel: a launch, its fixed cost, and ``pieces`` fp16 partials
         read and ``tokens`` bf16 outputs written at the device's DRAM bandwidth."""
@@ -1144,11 +1172,19 @@ def _partition(cost: _Coster, device: DeviceSpec, forced_slots: bool, pad: bool 
                 candidates.update(-(-u // g) * g for g in _even_sizes(n_tiles))
     candidates.update(n_tiles * k for k in range(1, -(-cost.tokens // max(slots // num_hb, 1)) + 2))
     best: _Split | None = None
+    skipped: _Split | None = None
     for u in sorted({max(u, cost.min_upp) for u in candidates}):
         s = cost(min(u, total))
+        if not forced_slots and cost.fine_cut(s.upp):
+            if skipped is None or s.predicted_us < skipped.predicted_us - 1e-9:
+                skipped = s
+            continue
         if best is None or s.predicted_us < best.predicted_us - 1e-9:
             best = s
-    assert best is not None
+    if best is None:  # every candidate cuts finely over shared SMs: the smallest size of one program an SM
+        best = cost(min(total, max(cost.min_upp, -(-total // device.num_sms))))
+    if skipped is not None and skipped.predicted_us < best.predicted_us - 1e-9:
+        best = dataclasses.replace(best, fine_cut_skipped=skipped.upp)
     # padded partitions, held to the slot levels' floor of programs per SM (_slot_levels)
     low = 1 if forced_slots else _min_active(cost, device)
     for s in cost.padded() if pad else []:
@@ -1504,6 +1540,12 @@ def _plan_config(
     waves = split.waves
     tail = tokens * n_tiles * num_hb / (waves * slots * (upp + split.whole)) if waves else 1.0
     ws = _sparse_ws(cfg, workload, device)
+    if split.fine_cut_skipped:
+        notes.append(
+            f"{split.fine_cut_skipped} tiles/program not offered though priced lower: it cuts tokens into "
+            f"{_FINE_CUT_PIECES}+ pieces over {_FINE_CUT_PROGRAMS_PER_SM:g}+ programs an SM, measured slower than "
+            f"priced on sm_90"
+        )
     if ws:
         notes.append(
             "runs the warp-specialized sm_90 kernel (kernels/sparse_decode_ws.py) where q's head rows are packed and "
