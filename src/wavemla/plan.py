@@ -633,13 +633,14 @@ _MERGE_PIECE_US = 1.0
 # _FINE_CUT_PIECES pieces or more are not offered at _FINE_CUT_PROGRAMS_PER_SM programs an SM or more (where the
 # model prices them as it does fewer programs). On an H100 SXM at 16 heads (staged 16x32 tiles; benchmarks/experiments/
 # partition_sweep.py and split_alone.py, CUDA graph, L2 flushed, median of 15, every output checked;
-# 2026-12-06-h100-h16-partitions-d9b0eb6.{json,log}, -h16-split-alone-d9b0eb6.{json,log}, -h16-short-shared-*.{json,log}):
+# 2026-12-06-h100-h16-partitions-d9b0eb6.{json,log}, -h16-split-alone-d9b0eb6.{json,log},
+# -h16-short-shared-ab.{json,log}):
 # CSA tokens in 10 pieces of 2 tiles took 21.6-23.4 µs at 160-200 programs and 27.2-27.4 at 210-220 (b = 16..22; the
-# split kernel alone: the combine and the dependent launch add nothing), HCA tokens in 9-18 pieces 1.08-1.16x the
-# model's time from 198-216 programs on (s_q = 1 and 2) and 0.97-1.02x below; tokens in 5 pieces (CSA, 4 tiles) ran at
+# split kernel alone: the combine and the dependent launch add nothing), HCA tokens in 9-18 pieces 1.03-1.16x the
+# model's time from 198-216 programs on (s_q = 1 and 2) and 0.96-1.02x below; tokens in 5 pieces (CSA, 4 tiles) ran at
 # the model's time up to 260 programs (b = 40..52: 30.2-31.3 µs against 29.9-31.7 predicted). The plans taken instead
-# measured 0.79-0.91 of those they replace at CSA b = 20..26 (b = 21: 21.5 against 27.1 µs, 4 tiles a program at one
-# an SM), s_q = 2 b = 10..13, 0.84-0.97 at HCA b = 12..29 and s_q = 2 b = 7..13, and 1.05 at HCA b = 17 (27.6 against
+# measured 0.79-0.93 of those they replace at CSA b = 20..26 (b = 21: 21.5 against 27.1 µs, 4 tiles a program at one
+# an SM) and s_q = 2 b = 10, 13, 0.84-0.99 at HCA b = 12..29 and s_q = 2 b = 7..13, and 1.05 at HCA b = 17 (27.6 against
 # 26.3: 204 programs, at the boundary). The H200's curves step the same way (2026-12-03-h200-sparse-decode-curve-h16-
 # staged.json: CSA 10 pieces 22.9 µs at 140 programs, 28.4-30.2 at 150-260; 4 pieces at b = 27, 23.9).
 _FINE_CUT_PIECES = 8
@@ -1091,7 +1092,8 @@ class _Coster:
         return _Split(upp, parts, 1, 1, tile, _LAUNCH_US + program + combine, combine, merge, whole * n_tiles)
 
     def fine_cut(self, upp: int) -> bool:
-        """Whether ``upp`` units a program cut tokens into many pieces over shared SMs, not offered (_FINE_CUT_PIECES)."""
+        """Whether ``upp`` units a program cut tokens into many pieces over shared SMs: not offered
+        (_FINE_CUT_PIECES)."""
         programs = -(-self.total // upp) * self.num_hb
         return (
             self.fine_cut_rule
