@@ -568,7 +568,11 @@ _MEASURED_ARCH = 90
 # flushed, median of 15, every output checked against the fp64 reference), 16 heads: CSA b=172 69.9 against 78.2 µs,
 # HCA b=213 121.9 against 130.0, s_q = 2 CSA b=86 70.9 against 77.0, b=205 136.2 against 148.7, HCA b=228 234.2
 # against 247.5, CSA b=8 16.9 against 17.5: the steps there +3.3 to +4.8%. (The warp-specialized kernel's combine,
-# _Coster._ws_combine, keeps the part's DRAM rate: its spread and merge picks were timed on an H100 SXM priced so.)
+# _Coster._ws_combine, keeps the part's DRAM rate: its spread and merge picks were timed on an H100 SXM priced so.
+# At this rate it would move 33 H100 points, none on the H200: HCA spreads at h = 64 b = 235..242, s_q = 2 and
+# h = 128 b = 118..121, 184..187, 250..253, which timed 0.969-0.994 of the uniform plans they replace, and 128-head
+# CSA b = 1 to 64x64 tiles, 17.6 against 15.9 µs for 16x32 (benchmarks/experiments/gpu_h16_partitions.sh,
+# 2026-12-06-h100-ws-combine-rate-ab-d9b0eb6.json): not taken.)
 _COMBINE_SM90_GBPS = 4800.0  # the H200 preset's mem_gbps
 
 
