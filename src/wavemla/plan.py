@@ -1187,8 +1187,7 @@ def _partition(cost: _Coster, device: DeviceSpec, forced_slots: bool, pad: bool 
             continue
         if best is None or s.predicted_us < best.predicted_us - 1e-9:
             best = s
-    if best is None:  # every candidate cuts finely over shared SMs: the smallest size of one program an SM
-        best = cost(min(total, max(cost.min_upp, -(-total // device.num_sms))))
+    assert best is not None  # a token's tiles a program (a candidate) cut nothing: never left out as a fine cut
     if skipped is not None and skipped.predicted_us < best.predicted_us - 1e-9:
         best = dataclasses.replace(best, fine_cut_skipped=skipped.upp)
     # padded partitions, held to the slot levels' floor of programs per SM (_slot_levels)
