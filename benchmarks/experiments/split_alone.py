@@ -49,7 +49,6 @@ for item in args.points:
     clear_caches()  # the API replays the launches it recorded for a signature: make it plan again
     rest = {k: v for k, v in kw.items() if k not in ("q", "kv_cache", "indices")}
     ref_o, ref_l = sparse_decode_ref(kw["q"], kw["kv_cache"], kw["indices"], **rest)
-    meta, _ = get_mla_metadata()
     times = {}
     for mode in ("call", "split_alone", "no_pdl"):
         sd.sparse_decode_split = split if mode != "no_pdl" else (lambda **k: split(**{**k, "pdl": False}))

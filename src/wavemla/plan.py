@@ -642,7 +642,8 @@ _MERGE_PIECE_US = 1.0
 # CSA tokens in 10 pieces of 2 tiles took 21.6-23.4 µs at 160-200 programs and 27.2-27.4 at 210-220 (b = 16..22; the
 # split kernel alone: the combine and the dependent launch add nothing), HCA tokens in 9-18 pieces 1.03-1.16x the
 # model's time from 198-216 programs on (s_q = 1 and 2) and 0.96-1.02x below; tokens in 5 pieces (CSA, 4 tiles) ran at
-# the model's time up to 260 programs (b = 40..52: 30.2-31.3 µs against 29.9-31.7 predicted). The plans taken instead
+# the model's time up to 260 programs (b = 40, 44, 52: 30.2-31.3 µs against 29.9-31.7 predicted; b = 48's 66.0 a
+# disturbed timing). The plans taken instead
 # measured 0.79-0.93 of those they replace at CSA b = 20..26 (b = 21: 21.5 against 27.1 µs, 4 tiles a program at one
 # an SM) and s_q = 2 b = 10, 13, 0.84-0.99 at HCA b = 12..29 and s_q = 2 b = 7..13, and 1.05 at HCA b = 17 (27.6 against
 # 26.3: 204 programs, at the boundary). The H200's curves step the same way (2026-12-03-h200-sparse-decode-curve-h16-
@@ -966,10 +967,7 @@ class _Coster:
             parts = -(-self.total // upp)
         programs = parts * self.num_hb
         waves = -(-programs // self.slots)
-        # the busiest SM: full waves hold `occ` programs per SM; a single partial wave spreads one per SM first
-        active = self.occ if waves > 1 else max(1, min(self.occ, -(-programs // self.num_sms)))
-        # measured tiles slow down as more of the GPU's slots run programs (gathers contend for L2 and DRAM)
-        tile = self.tiles[active] * (1.0 + self.busy * min(programs, self.slots) / self.slots)
+        active, tile = self._busiest(programs, waves)
         if self.ws:
             return self._ws(upp, piece, parts, waves, active, tile, span)
         if span:
@@ -1077,16 +1075,14 @@ class _Coster:
             return None
         programs = parts * self.num_hb
         pieces = sum(last - first + 1 for first, last in (spread_slots(t, n_tiles, upp) for t in range(left)))
+        active, tile = self._busiest(programs)  # one program an SM for the warp-specialized kernel (occ 1)
         if not self.ws:
-            active = max(1, min(self.occ, -(-programs // self.num_sms)))
-            tile = self.tiles[active] * (1.0 + self.busy * min(programs, self.slots) / self.slots)
             program = (whole * n_tiles + upp) * tile + self.seg_cut + whole * self.seg_whole + _PROGRAM_US
             program += self._starts(whole + 1)
             combine = _combine_us(left, pieces, self.h_q, self.device, self.ws_bytes)
             predicted = _LAUNCH_US + program + combine
             return _Split(upp, parts, 1, active, tile * self.scale, predicted * self.scale, combine * self.scale,
                           whole=whole * n_tiles)  # fmt: skip
-        tile = self.tiles[1] * (1.0 + self.busy * min(programs, self.slots) / self.slots)
         program = (whole * n_tiles + upp) * tile + self.first_segment_us + whole * self.segment_us + _PROGRAM_US
         # no per-token term for the wide merge here (see the note under _SPREAD_MAX_LEFT)
         combine = self._ws_combine(pieces, left)
@@ -1095,15 +1091,21 @@ class _Coster:
             combine -= _SM90_WS_MERGE_SAVE_US
         return _Split(upp, parts, 1, 1, tile, _LAUNCH_US + program + combine, combine, merge, whole * n_tiles)
 
-    def fine_cut(self, upp: int) -> bool:
-        """Whether ``upp`` units a program cut tokens into many pieces over shared SMs: not offered
+    def _busiest(self, programs: int, waves: int = 1) -> tuple[int, float]:
+        """(programs on the busiest SM, a tile's time there) for ``programs`` in ``waves``: full waves hold ``occ``
+        programs per SM, a single partial wave spreads one per SM first; measured tiles slow down as more of the
+        GPU's slots run programs (gathers contend for L2 and DRAM)."""
+        active = self.occ if waves > 1 else max(1, min(self.occ, -(-programs // self.num_sms)))
+        return active, self.tiles[active] * (1.0 + self.busy * min(programs, self.slots) / self.slots)
+
+    def fine_cut(self, s: _Split) -> bool:
+        """Whether the uniform partition ``s`` cuts tokens into many pieces over shared SMs: not offered
         (_FINE_CUT_PIECES)."""
-        programs = -(-self.total // upp) * self.num_hb
         return (
             self.fine_cut_rule
-            and upp < self.n_tiles
-            and max_pieces(self.n_tiles, upp) >= _FINE_CUT_PIECES
-            and programs >= _FINE_CUT_PROGRAMS_PER_SM * self.num_sms
+            and s.upp < self.n_tiles
+            and max_pieces(self.n_tiles, s.upp) >= _FINE_CUT_PIECES
+            and s.parts * self.num_hb >= _FINE_CUT_PROGRAMS_PER_SM * self.num_sms
         )
 
     def _ws_combine(self, pieces: int, tokens: int) -> float:
@@ -1181,7 +1183,7 @@ def _partition(cost: _Coster, device: DeviceSpec, forced_slots: bool, pad: bool 
     skipped: _Split | None = None
     for u in sorted({max(u, cost.min_upp) for u in candidates}):
         s = cost(min(u, total))
-        if not forced_slots and cost.fine_cut(s.upp):
+        if not forced_slots and cost.fine_cut(s):
             if skipped is None or s.predicted_us < skipped.predicted_us - 1e-9:
                 skipped = s
             continue
