@@ -16,5 +16,11 @@ POINTS=${POINTS:-"csa-h16:256:default csa-h16:256:$A:10 csa-h16:256:$B:20
   hca-h16:128:default hca-h16:128:$A:9"}
 {
   machine "${1:-unknown}"
+  # the planner knows no 64-row 16-head tile: its compiled resources go into the cache first, else it estimates them
+  step 60 python3 -c "
+from wavemla.plan import KernelConfig
+from wavemla.resources import compile_resources
+for r in compile_resources([KernelConfig(16, 64, 4, 2), KernelConfig(16, 64, 4, 3)], [90]):
+    print(r.block_h, r.block_n, r.num_warps, r.num_stages, r.smem_bytes, 'B shared', r.regs, 'regs', r.stack_bytes, 'B stack')"
   step 280 python3 benchmarks/experiments/partition_sweep.py --points $POINTS --reps 15 --json "$OUT/h16_tile64.json"
 } 2>&1 | quiet | tee "$OUT/h16_tile64.log" | tail -30
