@@ -7,7 +7,15 @@ import dataclasses
 
 import pytest
 
-from wavemla.tools.bench import DenseRecord, dense_lengths, dense_traffic, format_dense_record
+from wavemla.device import get_spec
+from wavemla.tools.bench import (
+    FLASHMLA_ANCHOR_GPU,
+    DenseRecord,
+    dense_lengths,
+    dense_traffic,
+    flashmla_anchor_us,
+    format_dense_record,
+)
 
 
 def test_dense_lengths() -> None:
@@ -51,3 +59,12 @@ def test_timed_calls_follow_untimed_ones_for_the_warm_up_time() -> None:
     assert len(samples) == 5 and samples == sorted(samples)
     assert len(calls) >= bench.WARM_CALLS + 5
     assert calls[-5] - start >= bench.WARM_MS / 1e3  # the first timed call comes after the warm-up time
+
+
+def test_flashmla_anchors_only_on_the_card_they_were_measured_on() -> None:
+    assert get_spec(FLASHMLA_ANCHOR_GPU).name == FLASHMLA_ANCHOR_GPU
+    assert flashmla_anchor_us("csa", 64, 1, 64, True, "h200") == 43.8
+    # another card's time over an H200's would compare two cards; FlashMLA's sparse decode reads FP8 caches only
+    assert flashmla_anchor_us("csa", 64, 1, 64, True, get_spec("h100").name) is None
+    assert flashmla_anchor_us("csa", 64, 1, 64, False, "h200") is None
+    assert flashmla_anchor_us("csa", 64, 1, 65, True, "h200") is None

@@ -3,9 +3,10 @@ GPU: CUDA-graph replay after a warm-up under load (``WARM_MS``), L2 flushed, med
 
 Every record carries its model: the bytes that must move (each distinct KV row a request gathers, q, out, indices)
 and the FLOPs (``2·h·(512+512)`` per valid row per query token), the ceilings measured in the same run (device copy
-GB/s counting read + write, bf16 GEMM TFLOP/s), and the anchor time of FlashMLA on an H200 for the same inputs where
-one exists. Shapes follow FlashMLA's MODEL1 benchmark: a 128-row sliding window at page 256 plus 512 CSA rows at page
-64 (picked from a 2048-row pool) or 1024 HCA rows at page 2.
+GB/s counting read + write, bf16 GEMM TFLOP/s), and on an H200 the anchor time of FlashMLA on an H200 for the same
+inputs where one exists (none on other cards: the ratio would compare two cards). Shapes follow FlashMLA's MODEL1
+benchmark: a 128-row sliding window at page 256 plus 512 CSA rows at page 64 (picked from a 2048-row pool) or 1024
+HCA rows at page 2.
 
 Dense mode (:func:`bench_dense`) times ``dense_mla_decode`` over batch x context x heads x {uniform, skewed
 lengths} x {bf16, FP8 V3.2} at page 64, d_qk 576; it reports µs, GB/s over the bytes that must move (every key row of
@@ -53,6 +54,18 @@ FLASHMLA_H200_US: dict[tuple[str, int, int, int], float] = {
     ("csa", 128, 1, 64): 53.4,
     ("csa", 128, 1, 96): 93.2,
 }
+
+# the device preset the anchors were measured on (DeviceSpec.name): elsewhere a ratio would compare two cards
+FLASHMLA_ANCHOR_GPU = "h200"
+
+
+def flashmla_anchor_us(mode: str, h: int, s_q: int, batch: int, fp8: bool, gpu: str) -> float | None:
+    """FlashMLA's time for this shape (µs) where one was measured and ``gpu`` (a ``DeviceSpec.name``) is the card it
+    was measured on, else None: its sparse decode reads FP8 caches only, and its anchors are H200 times."""
+    if not fp8 or gpu != FLASHMLA_ANCHOR_GPU:
+        return None
+    return FLASHMLA_H200_US.get((mode, h, s_q, batch))
+
 
 MODES = {
     # mode: (topk, page, extra_topk, extra_page, extra_pool)
@@ -270,8 +283,12 @@ def bench(
     import torch
 
     from wavemla import config, get_mla_metadata, sparse_mla_decode
+    from wavemla.device import DeviceSpec
     from wavemla.testing import make_sparse_decode_inputs
 
+    gpu = DeviceSpec.from_torch()
+    if gpu.name != FLASHMLA_ANCHOR_GPU:
+        log(f"FlashMLA anchors are {FLASHMLA_ANCHOR_GPU} times: none shown on this {gpu.display_name}")
     records: list[Record] = []
     forced = [None] + [c for c in configs] if configs else [None]
     for mode in modes:
@@ -303,7 +320,7 @@ def bench(
                             )
                         pl = meta.plan
                         assert pl is not None
-                        anchor = FLASHMLA_H200_US.get((mode, h, s_q, b)) if fp8 else None
+                        anchor = flashmla_anchor_us(mode, h, s_q, b, fp8, gpu.name)
                         c = pl.config
                         rec = Record(
                             provider="wavemla",
