@@ -9,7 +9,8 @@ Dense: h = 16 and 64, b = 32 requests of 16,384 bf16 keys (page 64), taken from 
 (P = 32, 128, 512; the pages of all P shuffled over one cache, as ``make_dense_decode_inputs`` lays them out), so the
 32 requests' 8,192 pages lie in a cache of P x 18.9 MB. Sparse: CSA h = 64, b = 64, each request's 512 compressed rows
 picked from a pool of X rows of its own (X = 2,048, the benchmark's, 32,768 and 131,072; pages shuffled over all
-requests' pools), so the gathered rows lie in a cache of 64 X x 584 bytes. Each call: CUDA-graph replay, L2 flushed,
+requests' pools), so the gathered rows lie in a cache of 64 X x 584 bytes (``--sparse B:X ...`` for other points; the
+inputs of 8.4M pool rows take about 60 GB to build). Each call: CUDA-graph replay, L2 flushed,
 the benchmarks' warm-up, median of ``--reps``; the bytes moved are the same at every pool size.
 """
 
@@ -52,6 +53,13 @@ def main() -> int:
     ap.add_argument("out", nargs="?")
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--cpu-check", action="store_true", help="tiny shapes through the interpreter, one call each")
+    ap.add_argument("--no-dense", action="store_true", help="the sparse points only")
+    ap.add_argument(
+        "--sparse",
+        nargs="+",
+        default=["64:2048", "64:32768", "64:131072"],
+        help="B:ROWS points of the sparse decode (requests, compressed rows of each request's pool)",
+    )
     args = ap.parse_args()
     if args.cpu_check:
         inputs = dense_case(2, 4, 16, 128, "cpu", torch.float16)
@@ -73,7 +81,7 @@ def main() -> int:
         records.append(rec)
         print(f"{kind:6s} {label} {med:8.1f} us (p20 {p20:.1f}, p80 {p80:.1f})", flush=True)
 
-    for h in (16, 64):
+    for h in () if args.no_dense else (16, 64):
         for pool in (32, 128, 512):
             inputs = dense_case(32, pool, h, 16384, "cuda")
             meta = get_mla_metadata()[0]
@@ -82,13 +90,14 @@ def main() -> int:
                   lambda inputs=inputs, meta=meta: dense_mla_decode(**inputs, metadata=meta))  # fmt: skip
             del inputs, meta
             torch.cuda.empty_cache()
-    for pool_rows in (2048, 32768, 131072):
-        sp = sparse_case(64, pool_rows, "cuda")
+    for point in args.sparse:
+        b, pool_rows = (int(x) for x in point.split(":"))
+        sp = sparse_case(b, pool_rows, "cuda")
         kw = {k: v for k, v in sp.items() if v is not None}
         meta = get_mla_metadata()[0]
         x = kw["extra_kv_cache"]
         cache_gb = x.numel() * x.element_size() / 1e9
-        timed("sparse", {"mode": "csa", "h": 64, "b": 64, "pool_rows": pool_rows, "cache_gb": round(cache_gb, 2)},
+        timed("sparse", {"mode": "csa", "h": 64, "b": b, "pool_rows": pool_rows, "cache_gb": round(cache_gb, 2)},
               lambda kw=kw, meta=meta: sparse_mla_decode(**kw, metadata=meta))  # fmt: skip
         del sp, kw, meta, x
         torch.cuda.empty_cache()
