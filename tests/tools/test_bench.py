@@ -1,5 +1,6 @@
-"""The dense benchmark's pure parts on CPU: the length mixes, the bytes and FLOPs a call must move, and the record's
-line (its timing needs a GPU: the GPU lane runs ``wavemla bench --dense``)."""
+"""The benchmark's pure parts on CPU: the dense length mixes, the bytes and FLOPs a call must move, the record's line,
+the warm-up, and which card FlashMLA's anchors are shown on (the timing needs a GPU: the GPU lane runs ``wavemla
+bench``)."""
 
 from __future__ import annotations
 

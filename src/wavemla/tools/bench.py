@@ -3,8 +3,8 @@ GPU: CUDA-graph replay after a warm-up under load (``WARM_MS``), L2 flushed, med
 
 Every record carries its model: the bytes that must move (each distinct KV row a request gathers, q, out, indices)
 and the FLOPs (``2·h·(512+512)`` per valid row per query token), the ceilings measured in the same run (device copy
-GB/s counting read + write, bf16 GEMM TFLOP/s), and on an H200 the anchor time of FlashMLA on an H200 for the same
-inputs where one exists (none on other cards: the ratio would compare two cards). Shapes follow FlashMLA's MODEL1
+GB/s counting read + write, bf16 GEMM TFLOP/s), and, run on an H200, FlashMLA's time for the same inputs on an H200
+where one was measured (none on other cards: the ratio would compare two cards). Shapes follow FlashMLA's MODEL1
 benchmark: a 128-row sliding window at page 256 plus 512 CSA rows at page 64 (picked from a 2048-row pool) or 1024
 HCA rows at page 2.
 
