@@ -48,6 +48,22 @@ def sparse_case(
     )  # fmt: skip
 
 
+def few_pages(inputs: dict[str, torch.Tensor | None], pages: int, seed: int = 2) -> dict[str, torch.Tensor | None]:
+    """``inputs`` with each request's compressed picks moved into ``pages`` of the 64-row pages they touched (its own
+    pages, so every row is a real one): as many distinct pages a request as a compact pool gives, over the same large
+    cache."""
+    idx = inputs["extra_indices"]
+    assert idx is not None
+    gen = torch.Generator().manual_seed(seed)
+    out = idx.clone().cpu()
+    for r in range(idx.shape[0]):
+        touched = torch.unique(out[r].flatten() // 64)
+        keep = touched[torch.randperm(touched.numel(), generator=gen)[:pages]]
+        rows = (keep[:, None] * 64 + torch.arange(64)).flatten()
+        out[r] = rows[torch.randperm(rows.numel(), generator=gen)[: idx.shape[-1]]].view_as(out[r])
+    return {**inputs, "extra_indices": out.to(idx.device)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", nargs="?")
@@ -58,13 +74,14 @@ def main() -> int:
         "--sparse",
         nargs="+",
         default=["64:2048", "64:32768", "64:131072"],
-        help="B:ROWS points of the sparse decode (requests, compressed rows of each request's pool)",
+        help="B:ROWS[:PAGES] points of the sparse decode (requests, compressed rows of each request's pool; PAGES: "
+        "each request's picks moved into that many of the 64-row pages they touched)",
     )
     args = ap.parse_args()
     if args.cpu_check:
         inputs = dense_case(2, 4, 16, 128, "cpu", torch.float16)
         dense_mla_decode(**inputs, metadata=get_mla_metadata()[0])
-        sp = sparse_case(2, 1024, "cpu", torch.float16)
+        sp = few_pages(sparse_case(2, 4096, "cpu", torch.float16), 8)
         sparse_mla_decode(**{k: v for k, v in sp.items() if v is not None}, metadata=get_mla_metadata()[0])
         print("cpu check: both calls ran")
         return 0
@@ -91,13 +108,18 @@ def main() -> int:
             del inputs, meta
             torch.cuda.empty_cache()
     for point in args.sparse:
-        b, pool_rows = (int(x) for x in point.split(":"))
+        b, pool_rows, *few = (int(x) for x in point.split(":"))
         sp = sparse_case(b, pool_rows, "cuda")
+        if few:
+            sp = few_pages(sp, few[0])
         kw = {k: v for k, v in sp.items() if v is not None}
         meta = get_mla_metadata()[0]
         x = kw["extra_kv_cache"]
         cache_gb = x.numel() * x.element_size() / 1e9
-        timed("sparse", {"mode": "csa", "h": 64, "b": b, "pool_rows": pool_rows, "cache_gb": round(cache_gb, 2)},
+        label = {"mode": "csa", "h": 64, "b": b, "pool_rows": pool_rows, "cache_gb": round(cache_gb, 2)}
+        if few:
+            label["pages_per_request"] = few[0]
+        timed("sparse", label,
               lambda kw=kw, meta=meta: sparse_mla_decode(**kw, metadata=meta))  # fmt: skip
         del sp, kw, meta, x
         torch.cuda.empty_cache()
