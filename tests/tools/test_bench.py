@@ -12,10 +12,12 @@ from wavemla.device import get_spec
 from wavemla.tools.bench import (
     FLASHMLA_ANCHOR_GPU,
     DenseRecord,
+    Record,
     dense_lengths,
     dense_traffic,
     flashmla_anchor_us,
     format_dense_record,
+    format_record,
 )
 
 
@@ -69,3 +71,13 @@ def test_flashmla_anchors_only_on_the_card_they_were_measured_on() -> None:
     assert flashmla_anchor_us("csa", 64, 1, 64, True, get_spec("h100").name) is None
     assert flashmla_anchor_us("csa", 64, 1, 64, False, "h200") is None
     assert flashmla_anchor_us("csa", 64, 1, 65, True, "h200") is None
+
+
+def test_record_line_names_flashmla_only_beside_an_anchor() -> None:
+    fields = {f.name: 0 for f in dataclasses.fields(Record)}
+    fields.update(provider="wavemla", mode="csa", config="64x64x8x1", batch=64, s_q=1, h_q=64, fp8=True,
+                  units_per_part=5, programs=128, combine=True, median_us=42.0, flashmla_us=None,
+                  ratio_to_flashmla=None, predicted_us=None)  # fmt: skip
+    assert "FlashMLA" not in format_record(Record(**fields))
+    fields.update(flashmla_us=43.8, ratio_to_flashmla=42.0 / 43.8)
+    assert format_record(Record(**fields)).endswith("| FlashMLA    43.8  0.96x")

@@ -355,14 +355,16 @@ def bench(
 
 
 def format_record(r: Record) -> str:
-    anchor = f"{r.flashmla_us:7.1f} {r.ratio_to_flashmla:5.2f}x" if r.flashmla_us else " " * 14
+    anchor = ""
+    if r.flashmla_us and r.ratio_to_flashmla:
+        anchor = f" | FlashMLA {r.flashmla_us:7.1f} {r.ratio_to_flashmla:5.2f}x"
     from wavemla.plan import tiles_label
 
     upp = tiles_label(r.units_per_part, r.whole_units, r.token_units)
     return (
         f"{r.mode:4s} h{r.h_q:<4d}s{r.s_q} b{r.batch:<4d} {r.config:10s} upp={upp:<4s} "
         f"progs={r.programs:<5d}{'C' if r.combine else ' '} {r.median_us:8.1f}us {r.tflops:6.1f}TF {r.gbps:7.1f}GB/s "
-        f"{r.pct_roofline:5.1f}%roof | FlashMLA {anchor}"
+        f"{r.pct_roofline:5.1f}%roof{anchor}"
     )
 
 
