@@ -40,3 +40,28 @@ def test_bf16_outputs_on_the_interpreter_take_a_wider_cosine_bound():
     assert rows_out_tolerance("gpu", (), torch.bfloat16) == TOLERANCES[("out", "gpu")]
     cache = torch.zeros(1, 4, 1, 576, dtype=torch.uint8)
     assert dense_out_tolerance(cache, "interp", torch.bfloat16) == wide
+
+
+def test_sparse_inputs_built_a_slice_of_pages_at_a_time_keep_their_poison(monkeypatch):
+    """Caches of more than ``BULK_ROWS`` rows are generated a slice of pages at a time: real rows stay finite and
+    every slot no request uses stays poisoned, as in a cache built at once."""
+    import wavemla.testing as testing
+    from tests.conftest import DEVICE
+    from tests.kernels.test_sparse_decode import SMALL_DTYPE, check
+    from wavemla.reference.fp8 import dequantize_model1
+
+    monkeypatch.setattr(testing, "BULK_ROWS", 48)  # 3 pages of 16 rows a slice
+    for fp8 in (True, False):
+        inputs = testing.make_sparse_decode_inputs(
+            batch=3, topk=40, page=16, extra_topk=50, extra_page=8, extra_pool=200, fp8=fp8, dtype=SMALL_DTYPE,
+            device=DEVICE, seed=4,
+        )  # fmt: skip
+        for cache_key, idx_key in (("kv_cache", "indices"), ("extra_kv_cache", "extra_indices")):
+            cache, idx = inputs[cache_key], inputs[idx_key]
+            assert cache is not None and idx is not None
+            rows = (dequantize_model1(cache) if fp8 else cache.float()).reshape(-1, 512)
+            picked = torch.zeros(rows.shape[0], dtype=torch.bool, device=rows.device)
+            picked[idx.flatten().long()] = True
+            assert rows[picked].isfinite().all()
+            assert rows.shape[0] > 16 * 3 and rows[~rows.isfinite().all(1)].shape[0] > 0  # sliced, and poisoned slots
+        check(inputs)  # the decode over them matches the fp64 reference (a poisoned row read would not)

@@ -9,9 +9,10 @@ Dense: h = 16 and 64, b = 32 requests of 16,384 bf16 keys (page 64), taken from 
 (P = 32, 128, 512; the pages of all P shuffled over one cache, as ``make_dense_decode_inputs`` lays them out), so the
 32 requests' 8,192 pages lie in a cache of P x 18.9 MB. Sparse: CSA h = 64, b = 64, each request's 512 compressed rows
 picked from a pool of X rows of its own (X = 2,048, the benchmark's, 32,768 and 131,072; pages shuffled over all
-requests' pools), so the gathered rows lie in a cache of 64 X x 584 bytes (``--sparse B:X ...`` for other points; the
-inputs of 8.4M pool rows take about 60 GB to build). Each call: CUDA-graph replay, L2 flushed,
-the benchmarks' warm-up, median of ``--reps``; the bytes moved are the same at every pool size.
+requests' pools), so the gathered rows lie in a cache of 64 X x 584 bytes (``--sparse B:X ...`` for other points;
+``make_sparse_decode_inputs`` builds caches of over ``BULK_ROWS`` rows a slice of pages at a time). Each call:
+CUDA-graph replay, L2 flushed, the benchmarks' warm-up, median of ``--reps``; the bytes moved are the same at every
+pool size.
 """
 
 from __future__ import annotations

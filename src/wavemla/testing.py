@@ -135,6 +135,11 @@ def _to_device(cache: torch.Tensor, device: str | torch.device) -> torch.Tensor:
     return moved
 
 
+# Caches of more rows than this are built a slice of pages at a time (benchmarks of engine-sized caches: the fp32 rows
+# of all 8.4M rows at once, with the quantizer's copies, were about 60 GB); smaller ones, every test's, at once.
+BULK_ROWS = 1 << 21
+
+
 def make_sparse_decode_inputs(
     *,
     batch: int,
@@ -161,7 +166,7 @@ def make_sparse_decode_inputs(
     comparison. ``invalid_fraction`` replaces that share of indices by -1. Latents are N(0, 1) and q is N(0, 1)
     clamped to [-1, 1], the distribution FlashMLA's tests use with the same tolerances.
     """
-    from wavemla.reference.fp8 import page_views, quantize_model1
+    from wavemla.reference.fp8 import empty_model1, page_views, quantize_model1
 
     gen = torch.Generator().manual_seed(seed)
     # Bulk values come from a generator on the target device (fast at benchmark sizes); layout choices from the CPU one.
@@ -170,7 +175,15 @@ def make_sparse_decode_inputs(
     def cache_for(rows_per_req: int, pg: int) -> tuple[torch.Tensor, torch.Tensor]:
         blocks_per_req = -(-rows_per_req // pg)
         nb = batch * blocks_per_req + 1  # one spare block that nothing indexes: poisoned
-        rows = torch.randn((nb, pg, 1, 512), generator=dev_gen, device=device)
+        if nb * pg <= BULK_ROWS:
+            rows = torch.randn((nb, pg, 1, 512), generator=dev_gen, device=device)
+            cache = quantize_model1(rows.to(dtype)) if fp8 else rows.to(dtype)
+        else:  # an engine-sized cache: its fp32 rows a slice of blocks at a time
+            step = max(1, BULK_ROWS // pg)
+            cache = empty_model1(nb, pg, device) if fp8 else torch.empty((nb, pg, 1, 512), dtype=dtype, device=device)
+            for b0 in range(0, nb, step):
+                part = torch.randn((min(step, nb - b0), pg, 1, 512), generator=dev_gen, device=device).to(dtype)
+                cache[b0 : b0 + part.shape[0]] = quantize_model1(part) if fp8 else part
         # global slot of request r's i-th row: its pages are laid out in a shuffled order, as a paged allocator does
         perm = torch.randperm(nb, generator=gen)
         table = perm[: batch * blocks_per_req].view(batch, blocks_per_req)
@@ -179,13 +192,11 @@ def make_sparse_decode_inputs(
         used = torch.zeros(nb * pg, dtype=torch.bool, device=device)
         used[slots.flatten().to(device)] = True
         if fp8:
-            cache = quantize_model1(rows.to(dtype))
             data, scales = page_views(cache)
             unused = ~used.view(nb, pg)
             data[unused] = 0xFF
             scales[unused] = 0xFF
         else:
-            cache = rows.to(dtype)
             cache.view(-1, 512)[~used] = float("nan")
         return cache, slots
 
