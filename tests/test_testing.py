@@ -43,8 +43,8 @@ def test_bf16_outputs_on_the_interpreter_take_a_wider_cosine_bound():
 
 
 def test_sparse_inputs_built_a_slice_of_pages_at_a_time_keep_their_poison(monkeypatch):
-    """Caches of more than ``BULK_ROWS`` rows are generated a slice of pages at a time: real rows stay finite and
-    every slot no request uses stays poisoned, as in a cache built at once."""
+    """Caches of more than ``BULK_ROWS`` rows are generated a slice of pages at a time: the picked rows are finite, the
+    poisoned slots are there, and the decode over them matches the fp64 reference (it would not, reading one)."""
     import wavemla.testing as testing
     from tests.conftest import DEVICE
     from tests.kernels.test_sparse_decode import SMALL_DTYPE, check
