@@ -14,6 +14,7 @@ import itertools
 import json
 import statistics
 from pathlib import Path
+from typing import Any
 
 RESULTS = Path(__file__).parent / "results"
 # The runs of the current sparse-decode build and planner: the b = 1..256 curves (CURVES; the 16-head ones from the
@@ -175,6 +176,15 @@ def indexer_table(records: list[dict]) -> str:
     return "\n".join(out)
 
 
+def per_request_lines(ax: Any, rows: list[dict], label: str = "") -> None:
+    """A curve's µs per request against batch on ``ax``: measured, and the planner's prediction dashed."""
+    b = [r["batch"] for r in rows]
+    ax.plot(b, [r["median_us"] / r["batch"] for r in rows], label=f"{label}measured")
+    ax.plot(b, [r["predicted_us"] / r["batch"] for r in rows], "--", label=f"{label}planner")
+    ax.set_ylabel("µs per request")
+    ax.set_yscale("log")
+
+
 def png(path: str) -> None:
     """µs per request against batch, measured and predicted, one panel per (heads, s_q), CSA and HCA in each."""
     from matplotlib.figure import Figure
@@ -186,13 +196,8 @@ def png(path: str) -> None:
         for name, mode, hh, ss, later in CURVES:
             if (hh, ss) != (h, s_q):
                 continue
-            rows = current_rows(name, later)
-            b = [r["batch"] for r in rows]
-            ax.plot(b, [r["median_us"] / r["batch"] for r in rows], label=f"{mode.upper()} measured")
-            ax.plot(b, [r["predicted_us"] / r["batch"] for r in rows], "--", label=f"{mode.upper()} planner")
+            per_request_lines(ax, current_rows(name, later), f"{mode.upper()} ")
         ax.set_xlabel(f"batch (requests; h = {h}, s_q = {s_q})")
-        ax.set_ylabel("µs per request")
-        ax.set_yscale("log")
         ax.legend(fontsize=8)
     fig.suptitle("wavemla sparse decode on H200 (FP8 MODEL1): time per request vs batch, b = 1..256")
     fig.tight_layout()

@@ -9,7 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: report.py's plotting
+from report import per_request_lines
 
 
 def main() -> None:
@@ -29,14 +33,10 @@ def main() -> None:
             key=lambda r: r["batch"],
         )
         ax = fig.add_subplot(rows, cols, i + 1)
-        b = [r["batch"] for r in recs]
-        ax.plot(b, [r["median_us"] / r["batch"] for r in recs], label="measured")
-        ax.plot(b, [r["predicted_us"] / r["batch"] for r in recs], "--", label="planner's prediction")
+        per_request_lines(ax, recs)
         r0 = recs[0]
         ax.set_title(f"{r0['mode'].upper()}, h = {r0['h_q']}, s_q = {r0['s_q']}", fontsize=10)
         ax.set_xlabel("batch (requests)")
-        ax.set_ylabel("µs per request")
-        ax.set_yscale("log")
         ax.legend(fontsize=8)
     fig.suptitle(args.title)
     fig.tight_layout()
