@@ -4,12 +4,12 @@
 # programs an SM on sm_120's 100 KB, where the staged 16x32x4x3 (83 KB) does not; against the register tiles the
 # planner offers there (16x32x4x1, 16x16x4x1). Every launch gets the 264 program slots of two programs an SM on the
 # card present (WAVEMLA_TARGET_CTAS), as an sm_120 part's occupancy floor gives. `wavemla bench --configs`: CUDA
-# graph, L2 flushed, the warm-up, median of 10. Output under $OUT: sm120_staged.log, sm120_staged_h{64,16}.json.
+# graph, L2 flushed, the warm-up, median of 10 (CONFIGS=... adds 16x16x4x2). Output under $OUT: sm120_staged.log, sm120_staged_h{64,16}.json.
 #   OUT=/some/dir bash benchmarks/experiments/gpu_sm120_staged.sh <git-sha>
 set -uo pipefail
 BUDGET=${BUDGET:-540}
 source benchmarks/budget.sh
-CONFIGS=${CONFIGS:-16x32x4x1 16x16x4x1 16x16x4x3 16x16x4x2}
+CONFIGS=${CONFIGS:-16x32x4x1 16x16x4x1 16x16x4x3}
 export TRITON_OVERRIDE_ARCH=sm120
 SLOTS=$(python3 -c "import torch; print(2 * torch.cuda.get_device_properties(0).multi_processor_count)")
 export WAVEMLA_TARGET_CTAS=$SLOTS
