@@ -9,7 +9,8 @@ MODULE is ``sparse`` or ``dense`` (the package's kernels) or a file defining ``_
 the one the compiled resource tables use (``wavemla.resources``). Prints REG/STACK from cuobjdump, Triton's dynamic
 shared memory, the counts of the SASS that show how the loop was built (HGMMA = wgmma, HMMA = mma.sync, LDGSTS =
 cp.async, UTMALDG = TMA loads, LDL/STL = spills, BAR/SYNCS = barriers) and the most common opcodes; ``--sass``
-also writes the ttgir and PTX beside the SASS.
+also writes the ttgir and PTX beside the SASS; ``--loops`` lists every loop (a branch back to an earlier address) with
+its instructions and the counts above inside it (a tile loop is one that holds the dots' HMMA/HGMMA).
 """
 
 import collections
@@ -30,6 +31,9 @@ KEYS = ("HGMMA", "HMMA", "LDGSTS", "UTMALDG", "LDG", "LDS", "LDSM", "STS", "LDL"
 
 args = sys.argv[1:]
 sass_out = None
+loops = "--loops" in args
+if loops:
+    args.remove("--loops")
 if "--sass" in args:
     i = args.index("--sass")
     sass_out = args[i + 1]
@@ -83,6 +87,22 @@ print(
 )
 print("  " + " ".join(f"{k}:{ops[k]}" for k in KEYS))
 print("  " + " ".join(f"{k}:{v}" for k, v in ops.most_common(28)))
+if loops:
+    ins = []
+    for line in sass.splitlines():
+        m = re.match(r"\s+/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z0-9_.]+)([^;]*);", line)
+        if m:
+            ins.append((int(m.group(1), 16), m.group(3).split(".")[0], m.group(4)))
+    at = {a: i for i, (a, _, _) in enumerate(ins)}
+    for i, (a, op, rest) in enumerate(ins):
+        t = re.search(r"(0x[0-9a-f]+)\s*$", rest.split("&")[0].split("?")[0].strip())
+        if op == "BRA" and t and int(t.group(1), 16) < a and int(t.group(1), 16) in at:
+            j = at[int(t.group(1), 16)]
+            inside = collections.Counter(o for _, o, _ in ins[j : i + 1])
+            print(
+                f"  loop {hex(ins[j][0])}..{hex(a)}: {i - j + 1} instructions, "
+                + " ".join(f"{k}:{inside[k]}" for k in KEYS if inside[k])
+            )
 if sass_out:
     Path(sass_out).write_text(sass)
     Path(sass_out + ".ttgir").write_text(c.asm["ttgir"])
