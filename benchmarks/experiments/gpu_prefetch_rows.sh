@@ -2,7 +2,8 @@
 # The 32-row FP8 tile's next-tile gather, into registers (the default), into L2 only, or not at all
 # (prefetch_rows_ab.py, the 16x32x4x1 tile pinned): along Triton's sm_120 code path with two programs an SM (as an
 # sm_120 part's occupancy floor gives; TRITON_OVERRIDE_ARCH=sm120, WAVEMLA_TARGET_CTAS = 2 x SMs), then natively.
-# Output under $OUT: prefetch_rows.log, prefetch_rows_{sm120,native}.json.
+# Output under $OUT: prefetch_rows.log, prefetch_rows_{sm120,native}.json. Runs on commit 0cdadc5 (the launcher's
+# prefetch_rows keyword, removed after).
 #   OUT=/some/dir bash benchmarks/experiments/gpu_prefetch_rows.sh <git-sha>
 set -uo pipefail
 BUDGET=${BUDGET:-420}

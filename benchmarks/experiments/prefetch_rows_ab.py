@@ -8,8 +8,11 @@ registers held, the next tile's loads then hit L2) and not at all.
 A point is ``MODE[-sN][-hN]:B`` (FP8 MODEL1 inputs, 64 heads unless given). ``--tile`` pins the tile by the knobs
 (default: the planner's pick); knobs in the environment (``WAVEMLA_TARGET_CTAS``, ``TRITON_OVERRIDE_ARCH``) apply
 to all. Launch replays are off (``WAVEMLA_LAUNCH=triton``), so that each variant's launcher builds its own launch.
-The outputs must be bitwise equal; the variants are timed in alternation (CUDA-graph replay, L2 flushed; the lower
-of each one's per-round medians).
+Whether each variant's outputs equal the default's bits is recorded (on an H100 they did not: the loops compile
+differently); the variants are timed in alternation (CUDA-graph replay, L2 flushed; the lower of each one's
+per-round medians). Needs the split launcher's ``prefetch_rows`` keyword, which only commit 0cdadc5 has (removed
+after this measurement: the default, rows into registers, was the fastest everywhere,
+``benchmarks/results/2026-12-06-h100-prefetch-rows-0cdadc5.log``).
 """
 
 from __future__ import annotations

@@ -824,46 +824,6 @@ def _check_partition(
     assert_close("lse", lse.transpose(1, 2), ref_lse, TOLERANCES[("lse", LANE)])
 
 
-@pytest.mark.parametrize("block_n", [16, 32])
-def test_row_prefetch_off_keeps_the_bits(block_n: int) -> None:
-    """FP8 tiles of 32 rows or fewer gather the next tile's raw rows into registers during a tile; with
-    ``prefetch_rows=False`` (the rows then go to L2 ahead of their tile, on a GPU) the outputs are the same bits."""
-    from wavemla.kernels import launch
-    from wavemla.kernels.sparse_decode import sparse_decode_split
-
-    inputs = _base(batch=3, topk=48, extra_topk=72, invalid_fraction=0.1)
-    q, kv, kv_x = inputs["q"], inputs["kv_cache"], inputs["extra_kv_cache"]
-    assert q is not None and kv is not None and kv_x is not None
-    tokens, h = q.shape[0], q.shape[2]
-    n_tiles = -(-48 // block_n) - (-72 // block_n)
-    units = n_tiles - 1  # every token cut once: its pieces merged in the kernel
-    outs = []
-    for prefetch_rows in (None, False):
-        out = torch.full_like(q, float("nan"))
-        lse = torch.full(q.shape[:3], float("nan"), dtype=torch.float32, device=DEVICE)
-        parts = -(-tokens * n_tiles // units)
-        with launch.recording() as rec:
-            sparse_decode_split(
-                q=q, out=out, lse=lse, o_ws=torch.full((tokens + parts, h, 512), float("nan"), dtype=torch.float16,
-                                                       device=DEVICE),
-                lse_ws=torch.full((tokens + parts, h), float("nan"), dtype=torch.float32, device=DEVICE),
-                counts=torch.zeros(tokens, dtype=torch.int32, device=DEVICE), kv=kv.view(torch.uint8),
-                indices=inputs["indices"], topk_length=None, extra_kv=kv_x.view(torch.uint8),
-                extra_indices=inputs["extra_indices"], extra_topk_length=None, attn_sink=inputs["attn_sink"],
-                is_fp8=True, softmax_scale=512**-0.5, block_h=h, block_n=block_n, num_warps=4, num_stages=1,
-                units_per_part=units, num_parts=parts, prefetch_rows=prefetch_rows,
-            )  # fmt: skip
-        (split,) = [kw for fn, _, _, kw, _ in rec.launches if "PREFETCH_ROWS" in kw]
-        assert split["PREFETCH_ROWS"] is (prefetch_rows is None)
-        outs.append((out, lse))
-    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
-    ref_out, _ = sparse_decode_ref(
-        q, kv, inputs["indices"], extra_kv_cache=kv_x, extra_indices=inputs["extra_indices"],
-        attn_sink=inputs["attn_sink"], softmax_scale=512**-0.5,
-    )  # fmt: skip
-    assert_close("out", outs[1][0], ref_out, TOLERANCES[("out", LANE)])
-
-
 @pytest.mark.parametrize("whole_units", [-10, 5, 30])
 def test_spread_partition_arguments_checked(whole_units: int) -> None:
     """``whole_units`` must be whole tokens that leave at most ``num_parts · units_per_part`` units to cut."""

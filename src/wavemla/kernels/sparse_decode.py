@@ -1036,7 +1036,6 @@ def sparse_decode_split(
     merge_chunk: int = MERGE_CHUNK,
     l2_hints: bool | None = None,
     prefetch_l2: bool | None = None,
-    prefetch_rows: bool | None = None,
     p_ws: torch.Tensor | None = None,
     merge_pair: bool = True,
     lean_norm: bool = True,
@@ -1065,11 +1064,9 @@ def sparse_decode_split(
     (hardware conversion or bit assembly; identical results); None asks :func:`wavemla.device.fp8_decode_path` for
     q's device. ``l2_hints``: load the gathered rows with L2 policy evict_first and store the partials with
     evict_last (same results either way); None: :func:`launch_l2_policies`. ``prefetch_l2``: prefetch the next
-    tile's FP8 rows into L2 during each tile (where their raw rows are not prefetched into registers; same results
-    either way); None: :func:`l2_prefetch_next`. ``prefetch_rows``: gather the next tile's raw FP8 rows into
-    registers right after a tile's QK^T (same results either way); None: tiles of at most 32 rows. ``p_ws``: fp16
-    scratch of at least :func:`p_scratch_elems` elements through which P reaches the PV dot (FP8 rows; None keeps
-    P in registers). ``merge_pair``: tokens cut into two pieces are
+    tile's FP8 rows into L2 during each tile (tiles of more than 32 rows; same results either way); None:
+    :func:`l2_prefetch_next`. ``p_ws``: fp16 scratch of at least :func:`p_scratch_elems` elements through which P
+    reaches the PV dot (FP8 rows; None keeps P in registers). ``merge_pair``: tokens cut into two pieces are
     merged by :func:`_merge_two_out` (False: by the general merge, whose output can differ by an fp32 unit before
     the cast). ``lean_norm``: a segment's accumulator is normalized by one product per element with a per-row
     scale (False: a division per element, then the sink's product; outputs within an fp32 unit or two).
@@ -1084,9 +1081,6 @@ def sparse_decode_split(
         l2_hints = launch_l2_policies(is_fp8, block_h, block_n)
     if prefetch_l2 is None:
         prefetch_l2 = l2_prefetch_next(is_fp8, block_n)
-    if prefetch_rows is None:
-        # Row prefetch needs a second raw tile in registers: measured a win at 32 rows, spills at 64.
-        prefetch_rows = block_n <= 32
     if p_ws is not None:
         need = num_parts * triton.cdiv(q.shape[2], block_h) * (block_h * block_n + 2 * block_h)
         if not is_fp8 or p_ws.dtype != torch.float16 or p_ws.numel() < need:
@@ -1201,7 +1195,8 @@ def sparse_decode_split(
         NUM_HB=num_hb,
         NUM_STAGES=num_stages,
         E4M3_CVT=is_fp8 and e4m3_cvt,
-        PREFETCH_ROWS=is_fp8 and prefetch_rows,
+        # Row prefetch needs a second raw tile in registers: measured a win at 32 rows, spills at 64.
+        PREFETCH_ROWS=is_fp8 and block_n <= 32,
         MERGE_IN_KERNEL=merge_in_kernel,
         ACQUIRE_ASM=not triton_interpreting(),
         Q_VIA_WS=q_via_ws,
@@ -1214,7 +1209,7 @@ def sparse_decode_split(
         # 97.1 -> 89.5, b=133 (cut tokens) 102.0 -> 96.0; s_q=2 and h=128 5-8% faster, h=16 (16x32 tiles) b=96 7%.
         KV_EVICT="evict_first" if l2_hints else "",
         WS_EVICT="evict_last" if l2_hints else "",
-        PREFETCH_L2=is_fp8 and prefetch_l2 and not prefetch_rows and not triton_interpreting(),
+        PREFETCH_L2=is_fp8 and prefetch_l2 and block_n > 32 and not triton_interpreting(),
         P_VIA_WS=p_ws is not None,
         MERGE_PAIR=merge_pair,
         LEAN_NORM=lean_norm,
