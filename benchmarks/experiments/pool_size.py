@@ -25,6 +25,7 @@ import torch
 
 from wavemla import dense_mla_decode, get_mla_metadata, sparse_mla_decode
 from wavemla.testing import make_dense_decode_inputs, make_sparse_decode_inputs
+from wavemla.tools.bench import MODES
 
 
 def dense_case(
@@ -43,8 +44,10 @@ def dense_case(
 def sparse_case(
     b: int, pool_rows: int, device: str, dtype: torch.dtype = torch.bfloat16
 ) -> dict[str, torch.Tensor | None]:
+    """``wavemla bench``'s CSA inputs for ``b`` requests (64 heads), each picking from ``pool_rows`` rows of its own."""
+    topk, page, xtopk, xpage, _ = MODES["csa"]
     return make_sparse_decode_inputs(
-        batch=b, h_q=64, topk=128, page=256, extra_topk=512, extra_page=64, extra_pool=pool_rows, fp8=True,
+        batch=b, h_q=64, topk=topk, page=page, extra_topk=xtopk, extra_page=xpage, extra_pool=pool_rows, fp8=True,
         dtype=dtype, device=device, seed=1,
     )  # fmt: skip
 
