@@ -398,6 +398,50 @@ def test_step_marker_windows_kernels() -> None:
     assert p.idle_ms == pytest.approx(0.165)
 
 
+def _two_stream_steps(pid: Any = 0) -> dict[str, Any]:
+    """Two decode steps, each an expert GEMM on stream 7 beside an all-reduce on stream 20, inside one
+    ``record_function("decode_step")``: Kineto writes that range's GPU copy once per stream, the two copies with one
+    External id (and no args.device). ``pid``: that of the GPU events (a merged SGLang profile relabels it)."""
+    events: list[dict[str, Any]] = []
+    for step in range(2):
+        t, ext = 1000.0 * step, step + 1
+        kernel = {"ph": "X", "cat": "kernel", "pid": pid}
+        events += [
+            {"ph": "X", "cat": "user_annotation", "name": "decode_step", "pid": 99, "tid": 99, "ts": t - 50, "dur": 10},
+            {**kernel, "name": "fused_moe_kernel", "tid": 7, "ts": t, "dur": 100, "args": {"device": 0, "stream": 7}},
+            {**kernel, "name": "ncclDevKernel_AllReduce", "tid": 20, "ts": t + 20, "dur": 50, "args": {"device": 0}},
+        ]
+        annotation = {"ph": "X", "cat": "gpu_user_annotation", "name": "decode_step", "pid": pid}
+        events += [
+            {**annotation, "tid": 7, "ts": t - 0.001, "dur": 100.002, "args": {"External id": ext}},
+            {**annotation, "tid": 20, "ts": t + 20 - 0.001, "dur": 50.002, "args": {"External id": ext}},
+        ]
+    return {"traceEvents": events}
+
+
+def test_step_marker_copies_on_two_streams_are_one_step(tmp_path: Path) -> None:
+    p = profile_trace(_write(tmp_path / "tp_bs8.json", _two_stream_steps()), 8, RULES, StepSpec(marker="decode_step"))
+    assert p.steps == 2
+    assert p.components["moe"].busy_ms == pytest.approx(0.100)
+    assert p.components["communication"].busy_ms == pytest.approx(0.050)
+    assert p.span_ms == pytest.approx(0.100, abs=1e-5)
+    # Without External ids each GPU range is a step of its own.
+    data = _two_stream_steps()
+    for e in data["traceEvents"]:
+        if e["cat"] == "gpu_user_annotation":
+            del e["args"]
+    assert profile_trace(_write(tmp_path / "no_ids.json", data), 8, RULES, StepSpec(marker="decode_step")).steps == 4
+
+
+def test_step_marker_in_a_merged_sglang_profile(tmp_path: Path) -> None:
+    """SGLang's profile merger prefixes every pid with the rank ("[TP00] 0"); kernels keep args.device, GPU
+    annotations have none: they are on the device of the kernels with their pid."""
+    path = _write(tmp_path / "merged.json", _two_stream_steps(pid="[TP00] 0"))
+    p = profile_trace(path, 8, RULES, StepSpec(marker="decode_step"))
+    assert p.devices == ("0",) and p.steps == 2
+    assert p.components["moe"].busy_ms == pytest.approx(0.100)
+
+
 def test_step_marker_that_matches_nothing_is_an_error() -> None:
     with pytest.raises(ValueError, match=r"graph_decode_bs4.json: no annotation matches --step-marker"):
         profile_trace(DATA / "graph_decode_bs4.json", 4, RULES, StepSpec(marker="prefill"))
@@ -839,6 +883,17 @@ def test_batch_from_name(name: str, batch: int | None) -> None:
     assert trace.batch_from_name(name) == batch
 
 
+def test_spelled_out_batch_in_the_directory_wins_over_a_bare_b_in_the_file_name(tmp_path: Path) -> None:
+    # torch.profiler's tensorboard_trace_handler names a file <host>_<pid>.<ns>.pt.trace.json.gz
+    run = tmp_path / "prof" / "bs32"
+    run.mkdir(parents=True)
+    (run / "b200-node-3_4242.1718000000123456789.pt.trace.json.gz").write_text("{}")
+    (tmp_path / "b16").mkdir()
+    (tmp_path / "b16" / "rank0.json").write_text("{}")
+    got = trace.resolve_inputs([str(run), str(tmp_path / "b16")])
+    assert [t.batch for t in got] == [32, 16]
+
+
 def test_batch_from_name_ambiguous() -> None:
     with pytest.raises(ValueError, match=r"several batch sizes"):
         trace.batch_from_name("cmp_bs32_vs_bs80.json")
@@ -959,6 +1014,17 @@ def test_cli_names_what_a_kernel_called_kernel_needs(tmp_path: Path, capsys: pyt
     events[0]["name"] = "my_fused_mystery_kernel"
     assert run_cli([str(_write(trace, {"traceEvents": events})), "--no-fit"]) == 0
     assert "'kernel' is the name" not in capsys.readouterr().out
+
+
+def test_cli_names_a_kernel_called_kernel_as_kineto_writes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kineto's trace writer spells an activity named ``kernel`` as ``Kernel``."""
+    events = [{"ph": "X", "cat": "kernel", "name": "Kernel", "ts": 0.0, "dur": 5.0}]
+    assert run_cli([str(_write(tmp_path / "vllm_bs8.json", {"traceEvents": events})), "--no-fit"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\s+0\.005 ms\s+1×\s+Kernel$", out, re.M)
+    assert "'kernel' is the name Triton gives every kernel function called kernel" in out
 
 
 @pytest.mark.parametrize(

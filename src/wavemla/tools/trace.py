@@ -69,8 +69,9 @@ class TraceInput:
 class StepSpec:
     """How to count decode steps in a trace.
 
-    ``marker``: regex over annotation names; each matching ``gpu_user_annotation`` on a device is one step
-    and only kernels starting inside those ranges are counted (falls back to matching CPU
+    ``marker``: regex over annotation names; each matching ``gpu_user_annotation`` range on a device is one step
+    (its copies on other streams, which share its ``External id``, count once) and only kernels starting inside
+    those ranges are counted (falls back to matching CPU
     ``user_annotation`` events, which only give the count). ``kernel``: regex over kernel names; steps =
     matches on a device / ``kernels_per_step`` (e.g. the attention kernel and the layer count). Neither:
     the whole trace is one step.
@@ -145,14 +146,18 @@ def batch_from_name(name: str) -> int | None:
     >>> batch_from_name("dsv4_decode_bs80.pt.trace.json.gz"), batch_from_name("run-batch-32.json")
     (80, 32)
     """
-    low = name.lower()
     for pattern in _BATCH_PATTERNS:
-        found = {int(m.group(1)) for m in pattern.finditer(low)}
-        if len(found) > 1:
-            raise ValueError(f"{name}: several batch sizes in the name ({sorted(found)}); give it as PATH=BATCH")
-        if found:
-            return found.pop()
+        batch = _batch_in(name, pattern)
+        if batch is not None:
+            return batch
     return None
+
+
+def _batch_in(name: str, pattern: re.Pattern[str]) -> int | None:
+    found = {int(m.group(1)) for m in pattern.finditer(name.lower())}
+    if len(found) > 1:
+        raise ValueError(f"{name}: several batch sizes in the name ({sorted(found)}); give it as PATH=BATCH")
+    return found.pop() if found else None
 
 
 def _is_report(path: Path) -> bool:
@@ -181,7 +186,8 @@ def resolve_inputs(args: Sequence[str], batches: Sequence[int] | None = None) ->
     """Turn ``TRACE[=BATCH]`` arguments (files or directories of traces) into :class:`TraceInput` s.
 
     The batch of a file is, in order: ``=BATCH`` on its argument, ``batches`` (one value for all arguments or
-    one per argument), the file name, the name of its directory; else None.
+    one per argument), the file name, the name of its directory; else None. A ``bs``/``batch`` spelling in either
+    name wins over a bare ``b`` in either (torch.profiler names a file after the host, e.g. ``b200-node-3``).
     """
     if not args:
         raise ValueError("no trace given: pass one or more TRACE[=BATCH] files or directories")
@@ -198,11 +204,9 @@ def resolve_inputs(args: Sequence[str], batches: Sequence[int] | None = None) ->
         if explicit is not None and explicit < 1:
             raise ValueError(f"{arg}: batch size must be >= 1")
         for file in _trace_files(path):
-            batch = explicit
-            if batch is None:
-                batch = batch_from_name(file.name)
-            if batch is None and file.parent.name:
-                batch = batch_from_name(file.parent.name)
+            names = [file.name, file.parent.name] if file.parent.name else [file.name]
+            found = (_batch_in(name, pattern) for pattern in _BATCH_PATTERNS for name in names)  # lazy: first wins
+            batch = explicit if explicit is not None else next((b for b in found if b is not None), None)
             out.append(TraceInput(file, batch))
     return out
 
@@ -276,6 +280,8 @@ class _Annotation:
     device: str
     start: float
     end: float
+    range_id: Any = None  # args["External id"]: the record_function range this GPU copy belongs to
+    pid: str | None = None  # its pid, when it names no args.device (see _read)
 
 
 @dataclass
@@ -300,6 +306,7 @@ def _read(path: Path, rules: RuleSet, marker: re.Pattern[str] | None, scopes: Se
     scope_regex = [re.compile(sc.pattern) for sc in scopes]
     ranges: list[list[tuple[str, float, float]]] = [[] for _ in scopes]  # per scope: (thread, start, end)
     launched_at: dict[Any, tuple[str, float]] = {}  # correlation -> (thread, host time of the launch call)
+    pid_devices: dict[str, set[str]] = {}  # pid of kernel events -> their devices
     for index, event in enumerate(events):
         if not isinstance(event, dict):
             raise ValueError(f"{path}: event #{index} is not an object: {event!r:.80}")
@@ -323,6 +330,7 @@ def _read(path: Path, rules: RuleSet, marker: re.Pattern[str] | None, scopes: Se
             kernels.start.append(ts)
             kernels.end.append(ts + dur)
             kernels.device.append(_event_device(event, args))
+            pid_devices.setdefault(str(event.get("pid", "?")), set()).add(kernels.device[-1])
             kernels.stream.append(str(args.get("stream", event.get("tid", "?"))))
             kernels.correlation.append(args.get("correlation"))
         elif category in _RUNTIME_CATEGORIES:
@@ -348,14 +356,22 @@ def _read(path: Path, rules: RuleSet, marker: re.Pattern[str] | None, scopes: Se
             ts = _number(event, "ts", path, index)
             dur = _number(event, "dur", path, index)
             args = event.get("args")
-            data.gpu_markers.append(
-                _Annotation(_event_device(event, args if isinstance(args, dict) else {}), ts, ts + dur)
-            )
+            args = args if isinstance(args, dict) else {}
+            pid = None if "device" in args else str(event.get("pid", "?"))
+            range_id = args.get("External id")
+            range_id = range_id if isinstance(range_id, (int, str)) else None
+            data.gpu_markers.append(_Annotation(_event_device(event, args), ts, ts + dur, range_id, pid))
     if not kernels.names:
         raise ValueError(
             f"{path}: no GPU kernel events (ph 'X' with category 'kernel', 'gpu_memcpy' or 'gpu_memset'); "
             "was the profiler run with CUDA activities on?"
         )
+    # A GPU annotation names no args.device: it is on the device of the kernels sharing its pid. Kineto writes the
+    # device as the pid, but SGLang's merged profiles relabel every pid ("[TP00] 0") and keep args.device.
+    for m in data.gpu_markers:
+        devices = pid_devices.get(m.pid) if m.pid is not None else None
+        if devices is not None and len(devices) == 1:
+            m.device = next(iter(devices))
     data.scoped = [False] * len(kernels.names)
     if scopes:
         _apply_scopes(data, scopes, ranges, launched_at)
@@ -516,7 +532,13 @@ def _device_steps(
             )
         return steps
     if gpu_markers:
-        return float(sum(1 for m in gpu_markers if m.device == device))
+        # Kineto writes a range once per stream its kernels ran on, every copy with the range's External id.
+        ranges = {
+            ("range", m.range_id) if m.range_id is not None else ("event", i)
+            for i, m in enumerate(gpu_markers)
+            if m.device == device
+        }
+        return float(len(ranges))
     return float(cpu_markers)
 
 
@@ -1120,10 +1142,11 @@ def format_report(report: TraceReport, top: int = 15) -> str:
             short = name if len(name) <= 120 else name[:117] + "..."
             lines.append(f"  {ms:>10.3f} ms  {count:>7}×  {short}")
         lines.append("  add rules for them with --rules FILE (see docs/trace.md)")
-        if any(name == "kernel" for name, _, _ in rows[:top]):
+        if any(name in ("kernel", "Kernel") for name, _, _ in rows[:top]):  # Kineto writes "kernel" as "Kernel"
             lines.append(
                 "  'kernel' is the name Triton gives every kernel function called kernel (vLLM's DeepSeek-V4 kernel "
-                "classes): no name rule can sort them; --scope can, by the host range that launched them"
+                "classes; Kineto writes it 'Kernel'): no name rule can sort them; --scope can, by the host range that "
+                "launched them"
             )
     return "\n".join(lines)
 
