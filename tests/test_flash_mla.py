@@ -320,6 +320,25 @@ def test_install_serves_the_sparse_prefill_import() -> None:
     assert flash_mla_sparse_fwd is shim.flash_mla_sparse_fwd
 
 
+def test_sparse_prefill_takes_flashmlas_indexer_topk() -> None:
+    """FlashMLA's ``flash_mla_sparse_fwd`` has an eighth argument, ``indexer_topk`` (default 0: the three results);
+    a caller passing 0, by position or by name, gets those results, and any other value (FlashMLA's fourth result,
+    ``lse_indexer``) is refused, naming it."""
+    g = torch.Generator().manual_seed(8)
+    q = torch.randn((2, 3, 512), generator=g).to(DTYPE).to(DEVICE)
+    kv = torch.randn((20, 1, 512), generator=g).to(DTYPE).to(DEVICE)
+    idx = torch.randint(-1, 22, (2, 1, 8), generator=g, dtype=torch.int32).to(DEVICE)
+    want = wavemla.sparse_mla_prefill(q, kv, idx, 512**-0.5)
+    for got in (
+        shim.flash_mla_sparse_fwd(q, kv, idx, 512**-0.5, 512, None, None, 0),
+        shim.flash_mla_sparse_fwd(q, kv, idx, 512**-0.5, indexer_topk=0),
+    ):
+        assert len(got) == 3 and all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    for bad in (512, 2048, True, None):
+        with pytest.raises(ValueError, match=r"^indexer_topk: "):
+            shim.flash_mla_sparse_fwd(q, kv, idx, 512**-0.5, 512, None, None, bad)  # type: ignore[arg-type]
+
+
 def test_patch_refuses_a_module_without_the_calls(engine_pkg: Path) -> None:
     (engine_pkg / "engine_pkg" / "ops" / "other.py").write_text("def flash_mla_sparse_fwd():\n    pass\n")
     shim.patch(["engine_pkg.ops.other"])

@@ -1185,6 +1185,7 @@ def sparse_mla_prefill(
     d_v: int = 512,
     attn_sink: torch.Tensor | None = None,
     topk_length: torch.Tensor | None = None,
+    indexer_topk: int = 0,
     *,
     out: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -1199,6 +1200,8 @@ def sparse_mla_prefill(
         d_v: the value width; 512 (a row's first 512 columns).
         attn_sink: ``[h_q]`` fp32 sink logits (optional; enters the softmax denominator only).
         topk_length: ``[s_q]`` int32, the leading entries of each token's list to use (optional).
+        indexer_topk: 0, FlashMLA's default; FlashMLA's other values (its fourth result, ``lse_indexer``, the LSE
+            over the first ``indexer_topk`` entries, for DeepSeek Sparse Attention's training) are refused.
         out: ``[s_q, h_q, d_v]`` of q's dtype with a unit last stride, written in place (optional).
 
     Returns:
@@ -1246,6 +1249,8 @@ def sparse_mla_prefill(
     scale = _check_scale(sm_scale, 0.0, "sm_scale")
     if isinstance(d_v, bool) or d_v != PREFILL_D_V:
         raise ValueError(f"d_v: must be {PREFILL_D_V}, got {d_v!r}")
+    if isinstance(indexer_topk, bool) or not isinstance(indexer_topk, numbers.Integral) or indexer_topk != 0:
+        raise ValueError(f"indexer_topk: must be 0 (FlashMLA's lse_indexer is not computed), got {indexer_topk!r}")
     if attn_sink is not None:
         _check_tensor("attn_sink", attn_sink, (torch.float32,), 1, device)
         if attn_sink.shape[0] != h_q or (h_q > 1 and attn_sink.stride(0) != 1):

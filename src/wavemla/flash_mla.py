@@ -201,13 +201,14 @@ def flash_mla_sparse_fwd(
     d_v: int = 512,
     attn_sink: torch.Tensor | None = None,
     topk_length: torch.Tensor | None = None,
+    indexer_topk: int = 0,
     *,
     out: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """FlashMLA's sparse prefill call (``q [s_q, h_q, d_qk]``, ``kv [s_kv, 1, d_qk]``, ``indices [s_q, 1, topk]``),
-    run by :func:`wavemla.sparse_mla_prefill`; ``out=`` is vLLM's output buffer. Returns ``(out, max_logits,
-    lse)``."""
-    return sparse_mla_prefill(q, kv, indices, sm_scale, d_v, attn_sink, topk_length, out=out)
+    run by :func:`wavemla.sparse_mla_prefill`; ``indexer_topk`` must be 0 (its default: no ``lse_indexer``);
+    ``out=`` is vLLM's output buffer. Returns ``(out, max_logits, lse)``."""
+    return sparse_mla_prefill(q, kv, indices, sm_scale, d_v, attn_sink, topk_length, indexer_topk, out=out)
 
 
 __all__ = [
