@@ -156,6 +156,21 @@ def test_broken_tool_json_is_corruption() -> None:
     assert v.cls == "corruption" and v.new_violations == {"tool_args_json": 1}
 
 
+def test_tool_call_cut_by_max_tokens_is_not_broken_json() -> None:
+    cut = out([], finish="length", calls=[("get_weather", '{"city": "Paris"}'), ("search_docs", '{"query": "pa')])
+    assert kinds(cut, TOOL_PROBE) == []
+    first_broken = out([], finish="length", calls=[("get_weather", '{"city": "Par'), ("search_docs", '{"q')])
+    assert kinds(first_broken, TOOL_PROBE) == ["tool_args_json"]  # only the call being written may be cut
+    # A near-tie flip made the answer a little longer, so max_tokens cut its tool call: benign, not corruption.
+    tops = {"Sure": -0.60, "OK": -0.65}
+    ref = out(["Sure"], finish="tool_calls", calls=[("get_weather", '{"city": "Paris"}')])
+    ref.logprobs = [TokenLogprob("Sure", -0.60, tops)]
+    longer = out(["OK"], finish="length", calls=[("get_weather", '{"city": "Pa')])
+    longer.logprobs = [TokenLogprob("OK", -0.65, {})]
+    v = classify(ref, longer, TOOL_PROBE)
+    assert v.cls == "benign" and v.new_violations == {}
+
+
 def test_violation_already_in_the_reference_is_not_new() -> None:
     ref = out(["<|eot|>", *WORDS])
     v = classify(ref, out(["<|eot|>", *WORDS[:9], " soon"]), TEXT_PROBE)
@@ -312,6 +327,13 @@ def test_unreachable_server_exits_3(tmp_path: Path, capsys: pytest.CaptureFixtur
     with FakeOpenAIServer() as server:
         url = server.url
     code = cli.main(["check", "--url", url, "--model", "m", "--concurrency", "1", "--out", str(tmp_path)])
+    assert code == 3 and "--url: cannot connect" in capsys.readouterr().err
+
+
+def test_unreachable_server_without_model_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeOpenAIServer() as server:
+        url = server.url
+    code = cli.main(["check", "--url", url, "--concurrency", "1", "--out", str(tmp_path), "--quiet"])
     assert code == 3 and "--url: cannot connect" in capsys.readouterr().err
 
 

@@ -102,6 +102,17 @@ def test_sse_details_comments_crlf_multiline_and_last_event_without_blank_line()
     assert rec.content == "xy" and rec.finish_reason == "stop"
 
 
+def test_cr_line_endings_up_to_the_last_byte() -> None:
+    # Bare "\r" ends lines too; the stream's very last byte is a "\r" that no "\n" can follow any more.
+    body = (
+        b'data: {"choices": [{"index": 0, "delta": {"content": "x"}}]}\r\r'
+        b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\r\r'
+    )
+    rec = record_from_stream([(0.5, body)], "chat", start=0.0)
+    assert rec.ok, rec.error_detail
+    assert rec.content == "x" and rec.finish_reason == "stop"
+
+
 def test_other_choice_indices_and_empty_deltas_are_not_output() -> None:
     stream = [
         (0.1, sse({"choices": [{"index": 1, "delta": {"content": "other"}}]})),
@@ -137,6 +148,11 @@ def test_any_split_into_network_reads_gives_the_same_record(sizes: list[int]) ->
         pytest.param([b"data: [1, 2]\n\n"], "malformed_sse", id="not-object"),
         pytest.param([b"<html>502 Bad Gateway</html>\n\n"], "malformed_sse", id="not-sse"),
         pytest.param([sse({"choices": "x"})], "malformed_sse", id="choices-not-list"),
+        pytest.param(
+            [sse({"choices": [{"index": 0, "delta": {"content": "a"}, "logprobs": {"content": [{"token": "a"}]}}]})],
+            "malformed_sse",
+            id="logprob-entry-without-logprob",
+        ),
         pytest.param([b"data: \xff\xfe\n\n"], "malformed_sse", id="not-utf8"),
         pytest.param([delta(content="a"), sse({"error": {"message": "oom"}})], "server_error", id="error-event"),
         pytest.param([delta(content="a"), delta(content="b")], "incomplete", id="no-finish"),

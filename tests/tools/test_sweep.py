@@ -40,7 +40,7 @@ def hand_level() -> LevelRun:
     a = rec(1.0, [1.2, 1.3, 1.5], 1.6, usage=3, prompt=10)
     b = rec(1.1, [1.4, 1.8], 2.0, usage=4, prompt=20)  # 2 tokens per chunk
     c = rec(1.2, [], 1.25, error="http_500")
-    warm = rec(0.0, [0.5, 0.9, 1.05], 1.1)  # no usage: one token per chunk, one chunk inside the window
+    warm = rec(0.0, [0.5, 0.9, 1.05], 1.1)  # no usage: the level's 1.4 tokens per chunk, one chunk inside
     filler = rec(1.6, [1.7, 1.9, 1.95, 2.1], 2.1, error="cancelled")  # three chunks inside
     return LevelRun(2, warmup=[warm], measured=[a, b, c], others=[filler], window=(1.0, 2.0), wall_s=2.2)
 
@@ -50,14 +50,16 @@ def test_level_metrics_by_hand() -> None:
     assert (m["requests"], m["completed"], m["failed"]) == (3, 2, 1)
     assert m["errors"] == {"http_500": 1} and m["filler_errors"] == {}
     assert m["window_s"] == pytest.approx(1.0)
-    # a: 3 + b: 2 chunks x 2 + warm-up: 1 + filler: 3 = 11 tokens in 1 s
-    assert m["output_tokens_in_window"] == pytest.approx(11.0)
-    assert m["output_tok_s"] == pytest.approx(11.0)
-    assert m["aggregate_tok_s_per_user"] == pytest.approx(5.5)
+    # The records with usage carry (3 + 4) / (3 + 2) = 1.4 tokens per chunk: the weight of a chunk without usage.
+    # a: 3 + b: 2 chunks x 2 + warm-up: 1 x 1.4 + filler: 3 x 1.4 = 12.6 tokens in 1 s
+    assert m["output_tokens_in_window"] == pytest.approx(12.6)
+    assert m["output_tok_s"] == pytest.approx(12.6)
+    assert m["aggregate_tok_s_per_user"] == pytest.approx(6.3)
     assert m["requests_per_s"] == pytest.approx(2.0)
-    # slices [1.0, 1.5): 2 + 2 + 1 = 5 tokens; [1.5, 2.0]: 1 + 2 + 3 = 6 tokens; 0.5 s each
+    # slices [1.0, 1.5): 2 + 2 + 1.4 = 5.4 tokens; [1.5, 2.0]: 1 + 2 + 4.2 = 7.2 tokens; 0.5 s each
     s = m["output_tok_s_slices"]
-    assert (s["n"], s["mean"], s["median"], s["p90"]) == (2, pytest.approx(11), pytest.approx(11), pytest.approx(11.8))
+    assert (s["n"], s["mean"], s["median"]) == (2, pytest.approx(12.6), pytest.approx(12.6))
+    assert s["p90"] == pytest.approx(14.04)
     # TTFT a 0.2, b 0.3
     assert m["ttft_ms"] == {"n": 2, "mean": pytest.approx(250), "median": pytest.approx(250),
                             "p90": pytest.approx(290), "p99": pytest.approx(299)}  # fmt: skip
@@ -79,6 +81,18 @@ def test_tokens_without_chunks_land_at_stream_end() -> None:
     assert tokens_in_window([quiet], 0.0, 1.0) == pytest.approx(5.0)
     assert tokens_in_window([quiet], 0.0, 0.5) == 0.0
     assert bucket_rates([quiet], 0.0, 1.0, 0.5) == pytest.approx([0.0, 10.0])
+
+
+def test_cancelled_filler_counts_the_tokens_per_chunk_of_the_level() -> None:
+    # The server packs two tokens into every chunk (speculative decoding, a stream interval): the finished
+    # requests report 8 tokens in 4 chunks each. The filler cancelled at the window end never got its usage,
+    # yet it generated 2 tokens per chunk as well: 8 + 8 + 8 tokens inside the window, not 8 + 8 + 4.
+    a = rec(0.0, [0.1, 0.2, 0.3, 0.4], 0.5, usage=8)
+    b = rec(0.5, [0.6, 0.7, 0.8, 0.9], 1.0, usage=8)
+    filler = rec(0.5, [0.6, 0.7, 0.8, 0.9], 1.0, error="cancelled")
+    m = level_metrics(LevelRun(2, warmup=[], measured=[a, b], others=[filler], window=(0.0, 1.0), wall_s=1.0))
+    assert m["output_tokens_in_window"] == pytest.approx(24.0)
+    assert m["output_tok_s_slices"]["mean"] == pytest.approx(24.0)
 
 
 def test_bucket_edges_count_once() -> None:
@@ -173,6 +187,14 @@ def test_unreachable_server_exits_3(capsys: pytest.CaptureFixture[str], tmp_path
         url = server.url
     args = _parse("--url", url, "--model", "m", "--concurrency", "1", "--out", str(tmp_path), "--quiet")
     assert sweep.run(args) == 3
+    assert "--url: cannot connect" in capsys.readouterr().err
+
+
+def test_unreachable_server_without_model_exits_3(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # Without --model the first request is GET /v1/models: a dead server is still exit 3, not a --model error.
+    with FakeOpenAIServer() as server:
+        url = server.url
+    assert sweep.run(_parse("--url", url, "--concurrency", "1", "--out", str(tmp_path), "--quiet")) == 3
     assert "--url: cannot connect" in capsys.readouterr().err
 
 

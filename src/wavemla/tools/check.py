@@ -16,7 +16,8 @@ Compared text
     (about one token per chunk on most servers) and, when the server returns logprobs, a token index.
 
 Structural checks (on content, reasoning and tool calls)
-    ``tool_args_json``    tool-call arguments that do not parse as a JSON object;
+    ``tool_args_json``    tool-call arguments that do not parse as a JSON object (not checked for the
+                          last call when the output was cut by max_tokens);
     ``tool_name``         a tool call whose name is empty or not among the tools offered;
     ``unbalanced_tag``    a closing tag with no opener, mis-nested tags, or (unless the output was cut by
                           max_tokens) an unclosed opener; tracked tags: think, tool_call(s), function_call(s),
@@ -76,6 +77,7 @@ from wavemla.tools.openai_client import (
     OpenAIClient,
     RequestRecord,
     RequestSpec,
+    ServerUnreachableError,
     UsageError,
     check_endpoint,
     closed_loop,
@@ -299,10 +301,12 @@ def structural_violations(
     truncated = rec.finish_reason == "length"
     calls = rec.tool_calls_list()
     texts = [rec.content, rec.reasoning] + [c.arguments for c in calls]
-    for call in calls:
+    for i, call in enumerate(calls):
         if call.name not in tool_names:
             offered = ", ".join(sorted(tool_names)) or "none"
             out.append(Violation("tool_name", f"tool call {call.name!r}; offered: {offered}"))
+        if truncated and i == len(calls) - 1:
+            continue  # cut by max_tokens while being written: incomplete, not damaged (as an unclosed tag)
         try:
             args = json.loads(call.arguments)
         except ValueError:
@@ -670,7 +674,10 @@ async def arun_check(cfg: CheckConfig, progress: IO[str] | None = None) -> dict[
             progress.flush()
 
     async with OpenAIClient(cfg.url, cfg.model, cfg.timeout) as client:
-        doc["config"]["model"] = client.model = await resolve_model(client, cfg.model)
+        try:
+            doc["config"]["model"] = client.model = await resolve_model(client, cfg.model)
+        except ServerUnreachableError as exc:
+            raise CheckError(f"--url: {exc}") from None
         try:
             say(f"reference: {len(probes)} probes alone, temperature 0, seed {cfg.seed}")
             refs, failed = await reference(client, cfg, probes)

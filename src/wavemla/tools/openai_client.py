@@ -34,7 +34,6 @@ Error kinds (``RequestRecord.error_kind``)
 Example::
 
     import asyncio
-import itertools
     from wavemla.tools.openai_client import OpenAIClient, RequestSpec
 
     async def main() -> None:
@@ -85,6 +84,10 @@ class UsageError(ValueError):
     def __init__(self, argument: str, message: str) -> None:
         super().__init__(f"{argument}: {message}")
         self.argument = argument
+
+
+class ServerUnreachableError(RuntimeError):
+    """No connection to the server could be opened (refused, no route, unknown host)."""
 
 
 def normalize_base_url(url: str) -> str:
@@ -296,7 +299,8 @@ class StreamAccumulator:
         rec = self.record
         if not self._finished:
             if self._buf:
-                self._handle_line(self._buf, t)
+                # A trailing "\r" was held back in case "\n" followed; at end of stream it ends the line.
+                self._handle_line(self._buf.removesuffix(b"\r"), t)
                 self._buf = b""
             if not self._finished and self._data:
                 self._dispatch(t)
@@ -364,7 +368,7 @@ class StreamAccumulator:
                 continue
             try:
                 self._take_choice(choice, t)
-            except (TypeError, ValueError, AttributeError) as exc:
+            except (TypeError, ValueError, AttributeError, KeyError) as exc:
                 rec.fail("malformed_sse", f"unexpected chunk shape ({exc}): {payload[:80]!r}")
                 return False
         return True
@@ -488,7 +492,8 @@ class OpenAIClient:
         return self._session
 
     async def list_models(self) -> list[str]:
-        """Model ids from ``GET /v1/models``; raises ``RuntimeError`` with the reason when it fails."""
+        """Model ids from ``GET /v1/models``; raises ``RuntimeError`` with the reason when it fails,
+        :class:`ServerUnreachableError` when no connection could be opened."""
         import aiohttp
 
         url = self.base_url + "/v1/models"
@@ -498,6 +503,8 @@ class OpenAIClient:
                 if r.status != 200:
                     raise RuntimeError(f"GET {url} answered HTTP {r.status}")
                 obj = await r.json(content_type=None)
+        except aiohttp.ClientConnectorError as exc:
+            raise ServerUnreachableError(f"cannot connect to {self.base_url}: {exc}") from None
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
             raise RuntimeError(f"GET {url} failed: {exc or type(exc).__name__}") from None
         data = obj.get("data") if isinstance(obj, dict) else None
@@ -547,11 +554,16 @@ class OpenAIClient:
 
 
 async def resolve_model(client: OpenAIClient, model: str | None) -> str:
-    """``model`` if given, else the first id the server lists; else a UsageError naming --model."""
+    """``model`` if given, else the first id the server lists; else a UsageError naming --model.
+
+    An unreachable server raises :class:`ServerUnreachableError`: that is not a missing argument.
+    """
     if model:
         return model
     try:
         models = await client.list_models()
+    except ServerUnreachableError:
+        raise
     except RuntimeError as exc:
         raise UsageError("--model", f"not given and the server did not list models ({exc})") from None
     if not models:

@@ -45,6 +45,7 @@ from wavemla.tools.openai_client import (
     OpenAIClient,
     RequestRecord,
     RequestSpec,
+    ServerUnreachableError,
     UsageError,
     check_endpoint,
     closed_loop,
@@ -57,7 +58,9 @@ from wavemla.tools.openai_client import (
 # Printed by --help and written into sweep.json, so a result file explains its own numbers.
 DEFINITIONS: dict[str, str] = {
     "output tokens": "usage.completion_tokens from the server when it sends usage, else the number of "
-    "output chunks; content, reasoning_content and tool_calls deltas all count as output",
+    "output chunks; content, reasoning_content and tool_calls deltas all count as output; in output_tok_s "
+    "a request without usage (a filler cancelled at the end of the window) counts the tokens per chunk of "
+    "the level's requests with usage",
     "window": "from the send of the first measured request to the end of the last measured request; "
     "the closed loop holds the concurrency at c inside it (warm-up before, fillers after)",
     "output_tok_s": "output tokens whose chunk arrived inside the window (from any request in flight), "
@@ -275,25 +278,35 @@ class LevelRun:
     wall_s: float
 
 
-def chunk_tokens(r: RequestRecord) -> list[tuple[float, float]]:
+def tokens_per_chunk(records: Sequence[RequestRecord]) -> float:
+    """Server-reported tokens per output chunk over the records that have usage and output; 1.0 if none."""
+    with_usage = [r for r in records if r.completion_tokens is not None and r.chunk_times]
+    chunks = sum(len(r.chunk_times) for r in with_usage)
+    return sum(r.completion_tokens or 0 for r in with_usage) / chunks if chunks else 1.0
+
+
+def chunk_tokens(r: RequestRecord, per_chunk: float = 1.0) -> list[tuple[float, float]]:
     """``(arrival_time, tokens)`` per output chunk. With server usage each chunk carries
     ``completion_tokens / chunks`` (servers may pack several tokens per chunk, or stream tokens that decode to
-    no text); usage without any output chunk is placed at the end of the stream. Without usage, one each."""
+    no text); usage without any output chunk is placed at the end of the stream. Without usage (a request
+    cancelled or broken before its usage arrived), ``per_chunk`` each: :func:`tokens_per_chunk` of the level."""
     n = len(r.chunk_times)
     if r.completion_tokens is None:
-        return [(t, 1.0) for t in r.chunk_times]
+        return [(t, per_chunk) for t in r.chunk_times]
     if n == 0:
         return [(r.end, float(r.completion_tokens))] if r.completion_tokens and not math.isnan(r.end) else []
     weight = r.completion_tokens / n
     return [(t, weight) for t in r.chunk_times]
 
 
-def tokens_in_window(records: Sequence[RequestRecord], t0: float, t1: float) -> float:
+def tokens_in_window(records: Sequence[RequestRecord], t0: float, t1: float, per_chunk: float = 1.0) -> float:
     """Output tokens whose chunks arrived in ``[t0, t1]`` (see :func:`chunk_tokens`)."""
-    return math.fsum(w for r in records for t, w in chunk_tokens(r) if t0 <= t <= t1)
+    return math.fsum(w for r in records for t, w in chunk_tokens(r, per_chunk) if t0 <= t <= t1)
 
 
-def bucket_rates(records: Sequence[RequestRecord], t0: float, t1: float, bucket_s: float) -> list[float]:
+def bucket_rates(
+    records: Sequence[RequestRecord], t0: float, t1: float, bucket_s: float, per_chunk: float = 1.0
+) -> list[float]:
     """Output tok/s in equal slices of ``[t0, t1]`` about ``bucket_s`` long (at least one slice)."""
     length = t1 - t0
     if not length > 0:
@@ -302,7 +315,7 @@ def bucket_rates(records: Sequence[RequestRecord], t0: float, t1: float, bucket_
     width = length / n
     tokens = [0.0] * n
     for r in records:
-        for t, w in chunk_tokens(r):
+        for t, w in chunk_tokens(r, per_chunk):
             if t0 <= t <= t1:
                 # Half-open slices, the last one closed, so a chunk on an edge is counted once.
                 tokens[min(int((t - t0) / width), n - 1)] += w
@@ -316,7 +329,8 @@ def level_metrics(run: LevelRun, bucket_s: float = 1.0) -> dict[str, Any]:
     window = t1 - t0
     everything = [*run.warmup, *run.measured, *run.others]
     ok = [r for r in run.measured if r.ok]
-    tokens = tokens_in_window(everything, t0, t1) if window > 0 else 0.0
+    per_chunk = tokens_per_chunk(everything)
+    tokens = tokens_in_window(everything, t0, t1, per_chunk) if window > 0 else 0.0
     tok_s = tokens / window if window > 0 else math.nan
     per_user = [(r.output_tokens - 1) / (r.latency - r.ttft) for r in ok if r.tpot > 0]
     with_usage = sum(1 for r in ok if r.usage_from_server)
@@ -334,7 +348,7 @@ def level_metrics(run: LevelRun, bucket_s: float = 1.0) -> dict[str, Any]:
         "wall_s": run.wall_s,
         "output_tokens_in_window": tokens,
         "output_tok_s": tok_s,
-        "output_tok_s_slices": summarize(bucket_rates(everything, t0, t1, bucket_s)),
+        "output_tok_s_slices": summarize(bucket_rates(everything, t0, t1, bucket_s, per_chunk)),
         "requests_per_s": len(ok) / window if window > 0 else math.nan,
         "aggregate_tok_s_per_user": tok_s / c,
         "tok_s_per_user": summarize(per_user),
@@ -673,7 +687,10 @@ async def arun_sweep(cfg: SweepConfig, progress_stream: IO[str] | None = None) -
     }
     levels: list[dict[str, Any]] = doc["levels"]
     async with OpenAIClient(cfg.url, cfg.model, cfg.timeout) as client:
-        doc["config"]["model"] = client.model = await resolve_model(client, cfg.model)
+        try:
+            doc["config"]["model"] = client.model = await resolve_model(client, cfg.model)
+        except ServerUnreachableError as exc:
+            raise SweepError(f"--url: {exc}") from None
         doc["server"] = client.base_url
         writer.write_json(doc)
         try:
