@@ -20,22 +20,25 @@ RESULTS = Path(__file__).parent / "results"
 # The runs of the current sparse-decode build and planner: the b = 1..256 curves (CURVES; the 16-head ones from the
 # runs before the warp-specialized kernel, which they do not run), the batch-invariant cost with that kernel (BI), and
 # the indexer from the runs before those.
-# (on the build whose outputs and partials leave by TMA, 2026-12-04)
-BI = "2026-12-04-h200-bi-cost-c1331a3"
+# (on the shipped build of 2026-12-06: padded tokens, the spread, rows loaded evict_first)
+BI = "2026-12-06-h200-bi-cost-86220d0"
 BEFORE = "2026-11-30-h200"
 DENSE = "2026-12-02-h200-dense-ws-b128-72f38d6"  # the warp-specialized sm_90 kernel's b = 128, 16K points
-# the planner's bf16 picks over b = 1..128 at 4K keys on that kernel (h = 64), cut requests' partials in bf16
-DENSE_CURVE = "2026-12-03-h200-dense-ws-curve-h64-3f5211a"
-# the sparse decode as shipped (`wavemla bench` at the FlashMLA anchor shapes), with its warp-specialized sm_90
-# kernel's outputs and partials by TMA of 2026-12-04
-SPARSE_BENCH = "2026-12-04-h200-bench-c1331a3"
+# the planner's bf16 picks at 4K keys (h = 64, uniform lengths) on the build of 2026-12-06 (`wavemla bench --dense`)
+DENSE_CURVE = "2026-12-06-h200-dense-aim-86220d0"
+# the sparse decode as shipped (`wavemla bench` at the FlashMLA anchor shapes), the build of 2026-12-06
+SPARSE_BENCH = "2026-12-06-h200-bench-86220d0"
 # the planner's FP8 V3.2 picks over b = 1..128 at 4K keys, h = 16: staged 16-row tiles
 DENSE_FP8_CURVE = "2026-12-03-h200-dense-fp8-curve-h16-70bb758"
 # the indexer with the candidate list's wider register block from 32 query tokens (2026-12-04); the shapes that run
 # did not reach come from the run before it (BEFORE)
 IDX = "2026-12-04-h200-idx-wide-list-c3b6ded"
 # whole calls against the build before, in one run (idx_ab.py): the package's side, at 32K rows
-IDX_AB = ("2026-12-04-h200-idx-rank-ab-7746f44", "2026-12-04-h200-idx-rank-ab-token-7746f44")
+IDX_AB = (
+    "2026-12-06-h200-idx-32k-86220d0",  # the build of 2026-12-06 against a copy of itself
+    "2026-12-04-h200-idx-rank-ab-7746f44",
+    "2026-12-04-h200-idx-rank-ab-token-7746f44",
+)
 IDX_GLANCE = ((32768, 32), (32768, 64), (32768, 128), (262144, 32), (262144, 128))  # (n_comp, b) of the rows
 # the sparse prefill (FlashMLA's flash_mla_sparse_fwd) at FlashMLA's benchmark shapes, 4096 query tokens
 PREFILL = "2026-12-05-h200-prefill-3bbc606"
@@ -211,7 +214,7 @@ def glance() -> str:
     for mode in ("csa", "hca"):
         for r in sorted(sparse, key=lambda r: r["batch"]):
             shape = (r["mode"], r["h_q"], r["s_q"])
-            if shape == (mode, 64, 1) and r["batch"] in (1, 64, 128, 256) and r["ratio_to_flashmla"]:
+            if shape == (mode, 64, 1) and r["batch"] in (1, 8, 32, 64, 128, 256) and r["ratio_to_flashmla"]:
                 out.append(
                     f"| sparse decode | {mode.upper()}, h=64, s_q=1, FP8 MODEL1 | {r['batch']} | {r['median_us']:.1f} "
                     f"| {r['ratio_to_flashmla']:.2f}× FlashMLA's time | `{SPARSE_BENCH}.json` |"
@@ -231,7 +234,7 @@ def glance() -> str:
                 f"{r['pct_copy']:.0f}% of copy bandwidth | `{DENSE}.json` |"
             )
     for r in load(DENSE_CURVE)["records"]:
-        if r["batch"] in (32, 128):
+        if r["batch"] in (32, 128) and r.get("lengths", "uniform") == "uniform":
             out.append(
                 f"| dense decode | bf16, s_k 4K, h={r['h_q']} | {r['batch']} | {r['median_us']:.1f} | "
                 f"{r['pct_copy']:.0f}% of copy bandwidth | `{DENSE_CURVE}.json` |"
