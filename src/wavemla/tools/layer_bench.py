@@ -1,5 +1,6 @@
-"""Time one DeepSeek-V4-Flash decoder layer at real sizes (random weights) per component, and write one profiler
-trace per batch size that ``wavemla trace`` reads directly.
+"""Time one DeepSeek-V4-Flash decoder layer at real sizes (random weights), component by component.
+
+For each batch size it also writes one profiler trace, which ``wavemla trace`` reads directly.
 
 The layer is a CSA layer (lightning indexer + 512 selected compressed rows) or an HCA layer (every compressed row),
 decoding one token per request at position ``context - 1``. Its components, each inside a
@@ -447,6 +448,8 @@ class MoE:
         xs = x_in[token]  # [P, hidden], rows grouped by expert
         offs = offs[: self.local + 1]  # the rows of own pairs sent to other GPUs (the last group) are not computed
         g = torch._grouped_mm(xs, self.w13.transpose(1, 2), offs=offs)  # [P, 2·inter]
+        # V4 clamps gate <= 10 and up to +-10 first (config.json swiglu_limit); it is left out: values stay near
+        # N(0, 1) here, and engines fuse it into this activation (docs/layer-bench.md, "What is not modelled")
         act = F.silu(g[:, :inter]) * g[:, inter:]
         y = torch._grouped_mm(act, self.w2.transpose(1, 2), offs=offs)  # [P, hidden]
         y_own = y[dest[: t * k]].view(t, k, -1).float()
