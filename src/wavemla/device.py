@@ -96,8 +96,9 @@ _ARCH_LIMITS: dict[int, _ArchLimits] = {
     # maxBlocksPerMultiProcessor = 24 on an RTX PRO 6000 Blackwell [DQ]; we take the driver's values (24 is
     # the conservative one; it only binds for blocks of 1 warp).
     120: _ArchLimits(smem_sm=100 * KIB, smem_block=99 * KIB, warps=48, blocks=24),
-    # sm_121 (GB10): [DQ] sharedMemPerBlockOptin = 101,376 B on DGX Spark; the rest is assumed equal to sm_120
-    # (same SM design, binary compatible), not yet confirmed by a device query we could find.
+    # sm_121 (GB10): [DQ] on DGX Spark sharedMemPerBlockOptin = 101,376 B, and cudaDeviceGetAttribute gives
+    # cudaDevAttrMaxSharedMemoryPerMultiprocessor = 102,400 and cudaDevAttrMaxBlocksPerMultiprocessor = 24;
+    # 48 warps is taken from sm_120 (same SM design, binary compatible).
     121: _ArchLimits(smem_sm=100 * KIB, smem_block=99 * KIB, warps=48, blocks=24),
 }
 
@@ -339,8 +340,13 @@ PRESETS: dict[str, DeviceSpec] = {
             name="h200",
             display_name="NVIDIA H200 SXM 141GB",
             arch=90,
-            num_sms=132,  # H200 is the GH100 die of H100 SXM5 with HBM3e: 132 SMs (NVIDIA H200 datasheet)
-            l2_bytes=50 * MIB,  # same GH100 L2 as H100 SXM5 (H100 architecture whitepaper: 50 MB)
+            # H200 is the GH100 die of H100 SXM5 with HBM3e; its datasheet gives no SM count, only tensor rates
+            # equal to H100 SXM5's. 132 SMs (%smid 0-131) on an H200 in
+            # benchmarks/results/2026-12-03-h200-dispatch-order-4b5c9df.json.
+            num_sms=132,
+            # Uncertain: the H200 datasheet gives no L2 size; taken as H100 SXM5's 50 MB (H100 architecture
+            # whitepaper), though 60 MiB is also quoted for the H200. Only summary() shows it.
+            l2_bytes=50 * MIB,
             mem_gbps=4800.0,  # NVIDIA H200 Tensor Core GPU datasheet (SXM): 4.8 TB/s HBM3e
             bf16_tflops=989.5,  # H200 datasheet: BF16 Tensor Core 1,979 TFLOPS with sparsity
             fp8_tflops=1979.0,  # H200 datasheet: FP8 Tensor Core 3,958 TFLOPS with sparsity
@@ -361,29 +367,34 @@ PRESETS: dict[str, DeviceSpec] = {
         ),
         _preset(
             name="rtx-pro-6000",
-            display_name="NVIDIA RTX PRO 6000 Blackwell Workstation/Server Edition",
+            # The Workstation Edition. The Server Edition has the same 188 SMs but lower clocks and memory
+            # bandwidth (NVIDIA RTX PRO 6000 Blackwell Server Edition product page: 1,597 GB/s, 120 FP32
+            # TFLOPS against the Workstation Edition's 125), so these rates overstate it by about 4% (tensor) and
+            # 12% (DRAM).
+            display_name="NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
             arch=120,
             num_sms=188,  # NVIDIA RTX Blackwell GPU architecture whitepaper: 188 of GB202's 192 SMs; [DQ] 188
             l2_bytes=128 * MIB,  # [DQ] l2CacheSize = 134,217,728 (full GB202 L2)
-            mem_gbps=1792.0,  # RTX PRO 6000 Blackwell datasheet: 1,792 GB/s (512-bit GDDR7 at 28 Gbps)
+            # RTX PRO 6000 Blackwell Workstation Edition datasheet: 1,792 GB/s (512-bit GDDR7 at 28 Gbps)
+            mem_gbps=1792.0,
             # Uncertain, derived: the datasheet gives only "4,000 AI TOPS" (FP4, sparse). Dense FP8 = 4000/4,
             # BF16 = 4000/8, equal to 188 SMs x 1,024 dense FP16 FLOP/clk/SM x 2.617 GHz boost. The pro line
             # runs FP32 accumulation at full rate (a measured torch bf16 matmul reaches ~417 TFLOPS, above a
             # half-rate peak).
             bf16_tflops=503.8,
             fp8_tflops=1007.6,
-            source="RTX Blackwell whitepaper and RTX PRO 6000 datasheet; tensor rates derived from AI TOPS",
+            source="RTX Blackwell whitepaper and RTX PRO 6000 Workstation Edition datasheet; tensor rates from AI TOPS",
         ),
         _preset(
             name="rtx-5090",
             display_name="NVIDIA GeForce RTX 5090",
             arch=120,
             num_sms=170,  # NVIDIA RTX Blackwell GPU architecture whitepaper: 170 SMs; [DQ] 170
-            l2_bytes=96 * MIB,  # RTX Blackwell whitepaper: 96 MB L2 (byte count assumed MiB, uncertain)
+            l2_bytes=96 * MIB,  # RTX Blackwell whitepaper: 96 MB L2; [DQ] l2CacheSize = 100,663,296
             mem_gbps=1792.0,  # RTX Blackwell whitepaper: 1,792 GB/s (512-bit GDDR7 at 28 Gbps)
             # RTX Blackwell whitepaper: FP16/BF16 with FP32 accumulate 209.5 dense (GeForce runs
-            # FP32-accumulate MMA at half the FP16-accumulate rate of 419). FP8 with FP32 accumulate 419
-            # (uncertain; 838 with FP16 accumulate).
+            # FP32-accumulate MMA at half the FP16-accumulate rate of 419). FP8 with FP32 accumulate 419 dense
+            # (838 with FP16 accumulate).
             bf16_tflops=209.5,
             fp8_tflops=419.0,
             source="RTX Blackwell whitepaper (GeForce RTX 5090), FP32-accumulate rates at 2.41 GHz boost",
@@ -393,8 +404,9 @@ PRESETS: dict[str, DeviceSpec] = {
             display_name="NVIDIA DGX Spark (GB10)",
             arch=121,
             num_sms=48,  # DGX Spark product page: 6,144 CUDA cores = 48 SMs x 128; [DQ] 48 SMs, cc 12.1
-            l2_bytes=24 * MIB,  # Uncertain: not on NVIDIA's spec pages; 24 MB is what GB10 users report
-            mem_gbps=273.0,  # DGX Spark product page: 273 GB/s (128 GB LPDDR5x, shared with the CPU)
+            l2_bytes=24 * MIB,  # not on NVIDIA's spec pages; [DQ] deviceQuery on DGX Spark: 25,165,824 B
+            # DGX Spark product page: 273 GB/s (128 GB LPDDR5x, shared with the CPU); [DQ] 256-bit at 8,533 MT/s
+            mem_gbps=273.0,
             # Uncertain, derived: NVIDIA publishes only "1 PFLOP FP4 with sparsity". Dense FP8 = 1000/4, BF16
             # = 1000/8; whether GB10 halves FP32-accumulate MMA (as GeForce does) is not documented.
             bf16_tflops=125.0,
@@ -409,7 +421,7 @@ PRESETS: dict[str, DeviceSpec] = {
             l2_bytes=72 * MIB,  # Ada whitepaper: 72 MB; [DQ] l2CacheSize = 75,497,472
             mem_gbps=1008.0,  # Ada whitepaper: 1,008 GB/s (384-bit GDDR6X at 21 Gbps)
             # Ada whitepaper appendix: BF16 with FP32 accumulate 165.2 dense; FP8 with FP32 accumulate 330.3
-            # dense (uncertain: the FP16-accumulate FP8 rate is 660.6).
+            # dense (corrected from 660.6, the FP16-accumulate FP8 rate, in whitepaper v2.02).
             bf16_tflops=165.2,
             fp8_tflops=330.3,
             source="NVIDIA Ada GPU Architecture whitepaper (GeForce RTX 4090), FP32-accumulate rates",
@@ -419,7 +431,7 @@ PRESETS: dict[str, DeviceSpec] = {
             display_name="NVIDIA L40S",
             arch=89,
             num_sms=142,  # L40S datasheet: 18,176 CUDA cores = 142 SMs x 128
-            l2_bytes=96 * MIB,  # Ada whitepaper: AD102 has 96 MB L2 (L40S not listed separately; uncertain)
+            l2_bytes=96 * MIB,  # Ada whitepaper: full AD102 has 96 MB L2; [DQ] L40S l2CacheSize = 100,663,296
             mem_gbps=864.0,  # NVIDIA L40S datasheet: 864 GB/s GDDR6
             bf16_tflops=362.05,  # L40S datasheet: BF16 Tensor Core 362.05 | 733 TFLOPS (dense | sparse)
             fp8_tflops=733.0,  # L40S datasheet: FP8 Tensor Core 733 | 1,466 TFLOPS (dense | sparse)
