@@ -134,7 +134,8 @@ def test_generation_matches_the_eager_model(registered: list[dict[str, Any]]) ->
 
 def test_prefill_calls_match_eager_attention_in_fp64(registered: list[dict[str, Any]]) -> None:
     """The prompt's calls (21 query tokens, the second prompt left-padded) run the sparse prefill: every token that
-    attends a row gets eager attention's output (fp64); the padding's tokens, which attend none, get zeros."""
+    attends a row gets eager attention's output (fp64); the padding's tokens, which attend none, get zeros, as in
+    eager attention."""
     model = tiny_model()
     _generate(model, "wavemla")
     prefill = [c for c in registered if c["query"].shape[2] > 4]
@@ -145,7 +146,7 @@ def test_prefill_calls_match_eager_attention_in_fp64(registered: list[dict[str, 
         attends = (c["mask"][:, 0] >= 0).any(-1)  # [b, s_q]
         assert bool((~attends).any()) and bool(attends.any())
         assert_close(f"{module.layer_type} out", c["out"][attends].double(), ref[attends], out_tolerance(c["key"]))
-        assert bool((c["out"][~attends] == 0).all())
+        assert bool((c["out"][~attends] == 0).all()) and bool((ref[~attends] == 0).all())  # the sink outweighs
 
 
 # --- the function alone -----------------------------------------------------------------------------------------
@@ -379,6 +380,28 @@ def test_refusals_name_the_argument(change: dict[str, Any], name: str) -> None:
             kwargs[key] = how
     with pytest.raises(ValueError, match=f"^{name}: "):
         hf_attention._attention(module, **x, **kwargs, s_aux=module.sinks)
+
+
+def test_backward_is_refused() -> None:
+    """The kernels compute no gradients: a backward pass through a training step, or through one decode call, raises
+    naming the inputs, rather than leaving the attention's projections and sinks without gradients. A forward pass
+    outside ``torch.no_grad`` runs as before."""
+    model = tiny_model(dtype=torch.float16)
+    model.config._attn_implementation = hf_attention.register()
+    ids, mask = _prompt()
+    with torch.no_grad():
+        ref = model(ids, attention_mask=mask).logits
+    assert torch.equal(model(ids, attention_mask=mask).logits, ref)
+    refusal = r"^query, key, s_aux: wavemla's sparse decode and prefill have no backward"
+    model.train()
+    loss = model(ids, attention_mask=mask, labels=ids).loss
+    with pytest.raises(RuntimeError, match=refusal):
+        loss.backward()
+    module = _layer(model, "heavily_compressed_attention")
+    x = _inputs(s_q=1)
+    out, _ = hf_attention._attention(module, **{**x, "query": x["query"].requires_grad_()}, s_aux=module.sinks)
+    with pytest.raises(RuntimeError, match=refusal):
+        out.float().sum().backward()
 
 
 def test_register_names_the_argument() -> None:
