@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import collections
 import re
+from typing import Any
 
 import pytest
 import torch
@@ -108,6 +109,9 @@ def test_index_k_formats_are_the_indexers() -> None:
         (("--mode", "hca", "--index-k", "mxfp4"), "--index-k"),
         (("--mode", "swa", "--index-k", "mxfp4"), "--index-k"),
         (("--no-indexer", "--index-k", "mxfp4"), "--index-k"),  # CSA with random compressed indices
+        (("--mode", "hca", "--indexer-select", "token"), "--indexer-select"),  # only CSA graphs run the indexer
+        (("--mode", "swa", "--indexer-select", "chunked"), "--indexer-select"),
+        (("--no-indexer", "--indexer-select", "token"), "--indexer-select"),
     ],
 )
 def test_bad_options_name_the_option(argv: tuple[str, ...], option: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -115,6 +119,17 @@ def test_bad_options_name_the_option(argv: tuple[str, ...], option: str, capsys:
         stress.config_from_args(_args(*argv))
     assert stress.run(_args(*argv)) == 2
     assert option in capsys.readouterr().err
+
+
+def test_indexer_select_without_an_indexer_is_refused() -> None:
+    """A forced select path where no graph runs the indexer would be a stress of nothing it names: refused, also
+    where 'spread' would have been refused for the query tokens alone."""
+    message = "^--indexer-select: the CSA indexer's select path; --mode hca runs no indexer$"
+    with pytest.raises(ValueError, match=message):
+        stress.config_from_args(_args("--mode", "hca", "--indexer-select", "spread"))  # the default batches: 96 tokens
+    with pytest.raises(ValueError, match=r"^--indexer-select: .*; --no-indexer runs no indexer$"):
+        stress.config_from_args(_args("--no-indexer", "--indexer-select", "chunked"))
+    assert stress.config_from_args(_args("--mode", "hca")).indexer_select is None  # auto: nothing forced
 
 
 def test_index_k_format_outside_the_choices_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
@@ -220,6 +235,15 @@ def test_cli_registers_the_verb() -> None:
     assert COMMANDS["stress"][0] == "wavemla.tools.stress"
     args = build_parser().parse_args(["stress", "--small", "--replays", "3"])
     assert args._module is stress and args.replays == 3
+
+
+def test_help_describes_the_verb_in_a_whole_sentence(capsys: pytest.CaptureFixture[str]) -> None:
+    """`wavemla stress --help` shows the docstring's first line: a sentence of its own, not one cut mid-way."""
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["stress", "--help"])
+    description = capsys.readouterr().out.split("\n\n")[1]
+    assert " ".join(description.split()) == stress.__doc__.splitlines()[0]
+    assert description.rstrip().endswith(".")
 
 
 # --- the harness, eagerly through the interpreter ---------------------------------------------------------------
@@ -385,6 +409,32 @@ def test_cpu_harness_with_out_buffers(capsys: pytest.CaptureFixture[str]) -> Non
         "--replays", "4", "--out-buffers", "--inject-flip", "1", "--check-every", "1",
     )  # fmt: skip
     assert code == 1 and "result: FAIL (1 mismatching output(s) in 1 of 4 replay(s))" in out, out
+
+
+@cpu_lane_only
+def test_cpu_harness_finds_an_element_out_buffers_leave_unwritten(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decode that leaves one element of a caller's out unwritten (it keeps the NaN fill) differs from the eager
+    reference, which is computed without out: the harness reports every replay."""
+    import wavemla.api
+
+    decode = wavemla.api.dense_mla_decode
+
+    def unwritten_element(*args: Any, out: torch.Tensor | None = None, **kwargs: Any) -> tuple[torch.Tensor, ...]:
+        result = decode(*args, out=out, **kwargs)
+        if out is not None:
+            out.view(-1)[0] = float("nan")
+        return result
+
+    monkeypatch.setattr(wavemla.api, "dense_mla_decode", unwritten_element)
+    code, out = _run(
+        capsys, "--cpu", "--small", "--mode", "dense", "--batch", "2", "--graphs", "1", "--variants", "1",
+        "--replays", "2", "--out-buffers", "--check-every", "1",
+    )  # fmt: skip
+    assert code == 1, out
+    lines = [line for line in out.splitlines() if line.startswith("MISMATCH")]
+    assert len(lines) == 2 and all(": out: 1 of " in line and "got nan" in line for line in lines), out
 
 
 def test_run_without_cuda_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:

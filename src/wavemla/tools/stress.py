@@ -1,5 +1,6 @@
-"""Stress decode in CUDA graphs replayed on several streams at once: sparse (with the CSA indexer), paged dense, or
-DeepSeek-V3.2's sparse decode.
+"""Stress decode in CUDA graphs replayed on several streams at once, bit for bit against eager runs.
+
+The decode: sparse (with the CSA indexer), paged dense, or DeepSeek-V3.2's sparse decode.
 
 Each of ``--graphs`` graphs owns its inputs, its outputs, its metadata (:func:`wavemla.get_mla_metadata`) and its
 indexer workspace (``--mode dense``: the paged dense decode of DeepSeek-V3 shapes, whose metadata also holds the
@@ -31,8 +32,9 @@ the same loop eagerly through Triton's interpreter (no graphs, no streams) to ch
 ``--inject-flip N`` flips one output bit of replay N, which must come back as exactly one mismatch.
 ``--index-k mxfp4`` gives the CSA indexer MXFP4 index-K rows (68 bytes, page-split, as SGLang's DeepSeek-V4 cache
 holds them) instead of FP8 rows (132 bytes, each row's scale after its codes).
-``--out-buffers`` makes every decode call write a caller's buffer (``out=``, NaN-filled just before the call, inside
-the graph), as vLLM's DeepSeek-V4 decode does with the output it allocates in its captured forward. Two negative
+``--out-buffers`` makes every replayed decode call write a caller's buffer (``out=``, NaN-filled just before the call,
+inside the graph), as vLLM's DeepSeek-V4 decode does with the output it allocates in its captured forward; the eager
+references are computed without one, so an element a replay leaves unwritten is a mismatch. Two negative
 controls break the ownership rules on purpose, to show what the harness catches: ``--share-metadata`` (all graphs
 share one split workspace) and ``--share-pool`` (all graphs captured into one memory pool, so the temporaries of
 graphs replayed at the same time alias — the failure mode of overlapped CUDA-graph replays in serving engines).
@@ -54,7 +56,7 @@ import random
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -126,7 +128,7 @@ class StressConfig:
     index_k: str = "fp8"  # the indexer's index-K rows: "fp8" (132 bytes) or "mxfp4" (68 bytes)
     seqlen: int = DENSE_SHAPE[0]  # dense: cached keys per request (variants draw shorter lengths)
     pool: int = 0  # v32: cache rows the index lists pick from
-    out_buffers: bool = False  # each decode writes a caller's out (NaN-filled right before the call)
+    out_buffers: bool = False  # each replayed decode writes a caller's out (NaN-filled right before the call)
     fp8_tensor: bool = False  # dense: per-tensor FP8 rows (576 codes, descale_k) instead of FP8 V3.2
 
     @property
@@ -310,6 +312,9 @@ def validate_config(cfg: StressConfig) -> None:
     if cfg.index_k != "fp8" and not cfg.uses_indexer:
         without = "--no-indexer" if cfg.mode == "csa" else f"--mode {cfg.mode}"
         raise ValueError(f"--index-k: the format of the CSA indexer's cache; {without} runs no indexer")
+    if cfg.indexer_select is not None and not cfg.uses_indexer:
+        without = "--no-indexer" if cfg.mode == "csa" else f"--mode {cfg.mode}"
+        raise ValueError(f"--indexer-select: the CSA indexer's select path; {without} runs no indexer")
     from wavemla.kernels.indexer import SPREAD_MAX_TOKENS  # not at import: --cpu picks the interpreter first
 
     if cfg.indexer_select == "spread" and max(cfg.batches) * cfg.s_q > SPREAD_MAX_TOKENS:
@@ -830,9 +835,10 @@ def _setup(cfg: StressConfig, device: torch.device, streams: _Streams, log: Any)
         case = build_case(cfg, g, device)
         case.meta = shared if shared is not None else MLAMetadata()
         with _splits(case.splits, cfg.dense_kernels):
-            # Eager reference outputs, each on fresh metadata (same plan: the planner is a pure function).
+            # Eager reference outputs, each on fresh metadata (same plan: the planner is a pure function) and without
+            # a caller's out (--out-buffers): an element the replays leave at its NaN fill differs from them.
             for variant in case.variants:
-                outs = decode_step(cfg, case.fixed, variant, MLAMetadata())
+                outs = decode_step(replace(cfg, out_buffers=False), case.fixed, variant, MLAMetadata())
                 case.expected.append({k: t.clone() for k, t in outs.items()})
             if cfg.use_graphs:
                 # Warm up on a side stream (plans, compiles, allocates the split workspace), then capture.
@@ -1092,7 +1098,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         choices=INDEXER_SELECTS,
         help="CSA: the lightning indexer's top-k select path (default auto: the one it picks; spread takes at most "
-        "64 query tokens)",
+        "64 query tokens); a usage error where no graph runs the indexer (other modes, --no-indexer)",
     )
     parser.add_argument(
         "--index-k",
@@ -1107,8 +1113,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out-buffers",
         action="store_true",
-        help="each decode call writes a caller's out buffer (NaN-filled right before the call, inside the graph), "
-        "as vLLM's DeepSeek-V4 decode passes its output",
+        help="each replayed decode call writes a caller's out buffer (NaN-filled right before the call, inside the "
+        "graph), as vLLM's DeepSeek-V4 decode passes its output; the eager references write none, so an element "
+        "left unwritten is a mismatch",
     )
 
 
