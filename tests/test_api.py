@@ -242,3 +242,12 @@ def test_another_deepseek_record_is_named(record: int, named: str) -> None:
     kv = torch.zeros(4, 64, 1, record, dtype=torch.uint8, device=DEVICE)
     with pytest.raises(ValueError, match=rf"^kv_cache: an FP8 MODEL1 cache has 584 bytes per token, got {named}"):
         wavemla.sparse_mla_decode(**{**x, "kv_cache": kv})
+
+
+def test_an_unknown_gpu_preset_is_named_on_either_lane() -> None:
+    """``WAVEMLA_GPU`` naming no preset fails planning with an error naming the knob, on a CPU tensor as on a GPU
+    one (the interpreter's lane plans for the preset too)."""
+    from wavemla import config
+
+    with config.override(WAVEMLA_GPU="h300"), pytest.raises(ValueError, match=r"^WAVEMLA_GPU='h300': "):
+        wavemla.sparse_mla_decode(**sparse_inputs())

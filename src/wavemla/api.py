@@ -345,10 +345,10 @@ def _device_spec(device: torch.device) -> Any:
 
     key = f"{device}|{config.get('WAVEMLA_GPU')}"
     if key not in _SPECS:
-        if device.type == "cuda":
-            _SPECS[key] = current_spec()
+        if device.type == "cuda" or config.get("WAVEMLA_GPU"):
+            _SPECS[key] = current_spec()  # a preset's error names WAVEMLA_GPU
         else:
-            _SPECS[key] = get_spec(config.get("WAVEMLA_GPU") or "h200")
+            _SPECS[key] = get_spec("h200")
     return _SPECS[key]
 
 
