@@ -29,8 +29,17 @@ def test_baseline_matches_the_reference_and_the_check_catches_an_error():
 
 
 def test_flops_count():
-    assert CASES["dsv4-h64"].flops == 2.0 * 4096 * 64 * 640 * (512 + 512)
-    assert CASES["v32-h128"].flops == 2.0 * 4096 * 128 * 2048 * (576 + 512)
+    # 4096 tokens: 820 of them (0, 5, ..., 4095) attend over half of their list
+    assert CASES["dsv4-h64"].flops == 2.0 * 64 * (512 + 512) * (3276 * 640 + 820 * 320)
+    assert CASES["v32-h128"].flops == 2.0 * 128 * (576 + 512) * (3276 * 2048 + 820 * 1024)
+
+
+@pytest.mark.parametrize("case", [SMALL, PrefillCase("odd", 41, 100, 25, 3, 512)], ids=["s40-k24", "s41-k25"])
+def test_flops_count_the_rows_each_token_attends_over(case):
+    x = make_inputs(case, device="cpu")
+    idx, length = x["indices"][:, 0], x["topk_length"]
+    used = (idx >= 0) & (idx < case.s_kv) & (torch.arange(case.topk)[None, :] < length[:, None])
+    assert case.flops == 2.0 * case.h_q * (case.d_qk + 512) * used.sum().item()
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="checks the refusal without a GPU")

@@ -306,8 +306,8 @@ def _fill_case(case: IndexerBenchCase, generator: torch.Generator) -> dict[str, 
 
 def copy_record(reps: int, env: dict[str, Any]) -> dict[str, Any]:
     """The copy-bandwidth ceiling as a benchmark row (``case`` None): up to ``COPY_BYTES`` copied device to device,
-    at most a fifth of the free memory; the same copy and timing (graph replay, L2 flushed) as the sparse-decode
-    benchmark."""
+    at most a fifth of the free memory; the same copy and timing as the sparse-decode benchmark's ceiling (eager
+    calls, L2 not flushed: the copy is many times the L2)."""
     free, _ = torch.cuda.mem_get_info()
     copy_bytes = min(COPY_BYTES, int(free * 0.2))
     return make_record(None, "copy", copy_samples_us(copy_bytes, reps), 2 * copy_bytes, env, None)

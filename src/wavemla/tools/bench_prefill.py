@@ -4,8 +4,8 @@ Each case is FlashMLA's prefill benchmark shape: ``s_q`` query tokens, each atte
 random without repetition from ``s_kv`` rows (DeepSeek-V4: 512 + 128 = 640 rows of 512; DeepSeek-V3.2: 2048 rows of
 576), bf16, with a sink; the ``-sN`` cases are short prompts of N tokens, whose lists the planner cuts into pieces
 (``wavemla-whole`` then times the same tile over whole lists). Times are CUDA-graph replays with L2 flushed (median
-of ``reps``); FLOPs count ``2·s_q·h·topk·(d_qk + 512)`` and the roofline is the bf16 GEMM rate measured in the same
-run. Every provider's
+of ``reps``); FLOPs count ``2·h·(d_qk + 512)`` per row a token attends over (the ``topk_length`` leading entries of
+its list) and the roofline is the bf16 GEMM rate measured in the same run. Every provider's
 output is checked against the fp64 reference on a sample of tokens before it is timed. The PyTorch baseline gathers
 each token's rows, then runs two batched matmuls with an fp32 softmax between them, in chunks of tokens.
 
@@ -28,6 +28,9 @@ import torch
 
 from wavemla.reference.sparse_prefill import sparse_prefill_ref
 
+# every SHORT_LIST_EVERY-th token (the first, the sixth, ...) has half of its list (topk_length topk // 2)
+SHORT_LIST_EVERY = 5
+
 
 @dataclass(frozen=True)
 class PrefillCase:
@@ -40,7 +43,11 @@ class PrefillCase:
 
     @property
     def flops(self) -> float:
-        return 2.0 * self.s_q * self.h_q * self.topk * (self.d_qk + 512)
+        """``2·h·(d_qk + 512)`` per row a token of :func:`make_inputs` attends over: ``topk``, or half of it for the
+        tokens with a shorter list."""
+        short = -(-self.s_q // SHORT_LIST_EVERY)
+        rows = (self.s_q - short) * self.topk + short * (self.topk // 2)
+        return 2.0 * self.h_q * (self.d_qk + 512) * rows
 
 
 CASES = {
@@ -73,7 +80,7 @@ def make_inputs(case: PrefillCase, device: str = "cuda", seed: int = 0) -> dict[
         keys = torch.rand((t1 - t0, case.s_kv), generator=g, device=device)
         idx[t0:t1, 0] = keys.topk(case.topk, dim=-1).indices.to(torch.int32)
     length = torch.full((case.s_q,), case.topk, dtype=torch.int32, device=device)
-    length[::5] = case.topk // 2
+    length[::SHORT_LIST_EVERY] = case.topk // 2
     sink = torch.randn((case.h_q,), generator=g, device=device)
     return {"q": q, "kv": kv, "indices": idx, "sm_scale": case.d_qk**-0.5, "attn_sink": sink, "topk_length": length}
 
