@@ -45,7 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", metavar="<verb>")
     for verb, (module_name, help_text) in COMMANDS.items():
         module = importlib.import_module(module_name)
-        p = sub.add_parser(verb, help=help_text, description=(module.__doc__ or help_text).strip().splitlines()[0])
+        # the module docstring's first paragraph: its summary, however many lines it is wrapped over
+        summary = " ".join((module.__doc__ or help_text).strip().split("\n\n")[0].split())
+        p = sub.add_parser(verb, help=help_text, description=summary)
         module.add_arguments(p)
         p.set_defaults(_module=module)
     return parser
