@@ -487,3 +487,21 @@ def test_gpu_stress_reports_exactly_the_injected_flip(capsys: pytest.CaptureFixt
     assert code == 1, out
     lines = [line for line in out.splitlines() if line.startswith("MISMATCH")]
     assert len(lines) == 1 and " replay 177 " in lines[0], out
+
+
+def test_an_error_that_is_not_a_mismatch_exits_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A failure to build or run the graphs (here an exception of no builtin class, as Triton's compile and resource
+    errors are) is a setup error, exit 2; exit 1 says the bits differed."""
+
+    class CompileFailure(Exception):
+        pass
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise CompileFailure("out of shared memory")
+
+    monkeypatch.setattr(stress, "_setup", fail)
+    code, out = _run(capsys, "--cpu", "--small", "--mode", "hca", "--batch", "3", "--replays", "2")
+    assert code == 2, out
+    assert "CompileFailure: out of shared memory" in out

@@ -897,7 +897,7 @@ def run_stress(cfg: StressConfig, log: Any = print) -> StressReport:
         cases = _setup(cfg, device, streams, log)
         report.graphs = [c.plan_note for c in cases]
         _loop(cfg, cases, streams, report, log)
-    except (RuntimeError, ValueError) as exc:  # CUDA errors surface as RuntimeError (torch.AcceleratorError)
+    except Exception as exc:  # CUDA errors (RuntimeError), Triton's compile and resource errors: exit 2, never 1
         report.error = f"{type(exc).__name__}: {exc}"
     report.seconds = time.perf_counter() - t0
     return report
