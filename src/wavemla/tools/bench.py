@@ -10,9 +10,9 @@ HCA rows at page 2.
 
 Dense mode (:func:`bench_dense`) times ``dense_mla_decode`` over batch x context x heads x {uniform, skewed
 lengths} x {bf16, FP8 V3.2} at page 64, d_qk 576; it reports µs, GB/s over the bytes that must move (every key row of
-every request once, q, the block-table entries used, out and lse) and the percentage of the copy bandwidth measured
-in the same run, plus the scheduler, split and combine launches timed alone and the call with an earlier call's
-schedule reused (the later layers of one decode step).
+every request once, q, the block-table entries used, the lengths, out and lse) and the percentage of the copy
+bandwidth measured in the same run, plus the scheduler, split and combine launches timed alone and the call with an
+earlier call's schedule reused (the later layers of one decode step).
 
 Example::
 
@@ -414,8 +414,9 @@ def dense_traffic(
     lengths: list[int], s_q: int, h_q: int, d_qk: int, fp8: bool, page: int, fp8_tensor: bool = False
 ) -> tuple[float, float]:
     """(FLOPs, bytes) a dense decode must do: every key row of every request read once (656 B FP8 V3.2, 576 B
-    per-tensor FP8 with ``fp8_tensor``, 2·d_qk B rows), the block-table entries those keys use, q (bf16) in, out
-    (bf16) and lse (fp32) written; ``2·s_q·h·(d_qk + 512)`` FLOPs per key (causal masking ignored)."""
+    per-tensor FP8 with ``fp8_tensor``, 2·d_qk B rows), the block-table entries those keys use, each request's
+    length, q (bf16) in, out (bf16) and lse (fp32) written; ``2·s_q·h·(d_qk + 512)`` FLOPs per key (causal masking
+    ignored)."""
     row = (576 if fp8_tensor else 656) if fp8 else 2 * d_qk
     keys = float(sum(max(n, 0) for n in lengths))
     b = len(lengths)
