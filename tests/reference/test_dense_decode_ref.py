@@ -8,7 +8,14 @@ import math
 import pytest
 import torch
 
-from wavemla.reference import dense_decode_ref, dequantize_fp8_rows, dequantize_v32, quantize_fp8_rows, quantize_v32
+from wavemla.reference import (
+    dense_decode_ref,
+    dequantize_fp8_rows,
+    dequantize_v32,
+    quantize_fp8_rows,
+    quantize_v32,
+    sparse_decode_ref,
+)
 from wavemla.reference.fp8_v32 import BYTES_PER_TOKEN, v32_parts
 from wavemla.testing import BLOCK_TABLE_PAD, make_dense_decode_inputs
 
@@ -22,7 +29,7 @@ def test_v32_layout_bytes() -> None:
     assert cache.shape == (1, 2, 1, BYTES_PER_TOKEN) and cache.dtype == torch.uint8 and cache.stride(1) == 656
     codes, scales, rope = v32_parts(cache[0, :, 0])
     assert scales[0, 0] == 1.0 and scales[0, 1] == 2.0**-9
-    assert scales[0, 2] == 2.0**-22  # an all-zero tile: amax floored at 1e-4
+    assert scales[0, 2] == 2.0**-13  # an all-zero tile: amax / 448 floored at 1e-4
     assert codes[0, 0].item() == torch.tensor(448.0).to(torch.float8_e4m3fn).view(torch.uint8).item()
     assert torch.all(rope[0] == 1.5)
     assert torch.equal(cache[0, 0, 0, 512:516], torch.tensor([1.0], dtype=torch.float32).view(torch.uint8))
@@ -39,6 +46,40 @@ def test_v32_round_trip_is_exact_on_decoded_values() -> None:
         quantize_v32(torch.zeros(1, 2, 1, 512))
     with pytest.raises(ValueError, match="cache"):
         dequantize_v32(torch.zeros(1, 2, 1, 584, dtype=torch.uint8))
+
+
+def test_v32_scale_floor_applies_to_amax_over_448() -> None:
+    """FlashMLA's tests/quant.py floors ``amax / 448`` (not amax) at 1e-4: no tile scale is below 2^-13, and a tiny
+    value in a tile of small amax underflows to 0 as it does there."""
+    rows = torch.zeros(1, 1, 1, 576)
+    rows[0, 0, 0, 128] = 0.01  # tile 1: 0.01 / 448 < 1e-4 -> 2^-13 (a floor on amax would give 2^-15)
+    rows[0, 0, 0, 129] = 6e-8  # 6e-8 / 2^-13 is below half the least e4m3 subnormal (2^-10): code 0
+    rows[0, 0, 0, 256] = 0.0896  # tile 2: 0.0896 / 448 = 2e-4 -> 2^-12, above the floor
+    rows[0, 0, 0, 384] = 0.5  # tile 3: 2^-9
+    cache = quantize_v32(rows)
+    _, scales, _ = v32_parts(cache[0, :, 0])
+    assert scales[0].tolist() == [2.0**-13, 2.0**-13, 2.0**-12, 2.0**-9]
+    back = dequantize_v32(cache)[0, 0, 0]
+    assert back[128] == 0.009765625 and back[129] == 0.0
+
+
+def test_v32_decode_is_exact_with_any_scale() -> None:
+    """A V3.2 cache may carry scales that are not powers of two (vLLM writes amax / 448): the fp64 references read
+    code · scale exactly, not rounded to fp32."""
+    cache = quantize_v32(torch.zeros(1, 1, 1, 576))
+    scale = torch.tensor([0.1], dtype=torch.float32)
+    cache[0, 0, 0, :512] = torch.tensor(3.0).to(torch.float8_e4m3fn).view(torch.uint8)
+    cache[0, 0, 0, 512:528] = scale.repeat(4).view(torch.uint8)
+    exact = 3.0 * scale.item()  # 3 · fp32(0.1) = 0.30000000447034836; in fp32 it rounds to 0.30000001192092896
+    assert dequantize_v32(cache, torch.float64)[0, 0, 0, 0].item() == exact
+    assert dequantize_v32(cache)[0, 0, 0, 0].item() == torch.tensor(exact).float().item()  # rounded once
+    q = torch.zeros(1, 1, 1, 576, dtype=torch.float64)
+    q[..., 0] = 1.0
+    out, _ = sparse_decode_ref(q, cache, torch.zeros(1, 1, 1, dtype=torch.int32), softmax_scale=1.0)
+    assert out[0, 0, 0, 0].item() == exact
+    table = torch.zeros(1, 1, dtype=torch.int32)
+    out, _ = dense_decode_ref(q, cache, table, torch.ones(1, dtype=torch.int32), softmax_scale=1.0)
+    assert out[0, 0, 0, 0].item() == exact
 
 
 def naive(q, rows, table, lengths, causal, scale):

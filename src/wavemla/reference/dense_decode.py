@@ -44,7 +44,7 @@ def dense_rows(k_cache: torch.Tensor, descale_k: torch.Tensor | None = None) -> 
             return fp8_rows.dequantize_fp8_rows(k_cache, descale_k, torch.float64)[:, :, 0, :]
         if descale_k is not None:
             raise ValueError("descale_k: only with a per-tensor FP8 cache (the V3.2 cache carries its own scales)")
-        return fp8_v32.dequantize_v32(k_cache, torch.float32)[:, :, 0, :].double()
+        return fp8_v32.dequantize_v32(k_cache, torch.float64)[:, :, 0, :]
     if descale_k is not None:
         raise ValueError("descale_k: only with a per-tensor FP8 cache (576 e4m3 codes a token)")
     return k_cache[:, :, 0, :].double()

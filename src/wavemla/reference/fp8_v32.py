@@ -8,8 +8,8 @@ One token's 576-wide row (512 latent "nope" values + 64 rope values) is stored i
 
 The cache is ``[num_blocks, page, 1, 656]`` uint8 (or a float8_e4m3fn view of the same bytes) with
 ``stride(1) == 656`` — FlashMLA's V3.2 layout. A tile's scale is the power of two
-``2^ceil(log2(max(amax, 1e-4) / 448))`` (FlashMLA's tests/quant.py), so re-quantizing dequantized values is lossless;
-the decoders accept any positive fp32 scale.
+``2^ceil(log2(max(amax / 448, 1e-4)))`` (FlashMLA's tests/quant.py: the floor applies to ``amax / 448``, so no scale
+is below 2^-13), so re-quantizing dequantized values is lossless; the decoders accept any positive fp32 scale.
 
 Example::
 
@@ -31,7 +31,7 @@ SCALE_OFFSET = D_NOPE  # 512
 ROPE_OFFSET = D_NOPE + 4 * NUM_TILES  # 528
 BYTES_PER_TOKEN = ROPE_OFFSET + 2 * D_ROPE  # 656
 FP8_MAX = 448.0
-AMAX_FLOOR = 1e-4
+SCALE_FLOOR = 1e-4  # the least amax / 448 (FlashMLA's tests/quant.py), so the least scale is 2^-13
 
 
 def quantize_v32(rows: torch.Tensor) -> torch.Tensor:
@@ -42,10 +42,10 @@ def quantize_v32(rows: torch.Tensor) -> torch.Tensor:
     nb, page = rows.shape[0], rows.shape[1]
     x = rows[:, :, 0, :].float()
     nope = x[..., :D_NOPE].reshape(nb, page, NUM_TILES, TILE)
-    amax = nope.abs().amax(-1).clamp_min(AMAX_FLOOR)
+    amax = nope.abs().amax(-1)
     # frexp gives the exact octave (no log rounding can push a code past 448): amax/448 = mant · 2^expo, mant in
     # [0.5, 1); an exact power of two needs no extra octave.
-    mant, expo = torch.frexp(amax.double() / FP8_MAX)
+    mant, expo = torch.frexp((amax.double() / FP8_MAX).clamp_min(SCALE_FLOOR))
     expo = torch.where(mant == 0.5, expo - 1, expo)
     scale = torch.ldexp(torch.ones_like(amax), expo.to(torch.int32)).float()  # [nb, page, 4]
     codes = (nope / scale[..., None]).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).view(torch.uint8)
@@ -71,13 +71,14 @@ def v32_parts(cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Te
 def dequantize_v32(cache: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Decode a V3.2 cache ``[num_blocks, page, 1, 656]`` into rows ``[num_blocks, page, 1, 576]`` of ``dtype``.
 
-    In fp32 the decode is exact (an e4m3 code times a power of two has at most 4 significant bits)."""
+    The products are taken in fp64, where they are exact (a code has at most 4 significant bits, an fp32 scale 24),
+    then rounded once to ``dtype``."""
     if cache.dim() != 4 or cache.shape[2] != 1 or cache.shape[3] != BYTES_PER_TOKEN:
         raise ValueError(f"cache: expected [num_blocks, page, 1, {BYTES_PER_TOKEN}], got {list(cache.shape)}")
     nb, page = cache.shape[0], cache.shape[1]
     codes, scales, rope = v32_parts(cache[:, :, 0, :])
-    nope = codes.contiguous().view(torch.float8_e4m3fn).float().reshape(nb, page, NUM_TILES, TILE)
-    out = torch.empty((nb, page, D_QK), dtype=torch.float32, device=cache.device)
-    out[..., :D_NOPE] = (nope * scales[..., None]).reshape(nb, page, D_NOPE)
-    out[..., D_NOPE:] = rope.float()
+    nope = codes.contiguous().view(torch.float8_e4m3fn).double().reshape(nb, page, NUM_TILES, TILE)
+    out = torch.empty((nb, page, D_QK), dtype=torch.float64, device=cache.device)
+    out[..., :D_NOPE] = (nope * scales.double()[..., None]).reshape(nb, page, D_NOPE)
+    out[..., D_NOPE:] = rope.double()
     return out.to(dtype).view(nb, page, 1, D_QK)

@@ -41,7 +41,7 @@ def as_rows(cache: torch.Tensor) -> torch.Tensor:
         if cache.shape[-1] == BYTES_PER_TOKEN:
             cache = dequantize_model1(cache, torch.float32)
         elif cache.shape[-1] == V32_BYTES_PER_TOKEN:
-            cache = dequantize_v32(cache, torch.float32)
+            cache = dequantize_v32(cache, torch.float64)
     return cache.reshape(-1, cache.shape[-1]).double()
 
 
