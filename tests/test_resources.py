@@ -8,10 +8,10 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import asdict
+from importlib import metadata
 from pathlib import Path
 
 import pytest
-import triton
 
 from tests.conftest import json_from_child
 from wavemla import config, resources
@@ -51,7 +51,7 @@ def cache_dir(environ: dict[str, str], tmp_path: Path) -> Path:
 def _entry(**overrides: object) -> CompiledResources:
     row: dict[str, object] = {
         "kernel": resources.kernel_id(), "block_h": 16, "block_n": 16, "num_warps": 4, "num_stages": 1, "is_fp8": True,
-        "q_dtype": "fp16", "arch": 120, "triton": triton.__version__, "shared_bytes": 49152,
+        "q_dtype": "fp16", "arch": 120, "triton": resources.triton_version(), "shared_bytes": 49152,
         "static_shared_bytes": 1024, "regs": 200, "stack_bytes": 0, "local_bytes": 0,
     }  # fmt: skip
     row.update(overrides)
@@ -154,6 +154,18 @@ def test_disk_cache_for_another_triton_is_ignored(environ: dict[str, str], cache
     assert hit is not None and "packaged table" in hit[1] and hit[0].shared_bytes != 60000
 
 
+def test_table_rows_of_another_triton_say_so(environ: dict[str, str], cache_dir: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Another Triton may build a configuration larger (dense 64x64x8x2 bf16 for sm_100: 221,480 B of shared memory
+    with Triton 3.9, 361,520 B with 3.6), so a table row read under another Triton names the installed one."""
+    version, _, _ = resources.committed_table()
+    hit = resources.lookup(KernelConfig(16, 16, 4, 1), True, 120)
+    assert hit is not None and ("installed" in hit[1]) == (resources.triton_version() != version)
+    monkeypatch.setattr(resources, "triton_version", lambda: "0.0.1")
+    hit = resources.lookup(KernelConfig(16, 16, 4, 1), True, 120)
+    assert hit is not None and f"Triton {version}, packaged table" in hit[1] and "Triton 0.0.1 installed" in hit[1]
+
+
 def test_unreadable_cache_is_a_miss(environ: dict[str, str], cache_dir: Path) -> None:
     cache_dir.mkdir(parents=True)
     (cache_dir / CACHE_FILE).write_text("{not json", encoding="utf-8")
@@ -221,6 +233,45 @@ def test_worker_reports_a_bad_job_without_dying() -> None:
     assert len(rows) == 1 and "error" in rows[0] and rows[0]["job"] == bad
 
 
+_LOCAL_VERSION_PROBE = """
+import json
+from wavemla import resources as r
+from wavemla.plan import KernelConfig
+(got,) = r.compile_resources([KernelConfig(16, 16, 4, 1)], arches=[120])
+print(json.dumps({"version": r.triton_version(), "triton": got.triton,
+                  "where": r.lookup(KernelConfig(16, 16, 4, 1), True, 120)[1]}))
+"""
+
+
+def test_a_triton_with_a_local_version_finds_what_it_compiled(environ: dict[str, str], cache_dir: Path,
+                                                                tmp_path: Path) -> None:  # fmt: skip
+    """Nightly and source builds of Triton install as ``triton 3.9.0+git<sha>`` while ``triton.__version__`` says
+    ``3.9.0``: a compile is keyed, stored and looked up by one of them, so it is found again (it used to raise
+    ``CompileError: no result for ...`` and never hit the cache). Such an install is made here by a distribution
+    record with a local version ahead of the real one on the path (the same entry points, the same package)."""
+    real = metadata.distribution("triton")
+    info = tmp_path / "site" / f"triton-{real.version}+gitdeadbeef.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: triton\nVersion: {real.version}+gitdeadbeef\n")
+    (info / "entry_points.txt").write_text(real.read_text("entry_points.txt") or "")
+    path = os.pathsep.join([str(tmp_path / "site"), environ.get("PYTHONPATH", "")])
+    got = json_from_child(_LOCAL_VERSION_PROBE, {**environ, "PYTHONPATH": path})
+    assert got["version"] == f"{real.version}+gitdeadbeef" == got["triton"]
+    assert "cache" in got["where"]
+
+
+def test_triton_version_of_a_pytorch_triton_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PyTorch's nightly Triton installs as ``pytorch-triton``: its version keys the cache, so an upgrade misses it."""
+
+    def version(name: str) -> str:
+        if name != "pytorch-triton":
+            raise metadata.PackageNotFoundError(name)
+        return "3.5.0+git1234"
+
+    monkeypatch.setattr(resources.metadata, "version", version)
+    assert resources.triton_version.__wrapped__() == "3.5.0+git1234"
+
+
 # ---------------------------------------------------------------- portability: everything the planner can pick
 
 
@@ -235,11 +286,11 @@ def test_every_plannable_config_compiles_for_every_arch(environ: dict[str, str],
     got = compile_requests(requests, ARCHES)
     assert len(got) == len(requests) * len(ARCHES) == len({r.key for r in got})
     for r in got:
-        assert r.triton == triton.__version__
+        assert r.triton == resources.triton_version()
         assert 1 <= r.regs <= 255 and r.shared_bytes > 0, r
     assert set(resources.cached_entries(cache_dir)) == {r.key for r in got}
     version, kernel, table = resources.committed_table()
-    if version == triton.__version__ and kernel == resources.kernel_id():
+    if version == resources.triton_version() and kernel == resources.kernel_id():
         for r in got:
             if r.key in table:
                 t = table[r.key]
@@ -280,7 +331,7 @@ def test_dense_config_compiles_and_matches_the_table(environ: dict[str, str], ca
     (got,) = compile_resources([cfg], arches=[120], kernel=resources.DENSE_KERNEL)
     assert got.smem_bytes <= 99 * 1024
     version, kernel, table = resources.committed_table(resources.DENSE_KERNEL)
-    if version == triton.__version__ and kernel == resources.kernel_id(resources.DENSE_KERNEL):
+    if version == resources.triton_version() and kernel == resources.kernel_id(resources.DENSE_KERNEL):
         t = table[got.key]
         assert (got.shared_bytes, got.regs, got.stack_bytes) == (t.shared_bytes, t.regs, t.stack_bytes)
 

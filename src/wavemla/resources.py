@@ -25,7 +25,7 @@ Example::
     from wavemla.plan import KernelConfig
     from wavemla.resources import compile_resources
     (r,) = compile_resources([KernelConfig(16, 16, 4, 1)], arches=[120])
-    print(r.smem_bytes, r.regs, r.stack_bytes)   # 49152 255 112 with Triton 3.9
+    print(r.smem_bytes, r.regs, r.stack_bytes)   # 33280 255 128 with Triton 3.9
 """
 
 from __future__ import annotations
@@ -150,11 +150,13 @@ def kernel_id(kernel: str = KERNEL) -> str:
 
 @functools.cache
 def triton_version() -> str:
-    """The installed Triton's version, read from package metadata (Triton itself is not imported)."""
-    try:
-        return metadata.version("triton")
-    except metadata.PackageNotFoundError:  # pragma: no cover - triton is a core dependency
-        return "unknown"
+    """The installed Triton's version, read from package metadata (Triton itself is not imported). Nightly and
+    source builds keep their local part (``3.9.0+git<sha>``, where ``triton.__version__`` says ``3.9.0``), so two
+    builds never share a cache key; PyTorch's nightly Triton installs as ``pytorch-triton``."""
+    for name in ("triton", "pytorch-triton"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            return metadata.version(name)
+    return "unknown"  # pragma: no cover - triton is a core dependency
 
 
 def cache_dir() -> Path:
@@ -220,8 +222,10 @@ def lookup(cfg: KernelConfig, is_fp8: bool, arch: int, kernel: str = KERNEL) -> 
     version, built_from, table = committed_table(kernel)
     hit = table.get(resource_key(built_from, *args, version))
     if hit is not None:
+        installed = triton_version()
+        other = "" if version == installed else f", Triton {installed} installed"  # whose builds may differ
         stale = "" if built_from == kernel_id(kernel) else ", from an older kernel source: regenerate it"
-        return hit, f"compiled: Triton {version}, packaged table{stale}"
+        return hit, f"compiled: Triton {version}, packaged table{other}{stale}"
     return None
 
 
@@ -500,7 +504,7 @@ def _compile_here(job: dict[str, Any]) -> dict[str, Any]:
             is_fp8=job["is_fp8"],
             q_dtype=job["q_dtype"],
             arch=job["arch"],
-            triton=triton.__version__,
+            triton=triton_version(),  # the version lookups key by (triton.__version__ drops +git<sha>)
             shared_bytes=int(compiled.metadata.shared),
             static_shared_bytes=static_shared,
             regs=regs,
