@@ -109,8 +109,9 @@ def test_table_reproduces_the_h200_measured_shared_memory() -> None:
 def test_planner_reads_the_table_for_sm120(environ: dict[str, str], cache_dir: Path) -> None:
     w = Workload(batch=64, s_q=1, h_q=64, topk=128, extra_topk=512)
     res = static_resources(KernelConfig(16, 16, 4, 1), w, PRESETS["rtx-pro-6000"])
-    version, kernel, table = resources.committed_table()
-    entry = table[resource_key(kernel, 16, 16, 4, 1, True, 120, version)]
+    hit = resources.lookup(KernelConfig(16, 16, 4, 1), True, 120)  # the packaged table of this Triton (or the largest)
+    assert hit is not None and "packaged table" in hit[1]
+    entry = hit[0]
     assert res.source == "compiled" and "packaged table" in res.note
     assert (res.smem_bytes, res.regs_per_thread, res.stack_bytes) == (entry.smem_bytes, entry.regs, entry.stack_bytes)
     # sm_121 (DGX Spark) has no rows of its own: it reads sm_120's
@@ -154,16 +155,35 @@ def test_disk_cache_for_another_triton_is_ignored(environ: dict[str, str], cache
     assert hit is not None and "packaged table" in hit[1] and hit[0].shared_bytes != 60000
 
 
-def test_table_rows_of_another_triton_say_so(environ: dict[str, str], cache_dir: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    """Another Triton may build a configuration larger (dense 64x64x8x2 bf16 for sm_100: 221,480 B of shared memory
-    with Triton 3.9, 361,520 B with 3.6), so a table row read under another Triton names the installed one."""
-    version, _, _ = resources.committed_table()
-    hit = resources.lookup(KernelConfig(16, 16, 4, 1), True, 120)
-    assert hit is not None and ("installed" in hit[1]) == (resources.triton_version() != version)
-    monkeypatch.setattr(resources, "triton_version", lambda: "0.0.1")
-    hit = resources.lookup(KernelConfig(16, 16, 4, 1), True, 120)
-    assert hit is not None and f"Triton {version}, packaged table" in hit[1] and "Triton 0.0.1 installed" in hit[1]
+def test_each_triton_reads_its_own_packaged_table(environ: dict[str, str], cache_dir: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Another Triton may build a configuration larger: the dense bf16 64x64x8x2 tile for sm_100 takes 221,480 B of
+    shared memory with Triton 3.9 and 361,520 B with 3.6, over a B200's 232,448 B a block. Each Triton whose minor
+    release has a packaged table reads its rows; any other reads the largest, so a plan never picks a tile that
+    fails to launch, and the note names the tables and the installed Triton."""
+    cfg = KernelConfig(64, 64, 8, 2)
+    cases = (
+        ("3.6.0", 361_520, "Triton 3.6.0, packaged table"),
+        ("3.9.0+git1a2b3c", 221_480, "Triton 3.9.0, packaged table"),
+        ("3.7.1", 361_520, "the largest of the packaged tables of Triton 3.9.0 and 3.6.0 (Triton 3.7.1 installed)"),
+    )
+    for installed, smem, note in cases:
+        monkeypatch.setattr(resources, "triton_version", lambda v=installed: v)
+        hit = resources.lookup(cfg, False, 100, resources.DENSE_KERNEL)
+        assert hit is not None and hit[0].smem_bytes == smem and note in hit[1], (installed, hit)
+        assert "installed" not in hit[1] or installed == "3.7.1"
+
+
+@pytest.mark.parametrize("kernel", resources.KERNELS)
+def test_every_packaged_table_has_the_main_tables_rows(kernel: str) -> None:
+    """The tables of other Tritons hold the same configurations, compiled from the same kernel source, as the main
+    one (regenerate them together: ``python -m wavemla.resources --write PATH --kernel KERNEL`` under each Triton)."""
+    (version, kernel_key, table), *others = resources.packaged_tables(kernel)
+    assert others, f"no table of another Triton beside {resources.DATA_PATHS[kernel].name}"
+    wanted = {k.removesuffix(f"|triton-{version}") for k in table}
+    for other_version, other_kernel, other_table in others:
+        assert other_kernel == kernel_key and other_version != version
+        assert {k.removesuffix(f"|triton-{other_version}") for k in other_table} == wanted
 
 
 def test_unreadable_cache_is_a_miss(environ: dict[str, str], cache_dir: Path) -> None:
@@ -289,8 +309,9 @@ def test_every_plannable_config_compiles_for_every_arch(environ: dict[str, str],
         assert r.triton == resources.triton_version()
         assert 1 <= r.regs <= 255 and r.shared_bytes > 0, r
     assert set(resources.cached_entries(cache_dir)) == {r.key for r in got}
-    version, kernel, table = resources.committed_table()
-    if version == resources.triton_version() and kernel == resources.kernel_id():
+    for version, kernel, table in resources.packaged_tables():
+        if version != resources.triton_version() or kernel != resources.kernel_id():
+            continue
         for r in got:
             if r.key in table:
                 t = table[r.key]
@@ -330,10 +351,10 @@ def test_dense_config_compiles_and_matches_the_table(environ: dict[str, str], ca
     cfg = KernelConfig(16, 32, 4, 3)
     (got,) = compile_resources([cfg], arches=[120], kernel=resources.DENSE_KERNEL)
     assert got.smem_bytes <= 99 * 1024
-    version, kernel, table = resources.committed_table(resources.DENSE_KERNEL)
-    if version == resources.triton_version() and kernel == resources.kernel_id(resources.DENSE_KERNEL):
-        t = table[got.key]
-        assert (got.shared_bytes, got.regs, got.stack_bytes) == (t.shared_bytes, t.regs, t.stack_bytes)
+    for version, kernel, table in resources.packaged_tables(resources.DENSE_KERNEL):
+        if version == resources.triton_version() and kernel == resources.kernel_id(resources.DENSE_KERNEL):
+            t = table[got.key]
+            assert (got.shared_bytes, got.regs, got.stack_bytes) == (t.shared_bytes, t.regs, t.stack_bytes)
 
 
 def test_dense_fp8_tensor_rows_fit_where_the_v32_builds_fit(environ: dict[str, str]) -> None:

@@ -190,6 +190,29 @@ def committed_table(kernel: str = KERNEL) -> tuple[str, str, dict[str, CompiledR
     return str(payload["triton"]), str(payload["kernel"]), _entries_from(payload, str(path))
 
 
+def other_table_paths(kernel: str = KERNEL) -> list[Path]:
+    """The tables shipped for ``kernel`` beside its main one, each compiled with another Triton
+    (``<main table's stem>.triton-<version>.json``, written by ``--write PATH --kernel KERNEL``)."""
+    main_path = DATA_PATHS[kernel]
+    return sorted(main_path.parent.glob(f"{main_path.stem}.triton-*.json"))
+
+
+@functools.cache
+def packaged_tables(kernel: str = KERNEL) -> tuple[tuple[str, str, dict[str, CompiledResources]], ...]:
+    """Every table shipped for ``kernel``, its main one (:func:`committed_table`) first: (Triton version, kernel id,
+    entries by key) each."""
+    tables = [committed_table(kernel)]
+    for path in other_table_paths(kernel):
+        payload = json.loads(path.read_text(encoding="utf-8"))
+        tables.append((str(payload["triton"]), str(payload["kernel"]), _entries_from(payload, str(path))))
+    return tuple(tables)
+
+
+def _minor(version: str) -> str:
+    """``3.6`` of ``3.6.0`` or ``3.6.0+git1234``: builds of one minor release compile alike."""
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
 @functools.lru_cache(maxsize=8)
 def _disk_cache(path: Path, mtime_ns: int) -> dict[str, CompiledResources]:
     try:
@@ -212,21 +235,32 @@ def lookup(cfg: KernelConfig, is_fp8: bool, arch: int, kernel: str = KERNEL) -> 
     """Compiled resources of ``cfg`` on ``arch`` without compiling: (resources, where from) or None.
 
     The on-disk cache is consulted first, for the installed Triton version and the current kernel source (it is what
-    a launch will compile); then the committed table, whatever Triton version and kernel source produced it (the
-    source string says so when they differ).
+    a launch will compile); then the packaged tables, whatever kernel source produced them (the source string says
+    so when it differs): the one of the installed Triton's minor release where one is shipped, else the largest
+    shared memory any of them gives (another Triton may build a configuration larger, and a plan must launch: Triton
+    3.6 builds the dense bf16 64x64x8x2 tile for sm_100 with 361,520 B where 3.9 needs 221,480).
     """
     args = (cfg.block_h, cfg.block_n, cfg.num_warps, cfg.num_stages, is_fp8, arch)
-    hit = cached_entries().get(resource_key(kernel_id(kernel), *args, triton_version()))
+    installed = triton_version()
+    hit = cached_entries().get(resource_key(kernel_id(kernel), *args, installed))
     if hit is not None:
         return hit, f"compiled: Triton {hit.triton}, {CACHE_FILE} cache"
-    version, built_from, table = committed_table(kernel)
-    hit = table.get(resource_key(built_from, *args, version))
-    if hit is not None:
-        installed = triton_version()
-        other = "" if version == installed else f", Triton {installed} installed"  # whose builds may differ
-        stale = "" if built_from == kernel_id(kernel) else ", from an older kernel source: regenerate it"
+    found = []
+    for version, built_from, table in packaged_tables(kernel):
+        row = table.get(resource_key(built_from, *args, version))
+        if row is not None:
+            found.append((version, built_from, row))
+    if not found:
+        return None
+    same = [f for f in found if _minor(f[0]) == _minor(installed)]
+    version, built_from, hit = same[0] if same else max(found, key=lambda f: f[2].smem_bytes)
+    stale = "" if built_from == kernel_id(kernel) else ", from an older kernel source: regenerate it"
+    if same or len(found) == 1:
+        other = "" if same else f", Triton {installed} installed"  # whose builds may differ
         return hit, f"compiled: Triton {version}, packaged table{other}{stale}"
-    return None
+    versions = " and ".join(f[0] for f in found)
+    return hit, (f"compiled: Triton {version}, the largest of the packaged tables of Triton {versions} (Triton "
+                 f"{installed} installed){stale}")  # fmt: skip
 
 
 # ---------------------------------------------------------------- compiling
@@ -764,6 +798,7 @@ def write_table(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
     committed_table.cache_clear()
+    packaged_tables.cache_clear()
     return path
 
 
