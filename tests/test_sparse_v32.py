@@ -253,3 +253,38 @@ def test_gpu_graph_capture_with_new_lists() -> None:
     ref_out, ref_lse = sparse_decode_ref(**x)
     assert_close("out", out, ref_out, dense_out_tolerance(x["kv_cache"], "gpu"))
     assert_close("lse", lse_box[0], ref_lse, TOLERANCES[("lse", "gpu")])
+
+
+def test_list_and_sink_kernels_launch_under_qs_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The list compaction and the sink's scaling run inside the guard that makes q's device the current one, as the
+    dense decode between them does: with q on a GPU other than the current one they would otherwise launch on the
+    current GPU with pointers into the other."""
+    import contextlib
+
+    from wavemla import api
+    from wavemla.kernels import v32_lists
+
+    guarded: list[bool] = []
+    active = [0]
+
+    @contextlib.contextmanager
+    def guard(device: torch.device):  # type: ignore[no-untyped-def]
+        active[0] += 1
+        try:
+            yield
+        finally:
+            active[0] -= 1
+
+    def watch(fn):  # type: ignore[no-untyped-def]
+        def wrapped(*args, **kwargs):  # type: ignore[no-untyped-def]
+            guarded.append(active[0] > 0)
+            return fn(*args, **kwargs)
+
+        return wrapped
+
+    monkeypatch.setattr(api, "_device_guard", guard)
+    monkeypatch.setattr(v32_lists, "compact_lists", watch(v32_lists.compact_lists))
+    monkeypatch.setattr(v32_lists, "scale_by_sink", watch(v32_lists.scale_by_sink))
+    x = _inputs(2, 1, 16, 32, page=16, blocks=4, fp8=True, seed=3)
+    wavemla.sparse_mla_decode(**x, attn_sink=torch.zeros(16, device=DEVICE))
+    assert guarded == [True, True]

@@ -615,18 +615,19 @@ def _v32_sparse_decode(
     # the rows from the first page's start to the last page's end, those between pages included (never listed)
     span = (blocks - 1) * block_rows + page if blocks else 0
     rows = kv_cache.as_strided((span, 1, 1, width), (width, width, width, 1))
-    table, lengths = compact_lists(indices, topk_length, slots, page=page, block_rows=block_rows)
-    # the dense decode writes the caller's out where it can take it as [b·s_q, 1, h_q, 512] (else its own tensor)
-    direct = out is not None and out.is_contiguous()
-    o, lse = dense_mla_decode(
-        q.reshape(b * s_q, 1, h_q, d), rows, table, lengths, softmax_scale=softmax_scale, metadata=metadata,
-        out=out.view(b * s_q, 1, h_q, D_QK) if direct else None,
-    )  # fmt: skip
-    o = o.view(b, s_q, h_q, D_QK)
-    lse = lse.reshape(b, s_q, h_q)
-    if attn_sink is not None:  # scaled in place, or into the caller's out where the dense decode could not write it
-        scale_by_sink(o, lse, attn_sink.contiguous(), o if out is None or direct else out)
-        o = o if out is None else out
+    with _device_guard(device):  # the list and sink kernels launch on q's GPU, whichever is current
+        table, lengths = compact_lists(indices, topk_length, slots, page=page, block_rows=block_rows)
+        # the dense decode writes the caller's out where it can take it as [b·s_q, 1, h_q, 512] (else its own tensor)
+        direct = out is not None and out.is_contiguous()
+        o, lse = dense_mla_decode(
+            q.reshape(b * s_q, 1, h_q, d), rows, table, lengths, softmax_scale=softmax_scale, metadata=metadata,
+            out=out.view(b * s_q, 1, h_q, D_QK) if direct else None,
+        )  # fmt: skip
+        o = o.view(b, s_q, h_q, D_QK)
+        lse = lse.reshape(b, s_q, h_q)
+        if attn_sink is not None:  # scaled in place, or into the caller's out where the dense decode could not
+            scale_by_sink(o, lse, attn_sink.contiguous(), o if out is None or direct else out)
+            o = o if out is None else out
     return _deliver(o, out), lse.transpose(1, 2)
 
 
