@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from wavemla.cli import COMMANDS
 
 
@@ -29,11 +31,23 @@ def test_module_runs_a_verb():
     assert "96" in r.stdout
 
 
-def test_every_verb_describes_itself_in_whole_sentences():
+def test_every_verb_describes_itself_in_whole_sentences(capsys: pytest.CaptureFixture[str]) -> None:
     """``wavemla VERB --help`` shows its module docstring's first paragraph, however many lines it is wrapped over:
-    it ends a sentence (a summary cut at the end of its first line did not)."""
-    from wavemla.cli import build_parser
+    it ends a sentence (a summary cut at the end of its first line did not), and the modules' own entry points show
+    the same."""
+    import importlib
 
-    sub = next(a for a in build_parser()._actions if a.dest == "verb")
-    for verb, parser in sub.choices.items():  # type: ignore[attr-defined]
-        assert parser.description.rstrip().endswith("."), (verb, parser.description)
+    from wavemla.cli import build_parser, summary
+    from wavemla.tools import bench_prefill, stress
+
+    for verb, (module_name, _) in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([verb, "--help"])
+        shown = " ".join(capsys.readouterr().out.split())
+        assert summary(module.__doc__).endswith("."), verb
+        assert summary(module.__doc__) in shown, verb
+    for module in (stress, bench_prefill):
+        with pytest.raises(SystemExit):
+            module.main(["--help"])
+        assert summary(module.__doc__) in " ".join(capsys.readouterr().out.split()), module.__name__

@@ -36,6 +36,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def summary(doc: str | None, fallback: str = "") -> str:
+    """A module docstring's first paragraph as one line, however many lines it is wrapped over: what ``--help``
+    shows as the command's description."""
+    return " ".join((doc or fallback).strip().split("\n\n")[0].split())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wavemla",
@@ -45,9 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", metavar="<verb>")
     for verb, (module_name, help_text) in COMMANDS.items():
         module = importlib.import_module(module_name)
-        # the module docstring's first paragraph: its summary, however many lines it is wrapped over
-        summary = " ".join((module.__doc__ or help_text).strip().split("\n\n")[0].split())
-        p = sub.add_parser(verb, help=help_text, description=summary)
+        p = sub.add_parser(verb, help=help_text, description=summary(module.__doc__, help_text))
         module.add_arguments(p)
         p.set_defaults(_module=module)
     return parser

@@ -237,15 +237,6 @@ def test_cli_registers_the_verb() -> None:
     assert args._module is stress and args.replays == 3
 
 
-def test_help_describes_the_verb_in_a_whole_sentence(capsys: pytest.CaptureFixture[str]) -> None:
-    """`wavemla stress --help` shows the docstring's first line: a sentence of its own, not one cut mid-way."""
-    with pytest.raises(SystemExit):
-        build_parser().parse_args(["stress", "--help"])
-    description = capsys.readouterr().out.split("\n\n")[1]
-    assert " ".join(description.split()) == stress.__doc__.splitlines()[0]
-    assert description.rstrip().endswith(".")
-
-
 # --- the harness, eagerly through the interpreter ---------------------------------------------------------------
 # The interpreter harness switches Triton to interpreter mode for the whole process, which must not happen in a
 # process that runs CUDA kernels: on a GPU machine these run only in the GPU lane below.

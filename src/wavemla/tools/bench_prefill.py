@@ -190,7 +190,9 @@ def run_prefill_bench(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m wavemla.tools.bench_prefill", description=__doc__.split("\n")[0])
+    from wavemla.cli import summary
+
+    parser = argparse.ArgumentParser(prog="python -m wavemla.tools.bench_prefill", description=summary(__doc__))
     parser.add_argument("--json", required=True, help="write the ceilings and rows here")
     parser.add_argument("--cases", nargs="+", choices=sorted(CASES), default=list(CASES), help="default: all")
     parser.add_argument("--reps", type=int, default=20, help="timed replays per provider (median reported)")

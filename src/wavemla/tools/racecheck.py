@@ -378,6 +378,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    _parser = argparse.ArgumentParser(prog="wavemla racecheck", description=__doc__.splitlines()[0])
+    from wavemla.cli import summary
+
+    _parser = argparse.ArgumentParser(prog="wavemla racecheck", description=summary(__doc__))
     add_arguments(_parser)
     sys.exit(run(_parser.parse_args()))

@@ -1139,7 +1139,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m wavemla.tools.stress", description=__doc__.splitlines()[0])
+    from wavemla.cli import summary
+
+    parser = argparse.ArgumentParser(prog="python -m wavemla.tools.stress", description=summary(__doc__))
     add_arguments(parser)
     return run(parser.parse_args(argv))
 
