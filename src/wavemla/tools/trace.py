@@ -146,18 +146,20 @@ def batch_from_name(name: str) -> int | None:
     >>> batch_from_name("dsv4_decode_bs80.pt.trace.json.gz"), batch_from_name("run-batch-32.json")
     (80, 32)
     """
+    return _batch_from_names([name])
+
+
+def _batch_from_names(names: Sequence[str]) -> int | None:
+    """The batch the first pattern that matches any of ``names`` gives (patterns in order of preference, then the
+    names in order), or None."""
     for pattern in _BATCH_PATTERNS:
-        batch = _batch_in(name, pattern)
-        if batch is not None:
-            return batch
+        for name in names:
+            found = {int(m.group(1)) for m in pattern.finditer(name.lower())}
+            if len(found) > 1:
+                raise ValueError(f"{name}: several batch sizes in the name ({sorted(found)}); give it as PATH=BATCH")
+            if found:
+                return found.pop()
     return None
-
-
-def _batch_in(name: str, pattern: re.Pattern[str]) -> int | None:
-    found = {int(m.group(1)) for m in pattern.finditer(name.lower())}
-    if len(found) > 1:
-        raise ValueError(f"{name}: several batch sizes in the name ({sorted(found)}); give it as PATH=BATCH")
-    return found.pop() if found else None
 
 
 def _is_report(path: Path) -> bool:
@@ -205,8 +207,7 @@ def resolve_inputs(args: Sequence[str], batches: Sequence[int] | None = None) ->
             raise ValueError(f"{arg}: batch size must be >= 1")
         for file in _trace_files(path):
             names = [file.name, file.parent.name] if file.parent.name else [file.name]
-            found = (_batch_in(name, pattern) for pattern in _BATCH_PATTERNS for name in names)  # lazy: first wins
-            batch = explicit if explicit is not None else next((b for b in found if b is not None), None)
+            batch = explicit if explicit is not None else _batch_from_names(names)
             out.append(TraceInput(file, batch))
     return out
 
