@@ -251,3 +251,26 @@ def test_an_unknown_gpu_preset_is_named_on_either_lane() -> None:
 
     with config.override(WAVEMLA_GPU="h300"), pytest.raises(ValueError, match=r"^WAVEMLA_GPU='h300': "):
         wavemla.sparse_mla_decode(**sparse_inputs())
+
+
+def test_backward_through_a_call_is_refused_naming_the_inputs() -> None:
+    """The kernels compute no gradients: where autograd records and an argument needs one, a backward pass through
+    any output raises naming those arguments, instead of leaving them without; the values are those of the call
+    under ``torch.no_grad``. The DeepSeek-V3.2 decode, whose dense decode inside it scales its output in place,
+    runs so too."""
+    from tests.test_sparse_v32 import _inputs as v32_inputs
+
+    x = sparse_inputs()
+    with torch.no_grad():
+        want_out, want_lse = wavemla.sparse_mla_decode(**x)
+    q = x["q"].clone().requires_grad_()
+    out, lse = wavemla.sparse_mla_decode(**{**x, "q": q})
+    assert torch.equal(out.detach(), want_out) and torch.equal(lse.detach(), want_lse)
+    for result in (out, lse):
+        with pytest.raises(RuntimeError, match=r"^q: wavemla's attention kernels compute no gradients"):
+            result.float().sum().backward(retain_graph=True)
+    v = v32_inputs(2, 1, 16, 32, page=16, blocks=4, fp8=True, seed=3)
+    sink = torch.zeros(16, device=DEVICE, requires_grad=True)
+    out, _ = wavemla.sparse_mla_decode(**{**v, "q": v["q"].clone().requires_grad_()}, attn_sink=sink)
+    with pytest.raises(RuntimeError, match=r"^q, attn_sink: wavemla's attention kernels compute no gradients"):
+        out.float().sum().backward()

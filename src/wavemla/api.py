@@ -52,10 +52,14 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import math
 import numbers
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import torch
 
@@ -396,6 +400,53 @@ def _deliver(result: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
     return out
 
 
+class _NoBackward(torch.autograd.Function):
+    """An output as the autograd graph sees it: the kernels compute no gradients, so a backward pass that reaches it
+    raises, naming the inputs that needed theirs, rather than leaving them without."""
+
+    @staticmethod
+    def forward(ctx: Any, out: torch.Tensor, names: str, *inputs: torch.Tensor) -> torch.Tensor:
+        ctx.names = names
+        return out.view_as(out)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> Any:
+        raise RuntimeError(
+            f"{ctx.names}: wavemla's attention kernels compute no gradients, so these would get none; train with "
+            "another attention implementation (transformers: attn_implementation='eager')"
+        )
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_CALLS = threading.local()  # depth of the calls below: only the outermost ties its outputs
+
+
+def _no_backward(fn: _F) -> _F:
+    """``fn``'s tensor outputs tied by :class:`_NoBackward` to its tensor arguments that need gradients, where
+    autograd records (the outermost call only: a decode inside another one may still scale its output in place)."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        depth = getattr(_CALLS, "depth", 0)
+        _CALLS.depth = depth + 1
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            _CALLS.depth = depth
+        if depth or not torch.is_grad_enabled():
+            return result
+        needs = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor) and v.requires_grad]
+        if not needs:
+            return result
+        bound = signature.bind(*args, **kwargs).arguments
+        names = ", ".join(n for n, v in bound.items() if isinstance(v, torch.Tensor) and v.requires_grad)
+        return tuple(_NoBackward.apply(r, names, *needs) if isinstance(r, torch.Tensor) else r for r in result)
+
+    return cast(_F, call)
+
+
+@_no_backward
 def sparse_mla_decode(
     q: torch.Tensor,
     kv_cache: torch.Tensor,
@@ -817,6 +868,7 @@ def _check_scale(softmax_scale: Any, default: float, name: str = "softmax_scale"
     return scale
 
 
+@_no_backward
 def dense_mla_decode(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -1178,6 +1230,7 @@ def _check_legacy_schedule(tile_scheduler_metadata: torch.Tensor, num_splits: An
         )
 
 
+@_no_backward
 def sparse_mla_prefill(
     q: torch.Tensor,
     kv: torch.Tensor,

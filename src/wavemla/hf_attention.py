@@ -17,21 +17,20 @@ longer ones (prefill): the semantics of transformers' eager attention with sinks
 row gets the sink's output (zeros), as in eager attention, where the sink outweighs rows masked with the dtype's
 minimum; such tokens are padding.
 
-What it refuses (``ValueError`` naming the argument): a query that is not bf16/fp16 with head_dim 512, more than one
-key head, a key that is not the value, a mask that is not bool, fp16, bf16 or fp32, a mask holding biases other than
-0 and "masked" (checked outside CUDA-graph capture only: the check reads the mask on the host), dropout. The
-kernels compute no gradients: a backward pass that reaches the output raises ``RuntimeError`` (train with
-``"eager"``). The lists come from the mask in two small kernels (:mod:`wavemla.kernels.mask_lists`), so an eager
-call pays a few launches for them rather than a chain of torch ops. A CSA layer's gathered rows are its whole compressed
-prefix, of which a token attends at most its window and the indexer's picks: a decode step's lists hold those rows
-only, ``sliding_window + index_topk`` entries (640 in DeepSeek-V4), so the decode's work stays flat as the context
-grows (a token attending more is refused outside capture: ``attention_mask``). With a bool mask outside capture the
-cut waits until it pays for the host read of that check (:data:`CUT_MIN_ENTRIES`); a float mask is read for its
-bias check anyway, and under capture nothing is read. In the other layers the lists hold every gathered row, −1
-where masked. A prefill's lists hold each token's attended rows only, as many entries as the token attending the
-most has (read on the host; under capture, the decode's rule), since its causal window and the indexer's picks
-leave most of an ``s_q × L`` mask empty.
-"""
+What it refuses (``ValueError`` naming the argument): a query that is not bf16/fp16 with head_dim 512, more than one key
+head, a key that is not the value, a mask that is not bool, fp16, bf16 or fp32, a mask holding biases other than 0 and
+"masked" (checked outside CUDA-graph capture only: the check reads the mask on the host), dropout. The kernels compute
+no gradients: a backward pass that reaches the output raises ``RuntimeError`` naming the inputs
+(:func:`wavemla.sparse_mla_decode` and :func:`wavemla.sparse_mla_prefill` refuse it; train with ``"eager"``). The lists
+come from the mask in two small kernels (:mod:`wavemla.kernels.mask_lists`), so an eager call pays a few launches for
+them rather than a chain of torch ops. A CSA layer's gathered rows are its whole compressed prefix, of which a token
+attends at most its window and the indexer's picks: a decode step's lists hold those rows only, ``sliding_window +
+index_topk`` entries (640 in DeepSeek-V4), so the decode's work stays flat as the context grows (a token attending more
+is refused outside capture: ``attention_mask``). With a bool mask outside capture the cut waits until it pays for the
+host read of that check (:data:`CUT_MIN_ENTRIES`); a float mask is read for its bias check anyway, and under capture
+nothing is read. In the other layers the lists hold every gathered row, −1 where masked. A prefill's lists hold each
+token's attended rows only, as many entries as the token attending the most has (read on the host; under capture, the
+decode's rule), since its causal window and the indexer's picks leave most of an ``s_q × L`` mask empty."""
 
 from __future__ import annotations
 
@@ -136,7 +135,7 @@ def _attention(
             float(scaling),
             attn_sink=sink,
         )
-        return _no_backward(out.view(b, s_q, h, d), query, key, sinks), None
+        return out.view(b, s_q, h, d), None
     if rows is None:
         width = length
     else:  # the cut's count check reads the mask on the host, as the bias check of a mask that is not bool does
@@ -152,31 +151,7 @@ def _attention(
     cache = key.reshape(b * length, 1, 1, d)  # a copy only where the key is not contiguous
     out, _ = sparse_mla_decode(query.transpose(1, 2).contiguous(), cache, indices, attn_sink=sink,
                                softmax_scale=float(scaling))  # fmt: skip
-    return _no_backward(out, query, key, sinks), None
-
-
-class _NoBackward(torch.autograd.Function):
-    """The output as the autograd graph sees it: the kernels compute no gradients, so a backward pass that reaches it
-    raises rather than leaving the query, key and sinks without theirs."""
-
-    @staticmethod
-    def forward(ctx: Any, out: torch.Tensor, *inputs: torch.Tensor) -> torch.Tensor:
-        return out.view_as(out)
-
-    @staticmethod
-    def backward(ctx: Any, *grads: torch.Tensor) -> Any:
-        raise RuntimeError(
-            "query, key, s_aux: wavemla's sparse decode and prefill have no backward, so these would get no "
-            "gradients; train with attn_implementation='eager'"
-        )
-
-
-def _no_backward(out: torch.Tensor, *inputs: torch.Tensor | None) -> torch.Tensor:
-    """``out``, tied to those ``inputs`` that need gradients (where autograd records) by :class:`_NoBackward`."""
-    needs = [t for t in inputs if t is not None and t.requires_grad]
-    if not needs or not torch.is_grad_enabled():
-        return out
-    return _NoBackward.apply(out, *needs)
+    return out, None
 
 
 def _refuse_biases() -> None:
