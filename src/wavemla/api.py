@@ -428,13 +428,15 @@ def _no_backward(fn: _F) -> _F:
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
+        if not torch.is_grad_enabled():  # serving: inference mode or no_grad, nothing to tie
+            return fn(*args, **kwargs)
         depth = getattr(_CALLS, "depth", 0)
         _CALLS.depth = depth + 1
         try:
             result = fn(*args, **kwargs)
         finally:
             _CALLS.depth = depth
-        if depth or not torch.is_grad_enabled():
+        if depth:
             return result
         needs = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor) and v.requires_grad]
         if not needs:
