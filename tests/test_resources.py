@@ -3,6 +3,8 @@ for sm_80, 86, 89, 90, 100 and 120 with the installed Triton."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import os
 import time
@@ -117,6 +119,19 @@ def test_planner_reads_the_table_for_sm120(environ: dict[str, str], cache_dir: P
     # sm_121 (DGX Spark) has no rows of its own: it reads sm_120's
     spark = static_resources(KernelConfig(16, 16, 4, 1), w, PRESETS["dgx-spark"])
     assert spark.smem_bytes == entry.smem_bytes and "sm_120 entry" in spark.note
+
+
+def test_planner_reads_sm100_rows_for_sm103(environ: dict[str, str], cache_dir: Path) -> None:
+    """sm_103 (B300) has no rows of its own: it reads sm_100's (they compile alike), not an estimate."""
+    b300 = dataclasses.replace(PRESETS["b200"], name="b300-like", arch=103)
+    w = Workload(batch=64, s_q=1, h_q=64, topk=128, extra_topk=512)
+    for cfg in (KernelConfig(16, 32, 4, 1), KernelConfig(64, 64, 8, 1)):
+        hit = resources.lookup(cfg, True, 100)
+        assert hit is not None
+        res = static_resources(cfg, w, b300)
+        assert res.source == "compiled" and "sm_100 entry" in res.note
+        assert (res.smem_bytes, res.regs_per_thread, res.stack_bytes) == (hit[0].smem_bytes, hit[0].regs,
+                                                                          hit[0].stack_bytes)  # fmt: skip
 
 
 # ---------------------------------------------------------------- cache directory and on-disk cache

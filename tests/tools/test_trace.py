@@ -442,6 +442,35 @@ def test_step_marker_in_a_merged_sglang_profile(tmp_path: Path) -> None:
     assert p.components["moe"].busy_ms == pytest.approx(0.100)
 
 
+def test_cpu_step_markers_in_a_merged_profile_count_per_rank(tmp_path: Path) -> None:
+    """A merged two-rank profile whose step markers are on the CPU only: each device counts the markers of its own
+    rank (the label SGLang's merger puts before every pid), not every rank's."""
+    events: list[dict[str, Any]] = []
+    for rank, steps in ((0, 2), (1, 3)):
+        label = f"[TP{rank:02d}]"
+        for step in range(steps):
+            t = 1000.0 * step
+            events += [
+                {"ph": "X", "cat": "user_annotation", "name": "decode_step", "pid": f"{label} 4242", "tid": 1,
+                 "ts": t - 50, "dur": 10},
+                {"ph": "X", "cat": "kernel", "name": "fused_moe_kernel", "pid": f"{label} {rank}", "tid": 7, "ts": t,
+                 "dur": 100, "args": {"device": rank}},
+            ]  # fmt: skip
+    path = _write(tmp_path / "merged_cpu.json", {"traceEvents": events})
+    p = profile_trace(path, 8, RULES, StepSpec(marker="decode_step"))
+    assert p.devices == ("0", "1") and p.steps == 2.5  # (2 + 3) / 2 devices, not (5 + 5) / 2
+    assert p.components["moe"].busy_ms == pytest.approx(0.100)  # 500 µs over 5 steps, not over 10
+    assert any("[TP00] 2, [TP01] 3" in n for n in p.notes)
+    one = profile_trace(path, 8, RULES, StepSpec(marker="decode_step"), device="1")
+    assert one.steps == 3 and one.components["moe"].busy_ms == pytest.approx(0.100)
+    # Unlabelled pids (one process's trace): every CPU marker counts for every device, as before.
+    for e in events:
+        e["pid"] = int(str(e["pid"]).split()[1]) if e["cat"] == "kernel" else 4242
+    plain = profile_trace(_write(tmp_path / "plain_cpu.json", {"traceEvents": events}), 8, RULES,
+                          StepSpec(marker="decode_step"))  # fmt: skip
+    assert plain.steps == 5 and plain.components["moe"].busy_ms == pytest.approx(0.050)
+
+
 def test_step_marker_that_matches_nothing_is_an_error() -> None:
     with pytest.raises(ValueError, match=r"graph_decode_bs4.json: no annotation matches --step-marker"):
         profile_trace(DATA / "graph_decode_bs4.json", 4, RULES, StepSpec(marker="prefill"))

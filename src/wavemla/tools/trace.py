@@ -271,6 +271,24 @@ def _number(event: dict[str, Any], key: str, path: Path, index: int) -> float:
     return float(value)
 
 
+_RANK_LABEL = re.compile(r"^(\[[^\]]+\]) ")
+
+
+def _rank_label(pid: Any) -> str | None:
+    """The rank label SGLang's profile merger puts before every pid (``"[TP00] 4242"`` -> ``"[TP00]"``), or None."""
+    match = _RANK_LABEL.match(pid) if isinstance(pid, str) else None
+    return match.group(1) if match else None
+
+
+def _cpu_steps(data: _TraceData, device: str) -> int:
+    """CPU step annotations of ``device``: in a merged multi-rank profile those of its kernels' rank (their pids
+    share its label); otherwise every one in the trace."""
+    ranks = data.device_ranks.get(device, set())
+    if None in data.cpu_marker_ranks or not ranks or None in ranks:
+        return data.cpu_markers
+    return sum(data.cpu_marker_ranks.get(r, 0) for r in ranks)
+
+
 def _event_device(event: dict[str, Any], args: dict[str, Any]) -> str:
     device = args.get("device", event.get("pid", "?"))
     return str(device)
@@ -292,6 +310,8 @@ class _TraceData:
     kernels: _Kernels = field(default_factory=_Kernels)
     gpu_markers: list[_Annotation] = field(default_factory=list)  # GPU step annotations
     cpu_markers: int = 0  # CPU step annotations (a count: their times are host times)
+    cpu_marker_ranks: dict[str | None, int] = field(default_factory=dict)  # ... per rank label of their pid
+    device_ranks: dict[str, set[str | None]] = field(default_factory=dict)  # device -> rank labels of its kernels
     launches: set[Any] = field(default_factory=set)  # correlation ids of CUDA runtime/driver launch calls
     graph_launches: set[Any] = field(default_factory=set)  # ... of cudaGraphLaunch calls
     scoped: list[bool] = field(default_factory=list)  # per kernel event: its component came from a --scope
@@ -353,6 +373,8 @@ def _read(path: Path, rules: RuleSet, marker: re.Pattern[str] | None, scopes: Se
                 continue
             if category == "user_annotation":
                 data.cpu_markers += 1
+                rank = _rank_label(event.get("pid"))
+                data.cpu_marker_ranks[rank] = data.cpu_marker_ranks.get(rank, 0) + 1
                 continue
             ts = _number(event, "ts", path, index)
             dur = _number(event, "dur", path, index)
@@ -373,6 +395,9 @@ def _read(path: Path, rules: RuleSet, marker: re.Pattern[str] | None, scopes: Se
         devices = pid_devices.get(m.pid) if m.pid is not None else None
         if devices is not None and len(devices) == 1:
             m.device = next(iter(devices))
+    for pid, devices in pid_devices.items():
+        for d in devices:
+            data.device_ranks.setdefault(d, set()).add(_rank_label(pid))
     data.scoped = [False] * len(kernels.names)
     if scopes:
         _apply_scopes(data, scopes, ranges, launched_at)
@@ -567,8 +592,16 @@ def profile_trace(
     if marker is not None and not gpu_markers and not cpu_markers:
         raise ValueError(f"{path}: no annotation matches --step-marker {spec.marker!r}")
     if marker is not None and not gpu_markers:
+        ranked = None not in data.cpu_marker_ranks
+        counted = (
+            "each device the markers of its rank ("
+            + ", ".join(f"{r} {n}" for r, n in sorted((r or "", n) for r, n in data.cpu_marker_ranks.items()))
+            + ")"
+            if ranked
+            else f"{cpu_markers} steps"
+        )
         notes.append(
-            f"{path}: step markers found only on the CPU timeline; counting {cpu_markers} steps, "
+            f"{path}: step markers found only on the CPU timeline; counting {counted}, "
             "kernels outside the steps are included"
         )
 
@@ -597,7 +630,7 @@ def profile_trace(
     for d in devices_all:
         on_dev = dev == d
         steps = _device_steps(
-            spec, path, d, [str(n) for n in names[on_dev]], kernel_regex, gpu_markers, cpu_markers, notes
+            spec, path, d, [str(n) for n in names[on_dev]], kernel_regex, gpu_markers, _cpu_steps(data, d), notes
         )
         if steps <= 0:
             notes.append(f"{path}: device {d} has no decode steps by the step rule; left out")
