@@ -672,9 +672,10 @@ _MIN_PROGRAMS_PER_SM_CAPPED = 2
 # and 179.5, 64x64x8x1 (3136/2632 B) 197.5 and 794.6, 64x32x8x1 (6424/5608 B) 1157.0 and 1216.0.
 _SPILL_STACK_MAX = 1024
 # An architecture missing from the compiled table uses the entry of one that builds every plannable configuration of
-# the three kernels alike: sm_121 (DGX Spark) sm_120's; sm_103 (B300) sm_100's (the same shared memory, registers and
-# stack bytes for every sparse decode, dense decode and prefill configuration of the tables, compiled offline with
-# Triton 3.6 and 3.9: benchmarks/results/2026-12-07-sm103-vs-sm100-resources.txt).
+# the three kernels alike: sm_121 (DGX Spark) sm_120's; sm_103 (B300) sm_100's (compiled offline, every sparse decode,
+# dense decode and prefill configuration of the tables: the same shared memory and stack bytes with Triton 3.6 and
+# 3.9, the same registers but one configuration's 166 against 168 with 3.9, so sm_100's rows never undercount;
+# benchmarks/experiments/sm103_resources.py, benchmarks/results/2026-12-07-sm103-vs-sm100-resources.txt).
 _TABLE_ARCH_FALLBACK = {121: 120, 103: 100}
 
 
