@@ -4,7 +4,6 @@ for sm_80, 86, 89, 90, 100 and 120 with the installed Triton."""
 from __future__ import annotations
 
 import dataclasses
-
 import json
 import os
 import time
