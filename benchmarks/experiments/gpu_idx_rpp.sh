@@ -8,6 +8,6 @@ BUDGET=${BUDGET:-300}
 source benchmarks/budget.sh
 {
   machine "${1:-unknown}"
-  step 240 python3 benchmarks/experiments/idx_rpp.py "$OUT/idx-rpp.json" 1:32768 8:32768 32:32768 64:32768 \
+  step 240 python3 benchmarks/experiments/idx_rpp.py "$OUT/idx-rpp.json" 8:32768 32:32768 64:32768 \
     128:32768 32:262144
 } 2>&1 | quiet | tee "$OUT/idx-rpp.log" | tail -50

@@ -8,7 +8,9 @@ Variants of ``IndexerConfig.rows_per_program`` (the rows one score program walks
 token, each a whole number of 128-row tiles); ``pN`` about N programs in all; ``rN`` N rows. FP8 rows in the
 page-split layout, FP8 queries, top-512, s_q 1, 64 heads. Each variant's call is captured in a CUDA graph and timed
 behind the 256 MB L2 flush (median of 15, in ``--rounds`` alternated rounds); the score kernel alone is timed the
-same way with the select launches skipped. Every variant's indices and lengths must equal ``auto``'s.
+same way with the select launches skipped. Every variant's indices and lengths must equal ``auto``'s. The calls go
+through Triton's launch path (``WAVEMLA_LAUNCH=triton``): a launch replay would repeat the first variant's launches
+for every other one.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -23,6 +26,7 @@ from typing import Any
 
 import torch
 
+os.environ["WAVEMLA_LAUNCH"] = "triton"  # before wavemla reads its knobs
 import wavemla.kernels.indexer as ix
 from wavemla.tools.bench import copy_samples_us, timing_samples_us
 from wavemla.tools.bench_indexer import COPY_BYTES, IndexerBenchCase, _fill_case, index_k_bytes
@@ -106,9 +110,12 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             variants[v] = rows
         calls = {(v, so): call_for(case, data, rows, so) for v, rows in variants.items() for so in (False, True)}
-        for fn, _ in calls.values():
+        for (_, score_only), (fn, out) in calls.items():
+            out[0].fill_(-7)
             fn()
-        torch.cuda.synchronize()
+            torch.cuda.synchronize()
+            if bool((out[0] == -7).all()) != score_only:
+                raise RuntimeError("the score-only call ran the select, or a whole call did not (a launch replay?)")
         ref = calls[("auto", False)][1] if ("auto", False) in calls else None
         times: dict[tuple[str, bool], list[float]] = {k: [] for k in calls}
         for _ in range(args.rounds):
