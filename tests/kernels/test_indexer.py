@@ -41,6 +41,7 @@ from wavemla.kernels.indexer import (
     lightning_indexer,
     spread_gather,
     spread_parts,
+    wave_rows,
     workspace_layout,
 )
 from wavemla.reference.indexer import (
@@ -381,6 +382,40 @@ def test_workspace_layout_is_static():
     assert cfg.reasons and all(isinstance(r, str) for r in cfg.reasons)
     with pytest.raises(ValueError, match="select_chunk"):
         choose_config(4, 2, 64, 10_000, select_chunk=48)
+
+
+def test_wave_rows_make_one_wave_of_equal_programs():
+    """On a GPU the score grid is one wave of the resident programs: whole tiles, every token cut alike."""
+    for groups, max_n, slots in ((8, 32768, 396), (32, 32768, 396), (64, 32768, 396), (128, 32768, 396),
+                                 (32, 262144, 396), (1, 32768, 396), (5, 1000, 132), (396, 32768, 396)):  # fmt: skip
+        rows = wave_rows(groups, max_n, 128, slots)
+        assert rows is not None and rows % 128 == 0
+        programs = groups * -(-max_n // rows)
+        assert programs <= slots  # one wave
+        assert programs > slots // 2 or rows == 128  # and most of it, unless the rows run out first
+    assert wave_rows(32, 32768, 128, 396) == 2816  # 12 chunks a token: 384 programs
+    assert wave_rows(64, 32768, 128, 396) == 5504  # 6 chunks: 384
+    assert wave_rows(397, 32768, 128, 396) is None  # more token groups than slots: the static choice stands
+    assert wave_rows(0, 32768, 128, 396) is None
+
+
+@pytest.mark.parametrize("fp8", [False, True])
+def test_scores_do_not_depend_on_rows_per_program(monkeypatch, fp8):
+    """The launcher may size the score grid to the GPU; every row's key is the same bits whatever the program."""
+    p = make_problem(3, 2, 16, [700, 130, 401], device=DEVICE, dtype=LANE_DTYPES[0], fp8=fp8, seed=11)
+    want = indexer_scores(p.q, p.w, p.cache, p.table, p.n_comp)
+    monkeypatch.setattr(indexer_kernels, "wave_rows", lambda *a: None)  # on a GPU: the rows chosen below
+    choose = indexer_kernels.choose_config
+    for rows in (64, 128, 256, 768):
+        monkeypatch.setattr(
+            indexer_kernels,
+            "choose_config",
+            lambda *a, rows=rows, **k: dataclasses.replace(choose(*a, **k), rows_per_program=rows),
+        )
+        if rows % indexer_kernels.choose_config(3, 2, 64, 704, kv_fp8=fp8).block_n:
+            continue
+        got = indexer_scores(p.q, p.w, p.cache, p.table, p.n_comp)
+        assert torch.equal(got, want), rows
 
 
 # ------------------------------------------------------------------------------------------- per-token select
@@ -1011,6 +1046,22 @@ def test_gpu_cuda_graph_replay(select):
         graph.replay()
         torch.cuda.synchronize()
         assert_same(out, lightning_indexer_ref(p.q, p.w, p.cache, p.table, p.n_comp, topk, max_n_comp=max_n))
+
+
+@pytest.mark.gpu
+def test_gpu_score_grid_is_one_wave_and_changes_no_bits(monkeypatch):
+    """The score grid sized to the programs the compiled kernel keeps resident gives the bits of the static grid."""
+    p = make_problem(8, 1, 64, [32768] * 8, device="cuda", dtype=torch.bfloat16, fp8=True, seed=2, layout="paged")
+    p.q = p.q.to(torch.float8_e4m3fn)
+    indexer_kernels._RESIDENT.clear()
+    wave = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 512, index_k_layout="paged")
+    (slots,) = indexer_kernels._RESIDENT.values()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert slots % sms == 0 and slots >= sms  # whole programs an SM (3 an SM for this kernel on sm_90)
+    monkeypatch.setattr(indexer_kernels, "wave_rows", lambda *a: None)
+    static = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 512, index_k_layout="paged")
+    assert torch.equal(wave[0], static[0]) and torch.equal(wave[1], static[1])
+    assert_same(wave, lightning_indexer_ref(p.q, p.w, p.cache, p.table, p.n_comp, 512, index_k_layout="paged"))
 
 
 @pytest.mark.gpu

@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import triton
@@ -151,6 +152,24 @@ def spread_parts(tokens: int, max_n_comp: int) -> tuple[int, int]:
     return parts, min(TOKEN_LIST_CAP, -(-rows // 16) * 16)
 
 
+def wave_rows(programs_per_chunk: int, max_n: int, block_n: int, slots: int) -> int | None:
+    """Rows per score program that make the score grid one wave of ``slots`` resident programs, or None where the
+    ``programs_per_chunk`` query-token groups (one program each per row chunk) outnumber the slots.
+
+    Every token group's rows are cut into ``slots // programs_per_chunk`` equal chunks of whole ``block_n`` tiles, so
+    every program starts at once and they end together: a fraction of a wave would leave slots idle at the end,
+    more programs would pay more starts (the q tile, the pipeline's first tiles). Measured on an H100 SXM, FP8
+    page-split rows, 32K rows, 3 programs an SM: the score kernel 26.5 -> 22.7 µs at b = 8, 65.9 -> 63.3 at b = 32,
+    115.0 -> 112.4 at b = 64, 213.6 -> 209.6 at b = 128 against about 1024 programs (2.59 waves), and slower with
+    4096 (benchmarks/experiments/idx_rpp.py, 2026-12-07-h100-idx-rpp-51b171a.json).
+    """
+    if programs_per_chunk < 1 or slots < programs_per_chunk:
+        return None
+    chunks = slots // programs_per_chunk
+    per = -(-max(max_n, 1) // chunks)
+    return -(-per // block_n) * block_n
+
+
 def choose_config(
     b: int,
     s_q: int,
@@ -202,7 +221,9 @@ def choose_config(
     rows_per_program = min(4096, max(block_n, _next_pow2(target)))
     reasons.append(
         f"rows_per_program={rows_per_program}: about 1024 score programs (several waves of resident programs on a "
-        "132-SM part), each amortising its q-tile load and histogram flush over many rows"
+        "132-SM part), each amortising its q-tile load and histogram flush over many rows; on a GPU the launcher "
+        "sizes them to one wave of the programs the compiled kernel keeps resident where the tokens fit one "
+        "(wave_rows)"
     )
     tokens = b * s_q
     if select_chunk is None:
@@ -1697,11 +1718,8 @@ def _launch_scores(
     # FP8 rows: codes read through the byte view, the scale word through an int32 view; strides in 4-byte words
     k_words = index_k_cache.view(torch.int32) if call.fp8 else index_k_cache
     q_arg = q_idx.view(torch.uint8) if q_idx.dtype == torch.float8_e4m3fn else q_idx
-    grid = (triton.cdiv(max(call.max_n, 1), cfg.rows_per_program), call.b, triton.cdiv(call.s_q, cfg.s_block))
     dot = _dot_setup(q_idx, call.fp8, call.fp4)
-    launch.run(
-        _indexer_score_kernel,
-        grid,
+    args = dict(
         p_q=q_arg,
         p_w=weights,
         p_k=index_k_cache,
@@ -1722,7 +1740,7 @@ def _launch_scores(
         stride_keys=n_pad,
         max_n=call.max_n,
         topk=topk_gate,
-        rows_per_program=cfg.rows_per_program,
+        rows_per_program=cfg.rows_per_program,  # set below
         S_Q=call.s_q,
         S_BLOCK=cfg.s_block,
         H=call.heads,
@@ -1738,6 +1756,37 @@ def _launch_scores(
         **dot,
         FP4_ASM=call.fp4 and FP4_PERMUTE_DECODE and bool(dot["E4M3_CVT"]) and q_idx.device.type == "cuda",
     )
+    groups = triton.cdiv(call.s_q, cfg.s_block)
+    on_gpu = q_idx.device.type == "cuda" and not _interpreted()
+    slots = _resident_score_programs(q_idx.device, args) if on_gpu else None
+    rows = wave_rows(call.b * groups, call.max_n, cfg.block_n, slots) if slots else None
+    args["rows_per_program"] = rows = rows or cfg.rows_per_program
+    launch.run(_indexer_score_kernel, (triton.cdiv(max(call.max_n, 1), rows), call.b, groups), **args)
+
+
+# (device index, the score kernel's specialisation but its runtime integers) -> programs resident on the GPU
+_RESIDENT: dict[tuple[Any, ...], int] = {}
+
+
+def _resident_score_programs(device: torch.device, args: dict[str, Any]) -> int:
+    """Score programs the GPU keeps resident at once (SMs × programs an SM), from the registers and shared memory
+    of the kernel Triton compiles for ``args`` (compiled ahead of its launch, once per specialisation)."""
+    fixed = ("num_warps", "num_stages")
+    spec_args = sorted(
+        (k, v.dtype if isinstance(v, torch.Tensor) else v)
+        for k, v in args.items()
+        if k in fixed or isinstance(v, bool) or not isinstance(v, int)  # strides and lengths vary call to call
+    )
+    key = (device.index, *spec_args)
+    if key not in _RESIDENT:
+        from wavemla.api import _device_spec  # the planner's view of the GPU (wavemla.api imports this module)
+
+        kernel = _indexer_score_kernel.warmup(grid=(1,), **args)
+        kernel._init_handles()  # loads the module: n_regs comes with it
+        spec = _device_spec(device)
+        per_sm = spec.blocks_per_sm(int(kernel.metadata.shared), int(kernel.n_regs), int(args["num_warps"]))
+        _RESIDENT[key] = spec.num_sms * per_sm
+    return _RESIDENT[key]
 
 
 def _list_stride(call: _Call, cfg: IndexerConfig) -> int:
