@@ -3,14 +3,15 @@
     PYTHONPATH=src python3 benchmarks/experiments/idx_rpp.py OUT.json 32:32768 64:32768 \
         [--variants auto w1 w2 w3 p2048 p4096] [--slots 396]
 
-Variants of ``IndexerConfig.rows_per_program`` (the rows one score program walks): ``auto`` the package's choice;
-``wK`` the rows that make at most K waves of ``--slots`` resident programs (``floor(K·slots / b)`` programs a
-token, each a whole number of 128-row tiles); ``pN`` about N programs in all; ``rN`` N rows. FP8 rows in the
-page-split layout, FP8 queries, top-512, s_q 1, 64 heads. Each variant's call is captured in a CUDA graph and timed
-behind the 256 MB L2 flush (median of 15, in ``--rounds`` alternated rounds); the score kernel alone is timed the
-same way with the select launches skipped. Every variant's indices and lengths must equal ``auto``'s. The calls go
-through Triton's launch path (``WAVEMLA_LAUNCH=triton``): a launch replay would repeat the first variant's launches
-for every other one.
+Variants of the rows one score program walks: ``auto`` the package's (on a GPU, one wave of the programs the
+compiled kernel keeps resident: ``wave_rows``); ``static`` ``IndexerConfig.rows_per_program``, the choice without
+the GPU's occupancy (about 1024 programs); ``wK`` the rows that make at most K waves of ``--slots`` resident programs
+(``floor(K·slots / b)`` programs a token, each a whole number of 128-row tiles); ``pN`` about N programs in all;
+``rN`` N rows. FP8 rows in the page-split layout, FP8 queries, top-512, s_q 1, 64 heads. Each variant's call is
+captured in a CUDA graph and timed behind the 256 MB L2 flush (median of 15, in ``--rounds`` alternated rounds); the
+score kernel alone is timed the same way with the select launches skipped. Every variant's indices and lengths must
+equal the first's. The calls go through Triton's launch path (``WAVEMLA_LAUNCH=triton``): a launch replay would
+repeat the first variant's launches for every other one.
 """
 
 from __future__ import annotations
@@ -32,13 +33,14 @@ from wavemla.tools.bench import copy_samples_us, timing_samples_us
 from wavemla.tools.bench_indexer import COPY_BYTES, IndexerBenchCase, _fill_case, index_k_bytes
 
 _choose = ix.choose_config
+_wave_rows = ix.wave_rows
 _token_select = ix._launch_token_select
 _spread_select = ix._launch_spread_select
 
 
 def rows_for(variant: str, b: int, n: int, slots: int, block_n: int) -> int | None:
     """Rows per score program of ``variant`` at ``b`` tokens of ``n`` rows (None: the package's choice)."""
-    if variant == "auto":
+    if variant in ("auto", "static"):
         return None
     kind, value = variant[0], int(variant[1:])
     if kind == "w":
@@ -53,7 +55,9 @@ def rows_for(variant: str, b: int, n: int, slots: int, block_n: int) -> int | No
     return -(-per // block_n) * block_n
 
 
-def call_for(case: IndexerBenchCase, data: dict[str, torch.Tensor], rows: int | None, score_only: bool) -> Any:
+def call_for(
+    case: IndexerBenchCase, data: dict[str, torch.Tensor], variant: str, rows: int | None, score_only: bool
+) -> Any:
     ws = torch.empty(ix.indexer_workspace_numel(case.b, 1, 64, case.n_comp), dtype=torch.int32, device="cuda")
     out = (torch.empty(case.b, 1, 512, dtype=torch.int32, device="cuda"),
            torch.empty(case.b, 1, dtype=torch.int32, device="cuda"))  # fmt: skip
@@ -64,6 +68,8 @@ def call_for(case: IndexerBenchCase, data: dict[str, torch.Tensor], rows: int | 
 
     def call() -> None:
         ix.choose_config = choose  # type: ignore[assignment]
+        if variant != "auto":
+            ix.wave_rows = lambda *a: None  # type: ignore[assignment]
         if score_only:
             ix._launch_token_select = lambda *a, **k: None  # type: ignore[assignment]
             ix._launch_spread_select = lambda *a, **k: None  # type: ignore[assignment]
@@ -74,6 +80,7 @@ def call_for(case: IndexerBenchCase, data: dict[str, torch.Tensor], rows: int | 
             )  # fmt: skip
         finally:
             ix.choose_config = _choose  # type: ignore[assignment]
+            ix.wave_rows = _wave_rows  # type: ignore[assignment]
             ix._launch_token_select = _token_select  # type: ignore[assignment]
             ix._launch_spread_select = _spread_select  # type: ignore[assignment]
 
@@ -84,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("shapes", nargs="+", metavar="B:N")
-    parser.add_argument("--variants", nargs="+", default=["auto", "w1", "w2", "w3", "p2048", "p4096"])
+    parser.add_argument("--variants", nargs="+", default=["auto", "static", "w1", "w2", "p4096"])
     parser.add_argument("--slots", type=int, default=396, help="resident score programs on the GPU (3 per SM, H200)")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
@@ -109,24 +116,26 @@ def main(argv: list[str] | None = None) -> int:
             if rows is not None and any(r == rows for r in variants.values()):
                 continue
             variants[v] = rows
-        calls = {(v, so): call_for(case, data, rows, so) for v, rows in variants.items() for so in (False, True)}
+        calls = {(v, so): call_for(case, data, v, rows, so) for v, rows in variants.items() for so in (False, True)}
         for (_, score_only), (fn, out) in calls.items():
             out[0].fill_(-7)
             fn()
             torch.cuda.synchronize()
             if bool((out[0] == -7).all()) != score_only:
                 raise RuntimeError("the score-only call ran the select, or a whole call did not (a launch replay?)")
-        ref = calls[("auto", False)][1] if ("auto", False) in calls else None
+        ref = next(iter(calls.values()))[1]
         times: dict[tuple[str, bool], list[float]] = {k: [] for k in calls}
         for _ in range(args.rounds):
             for k, (fn, _) in calls.items():
                 times[k].append(statistics.median(timing_samples_us(fn, 15, graph=True)))
+        slots = max(ix._RESIDENT.values(), default=0)
+        wave = ix.wave_rows(b, n, base.block_n, slots) if slots else None
         for v, rows in variants.items():
-            r = rows if rows is not None else base.rows_per_program
+            r = rows if rows is not None else (wave or base.rows_per_program) if v == "auto" else base.rows_per_program
             programs = b * -(-n // r)
             full = statistics.median(times[(v, False)])
             score = statistics.median(times[(v, True)])
-            same = ref is None or all(torch.equal(a, c) for a, c in zip(ref, calls[(v, False)][1], strict=True))
+            same = all(torch.equal(a, c) for a, c in zip(ref, calls[(v, False)][1], strict=True))
             pct = 100 * nbytes / (full * 1e-6) / (copy_gbps * 1e9)
             pct_score = 100 * nbytes / (score * 1e-6) / (copy_gbps * 1e9)
             print(f"b={b:<3d} n={n:<6d} {v:6s} rows {r:5d} programs {programs:5d} ({programs / args.slots:4.2f} waves) "
