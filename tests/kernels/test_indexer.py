@@ -9,6 +9,7 @@ scores exercise the lowest-row tie rule. Unused cache rows, unused pages and unu
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -416,6 +417,36 @@ def test_scores_do_not_depend_on_rows_per_program(monkeypatch, fp8):
             continue
         got = indexer_scores(p.q, p.w, p.cache, p.table, p.n_comp)
         assert torch.equal(got, want), rows
+
+
+def test_kernels_launch_under_q_device_guard(monkeypatch):
+    """Every launch of a call (and of its replays) runs with q's device current: Triton launches on the current
+    GPU, so a q on another GPU than the current one would otherwise run the kernels on the wrong one."""
+    from wavemla.kernels import launch
+
+    active = [0]
+    seen: list[bool] = []
+    guard, run = launch.device_guard, launch.run
+
+    @contextlib.contextmanager
+    def counting(device):
+        active[0] += 1
+        try:
+            with guard(device):
+                yield
+        finally:
+            active[0] -= 1
+
+    def watched(*args, **kwargs):
+        seen.append(active[0] > 0)
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(launch, "device_guard", counting)
+    monkeypatch.setattr(launch, "run", watched)
+    p = make_problem(2, 1, 16, [300, 90], device=DEVICE, dtype=LANE_DTYPES[0], seed=4)
+    lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 64, select="token")
+    indexer_scores(p.q, p.w, p.cache, p.table, p.n_comp)
+    assert seen and all(seen), seen
 
 
 # ------------------------------------------------------------------------------------------- per-token select

@@ -64,6 +64,13 @@ def run(fn: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> Any:
     return kernel
 
 
+def device_guard(device: torch.device | None) -> contextlib.AbstractContextManager[Any]:
+    """Make ``device`` current for the block when it is a GPU: Triton launches on the current device, whichever GPU
+    the call's tensors are on. None (an argument that is not a tensor, for the call's checks to name) does nothing."""
+    cuda = isinstance(device, torch.device) and device.type == "cuda"
+    return torch.cuda.device(device) if cuda else contextlib.nullcontext()
+
+
 def scratch(t: torch.Tensor) -> torch.Tensor:
     """Register ``t``, allocated by a launcher for this call only, so that a replay allocates its own (same
     shape, strides, dtype and device; nothing is written to it on the host); returns ``t``."""
