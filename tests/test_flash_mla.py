@@ -99,6 +99,18 @@ def test_bad_names_name_the_argument(names: object) -> None:
     assert shim.installed_names() == []
 
 
+def test_uninstall_keeps_the_attribute_another_installed_name_needs() -> None:
+    """Two installed parents with a child of the same name: uninstalling one child leaves the other's import and
+    attribute access working."""
+    shim.install(["flash_mla", "flash_mla.flash_mla_interface", "engine_kernels", "engine_kernels.flash_mla_interface"])
+    assert shim.uninstall(["engine_kernels.flash_mla_interface"]) == ["engine_kernels.flash_mla_interface"]
+    import flash_mla.flash_mla_interface
+
+    assert flash_mla.flash_mla_interface is shim
+    assert sorted(shim.uninstall()) == ["engine_kernels", "flash_mla", "flash_mla.flash_mla_interface"]
+    assert not hasattr(shim, "flash_mla_interface")
+
+
 def test_never_overwrites_its_own_names() -> None:
     """A dotted name whose last part is one of the shim's own attributes does not replace that attribute."""
     shim.install(["flash_mla", "flash_mla.install"])
@@ -306,6 +318,18 @@ def test_patch_with_prefill_replaces_the_sparse_prefill_call(engine_pkg: Path) -
     assert importlib.import_module("engine_pkg.ops.prefill_only").flash_mla_sparse_fwd is shim.flash_mla_sparse_fwd
 
 
+def test_unpatch_puts_back_the_prefill_call_a_later_patch_replaced(engine_pkg: Path) -> None:
+    """patch(names) and then patch(names, prefill=True): unpatch puts back the engine's prefill call too."""
+    from engine_pkg.ops import flashmla
+
+    own_prefill, own_decode = flashmla.flash_mla_sparse_fwd, flashmla.flash_mla_with_kvcache
+    shim.patch(["engine_pkg.ops.flashmla"])
+    shim.patch(["engine_pkg.ops.flashmla"], prefill=True)
+    assert flashmla.flash_mla_sparse_fwd is shim.flash_mla_sparse_fwd
+    assert shim.unpatch() == ["engine_pkg.ops.flashmla"]
+    assert flashmla.flash_mla_sparse_fwd is own_prefill and flashmla.flash_mla_with_kvcache is own_decode
+
+
 def test_patch_without_prefill_leaves_the_prefill_call(engine_pkg: Path) -> None:
     shim.patch(["engine_pkg.ops.flashmla"])
     from engine_pkg.ops import flashmla
@@ -337,6 +361,21 @@ def test_sparse_prefill_takes_flashmlas_indexer_topk() -> None:
     for bad in (512, 2048, True, None):
         with pytest.raises(ValueError, match=r"^indexer_topk: "):
             shim.flash_mla_sparse_fwd(q, kv, idx, 512**-0.5, 512, None, None, bad)  # type: ignore[arg-type]
+
+
+def test_install_refuses_a_patched_module(engine_pkg: Path) -> None:
+    """A module patch() holds is not installed over, even with replace=True: unpatch would put the engine's calls
+    into the stand-in module itself."""
+    from engine_pkg.ops import flashmla
+
+    shim.patch(["engine_pkg.ops.flashmla", "engine_pkg.ops.not_imported_yet"])
+    for name in ("engine_pkg.ops.flashmla", "engine_pkg.ops.not_imported_yet"):
+        with pytest.raises(ValueError, match=rf"^names: '{name}' is patched by wavemla\.flash_mla\.patch"):
+            shim.install([name], replace=True)
+    assert sys.modules["engine_pkg.ops.flashmla"] is flashmla and shim.installed_names() == []
+    shim.unpatch()
+    assert shim.flash_mla_with_kvcache is wavemla.flash_mla_with_kvcache
+    assert shim.install(["engine_pkg.ops.flashmla"], replace=True) == ["engine_pkg.ops.flashmla"]
 
 
 def test_patch_refuses_a_module_without_the_calls(engine_pkg: Path) -> None:

@@ -250,15 +250,18 @@ def install(names: Sequence[str] = DEFAULT_NAMES, *, replace: bool = False) -> l
     """Register this module under each of ``names`` in ``sys.modules``; returns the names.
 
     A name already bound to another module raises ``ValueError`` (naming it and that module's file) unless
-    ``replace`` is True. For a dotted name whose parent is this module too (``flash_mla.flash_mla_interface``), the
-    child is also an attribute of the parent, so ``import flash_mla.flash_mla_interface`` followed by attribute
-    access works as with FlashMLA. Installing twice is a no-op.
+    ``replace`` is True; so does a name :func:`patch` has patched or waits for, until :func:`unpatch`. For a dotted
+    name whose parent is this module too (``flash_mla.flash_mla_interface``), the child is also an attribute of the
+    parent, so ``import flash_mla.flash_mla_interface`` followed by attribute access works as with FlashMLA.
+    Installing twice is a no-op.
     """
     wanted = _module_names(names)
     me = sys.modules[__name__]
     for name in wanted:
         if name.split(".")[0] == "wavemla":
             raise ValueError(f"names: {name!r} is wavemla's own (the stand-in takes other packages' names)")
+        if name in _ORIGINALS or name in _PENDING:  # unpatch() would write the engine's calls into the stand-in
+            raise ValueError(f"names: {name!r} is patched by wavemla.flash_mla.patch (unpatch it first)")
     if not replace:
         for name in wanted:
             current = sys.modules.get(name)
@@ -291,8 +294,11 @@ def uninstall(names: Sequence[str] | None = None) -> list[str]:
     removed = [name for name in wanted if name != __name__ and sys.modules.get(name) is me]
     for name in removed:
         del sys.modules[name]
+    # a child attribute stays while another installed name reaches it through its installed parent
+    kept = {name.rpartition(".")[2] for name in installed_names() if sys.modules.get(name.rpartition(".")[0]) is me}
+    for name in removed:
         parent, _, child = name.rpartition(".")
-        if parent and getattr(me, child, None) is me:
+        if parent and child not in kept and getattr(me, child, None) is me:
             delattr(me, child)
     return removed
 
@@ -337,7 +343,10 @@ def _patch_module(module: types.ModuleType) -> None:
     mine = dict(sys.modules[__name__].__dict__)
     if name in LEGACY_METADATA_MODULES:
         mine["get_mla_metadata"] = legacy_get_mla_metadata
-    _ORIGINALS.setdefault(name, {k: v for k, v in held.items() if v is not mine[k]})
+    originals = _ORIGINALS.setdefault(name, {})
+    for attr, value in held.items():  # a later patch with prefill=True adds the prefill call's original
+        if value is not mine[attr]:
+            originals.setdefault(attr, value)
     for attr in held:
         setattr(module, attr, mine[attr])
     _PENDING.discard(name)

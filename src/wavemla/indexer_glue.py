@@ -47,7 +47,11 @@ def sparse_decode_extra_args(
     if (
         extra_k_cache is not None
         and index_page_size is not None
-        and (extra_k_cache.dim() < 2 or extra_k_cache.shape[1] != index_page_size)
+        and (
+            not isinstance(extra_k_cache, torch.Tensor)
+            or extra_k_cache.dim() < 2
+            or extra_k_cache.shape[1] != index_page_size
+        )
     ):
         raise ValueError(
             f"extra_k_cache: expected page size {index_page_size} (the index-K cache's), so that indexer slots "

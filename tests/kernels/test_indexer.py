@@ -916,6 +916,14 @@ def test_sparse_decode_extra_args(device):
         sparse_decode_extra_args(idx.to(device), flat[:1])
 
 
+def test_sparse_decode_extra_args_names_a_cache_that_is_not_a_tensor(device):
+    """An ``extra_k_cache`` that is not a tensor, checked against the index page size, is refused naming it."""
+    idx = torch.full((2, 1, 8), -1, dtype=torch.int32, device=device)
+    length = torch.zeros(2, dtype=torch.int32, device=device)
+    with pytest.raises(ValueError, match=r"^extra_k_cache: expected page size 64 .*got list"):
+        sparse_decode_extra_args(idx, length, extra_k_cache=[3, 64, 1, 584], index_page_size=64)  # type: ignore[arg-type]
+
+
 # --------------------------------------------------------------------------------------------- GPU compile check
 # Largest dynamic shared memory per block (bytes) of each architecture.
 SHARED_LIMIT = {80: 166912, 86: 101376, 89: 101376, 90: 232448, 100: 232448, 120: 101376}
