@@ -50,6 +50,22 @@ def test_dense_record_line_shows_the_call_with_the_schedule_reused() -> None:
     assert line.endswith("schedule reused      66.8us  55.3%copy")
 
 
+def test_p20_and_p80_are_the_quantiles_of_the_samples(monkeypatch: pytest.MonkeyPatch) -> None:
+    from wavemla.tools import bench
+    from wavemla.tools.bench_indexer import percentiles
+
+    # of 5 samples the p80 lies between the 4th and the 5th (it was the 5th, the maximum), of 20 below the 17th
+    for samples in ([5.0, 1.0, 4.0, 2.0, 3.0], [float(x) for x in range(20, 0, -1)], [7.0]):
+        monkeypatch.setattr(bench, "timing_samples_us", lambda fn, reps, flush, graph, s=samples: sorted(s))
+        stats = percentiles(samples)  # the indexer benchmark's p20/p80, the same JSON fields
+        assert bench.timings_us(lambda: None, reps=len(samples)) == pytest.approx(
+            (stats["p20_us"], stats["median_us"], stats["p80_us"])
+        )
+    assert bench.spread_us([5.0, 1.0, 4.0, 2.0, 3.0]) == pytest.approx((1.8, 3.0, 4.2))
+    with pytest.raises(ValueError, match="samples"):
+        bench.spread_us([])
+
+
 @pytest.mark.gpu
 def test_timed_calls_follow_untimed_ones_for_the_warm_up_time() -> None:
     import time
@@ -62,6 +78,36 @@ def test_timed_calls_follow_untimed_ones_for_the_warm_up_time() -> None:
     assert len(samples) == 5 and samples == sorted(samples)
     assert len(calls) >= bench.WARM_CALLS + 5
     assert calls[-5] - start >= bench.WARM_MS / 1e3  # the first timed call comes after the warm-up time
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["--reps", "0"], "--reps"),
+        (["--batch", "32", "0"], "--batch"),
+        (["--heads", "-64"], "--heads"),
+        (["--s-q", "0"], "--s-q"),
+        (["--dense", "--seqlen", "0"], "--seqlen"),
+        (["--configs", "32x32"], "--configs"),
+        (["--configs", "64x64x8xone"], "--configs"),
+    ],
+)
+def test_bad_arguments_are_refused_naming_the_option(
+    argv: list[str], option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # before any GPU work: a bad --configs failed unpacking after the ceilings and the inputs, --reps 0 in a median
+    import argparse
+
+    from wavemla.tools import bench
+
+    parser = argparse.ArgumentParser(prog="wavemla bench")
+    bench.add_arguments(parser)
+    with pytest.raises(SystemExit) as exit_info:
+        parser.parse_args(argv)
+    assert exit_info.value.code == 2
+    assert f"argument {option}" in capsys.readouterr().err
+    args = parser.parse_args(["--configs", "32x32x8x1", "--batch", "1", "64", "--reps", "15"])
+    assert args.configs == ["32x32x8x1"] and args.batch == [1, 64] and args.reps == 15
 
 
 def test_flashmla_anchors_only_on_the_card_they_were_measured_on() -> None:

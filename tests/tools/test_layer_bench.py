@@ -472,6 +472,13 @@ def test_mxfp4_index_k_run_end_to_end(tmp_path: Path) -> None:
     assert rec["components"]["indexer"]["bytes"] == weights + 2 * entry["n_comp"] * 68
 
 
+def test_cpu_timings_are_p20_median_p80_of_the_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    # five calls of 1..5 µs by the clock: p80 lies between the 4th and the 5th, as on the GPU (it was the maximum)
+    clock = iter([0.0, 3e-6, 0.0, 1e-6, 0.0, 5e-6, 0.0, 2e-6, 0.0, 4e-6])
+    monkeypatch.setattr(layer_bench.time, "perf_counter", lambda: next(clock))
+    assert layer_bench._cpu_timings_us(lambda: None, 5) == pytest.approx((1.8, 3.0, 4.2))
+
+
 def test_slicing_a_batch_repeats_the_first_requests(moe: MoE) -> None:
     layer = DecoderLayer(TINY, "hca", 4 * TINY.window * 8, 3, moe, device=DEVICE, dtype=DTYPE, seed=2)
     one = layer.forward(layer.inputs(1))

@@ -118,17 +118,39 @@ DENSE_HEADS = [16, 64, 128]
 DENSE_PAGE = 64
 
 
+def _positive(text: str) -> int:
+    """An argument that counts something (a batch, heads, keys, replays): an int >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
+def _kernel_config(text: str) -> str:
+    """A forced kernel config ``BLOCK_HxBLOCK_NxWARPSxSTAGES`` (four integers >= 1), returned as given."""
+    parts = text.split("x")
+    if len(parts) != 4 or not all(p.isdecimal() and int(p) >= 1 for p in parts):
+        raise argparse.ArgumentTypeError(f"expected BLOCK_HxBLOCK_NxWARPSxSTAGES (e.g. 32x32x8x1), got {text!r}")
+    return text
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dense", action="store_true", help="paged dense decode (DeepSeek-V3 shapes), not sparse")
     parser.add_argument("--mode", nargs="+", default=["csa", "hca"], choices=sorted(MODES))
     parser.add_argument(
-        "--batch", nargs="+", type=int, default=None,
+        "--batch", nargs="+", type=_positive, default=None,
         help=f"batch sizes (default: sparse {SPARSE_BATCHES}, dense {DENSE_BATCHES})",
     )  # fmt: skip
     parser.add_argument(
-        "--heads", nargs="+", type=int, default=None, help=f"query heads (default: sparse [64], dense {DENSE_HEADS})"
+        "--heads", nargs="+", type=_positive, default=None,
+        help=f"query heads (default: sparse [64], dense {DENSE_HEADS})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--seqlen", nargs="+", type=_positive, default=DENSE_SEQLENS, help="dense: keys per request (s_k)"
     )
-    parser.add_argument("--seqlen", nargs="+", type=int, default=DENSE_SEQLENS, help="dense: keys per request (s_k)")
     parser.add_argument(
         "--lengths", nargs="+", default=["uniform", "skewed"], choices=["uniform", "skewed"],
         help="dense: every request at s_k, or one request in 8 at s_k and the rest at s_k/32",
@@ -137,15 +159,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--kv-formats", nargs="+", default=["bf16", "fp8"], choices=["bf16", "fp8", "fp8-tensor"],
         help="dense: bf16 rows, the FP8 V3.2 layout, and/or per-tensor FP8 rows (576 codes, descale_k)",
     )  # fmt: skip
-    parser.add_argument("--s-q", nargs="+", type=int, default=[1])
+    parser.add_argument("--s-q", nargs="+", type=_positive, default=[1])
     parser.add_argument("--bf16", action="store_true", help="bf16 row caches instead of FP8 MODEL1")
     parser.add_argument(
         "--configs",
         nargs="*",
+        type=_kernel_config,
         default=[],
         help="kernel configs to force, as BLOCK_HxBLOCK_NxWARPSxSTAGES (e.g. 32x32x8x1); default: the planner's",
     )
-    parser.add_argument("--reps", type=int, default=50, help="timed replays per point (median reported)")
+    parser.add_argument("--reps", type=_positive, default=50, help="timed replays per point (median reported)")
     parser.add_argument("--json", help="write records and ceilings to this file")
     parser.add_argument("--label", default="", help="free text stored in the JSON (e.g. the git SHA)")
 
@@ -202,8 +225,22 @@ def copy_samples_us(nbytes: int, reps: int) -> list[float]:
 
 def timings_us(fn: Any, reps: int, flush: bool = True, graph: bool = False) -> tuple[float, float, float]:
     """(p20, median, p80) µs of ``fn`` — replayed from a CUDA graph when ``graph`` — with L2 flushed before each."""
-    times = timing_samples_us(fn, reps, flush, graph)
-    return times[len(times) // 5], statistics.median(times), times[(4 * len(times)) // 5]
+    return spread_us(timing_samples_us(fn, reps, flush, graph))
+
+
+def spread_us(samples: list[float]) -> tuple[float, float, float]:
+    """(p20, median, p80) of timing samples, the quantiles linear between order statistics (numpy's default, as in
+    ``bench_indexer.percentiles``): of 5 samples p80 lies between the 4th and the 5th, not at the maximum."""
+    if not samples:
+        raise ValueError("samples: expected at least one timing sample")
+    times = sorted(samples)
+
+    def quantile(q: float) -> float:
+        pos = q * (len(times) - 1)
+        lo = int(pos)
+        return times[lo] + (times[min(lo + 1, len(times) - 1)] - times[lo]) * (pos - lo)
+
+    return quantile(0.2), statistics.median(times), quantile(0.8)
 
 
 def timing_samples_us(fn: Any, reps: int, flush: bool = True, graph: bool = False) -> list[float]:

@@ -5,14 +5,16 @@ torch, triton, git_sha, b, s_q, heads, n_comp, topk, page, kv_format, q_format, 
 bytes, gbps, copy_gbps, pct_of_copy_bw. ``git_sha`` is :func:`wavemla.tools.revision.source_revision`'s
 (``-dirty`` where tracked files differ from the commit, null outside a checkout).
 
-- ``bytes`` counts index-K bytes read (``b · n_comp · row_bytes``; 132 B per FP8 row, 256 B per bf16 row), the
-  traffic the indexer cannot avoid; both providers are charged the same bytes, so ``gbps`` is an effective rate.
+- ``bytes`` counts index-K bytes read (``b · n_comp · row_bytes``; 132 B per FP8 row, 68 B per MXFP4 row, 256 B
+  per bf16 row), the traffic the indexer cannot avoid; both providers are charged the same bytes, so ``gbps`` is an
+  effective rate.
   The ``copy`` record is the device-to-device copy ceiling ``wavemla bench`` uses (bytes read + written).
 - Timing: each provider is captured once in a CUDA graph and replayed; before every replay a ≥ 256 MB buffer is
   written so that the L2 holds none of the inputs; CUDA events around the replay give one sample; median, p20, p80
   of ``reps`` (≥ 20) samples.
-- Shapes: b ∈ {1, 32, 64, 128} × n_comp ∈ {2K, 8K, 32K, 256K} × (FP8 rows with FP8 queries — DeepSeek's indexer —,
-  FP8 rows with bf16 queries, bf16 rows with bf16 queries), s_q 1, 64 heads, top-512, page 64;
+- Shapes: b ∈ {1, 32, 64, 128} × n_comp ∈ {2K, 8K, 32K, 256K} × (FP8 rows with per-row scales or page-split, and
+  MXFP4 rows page-split, each with FP8 queries — DeepSeek's indexer — and with bf16 queries; bf16 rows with bf16
+  queries), s_q 1, 64 heads, top-512, page 64;
   a provider whose estimated memory does not fit the free device memory is skipped for that shape.
 
 Example::
@@ -23,8 +25,6 @@ Example::
 from __future__ import annotations
 
 import json
-import math
-import statistics
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -42,7 +42,7 @@ from wavemla.reference.indexer import (
     MXFP4_ROW_BYTES,
     quantize_index_k,
 )
-from wavemla.tools.bench import copy_samples_us, timing_samples_us
+from wavemla.tools.bench import copy_samples_us, spread_us, timing_samples_us
 from wavemla.tools.revision import source_revision
 
 BATCHES = (1, 32, 64, 128)
@@ -157,14 +157,8 @@ def percentiles(samples_us: Sequence[float]) -> dict[str, float]:
     """Median, p20 and p80 (linear interpolation between order statistics) of timing samples in µs."""
     if len(samples_us) == 0:
         raise ValueError("samples_us: expected at least one sample")
-    data = sorted(float(x) for x in samples_us)
-
-    def quantile(q: float) -> float:
-        pos = q * (len(data) - 1)
-        lo, hi = math.floor(pos), math.ceil(pos)
-        return data[lo] + (data[hi] - data[lo]) * (pos - lo)
-
-    return {"median_us": statistics.median(data), "p20_us": quantile(0.2), "p80_us": quantile(0.8)}
+    p20, median, p80 = spread_us([float(x) for x in samples_us])
+    return {"median_us": median, "p20_us": p20, "p80_us": p80}
 
 
 def make_record(

@@ -78,7 +78,7 @@ from wavemla.reference.indexer import (
     quantize_index_k,
     quantize_index_q,
 )
-from wavemla.tools.bench import WARM_MS
+from wavemla.tools.bench import WARM_MS, spread_us
 from wavemla.tools.revision import source_revision
 
 SCHEMA = "wavemla.layer_bench/1"
@@ -768,8 +768,7 @@ def _cpu_timings_us(fn: Callable[[], object], reps: int) -> tuple[float, float, 
         t0 = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t0) * 1e6)
-    times.sort()
-    return times[len(times) // 5], statistics.median(times), times[(4 * len(times)) // 5]
+    return spread_us(times)
 
 
 def _timing(p20: float, med: float, p80: float) -> dict[str, float]:
