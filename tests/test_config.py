@@ -43,6 +43,19 @@ def test_empty_string_means_default(environ: dict[str, str]) -> None:
     assert config.get("WAVEMLA_GPU") is None
 
 
+def test_blank_string_means_default(environ: dict[str, str]) -> None:
+    """Values are read stripped, so a blank one is the empty one: the default (a blank WAVEMLA_GPU read as '' would
+    plan CPU calls for the H200 but fail CUDA calls as no preset; a blank int knob would raise)."""
+    environ.update({"WAVEMLA_BLOCK_H": "  ", "WAVEMLA_BATCH_INVARIANT": " ", "WAVEMLA_GPU": " \t"})
+    environ["WAVEMLA_CACHE_DIR"] = " "
+    assert config.get("WAVEMLA_BLOCK_H") is None
+    assert config.get("WAVEMLA_BATCH_INVARIANT") is False
+    assert config.get("WAVEMLA_GPU") is None
+    assert config.get("WAVEMLA_CACHE_DIR") is None
+    with config.override(WAVEMLA_GPU=" "):
+        assert config.get("WAVEMLA_GPU") is None
+
+
 @pytest.mark.parametrize(
     ("name", "raw", "expected"),
     [

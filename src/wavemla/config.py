@@ -170,9 +170,9 @@ KNOBS: dict[str, Knob] = {
             "str",
             "auto",
             "The dense decode's warp-specialized split kernel (Gluon, sm_90: one TMA warp, two math warpgroups) "
-            "for bf16/fp16 rows of width 576 in 64-key pages with s_q*h a multiple of 64 and one dot of P (not bf16 "
-            "rows under WAVEMLA_DENSE_P=split), Triton 3.6 and newer. 'auto' and 'on': wherever it applies, 'off': "
-            "the Triton kernel everywhere.",
+            "for bf16/fp16 rows of width 576 in pages of a multiple of 64 keys with s_q*h a multiple of 64 and one "
+            "dot of P (not bf16 rows under WAVEMLA_DENSE_P=split), Triton 3.6 and newer. 'auto' and 'on': wherever "
+            "it applies, 'off': the Triton kernel everywhere.",
             choices=("auto", "on", "off"),
         ),
         Knob(
@@ -260,7 +260,8 @@ def _warn_unknown() -> None:
 
 
 def get(name: str) -> Any:
-    """The knob's current value: an override, else the parsed environment value, else the default."""
+    """The knob's current value: an override, else the parsed environment value, else (unset, empty or blank) the
+    default."""
     if name not in KNOBS:
         raise KeyError(f"unknown wavemla knob {name!r}; known: {', '.join(KNOBS)}")
     if name in _overrides:
@@ -269,7 +270,7 @@ def get(name: str) -> Any:
         if not _cache:  # the first read since the environment was (re)loaded
             _warn_unknown()
         raw = _environ().get(name)
-        _cache[name] = KNOBS[name].default if raw is None or raw == "" else KNOBS[name].parse(raw)
+        _cache[name] = KNOBS[name].default if raw is None or not raw.strip() else KNOBS[name].parse(raw)
     return _cache[name]
 
 
@@ -302,7 +303,7 @@ def override(**values: Any) -> Iterator[None]:
             if name not in KNOBS:
                 raise KeyError(f"unknown wavemla knob {name!r}")
             knob = KNOBS[name]
-            if value is None:  # unset: the knob reads as its default, whatever the environment holds
+            if value is None or (isinstance(value, str) and not value.strip()):  # unset, as a blank environment value
                 _overrides[name] = knob.default
             else:
                 _overrides[name] = knob.parse(str(int(value) if isinstance(value, bool) else value))

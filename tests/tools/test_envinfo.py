@@ -125,6 +125,14 @@ def test_gpu_preset(environ: dict[str, str], capsys: pytest.CaptureFixture[str])
     assert "WAVEMLA_GPU   NVIDIA RTX PRO 6000" in out and "sm_120, 188 SMs" in out
 
 
+def test_blank_gpu_preset_is_unset(environ: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    """A blank WAVEMLA_GPU is no preset (the knob reads as unset): the report says so, with no error to point to."""
+    environ["WAVEMLA_GPU"] = "  "
+    code, out = _run(capsys)
+    assert code == 0 and "error:" not in out
+    assert "WAVEMLA_GPU   unset (plans use the CUDA device)" in out
+
+
 def test_unknown_gpu_preset_exits_2(environ: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     environ["WAVEMLA_GPU"] = "h300"
     code, out = _run(capsys, "--json")

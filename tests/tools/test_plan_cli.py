@@ -214,10 +214,35 @@ def test_auto_uses_the_wavemla_gpu_knob(environ: dict[str, str], capsys: pytest.
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a machine without a GPU")
-def test_auto_without_a_gpu_says_what_to_do(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _run(capsys, "--gpu", "auto", "--batch", "8")
+@pytest.mark.parametrize("auto", ["auto", " AUTO ", "Au-to"])
+def test_auto_without_a_gpu_says_what_to_do(capsys: pytest.CaptureFixture[str], auto: str) -> None:
+    """Spelt any way the preset names may be (case, spaces, dashes ignored), 'auto' is --gpu auto."""
+    code, out, err = _run(capsys, "--gpu", auto, "--batch", "8")
     assert code == 2 and out == ""
     assert "--gpu auto" in err and "WAVEMLA_GPU" in err
+
+
+def test_auto_spelt_as_presets_are_uses_the_wavemla_gpu_knob(
+    environ: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    environ["WAVEMLA_GPU"] = "a100"
+    code, out, _ = _run(capsys, "--gpu", "Au_to", "--batch", "8", "--json")
+    assert code == 0 and json.loads(out)["device"]["name"] == "a100"
+
+
+def test_auto_on_a_gpu_wavemla_cannot_plan_for_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A GPU older than sm_80 (DeviceSpec.from_torch raises RuntimeError): exit 2 naming ``--gpu auto``, no
+    traceback."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    props = SimpleNamespace(name="Tesla T4", major=7, minor=5, multi_processor_count=40)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: props)
+    code, out, err = _run(capsys, "--gpu", "auto", "--batch", "8")
+    assert code == 2 and out == ""
+    assert err.startswith("wavemla plan: --gpu auto: ") and "sm_75" in err
 
 
 @pytest.mark.parametrize(
@@ -325,6 +350,35 @@ def test_dense_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "dense.png"
     code, out, _ = _run(capsys, "--gpu", "h200", "--mode", "dense", "--batch", "8", "24", "--png", str(path))
     assert code == 0 and f"wrote {path}" in out and path.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("missing/plan.png", id="no-such-directory"),
+        pytest.param("plan.txt", id="a-format-matplotlib-cannot-write"),
+        pytest.param("", id="empty"),
+    ],
+)
+def test_png_that_cannot_be_written_exits_2_naming_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str
+) -> None:
+    """A ``--png`` file that cannot be written is a bad argument like any other: exit 2, the option named, no
+    traceback (an empty name is refused rather than skipping the plot)."""
+    pytest.importorskip("matplotlib")
+    path = str(tmp_path / name) if name else name
+    code, out, err = _run(capsys, "--gpu", "h200", "--batch", "8", "--png", path)
+    assert code == 2 and out == ""
+    assert err.startswith("wavemla plan: --png: ")
+
+
+def test_gpu_help_names_every_preset() -> None:
+    """``WAVEMLA_GPU``'s documentation sends the reader to ``wavemla plan --help`` for the preset names."""
+    assert "wavemla plan --help" in config.KNOBS["WAVEMLA_GPU"].doc
+    sub = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    text = "".join(sub.choices["plan"].format_help().split())  # argparse wraps lines, at hyphens too
+    for name in PRESETS:
+        assert name in text, name
 
 
 def test_png_needs_no_pyplot() -> None:

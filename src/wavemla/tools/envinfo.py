@@ -139,13 +139,13 @@ def format_text(info: dict[str, Any]) -> str:
     if info["gpu_preset"] is not None:
         lines.append(f"WAVEMLA_GPU   {_spec_line(info['gpu_preset'])} (plans use this preset)")
     else:
-        gpu_raw = next(row["raw"] for row in info["knobs"] if row["name"] == "WAVEMLA_GPU")
+        gpu_row = next(row for row in info["knobs"] if row["name"] == "WAVEMLA_GPU")
         lines.append(
             "WAVEMLA_GPU   "
             + (
                 "unset (plans use the CUDA device)"
-                if gpu_raw in (None, "")
-                else f"{gpu_raw!r} (not usable, see errors)"
+                if gpu_row["value"] is None  # unset, empty or blank
+                else f"{gpu_row['raw']!r} (not usable, see errors)"
             )
         )
 

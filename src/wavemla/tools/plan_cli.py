@@ -32,12 +32,13 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from wavemla.device import KIB, DeviceSpec, NoCudaDeviceError, current_spec, get_spec
+from wavemla.device import KIB, PRESETS, DeviceSpec, current_spec, get_spec
 from wavemla.plan import tiles_label
 
 # Compressed index width per layer kind (DeepSeek-V4: CSA 512 and HCA 1024 as in FlashMLA's MODEL1 benchmark).
@@ -53,12 +54,10 @@ DEFAULT_BATCHES = [1, 8, 32, 48, 64, 80, 96, 128, 256]
 
 def resolve_gpu(name: str) -> DeviceSpec:
     """A preset by name, or ``auto``: the ``WAVEMLA_GPU`` preset, else the CUDA device torch sees."""
-    if name.strip().lower() == "auto":
+    if re.sub(r"[^a-z0-9]", "", name.lower()) == "auto":  # spelt as get_spec reads names
         try:
             return current_spec()
-        except NoCudaDeviceError as exc:
-            raise ValueError(f"--gpu auto: {exc}") from None
-        except ValueError as exc:
+        except (RuntimeError, ValueError) as exc:  # no CUDA device, one older than sm_80, a bad WAVEMLA_GPU
             raise ValueError(f"--gpu auto: {exc}") from None
     try:
         return get_spec(name)
@@ -355,12 +354,17 @@ def render_png(
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    try:
+        fig.savefig(path, dpi=120)
+    except (OSError, ValueError) as exc:  # a missing directory, no permission, a format matplotlib cannot write
+        raise ValueError(f"--png: {exc}") from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--gpu", default="auto", help="DeviceSpec preset (h200, rtx-pro-6000, ...) or 'auto' for this GPU / WAVEMLA_GPU"
+        "--gpu",
+        default="auto",
+        help=f"DeviceSpec preset ({', '.join(PRESETS)}) or 'auto' (default): the WAVEMLA_GPU preset, else this GPU",
     )
     parser.add_argument("--heads", type=int, default=64, help="query heads h_q (default 64)")
     parser.add_argument(
@@ -460,6 +464,8 @@ def run(args: argparse.Namespace) -> int:
                 raise ValueError(
                     f"{name}: not an option of --mode {mode} (it is one of --mode {', '.join(owners[name])})"
                 )
+        if args.png is not None and not args.png.strip():
+            raise ValueError("--png: expected a file name, got an empty one")
         device = resolve_gpu(args.gpu)
         make: Callable[..., list[dict[str, Any]]]
         batches = list(DEFAULT_BATCHES if args.batch is None else args.batch)
