@@ -97,7 +97,9 @@ KNOBS: dict[str, Knob] = {
             "WAVEMLA_NUM_WARPS",
             "int",
             None,
-            "Warps per program of the split kernels (sparse and dense decode).",
+            "Warps per program of the split kernels (sparse and dense decode). The warp-specialized sm_90 kernels "
+            "keep their own warpgroups wherever they take the tile (WAVEMLA_SPARSE_WS / WAVEMLA_DENSE_WS=off runs "
+            "the Triton kernel with these warps); the sparse prefill has its own tiles.",
             choices=(2, 4, 8, 16),
         ),
         Knob(
@@ -106,7 +108,7 @@ KNOBS: dict[str, Knob] = {
             None,
             "Software-pipelining depth of the KV loop (Triton num_stages); with FP8 caches 2 or 3 selects the "
             "staged tiles (raw rows through cp.async, decoded per 64- or 128-wide block), 1 the register-decoded "
-            "ones.",
+            "ones. Not read by the warp-specialized sm_90 kernels (their two stages are fixed).",
             choices=(1, 2, 3),
         ),
         Knob(
