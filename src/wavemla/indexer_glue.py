@@ -44,6 +44,15 @@ def sparse_decode_extra_args(
         raise ValueError(f"topk_length: expected shape [{b}, {s_q}] or [{b}], got {_describe(topk_length)}")
     if topk_length.device != indices.device:
         raise ValueError(f"topk_length: expected a tensor on {indices.device}, got {_describe(topk_length)}")
+    _check_page(extra_k_cache, index_page_size)
+    return {
+        "extra_indices_in_kvcache": indices,
+        "extra_topk_length": topk_length_per_request(topk_length),
+    }
+
+
+def _check_page(extra_k_cache: object, index_page_size: int | None) -> None:
+    """``extra_k_cache``'s page (its dim 1) must be ``index_page_size`` where both are given."""
     if (
         extra_k_cache is not None
         and index_page_size is not None
@@ -57,10 +66,6 @@ def sparse_decode_extra_args(
             f"extra_k_cache: expected page size {index_page_size} (the index-K cache's), so that indexer slots "
             f"address the same rows; got {_describe(extra_k_cache)}"
         )
-    return {
-        "extra_indices_in_kvcache": indices,
-        "extra_topk_length": topk_length_per_request(topk_length),
-    }
 
 
 def indexer_extra_args(
@@ -74,18 +79,26 @@ def indexer_extra_args(
     extra_k_cache: torch.Tensor | None = None,
     max_n_comp: int | None = None,
     index_k_layout: str = "rows",
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
+    workspace: torch.Tensor | None = None,
+    select: str | None = None,
 ) -> dict[str, torch.Tensor]:
     """Run :func:`~wavemla.kernels.indexer.lightning_indexer` and return the sparse decode's extra-cache kwargs.
 
-    ``index_k_layout`` is passed through (``"rows"`` or ``"paged"``, the byte layout of FP8 or MXFP4 rows).
+    ``index_k_layout``, ``out``, ``workspace`` and ``select`` are passed through (``out`` and ``workspace``: fixed
+    buffers, as a CUDA graph replays them). A page-size mismatch between ``extra_k_cache`` and the index-K cache
+    raises before the indexer runs.
 
     Example::
 
         kwargs = indexer_extra_args(q_idx, w, index_k_cache, block_table, n_comp, 512, extra_k_cache=comp_cache)
     """
+    paged = isinstance(index_k_cache, torch.Tensor) and index_k_cache.dim() >= 2  # else the indexer names it
+    _check_page(extra_k_cache, index_k_cache.shape[1] if paged else None)
     indices, topk_length = lightning_indexer(
-        q_idx, weights, index_k_cache, block_table, n_comp, topk, max_n_comp=max_n_comp, index_k_layout=index_k_layout
-    )
+        q_idx, weights, index_k_cache, block_table, n_comp, topk, max_n_comp=max_n_comp, out=out,
+        workspace=workspace, index_k_layout=index_k_layout, select=select,
+    )  # fmt: skip
     return sparse_decode_extra_args(
         indices, topk_length, extra_k_cache=extra_k_cache, index_page_size=index_k_cache.shape[1]
     )

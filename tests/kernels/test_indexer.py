@@ -898,6 +898,33 @@ def test_rejects_bad_out_buffers(device):
 
 
 # ------------------------------------------------------------------------------------------------------ wiring
+def test_indexer_extra_args_checks_the_page_first_and_passes_buffers_through(device, monkeypatch):
+    """A page mismatch raises before any launch; ``out``, ``workspace`` and ``select`` reach the indexer (fixed
+    buffers for a CUDA graph)."""
+    import wavemla.indexer_glue as glue
+
+    p = make_problem(2, 1, 64, [300, 10], device=device, seed=13)
+    calls: list[dict[str, object]] = []
+
+    def watched(*args, **kwargs):
+        calls.append(kwargs)
+        return lightning_indexer(*args, **kwargs)
+
+    monkeypatch.setattr(glue, "lightning_indexer", watched)
+    with pytest.raises(ValueError, match="extra_k_cache: expected page size 64"):
+        indexer_extra_args(p.q, p.w, p.cache, p.table, p.n_comp, 64, extra_k_cache=torch.empty(3, 2, 1, 584))
+    assert calls == []  # refused before the indexer ran
+    idx = torch.full((2, 1, 64), -7, dtype=torch.int32, device=device)
+    length = torch.full((2, 1), -7, dtype=torch.int32, device=device)
+    ws = torch.empty(indexer_workspace_numel(2, 1, 64, p.table.shape[1] * 64), dtype=torch.int32, device=device)
+    kwargs = indexer_extra_args(p.q, p.w, p.cache, p.table, p.n_comp, 64, out=(idx, length), workspace=ws,
+                                select="token")  # fmt: skip
+    assert calls[-1]["out"] == (idx, length) and calls[-1]["workspace"] is ws and calls[-1]["select"] == "token"
+    assert kwargs["extra_indices_in_kvcache"] is idx
+    want, _ = lightning_indexer_ref(p.q, p.w, p.cache, p.table, p.n_comp, 64)
+    assert torch.equal(idx.cpu(), want.cpu())
+
+
 def test_sparse_decode_extra_args(device):
     p = make_problem(2, 2, 64, [300, 10], device=device, seed=12)
     kwargs = indexer_extra_args(p.q, p.w, p.cache, p.table, p.n_comp, 64, extra_k_cache=torch.empty(3, 64, 1, 584))
