@@ -15,8 +15,8 @@ from collections.abc import Sequence
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": (
         "wavemla.tools.demo",
-        "run one DSV4-Flash CSA decode step (--dense: a V3 paged dense step; --prefill: a V4 sparse prefill step) "
-        "and check it against the fp64 reference",
+        "run one DSV4-Flash CSA decode step (--dense: a V3 paged dense step; --v32: a V3.2 sparse step; --prefill: "
+        "a V4 sparse prefill step) and check it against the fp64 reference",
     ),
     "bench": ("wavemla.tools.bench", "time sparse decode at DSV4 shapes, or --dense paged decode at V3 shapes"),
     "layer-bench": ("wavemla.tools.layer_bench", "time one DSV4-Flash decoder layer by component; traces for trace"),

@@ -40,7 +40,10 @@ def test_cli_registers_the_verb() -> None:
         (("--prefill", "--batch", "3"), "--prefill"),
         (("--prefill", "--v32"), "--prefill"),
         (("--v32", "--dense"), "--v32"),
-        (("--v32", "--fp8"), "--fp8"),
+        (("--v32", "--fp8"), "--v32"),
+        (("--v32", "--fp8-tensor"), "--v32"),
+        (("--prefill", "--fp8"), "--prefill"),
+        (("--prefill", "--fp8-tensor"), "--prefill"),
         (("--fp8-tensor",), "--fp8-tensor"),
         (("--dense", "--fp8", "--fp8-tensor"), "--fp8-tensor"),
         (("--v32", "--batch", "0"), "--batch"),
@@ -51,6 +54,20 @@ def test_bad_options_exit_2_naming_the_option(
 ) -> None:
     code, out, err = _run(capsys, "--cpu", *argv)
     assert code == 2 and f"{option}:" in err and "result:" not in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("--v32", "--fp8"), ("--v32", "--fp8-tensor"), ("--prefill", "--fp8"), ("--prefill", "--fp8-tensor")],
+)
+def test_a_refusal_asks_to_drop_the_cache_option_not_to_add_dense(
+    argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--v32 and --prefill refuse the dense step's cache options themselves: the refusal asks to drop the option,
+    not to add --dense, which the same steps refuse."""
+    step, option = argv
+    code, _, err = _run(capsys, "--cpu", *argv)
+    assert code == 2 and err.startswith(f"wavemla demo: {step}:") and option in err and "add --dense" not in err
 
 
 # The interpreter run switches Triton to interpreter mode for the whole process, which must not happen in a process

@@ -61,6 +61,15 @@ def run(args: argparse.Namespace) -> int:
     if args.batch is not None and args.batch < 1:
         print(f"wavemla demo: --batch: expected a positive integer, got {args.batch}", file=sys.stderr)
         return 2
+    # the steps that take none of the dense step's options first: their refusal says to drop them, not to add --dense
+    if args.prefill and (args.dense or args.batch is not None or args.v32 or args.fp8 or args.fp8_tensor):
+        print("wavemla demo: --prefill: a prefill step has query tokens, not requests, and no FP8 cache; drop --dense, "
+              "--fp8, --fp8-tensor, --v32 and --batch", file=sys.stderr)  # fmt: skip
+        return 2
+    if args.v32 and (args.dense or args.fp8 or args.fp8_tensor):
+        print("wavemla demo: --v32: a sparse decode step (its cache is always FP8 V3.2); drop --dense, --fp8 and "
+              "--fp8-tensor", file=sys.stderr)  # fmt: skip
+        return 2
     if args.fp8 and not args.dense:
         print(
             "wavemla demo: --fp8: the dense step's cache format (the sparse step always reads FP8 MODEL1); add --dense",
@@ -69,14 +78,6 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.fp8_tensor and (not args.dense or args.fp8):
         print("wavemla demo: --fp8-tensor: the dense step's per-tensor FP8 cache; add --dense (and drop --fp8)",
-              file=sys.stderr)  # fmt: skip
-        return 2
-    if args.prefill and (args.dense or args.batch is not None or args.v32):
-        print("wavemla demo: --prefill: a prefill step has query tokens, not requests; drop --dense, --v32 and "
-              "--batch", file=sys.stderr)  # fmt: skip
-        return 2
-    if args.v32 and args.dense:
-        print("wavemla demo: --v32: a sparse decode step (its cache is always FP8 V3.2); drop --dense and --fp8",
               file=sys.stderr)  # fmt: skip
         return 2
     on_gpu = torch.cuda.is_available() and not args.cpu
