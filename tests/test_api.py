@@ -274,3 +274,40 @@ def test_backward_through_a_call_is_refused_naming_the_inputs() -> None:
     out, _ = wavemla.sparse_mla_decode(**{**v, "q": v["q"].clone().requires_grad_()}, attn_sink=sink)
     with pytest.raises(RuntimeError, match=r"^q, attn_sink: wavemla's attention kernels compute no gradients"):
         out.float().sum().backward()
+
+
+def far_apart_rows(page: int, token_stride: int, seed: int = 7) -> tuple[torch.Tensor, torch.Tensor]:
+    """(a one-block row cache whose ``page`` rows lie ``token_stride`` elements apart, the same rows back to back):
+    the memory between rows is allocated, never written."""
+    gen = torch.Generator().manual_seed(seed)
+    rows = torch.randn((1, page, 1, 512), generator=gen).to(DTYPE).to(DEVICE)
+    flat = torch.empty((page - 1) * token_stride + 512, dtype=DTYPE, device=DEVICE)
+    cache = flat.as_strided((1, page, 1, 512), (page * token_stride, token_stride, 512, 1))
+    cache.copy_(rows)
+    return cache, rows
+
+
+def test_rows_of_a_page_past_int32_offsets_are_refused() -> None:
+    """The kernels address a row inside its page as ``row · stride(1)`` in int32: a row cache whose page stride puts
+    a page's last row 2^31 elements or more past its first is refused, naming the cache (it read memory before
+    the cache, an illegal address on a GPU); below that the call is the one over the same rows back to back."""
+    token_stride = 2**30 + 512  # rows 0 and 1 in reach, row 2 at 2^31 + 1024 elements
+    q = torch.randn((1, 1, 4, 512), generator=torch.Generator().manual_seed(1)).to(DTYPE).to(DEVICE)
+    none = torch.full((1, 1, 4), -1, dtype=torch.int32, device=DEVICE)  # nothing read: no fault before the fix
+    far, _ = far_apart_rows(3, token_stride)
+    message = r"a page's last row lies 2147484672 elements past its first"
+    with pytest.raises(ValueError, match=rf"^kv_cache: {message}"):
+        wavemla.sparse_mla_decode(q, far, none)
+    near, _ = far_apart_rows(3, 512)
+    with pytest.raises(ValueError, match=rf"^extra_kv_cache: {message}"):
+        wavemla.sparse_mla_decode(q, near, none, extra_kv_cache=far, extra_indices=none)
+    table, no_keys = torch.zeros((1, 1), dtype=torch.int32, device=DEVICE), torch.zeros(1, dtype=torch.int32)
+    with pytest.raises(ValueError, match=rf"^k_cache: {message}"):
+        wavemla.dense_mla_decode(q, far, table, no_keys.to(DEVICE))
+    far, rows = far_apart_rows(2, token_stride)
+    idx = torch.tensor([[[1, 0, -1, 1]]], dtype=torch.int32, device=DEVICE)
+    got, want = wavemla.sparse_mla_decode(q, far, idx), wavemla.sparse_mla_decode(q, rows, idx)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    two = torch.full((1,), 2, dtype=torch.int32, device=DEVICE)
+    got, want = wavemla.dense_mla_decode(q, far, table, two), wavemla.dense_mla_decode(q, rows, table, two)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])

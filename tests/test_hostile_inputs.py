@@ -675,6 +675,7 @@ MUTATIONS: dict[str, Callable[[Case, torch.Generator], str]] = {
     "scale_nan": _bad_scale(float("nan")),
     "scale_inf": _bad_scale(float("inf")),
     "scale_fp32_overflow": _bad_scale(1e300),
+    "scale_int_past_float": _bad_scale(10**400),
     "scale_str": _bad_scale("0.1"),
     "scale_bool": _bad_scale(True),
     "scale_tensor": _bad_scale(torch.tensor(0.1)),

@@ -80,6 +80,7 @@ _SPARSE_INPUTS = (
     "q", "kv_cache", "indices", "topk_length", "extra_kv_cache", "extra_indices", "extra_topk_length", "attn_sink",
 )  # fmt: skip
 _DENSE_INPUTS = ("q", "k_cache", "block_table", "cache_seqlens")
+_INT32_MAX = 2**31 - 1
 _MAX_REPLAYS = 8  # call signatures whose launches a metadata object keeps (kernels.launch)
 
 
@@ -262,8 +263,20 @@ def _check_cache(name: str, cache: Any, device: torch.device) -> bool:
             raise ValueError(f"{name}: expected head_dim {D_QK} for bf16/fp16 rows, got {cache.shape[3]}")
         if cache.stride(3) != 1:
             raise ValueError(f"{name}: the last dimension must be contiguous (stride 1), got stride {cache.stride(3)}")
+        _check_page_span(name, cache, page)
         return False
     raise ValueError(f"{name}: expected bf16/fp16 rows or a uint8/float8_e4m3fn MODEL1 cache, got {cache.dtype}")
+
+
+def _check_page_span(name: str, cache: torch.Tensor, page: int) -> None:
+    """A row cache's rows inside a page lie within int32 element offsets of its first row (the kernels compute a
+    row's offset in its page, ``row · stride(1)``, in int32; the block offset is int64)."""
+    span = (page - 1) * cache.stride(1)
+    if span > _INT32_MAX:
+        raise ValueError(
+            f"{name}: a page's last row lies {span} elements past its first ((page - 1) · stride(1)), more than "
+            "2^31 - 1 (the kernels address rows inside a page with int32 offsets)"
+        )
 
 
 def _check_indices(name: str, idx: Any, b: int, s_q: int, device: torch.device) -> None:
@@ -839,6 +852,7 @@ def _check_dense_cache(cache: Any, d_qk: int, device: torch.device) -> str:
             raise ValueError(f"k_cache: expected rows of q's d_qk {d_qk}, got {cache.shape[3]}")
         if cache.stride(3) != 1:
             raise ValueError(f"k_cache: the last dimension must be contiguous (stride 1), got stride {cache.stride(3)}")
+        _check_page_span("k_cache", cache, page)
         return "rows"
     raise ValueError(
         f"k_cache: expected bf16/fp16 rows or a uint8/float8_e4m3fn FP8 cache (V3.2 or per-tensor), got {cache.dtype}"
@@ -859,7 +873,10 @@ def _check_descale(name: str, scale: Any, device: torch.device) -> torch.Tensor:
 def _check_scale(softmax_scale: Any, default: float, name: str = "softmax_scale") -> float:
     if softmax_scale is not None and (isinstance(softmax_scale, bool) or not isinstance(softmax_scale, numbers.Real)):
         raise ValueError(f"{name}: expected a Python float, got {type(softmax_scale).__name__}")
-    scale = default if softmax_scale is None else float(softmax_scale)
+    try:
+        scale = default if softmax_scale is None else float(softmax_scale)
+    except OverflowError:  # an int (or fraction) beyond any float: refused as too large below
+        scale = math.inf
     if not 0.0 < scale <= _MAX_SOFTMAX_SCALE:
         raise ValueError(
             f"{name}: expected a finite positive float (at most {_MAX_SOFTMAX_SCALE:.4g}, so that "
