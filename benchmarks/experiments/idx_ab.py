@@ -18,6 +18,7 @@ import importlib.util
 import json
 import statistics
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,25 @@ def caller(mod: Any, case: IndexerBenchCase, data: dict[str, torch.Tensor], path
     return call, out
 
 
+def copy_rate() -> float:
+    """The device-to-device copy rate (GB/s, bytes read + written) measured now; printed."""
+    copy_us = statistics.median(copy_samples_us(COPY_BYTES, 20))
+    copy_gbps = 2 * COPY_BYTES / copy_us / 1e3
+    print(f"copy {copy_gbps:.0f} GB/s", flush=True)
+    return copy_gbps
+
+
+def fp8_cases(shapes: list[str]) -> Iterator[tuple[int, int, IndexerBenchCase, dict[str, torch.Tensor], int]]:
+    """(b, n_comp, case, its inputs, index-K bytes) per ``B:N`` shape: FP8 page-split rows and FP8 q, one seeded
+    generator for all."""
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(0)
+    for spec in shapes:
+        b, n = (int(x) for x in spec.split(":"))
+        case = IndexerBenchCase(b=b, n_comp=n, kv_format="fp8-paged", q_format="fp8")
+        yield b, n, case, _fill_case(case, gen), index_k_bytes(case)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
@@ -64,17 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         print("idx_ab.py: needs a CUDA device", file=sys.stderr)
         return 2
     other = import_file(args.other, "indexer_other")
-    copy_us = statistics.median(copy_samples_us(COPY_BYTES, 20))
-    copy_gbps = 2 * COPY_BYTES / copy_us / 1e3
-    print(f"copy {copy_gbps:.0f} GB/s", flush=True)
-    gen = torch.Generator(device="cuda")
-    gen.manual_seed(0)
+    copy_gbps = copy_rate()
     rows: list[dict[str, Any]] = []
-    for spec in args.shapes:
-        b, n = (int(x) for x in spec.split(":"))
-        case = IndexerBenchCase(b=b, n_comp=n, kv_format="fp8-paged", q_format="fp8")
-        data = _fill_case(case, gen)
-        nbytes = index_k_bytes(case)
+    for b, n, case, data, nbytes in fp8_cases(args.shapes):
         for path in args.paths or [ix.choose_config(b, 1, 64, n).select]:
             if path == "spread" and b > ix.SPREAD_MAX_TOKENS:
                 continue

@@ -28,9 +28,11 @@ from typing import Any
 import torch
 
 os.environ["WAVEMLA_LAUNCH"] = "triton"  # before wavemla reads its knobs
+from idx_ab import copy_rate, fp8_cases  # the experiment beside this one (its folder is on sys.path when run)
+
 import wavemla.kernels.indexer as ix
-from wavemla.tools.bench import copy_samples_us, timing_samples_us
-from wavemla.tools.bench_indexer import COPY_BYTES, IndexerBenchCase, _fill_case, index_k_bytes
+from wavemla.tools.bench import timing_samples_us
+from wavemla.tools.bench_indexer import IndexerBenchCase
 
 _choose = ix.choose_config
 _wave_rows = ix.wave_rows
@@ -98,17 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("idx_rpp.py: needs a CUDA device", file=sys.stderr)
         return 2
-    copy_us = statistics.median(copy_samples_us(COPY_BYTES, 20))
-    copy_gbps = 2 * COPY_BYTES / copy_us / 1e3
-    print(f"copy {copy_gbps:.0f} GB/s", flush=True)
-    gen = torch.Generator(device="cuda")
-    gen.manual_seed(0)
+    copy_gbps = copy_rate()
     rows_out: list[dict[str, Any]] = []
-    for spec in args.shapes:
-        b, n = (int(x) for x in spec.split(":"))
-        case = IndexerBenchCase(b=b, n_comp=n, kv_format="fp8-paged", q_format="fp8")
-        data = _fill_case(case, gen)
-        nbytes = index_k_bytes(case)
+    for b, n, case, data, nbytes in fp8_cases(args.shapes):
         base = _choose(b, 1, 64, n)
         variants = {}
         for v in args.variants:
