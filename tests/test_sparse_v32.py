@@ -261,8 +261,7 @@ def test_list_and_sink_kernels_launch_under_qs_device(monkeypatch: pytest.Monkey
     current GPU with pointers into the other."""
     import contextlib
 
-    from wavemla import api
-    from wavemla.kernels import v32_lists
+    from wavemla.kernels import launch, v32_lists
 
     guarded: list[bool] = []
     active = [0]
@@ -282,7 +281,7 @@ def test_list_and_sink_kernels_launch_under_qs_device(monkeypatch: pytest.Monkey
 
         return wrapped
 
-    monkeypatch.setattr(api, "_device_guard", guard)
+    monkeypatch.setattr(launch, "device_guard", guard)
     monkeypatch.setattr(v32_lists, "compact_lists", watch(v32_lists.compact_lists))
     monkeypatch.setattr(v32_lists, "scale_by_sink", watch(v32_lists.scale_by_sink))
     x = _inputs(2, 1, 16, 32, page=16, blocks=4, fp8=True, seed=3)

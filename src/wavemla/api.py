@@ -347,9 +347,6 @@ def _check_out_memory(out: torch.Tensor, names: tuple[str, ...], inputs: tuple[A
                 raise ValueError(f"out: shares memory with {name} (the kernels read {name} while they write out)")
 
 
-_device_guard = launch.device_guard  # the name the calls below use (tests watch it)
-
-
 _SPECS: dict[str, Any] = {}
 
 
@@ -563,7 +560,7 @@ def sparse_mla_decode(
         batch_invariant=invariant,
     )
     # Triton launches on the current CUDA device: make it q's, as FlashMLA's device guard does.
-    with _device_guard(device):
+    with launch.device_guard(device):
         key = (workload, str(device))
         meta = metadata if metadata is not None else MLAMetadata()
         fresh = meta.key is None
@@ -679,7 +676,7 @@ def _v32_sparse_decode(
     # the rows from the first page's start to the last page's end, those between pages included (never listed)
     span = (blocks - 1) * block_rows + page if blocks else 0
     rows = kv_cache.as_strided((span, 1, 1, width), (width, width, width, 1))
-    with _device_guard(device):  # the list and sink kernels launch on q's GPU, whichever is current
+    with launch.device_guard(device):  # the list and sink kernels launch on q's GPU, whichever is current
         table, lengths = compact_lists(indices, topk_length, slots, page=page, block_rows=block_rows)
         # the dense decode writes the caller's out where it can take it as [b·s_q, 1, h_q, 512] (else its own tensor)
         direct = out is not None and out.is_contiguous()
@@ -1010,7 +1007,7 @@ def dense_mla_decode(
         dtype="fp16" if q.dtype == torch.float16 else "bf16",
         page=page,
     )
-    with _device_guard(device):
+    with launch.device_guard(device):
         key = ("dense", workload, str(device))
         meta = metadata if metadata is not None else MLAMetadata()
         fresh = meta.key is None
@@ -1343,5 +1340,5 @@ def sparse_mla_prefill(
                               (q, kv, indices, attn_sink, topk_length))  # fmt: skip
     p = plan_sparse_prefill(PrefillWorkload(s_q=s_q, h_q=h_q, topk=int(indices.shape[2]), d_qk=d_qk),
                             _device_spec(device))  # fmt: skip
-    with _device_guard(device):
+    with launch.device_guard(device):
         return sparse_prefill(q, kv, indices, scale, p, attn_sink, topk_length, out)

@@ -182,11 +182,15 @@ def _entries_from(payload: Any, source: str) -> dict[str, CompiledResources]:
 def committed_table(kernel: str = KERNEL) -> tuple[str, str, dict[str, CompiledResources]]:
     """(Triton version, kernel id it was generated with, entries by key) of the table shipped with the package for
     ``kernel``."""
-    path = DATA_PATHS[kernel]
     try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
+        return _read_table(DATA_PATHS[kernel])
     except FileNotFoundError:  # a broken install: the planner falls back to estimates and says so
         return "none", "none", {}
+
+
+def _read_table(path: Path) -> tuple[str, str, dict[str, CompiledResources]]:
+    """(Triton version, kernel id, entries by key) of the table file at ``path``."""
+    payload = json.loads(path.read_text(encoding="utf-8"))
     return str(payload["triton"]), str(payload["kernel"]), _entries_from(payload, str(path))
 
 
@@ -201,11 +205,7 @@ def other_table_paths(kernel: str = KERNEL) -> list[Path]:
 def packaged_tables(kernel: str = KERNEL) -> tuple[tuple[str, str, dict[str, CompiledResources]], ...]:
     """Every table shipped for ``kernel``, its main one (:func:`committed_table`) first: (Triton version, kernel id,
     entries by key) each."""
-    tables = [committed_table(kernel)]
-    for path in other_table_paths(kernel):
-        payload = json.loads(path.read_text(encoding="utf-8"))
-        tables.append((str(payload["triton"]), str(payload["kernel"]), _entries_from(payload, str(path))))
-    return tuple(tables)
+    return (committed_table(kernel), *(_read_table(path) for path in other_table_paths(kernel)))
 
 
 def _minor(version: str) -> str:

@@ -1771,13 +1771,9 @@ _RESIDENT: dict[tuple[Any, ...], int] = {}
 def _resident_score_programs(device: torch.device, args: dict[str, Any]) -> int:
     """Score programs the GPU keeps resident at once (SMs × programs an SM), from the registers and shared memory
     of the kernel Triton compiles for ``args`` (compiled ahead of its launch, once per specialisation)."""
-    fixed = ("num_warps", "num_stages")
-    spec_args = sorted(
-        (k, v.dtype if isinstance(v, torch.Tensor) else v)
-        for k, v in args.items()
-        if k in fixed or isinstance(v, bool) or not isinstance(v, int)  # strides and lengths vary call to call
-    )
-    key = (device.index, *spec_args)
+    # the constexprs (upper case), launch options and tensor dtypes: not the strides and lengths, which vary by call
+    key = (device.index, *(v.dtype if isinstance(v, torch.Tensor) else v for k, v in args.items()
+                           if k.isupper() or k.startswith("num_") or isinstance(v, torch.Tensor)))  # fmt: skip
     if key not in _RESIDENT:
         from wavemla.api import _device_spec  # the planner's view of the GPU (wavemla.api imports this module)
 
