@@ -205,6 +205,21 @@ def test_num_splits_must_divide_the_tiles_in_batch_invariant_mode() -> None:
     assert any("batch-invariant: 5 fixed piece(s) of 2 tiles" in r for r in p.reasons)
 
 
+def test_batch_invariant_num_splits_takes_a_tile_it_divides() -> None:
+    """WAVEMLA_NUM_SPLITS in batch-invariant mode is honoured by any tile whose token it divides: 4 pieces do not
+    divide 64x64's 10 tiles a CSA token but do 64x32's 20, so the plan takes a tile of 20 (or 40) tiles; only where
+    no tile's count is divisible is it refused, naming the knob and the counts."""
+    with config.override(WAVEMLA_BATCH_INVARIANT=True, WAVEMLA_NUM_SPLITS=4):
+        p = plan(dsv4(8), H200)
+    assert p.n_tiles % 4 == 0 and p.pieces_tiles == p.n_tiles // 4
+    assert any("4 fixed piece(s)" in r for r in p.reasons)
+    with (
+        pytest.raises(PlanError, match=r"WAVEMLA_NUM_SPLITS=7 must divide .*64x64x8x1: 10 tiles"),
+        config.override(WAVEMLA_BATCH_INVARIANT=True, WAVEMLA_NUM_SPLITS=7),
+    ):
+        plan(dsv4(8), H200)
+
+
 def test_num_splits_and_target_ctas() -> None:
     with config.override(WAVEMLA_NUM_SPLITS=4):
         p = plan(dsv4(32), H200)
@@ -928,3 +943,47 @@ def test_fine_cut_rule_only_where_measured(gpu: str, monkeypatch: pytest.MonkeyP
     monkeypatch.undo()
     clear_caches()
     assert [(p.config, p.units_per_part) for p in with_rule] == [(p.config, p.units_per_part) for p in without]
+
+
+# ---------------------------------------------------------------- enormous batches
+
+
+def _every_whole_token_count(tokens: int, num_hb: int, slots: int) -> list[int]:
+    """Every whole-token program size up to one token a slot and one more: what the partition search costed before it
+    kept only those that can win (plan._whole_token_counts)."""
+    return list(range(1, -(-tokens // max(slots // num_hb, 1)) + 2))
+
+
+BIG_BATCHES = [*range(1, 40), 64, 95, 96, 97, 131, 132, 133, 188, 189, 255, 256, 257, 376, 377, 500, 1000, 1033, 2048,
+               4099, 9973]  # fmt: skip
+
+
+@pytest.mark.parametrize("gpu", sorted(PRESETS))
+@pytest.mark.parametrize("knobs", [{}, {"WAVEMLA_TARGET_CTAS": 7}, {"WAVEMLA_TARGET_CTAS": 100}],
+                         ids=["free", "ctas7", "ctas100"])  # fmt: skip
+def test_pruned_whole_token_sizes_keep_every_plan(gpu: str, knobs: dict[str, int],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Costing only the whole-token program sizes that can win picks the plans costing every size picked."""
+    dev = PRESETS[gpu]
+    shapes = [(h, mode, s_q, fp8) for h, mode, s_q in ((16, "csa", 1), (64, "hca", 1), (128, "csa", 2), (64, "swa", 2))
+              for fp8 in (True, False)]  # fmt: skip
+    with config.override(**knobs):
+        pruned = [plan(dsv4(b, h, mode, s_q, fp8), dev) for h, mode, s_q, fp8 in shapes for b in BIG_BATCHES]
+        monkeypatch.setattr(plan_mod, "_whole_token_counts", _every_whole_token_count)
+        clear_caches()
+        every = [plan(dsv4(b, h, mode, s_q, fp8), dev) for h, mode, s_q, fp8 in shapes for b in BIG_BATCHES]
+    assert pruned == every
+
+
+def test_an_enormous_batch_plans_quickly() -> None:
+    """10^7 requests: the partition search's steps grow with the square root of the batch (it took seconds)."""
+    plan(dsv4(1), H200)  # load the resource table once
+    clear_caches()
+    t0 = time.perf_counter()
+    p = plan(dsv4(10_000_000), H200)
+    q = plan(dsv4(10_000_000, 16, "hca", 2), PRO)
+    assert time.perf_counter() - t0 < 1.0
+    for w, x in ((dsv4(10_000_000), p), (dsv4(10_000_000, 16, "hca", 2), q)):
+        units = w.tokens * x.n_tiles
+        assert x.num_parts * x.units_per_part >= units > (x.num_parts - 1) * x.units_per_part
+        assert x.waves == -(-x.programs // x.slots)

@@ -188,6 +188,14 @@ def test_schedule_arguments_are_checked() -> None:
         dense_schedule([1], 0, 1, 64, 64)
 
 
+@pytest.mark.parametrize("cut_units", [-1, 0, 4])
+def test_schedule_of_no_requests_is_empty_parts(cut_units: int) -> None:
+    """b = 0: every part holds nothing (what the device scheduler's aligned form writes), not a traceback."""
+    s = dense_schedule([], num_parts=4, overhead=3, block_n=64, max_seqlen=4096, cut_units=cut_units)
+    assert s.parts == ((0, 0, 0, 0),) * 4
+    assert s.request_parts == () and s.part_weights == (0, 0, 0, 0) and s.total_weight == 0
+
+
 def test_dense_combine_shape_follows_the_pieces_a_request_can_have():
     from wavemla.plan import dense_combine_pieces, dense_combine_shape
 

@@ -204,3 +204,63 @@ def test_cut_builds_and_their_combine_compile_for_every_arch():
         if name != "combine":
             whole, cut = shared
             assert cut == whole, (arch, name, shared)
+
+
+@pytest.fixture
+def knobs(monkeypatch, tmp_path):
+    """A private environment for the knobs (no knob set) that a test fills."""
+    from wavemla import config
+
+    env = {"WAVEMLA_CACHE_DIR": str(tmp_path)}
+    monkeypatch.setattr(config, "_environ", lambda: env)
+    config.reload()
+    yield env
+    monkeypatch.undo()
+    config.reload()
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [("WAVEMLA_BLOCK_H", "48"), ("WAVEMLA_BLOCK_N", "x"), ("WAVEMLA_NUM_WARPS", "5"), ("WAVEMLA_NUM_STAGES", "4"),
+     ("WAVEMLA_NUM_SPLITS", "0"), ("WAVEMLA_TARGET_CTAS", "0"), ("WAVEMLA_BATCH_INVARIANT", "maybe")],
+)  # fmt: skip
+def test_invalid_plan_knobs_are_refused_as_in_the_decode(knobs, name, raw):
+    """The prefill planner reads the decode's plan knobs, so a bad value is a KnobError naming it here too."""
+    from wavemla.config import KnobError
+
+    knobs[name] = raw
+    with pytest.raises(KnobError, match=name):
+        plan_sparse_prefill(PrefillWorkload(64, 64, 640), get_spec("h200"))
+
+
+def test_tile_knobs_set_the_decode_not_the_prefill(knobs):
+    """Valid tile, split and slot knobs choose the decode kernels' launch: the prefill keeps its own tiles, and its
+    reasons say which knobs it left alone."""
+    w = PrefillWorkload(64, 64, 640)
+    free = plan_sparse_prefill(w, get_spec("h200"))
+    knobs.update({"WAVEMLA_BLOCK_H": "16", "WAVEMLA_NUM_WARPS": "2", "WAVEMLA_NUM_SPLITS": "3",
+                  "WAVEMLA_TARGET_CTAS": "7"})  # fmt: skip
+    from wavemla import config
+
+    config.reload()
+    p = plan_sparse_prefill(w, get_spec("h200"))
+    assert (p.config, p.splits, p.programs) == (free.config, free.splits, free.programs)
+    said = [r for r in p.reasons if "not applied" in r]
+    assert said and all(k in said[0] for k in ("WAVEMLA_BLOCK_H=16", "WAVEMLA_NUM_WARPS=2", "WAVEMLA_NUM_SPLITS=3",
+                                               "WAVEMLA_TARGET_CTAS=7"))  # fmt: skip
+    assert not any("not applied" in r for r in free.reasons)
+
+
+def test_batch_invariant_prefill_keeps_whole_lists_and_one_tile(knobs):
+    """WAVEMLA_BATCH_INVARIANT: a token's bits must not depend on the tokens beside it, so the prefill neither cuts
+    short calls' lists into pieces nor narrows their head blocks: every token count runs the same tile whole."""
+    from wavemla import config
+
+    h200 = get_spec("h200")
+    assert plan_sparse_prefill(PrefillWorkload(4, 64, 640), h200).splits > 1  # a short call is cut by default
+    knobs["WAVEMLA_BATCH_INVARIANT"] = "1"
+    config.reload()
+    plans = [plan_sparse_prefill(PrefillWorkload(s_q, 64, 640), h200) for s_q in (1, 4, 16, 64, 4096)]
+    assert {(str(p.config), p.splits) for p in plans} == {("64x64x8x3", 1)}
+    assert all(p.piece_tiles == 10 for p in plans)
+    assert any("batch-invariant" in r for r in plans[0].reasons)

@@ -83,14 +83,16 @@ KNOBS: dict[str, Knob] = {
             "WAVEMLA_BLOCK_H",
             "int",
             None,
-            "Query heads per program (the BLOCK_H tile). Each gathered KV tile is shared by this many heads.",
+            "Query heads per program (the BLOCK_H tile) of the split kernels (sparse and dense decode). Each gathered "
+            "KV tile is shared by this many heads. The sparse prefill has its own tiles (checked, not applied).",
             choices=(16, 32, 64),
         ),
         Knob(
             "WAVEMLA_BLOCK_N",
             "int",
             None,
-            "KV rows per tile (the BLOCK_N tile).",
+            "KV rows per tile (the BLOCK_N tile) of the split kernels (sparse and dense decode); the sparse prefill "
+            "has its own tiles (checked, not applied).",
             choices=(16, 32, 64),
         ),
         Knob(
@@ -99,7 +101,7 @@ KNOBS: dict[str, Knob] = {
             None,
             "Warps per program of the split kernels (sparse and dense decode). The warp-specialized sm_90 kernels "
             "keep their own warpgroups wherever they take the tile (WAVEMLA_SPARSE_WS / WAVEMLA_DENSE_WS=off runs "
-            "the Triton kernel with these warps); the sparse prefill has its own tiles.",
+            "the Triton kernel with these warps); the sparse prefill has its own tiles (checked, not applied).",
             choices=(2, 4, 8, 16),
         ),
         Knob(
@@ -108,7 +110,8 @@ KNOBS: dict[str, Knob] = {
             None,
             "Software-pipelining depth of the KV loop (Triton num_stages); with FP8 caches 2 or 3 selects the "
             "staged tiles (raw rows through cp.async, decoded per 64- or 128-wide block), 1 the register-decoded "
-            "ones. Not read by the warp-specialized sm_90 kernels (their two stages are fixed).",
+            "ones. Not read by the warp-specialized sm_90 kernels (their two stages are fixed); the sparse prefill "
+            "has its own tiles (checked, not applied).",
             choices=(1, 2, 3),
         ),
         Knob(
@@ -116,7 +119,8 @@ KNOBS: dict[str, Knob] = {
             "int",
             None,
             "Force every query token's rows into this many pieces of ceil(tiles / N) tiles (split-KV; fewer where "
-            "that size covers a token in fewer), instead of the planner's balanced partition.",
+            "that size covers a token in fewer), instead of the planner's balanced partition (sparse decode; in "
+            "batch-invariant mode among the tiles whose tokens it divides).",
             minimum=1,
             maximum=256,
         ),
@@ -134,7 +138,8 @@ KNOBS: dict[str, Knob] = {
             "bool",
             False,
             "Make each request's output bits independent of batch size and composition (fixed split boundaries "
-            "per request, fixed reduction order).",
+            "per request, fixed reduction order); the sparse prefill then runs whole lists in one tile per head "
+            "count, whatever the token count.",
         ),
         Knob(
             "WAVEMLA_FP8_DECODE",

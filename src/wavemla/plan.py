@@ -1166,6 +1166,32 @@ def _slot_levels(cost: _Coster, device: DeviceSpec) -> set[int]:
     return {min(k * device.num_sms, cost.slots) for k in range(low, cost.occ + 1)}
 
 
+def _whole_token_counts(tokens: int, num_hb: int, slots: int) -> list[int]:
+    """Whole tokens a program (``k``) worth costing among ``1 .. ceil(tokens / parts) + 1``, ``parts`` the parts one
+    wave of ``slots`` holds.
+
+    Programs of ``k`` whole tokens cut none, and in a launch of two or more waves every tile costs the same (all
+    ``occ`` slots busy), so at a given wave count a larger ``k`` only adds tiles and segments: of the ``k`` giving
+    one wave count only the smallest can be the cheapest. Costing that one (and every ``k`` of one wave, where the
+    tile's price depends on the programs) picks what costing every ``k`` picks, in a number of steps that grows
+    with the square root of the batch rather than with the batch (10^7 requests took seconds)."""
+    last = -(-tokens // max(slots // num_hb, 1)) + 1
+    counts = [k for k in (1, 2) if k <= last]  # small programs may be raised to the smallest offered size
+    k = 1
+    while k <= last:
+        parts = -(-tokens // k)
+        waves = -(-parts * num_hb // slots)
+        if waves <= 1:
+            counts.extend(range(k, last + 1))
+            break
+        counts.append(k)
+        fewer = (waves - 1) * slots // num_hb  # the most parts that fit one wave fewer
+        if fewer < 1:
+            break  # no k gives fewer waves: the larger ones cost more at this count
+        k = max(k + 1, -(-tokens // fewer))  # the smallest k whose parts fit that
+    return counts
+
+
 def _partition(cost: _Coster, device: DeviceSpec, forced_slots: bool, pad: bool = True) -> _Split:
     """The cheapest units_per_part (see the module doc for the candidates); ``pad`` offers padded tokens too."""
     total, n_tiles, num_hb, slots = cost.total, cost.n_tiles, cost.num_hb, cost.slots
@@ -1182,7 +1208,7 @@ def _partition(cost: _Coster, device: DeviceSpec, forced_slots: bool, pad: bool 
                 candidates.add(next(e for e in _even_sizes(n_tiles) if e >= u))
             if cost.segment_us:  # the next sizes that start programs at fewer offsets into a token (fewer segments)
                 candidates.update(-(-u // g) * g for g in _even_sizes(n_tiles))
-    candidates.update(n_tiles * k for k in range(1, -(-cost.tokens // max(slots // num_hb, 1)) + 2))
+    candidates.update(n_tiles * k for k in _whole_token_counts(cost.tokens, num_hb, slots))
     best: _Split | None = None
     skipped: _Split | None = None
     for u in sorted({max(u, cost.min_upp) for u in candidates}):
@@ -1303,8 +1329,8 @@ def _invariant_choice(
     plans of ``workload``'s shape (its batch is ignored): the measured pair on sm_90 for the DeepSeek-V4 shapes
     (``_SM90_INVARIANT_MEASURED``, unless a knob forces the tile or the pieces); otherwise, among the fitting
     configurations (or the one the tile knobs force) and every piece count dividing the token's tiles (or the one
-    WAVEMLA_NUM_SPLITS forces), the pair whose predicted time is at most the smallest multiple of the free
-    planner's over ``_INVARIANT_REFERENCE_BATCHES``."""
+    WAVEMLA_NUM_SPLITS forces, with the configurations whose tiles it divides), the pair whose predicted time is at
+    most the smallest multiple of the free planner's over ``_INVARIANT_REFERENCE_BATCHES``."""
     forced_splits = config.get("WAVEMLA_NUM_SPLITS")
     # the reference: the free planner's plans without padded tokens, those the pieces were chosen and measured
     # against (padding moves only small batches' plans, b = 32 among the references)
@@ -1325,6 +1351,7 @@ def _invariant_choice(
         if measured is not None:
             configs = [c for c in configs if (c.block_h, c.block_n) == measured[:2]][:1] or configs
     best: tuple[float, int, KernelConfig] | None = None
+    undivided: dict[KernelConfig, int] = {}  # fitting tiles whose token WAVEMLA_NUM_SPLITS does not divide
     for cfg in configs:
         fit = _fit(cfg, workload, device, [])
         if fit is None:
@@ -1332,7 +1359,10 @@ def _invariant_choice(
         res, occ = fit
         n_tiles = math.ceil(workload.topk / cfg.block_n) + math.ceil(workload.extra_topk / cfg.block_n)
         if forced_splits is not None:
-            options = [_fixed_pieces(n_tiles, forced_splits, True)]
+            if n_tiles % forced_splits:  # another tile may honour the knob: this one cannot
+                undivided[cfg] = n_tiles
+                continue
+            options = [forced_splits]
         elif measured is not None and (cfg.block_h, cfg.block_n) == measured[:2]:
             options = [measured[2]]
         else:
@@ -1345,6 +1375,12 @@ def _invariant_choice(
             )  # fmt: skip
             if best is None or (worst, pieces) < best[:2]:
                 best = (worst, pieces, cfg)
+    if best is None and undivided:
+        tiles = ", ".join(f"{c}: {n} tiles" for c, n in undivided.items())
+        raise PlanError(
+            f"WAVEMLA_NUM_SPLITS={forced_splits} must divide the tiles per token in batch-invariant mode; the "
+            f"configurations that fit {device.name} give {tiles}"
+        )
     if best is None:
         raise PlanError(f"no kernel configuration fits {device.name} for {workload} in batch-invariant mode")
     worst, pieces, cfg = best
@@ -2208,6 +2244,8 @@ def dense_schedule(
         unit_prefix.append(unit_prefix[-1] + n)
     total = prefix[-1]
     b = len(units)
+    if b == 0:  # no work: every part holds nothing
+        return DenseSchedule(((0, 0, 0, 0),) * num_parts, (), (0,) * num_parts, 0)
     if dense_schedule_aligned(b, num_parts, overhead, max(units, default=0) + overhead, total, cut_units):
         parts = tuple((min(p, b), 0, min(p + 1, b), 0) for p in range(num_parts))
         return DenseSchedule(parts, tuple((r, r) for r in range(b)),
@@ -2322,7 +2360,14 @@ def plan_sparse_prefill(workload: PrefillWorkload, device: DeviceSpec) -> Prefil
         p = plan_sparse_prefill(PrefillWorkload(s_q=16, h_q=64, topk=640), get_spec("h200"))
         str(p.config), p.splits, p.piece_tiles       # ("16x32x4x2", 4, 5): 256 programs of 5 tiles
     """
-    cache = config.get("WAVEMLA_CACHE_DIR")
+    # The decode's plan knobs are read here too, so that a bad value is refused (KnobError) whichever call reads it
+    # first. The tile, split and slot knobs set the decode kernels' launch: the prefill keeps its own tiles (the list
+    # below, measured for it) and says so. WAVEMLA_BATCH_INVARIANT is honoured: whole lists, one tile per head count.
+    knobs = {k: config.get(k) for k in _PLAN_KNOBS}
+    invariant = bool(knobs["WAVEMLA_BATCH_INVARIANT"])
+    unused = [f"{k}={knobs[k]}" for k in (*_TILE_KNOBS, "WAVEMLA_NUM_SPLITS", "WAVEMLA_TARGET_CTAS")
+              if knobs[k] is not None]  # fmt: skip
+    cache = knobs["WAVEMLA_CACHE_DIR"]
     fitting = [
         (c, r) for c in _PREFILL_TILES
         if (r := _prefill_resources(c, device.arch, workload.d_qk, cache)).smem_bytes <= device.smem_per_block
@@ -2332,12 +2377,20 @@ def plan_sparse_prefill(workload: PrefillWorkload, device: DeviceSpec) -> Prefil
     cfg, res = fitting[0]
     limit = device.smem_per_block // KIB
     reasons = [f"{cfg}: the first listed tile within {limit} KB a block ({res.smem_bytes} B, {res.note})"]
+    if unused:
+        reasons.insert(0, f"{', '.join(unused)} not applied: they set the decode kernels' launch, the prefill takes "
+                          "its own tiles")  # fmt: skip
     heads16 = max(16, 1 << (workload.h_q - 1).bit_length())
     if cfg.block_h > heads16:
         cfg, res = next((c, r) for c, r in fitting if c.block_h <= heads16)
         reasons.append(f"{cfg}: {workload.h_q} heads fill {cfg.block_h}-head blocks")
-    wide = _prefill_launch(workload, device, cfg, res)
-    if wide.fill < PREFILL_NARROW_BELOW and cfg.block_h > 16:
+    wide = _prefill_launch(workload, device, cfg, res, cut=not invariant)
+    if invariant:
+        reasons.append(
+            "batch-invariant (WAVEMLA_BATCH_INVARIANT): whole lists in this tile whatever the token count, so a "
+            "token's bits do not depend on the tokens beside it"
+        )
+    elif wide.fill < PREFILL_NARROW_BELOW and cfg.block_h > 16:
         c16, r16 = next((c, r) for c, r in fitting if c.block_h == 16)
         narrow = _prefill_launch(workload, device, c16, r16)
         if narrow.fill > wide.fill and narrow.programs <= device.num_sms * narrow.per_sm:  # one wave
@@ -2366,13 +2419,16 @@ class _PrefillLaunch:
     fill: float  # the busy fraction of its waves' slots (tail efficiency)
 
 
-def _prefill_launch(workload: PrefillWorkload, device: DeviceSpec, cfg: KernelConfig, res: Resources) -> _PrefillLaunch:
-    """A tile's launch for ``workload``: its programs, cut into pieces where whole lists fill under one wave."""
+def _prefill_launch(workload: PrefillWorkload, device: DeviceSpec, cfg: KernelConfig, res: Resources,
+                    cut: bool = True) -> _PrefillLaunch:  # fmt: skip
+    """A tile's launch for ``workload``: its programs, cut into pieces where whole lists fill under one wave (and
+    ``cut``)."""
     per_sm = _blocks_per_sm(device, res.smem_bytes, res.regs_per_thread, cfg.num_warps)
     programs = workload.s_q * -(-workload.h_q // cfg.block_h)
     slots = device.num_sms * per_sm
     min_tiles = max(1, PREFILL_MIN_PIECE_ROWS // cfg.block_n)
-    splits, piece_tiles = prefill_splits(programs, slots, -(-workload.topk // cfg.block_n), min_tiles)
+    tiles = -(-workload.topk // cfg.block_n)
+    splits, piece_tiles = prefill_splits(programs, slots, tiles, min_tiles) if cut else (1, tiles)
     total = programs * splits
     return _PrefillLaunch(total, per_sm, splits, piece_tiles, total / (-(-total // slots) * slots) if total else 0.0)
 
