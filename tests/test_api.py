@@ -311,3 +311,41 @@ def test_rows_of_a_page_past_int32_offsets_are_refused() -> None:
     two = torch.full((1,), 2, dtype=torch.int32, device=DEVICE)
     got, want = wavemla.dense_mla_decode(q, far, table, two), wavemla.dense_mla_decode(q, rows, table, two)
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+def test_a_row_cache_not_of_qs_dtype_is_named_before_the_extra_cache() -> None:
+    """kv_cache rows of another dtype than q's, beside extra_kv_cache rows of q's dtype: the error names kv_cache,
+    the cache that does not match q (not extra_kv_cache, which does)."""
+    x = make_sparse_decode_inputs(batch=2, h_q=4, topk=8, page=8, extra_topk=8, extra_page=8, fp8=False,
+                                  dtype=torch.float16, device=DEVICE, seed=1)  # fmt: skip
+    other = x["kv_cache"].to(torch.bfloat16)
+    with pytest.raises(ValueError, match=r"^kv_cache: bf16/fp16 rows must match q's dtype torch\.float16"):
+        wavemla.sparse_mla_decode(**{**x, "kv_cache": other})
+
+
+def test_the_planner_describes_the_gpu_of_the_call_not_the_current_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU a call is planned for is that of its tensors, whichever GPU is current: the spec is kept per device,
+    so one read off the current GPU would plan every later call on the other for the wrong GPU (SM count, shared
+    memory). FlashMLA's legacy schedule and the sparse prefill ask for it outside the call's device guard."""
+    from wavemla import api, config
+    from wavemla.device import DeviceSpec, get_spec
+
+    def from_torch(device: Any = None) -> DeviceSpec:  # GPU 1 an H100, the current GPU (0) an H200
+        return get_spec("h100" if device is not None and torch.device(device).index == 1 else "h200")
+
+    monkeypatch.setattr(DeviceSpec, "from_torch", staticmethod(from_torch))
+    monkeypatch.setattr(api, "_SPECS", {})
+    with config.override(WAVEMLA_GPU=None):
+        assert api._device_spec(torch.device("cuda", 1)) == get_spec("h100")
+        assert api._device_spec(torch.device("cuda", 0)) == get_spec("h200")
+
+
+def test_the_prefills_lengths_are_refused_as_per_token() -> None:
+    """The sparse prefill takes one length per query token (``[s_q]``; it has no batch): a wrong shape is refused
+    naming s_q, not b."""
+    q = torch.zeros((3, 4, 512), dtype=torch.float16, device=DEVICE)
+    kv = torch.zeros((8, 1, 512), dtype=torch.float16, device=DEVICE)
+    idx = torch.zeros((3, 1, 4), dtype=torch.int32, device=DEVICE)
+    lengths = torch.zeros(4, dtype=torch.int32, device=DEVICE)
+    with pytest.raises(ValueError, match=r"^topk_length: expected shape \[s_q=3\], got \[4\]$"):
+        wavemla.sparse_mla_prefill(q, kv, idx, 0.1, topk_length=lengths)

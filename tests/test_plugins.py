@@ -199,6 +199,25 @@ def test_a_late_plugin_warns_naming_the_stale_bindings(engines: Path) -> None:
     assert flashmla.flash_mla_with_kvcache is wavemla.flash_mla_with_kvcache  # the module itself is patched
 
 
+def test_a_second_call_does_not_warn_again(engines: Path) -> None:
+    """Calling a plugin again is a no-op: the stale bindings it warned about are not named a second time; one made
+    since the first call is."""
+    from vllm import attention_layer  # noqa: F401  (bound before the plugin ran)
+
+    with config.override(WAVEMLA_ENGINE_PATCH="decode"):
+        with pytest.warns(UserWarning, match="vllm.attention_layer.flash_mla_with_kvcache"):
+            plugins.vllm_plugin()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            plugins.vllm_plugin()
+        import vllm
+
+        vllm.late = shim._ORIGINALS[plugins.VLLM_MODULES[0]]["flash_mla_with_kvcache"]  # type: ignore[attr-defined]
+        with pytest.warns(UserWarning) as caught:
+            plugins.vllm_plugin()
+    assert str(caught[0].message).endswith(": vllm.late")
+
+
 def test_the_module_defining_the_calls_is_not_a_stale_binding(engines: Path) -> None:
     """vLLM's ops module takes FlashMLA's calls from the module that defines them: imported before the plugin ran,
     that module keeps its own definitions without a warning; a module that imported them from it is named."""

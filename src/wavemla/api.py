@@ -287,10 +287,11 @@ def _check_indices(name: str, idx: Any, b: int, s_q: int, device: torch.device) 
         raise ValueError(f"{name}: the last dimension must be contiguous (stride 1)")
 
 
-def _check_length(name: str, t: Any, b: int, device: torch.device) -> None:
+def _check_length(name: str, t: Any, b: int, device: torch.device, dim: str = "b") -> None:
+    """A ``[b]`` int32 length tensor (``dim`` names its one dimension: the prefill's is s_q)."""
     _check_tensor(name, t, (torch.int32,), 1, device)
     if t.shape[0] != b:
-        raise ValueError(f"{name}: expected shape [b={b}], got {list(t.shape)}")
+        raise ValueError(f"{name}: expected shape [{dim}={b}], got {list(t.shape)}")
     if b > 1 and t.stride(0) != 1:
         raise ValueError(f"{name}: must be contiguous")
 
@@ -353,12 +354,14 @@ _SPECS: dict[str, Any] = {}
 def _device_spec(device: torch.device) -> Any:
     """The planner's view of the GPU behind ``device`` (queried once per device). CPU tensors run through Triton's
     interpreter; they are planned for the ``WAVEMLA_GPU`` preset, or an H200 when none is set."""
-    from wavemla.device import current_spec, get_spec
+    from wavemla.device import DeviceSpec, current_spec, get_spec
 
     key = f"{device}|{config.get('WAVEMLA_GPU')}"
     if key not in _SPECS:
-        if device.type == "cuda" or config.get("WAVEMLA_GPU"):
+        if config.get("WAVEMLA_GPU"):
             _SPECS[key] = current_spec()  # a preset's error names WAVEMLA_GPU
+        elif device.type == "cuda":
+            _SPECS[key] = DeviceSpec.from_torch(device)  # this GPU's, not the current one's: kept under its key
         else:
             _SPECS[key] = get_spec("h200")
     return _SPECS[key]
@@ -509,6 +512,14 @@ def sparse_mla_decode(
     if d != D_QK:
         raise ValueError(f"q: expected head_dim {D_QK} (DeepSeek-V4 latent) or 576 (DeepSeek-V3.2), got {d}")
     is_fp8 = _check_cache("kv_cache", kv_cache, device)
+    # before the extra cache's checks, which compare its dtype with kv_cache's: a kv_cache not of q's dtype is named
+    if not is_fp8 and kv_cache.dtype != q.dtype:
+        raise ValueError(f"kv_cache: bf16/fp16 rows must match q's dtype {q.dtype}, got {kv_cache.dtype}")
+    if not is_fp8 and kv_cache.dtype == torch.bfloat16 and triton_interpreting():
+        raise ValueError(
+            "kv_cache: bf16 rows cannot run under Triton's interpreter (its tl.dot multiplies raw bf16 bits, "
+            "triton issue 11584); use fp16 rows or an FP8 MODEL1 cache on CPU"
+        )
     _check_indices("indices", indices, b, s_q, device)
     if topk_length is not None:
         _check_length("topk_length", topk_length, b, device)
@@ -525,13 +536,6 @@ def sparse_mla_decode(
             _check_length("extra_topk_length", extra_topk_length, b, device)
     elif extra_indices is not None or extra_topk_length is not None:
         raise ValueError("extra_indices / extra_topk_length: given without extra_kv_cache")
-    if not is_fp8 and kv_cache.dtype != q.dtype:
-        raise ValueError(f"kv_cache: bf16/fp16 rows must match q's dtype {q.dtype}, got {kv_cache.dtype}")
-    if not is_fp8 and kv_cache.dtype == torch.bfloat16 and triton_interpreting():
-        raise ValueError(
-            "kv_cache: bf16 rows cannot run under Triton's interpreter (its tl.dot multiplies raw bf16 bits, "
-            "triton issue 11584); use fp16 rows or an FP8 MODEL1 cache on CPU"
-        )
     if attn_sink is not None:
         _check_tensor("attn_sink", attn_sink, (torch.float32,), 1, device)
         if attn_sink.shape[0] != h_q or (h_q > 1 and attn_sink.stride(0) != 1):
@@ -1324,7 +1328,7 @@ def sparse_mla_prefill(
         if attn_sink.shape[0] != h_q or (h_q > 1 and attn_sink.stride(0) != 1):
             raise ValueError(f"attn_sink: expected a contiguous [h_q={h_q}] fp32 tensor, got {list(attn_sink.shape)}")
     if topk_length is not None:
-        _check_length("topk_length", topk_length, s_q, device)
+        _check_length("topk_length", topk_length, s_q, device, "s_q")
     if out is not None:
         want = (s_q, h_q, PREFILL_D_V)
         if not isinstance(out, torch.Tensor):

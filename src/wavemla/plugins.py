@@ -13,7 +13,7 @@ FlashMLA decode calls (:func:`wavemla.flash_mla.patch` over :data:`VLLM_MODULES`
 ``decode+prefill`` its sparse prefill call as well (for GPUs where the engine's FlashMLA build has no sparse
 prefill kernel). A module not imported yet is patched right after its first import, so the engine's attention code,
 imported later, binds wavemla's calls. A module some other module imported from before the plugin ran is patched
-too, but that other module keeps the names it bound; the plugin warns, naming each such binding
+too, but that other module keeps the names it bound; the plugin warns, naming each such binding once
 (:func:`wavemla.flash_mla.stale_bindings`).
 
 Which attention backend the engine selects on a GPU stays its own choice: the patch changes what its FlashMLA
@@ -24,6 +24,7 @@ backend runs, not whether it picks that backend, nor what that backend does befo
 from __future__ import annotations
 
 import importlib.metadata
+import sys
 import warnings
 from collections.abc import Sequence
 
@@ -74,7 +75,7 @@ def _patch(engine: str, modules: Sequence[str]) -> list[str]:
     if mode == "off":
         return []
     names = flash_mla.patch(modules, prefill=mode == "decode+prefill")
-    stale = flash_mla.stale_bindings(names)
+    stale = [name for name in flash_mla.stale_bindings(names) if _first_warning(name)]
     if stale:
         warnings.warn(
             f"wavemla's {engine} plugin ran after these names were imported from the modules it patches, so they "
@@ -82,3 +83,17 @@ def _patch(engine: str, modules: Sequence[str]) -> list[str]:
             stacklevel=2,
         )
     return names
+
+
+# The stale bindings a plugin has warned about, with the object each held (a binding made again is named again).
+_WARNED: set[tuple[str, int]] = set()
+
+
+def _first_warning(binding: str) -> bool:
+    """Whether ``binding`` (``module.attr``) was not warned about yet with the object it holds now; notes it."""
+    module, _, attr = binding.rpartition(".")
+    key = (binding, id(getattr(sys.modules.get(module), attr, None)))
+    if key in _WARNED:
+        return False
+    _WARNED.add(key)
+    return True
