@@ -51,3 +51,24 @@ def test_needs_cuda(tmp_path):
 def test_reps_are_checked(tmp_path):
     with pytest.raises(SystemExit):
         bench_prefill.main(["--json", str(tmp_path / "x.json"), "--reps", "1"])
+
+
+@pytest.mark.parametrize("where", ["missing-dir/x.json", "."], ids=["no-directory", "a-directory"])
+def test_json_path_is_checked_before_the_run(tmp_path, capsys, where):
+    # the rows are written after every case has run: a path that cannot be written must fail first, naming --json
+    with pytest.raises(SystemExit) as exit_info:
+        bench_prefill.main(["--json", str(tmp_path / where), "--cases", "dsv4-h16", "--reps", "3"])
+    assert exit_info.value.code == 2 and "--json" in capsys.readouterr().err
+
+
+def test_a_case_named_twice_runs_once(tmp_path, monkeypatch):
+    ran = []
+
+    def fake_run(cases, reps, tiles, baseline):
+        ran.extend(c.name for c in cases)
+        return {"ceilings": {"gemm_tflops": 1.0, "copy_gbps": 1.0}, "rows": []}
+
+    monkeypatch.setattr(bench_prefill, "run_prefill_bench", fake_run)
+    argv = ["--json", str(tmp_path / "x.json"), "--cases", "dsv4-h16", "v32-h16-s32", "dsv4-h16", "--reps", "3"]
+    assert bench_prefill.main(argv) == 0
+    assert ran == ["dsv4-h16", "v32-h16-s32"]

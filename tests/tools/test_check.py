@@ -355,3 +355,24 @@ def test_real_server_has_no_corruption(tmp_path: Path) -> None:
         assert lv["corruption"] == 0 and lv["corruption_rate"] == 0.0
         assert lv["structurally_valid_rate"] == 1.0 and lv["violations"] == {}
     assert doc["levels"][-1]["fillers"] > 0
+
+
+def test_level_counts_violations_of_tags_the_reference_closes() -> None:
+    """A tag the reference closes is tracked in the output too (the docstring's rule): the level's violation counts
+    and structurally-valid rate agree with the classification that called the output corruption."""
+    ref = out(["<answer>", "<b>bold</b>", " done", "</answer>"])
+    broken = out(["<answer>", "<b>bold", " done", "</answer>"])  # </answer> closes across <b>
+    probe_ref = check.ProbeRef(TEXT_PROBE, ref, True, [])
+    level = check.judge_level(CheckConfig(url="http://h", concurrency=(1,)), 4, [(probe_ref, 0, broken)], [])
+    assert level["corruption"] == 1 and level["new_violations"] == {"unbalanced_tag": 1}
+    assert level["violations"] == {"unbalanced_tag": 1}
+    assert level["structurally_valid"] == 0 and level["results"][0]["structurally_valid"] is False
+
+
+def test_prompt_file_max_tokens_is_sent(tmp_path: Path) -> None:
+    """A probe file's per-prompt ``max_tokens`` (the sweep's prompt-file format) overrides ``--max-tokens``."""
+    prompts = tmp_path / "probes.jsonl"
+    prompts.write_text('{"prompt": "Count to ten.", "max_tokens": 7}\n"Say hi."\n')
+    cfg = CheckConfig(url="http://h", concurrency=(1,), endpoint="completions", prompts=str(prompts), max_tokens=32)
+    probes, _ = check.select_probes(cfg)
+    assert [check.probe_spec(cfg, p).max_tokens for p in probes] == [7, 32]

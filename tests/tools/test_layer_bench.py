@@ -472,6 +472,19 @@ def test_mxfp4_index_k_run_end_to_end(tmp_path: Path) -> None:
     assert rec["components"]["indexer"]["bytes"] == weights + 2 * entry["n_comp"] * 68
 
 
+def test_rerun_into_the_same_directory_leaves_only_its_own_traces(tmp_path: Path) -> None:
+    """``wavemla trace OUT/<mode>`` fits every trace in the directory: a second run into the same ``--out`` with
+    fewer batch sizes must not leave the first run's other traces there to be fitted with its own."""
+    if not GRAPHS_OK:
+        pytest.skip("the layer bench runs on sm_90/sm_100 GPUs (or the CPU interpreter)")
+    for batches in ((1, 2), (1,)):
+        cfg = make_config(tiny=True, modes=["hca"], batches=batches, out=tmp_path, device=DEVICE, reps=1,
+                          profile_steps=1)  # fmt: skip
+        doc = run_layer_bench(cfg, log=lambda _: None)
+    assert [r["batch"] for r in doc["modes"]["hca"]["batches"]] == [1]
+    assert [(Path(i.path).name, i.batch) for i in resolve_inputs([str(tmp_path / "hca")])] == [("layer_bs1.json.gz", 1)]
+
+
 def test_cpu_timings_are_p20_median_p80_of_the_calls(monkeypatch: pytest.MonkeyPatch) -> None:
     # five calls of 1..5 µs by the clock: p80 lies between the 4th and the 5th, as on the GPU (it was the maximum)
     clock = iter([0.0, 3e-6, 0.0, 1e-6, 0.0, 5e-6, 0.0, 2e-6, 0.0, 4e-6])
@@ -507,6 +520,7 @@ def test_slicing_a_batch_repeats_the_first_requests(moe: MoE) -> None:
         pytest.param(["--reps", "0"], "--reps: expected >= 1, got 0", id="reps"),
         pytest.param(["--ep", "0"], "--ep 0: expected a divisor of the 16 routed experts", id="ep-zero"),
         pytest.param(["--ep", "3"], "--ep 3: expected a divisor of the 16 routed experts", id="ep-divisor"),
+        pytest.param(["--seed", str(2**63)], f"--seed: expected -2^53..2^53, got {2**63}", id="seed-overflow"),
         pytest.param(
             ["--mode", "hca", "--index-k", "mxfp4"],
             "--index-k mxfp4: the index-K cache is the CSA layer's; --mode hca runs no indexer",

@@ -22,6 +22,7 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -195,14 +196,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m wavemla.tools.bench_prefill", description=summary(__doc__))
     parser.add_argument("--json", required=True, help="write the ceilings and rows here")
     parser.add_argument("--cases", nargs="+", choices=sorted(CASES), default=list(CASES), help="default: all")
-    parser.add_argument("--reps", type=int, default=20, help="timed replays per provider (median reported)")
+    parser.add_argument(
+        "--reps", type=int, default=20, help="timed replays per provider, at least 3 (default 20; median reported)"
+    )
     parser.add_argument("--tiles", action="store_true", help="also time every other tile that fits the GPU")
     parser.add_argument("--no-baseline", action="store_true", help="leave the PyTorch baseline out")
     parser.add_argument("--label", default="", help="free text stored in the JSON (e.g. the git SHA)")
     args = parser.parse_args(argv)
     if args.reps < 3:
         parser.error(f"--reps: expected at least 3, got {args.reps}")
-    result = run_prefill_bench([CASES[n] for n in args.cases], args.reps, args.tiles, not args.no_baseline)
+    # the file is written once every case has run: refuse a path that cannot take it before the run, not after
+    target = Path(args.json)
+    if target.is_dir():
+        parser.error(f"--json: {args.json!r} is a directory; name the file to write")
+    if not target.parent.is_dir():
+        parser.error(f"--json: no directory {str(target.parent)!r} to write {target.name!r} into")
+    cases = [CASES[n] for n in dict.fromkeys(args.cases)]  # a case named twice would be timed and written twice
+    result = run_prefill_bench(cases, args.reps, args.tiles, not args.no_baseline)
     result["label"] = args.label
     with open(args.json, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)

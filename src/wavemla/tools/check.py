@@ -137,6 +137,7 @@ class Probe:
     messages: tuple[dict[str, Any], ...] | None = None
     prompt: str | None = None
     tools: tuple[dict[str, Any], ...] | None = None
+    max_tokens: int | None = None  # a probe file's per-prompt max_tokens; None: --max-tokens
 
     @property
     def tool_names(self) -> frozenset[str]:
@@ -290,6 +291,11 @@ def closed_tag_names(text: str) -> frozenset[str]:
     return frozenset(_tag_name(m.group(2)) for m in _TAG_RE.finditer(text) if m.group(1) == "/")
 
 
+def reference_tags(ref: RequestRecord) -> frozenset[str]:
+    """Tags the reference closes: tracked in an output under load too, though that output never closes them."""
+    return closed_tag_names(ref.content) | closed_tag_names(ref.reasoning)
+
+
 def structural_violations(
     rec: RequestRecord,
     tool_names: frozenset[str],
@@ -396,7 +402,7 @@ def classify(
         excerpt_ref=t_ref[max(0, pos - 20) : pos + 40],
         excerpt_out=t_out[max(0, pos - 20) : pos + 40],
     )
-    track = closed_tag_names(ref.content) | closed_tag_names(ref.reasoning)
+    track = reference_tags(ref)
     n_ref = Counter(x.kind for x in structural_violations(ref, probe.tool_names, max_whitespace_run, track))
     found = structural_violations(out, probe.tool_names, max_whitespace_run, track)
     n_out = Counter(x.kind for x in found)
@@ -469,7 +475,8 @@ def select_probes(cfg: CheckConfig) -> tuple[list[Probe], list[str]]:
     if cfg.prompts:
         items = load_prompts(cfg.prompts, cfg.endpoint)
         probes = [
-            Probe(f"prompt-{i}", messages=it.messages, prompt=it.prompt, tools=it.tools) for i, it in enumerate(items)
+            Probe(f"prompt-{i}", messages=it.messages, prompt=it.prompt, tools=it.tools, max_tokens=it.max_tokens)
+            for i, it in enumerate(items)
         ]
     elif cfg.endpoint == "completions":
         probes = [
@@ -490,7 +497,7 @@ def probe_spec(cfg: CheckConfig, probe: Probe) -> RequestSpec:
         endpoint=cfg.endpoint,
         messages=probe.messages,
         prompt=probe.prompt,
-        max_tokens=cfg.max_tokens,
+        max_tokens=probe.max_tokens or cfg.max_tokens,
         temperature=0.0,
         seed=cfg.seed,
         tools=probe.tools,
@@ -598,7 +605,7 @@ def judge_level(
         )
         counts[v.cls] += 1
         new_violations.update(v.new_violations)
-        found = structural_violations(rec, ref.probe.tool_names, cfg.max_whitespace_run)
+        found = structural_violations(rec, ref.probe.tool_names, cfg.max_whitespace_run, reference_tags(ref.record))
         all_violations.update(x.kind for x in found)
         valid += not found
         row.update({"class": v.cls, "reference_stable": ref.stable, "structurally_valid": not found})
@@ -776,7 +783,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompts", help="probe file, as for 'wavemla sweep --prompts' (default: built-in)")
     parser.add_argument("--num-prompts", type=int, help="use only the first N probes")
     parser.add_argument("--repeats", type=int, default=1, help="times each probe is sent per level (default 1)")
-    parser.add_argument("--max-tokens", type=int, default=128, help="max_tokens of each probe (default 128)")
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=128,
+        help="max_tokens of each probe (default 128; a probe file's per-prompt max_tokens wins)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed sent with every probe (default 0)")
     parser.add_argument("--filler-max-tokens", type=int, help="max_tokens of filler requests (default --max-tokens)")
     parser.add_argument(

@@ -88,12 +88,15 @@ RULES_FILE = "layer_rules.json"
 # regex: the Triton kernel or, on sm_90 with Gluon, the warp-specialized one.
 STEP_KERNEL = "^_sparse_mla_decode(_ws)?_kernel$"
 STEP_MARKER = "layer_step"
+TRACE_GLOB = "layer_bs*.json.gz"  # the traces of one mode's directory, OUT/<mode>/layer_bs<b>.json.gz
 ROPE = 64  # rope dims at the end of each 512-wide latent and of each 128-wide indexer head
 MODES: dict[str, int] = {"csa": 4, "hca": 128}  # layer type -> compression ratio
 COMPONENTS: tuple[str, ...] = ("qkv_proj", "kv_write", "indexer", "sparse_mla", "o_proj", "moe")
 DEFAULT_BATCHES = (1, 8, 16, 32, 48, 64, 80, 96, 128)
 TINY_BATCHES = (1, 2)
 MAX_GROUPS = 1023  # torch._grouped_mm takes fewer than 1024 groups: routed experts + the shared one
+# DecoderLayer seeds its generators with seed·1000 + ratio, which torch takes within 64 bits
+SEED_MAX = 2**53
 # --index-k: bytes of one index-K row of each format (both stored page-split, as the serving engines hold them)
 INDEX_K_ROW_BYTES = {"fp8": FP8_ROW_BYTES, "mxfp4": MXFP4_ROW_BYTES}
 
@@ -258,6 +261,8 @@ def make_config(
         raise ValueError(f"--reps: expected >= 1, got {n_reps}")
     if n_prof < 1:
         raise ValueError(f"--profile-steps: expected >= 1, got {n_prof}")
+    if abs(seed) > SEED_MAX:
+        raise ValueError(f"--seed: expected -2^53..2^53, got {seed}")
     if device not in ("cuda", "cpu"):
         raise ValueError(f"device: expected 'cuda' or 'cpu', got {device!r}")
     if device == "cpu" and not tiny:
@@ -967,6 +972,9 @@ def run_layer_bench(cfg: BenchConfig, log: Callable[[str], object] = print) -> d
         moe = MoE(cfg.dims, cfg.device, cfg.dtype, gen, ep=cfg.ep, max_tokens=max(cfg.batches))
         for mode in cfg.modes:
             (cfg.out / mode).mkdir(exist_ok=True)
+            # `wavemla trace OUT/<mode>` fits every trace there: an earlier run's other batch sizes would join the fit
+            for stale in (cfg.out / mode).glob(TRACE_GLOB):
+                stale.unlink()
             layer = DecoderLayer(
                 cfg.dims,
                 mode,
@@ -1035,7 +1043,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="layer_bench", metavar="DIR", help="output directory (default layer_bench)")
     parser.add_argument("--tiny", action="store_true", help="tiny dimensions (CPU interpreter without a GPU)")
     parser.add_argument("--cpu", action="store_true", help="with --tiny: use the interpreter even with a GPU")
-    parser.add_argument("--seed", type=int, default=0, help="weights, caches and inputs seed (default 0)")
+    parser.add_argument("--seed", type=int, default=0, help="weights, caches and inputs seed, |N| <= 2^53 (default 0)")
     parser.add_argument(
         "--index-k",
         default="fp8",
