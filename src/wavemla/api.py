@@ -686,7 +686,7 @@ def _v32_sparse_decode(
         direct = out is not None and out.is_contiguous()
         o, lse = dense_mla_decode(
             q.reshape(b * s_q, 1, h_q, d), rows, table, lengths, softmax_scale=softmax_scale, metadata=metadata,
-            out=out.view(b * s_q, 1, h_q, D_QK) if direct else None,
+            out=out.view(b * s_q, 1, h_q, D_QK) if direct else None, batch_invariant=False,
         )  # fmt: skip
         o = o.view(b, s_q, h_q, D_QK)
         lse = lse.reshape(b, s_q, h_q)
@@ -900,6 +900,7 @@ def dense_mla_decode(
     out: torch.Tensor | None = None,
     descale_q: torch.Tensor | None = None,
     descale_k: torch.Tensor | None = None,
+    batch_invariant: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Paged dense MLA decode (DeepSeek-V3 / Kimi-K2 / GLM): every query attends to every cached key of its request.
 
@@ -925,6 +926,9 @@ def dense_mla_decode(
             device, read by the kernel; required with an FP8 q, refused with bf16/fp16 rows.
         descale_k: the per-tensor FP8 cache's scale, a one-element fp32 tensor on q's device (read by the kernel,
             so a CUDA graph replays whatever it holds); required with that cache, refused with the others.
+        batch_invariant: None reads ``WAVEMLA_BATCH_INVARIANT``. The dense decode has no batch-invariant mode (its
+            schedule balances the lengths of the whole batch, so a request's cut points depend on the others'):
+            True, or the knob set, raises ValueError; False runs the call with the knob set.
 
     Returns ``(out [b, s_q, h_q, 512] q.dtype (bf16 for an FP8 q), lse [b, h_q, s_q] fp32)``, natural-log lse,
     ``out = 0`` and ``lse = +inf`` for a query that sees no key; semantics are those of
@@ -939,6 +943,12 @@ def dense_mla_decode(
     from wavemla.kernels.dense_decode import p_scratch_elems as dense_p_scratch_elems
     from wavemla.kernels.dense_decode import split_p as dense_split_p
 
+    # before the replay lookup, whose key holds the knobs but not this argument
+    if config.get("WAVEMLA_BATCH_INVARIANT") if batch_invariant is None else bool(batch_invariant):
+        raise ValueError(
+            "batch_invariant: the dense decode has no batch-invariant mode (its schedule balances the whole batch's "
+            "lengths); pass batch_invariant=False, or unset WAVEMLA_BATCH_INVARIANT"
+        )
     tensors: tuple[torch.Tensor, ...] = (q, k_cache, block_table, cache_seqlens)
     names: tuple[str, ...] = _DENSE_INPUTS
     for name, given in (("descale_q", descale_q), ("descale_k", descale_k)):

@@ -408,6 +408,25 @@ def test_flash_mla_entry_point_runs_dense_without_indices():
     assert_close("lse", lse2, ref_lse, TOLERANCES[("lse", LANE)])
 
 
+def test_batch_invariance_is_refused_not_ignored():
+    """The dense schedule balances the whole batch's lengths, so a request's cut points (and bits) depend on the
+    others: the knob or the argument asking for invariance is refused, by both calls, even for a signature whose
+    launches were recorded; batch_invariant=False runs with the knob set."""
+    inputs = make_dense_decode_inputs(lengths=[37, 5], h_q=16, page=16, dtype=SMALL_DTYPE, device=DEVICE, seed=8)
+    meta, _ = get_mla_metadata()
+    args = (inputs["q"], inputs["k_cache"], inputs["block_table"], inputs["cache_seqlens"], 512, meta)
+    free = dense_mla_decode(**inputs)
+    with pytest.raises(ValueError, match=r"^batch_invariant: the dense decode has no batch-invariant mode"):
+        dense_mla_decode(**inputs, batch_invariant=True)
+    with config.override(WAVEMLA_BATCH_INVARIANT=True):
+        with pytest.raises(ValueError, match=r"^batch_invariant: .*unset WAVEMLA_BATCH_INVARIANT"):
+            dense_mla_decode(**inputs)
+        with pytest.raises(ValueError, match=r"^batch_invariant: "):
+            flash_mla_with_kvcache(*args)
+        out, lse = dense_mla_decode(**inputs, batch_invariant=False)
+    assert torch.equal(out, free[0]) and torch.equal(lse, free[1])
+
+
 def test_reuse_schedule_skips_the_scheduler_within_a_step():
     inputs = make_dense_decode_inputs(lengths=[37, 5, 60], h_q=16, page=16, dtype=SMALL_DTYPE, device=DEVICE, seed=7)
     meta, _ = get_mla_metadata()
