@@ -51,3 +51,14 @@ def test_every_verb_describes_itself_in_whole_sentences(capsys: pytest.CaptureFi
         with pytest.raises(SystemExit):
             module.main(["--help"])
         assert summary(module.__doc__) in " ".join(capsys.readouterr().out.split()), module.__name__
+
+
+def test_readme_verb_table_lists_every_verb() -> None:
+    """README's "Verbs" table has one row per verb ``wavemla --help`` lists, and no row for a verb it lacks."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    table = readme.split("## Verbs", 1)[1].split("\n## ", 1)[0]
+    rows = set(re.findall(r"^\| `wavemla ([a-z-]+)` \|", table, flags=re.M))
+    assert rows == set(COMMANDS)

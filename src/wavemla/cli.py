@@ -11,7 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-# verb -> (module, one-line help). Keep alphabetical inside each group.
+# verb -> (module, one-line help), in the order ``wavemla --help`` lists them; README's verb table lists each.
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": (
         "wavemla.tools.demo",
