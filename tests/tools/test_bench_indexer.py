@@ -131,6 +131,25 @@ def test_bench_needs_cuda(tmp_path):
         run_indexer_bench(tmp_path / "out.json")
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [(["--help"], "usage:"), (["--reps", "5", "x.json"], "--reps: expected at least"),
+     (["{tmp}"], "is a directory"), (["{tmp}/none/out.json"], "no directory"), ([], "required: OUT.json")],
+    ids=["help", "reps", "directory", "no-parent", "no-path"],
+)  # fmt: skip
+def test_main_refuses_before_running(tmp_path, capsys, argv, message):
+    """Help, bad options and an output path that cannot be written end with argparse's exit, before any GPU work
+    (``--help`` was taken as the output path)."""
+    from wavemla.tools.bench_indexer import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main([a.replace("{tmp}", str(tmp_path)) for a in argv])
+    assert exit_info.value.code == (0 if argv == ["--help"] else 2)
+    out = capsys.readouterr()
+    assert message in out.out + out.err
+    assert not (tmp_path / "--help").exists()
+
+
 @pytest.mark.gpu
 def test_bench_runs_small_cases(tmp_path):
     cases = [IndexerBenchCase(b=2, n_comp=4096, kv_format=f) for f in ("fp8", "mxfp4-paged", "bf16")]

@@ -24,6 +24,7 @@ Example::
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Sequence
@@ -409,11 +410,24 @@ def run_indexer_bench(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1:
-        print("usage: python -m wavemla.tools.bench_indexer OUT.json", file=sys.stderr)
-        return 2
-    for row in run_indexer_bench(args[0]):
+    """``python -m wavemla.tools.bench_indexer OUT.json [--reps N]``: the whole grid on the current GPU."""
+    from wavemla.cli import summary
+
+    parser = argparse.ArgumentParser(prog="python -m wavemla.tools.bench_indexer", description=summary(__doc__))
+    parser.add_argument("out", metavar="OUT.json", help="write the copy ceiling and every case's rows here")
+    parser.add_argument(
+        "--reps", type=int, default=30, help=f"timed replays per provider, at least {MIN_REPS} (default 30)"
+    )
+    args = parser.parse_args(argv)
+    if args.reps < MIN_REPS:
+        parser.error(f"--reps: expected at least {MIN_REPS}, got {args.reps}")
+    # the file is written after the whole grid has run: refuse a path that cannot take it now, not then
+    target = Path(args.out)
+    if target.is_dir():
+        parser.error(f"OUT.json: {args.out!r} is a directory; name the file to write")
+    if not target.parent.is_dir():
+        parser.error(f"OUT.json: no directory {str(target.parent)!r} to write {target.name!r} into")
+    for row in run_indexer_bench(target, reps=args.reps):
         print(
             f"{row['provider']:6s} b={row['b']} n={row['n_comp']} rows {row['kv_format']} q {row['q_format']}: "
             f"{row['median_us']:.1f} us, {row['gbps']:.0f} GB/s"
