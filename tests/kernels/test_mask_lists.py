@@ -96,6 +96,39 @@ def test_empty_and_refused() -> None:
             ml.mask_stats(torch.zeros(1, 2, 8, dtype=dtype, device=DEVICE))
 
 
+def test_batches_past_the_grid_bound_launch_in_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More requests than CUDA allows in grid dimension 1 (65535, the requests' axis): every launch of both kernels
+    stays within the bound and together they cover every request (launches recorded, not run)."""
+    grids: list[tuple[int, ...]] = []
+    monkeypatch.setattr(ml.launch, "run", lambda fn, grid, *args, **kwargs: grids.append(tuple(grid)))
+    b = 2 * 65535 + 3
+    mask = torch.ones(1, 2, 4, dtype=torch.bool, device=DEVICE).expand(b, 2, 4)
+    ml.mask_stats(mask)
+    ml.mask_lists(mask, 3)
+    for kernel in range(2):
+        runs = [g for g in grids if len(g) == 2][kernel * 3 : kernel * 3 + 3]
+        assert runs and all(g[0] == 2 and g[1] <= 65535 for g in runs) and sum(g[1] for g in runs) == b, grids
+
+
+@pytest.mark.parametrize("width", [4, 70])
+def test_requests_in_runs_give_the_lists_of_one_launch(monkeypatch: pytest.MonkeyPatch, width: int) -> None:
+    """With the grid bound lowered to 2 requests, 5 requests run in three launches: the same lists (each request's
+    own slots) and statistics."""
+    monkeypatch.setattr(ml, "MAX_GRID_YZ", 2)
+    mask = _mask((5, 3, 70), torch.float16, 0.3, seed=11)
+    assert ml.mask_stats(mask).tolist() == _stats_ref(mask)
+    assert torch.equal(ml.mask_lists(mask, width), _lists_ref(mask, width))
+
+
+def test_slots_past_int32_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """B·L over 2^31: slot i·L + j of the last requests would wrap around in the int32 lists (refused before any
+    launch; launches recorded, not run)."""
+    monkeypatch.setattr(ml.launch, "run", lambda *args, **kwargs: None)
+    mask = torch.ones(1, 1, 1, dtype=torch.bool, device=DEVICE).expand(4, 1, 2**29 + 1)
+    with pytest.raises(ValueError, match=r"^mask: slots i·L \+ j of B=4 requests"):
+        ml.mask_lists(mask, 8)
+
+
 @pytest.mark.skipif(DEVICE != "cpu", reason="the refusal of CPU tensors outside the interpreter")
 def test_cpu_tensors_need_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(device, "triton_interpreting", lambda: False)  # what check_kernel_device reads

@@ -89,6 +89,34 @@ def test_batch_strides_and_empty_shapes() -> None:
     assert table.shape == (2, 0) and count.tolist() == [0, 0]
 
 
+def test_batches_past_the_grid_bound_launch_in_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More requests than CUDA allows in grid dimension 1 (65535, the requests' axis): every launch stays within
+    the bound and together they cover every request (launches recorded, not run)."""
+    grids: list[tuple[int, ...]] = []
+    monkeypatch.setattr(vl.launch, "run", lambda fn, grid, *args, **kwargs: grids.append(tuple(grid)))
+    b = 2 * 65535 + 3
+    idx = torch.zeros(1, 2, 4, dtype=torch.int32, device=DEVICE).expand(b, 2, 4)
+    length = torch.zeros(b, dtype=torch.int32, device=DEVICE)
+    vl.compact_lists(idx, length, 8)
+    assert grids and all(g[0] == 2 and g[1] <= 65535 for g in grids) and sum(g[1] for g in grids) == b
+
+
+@pytest.mark.parametrize(("page", "block_rows", "lengths"), [(1, 1, False), (16, 20, True)])
+def test_requests_in_runs_give_the_lists_of_one_launch(
+    monkeypatch: pytest.MonkeyPatch, page: int, block_rows: int, lengths: bool
+) -> None:
+    """With the grid bound lowered to 2 requests, 5 requests run in three launches: the same table and counts."""
+    monkeypatch.setattr(vl, "MAX_GRID_YZ", 2)
+    slots = 40 * page
+    idx = _indices(5, 3, 300, slots, seed=page)
+    length = torch.tensor([250, 0, 300, -1, 17], dtype=torch.int32, device=DEVICE) if lengths else None
+    table, count = vl.compact_lists(idx, length, slots, page=page, block_rows=block_rows)
+    want_table, want_count = _lists_ref(idx, length, slots)
+    kept = torch.arange(300, device=DEVICE).view(1, -1) < want_count.view(-1, 1)
+    rows = torch.where(kept, want_table // page * block_rows + want_table % page, 0)
+    assert torch.equal(count, want_count) and torch.equal(table, rows)
+
+
 def _sink_ref(o: torch.Tensor, lse: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
     """In fp64: the kernel's fp32 factor may differ from it in the last bit, its output by one rounding."""
     lse = lse.double()

@@ -7,7 +7,7 @@ batch-invariant pieces, one normalized partial output and one base-2 lse per pie
 a fixed-shape piece axis; few pieces: the split kernel's :func:`merge_pieces`, in slot order), applies the sink and
 writes the final output and natural-log lse. Tokens held whole by one program (one slot) were
 already written by the split kernel and are skipped here. The pieces of token ``t`` are slots
-``t*n_tiles // units_per_part .. ((t+1)*n_tiles - 1) // units_per_part`` — a pure function of static shapes.
+``t + t*n_tiles // units_per_part .. t + ((t+1)*n_tiles - 1) // units_per_part`` — a pure function of static shapes.
 """
 
 from __future__ import annotations

@@ -28,6 +28,8 @@ from wavemla.device import check_kernel_device
 from wavemla.kernels import launch
 
 BLOCK_L = 1024  # mask entries a program takes per step
+MAX_GRID_YZ = 65535  # CUDA's bound on grid dimensions 1 and 2: the requests' axis runs in runs of this many
+INT32_MAX = 2**31 - 1
 
 
 @triton.jit
@@ -121,18 +123,20 @@ def mask_stats(mask: torch.Tensor) -> torch.Tensor:
     stats = torch.zeros(2, dtype=torch.int32, device=mask.device)
     if b * s == 0 or length == 0:
         return stats
-    launch.replayed_run(
-        _REPLAYS, _mla_mask_stats_kernel, (s, b), (m, stats), ("stats",),
-        p_mask=m, p_stats=stats, L=length, stride_b=m.stride(0), stride_s=m.stride(1), stride_l=m.stride(2),
-        thr=thr, FLOAT=additive, BLOCK_L=BLOCK_L, num_warps=4,
-    )  # fmt: skip
+    for b0 in range(0, b, MAX_GRID_YZ):  # runs of requests fold into the same maxima
+        run = m if b <= MAX_GRID_YZ else m[b0 : b0 + MAX_GRID_YZ]
+        launch.replayed_run(
+            _REPLAYS, _mla_mask_stats_kernel, (s, run.shape[0]), (run, stats), ("stats",),
+            p_mask=run, p_stats=stats, L=length, stride_b=run.stride(0), stride_s=run.stride(1),
+            stride_l=run.stride(2), thr=thr, FLOAT=additive, BLOCK_L=BLOCK_L, num_warps=4,
+        )  # fmt: skip
     return stats
 
 
 def mask_lists(mask: torch.Tensor, width: int) -> torch.Tensor:
     """``[B, S, width]`` int32 index lists for ``mask`` ``[B, S, L]`` (bool or floating, any strides): slot ``i·L + j``
     for row ``j`` of request ``i``. ``width = L``: every row, −1 where masked; ``width < L``: each token's attended rows
-    in row order, then −1, rows past ``width`` dropped.
+    in row order, then −1, rows past ``width`` dropped. ``B·L`` may be at most 2^31 (the slots are int32).
 
     Example::
 
@@ -141,15 +145,24 @@ def mask_lists(mask: torch.Tensor, width: int) -> torch.Tensor:
     b, s, length = mask.shape
     if not 1 <= width <= max(length, 1):
         raise ValueError(f"width: expected 1..L={length}, got {width}")
+    if b * length > INT32_MAX + 1:
+        raise ValueError(
+            f"mask: slots i·L + j of B={b} requests of L={length} rows do not fit the int32 lists (B·L at most 2^31)"
+        )
     m, thr, additive = _operands(mask)
     out = torch.empty((b, s, width), dtype=torch.int32, device=mask.device)
     if b * s == 0 or length == 0:
         return out.fill_(-1)
-    launch.replayed_run(
-        _REPLAYS, _mla_mask_lists_kernel, (s, b), (m, out), ("lists", width),
-        p_mask=m, p_out=out, L=length, S=s, width=width, stride_b=m.stride(0), stride_s=m.stride(1),
-        stride_l=m.stride(2), thr=thr, FLOAT=additive, COMPACT=width < length, BLOCK_L=BLOCK_L, num_warps=4,
-    )  # fmt: skip
+    for b0 in range(0, b, MAX_GRID_YZ):
+        whole = b <= MAX_GRID_YZ
+        run, dst = (m, out) if whole else (m[b0 : b0 + MAX_GRID_YZ], out[b0 : b0 + MAX_GRID_YZ])
+        launch.replayed_run(
+            _REPLAYS, _mla_mask_lists_kernel, (s, run.shape[0]), (run, dst), ("lists", width),
+            p_mask=run, p_out=dst, L=length, S=s, width=width, stride_b=run.stride(0), stride_s=run.stride(1),
+            stride_l=run.stride(2), thr=thr, FLOAT=additive, COMPACT=width < length, BLOCK_L=BLOCK_L, num_warps=4,
+        )  # fmt: skip
+        if b0:  # the kernel numbers a run's requests from 0: its slots move up by its first request's
+            dst.add_(dst.ge(0).to(torch.int32), alpha=b0 * length)
     return out
 
 

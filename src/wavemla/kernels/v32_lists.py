@@ -29,6 +29,7 @@ from wavemla.kernels import launch
 BLOCK_K = 1024  # list entries a program takes per step
 BLOCK_D = 512  # output columns a sink program scales (the latent width)
 INT32_MAX = 2**31 - 1
+MAX_GRID_YZ = 65535  # CUDA's bound on grid dimensions 1 and 2: the list kernel's request axis runs in runs of this many
 
 
 @triton.jit
@@ -132,14 +133,21 @@ def compact_lists(
         return table, lengths
     if topk == 0:
         return table, lengths.zero_()
-    launch.replayed_run(
-        _REPLAYS, _mla_v32_lists_kernel, (s_q, b), (indices, topk_length, table, lengths),
-        ("compact", slots, page, block_rows),
-        p_idx=indices, p_len=topk_length if topk_length is not None else lengths, p_table=table, p_count=lengths,
-        S=s_q, topk=topk, last_slot=min(slots, INT32_MAX + 1) - 1, stride_b=indices.stride(0),
-        stride_s=indices.stride(1), page=page, block_rows=block_rows, HAS_LEN=topk_length is not None,
-        TO_ROWS=block_rows != page, BLOCK_K=BLOCK_K, num_warps=4,
-    )  # fmt: skip
+    for b0 in range(0, b, MAX_GRID_YZ):
+        # a run of requests: its lists, lengths and rows of the table (the whole tensors where one run holds all)
+        b1 = min(b, b0 + MAX_GRID_YZ)
+        whole = b1 - b0 == b
+        idx = indices if whole else indices[b0:b1]
+        length = topk_length if whole or topk_length is None else topk_length[b0:b1]
+        tab, cnt = (table, lengths) if whole else (table[b0 * s_q : b1 * s_q], lengths[b0 * s_q : b1 * s_q])
+        launch.replayed_run(
+            _REPLAYS, _mla_v32_lists_kernel, (s_q, b1 - b0), (idx, length, tab, cnt),
+            ("compact", slots, page, block_rows),
+            p_idx=idx, p_len=length if length is not None else cnt, p_table=tab, p_count=cnt,
+            S=s_q, topk=topk, last_slot=min(slots, INT32_MAX + 1) - 1, stride_b=idx.stride(0),
+            stride_s=idx.stride(1), page=page, block_rows=block_rows, HAS_LEN=length is not None,
+            TO_ROWS=block_rows != page, BLOCK_K=BLOCK_K, num_warps=4,
+        )  # fmt: skip
     return table, lengths
 
 
