@@ -2,9 +2,9 @@
 # The indexer's score grid as one wave of resident programs (wave_rows), on the GPU in one call: the indexer's
 # GPU-marked tests, the score kernel and whole calls at several grids (idx_rpp.py, Triton's launch path), the package
 # against the indexer before the change (idx_ab.py, launch replays as shipped), the GPU tests of the code changed
-# since the last GPU lane (stress, V3.2 sparse decode and its lists, the API, transformers' attention, the mask lists, the
-# indexer benchmark), then the indexer's other
-# tests run natively. Output under $OUT: wave.log, idx-rpp.json, idx-ab.json.
+# since the last GPU lane (stress, V3.2 sparse decode and its lists, the API, transformers' attention, the mask
+# lists, the indexer benchmark), then the indexer's other tests run natively. Output under $OUT: wave.log,
+# idx-rpp.json, idx-ab.json.
 #   git show <before>:src/wavemla/kernels/indexer.py > .devcarry/indexer_before.py   (an ignored folder, carried)
 #   OUT=/some/dir bash benchmarks/experiments/gpu_idx_wave.sh <git-sha> [the indexer.py before]
 set -uo pipefail
