@@ -205,6 +205,20 @@ def test_num_splits_must_divide_the_tiles_in_batch_invariant_mode() -> None:
     assert any("batch-invariant: 5 fixed piece(s) of 2 tiles" in r for r in p.reasons)
 
 
+def test_batch_invariant_refusal_names_the_workload_asked_for() -> None:
+    """A forced tile that fits nowhere fails while the invariant choice plans its reference batches: the error names
+    the call's workload (its batch, batch-invariant), not a reference batch's."""
+    asked = dataclasses.replace(dsv4(7), batch_invariant=True)
+    with (
+        config.override(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64, WAVEMLA_NUM_WARPS=2, WAVEMLA_NUM_STAGES=3),
+        pytest.raises(PlanError) as refused,
+    ):
+        plan(asked, PRO)
+    message = str(refused.value)
+    assert f"{asked!r} in batch-invariant mode" in message and "batch=32" not in message
+    assert "WAVEMLA_BLOCK_H=64" in message and "does not fit" in message
+
+
 def test_batch_invariant_num_splits_takes_a_tile_it_divides() -> None:
     """WAVEMLA_NUM_SPLITS in batch-invariant mode is honoured by any tile whose token it divides: 4 pieces do not
     divide 64x64's 10 tiles a CSA token but do 64x32's 20, so the plan takes a tile of 20 (or 40) tiles; only where

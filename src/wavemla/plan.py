@@ -1414,7 +1414,16 @@ def _plan_cached(
     if invariant:
         # The configuration and the pieces (hence the bits) must not depend on the batch: chosen once per shape
         # (_invariant_choice), kept for every batch size; only the number of programs changes with b.
-        cfg, pieces, worst, from_table = _invariant_choice(dataclasses.replace(workload, batch=1), device, overrides)
+        try:
+            cfg, pieces, worst, from_table = _invariant_choice(
+                dataclasses.replace(workload, batch=1), device, overrides
+            )
+        except PlanError as exc:  # raised planning a reference batch: name the workload asked for instead
+            message = str(exc)
+            for b in _INVARIANT_REFERENCE_BATCHES:
+                reference = dataclasses.replace(workload, batch=b, batch_invariant=False)
+                message = message.replace(repr(reference), f"{workload!r} in batch-invariant mode")
+            raise PlanError(message) from None
         res = static_resources(cfg, workload, device)
         occ = _occupancy(cfg, res, device)
         fixed = _plan_config(workload, device, cfg, res, occ, True, forced_splits, pieces=pieces)
