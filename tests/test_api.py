@@ -349,3 +349,14 @@ def test_the_prefills_lengths_are_refused_as_per_token() -> None:
     lengths = torch.zeros(4, dtype=torch.int32, device=DEVICE)
     with pytest.raises(ValueError, match=r"^topk_length: expected shape \[s_q=3\], got \[4\]$"):
         wavemla.sparse_mla_prefill(q, kv, idx, 0.1, topk_length=lengths)
+
+
+@pytest.mark.parametrize("value", ["false", 0, 1.0], ids=["str", "int", "float"])
+def test_batch_invariant_must_be_a_bool(value: Any) -> None:
+    """A string "false" read as True (``bool("false")``): both decodes take a bool or None, else refuse naming it."""
+    from wavemla import dense_mla_decode, sparse_mla_decode
+
+    with pytest.raises(ValueError, match=r"^batch_invariant: expected a bool or None, got "):
+        sparse_mla_decode(**sparse_inputs(), batch_invariant=value)
+    with pytest.raises(ValueError, match=r"^batch_invariant: expected a bool or None, got "):
+        dense_mla_decode(**dense_inputs(), batch_invariant=value)

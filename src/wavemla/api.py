@@ -296,6 +296,16 @@ def _check_length(name: str, t: Any, b: int, device: torch.device, dim: str = "b
         raise ValueError(f"{name}: must be contiguous")
 
 
+def _batch_invariant(value: Any) -> bool:
+    """The ``batch_invariant`` argument: None reads the ``WAVEMLA_BATCH_INVARIANT`` knob; else a bool (a string such
+    as ``"false"`` would read as True)."""
+    if value is None:
+        return bool(config.get("WAVEMLA_BATCH_INVARIANT"))
+    if not isinstance(value, bool):
+        raise ValueError(f"batch_invariant: expected a bool or None, got {type(value).__name__}")
+    return value
+
+
 def _out_dtype(q: torch.Tensor) -> torch.dtype:
     """The output's dtype: q's, bf16 for an FP8 q (FlashMLA's FP8 dense decode)."""
     return torch.bfloat16 if q.dtype == torch.float8_e4m3fn else q.dtype
@@ -551,7 +561,7 @@ def sparse_mla_decode(
     if topk + extra_topk == 0:
         raise ValueError("indices: topk and extra topk are both 0")
     target = None if out is None else _check_out(out, q, D_QK, _SPARSE_INPUTS, tensors)
-    invariant = config.get("WAVEMLA_BATCH_INVARIANT") if batch_invariant is None else bool(batch_invariant)
+    invariant = _batch_invariant(batch_invariant)
 
     workload = Workload(
         batch=b,
@@ -632,7 +642,7 @@ def _v32_sparse_decode(
                         ("extra_topk_length", extra_topk_length)):  # fmt: skip
         if value is not None:
             raise ValueError(f"{name}: DeepSeek-V4's second cache; DeepSeek-V3.2's sparse decode (q of {d}) takes None")
-    invariant = config.get("WAVEMLA_BATCH_INVARIANT") if batch_invariant is None else bool(batch_invariant)
+    invariant = _batch_invariant(batch_invariant)
     if invariant:
         raise ValueError(
             "batch_invariant: DeepSeek-V3.2's sparse decode (q of 576) has no batch-invariant mode "
@@ -944,7 +954,7 @@ def dense_mla_decode(
     from wavemla.kernels.dense_decode import split_p as dense_split_p
 
     # before the replay lookup, whose key holds the knobs but not this argument
-    if config.get("WAVEMLA_BATCH_INVARIANT") if batch_invariant is None else bool(batch_invariant):
+    if _batch_invariant(batch_invariant):
         raise ValueError(
             "batch_invariant: the dense decode has no batch-invariant mode (its schedule balances the whole batch's "
             "lengths); pass batch_invariant=False, or unset WAVEMLA_BATCH_INVARIANT"
