@@ -279,6 +279,18 @@ def _check_page_span(name: str, cache: torch.Tensor, page: int) -> None:
         )
 
 
+def _check_query_rows(q: torch.Tensor, d_v: int) -> None:
+    """A request's query rows ``(s, h)`` lie within int32 element offsets of its first, in q and in the output the
+    dense split kernel writes (contiguous, ``d_v`` wide): it offsets them from the request's (int64) start in int32."""
+    _, s_q, h_q, _ = q.shape
+    span = max((s_q - 1) * q.stride(1) + (h_q - 1) * q.stride(2), (s_q * h_q - 1) * d_v)
+    if span > _INT32_MAX:
+        raise ValueError(
+            f"q: a request's {s_q}·{h_q} query rows span {span} elements (in q or its output), more than 2^31 - 1 "
+            "(the dense decode offsets a request's rows in int32); use fewer query tokens per call"
+        )
+
+
 def _check_indices(name: str, idx: Any, b: int, s_q: int, device: torch.device) -> None:
     _check_tensor(name, idx, (torch.int32,), 3, device)
     if idx.shape[0] != b or idx.shape[1] != s_q:
@@ -976,6 +988,7 @@ def dense_mla_decode(
     b, s_q, h_q, d_qk = q.shape
     if d_qk not in (576, 512):
         raise ValueError(f"q: expected d_qk 576 (512 latent + 64 rope) or 512, got {d_qk}")
+    _check_query_rows(q, 512)
     cache_format = _check_dense_cache(k_cache, d_qk, device)
     is_fp8 = cache_format != "rows"
     fp8_q = q.dtype == torch.float8_e4m3fn

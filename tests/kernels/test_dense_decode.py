@@ -375,6 +375,35 @@ def test_block_ids_outside_the_cache_are_excluded():
     check(inputs)
 
 
+@pytest.mark.parametrize("knobs", [{}, KEYS_MAJOR], ids=["planned", "64x64"])
+def test_a_cache_of_no_blocks_excludes_every_key(knobs):
+    """Every block id lies outside a cache of no blocks: out 0, lse +inf (the 64x64 tile at h = 64 and pages of
+    64 is where sm_90 would otherwise pick the TMA kernel, which cannot describe an empty cache)."""
+    inputs = make_dense_decode_inputs(lengths=[70, 0, 5], h_q=64, page=64, dtype=SMALL_DTYPE, device=DEVICE, seed=3)
+    inputs["k_cache"] = inputs["k_cache"][:0]
+    with config.override(**knobs):
+        out, lse = dense_mla_decode(**inputs)
+    assert out.shape == (3, 1, 64, 512) and lse.shape == (3, 64, 1)
+    assert torch.all(out == 0) and torch.all(lse == float("inf"))
+
+
+def test_query_rows_past_int32_offsets_are_refused():
+    """The split kernel offsets a request's query rows ``(s, h)`` from its first in int32: a q whose last row lies
+    2^31 elements or more past its first (here 3 tokens 2^30 elements apart), or a request of so many query rows
+    that its output's do, is refused before any launch, not read at a wrapped address (a segfault under the
+    interpreter)."""
+    inputs = make_dense_decode_inputs(lengths=[5], s_q=3, h_q=1, page=16, dtype=SMALL_DTYPE, device=DEVICE, seed=1)
+    # 4 GB of address space, never touched: the refusal comes first
+    inputs["q"] = torch.empty_strided((1, 3, 1, 576), (3 * 2**30, 2**30, 576, 1), dtype=SMALL_DTYPE, device=DEVICE)
+    with pytest.raises(ValueError, match=r"^q: a request's 3·1 query rows span 2147483648 elements"):
+        dense_mla_decode(**inputs)
+    # 2^22 + 1 rows of 512 outputs: the output's last row is past int32 while q (its rows 2 elements apart) is not
+    rows = 2**22 + 1
+    inputs["q"] = torch.empty_strided((1, rows, 1, 576), (0, 2, 576, 1), dtype=SMALL_DTYPE, device=DEVICE)
+    with pytest.raises(ValueError, match=r"^q: a request's 4194305·1 query rows span 2147483648 elements"):
+        dense_mla_decode(**inputs)
+
+
 def test_lengths_are_clamped_to_the_block_table():
     # full pages (no poisoned tail): a length past the table's capacity reads exactly the table's pages
     inputs = make_dense_decode_inputs(lengths=[48, 32], h_q=16, page=16, dtype=SMALL_DTYPE, device=DEVICE, seed=4,

@@ -38,6 +38,18 @@ def test_applies_only_to_its_shapes():
             assert not _supported()
 
 
+def test_empty_tensors_run_the_triton_kernel():
+    """A cache of no blocks is legal (every block id is then outside it: out 0, lse +inf), as is an empty batch; a
+    TMA descriptor cannot describe zero rows, so neither may select the Gluon kernel."""
+    bf16 = torch.bfloat16
+    assert not _supported(kv=torch.empty(0, 64, 1, 576, dtype=bf16))
+    assert not _supported(q=torch.empty(0, 1, 64, 576, dtype=bf16))
+    if ws.HAVE_GLUON:
+        kv = torch.empty(0, 64, 1, 576, dtype=bf16).view(0, 576)
+        with pytest.raises(AssertionError, match="shape must be positive"):
+            ws.TensorDescriptor(kv, list(kv.shape), list(kv.stride()), [ws.BLOCK, ws.BLOCK], ws.smem_layout())
+
+
 # Built in a fresh process: the CPU lane's interpreter flag would turn the kernel into an interpreted function.
 _BUILD = """
 import json, sys, torch

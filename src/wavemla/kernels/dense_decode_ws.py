@@ -123,7 +123,8 @@ def applies(*, arch: int, is_fp8: bool, d_qk: int, dtype: str, page: int, rows: 
 
 def supported(*, is_fp8: bool, block_h: int, block_n: int, arch: int, q: torch.Tensor, kv: torch.Tensor) -> bool:
     """:func:`applies` for a launch's tensors, which must also be contiguous (TMA views q and the cache as 2-D row
-    arrays of 1,152 bytes a row) and 16-byte aligned."""
+    arrays of 1,152 bytes a row), 16-byte aligned and not empty (a descriptor has at least one row: a cache of no
+    blocks, which the Triton kernel reads as all keys excluded, runs there)."""
     dtype = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(q.dtype, str(q.dtype))
     return (
         applies(
@@ -136,6 +137,8 @@ def supported(*, is_fp8: bool, block_h: int, block_n: int, arch: int, q: torch.T
             block_h=block_h,
             block_n=block_n,
         )
+        and q.shape[0] > 0
+        and kv.shape[0] > 0
         and q.is_contiguous()
         and kv.is_contiguous()
         and q.data_ptr() % 16 == 0
