@@ -267,11 +267,17 @@ def test_occupancy_reason_names_the_resource() -> None:
 
 
 @pytest.mark.parametrize(
-    ("smem", "regs", "warps"),
-    [(0, 32, 0), (0, 32, 33), (0, 0, 4), (0, 256, 4), (-1, 32, 4)],
+    ("smem", "regs", "warps", "says"),
+    [
+        pytest.param(0, 32, 0, r"^num_warps must be in 1\.\.32, got 0", id="no-warps"),
+        pytest.param(0, 32, 33, r"^num_warps must be in 1\.\.32, got 33", id="33-warps"),
+        pytest.param(0, 0, 4, r"^regs_per_thread must be in 1\.\.255, got 0", id="no-regs"),
+        pytest.param(0, 256, 4, r"^regs_per_thread must be in 1\.\.255, got 256", id="256-regs"),
+        pytest.param(-1, 32, 4, r"^smem_bytes must be >= 0, got -1", id="negative-smem"),
+    ],
 )
-def test_occupancy_rejects_impossible_inputs(smem: int, regs: int, warps: int) -> None:
-    with pytest.raises(ValueError):
+def test_occupancy_rejects_impossible_inputs(smem: int, regs: int, warps: int, says: str) -> None:
+    with pytest.raises(ValueError, match=says):
         get_spec("h100").blocks_per_sm(smem, regs, warps)
 
 

@@ -263,8 +263,10 @@ def test_worker_reports_a_bad_job_without_dying() -> None:
     """A job the kernel cannot build comes back as an error row; the worker goes on to the next job."""
     bad = {"block_h": 16, "block_n": 16, "num_warps": 4, "num_stages": 1, "is_fp8": True, "q_dtype": "fp16",
            "arch": 12345}  # fmt: skip
-    rows = resources._run_workers([bad], 1)
-    assert len(rows) == 1 and "error" in rows[0] and rows[0]["job"] == bad
+    after = {**bad, "arch": 54321}
+    rows = resources._run_workers([bad, after], 1)  # one worker: it must take the second job after the failure
+    assert [row["job"]["arch"] for row in rows] == [12345, 54321]
+    assert all("error" in row and "ok" not in row for row in rows), rows
 
 
 _LOCAL_VERSION_PROBE = """
@@ -404,7 +406,7 @@ def test_dense_fp8_tensor_rows_fit_where_the_v32_builds_fit(environ: dict[str, s
 
 
 def test_unknown_kernel_is_named(environ: dict[str, str], cache_dir: Path) -> None:
-    with pytest.raises(ValueError, match="kernel"):
+    with pytest.raises(ValueError, match=r"^kernel: expected one of .*, got 'prefill'$"):
         compile_resources([KernelConfig(16, 16, 4, 1)], arches=[90], kernel="prefill")
 
 

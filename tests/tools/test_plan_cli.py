@@ -103,8 +103,9 @@ def test_json_matches_the_planner(capsys: pytest.CaptureFixture[str]) -> None:
         assert r["predicted_us"] == pytest.approx(p.predicted_us)
         assert r["us_per_request"] == pytest.approx(p.predicted_us / r["batch"])
         assert r["reasons"] == list(p.reasons)
-        for key in ("smem_bytes", "regs_per_thread", "programs_per_sm", "programs", "waves", "tail_efficiency"):
-            assert key in r
+        assert (r["smem_bytes"], r["regs_per_thread"]) == (p.resources.smem_bytes, p.resources.regs_per_thread)
+        assert (r["programs_per_sm"], r["programs"], r["waves"]) == (p.programs_per_sm, p.programs, p.waves)
+        assert r["tail_efficiency"] == pytest.approx(p.tail_efficiency)
 
 
 def test_padded_and_spread_plans_say_their_units(capsys: pytest.CaptureFixture[str]) -> None:

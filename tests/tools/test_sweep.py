@@ -124,6 +124,10 @@ def test_cliff_flag_against_any_lower_level() -> None:
     assert levels[2]["flags"] == ["suspected wave cliff or queueing: 1200.0 tok/s at c=80 < 1300.0 tok/s at c=64"]
     flag_levels(levels, tolerance=0.0)
     assert levels[2]["flags"] and not levels[3]["flags"]
+    # above the level just below it (1200 at c=80), under the best of all lower ones (1300 at c=64): flagged
+    levels[3]["output_tok_s"] = 1250.0
+    flag_levels(levels, tolerance=0.03)
+    assert levels[3]["flags"] == ["suspected wave cliff or queueing: 1250.0 tok/s at c=96 < 1300.0 tok/s at c=64"]
 
 
 def test_cliff_flag_with_descending_order_and_failed_levels() -> None:
