@@ -270,6 +270,33 @@ def test_an_unknown_wavemla_variable_is_warned_of_once(environ: dict[str, str]) 
         assert config.get("WAVEMLA_BLOCK_H") is None
 
 
+@pytest.mark.parametrize(
+    ("value", "requested"),
+    [("1", True), ("true", True), ("TRUE", True), ("on", True), ("Yes", True), ("y", True), ("0", False),
+     ("false", False), ("off", False), ("", False), ("2", False)],
+)  # fmt: skip
+def test_the_interpreter_flag_is_read_as_triton_reads_it(environ: dict[str, str], value: str, requested: bool) -> None:
+    environ["TRITON_INTERPRET"] = value
+    assert config.interpreter_requested() is requested
+
+
+def test_a_spelled_out_interpreter_flag_runs_the_kernels() -> None:
+    """``TRITON_INTERPRET=true`` turns Triton's interpreter on as ``1`` does: the NumPy fix the interpreter needs is
+    installed for it too, so a decode runs (it failed with an InterpreterError on 0-dimensional arrays)."""
+    from tests.conftest import json_from_child
+
+    ran = json_from_child(
+        "import json, os\n"
+        "os.environ['TRITON_INTERPRET'] = 'true'\n"
+        "import torch, wavemla\n"
+        "from wavemla.testing import make_dense_decode_inputs\n"
+        "x = make_dense_decode_inputs(lengths=[9, 3], h_q=4, page=8, dtype=torch.float16, device='cpu', seed=1)\n"
+        "out, lse = wavemla.dense_mla_decode(**x)\n"
+        "print(json.dumps({'finite': bool(torch.isfinite(out).all())}))\n"
+    )
+    assert ran == {"finite": True}
+
+
 def test_the_interpreter_can_be_chosen_after_importing_wavemla() -> None:
     """The CPU tools (demo, stress, layer-bench) import wavemla, then choose Triton's interpreter: importing the
     package must not import Triton, whose mode is fixed when it is imported; once Triton is imported the choice

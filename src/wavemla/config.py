@@ -338,13 +338,23 @@ def use_triton_interpreter() -> None:
     """
     import sys
 
-    if _environ().get("TRITON_INTERPRET") != "1":
+    if not interpreter_requested():
         if "triton" in sys.modules:  # its own library functions (tl.sum, ...) are then defined for compilation
             raise RuntimeError("use_triton_interpreter() called after Triton was imported")
         _environ()["TRITON_INTERPRET"] = "1"
     from wavemla.kernels.interpret import fix_scalar_index
 
     fix_scalar_index()
+
+
+# the values Triton reads as true (its getenv_bool, case-insensitive)
+_TRUE_ENV = frozenset({"1", "true", "on", "yes", "y"})
+
+
+def interpreter_requested() -> bool:
+    """Whether ``TRITON_INTERPRET`` asks for Triton's interpreter, read as Triton reads it (``1``, ``true``, ``on``,
+    ``yes``, ``y``, any case), without importing Triton."""
+    return (_environ().get("TRITON_INTERPRET") or "").lower() in _TRUE_ENV
 
 
 def environ_value(name: str) -> str | None:

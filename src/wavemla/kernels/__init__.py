@@ -16,5 +16,5 @@ from wavemla.kernels.interpret import fix_scalar_index
 
 # Read from the environment, as Triton reads it: importing Triton here would fix its mode before a CPU tool could
 # choose the interpreter (config.use_triton_interpreter, which applies the same fix when it does).
-if config.environ_value("TRITON_INTERPRET") == "1":
+if config.interpreter_requested():
     fix_scalar_index()
