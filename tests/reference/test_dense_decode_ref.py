@@ -130,6 +130,17 @@ def test_no_key_means_zero_output_and_inf_lse_and_padding_is_never_read() -> Non
     assert torch.isfinite(lse_all[1:]).all()
 
 
+@pytest.mark.parametrize("fp8", [False, True], ids=["rows", "v32"])
+def test_a_cache_of_no_blocks_excludes_every_key(fp8: bool) -> None:
+    """Every block id lies outside a cache of no blocks (the API accepts one): out 0 and lse +inf for every query,
+    whatever the lengths, as for invalid block ids."""
+    inputs = make_dense_decode_inputs(lengths=[7, 0, 3], s_q=2, h_q=2, page=4, dtype=torch.float32)
+    rows = inputs["k_cache"][:0]
+    inputs["k_cache"] = quantize_v32(rows) if fp8 else rows
+    out, lse = dense_decode_ref(**inputs)
+    assert out.shape == (3, 2, 2, 512) and torch.all(out == 0) and torch.all(lse == math.inf)
+
+
 def test_fp8_cache_is_dequantized_first() -> None:
     inputs = make_dense_decode_inputs(lengths=[9, 4], h_q=3, page=4, fp8=True, dtype=torch.float32)
     rows = dequantize_v32(inputs["k_cache"])

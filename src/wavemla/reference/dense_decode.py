@@ -98,7 +98,7 @@ def dense_decode_ref(
     lse = torch.full((b, s_q, h_q), float("inf"), dtype=torch.float64, device=device)
     for i_b in range(b):
         n = int(lengths[i_b])
-        if n == 0:
+        if n == 0 or nb == 0:  # no key, or every block id outside a cache of no blocks
             continue
         j = torch.arange(n)
         blk = table[i_b, j // page]
