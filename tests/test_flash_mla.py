@@ -629,3 +629,52 @@ def test_sglang_fp8_dense_call_runs_wavemla(sglang_pkg: Path) -> None:
             x["q"], x["k_cache"], x["block_table"], x["cache_seqlens"], 512, None, causal=True, is_fp8_kvcache=True,
             descale_k=x["descale_k"],
         )  # fmt: skip
+
+
+# sgl-kernel's FlashMLA module (``sgl_kernel.flash_mla``), which SGLang's DeepSeek-V4 backend imports its decode and
+# sparse prefill calls from: its get_mla_metadata is the same dual call as SGLang's interface (an object without
+# cache_seqlens; FlashMLA's legacy schedule tensors with them, which SGLang's dense and DeepSeek-V3.2 backends slice
+# and copy into their CUDA-graph buffers).
+SGL_KERNEL_FLASH_MLA = SGLANG_INTERFACE.replace("*, use_legacy=True", "")
+
+
+def test_patched_sgl_kernel_module_keeps_the_legacy_metadata_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pkg = tmp_path / "sgl_kernel"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "flash_mla.py").write_text(SGL_KERNEL_FLASH_MLA)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        shim.patch(["sgl_kernel.flash_mla"])
+        from sgl_kernel import flash_mla
+
+        meta, none = flash_mla.get_mla_metadata()  # the DeepSeek-V4 backend's call
+        assert isinstance(meta, wavemla.MLAMetadata) and none is None
+        seqlens = torch.tensor([5, 0, 9], dtype=torch.int32, device=DEVICE)
+        schedule, splits = flash_mla.get_mla_metadata(seqlens, 16, 1)  # the dense backend's
+        assert schedule.shape[1] == 8 and splits.shape == (4,)
+        torch.zeros(8, dtype=torch.int32, device=DEVICE)[:4].copy_(splits)  # as that backend's graph buffers
+        x = make_dense_decode_inputs(lengths=[5, 0, 9], s_q=1, h_q=16, page=64, dtype=DTYPE, device=DEVICE)
+        out, lse = flash_mla.flash_mla_with_kvcache(
+            x["q"], x["k_cache"], x["block_table"], x["cache_seqlens"], 512, schedule, splits, causal=True
+        )
+        native = wavemla.dense_mla_decode(**x, causal=True)
+        assert torch.equal(out, native[0]) and torch.equal(lse, native[1])
+    finally:
+        shim.unpatch()
+        for name in [n for n in sys.modules if n == "sgl_kernel" or n.startswith("sgl_kernel.")]:
+            del sys.modules[name]
+
+
+def test_a_refused_patch_changes_nothing(engine_pkg: Path) -> None:
+    """patch() of several modules where one imported module defines none of the calls raises before it patches any
+    (as install() refuses all or nothing), and leaves no name waiting or marked for the prefill call."""
+    from engine_pkg.ops import flashmla
+
+    own = flashmla.flash_mla_with_kvcache
+    with pytest.raises(ImportError, match=r"module 'json' defines none of"):
+        shim.patch(["engine_pkg.ops.flashmla", "engine_pkg.ops.not_imported_yet", "json"], prefill=True)
+    assert flashmla.flash_mla_with_kvcache is own and flashmla.flash_mla_sparse_fwd(None, None, None, 1.0)
+    assert shim.patched_names() == [] and not shim._PREFILL and shim._FINDER not in sys.meta_path

@@ -46,9 +46,10 @@ plugins in each (:mod:`wavemla.plugins`, set ``WAVEMLA_ENGINE_PATCH``); for othe
 ``PYTHONPATH`` does it (README). Which backend an engine
 selects on a given GPU stays the engine's choice; the stand-in changes what its FlashMLA backend runs, not whether
 the engine picks that backend. It follows FlashMLA's current metadata API (an object planned by the first call),
-except in modules that keep FlashMLA's legacy one (:data:`LEGACY_METADATA_MODULES`: SGLang's interface, whose dense
-and DeepSeek-V3.2 backends slice the schedule tensors of ``get_mla_metadata(cache_seqlens, ...)``, copy them into
-CUDA-graph buffers and pass them back with ``num_splits``): there :func:`patch` puts
+except in modules that keep FlashMLA's legacy one (:data:`LEGACY_METADATA_MODULES`: SGLang's interface and
+``sgl_kernel.flash_mla``, whose callers in SGLang's dense and DeepSeek-V3.2 backends slice the schedule tensors of
+``get_mla_metadata(cache_seqlens, ...)``, copy them into CUDA-graph buffers and pass them back with ``num_splits``):
+there :func:`patch` puts
 :func:`legacy_get_mla_metadata`, which returns tensors of FlashMLA's shapes, and the decode call plans on its own
 whatever schedule tensors it is given.
 """
@@ -91,9 +92,10 @@ _DECODE_CALLS = (
     "get_mla_metadata_dense_fp8",
 )
 # Engine modules whose get_mla_metadata follows FlashMLA's legacy API (schedule tensors for a call with
-# cache_seqlens): SGLang's interface to its FlashMLA build, whose dense and DeepSeek-V3.2 backends slice those
-# tensors and copy them into CUDA-graph buffers. patch() gives them legacy_get_mla_metadata.
-LEGACY_METADATA_MODULES = ("sglang.kernels.ops.attention.flash_mla_interface",)
+# cache_seqlens): SGLang's interface to its FlashMLA build and sgl-kernel's FlashMLA module, which SGLang's DeepSeek-V4
+# backend imported before that interface; SGLang's dense and DeepSeek-V3.2 backends slice those tensors and copy them
+# into CUDA-graph buffers. patch() gives them legacy_get_mla_metadata.
+LEGACY_METADATA_MODULES = ("sglang.kernels.ops.attention.flash_mla_interface", "sgl_kernel.flash_mla")
 
 
 def legacy_get_mla_metadata(
@@ -330,16 +332,21 @@ _ORIGINALS: dict[str, dict[str, Any]] = {}
 _PREFILL: set[str] = set()  # modules whose flash_mla_sparse_fwd is replaced too
 
 
+def _check_defines(module: types.ModuleType, prefill: bool) -> None:
+    """A module to patch defines one of the calls to replace (ImportError naming it otherwise)."""
+    calls = _DECODE_CALLS + PATCHED_PREFILL if prefill else _DECODE_CALLS
+    if not any(call in module.__dict__ for call in calls):
+        raise ImportError(
+            f"wavemla.flash_mla.patch: module {module.__name__!r} defines none of {', '.join(calls)}",
+            name=module.__name__,
+        )
+
+
 def _patch_module(module: types.ModuleType) -> None:
     name = module.__name__
+    _check_defines(module, name in _PREFILL)
     names = PATCHED + PATCHED_PREFILL if name in _PREFILL else PATCHED
-    calls = _DECODE_CALLS + PATCHED_PREFILL if name in _PREFILL else _DECODE_CALLS
     held = {attr: module.__dict__[attr] for attr in names if attr in module.__dict__}
-    if not any(call in held for call in calls):
-        raise ImportError(
-            f"wavemla.flash_mla.patch: module {name!r} defines none of {', '.join(calls)}",
-            name=name,
-        )
     mine = dict(sys.modules[__name__].__dict__)
     if name in LEGACY_METADATA_MODULES:
         mine["get_mla_metadata"] = legacy_get_mla_metadata
@@ -407,7 +414,7 @@ def patch(names: Sequence[str], *, prefill: bool = False) -> list[str]:
 
     A module already imported is patched at once; any other, right after it has run on its first import (an import
     hook on ``sys.meta_path``). A module that defines none of the calls to replace raises ``ImportError`` naming it
-    (at once, or at its import). Patching twice is a no-op.
+    (at once, before any module is patched, or at its import). Patching twice is a no-op.
     """
     if not isinstance(prefill, bool):
         raise ValueError(f"prefill: expected a bool, got {prefill!r}")
@@ -417,6 +424,10 @@ def patch(names: Sequence[str], *, prefill: bool = False) -> list[str]:
             raise ValueError(f"names: {name!r} is wavemla's own (the stand-in takes other packages' names)")
         if sys.modules.get(name) is sys.modules[__name__]:
             raise ValueError(f"names: {name!r} is installed as the stand-in itself (uninstall it first)")
+    for name in wanted:  # all or nothing: an imported module without the calls is refused before any is patched
+        module = sys.modules.get(name)
+        if module is not None:
+            _check_defines(module, prefill or name in _PREFILL)
     if prefill:
         _PREFILL.update(wanted)
     for name in wanted:
