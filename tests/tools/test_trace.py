@@ -137,6 +137,21 @@ NAMES = [
     pytest.param("void moe_align_block_size_kernel<int>(int const*, int*)", "moe", id="moe-align"),
     pytest.param("void vllm::moe::topkGatingSoftmax<8, 256, 4, 16, int>(float const*)", "moe", id="topk-gating"),
     pytest.param("_fwd_kernel_ep_scatter_2", "moe", id="ep-scatter"),
+    # DeepSeek's grouped (noaux_tc) routing: TRT-LLM's two-kernel path (vLLM's copy sits in vllm::moe::) and its
+    # fused kernel (FlashInfer's too)
+    pytest.param(
+        "void tensorrt_llm::kernels::topk_with_k2_kernel<float>(float*, float*, long, long, long)", "moe", id="topk-k2"
+    ),
+    pytest.param(
+        "void tensorrt_llm::kernels::group_idx_and_topk_idx_kernel<float>(float*, float const*, float*, long)",
+        "moe",
+        id="group-topk-idx",
+    ),
+    pytest.param(
+        "void tensorrt_llm::kernels::deepseek_v3_topk_kernel<float, float, float, int, 256, true>()",
+        "moe",
+        id="deepseek-v3-topk",
+    ),
     pytest.param(
         "void vllm::act_and_mul_kernel<c10::BFloat16, &vllm::silu_kernel<c10::BFloat16>, true>()",
         "moe",
@@ -425,12 +440,59 @@ def test_step_marker_copies_on_two_streams_are_one_step(tmp_path: Path) -> None:
     assert p.components["moe"].busy_ms == pytest.approx(0.100)
     assert p.components["communication"].busy_ms == pytest.approx(0.050)
     assert p.span_ms == pytest.approx(0.100, abs=1e-5)
-    # Without External ids each GPU range is a step of its own.
+    # Without External ids the stream-20 copy still lies inside the stream-7 one: nested, the same step.
     data = _two_stream_steps()
     for e in data["traceEvents"]:
         if e["cat"] == "gpu_user_annotation":
             del e["args"]
-    assert profile_trace(_write(tmp_path / "no_ids.json", data), 8, RULES, StepSpec(marker="decode_step")).steps == 4
+    assert profile_trace(_write(tmp_path / "no_ids.json", data), 8, RULES, StepSpec(marker="decode_step")).steps == 2
+    # ... while copies without ids that only overlap each other are separate ranges.
+    for e in data["traceEvents"]:
+        if e["cat"] == "gpu_user_annotation" and e["tid"] == 20:
+            e["dur"] = 200.0
+    assert profile_trace(_write(tmp_path / "no_ids2.json", data), 8, RULES, StepSpec(marker="decode_step")).steps == 4
+
+
+def _gpu_step(name: str, ts: float, dur: float, ext: int) -> dict[str, Any]:
+    return {"ph": "X", "cat": "gpu_user_annotation", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+            "args": {"External id": ext}}  # fmt: skip
+
+
+def _gpu_kernel(name: str, ts: float, dur: float) -> dict[str, Any]:
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur, "args": {"device": 0}}
+
+
+def test_nested_step_markers_are_one_step(tmp_path: Path) -> None:
+    """A regex that matches an outer range and one nested in it (or a range and its copy on another stream without
+    an External id) finds one step, not two: a kernel can only be in one step."""
+    events = []
+    for t, ext in ((0.0, 1), (1000.0, 3)):
+        events += [
+            _gpu_step("decode_step", t, 100, ext),
+            _gpu_step("decode_step_mtp", t + 40, 40, ext + 1),
+            _gpu_kernel("fused_moe_kernel", t + 10, 50),
+        ]
+    p = profile_trace(_write(tmp_path / "nested.json", {"traceEvents": events}), 8, RULES, StepSpec(marker="step"))
+    assert p.steps == 2
+    assert p.components["moe"].busy_ms == pytest.approx(0.050)
+    assert p.span_ms == pytest.approx(0.100)
+    # The same on the CPU timeline (its markers only give the count), per host thread.
+    cpu = [
+        {**e, "cat": "user_annotation", "pid": 9, "tid": 9, "args": {}} if e["cat"] == "gpu_user_annotation" else e
+        for e in events
+    ]
+    p = profile_trace(_write(tmp_path / "nested_cpu.json", {"traceEvents": cpu}), 8, RULES, StepSpec(marker="step"))
+    assert p.steps == 2
+
+
+def test_kernel_running_past_its_step_widens_the_span(tmp_path: Path) -> None:
+    """A kernel that starts inside a step and ends after its marker is counted whole; the span covers it, so busy
+    never exceeds the span and idle = span - busy."""
+    events = [_gpu_step("decode_step", 0, 100, 1), _gpu_kernel("fused_moe_kernel", 50, 150)]
+    p = profile_trace(_write(tmp_path / "past.json", {"traceEvents": events}), 8, RULES, StepSpec(marker="decode_step"))
+    assert p.busy_ms == pytest.approx(0.150)
+    assert p.span_ms == pytest.approx(0.200)
+    assert p.idle_ms == pytest.approx(0.050)
 
 
 def test_step_marker_in_a_merged_sglang_profile(tmp_path: Path) -> None:
@@ -463,8 +525,11 @@ def test_cpu_step_markers_in_a_merged_profile_count_per_rank(tmp_path: Path) -> 
     assert any("[TP00] 2, [TP01] 3" in n for n in p.notes)
     one = profile_trace(path, 8, RULES, StepSpec(marker="decode_step"), device="1")
     assert one.steps == 3 and one.components["moe"].busy_ms == pytest.approx(0.100)
-    # Unlabelled pids (one process's trace): every CPU marker counts for every device, as before.
+    # Unlabelled pids (one process's trace): every CPU marker counts for every device, as before. (Each rank's
+    # markers keep a thread of their own: on one thread the two ranks' identical ranges would be one range.)
     for e in events:
+        if e["cat"] != "kernel":
+            e["tid"] = 1 + int(str(e["pid"])[3:5])
         e["pid"] = int(str(e["pid"]).split()[1]) if e["cat"] == "kernel" else 4242
     plain = profile_trace(_write(tmp_path / "plain_cpu.json", {"traceEvents": events}), 8, RULES,
                           StepSpec(marker="decode_step"))  # fmt: skip
@@ -537,6 +602,13 @@ def test_cut_off_traces(tmp_path: Path) -> None:
     cut_gz.write_bytes(packed[: len(packed) // 2])
     with pytest.raises(ValueError, match=r"cut.json.gz: corrupt or truncated gzip"):
         profile_trace(cut_gz, 1, RULES, StepSpec())
+
+
+def test_deeply_nested_json_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text('{"traceEvents": [' + "[" * 100_000 + "]" * 100_000 + "]}")
+    with pytest.raises(ValueError, match=r"deep.json: not a JSON trace \(nested too deeply"):
+        profile_trace(path, 1, RULES, StepSpec())
 
 
 def test_bare_event_list_and_old_kineto_categories(tmp_path: Path) -> None:
@@ -883,6 +955,22 @@ def test_fit_needs_two_batch_sizes() -> None:
         analyze([TraceInput(DATA / "graph_decode_bs4.json", 4), TraceInput(DATA / "graph_decode_bs4.json.gz", 4)])
     with pytest.raises(ValueError, match=r"batch size unknown for .*overlap_streams.json"):
         analyze([TraceInput(DATA / "graph_decode_bs4.json", 4), TraceInput(DATA / "overlap_streams.json", None)])
+
+
+def test_two_batch_sizes_with_repeated_traces_do_not_claim_r2_is_one(tmp_path: Path) -> None:
+    """Two batch sizes but three traces: the line passes through the two batches' means, not through every point,
+    so R² is not 1 by construction and the table must not say it is."""
+    inputs = [
+        TraceInput(_write(tmp_path / f"t{i}.json", [_gpu_kernel("fused_moe_kernel", 0, dur)]), batch)
+        for i, (batch, dur) in enumerate(((8, 100), (8, 120), (16, 300)))
+    ]
+    report = analyze(inputs)
+    assert report.fit is not None and report.fit.busy.r2 is not None and report.fit.busy.r2 < 0.999
+    text = trace.format_report(report)
+    assert "R² is 1 by construction" not in text
+    assert "mean times of the two batch sizes" in text
+    two = analyze(inputs[1:])
+    assert "R² is 1 by construction" in trace.format_report(two)
 
 
 def test_field_investigation_numbers() -> None:

@@ -31,7 +31,7 @@ import math
 import re
 import sys
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -248,6 +248,8 @@ def load_events(path: Path | str) -> list[dict[str, Any]]:
         data = json.loads(raw)
     except UnicodeDecodeError:
         raise ValueError(f"{path}: not a JSON trace (not UTF-8 text)") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not a JSON trace (nested too deeply to parse)") from None
     except json.JSONDecodeError as e:
         ends_early = e.pos >= len(e.doc.rstrip()) - 1
         hint = "; the file ends early: was the trace cut off while it was written?" if ends_early else ""
@@ -328,6 +330,7 @@ def _read(path: Path, rules: RuleSet, marker: re.Pattern[str] | None, scopes: Se
     ranges: list[list[tuple[str, float, float]]] = [[] for _ in scopes]  # per scope: (thread, start, end)
     launched_at: dict[Any, tuple[str, float]] = {}  # correlation -> (thread, host time of the launch call)
     pid_devices: dict[str, set[str]] = {}  # pid of kernel events -> their devices
+    cpu_ranges: dict[tuple[str | None, str], list[tuple[float, float]]] = {}  # (rank, thread) -> CPU step ranges
     for index, event in enumerate(events):
         if not isinstance(event, dict):
             raise ValueError(f"{path}: event #{index} is not an object: {event!r:.80}")
@@ -372,9 +375,9 @@ def _read(path: Path, rules: RuleSet, marker: re.Pattern[str] | None, scopes: Se
             if not isinstance(name, str) or not marker.search(name):
                 continue
             if category == "user_annotation":
-                data.cpu_markers += 1
-                rank = _rank_label(event.get("pid"))
-                data.cpu_marker_ranks[rank] = data.cpu_marker_ranks.get(rank, 0) + 1
+                ts = _number(event, "ts", path, index)
+                key = (_rank_label(event.get("pid")), _thread(event))
+                cpu_ranges.setdefault(key, []).append((ts, ts + _number(event, "dur", path, index)))
                 continue
             ts = _number(event, "ts", path, index)
             dur = _number(event, "dur", path, index)
@@ -389,6 +392,11 @@ def _read(path: Path, rules: RuleSet, marker: re.Pattern[str] | None, scopes: Se
             f"{path}: no GPU kernel events (ph 'X' with category 'kernel', 'gpu_memcpy' or 'gpu_memset'); "
             "was the profiler run with CUDA activities on?"
         )
+    # A CPU range nested in another on its thread (a regex matching an inner range too) is part of that step.
+    for (rank, _), found in cpu_ranges.items():
+        n = _outermost(found)
+        data.cpu_markers += n
+        data.cpu_marker_ranks[rank] = data.cpu_marker_ranks.get(rank, 0) + n
     # A GPU annotation names no args.device: it is on the device of the kernels sharing its pid. Kineto writes the
     # device as the pid, but SGLang's merged profiles relabel every pid ("[TP00] 0") and keep args.device.
     for m in data.gpu_markers:
@@ -559,13 +567,26 @@ def _device_steps(
         return steps
     if gpu_markers:
         # Kineto writes a range once per stream its kernels ran on, every copy with the range's External id.
-        ranges = {
-            ("range", m.range_id) if m.range_id is not None else ("event", i)
-            for i, m in enumerate(gpu_markers)
-            if m.device == device
-        }
-        return float(len(ranges))
+        extents: dict[tuple[str, Any], tuple[float, float]] = {}
+        for i, m in enumerate(gpu_markers):
+            if m.device != device:
+                continue
+            key = ("range", m.range_id) if m.range_id is not None else ("event", i)
+            s, e = extents.get(key, (m.start, m.end))
+            extents[key] = (min(s, m.start), max(e, m.end))
+        return float(_outermost(extents.values()))
     return float(cpu_markers)
+
+
+def _outermost(extents: Iterable[tuple[float, float]]) -> int:
+    """How many ranges lie inside no other: a range nested in a step (a regex matching an inner range too, or a copy
+    on another stream without an External id) is part of that step, as the kernel window, their union, has it."""
+    count, reach = 0, -math.inf
+    for _start, end in sorted(extents, key=lambda r: (r[0], -r[1])):
+        if end > reach:
+            count += 1
+            reach = end
+    return count
 
 
 def profile_trace(
@@ -642,7 +663,9 @@ def profile_trace(
             slot = np.searchsorted(ms, start, side="right") - 1
             inside = (slot >= 0) & (start < me[np.clip(slot, 0, None)])
             keep &= inside
-            dev_span = float((me - ms).sum())
+            # The step ranges, widened over any kernel that starts inside one and runs past its end (it is counted
+            # whole), so busy never exceeds the span.
+            dev_span = interval_stats(np.concatenate([ms, start[keep]]), np.concatenate([me, end[keep]])).busy
         else:
             dev_span = float(end[keep].max() - start[keep].min())
         if not keep.any():
@@ -1132,8 +1155,13 @@ def format_report(report: TraceReport, top: int = 15) -> str:
             f"({fit.busy.slope_ms_per_request:.4f} ms/req in all; {fit.n_points} traces, batch sizes "
             f"{', '.join(map(str, fit.batches))})",
         ]
-        if len(fit.batches) == 2:
+        if len(fit.batches) == 2 and fit.n_points == 2:
             lines.append("note: with two batch sizes every line passes through both points, so R² is 1 by construction")
+        elif len(fit.batches) == 2:
+            lines.append(
+                "note: with two batch sizes every line passes through the mean times of the two batch sizes; R² "
+                "measures only the spread of the traces at one batch size"
+            )
         for c in shown:
             f = fit.components.get(c)
             if f is not None and f.rel_rms is not None and nearly_flat(f, fit.batches):

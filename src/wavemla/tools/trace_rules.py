@@ -245,6 +245,11 @@ _DEFAULT_RULES: tuple[Rule, ...] = (
         # DeepSeek-V4's hash routing (SGLang: hash_topk) and SGLang's masking of padded tokens' expert ids
         r"hash_topk",
         r"dp_pad_topk_ids",
+        # DeepSeek's grouped (noaux_tc) routing, once a layer: TRT-LLM's two kernels (vLLM's copies sit in vllm::moe::)
+        # and its fused one, also in FlashInfer; their "topk" would otherwise make them sampling
+        r"topk_with_k2",
+        r"group_idx_and_topk_idx",
+        r"deepseek_v3_topk",
     ),
     # Dense GEMM: cuBLAS (nvjet, xmma, gemv), CUTLASS, Triton / inductor matmuls, ROCm Tensile.
     _rule(
