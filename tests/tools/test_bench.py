@@ -127,3 +127,76 @@ def test_record_line_names_flashmla_only_beside_an_anchor() -> None:
     assert "FlashMLA" not in format_record(Record(**fields))
     fields.update(flashmla_us=43.8, ratio_to_flashmla=42.0 / 43.8)
     assert format_record(Record(**fields)).endswith("| FlashMLA    43.8  0.96x")
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["--dense", "--bf16"], "--bf16"),
+        (["--dense", "--mode", "hca"], "--mode"),
+        (["--seqlen", "4096"], "--seqlen"),
+        (["--lengths", "skewed"], "--lengths"),
+        (["--kv-formats", "bf16"], "--kv-formats"),
+        (["--s-q", "1", "5"], "--s-q"),
+        (["--heads", "129"], "--heads"),
+        (["--dense", "--heads", "256"], "--heads"),
+    ],
+)
+def test_options_of_the_other_mode_or_out_of_range_are_refused(
+    argv: list[str], option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --dense --bf16 ran both row formats, --kv-formats without --dense ran the sparse FP8 decode: each silently
+    # something other than asked; --s-q 5 and --heads 129 failed in the decode call after the ceilings were measured
+    import argparse
+
+    from wavemla.tools import bench
+
+    parser = argparse.ArgumentParser(prog="wavemla bench")
+    bench.add_arguments(parser)
+    assert bench.run(parser.parse_args(argv)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"wavemla bench: {option}:"), err
+
+
+def test_each_mode_takes_its_defaults() -> None:
+    import argparse
+
+    from wavemla.tools import bench
+
+    parser = argparse.ArgumentParser(prog="wavemla bench")
+    bench.add_arguments(parser)
+    sparse = bench.resolve_args(parser.parse_args(["--s-q", "1", "4", "--heads", "128"]))
+    assert sparse.mode == ["csa", "hca"] and sparse.batch == bench.SPARSE_BATCHES and sparse.heads == [128]
+    dense = bench.resolve_args(parser.parse_args(["--dense", "--s-q", "8"]))
+    assert dense.seqlen == bench.DENSE_SEQLENS and dense.lengths == ["uniform", "skewed"]
+    assert dense.kv_formats == ["bf16", "fp8"] and dense.heads == bench.DENSE_HEADS
+    assert dense.batch == bench.DENSE_BATCHES
+
+
+def test_sparse_traffic_counts_each_cache_formats_row_bytes() -> None:
+    import torch
+
+    from wavemla.reference.fp8 import quantize_model1
+    from wavemla.reference.fp8_v32 import quantize_v32
+    from wavemla.tools.bench import traffic
+
+    b, h = 2, 16
+    idx = torch.tensor([[[0, 5, 5, -1, 64]], [[1, 2, 3, 4, 9]]], dtype=torch.int32)  # 64: past the 64 slots
+    rows = torch.randn(1, 64, 1, 512)
+    io = b * h * (2 * 512 + 2 * 512 + 4) + idx.numel() * 4  # q in, out and lse written, the indices
+    # MODEL1: 584 B a distinct valid row (request 0 reads slots 0 and 5, request 1 five slots)
+    flops, nbytes = traffic({"q": torch.zeros(b, 1, h, 512, dtype=torch.bfloat16), "kv_cache": quantize_model1(rows),
+                             "indices": idx})  # fmt: skip
+    assert (flops, nbytes) == (2.0 * h * (512 + 512) * 8, 7 * 584 + io)
+    # bf16 rows: 1024 B
+    assert traffic({"q": torch.zeros(b, 1, h, 512, dtype=torch.bfloat16), "kv_cache": rows.bfloat16(),
+                    "indices": idx})[1] == 7 * 1024 + io  # fmt: skip
+    # DeepSeek-V3.2: q 576 wide, out 512 wide, 656 B a row; QK over 576, PV over 512
+    q = torch.zeros(b, 1, h, 576, dtype=torch.bfloat16)
+    flops, nbytes = traffic({"q": q, "kv_cache": quantize_v32(torch.randn(1, 64, 1, 576)), "indices": idx})
+    assert flops == 2.0 * h * (576 + 512) * 8
+    assert nbytes == 7 * 656 + b * h * (2 * 576 + 2 * 512 + 4) + idx.numel() * 4
+    # topk_length: entries past a request's length are not read (request 0: 2 entries, request 1: none)
+    flops, nbytes = traffic({"q": torch.zeros(b, 1, h, 512, dtype=torch.bfloat16), "kv_cache": quantize_model1(rows),
+                             "indices": idx, "topk_length": torch.tensor([2, 0], dtype=torch.int32)})  # fmt: skip
+    assert (flops, nbytes) == (2.0 * h * (512 + 512) * 2, 2 * 584 + io)

@@ -155,3 +155,23 @@ def test_a_third_output_mismatch_fails_the_result(capsys: pytest.CaptureFixture[
     text = capsys.readouterr().out
     assert code == 1 and "MISMATCH: max_logits" in text and "result: FAIL" in text
     assert "max |out - ref| = 0.00e+00, max |max_logits - ref| = 1.00e+00, max |lse - ref| = 0.00e+00" in text
+
+
+@pytest.mark.parametrize("case", ["shape", "all-inf", "nan"])
+def test_a_wrong_output_is_reported_as_fail_not_a_traceback(case: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The error line is printed for any output: one of the wrong shape (whose difference with the reference does not
+    index by the finite mask), a reference without a finite element, an output of NaN."""
+    from wavemla.testing import TOLERANCES
+
+    out, lse = torch.ones(1, 1, 2, 512), torch.zeros(1, 2, 1)
+    got, want = (out, lse), (out.double(), lse.double())
+    if case == "shape":
+        got = (out, lse.view(1, 1, 2))
+    elif case == "all-inf":  # no row anywhere: lse +inf on both sides, and a wrong out
+        got, want = (out, lse + float("inf")), (out.double() * 0, lse.double() + float("inf"))
+    else:
+        got = (out * float("nan"), lse)
+    checks = (("out", TOLERANCES[("out", "interp")]), ("lse", TOLERANCES[("lse", "interp")]))
+    code = demo._check_and_time(lambda: got, lambda: want, lambda: "a plan", checks, (1.0, 1.0), False, "rows")
+    text = capsys.readouterr().out
+    assert code == 1 and "result: FAIL" in text and "max |out - ref|" in text

@@ -116,6 +116,8 @@ DENSE_BATCHES = [1, 8, 32, 64, 128]
 DENSE_SEQLENS = [1024, 4096, 16384, 65536]
 DENSE_HEADS = [16, 64, 128]
 DENSE_PAGE = 64
+MAX_HEADS = 128  # both decodes take h_q 1..128
+MAX_SPARSE_S_Q = 4  # the sparse decode's s_q 1..4 (the dense decode takes any)
 
 
 def _positive(text: str) -> int:
@@ -139,28 +141,41 @@ def _kernel_config(text: str) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dense", action="store_true", help="paged dense decode (DeepSeek-V3 shapes), not sparse")
-    parser.add_argument("--mode", nargs="+", default=["csa", "hca"], choices=sorted(MODES))
+    parser.add_argument(
+        "--mode", nargs="+", default=None, choices=sorted(MODES), help="sparse: layer kinds (default: csa hca)"
+    )
     parser.add_argument(
         "--batch", nargs="+", type=_positive, default=None,
         help=f"batch sizes (default: sparse {SPARSE_BATCHES}, dense {DENSE_BATCHES})",
     )  # fmt: skip
     parser.add_argument(
         "--heads", nargs="+", type=_positive, default=None,
-        help=f"query heads (default: sparse [64], dense {DENSE_HEADS})",
+        help=f"query heads, at most {MAX_HEADS} (default: sparse [64], dense {DENSE_HEADS})",
     )  # fmt: skip
     parser.add_argument(
-        "--seqlen", nargs="+", type=_positive, default=DENSE_SEQLENS, help="dense: keys per request (s_k)"
+        "--seqlen",
+        nargs="+",
+        type=_positive,
+        default=None,
+        help=f"dense: keys per request (s_k; default {DENSE_SEQLENS})",
     )
     parser.add_argument(
-        "--lengths", nargs="+", default=["uniform", "skewed"], choices=["uniform", "skewed"],
-        help="dense: every request at s_k, or one request in 8 at s_k and the rest at s_k/32",
+        "--lengths", nargs="+", default=None, choices=["uniform", "skewed"],
+        help="dense: every request at s_k, or one request in 8 at s_k and the rest at s_k/32 (default: both)",
     )  # fmt: skip
     parser.add_argument(
-        "--kv-formats", nargs="+", default=["bf16", "fp8"], choices=["bf16", "fp8", "fp8-tensor"],
-        help="dense: bf16 rows, the FP8 V3.2 layout, and/or per-tensor FP8 rows (576 codes, descale_k)",
+        "--kv-formats", nargs="+", default=None, choices=["bf16", "fp8", "fp8-tensor"],
+        help="dense: bf16 rows, the FP8 V3.2 layout, and/or per-tensor FP8 rows (576 codes, descale_k); default: "
+        "bf16 fp8",
     )  # fmt: skip
-    parser.add_argument("--s-q", nargs="+", type=_positive, default=[1])
-    parser.add_argument("--bf16", action="store_true", help="bf16 row caches instead of FP8 MODEL1")
+    parser.add_argument(
+        "--s-q",
+        nargs="+",
+        type=_positive,
+        default=[1],
+        help=f"query tokens per request (sparse: at most {MAX_SPARSE_S_Q})",
+    )
+    parser.add_argument("--bf16", action="store_true", help="sparse: bf16 row caches instead of FP8 MODEL1")
     parser.add_argument(
         "--configs",
         nargs="*",
@@ -284,21 +299,31 @@ def timing_samples_us(fn: Any, reps: int, flush: bool = True, graph: bool = Fals
 
 
 def traffic(inputs: dict[str, Any]) -> tuple[float, float]:
-    """(FLOPs, bytes) one call must do: every valid row per query token; every distinct row per request once."""
+    """(FLOPs, bytes) one call must do: every valid row per query token (the leading ``topk_length`` entries of a
+    list, where given); every distinct row per request once, at its cache's bytes a row (MODEL1 584, V3.2 656, a
+    row cache's width times its element size); q in, out (512 wide) and lse written, the index lists read.
+    ``2·h·(d_qk + 512)`` FLOPs per valid row per query token."""
     import torch
 
     q = inputs["q"]
     b, s_q, h, d = q.shape
-    row_bytes = 584 if inputs["kv_cache"].shape[-1] == 584 else 2 * d
     flops = 0.0
-    nbytes = float(q.numel() * q.element_size() * 2 + b * s_q * h * 4)  # q in, out + lse written
-    for key, cache_key in (("indices", "kv_cache"), ("extra_indices", "extra_kv_cache")):
+    nbytes = float(q.numel() * q.element_size() + b * s_q * h * (512 * q.element_size() + 4))
+    for key, cache_key, length_key in (
+        ("indices", "kv_cache", "topk_length"),
+        ("extra_indices", "extra_kv_cache", "extra_topk_length"),
+    ):
         idx = inputs.get(key)
         if idx is None:
             continue
-        slots = inputs[cache_key].shape[0] * inputs[cache_key].shape[1]
+        cache = inputs[cache_key]
+        row_bytes = cache.shape[-1] * cache.element_size()  # byte caches: 584 or 656; rows: 2·d
+        slots = cache.shape[0] * cache.shape[1]
         valid = (idx >= 0) & (idx < slots)
-        flops += 2.0 * h * (d + d) * float(valid.sum())
+        length = inputs.get(length_key)
+        if length is not None:
+            valid &= torch.arange(idx.shape[-1], device=idx.device) < length.to(idx.device).view(b, 1, 1)
+        flops += 2.0 * h * (d + 512) * float(valid.sum())
         nbytes += idx.numel() * 4
         for r in range(b):
             rows = idx[r][valid[r]]
@@ -619,9 +644,46 @@ def environment() -> dict[str, Any]:
     }
 
 
+def refusal(args: argparse.Namespace) -> str | None:
+    """Why ``args`` cannot be benchmarked as given, naming the option (None: they can): an option of the other
+    decode, which would otherwise be ignored, or a value the decode call refuses only after the ceilings are
+    measured."""
+    if args.dense:
+        other = {"--mode": args.mode, "--bf16": args.bf16 or None}
+        hint = {"--mode": "the sparse decode's layer kinds", "--bf16": "the sparse decode's row caches (with --dense, "
+                "--kv-formats bf16)"}  # fmt: skip
+    else:
+        other = {"--seqlen": args.seqlen, "--lengths": args.lengths, "--kv-formats": args.kv_formats}
+        hint = dict.fromkeys(other, "an option of --dense")
+    for name, value in other.items():
+        if value is not None:
+            return f"{name}: {hint[name]}; not an option of {'--dense' if args.dense else 'the sparse decode'}"
+    if any(h > MAX_HEADS for h in args.heads or ()):
+        return f"--heads: expected 1..{MAX_HEADS} query heads, got {max(args.heads)}"
+    if not args.dense and max(args.s_q) > MAX_SPARSE_S_Q:
+        return f"--s-q: the sparse decode takes 1..{MAX_SPARSE_S_Q} query tokens a request, got {max(args.s_q)}"
+    return None
+
+
+def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` with each option its decode's default where it was left out."""
+    if args.dense:
+        return argparse.Namespace(**{**vars(args), "batch": args.batch or DENSE_BATCHES,
+                                     "heads": args.heads or DENSE_HEADS, "seqlen": args.seqlen or DENSE_SEQLENS,
+                                     "lengths": args.lengths or ["uniform", "skewed"],
+                                     "kv_formats": args.kv_formats or ["bf16", "fp8"]})  # fmt: skip
+    return argparse.Namespace(**{**vars(args), "batch": args.batch or SPARSE_BATCHES, "heads": args.heads or [64],
+                                 "mode": args.mode or ["csa", "hca"]})  # fmt: skip
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
+    problem = refusal(args)
+    if problem is not None:
+        print(f"wavemla bench: {problem}", file=sys.stderr)
+        return 2
+    args = resolve_args(args)
     if not torch.cuda.is_available():
         print("wavemla bench: needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -630,12 +692,12 @@ def run(args: argparse.Namespace) -> int:
     records: list[Any]
     if args.dense:
         records = bench_dense(
-            args.batch or DENSE_BATCHES, args.seqlen, args.heads or DENSE_HEADS, args.s_q, args.lengths,
+            args.batch, args.seqlen, args.heads, args.s_q, args.lengths,
             args.kv_formats, args.configs, args.reps, ceilings, log=lambda s: print(s, flush=True),
         )  # fmt: skip
     else:
         records = bench(
-            args.mode, args.batch or SPARSE_BATCHES, args.heads or [64], args.s_q, not args.bf16, args.configs,
+            args.mode, args.batch, args.heads, args.s_q, not args.bf16, args.configs,
             args.reps, ceilings, log=lambda s: print(s, flush=True),
         )  # fmt: skip
     if args.json:

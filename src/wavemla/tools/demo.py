@@ -169,8 +169,7 @@ def _check_and_time(
     problems, errors = [], []
     for (name, tol), a, b in zip(checks, got, want, strict=True):
         problems.append(check_close(name, a, b, tol))
-        finite = torch.isfinite(b)  # a token without rows: lse +inf, max_logits -inf on both sides
-        errors.append(f"max |{name} - ref| = {(a.double() - b)[finite].abs().max().item():.2e}")
+        errors.append(f"max |{name} - ref| = {_max_error(a, b)}")
     print(f"  plan: {plan_reason()}")
     print(f"  {', '.join(errors)} (fp64 reference on the same {rows})")
     flops, nbytes = work
@@ -192,6 +191,19 @@ def _check_and_time(
         print(f"  MISMATCH: {p}")
     print("  result: " + ("FAIL" if bad else "PASS (matches the reference within FlashMLA's tolerances)"))
     return 1 if bad else 0
+
+
+def _max_error(actual: torch.Tensor, expected: torch.Tensor) -> str:
+    """The largest |actual - expected| over the reference's finite elements (a token without rows: lse +inf,
+    max_logits -inf on both sides), or why there is none; a wrong shape is check_close's to report."""
+    import torch
+
+    if actual.shape != expected.shape:
+        return f"n/a (shape {tuple(actual.shape)}, expected {tuple(expected.shape)})"
+    finite = torch.isfinite(expected)
+    if not bool(finite.any()):
+        return "n/a (no finite reference element)"
+    return f"{(actual.double() - expected)[finite].abs().max().item():.2e}"
 
 
 def _run_dense(args: argparse.Namespace, on_gpu: bool) -> int:
