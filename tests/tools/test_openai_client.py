@@ -113,6 +113,23 @@ def test_cr_line_endings_up_to_the_last_byte() -> None:
     assert rec.content == "x" and rec.finish_reason == "stop"
 
 
+def test_event_ending_in_bare_cr_is_timed_when_it_arrives() -> None:
+    # The blank line of each event is a lone "\r" at the end of a read: the event is complete there, so its
+    # chunk must carry that read's time, not the time of the next read.
+    stream = [
+        (0.1, b'data: {"choices": [{"index": 0, "delta": {"content": "x"}}]}\r\r'),
+        (0.3, b'data: {"choices": [{"index": 0, "delta": {"content": "y"}}]}\r\n\r'),
+        (0.4, b'\ndata: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\r\n\r\n'),
+    ]
+    rec = record_from_stream(stream, "chat", start=0.0)
+    assert rec.ok, rec.error_detail
+    assert rec.chunk_times == [0.1, 0.3] and rec.content == "xy"
+    # A "\r" that ends one read and the "\n" that starts the next are one line break, not two.
+    split = [(0.1, b'data: {"choices": [{"index": 0, "delta": {"content": "x"}}]}\r'), (0.2, b"\n\r"), (0.3, b"\n")]
+    rec = record_from_stream([*split, (0.5, b"data: [DONE]\r\n\r\n")], "chat", start=0.0)
+    assert rec.ok and rec.chunk_times == [0.2] and rec.saw_done
+
+
 def test_other_choice_indices_and_empty_deltas_are_not_output() -> None:
     stream = [
         (0.1, sse({"choices": [{"index": 1, "delta": {"content": "other"}}]})),
@@ -302,6 +319,8 @@ def test_connection_refused_is_connect_error() -> None:
     assert rec.error_kind == "connect"
 
 
-def test_timeout_must_be_positive() -> None:
+@pytest.mark.parametrize("timeout_s", [0.0, -1.0, math.nan, math.inf])
+def test_timeout_must_be_positive_and_finite(timeout_s: float) -> None:
+    # An infinite limit would reach aiohttp, which cannot schedule it (OverflowError on the first request).
     with pytest.raises(UsageError, match=r"^--timeout: "):
-        OpenAIClient("http://127.0.0.1:1", None, timeout_s=0)
+        OpenAIClient("http://127.0.0.1:1", None, timeout_s=timeout_s)

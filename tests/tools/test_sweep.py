@@ -155,9 +155,14 @@ def test_cliff_flag_with_descending_order_and_failed_levels() -> None:
         ({"input_len": 0}, "--input-len"),
         ({"output_len": 0}, "--output-len"),
         ({"timeout": 0.0}, "--timeout"),
+        ({"timeout": math.inf}, "--timeout"),
+        ({"timeout": math.nan}, "--timeout"),
         ({"cliff_tolerance": 1.0}, "--cliff-tolerance"),
         ({"bucket_s": 0.0}, "--bucket-s"),
+        ({"bucket_s": 1e-300}, "--bucket-s"),
         ({"temperature": -1.0}, "--temperature"),
+        ({"temperature": math.nan}, "--temperature"),
+        ({"temperature": math.inf}, "--temperature"),
     ],
 )
 def test_bad_config_names_the_argument(changes: dict[str, Any], flag: str) -> None:
@@ -180,6 +185,9 @@ def test_cli_errors_exit_2_and_name_the_argument(capsys: pytest.CaptureFixture[s
     args = _parse("--url", "http://127.0.0.1:1", "--concurrency", "1", "--extra-body", "[1]")
     assert sweep.run(args) == 2
     assert "--extra-body: must be a JSON object" in capsys.readouterr().err
+    # Not an OverflowError traceback from aiohttp on the first request.
+    assert sweep.run(_parse("--url", "http://127.0.0.1:1", "--concurrency", "1", "--timeout", "inf")) == 2
+    assert "--timeout: must be" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
         _parse("--url", "http://127.0.0.1:1", "--concurrency")
     assert exc.value.code == 2
@@ -238,6 +246,12 @@ def test_prompt_file_formats_and_errors(tmp_path: Path) -> None:
     (tmp_path / "bad.jsonl").write_text('{"prompt": "x", "max_tokens": 0}\n')
     with pytest.raises(UsageError, match=r"^--prompts: .*bad.jsonl:1: 'max_tokens'"):
         sweep.load_prompts(tmp_path / "bad.jsonl", "chat")
+    (tmp_path / "bool.jsonl").write_text('{"prompt": "x", "max_tokens": true}\n')  # JSON true is no token count
+    with pytest.raises(UsageError, match=r"^--prompts: .*bool.jsonl:1: 'max_tokens'"):
+        sweep.load_prompts(tmp_path / "bool.jsonl", "chat")
+    (tmp_path / "latin1.txt").write_bytes("café au lait\n".encode("latin-1"))
+    with pytest.raises(UsageError, match=r"^--prompts: .*latin1.txt.*UTF-8"):
+        sweep.load_prompts(tmp_path / "latin1.txt", "chat")
 
 
 def _read_csv(path: Path) -> list[dict[str, str]]:

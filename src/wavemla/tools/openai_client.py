@@ -280,16 +280,22 @@ class StreamAccumulator:
         self._buf = b""
         self._data: list[str] = []
         self._finished = False
+        # The last read ended in "\r": a "\n" starting the next read belongs to that line break.
+        self._after_cr = False
 
     def feed(self, data: bytes, t: float) -> bool:
         if self._finished:
             return False
+        if self._after_cr and data:
+            self._after_cr = False
+            data = data.removeprefix(b"\n")
         self._buf += data
         while True:
             line, sep, rest = _split_line(self._buf)
             if not sep:
                 break
             self._buf = rest
+            self._after_cr = sep == b"\r" and not rest
             if not self._handle_line(line, t):
                 self._finished = True
                 return False
@@ -299,8 +305,8 @@ class StreamAccumulator:
         rec = self.record
         if not self._finished:
             if self._buf:
-                # A trailing "\r" was held back in case "\n" followed; at end of stream it ends the line.
-                self._handle_line(self._buf.removesuffix(b"\r"), t)
+                # A last line without a line break.
+                self._handle_line(self._buf, t)
                 self._buf = b""
             if not self._finished and self._data:
                 self._dispatch(t)
@@ -426,12 +432,11 @@ class StreamAccumulator:
 
 
 def _split_line(buf: bytes) -> tuple[bytes, bytes, bytes]:
-    """Split off the first line; a lone trailing ``\\r`` waits for more data (it may start ``\\r\\n``)."""
+    """Split off the first line. A ``\\r`` that ends ``buf`` ends the line at once (waiting for a possible
+    ``\\n`` would time the event at the next read); the caller drops a ``\\n`` that starts the next read."""
     i_n = buf.find(b"\n")
     i_r = buf.find(b"\r")
     if i_r != -1 and (i_n == -1 or i_r < i_n):
-        if i_r + 1 == len(buf):
-            return buf, b"", b""
         if buf[i_r + 1 : i_r + 2] == b"\n":
             return buf[:i_r], b"\r\n", buf[i_r + 2 :]
         return buf[:i_r], b"\r", buf[i_r + 1 :]
@@ -466,8 +471,9 @@ class OpenAIClient:
     """
 
     def __init__(self, base_url: str, model: str | None, timeout_s: float = 600.0) -> None:
-        if not timeout_s > 0:
-            raise UsageError("--timeout", f"must be > 0, got {timeout_s}")
+        # aiohttp cannot schedule an infinite limit: it fails on the first request with an OverflowError.
+        if not (timeout_s > 0 and math.isfinite(timeout_s)):
+            raise UsageError("--timeout", f"must be a finite number > 0, got {timeout_s}")
         self.base_url = normalize_base_url(base_url)
         self.model = model
         self.timeout_s = timeout_s

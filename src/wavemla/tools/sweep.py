@@ -96,6 +96,7 @@ _WORDS: tuple[str, ...] = tuple(
 
 _CSV_STATS = ("mean", "median", "p90", "p99")
 _CSV_METRICS = ("tok_s_per_user", "ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+_MIN_BUCKET_S = 1e-3
 
 
 @dataclass(frozen=True)
@@ -152,14 +153,16 @@ class SweepConfig:
             raise UsageError("--input-len", f"must be >= 1, got {self.input_len}")
         if self.output_len < 1:
             raise UsageError("--output-len", f"must be >= 1, got {self.output_len}")
-        if not self.timeout > 0:
-            raise UsageError("--timeout", f"must be > 0, got {self.timeout}")
+        if not (self.timeout > 0 and math.isfinite(self.timeout)):
+            raise UsageError("--timeout", f"must be a finite number > 0, got {self.timeout}")
         if not 0 <= self.cliff_tolerance < 1:
             raise UsageError("--cliff-tolerance", f"must be in [0, 1), got {self.cliff_tolerance}")
-        if not self.bucket_s > 0:
-            raise UsageError("--bucket-s", f"must be > 0, got {self.bucket_s}")
-        if self.temperature is not None and self.temperature < 0:
-            raise UsageError("--temperature", f"must be >= 0, got {self.temperature}")
+        # Shorter slices would time network packets, not throughput, and a window of seconds cut into
+        # them needs a list of that many slices.
+        if not self.bucket_s >= _MIN_BUCKET_S:
+            raise UsageError("--bucket-s", f"must be >= {_MIN_BUCKET_S:g}, got {self.bucket_s}")
+        if self.temperature is not None and not (self.temperature >= 0 and math.isfinite(self.temperature)):
+            raise UsageError("--temperature", f"must be a finite number >= 0, got {self.temperature}")
 
     def requests_for(self, c: int) -> int:
         return self.num_requests if self.num_requests is not None else 5 * c
@@ -185,6 +188,8 @@ def load_prompts(path: str | os.PathLike[str], endpoint: str) -> list[PromptItem
         lines = p.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise UsageError("--prompts", f"cannot read {str(p)!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError("--prompts", f"{str(p)!r} is not UTF-8 text (byte {exc.start})") from None
     items: list[PromptItem] = []
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
@@ -217,7 +222,8 @@ def _prompt_item(obj: Any, endpoint: str, where: str) -> PromptItem:
     else:
         raise UsageError("--prompts", f"{where}: expected text, a JSON string or an object with prompt/messages")
     max_tokens = obj.get("max_tokens") if isinstance(obj, dict) else None
-    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+    # bool is an int subclass: JSON true must not pass as max_tokens 1.
+    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
         raise UsageError("--prompts", f"{where}: 'max_tokens' must be a positive integer")
     tools = obj.get("tools") if isinstance(obj, dict) else None
     if tools is not None and not isinstance(tools, list):
@@ -800,7 +806,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cliff-tolerance", type=float, default=0.03, help="relative drop that flags a cliff (default 0.03)"
     )
-    parser.add_argument("--bucket-s", type=float, default=1.0, help="slice length for tok/s statistics (default 1)")
+    parser.add_argument(
+        "--bucket-s", type=float, default=1.0, help="slice length for tok/s statistics, >= 0.001 (default 1)"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress line")
 
 
