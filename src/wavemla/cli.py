@@ -42,6 +42,19 @@ def summary(doc: str | None, fallback: str = "") -> str:
     return " ".join((doc or fallback).strip().split("\n\n")[0].split())
 
 
+def output_file_problem(option: str, path: str) -> str | None:
+    """Why a tool that writes ``path`` only after its run could not write it there (naming ``option``), or None:
+    checked before the run, so that a long GPU run is not lost to a mistyped path."""
+    from pathlib import Path
+
+    target = Path(path)
+    if target.is_dir():
+        return f"{option}: {path!r} is a directory; name the file to write"
+    if not target.parent.is_dir():
+        return f"{option}: no directory {str(target.parent)!r} to write {target.name!r} into"
+    return None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wavemla",

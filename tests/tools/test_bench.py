@@ -158,6 +158,21 @@ def test_options_of_the_other_mode_or_out_of_range_are_refused(
     assert err.startswith(f"wavemla bench: {option}:"), err
 
 
+@pytest.mark.parametrize("where", ["no-directory", "a-directory"])
+def test_json_path_is_checked_before_the_run(where: str, tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The records are written after the whole run: a --json path that cannot take them is refused first."""
+    import argparse
+
+    from wavemla.tools import bench
+
+    parser = argparse.ArgumentParser(prog="wavemla bench")
+    bench.add_arguments(parser)
+    path = str(tmp_path / "none" / "out.json") if where == "no-directory" else str(tmp_path)
+    assert bench.run(parser.parse_args(["--json", path])) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("wavemla bench: --json: "), err
+
+
 def test_each_mode_takes_its_defaults() -> None:
     import argparse
 

@@ -679,8 +679,10 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    problem = refusal(args)
-    if problem is not None:
+    from wavemla.cli import output_file_problem
+
+    problem = refusal(args) or (args.json and output_file_problem("--json", args.json))
+    if problem:
         print(f"wavemla bench: {problem}", file=sys.stderr)
         return 2
     args = resolve_args(args)

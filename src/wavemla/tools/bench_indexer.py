@@ -411,7 +411,7 @@ def run_indexer_bench(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m wavemla.tools.bench_indexer OUT.json [--reps N]``: the whole grid on the current GPU."""
-    from wavemla.cli import summary
+    from wavemla.cli import output_file_problem, summary
 
     parser = argparse.ArgumentParser(prog="python -m wavemla.tools.bench_indexer", description=summary(__doc__))
     parser.add_argument("out", metavar="OUT.json", help="write the copy ceiling and every case's rows here")
@@ -421,13 +421,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.reps < MIN_REPS:
         parser.error(f"--reps: expected at least {MIN_REPS}, got {args.reps}")
-    # the file is written after the whole grid has run: refuse a path that cannot take it now, not then
-    target = Path(args.out)
-    if target.is_dir():
-        parser.error(f"OUT.json: {args.out!r} is a directory; name the file to write")
-    if not target.parent.is_dir():
-        parser.error(f"OUT.json: no directory {str(target.parent)!r} to write {target.name!r} into")
-    for row in run_indexer_bench(target, reps=args.reps):
+    problem = output_file_problem("OUT.json", args.out)  # written after the whole grid has run
+    if problem is not None:
+        parser.error(problem)
+    for row in run_indexer_bench(args.out, reps=args.reps):
         print(
             f"{row['provider']:6s} b={row['b']} n={row['n_comp']} rows {row['kv_format']} q {row['q_format']}: "
             f"{row['median_us']:.1f} us, {row['gbps']:.0f} GB/s"

@@ -22,7 +22,6 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -191,7 +190,7 @@ def run_prefill_bench(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from wavemla.cli import summary
+    from wavemla.cli import output_file_problem, summary
 
     parser = argparse.ArgumentParser(prog="python -m wavemla.tools.bench_prefill", description=summary(__doc__))
     parser.add_argument("--json", required=True, help="write the ceilings and rows here")
@@ -205,12 +204,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.reps < 3:
         parser.error(f"--reps: expected at least 3, got {args.reps}")
-    # the file is written once every case has run: refuse a path that cannot take it before the run, not after
-    target = Path(args.json)
-    if target.is_dir():
-        parser.error(f"--json: {args.json!r} is a directory; name the file to write")
-    if not target.parent.is_dir():
-        parser.error(f"--json: no directory {str(target.parent)!r} to write {target.name!r} into")
+    problem = output_file_problem("--json", args.json)  # written once every case has run
+    if problem is not None:
+        parser.error(problem)
     cases = [CASES[n] for n in dict.fromkeys(args.cases)]  # a case named twice would be timed and written twice
     result = run_prefill_bench(cases, args.reps, args.tiles, not args.no_baseline)
     result["label"] = args.label
