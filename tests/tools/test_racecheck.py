@@ -226,6 +226,10 @@ def test_unreadable_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     log.write_text(_fixture())
     assert rc.run(parser.parse_args([str(log), "--source", str(bad)])) == 2
     assert "not Python source" in capsys.readouterr().err
+    binary = tmp_path / "binary.py"
+    binary.write_bytes(b'x = "\xff\xfe"\n')  # not UTF-8: the message names the file, not only the codec
+    assert rc.run(parser.parse_args([str(log), "--source", str(binary)])) == 2
+    assert f"{binary}: not UTF-8 text" in capsys.readouterr().err
 
 
 def test_cli_verb(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -112,6 +112,7 @@ def test_index_k_formats_are_the_indexers() -> None:
         (("--mode", "hca", "--indexer-select", "token"), "--indexer-select"),  # only CSA graphs run the indexer
         (("--mode", "swa", "--indexer-select", "chunked"), "--indexer-select"),
         (("--no-indexer", "--indexer-select", "token"), "--indexer-select"),
+        (("--share-pool", "--no-graph"), "--share-pool"),  # eager calls: no graph, so no pool to share
     ],
 )
 def test_bad_options_name_the_option(argv: tuple[str, ...], option: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -119,6 +120,41 @@ def test_bad_options_name_the_option(argv: tuple[str, ...], option: str, capsys:
         stress.config_from_args(_args(*argv))
     assert stress.run(_args(*argv)) == 2
     assert option in capsys.readouterr().err
+
+
+def test_cpu_options_are_checked_too() -> None:
+    """--cpu runs one queue, but a stream count below 1 leaves the schedule nothing to draw from (it failed after
+    the whole setup with an error naming no option), and no graph is captured, so no pool can be shared (the
+    negative control would report a PASS of nothing)."""
+    for n in ("0", "-2"):
+        with pytest.raises(ValueError, match=r"^--streams:"):
+            stress.config_from_args(_args("--cpu", "--streams", n))
+    assert stress.config_from_args(_args("--cpu", "--streams", "1")).streams == 1
+    with pytest.raises(ValueError, match=r"^--share-pool: .*--cpu"):
+        stress.config_from_args(_args("--cpu", "--share-pool"))
+
+
+def test_the_first_line_names_the_batches_that_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Sizes are cycled over the graphs; a size no graph gets (fewer graphs, or one shared metadata) is not listed."""
+    monkeypatch.setattr(stress, "run_stress", lambda cfg: stress.StressReport())
+    _, out = _run(capsys, "--graphs", "2", "--batch", "48", "7", "96")
+    assert "batch per graph=[48, 7] " in out.splitlines()[0], out
+    _, out = _run(capsys, "--share-metadata", "--batch", "64", "7", "--splits", "3")
+    assert "batch per graph=[64, 64, 64, 64] " in out.splitlines()[0], out
+
+
+def test_an_error_before_the_setup_exits_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Creating the streams (or asking for the device) can fail with a CUDA error too: a report with exit 2, not an
+    exception that leaves the process with exit 1, the code for differing bits."""
+
+    def broken_streams(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("CUDA error: out of memory")
+
+    monkeypatch.setattr(stress, "_Streams", broken_streams)
+    report = stress.run_stress(stress.StressConfig(cpu=True, graphs=1, replays=1, batches=(2,)), log=lambda s: None)
+    assert report.exit_code == 2 and report.error == "RuntimeError: CUDA error: out of memory"
 
 
 def test_indexer_select_without_an_indexer_is_refused() -> None:

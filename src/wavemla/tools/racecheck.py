@@ -149,10 +149,15 @@ class Report:
 
 def kernel_sites(paths: Iterable[Path]) -> dict[str, KernelSites]:
     """The warp-specialized kernels defined in ``paths`` (Python sources), by function name: every function whose
-    body calls ``warp_specialize`` (``gl.warp_specialize(...)`` or a bare name)."""
+    body calls ``warp_specialize`` (``gl.warp_specialize(...)`` or a bare name). ValueError for a file that is not
+    UTF-8 text."""
     sites: dict[str, KernelSites] = {}
     for path in paths:
-        tree = ast.parse(path.read_text(), filename=str(path))
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:  # a ValueError whose message names the codec, not the file
+            raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        tree = ast.parse(text, filename=str(path))
         for node in ast.walk(tree):
             if not isinstance(node, ast.FunctionDef):
                 continue

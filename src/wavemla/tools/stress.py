@@ -37,7 +37,8 @@ inside the graph), as vLLM's DeepSeek-V4 decode does with the output it allocate
 references are computed without one, so an element a replay leaves unwritten is a mismatch. Two negative
 controls break the ownership rules on purpose, to show what the harness catches: ``--share-metadata`` (all graphs
 share one split workspace) and ``--share-pool`` (all graphs captured into one memory pool, so the temporaries of
-graphs replayed at the same time alias — the failure mode of overlapped CUDA-graph replays in serving engines).
+graphs replayed at the same time alias — the failure mode of overlapped CUDA-graph replays in serving engines; a
+usage error where no graph is captured, ``--no-graph`` or ``--cpu``).
 
 Example::
 
@@ -302,6 +303,11 @@ def validate_config(cfg: StressConfig) -> None:
         raise ValueError(f"--batch: expected sizes >= 1, got {list(cfg.batches)}")
     if cfg.streams < 2 and not cfg.cpu:
         raise ValueError(f"--streams: the stress needs at least 2 streams, got {cfg.streams}")
+    if cfg.streams < 1:  # --cpu: one queue, but the schedule still draws each replay's stream
+        raise ValueError(f"--streams: expected a positive integer, got {cfg.streams}")
+    if cfg.share_pool and not cfg.use_graphs:
+        without = "--cpu" if cfg.cpu else "--no-graph"
+        raise ValueError(f"--share-pool: the pool the graphs are captured into; {without} captures no graph")
     for name in ("graphs", "replays", "variants", "check_every", "noise_mm", "s_q", "heads"):
         if getattr(cfg, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')}: expected a positive integer, got {getattr(cfg, name)}")
@@ -884,16 +890,13 @@ def run_stress(cfg: StressConfig, log: Any = print) -> StressReport:
 
     validate_config(cfg)
     report = StressReport()
-    if cfg.cpu:
-        device = torch.device("cpu")
-    elif not torch.cuda.is_available():
+    if not cfg.cpu and not torch.cuda.is_available():
         report.error = "no CUDA device (use --cpu for an interpreter run of the harness)"
         return report
-    else:
-        device = torch.device("cuda", torch.cuda.current_device())
     t0 = time.perf_counter()
-    streams = _Streams(device, cfg.streams)
-    try:
+    try:  # the device query and stream creation can fail with a CUDA error as well
+        device = torch.device("cpu") if cfg.cpu else torch.device("cuda", torch.cuda.current_device())
+        streams = _Streams(device, cfg.streams)
         cases = _setup(cfg, device, streams, log)
         report.graphs = [c.plan_note for c in cases]
         _loop(cfg, cases, streams, report, log)
@@ -1042,7 +1045,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--heads", type=int, default=None, help="query heads (default 64, --mode v32 128; 16 with --small)"
     )
     parser.add_argument("--s-q", type=int, default=1, help="query tokens per request (default 1)")
-    parser.add_argument("--streams", type=int, default=2, help="replay streams (>= 2, default 2)")
+    parser.add_argument("--streams", type=int, default=2, help="replay streams (>= 2, default 2; --cpu: >= 1)")
     parser.add_argument("--graphs", type=int, default=None, help="captured graphs (default 4; 2 with --small)")
     parser.add_argument(
         "--replays",
@@ -1091,7 +1094,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--share-pool",
         action="store_true",
         help="negative control: every graph is captured into one memory pool, so temporaries of graphs replayed "
-        "at the same time on different streams alias; mismatches are expected",
+        "at the same time on different streams alias; mismatches are expected (graphs only: a usage error with "
+        "--no-graph or --cpu)",
     )
     parser.add_argument(
         "--indexer-select",
@@ -1130,7 +1134,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"wavemla stress: {exc}", file=sys.stderr)
         return 2
     print(
-        f"wavemla stress: mode={cfg.mode} batches={list(cfg.batches)} h={cfg.heads} graphs={cfg.graphs} "
+        f"wavemla stress: mode={cfg.mode} batch per graph={[cfg.batch_of(g) for g in range(cfg.graphs)]} "
+        f"h={cfg.heads} graphs={cfg.graphs} "
         f"streams={cfg.streams} replays={cfg.replays} variants={cfg.variants} seed={cfg.seed}"
     )
     report = run_stress(cfg)
