@@ -268,6 +268,18 @@ def _check_cache(name: str, cache: Any, device: torch.device) -> bool:
     raise ValueError(f"{name}: expected bf16/fp16 rows or a uint8/float8_e4m3fn MODEL1 cache, got {cache.dtype}")
 
 
+def _check_row_dtype(name: str, cache: torch.Tensor, q: torch.Tensor, fp8_format: str) -> None:
+    """A row cache (not FP8) has q's dtype, and is not bf16 under Triton's interpreter (``fp8_format``: the FP8
+    cache to suggest there)."""
+    if cache.dtype != q.dtype:
+        raise ValueError(f"{name}: bf16/fp16 rows must match q's dtype {q.dtype}, got {cache.dtype}")
+    if cache.dtype == torch.bfloat16 and triton_interpreting():
+        raise ValueError(
+            f"{name}: bf16 rows cannot run under Triton's interpreter (its tl.dot multiplies raw bf16 bits, "
+            f"triton issue 11584); use fp16 rows or an FP8 {fp8_format} cache on CPU"
+        )
+
+
 def _check_page_span(name: str, cache: torch.Tensor, page: int) -> None:
     """A row cache's rows inside a page lie within int32 element offsets of its first row (the kernels compute a
     row's offset in its page, ``row · stride(1)``, in int32; the block offset is int64)."""
@@ -535,13 +547,8 @@ def sparse_mla_decode(
         raise ValueError(f"q: expected head_dim {D_QK} (DeepSeek-V4 latent) or 576 (DeepSeek-V3.2), got {d}")
     is_fp8 = _check_cache("kv_cache", kv_cache, device)
     # before the extra cache's checks, which compare its dtype with kv_cache's: a kv_cache not of q's dtype is named
-    if not is_fp8 and kv_cache.dtype != q.dtype:
-        raise ValueError(f"kv_cache: bf16/fp16 rows must match q's dtype {q.dtype}, got {kv_cache.dtype}")
-    if not is_fp8 and kv_cache.dtype == torch.bfloat16 and triton_interpreting():
-        raise ValueError(
-            "kv_cache: bf16 rows cannot run under Triton's interpreter (its tl.dot multiplies raw bf16 bits, "
-            "triton issue 11584); use fp16 rows or an FP8 MODEL1 cache on CPU"
-        )
+    if not is_fp8:
+        _check_row_dtype("kv_cache", kv_cache, q, "MODEL1")
     _check_indices("indices", indices, b, s_q, device)
     if topk_length is not None:
         _check_length("topk_length", topk_length, b, device)
@@ -994,13 +1001,8 @@ def dense_mla_decode(
     fp8_q = q.dtype == torch.float8_e4m3fn
     if fp8_q and not is_fp8:
         raise ValueError("q: an FP8 q (float8_e4m3fn) needs an FP8 cache; bf16/fp16 rows take q of their dtype")
-    if not is_fp8 and k_cache.dtype != q.dtype:
-        raise ValueError(f"k_cache: bf16/fp16 rows must match q's dtype {q.dtype}, got {k_cache.dtype}")
-    if not is_fp8 and k_cache.dtype == torch.bfloat16 and triton_interpreting():
-        raise ValueError(
-            "k_cache: bf16 rows cannot run under Triton's interpreter (its tl.dot multiplies raw bf16 bits, "
-            "triton issue 11584); use fp16 rows or an FP8 V3.2 cache on CPU"
-        )
+    if not is_fp8:
+        _check_row_dtype("k_cache", k_cache, q, "V3.2")
     if cache_format == "fp8":
         if descale_k is None:
             raise ValueError("descale_k: required with a per-tensor FP8 cache (576 e4m3 codes a token)")
