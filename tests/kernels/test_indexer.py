@@ -420,8 +420,9 @@ def test_scores_do_not_depend_on_rows_per_program(monkeypatch, fp8):
 
 
 def test_kernels_launch_under_q_device_guard(monkeypatch):
-    """Every launch of a call (and of its replays) runs with q's device current: Triton launches on the current
-    GPU, so a q on another GPU than the current one would otherwise run the kernels on the wrong one."""
+    """Every Triton launch of a call runs with q's device current: Triton launches on the current GPU, so a q on
+    another GPU than the current one would otherwise run the kernels on the wrong one (a replay is taken only where
+    q's GPU is current, launch.replayable)."""
     from wavemla.kernels import launch
 
     active = [0]

@@ -1949,25 +1949,26 @@ def lightning_indexer(
 
         idx, length = lightning_indexer(q_idx, weights, index_k_cache, block_table, n_comp, 512, max_n_comp=65536)
     """
-    with launch.device_guard(getattr(q_idx, "device", None)):  # Triton launches on the current GPU, not q's
-        # A call with the signature of one made before launches that call's kernels again (kernels.launch).
-        given = out if isinstance(out, tuple) and len(out) == 2 else (None, None)
-        tensors = (q_idx, weights, index_k_cache, block_table, n_comp, *given, workspace)
-        scalars = (topk, max_n_comp, select_chunk, index_k_layout, select, out is None)
-        key: tuple[object, ...] | None = None
-        if launch.replayable(tensors, scalars) and (out is None or all(t is not None for t in given)):
-            key, ptrs = launch.call_key(tensors, scalars)
-            kept = _REPLAYS.get(key)
-            if kept is not None and (kept_replay := kept[0]) is not None:
-                out_shapes = kept[1]
-                if out is None:
-                    idx_out = torch.empty(out_shapes[0], dtype=torch.int32, device=q_idx.device)
-                    len_out = torch.empty(out_shapes[1], dtype=torch.int32, device=q_idx.device)
-                    inputs = (*tensors[:5], idx_out, len_out, workspace)
-                    kept_replay.launch(inputs, (*ptrs[:5], idx_out.data_ptr(), len_out.data_ptr(), *ptrs[5:]))
-                    return idx_out, len_out
-                kept_replay.launch(tensors, ptrs)
-                return given  # type: ignore[return-value]
+    # A call with the signature of one made before launches that call's kernels again (kernels.launch).
+    given = out if isinstance(out, tuple) and len(out) == 2 else (None, None)
+    tensors = (q_idx, weights, index_k_cache, block_table, n_comp, *given, workspace)
+    scalars = (topk, max_n_comp, select_chunk, index_k_layout, select, out is None)
+    key: tuple[object, ...] | None = None
+    if launch.replayable(tensors, scalars) and (out is None or all(t is not None for t in given)):
+        key, ptrs = launch.call_key(tensors, scalars)
+        kept = _REPLAYS.get(key)
+        if kept is not None and (kept_replay := kept[0]) is not None:
+            out_shapes = kept[1]
+            if out is None:
+                idx_out = torch.empty(out_shapes[0], dtype=torch.int32, device=q_idx.device)
+                len_out = torch.empty(out_shapes[1], dtype=torch.int32, device=q_idx.device)
+                inputs = (*tensors[:5], idx_out, len_out, workspace)
+                kept_replay.launch(inputs, (*ptrs[:5], idx_out.data_ptr(), len_out.data_ptr(), *ptrs[5:]))
+                return idx_out, len_out
+            kept_replay.launch(tensors, ptrs)
+            return given  # type: ignore[return-value]
+    # a replay ran above only for q on the current GPU (launch.replayable); Triton launches on the current GPU
+    with launch.device_guard(q_idx.device if isinstance(q_idx, torch.Tensor) else None):
         call = _validate(q_idx, weights, index_k_cache, block_table, n_comp, topk, max_n_comp, index_k_layout)
         device = q_idx.device
         checked = _check_out(out, call.b, call.s_q, call.topk, device)
@@ -1979,13 +1980,13 @@ def lightning_indexer(
         with launch.recording() as rec:
             _indexer_launches(call, q_idx, weights, index_k_cache, block_table, n_comp, indices, lengths, workspace,
                               select_chunk, select)  # fmt: skip
-        if key is not None and key not in _REPLAYS:
-            try:
-                replay: launch.Replay | None = launch.Replay(rec, (*tensors[:5], indices, lengths, workspace), ())
-            except launch.NotReplayable:
-                replay = None  # remembered: calls of this signature are not recorded again
-            _REPLAYS.put(key, (replay, (tuple(indices.shape), tuple(lengths.shape))))
-        return indices, lengths
+    if key is not None and key not in _REPLAYS:
+        try:
+            replay: launch.Replay | None = launch.Replay(rec, (*tensors[:5], indices, lengths, workspace), ())
+        except launch.NotReplayable:
+            replay = None  # remembered: calls of this signature are not recorded again
+        _REPLAYS.put(key, (replay, (tuple(indices.shape), tuple(lengths.shape))))
+    return indices, lengths
 
 
 # Launch replays of recent indexer calls by signature (kernels.launch), least recently used first.
