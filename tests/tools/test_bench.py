@@ -21,6 +21,17 @@ from wavemla.tools.bench import (
 )
 
 
+def bench_parser():
+    """``wavemla bench``'s argument parser, as the CLI builds it."""
+    import argparse
+
+    from wavemla.tools import bench
+
+    parser = argparse.ArgumentParser(prog="wavemla bench")
+    bench.add_arguments(parser)
+    return parser
+
+
 def test_dense_lengths() -> None:
     assert dense_lengths(3, 4096, "uniform") == [4096] * 3
     assert dense_lengths(9, 4096, "skewed") == [4096] + [128] * 7 + [4096]
@@ -96,12 +107,7 @@ def test_bad_arguments_are_refused_naming_the_option(
     argv: list[str], option: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # before any GPU work: a bad --configs failed unpacking after the ceilings and the inputs, --reps 0 in a median
-    import argparse
-
-    from wavemla.tools import bench
-
-    parser = argparse.ArgumentParser(prog="wavemla bench")
-    bench.add_arguments(parser)
+    parser = bench_parser()
     with pytest.raises(SystemExit) as exit_info:
         parser.parse_args(argv)
     assert exit_info.value.code == 2
@@ -147,12 +153,9 @@ def test_options_of_the_other_mode_or_out_of_range_are_refused(
 ) -> None:
     # --dense --bf16 ran both row formats, --kv-formats without --dense ran the sparse FP8 decode: each silently
     # something other than asked; --s-q 5 and --heads 129 failed in the decode call after the ceilings were measured
-    import argparse
-
     from wavemla.tools import bench
 
-    parser = argparse.ArgumentParser(prog="wavemla bench")
-    bench.add_arguments(parser)
+    parser = bench_parser()
     assert bench.run(parser.parse_args(argv)) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"wavemla bench: {option}:"), err
@@ -161,12 +164,9 @@ def test_options_of_the_other_mode_or_out_of_range_are_refused(
 @pytest.mark.parametrize("where", ["no-directory", "a-directory"])
 def test_json_path_is_checked_before_the_run(where: str, tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
     """The records are written after the whole run: a --json path that cannot take them is refused first."""
-    import argparse
-
     from wavemla.tools import bench
 
-    parser = argparse.ArgumentParser(prog="wavemla bench")
-    bench.add_arguments(parser)
+    parser = bench_parser()
     path = str(tmp_path / "none" / "out.json") if where == "no-directory" else str(tmp_path)
     assert bench.run(parser.parse_args(["--json", path])) == 2
     err = capsys.readouterr().err
@@ -174,12 +174,9 @@ def test_json_path_is_checked_before_the_run(where: str, tmp_path, capsys: pytes
 
 
 def test_each_mode_takes_its_defaults() -> None:
-    import argparse
-
     from wavemla.tools import bench
 
-    parser = argparse.ArgumentParser(prog="wavemla bench")
-    bench.add_arguments(parser)
+    parser = bench_parser()
     sparse = bench.resolve_args(parser.parse_args(["--s-q", "1", "4", "--heads", "128"]))
     assert sparse.mode == ["csa", "hca"] and sparse.batch == bench.SPARSE_BATCHES and sparse.heads == [128]
     dense = bench.resolve_args(parser.parse_args(["--dense", "--s-q", "8"]))
