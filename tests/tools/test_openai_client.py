@@ -35,6 +35,10 @@ def delta(**d: Any) -> bytes:
     return sse({"choices": [{"index": 0, "delta": d, "finish_reason": None}]})
 
 
+def finish(reason: str) -> bytes:
+    return sse({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
+
+
 # A recorded chat stream of a reasoning model that ends in a tool call. Times are seconds after the send at 0.
 CHAT_STREAM: list[tuple[float, bytes]] = [
     (0.050, delta(role="assistant", content="")),  # role only: not output
@@ -172,6 +176,8 @@ def test_any_split_into_network_reads_gives_the_same_record(sizes: list[int]) ->
         ),
         pytest.param([b"data: \xff\xfe\n\n"], "malformed_sse", id="not-utf8"),
         pytest.param([delta(content="a"), sse({"error": {"message": "oom"}})], "server_error", id="error-event"),
+        pytest.param([delta(content="a"), finish("abort"), b"data: [DONE]\n\n"], "aborted", id="abort"),
+        pytest.param([delta(content="a"), finish("error")], "aborted", id="finish-error"),
         pytest.param([delta(content="a"), delta(content="b")], "incomplete", id="no-finish"),
         pytest.param([], "incomplete", id="empty"),
     ],

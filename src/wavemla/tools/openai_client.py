@@ -27,6 +27,8 @@ Error kinds (``RequestRecord.error_kind``)
     ``disconnect``     the connection broke mid-stream;
     ``malformed_sse``  a ``data:`` payload that is not a JSON object, or a line that is not an SSE field;
     ``server_error``   the stream carried an ``{"error": ...}`` event;
+    ``aborted``        the server ended the choice with ``finish_reason`` ``abort`` or ``error`` (SGLang's and
+                       vLLM's reasons for a request they gave up on: an aborted request, an engine error);
     ``incomplete``     the stream ended cleanly but without ``[DONE]`` or a ``finish_reason``;
     ``client``         any other transport failure;
     ``cancelled``      the caller stopped the request (filler requests after a level is measured).
@@ -68,6 +70,7 @@ ERROR_KINDS: tuple[str, ...] = (
     "disconnect",
     "malformed_sse",
     "server_error",
+    "aborted",
     "incomplete",
     "client",
     "cancelled",
@@ -76,6 +79,8 @@ ERROR_KINDS: tuple[str, ...] = (
 # Large enough for one SSE line of a long tool call or a big usage block under heavy load.
 _READ_BUFSIZE = 10 * 1024 * 1024
 _ERROR_DETAIL_CHARS = 300
+# finish_reason values of a choice the server gave up on rather than finished.
+_GIVEN_UP = frozenset({"abort", "error"})
 
 
 class UsageError(ValueError):
@@ -429,6 +434,8 @@ class StreamAccumulator:
             rec.chunk_texts.append("".join(pieces))
         if choice.get("finish_reason"):
             rec.finish_reason = str(choice["finish_reason"])
+            if rec.finish_reason in _GIVEN_UP:
+                rec.fail("aborted", f"finish_reason {rec.finish_reason!r}")
 
 
 def _split_line(buf: bytes) -> tuple[bytes, bytes, bytes]:
