@@ -71,6 +71,7 @@ import torch
 import triton
 import triton.language as tl
 
+from wavemla import config
 from wavemla.device import fp8_decode_path
 from wavemla.kernels import launch
 from wavemla.kernels.fp8 import e4m3_times_256_inv_f16
@@ -1764,7 +1765,7 @@ def _launch_scores(
     launch.run(_indexer_score_kernel, (triton.cdiv(max(call.max_n, 1), rows), call.b, groups), **args)
 
 
-# (device index, the score kernel's specialisation but its runtime integers) -> programs resident on the GPU
+# (device index, WAVEMLA_GPU, the score kernel's specialisation but its runtime integers) -> programs resident
 _RESIDENT: dict[tuple[Any, ...], int] = {}
 
 
@@ -1772,8 +1773,9 @@ def _resident_score_programs(device: torch.device, args: dict[str, Any]) -> int:
     """Score programs the GPU keeps resident at once (SMs × programs an SM), from the registers and shared memory
     of the kernel Triton compiles for ``args`` (compiled ahead of its launch, once per specialisation)."""
     # the constexprs (upper case), launch options and tensor dtypes: not the strides and lengths, which vary by call
-    key = (device.index, *(v.dtype if isinstance(v, torch.Tensor) else v for k, v in args.items()
-                           if k.isupper() or k.startswith("num_") or isinstance(v, torch.Tensor)))  # fmt: skip
+    # and the preset the planner plans for instead of this GPU (WAVEMLA_GPU), whose SMs the grid then fills
+    key = (device.index, config.get("WAVEMLA_GPU"), *(v.dtype if isinstance(v, torch.Tensor) else v
+           for k, v in args.items() if k.isupper() or k.startswith("num_") or isinstance(v, torch.Tensor)))  # fmt: skip
     if key not in _RESIDENT:
         from wavemla.api import _device_spec  # the planner's view of the GPU (wavemla.api imports this module)
 
