@@ -20,14 +20,14 @@ RESULTS = Path(__file__).parent / "results"
 # The runs of the current sparse-decode build and planner: the b = 1..256 curves (CURVES; the 16-head ones from the
 # runs before the warp-specialized kernel, which they do not run), the batch-invariant cost with that kernel (BI), and
 # the indexer from the runs before those.
-# (on the shipped build of 2026-12-06: padded tokens, the spread, rows loaded evict_first)
-BI = "2026-12-06-h200-bi-cost-86220d0"
+# (on the build of 2026-12-07: padded tokens, the spread, rows loaded evict_first, the indexer's one-wave score grid)
+BI = "2026-12-07-h200-bi-cost-57fe0e8"
 BEFORE = "2026-11-30-h200"
 DENSE = "2026-12-02-h200-dense-ws-b128-72f38d6"  # the warp-specialized sm_90 kernel's b = 128, 16K points
-# the planner's bf16 picks at 4K keys (h = 64, uniform lengths) on the build of 2026-12-06 (`wavemla bench --dense`)
-DENSE_CURVE = "2026-12-06-h200-dense-aim-86220d0"
-# the sparse decode as shipped (`wavemla bench` at the FlashMLA anchor shapes), the build of 2026-12-06
-SPARSE_BENCH = "2026-12-06-h200-bench-86220d0"
+# the planner's bf16 picks at 4K keys (h = 64, uniform lengths) on the build of 2026-12-07 (`wavemla bench --dense`)
+DENSE_CURVE = "2026-12-07-h200-dense-aim-57fe0e8"
+# the sparse decode as shipped (`wavemla bench` at the FlashMLA anchor shapes), the build of 2026-12-07
+SPARSE_BENCH = "2026-12-07-h200-bench-57fe0e8"
 # the planner's FP8 V3.2 picks over b = 1..128 at 4K keys, h = 16: staged 16-row tiles
 DENSE_FP8_CURVE = "2026-12-03-h200-dense-fp8-curve-h16-70bb758"
 # the indexer with the candidate list's wider register block from 32 query tokens (2026-12-04); the shapes that run
@@ -35,6 +35,8 @@ DENSE_FP8_CURVE = "2026-12-03-h200-dense-fp8-curve-h16-70bb758"
 IDX = "2026-12-04-h200-idx-wide-list-c3b6ded"
 # whole calls against the build before, in one run (idx_ab.py): the package's side, at 32K rows
 IDX_AB = (
+    "2026-12-07-h200-idx-wave-ab-57fe0e8",  # the one-wave score grid against the indexer before it (2934bcc)
+    "2026-12-07-h200-idx-wave-ab-256k-57fe0e8",
     "2026-12-06-h200-idx-32k-86220d0",  # the build of 2026-12-06 against a copy of itself
     "2026-12-04-h200-idx-rank-ab-7746f44",
     "2026-12-04-h200-idx-rank-ab-token-7746f44",

@@ -1133,18 +1133,18 @@ def test_gpu_score_grid_is_one_wave_and_changes_no_bits(monkeypatch):
 
 
 @pytest.mark.gpu
-def test_gpu_score_grid_follows_the_planned_preset(monkeypatch):
+def test_gpu_score_grid_follows_the_planned_preset():
     """With WAVEMLA_GPU naming a preset, the grid fills the preset's SMs, also after a call planned for this GPU."""
     p = make_problem(8, 1, 64, [32768] * 8, device="cuda", dtype=torch.bfloat16, fp8=True, seed=2, layout="paged")
     p.q = p.q.to(torch.float8_e4m3fn)
     indexer_kernels._RESIDENT.clear()
-    monkeypatch.delenv("WAVEMLA_GPU", raising=False)
-    here = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 512, index_k_layout="paged")
+    with config.override(WAVEMLA_GPU=None):
+        here = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 512, index_k_layout="paged")
     (slots_here,) = indexer_kernels._RESIDENT.values()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     preset = next(name for name, spec in PRESETS.items() if spec.num_sms != sms)
-    monkeypatch.setenv("WAVEMLA_GPU", preset)
-    there = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 512, index_k_layout="paged")
+    with config.override(WAVEMLA_GPU=preset):
+        there = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 512, index_k_layout="paged")
     assert len(indexer_kernels._RESIDENT) == 2  # one entry a preset: the first is not reused
     (slots_there,) = (v for k, v in indexer_kernels._RESIDENT.items() if k[1] == preset)
     assert slots_here % sms == 0 and slots_there % PRESETS[preset].num_sms == 0
