@@ -45,11 +45,14 @@ def summary(doc: str | None, fallback: str = "") -> str:
 def output_file_problem(option: str, path: str) -> str | None:
     """Why a tool that writes ``path`` only after its run could not write it there (naming ``option``), or None:
     checked before the run, so that a long GPU run is not lost to a mistyped path."""
+    import os
     from pathlib import Path
 
     target = Path(path)
     if target.is_dir():
         return f"{option}: {path!r} is a directory; name the file to write"
+    if path.endswith(("/", os.sep)):  # Path drops the separator, open() does not: it would fail after the run
+        return f"{option}: {path!r} names a directory (it ends in a separator); name the file to write"
     if not target.parent.is_dir():
         return f"{option}: no directory {str(target.parent)!r} to write {target.name!r} into"
     return None

@@ -173,6 +173,19 @@ def test_json_path_is_checked_before_the_run(where: str, tmp_path, capsys: pytes
     assert err.startswith("wavemla bench: --json: "), err
 
 
+def test_json_path_ending_in_a_separator_is_refused(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``results/`` names a directory that does not exist yet: Path drops the separator (its parent exists), but
+    open() refuses the name, which would lose the whole run at the end."""
+    from wavemla.tools import bench
+
+    path = str(tmp_path / "results") + "/"
+    with pytest.raises(OSError):
+        open(path, "w")  # noqa: SIM115 - the write the run would end with
+    assert bench.run(bench_parser().parse_args(["--json", path])) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("wavemla bench: --json: ") and "names a directory" in err, err
+
+
 def test_each_mode_takes_its_defaults() -> None:
     from wavemla.tools import bench
 

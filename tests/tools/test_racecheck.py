@@ -251,3 +251,15 @@ def test_gzip_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     packed.write_bytes(gzip.compress(_fixture().encode())[:40])  # cut short
     assert rc.run(parser.parse_args([str(packed)])) == 2
     assert "not a readable gzip file" in capsys.readouterr().err
+
+
+def test_gzip_log_with_damaged_data_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A gzip header over damaged deflate data (zlib's error, not an OSError) exits 2 naming the file: a traceback
+    exits 1, the code for hazards found."""
+    raw = gzip.compress(_fixture().encode())
+    packed = tmp_path / "race.log.gz"
+    packed.write_bytes(raw[:10] + b"\xff" * 20 + raw[30:])
+    parser = argparse.ArgumentParser()
+    rc.add_arguments(parser)
+    assert rc.run(parser.parse_args([str(packed)])) == 2
+    assert f"{packed}: not a readable gzip file" in capsys.readouterr().err

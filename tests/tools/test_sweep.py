@@ -254,6 +254,14 @@ def test_prompt_file_formats_and_errors(tmp_path: Path) -> None:
         sweep.load_prompts(tmp_path / "latin1.txt", "chat")
 
 
+def test_prompt_line_nested_too_deeply_names_the_line(tmp_path: Path) -> None:
+    # json.loads raises RecursionError there, not the ValueError that makes a line plain text: a traceback before
+    path = tmp_path / "deep.jsonl"
+    path.write_text('"fine"\n' + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(UsageError, match=r"^--prompts: .*deep.jsonl:2: JSON nested too deeply"):
+        sweep.load_prompts(path, "chat")
+
+
 def _read_csv(path: Path) -> list[dict[str, str]]:
     with path.open() as f:
         return list(csv.DictReader(f))

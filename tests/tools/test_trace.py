@@ -305,6 +305,7 @@ def test_user_rules_can_replace_defaults(tmp_path: Path) -> None:
     ("content", "message"),
     [
         pytest.param("{", r"not valid JSON", id="garbage"),
+        pytest.param("[" * 100_000 + "]" * 100_000, r"nested too deeply", id="deeply-nested"),
         pytest.param('{"rules": []}', r"non-empty list", id="empty-list"),
         pytest.param('{"rules": [{"component": "moe"}]}', r"rule #1: 'component' and 'pattern'", id="no-pattern"),
         pytest.param('{"rules": [{"component": "moe", "pattern": "[x"}]}', r"invalid regular expression", id="regex"),

@@ -35,6 +35,7 @@ import gzip
 import json
 import re
 import sys
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -188,7 +189,7 @@ def read_log(path: Path) -> str:
         return raw.decode(errors="replace")
     try:
         return gzip.decompress(raw).decode(errors="replace")
-    except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError; a cut file ends early
+    except (OSError, EOFError, zlib.error) as e:  # BadGzipFile is an OSError; a cut file ends early; bad blocks
         raise ValueError(f"{path}: not a readable gzip file ({e})") from None
 
 

@@ -198,6 +198,8 @@ def load_prompts(path: str | os.PathLike[str], endpoint: str) -> list[PromptItem
             obj: Any = json.loads(line)
         except ValueError:
             obj = line
+        except RecursionError:  # JSON nested past the parser's depth: no prompt either way
+            raise UsageError("--prompts", f"{p}:{lineno}: JSON nested too deeply to parse") from None
         items.append(_prompt_item(obj, endpoint, f"{p}:{lineno}"))
     if not items:
         raise UsageError("--prompts", f"no prompts in {str(p)!r}")

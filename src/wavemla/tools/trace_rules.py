@@ -406,6 +406,8 @@ def _parse_rule_file(path: Path) -> dict[str, Any]:
             data = json.loads(text)
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+        except RecursionError:
+            raise ValueError(f"{path}: not valid JSON (nested too deeply to parse)") from None
     if isinstance(data, list):
         data = {"rules": data}
     if not isinstance(data, dict):
