@@ -215,6 +215,8 @@ def test_logprobs_decide_early_flips() -> None:
         ({"margin": 0.0}, "--margin"),
         ({"late_fraction": 1.5}, "--late-fraction"),
         ({"timeout": -1.0}, "--timeout"),
+        ({"timeout": float("inf")}, "--timeout"),
+        ({"timeout": float("nan")}, "--timeout"),
     ],
 )
 def test_bad_config_names_the_argument(changes: dict[str, Any], flag: str) -> None:

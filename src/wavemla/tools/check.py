@@ -229,8 +229,8 @@ class CheckConfig:
             raise UsageError("--margin", f"must be > 0, got {self.margin}")
         if not 0 <= self.late_fraction <= 1:
             raise UsageError("--late-fraction", f"must be in [0, 1], got {self.late_fraction}")
-        if not self.timeout > 0:
-            raise UsageError("--timeout", f"must be > 0, got {self.timeout}")
+        if not (self.timeout > 0 and math.isfinite(self.timeout)):
+            raise UsageError("--timeout", f"must be a finite number > 0, got {self.timeout}")
 
 
 # ----- structural checks (pure) -----
