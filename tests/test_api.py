@@ -11,6 +11,7 @@ import torch
 
 import wavemla
 from tests.conftest import DEVICE
+from wavemla import config
 from wavemla.api import _check_out
 from wavemla.testing import make_dense_decode_inputs, make_sparse_decode_inputs
 
@@ -154,6 +155,20 @@ def test_out_sharing_an_inputs_memory_is_refused() -> None:
     d = dense_inputs()
     with pytest.raises(ValueError, match=r"^out: shares memory with q"):
         wavemla.dense_mla_decode(**d, out=d["q"][..., :512])
+
+
+def test_batch_invariant_false_runs_the_default_plan_with_the_knob_set() -> None:
+    """The plan a call records follows its ``batch_invariant`` argument; the knob decides only where it is None."""
+    x = sparse_inputs()
+    plans = {}
+    for name, knob, arg in (("free", False, None), ("knob", True, None), ("false", True, False)):
+        sched, _ = wavemla.get_mla_metadata()
+        with config.override(WAVEMLA_BATCH_INVARIANT=knob):
+            wavemla.sparse_mla_decode(**x, metadata=sched, batch_invariant=arg)
+        assert sched.plan is not None
+        plans[name] = sched.plan
+    assert plans["knob"].pieces_tiles is not None
+    assert plans["false"] == plans["free"] and plans["false"].pieces_tiles is None
 
 
 def test_have_initialized_resets_the_plan() -> None:

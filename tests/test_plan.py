@@ -191,6 +191,18 @@ def test_invalid_knob_values_raise_knob_error(environ: dict[str, str], name: str
         plan(dsv4(64), H200)
 
 
+def test_an_explicit_batch_invariant_answer_is_not_overridden_by_the_knob() -> None:
+    """``Workload.batch_invariant``: None leaves the mode to the knob; True or False decides it whatever the knob."""
+    free = plan(dsv4(8), H200)
+    invariant = plan(dataclasses.replace(dsv4(8), batch_invariant=True), H200)
+    assert free.pieces_tiles is None and invariant.pieces_tiles is not None
+    with config.override(WAVEMLA_BATCH_INVARIANT=True):
+        assert plan(dsv4(8), H200) == invariant
+        assert plan(dataclasses.replace(dsv4(8), batch_invariant=False), H200) == free
+    with pytest.raises(ValueError, match=r"^batch_invariant: expected a bool or None"):
+        dataclasses.replace(dsv4(8), batch_invariant="false")  # type: ignore[arg-type]
+
+
 def test_num_splits_must_divide_the_tiles_in_batch_invariant_mode() -> None:
     n_tiles = 10  # 64x64 tiles: 2 SWA + 8 CSA
     with (

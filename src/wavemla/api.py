@@ -511,11 +511,12 @@ def sparse_mla_decode(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """DeepSeek-V4 sparse MLA decode over a main cache and an optional extra cache (shapes in the module doc).
 
-    ``batch_invariant=True`` (or the ``WAVEMLA_BATCH_INVARIANT`` knob) makes each request's bits independent of
-    the batch it is in. Returns ``(out [b, s_q, h_q, 512] q.dtype, lse [b, h_q, s_q] fp32)``; semantics are those
-    of :func:`wavemla.reference.sparse_decode_ref`. ``out``: a ``[b, s_q, h_q, 512]`` tensor of q's dtype to write
-    the result into (and return); the kernels write it directly where it is contiguous and 16-byte aligned, else
-    the result is copied into it.
+    ``batch_invariant=True`` (or, where it is None, the ``WAVEMLA_BATCH_INVARIANT`` knob) makes each request's bits
+    independent of the batch it is in; ``batch_invariant=False`` runs the default plan with the knob set. Returns
+    ``(out [b, s_q, h_q, 512] q.dtype, lse [b, h_q, s_q] fp32)``; semantics are those of
+    :func:`wavemla.reference.sparse_decode_ref`. ``out``: a ``[b, s_q, h_q, 512]`` tensor of q's dtype to write the
+    result into (and return); the kernels write it directly where it is contiguous and 16-byte aligned, else the
+    result is copied into it.
 
     Example::
 

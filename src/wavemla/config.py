@@ -140,7 +140,8 @@ KNOBS: dict[str, Knob] = {
             "Make each request's output bits independent of batch size and composition (fixed split boundaries "
             "per request, fixed reduction order) in the DeepSeek-V4 sparse decode; the sparse prefill then runs "
             "whole lists in one tile per head count, whatever the token count. The dense decode and DeepSeek-V3.2's "
-            "sparse decode have no such mode and refuse calls while it is set (unless passed batch_invariant=False).",
+            "sparse decode have no such mode and refuse calls while it is set. A call passed batch_invariant=False "
+            "(or True) follows its argument, not the knob.",
         ),
         Knob(
             "WAVEMLA_FP8_DECODE",

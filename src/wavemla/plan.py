@@ -64,6 +64,8 @@ class Workload:
     """One sparse-decode call, described by static shapes only.
 
     ``topk`` is the width of the main index list, ``extra_topk`` of the extra one (0: no extra cache).
+    ``batch_invariant``: True or False asks for the batch-invariant plan or not, whatever the knob; None (the default)
+    leaves it to ``WAVEMLA_BATCH_INVARIANT``.
     """
 
     batch: int
@@ -73,13 +75,15 @@ class Workload:
     extra_topk: int = 0
     is_fp8: bool = True
     dtype: str = "bf16"
-    batch_invariant: bool = False
+    batch_invariant: bool | None = None
 
     def __post_init__(self) -> None:
         for name in ("batch", "s_q", "h_q", "topk", "extra_topk"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name}: expected a non-negative int, got {value!r}")
+        if self.batch_invariant is not None and not isinstance(self.batch_invariant, bool):
+            raise ValueError(f"batch_invariant: expected a bool or None, got {self.batch_invariant!r}")
         if self.s_q < 1 or self.h_q < 1:
             raise ValueError(f"s_q and h_q: must be >= 1, got s_q={self.s_q}, h_q={self.h_q}")
         if self.dtype not in ("bf16", "fp16"):
@@ -1290,7 +1294,9 @@ def plan(workload: Workload, device: DeviceSpec) -> Plan:
     if not isinstance(device, DeviceSpec):
         raise TypeError(f"device: expected a DeviceSpec, got {type(device).__name__}")
     overrides = tuple(config.get(k) for k in _PLAN_KNOBS)
-    invariant = workload.batch_invariant or bool(config.get("WAVEMLA_BATCH_INVARIANT"))
+    invariant = workload.batch_invariant
+    if invariant is None:
+        invariant = bool(config.get("WAVEMLA_BATCH_INVARIANT"))
     return _plan_cached(workload, device, overrides, invariant)
 
 
