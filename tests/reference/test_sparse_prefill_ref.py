@@ -64,3 +64,13 @@ def test_rope_columns_score_but_are_not_values():
     assert mx.item() == 40.0  # row 0: 40 rope columns of 1
     w0 = math.exp(40.0) / (math.exp(40.0) + 1.0)
     assert math.isclose(out[0, 0, 0].item(), 10.0 * w0 + 20.0 * (1 - w0), rel_tol=1e-12)
+
+
+def test_an_empty_index_list_gives_zero_output():
+    """topk 0 (the kernel accepts it): every token has no row, so out 0, max_logits -inf, lse +inf."""
+    kv = _rows(1.0, 2.0)
+    q = torch.ones((2, 3, 4), dtype=torch.float64)
+    idx = torch.zeros((2, 1, 0), dtype=torch.int32)
+    out, mx, lse = sparse_prefill_ref(q, kv, idx, sm_scale=1.0, d_v=4, attn_sink=torch.zeros(3))
+    assert out.shape == (2, 3, 4) and mx.shape == lse.shape == (2, 3)
+    assert (out == 0).all() and (mx == -math.inf).all() and (lse == math.inf).all()

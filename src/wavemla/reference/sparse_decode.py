@@ -83,7 +83,8 @@ def sparse_decode_ref(
             float8_e4m3fn, dequantized first.
         indices: ``[b, s_q, topk]`` int32 global slots ``block * page + offset`` into ``kv_cache``.
         topk_length: ``[b]`` int32, the number of leading ``indices`` entries to use (None: all).
-        extra_kv_cache, extra_indices, extra_topk_length: the same for the second cache, attended jointly.
+        extra_kv_cache, extra_indices, extra_topk_length: the same for the second cache, attended jointly (the
+            extra lists are refused without the extra cache).
         attn_sink: ``[h_q]`` fp32 sink logits (None: no sink).
         softmax_scale: default ``d ** -0.5`` (q's width).
 
@@ -100,6 +101,8 @@ def sparse_decode_ref(
         e_rows, e_valid = gather_rows(as_rows(extra_kv_cache), extra_indices, extra_topk_length)
         rows = torch.cat([rows, e_rows], dim=2)
         valid = torch.cat([valid, e_valid], dim=2)
+    elif extra_indices is not None or extra_topk_length is not None:
+        raise ValueError("extra_indices / extra_topk_length: given without extra_kv_cache")
     qd = q.double()
     scores = torch.einsum("bshd,bskd->bshk", qd, rows) * scale
     scores = scores.masked_fill(~valid[:, :, None, :], float("-inf"))

@@ -56,7 +56,8 @@ def sparse_prefill_ref(
     scores = torch.einsum("thd,tkd->thk", q.double(), rows) * float(sm_scale)
     scores = scores.masked_fill(~valid[:, None, :], float("-inf"))
     has_rows = valid.any(-1)[:, None].expand(s_q, h_q)
-    max_logits = scores.amax(-1) if scores.shape[-1] else torch.full_like(scores[..., 0], float("-inf"))
+    # amax refuses an empty dimension: with topk 0 no token has a row
+    max_logits = scores.amax(-1) if scores.shape[-1] else scores.new_full(scores.shape[:-1], float("-inf"))
     lse = torch.logsumexp(scores, dim=-1)
     probs = torch.exp(scores - torch.where(has_rows, lse, torch.zeros_like(lse))[..., None])
     out = torch.einsum("thk,tkd->thd", probs, rows[..., :d_v])
