@@ -153,8 +153,19 @@ def test_an_error_before_the_setup_exits_2(monkeypatch: pytest.MonkeyPatch) -> N
         raise RuntimeError("CUDA error: out of memory")
 
     monkeypatch.setattr(stress, "_Streams", broken_streams)
-    report = stress.run_stress(stress.StressConfig(cpu=True, graphs=1, replays=1, batches=(2,)), log=lambda s: None)
+    cfg = stress.StressConfig(cpu=True, use_graphs=False, graphs=1, replays=1, batches=(2,))
+    report = stress.run_stress(cfg, log=lambda s: None)
     assert report.exit_code == 2 and report.error == "RuntimeError: CUDA error: out of memory"
+
+
+def test_a_cpu_config_with_graphs_is_refused_naming_use_graphs() -> None:
+    """The command line turns graphs off with --cpu; a config built in Python that asks for both is refused (CUDA
+    graphs cannot capture the interpreter's run), and so is its shared pool."""
+    with pytest.raises(ValueError, match=r"^use_graphs: --cpu runs the decode eagerly"):
+        stress.validate_config(stress.StressConfig(cpu=True))
+    with pytest.raises(ValueError, match=r"^use_graphs: "):
+        stress.validate_config(stress.StressConfig(cpu=True, share_pool=True))
+    stress.validate_config(stress.StressConfig(cpu=True, use_graphs=False))
 
 
 def test_indexer_select_without_an_indexer_is_refused() -> None:

@@ -305,6 +305,8 @@ def validate_config(cfg: StressConfig) -> None:
         raise ValueError(f"--streams: the stress needs at least 2 streams, got {cfg.streams}")
     if cfg.streams < 1:  # --cpu: one queue, but the schedule still draws each replay's stream
         raise ValueError(f"--streams: expected a positive integer, got {cfg.streams}")
+    if cfg.cpu and cfg.use_graphs:  # the command line never sets both; a StressConfig built in Python can
+        raise ValueError("use_graphs: --cpu runs the decode eagerly through the interpreter, with no CUDA graph")
     if cfg.share_pool and not cfg.use_graphs:
         without = "--cpu" if cfg.cpu else "--no-graph"
         raise ValueError(f"--share-pool: the pool the graphs are captured into; {without} captures no graph")
