@@ -254,6 +254,15 @@ def test_prompt_file_formats_and_errors(tmp_path: Path) -> None:
         sweep.load_prompts(tmp_path / "latin1.txt", "chat")
 
 
+def test_text_lines_that_json_reads_and_a_byte_order_mark(tmp_path: Path) -> None:
+    """Lines JSON reads as a number, true, null or an array are plain-text prompts; a byte-order mark before the
+    first line's object does not turn that object into a text prompt."""
+    path = tmp_path / "prompts.jsonl"
+    path.write_bytes("\ufeff".encode() + b'{"prompt": "p", "max_tokens": 3}\n42\ntrue\nnull\n[1, 2]\n')
+    items = sweep.load_prompts(path, "completions")
+    assert [it.prompt for it in items] == ["p", "42", "true", "null", "[1, 2]"] and items[0].max_tokens == 3
+
+
 def test_prompt_line_nested_too_deeply_names_the_line(tmp_path: Path) -> None:
     # json.loads raises RecursionError there, not the ValueError that makes a line plain text: a traceback before
     path = tmp_path / "deep.jsonl"

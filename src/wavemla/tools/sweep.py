@@ -182,10 +182,11 @@ def random_prompt(seed: str, n_words: int) -> str:
 
 def load_prompts(path: str | os.PathLike[str], endpoint: str) -> list[PromptItem]:
     """Read prompts, one per line: a JSON string, a JSON object with ``prompt`` or ``messages`` (and optional
-    ``max_tokens``, ``tools``), or plain text. Blank lines are skipped. Errors name ``--prompts``."""
+    ``max_tokens``, ``tools``), or plain text (a line that JSON reads as a number, true, false, null or an array is
+    text too). Blank lines and a leading byte-order mark are skipped. Errors name ``--prompts``."""
     p = Path(path)
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
+        lines = p.read_text(encoding="utf-8-sig").splitlines()
     except OSError as exc:
         raise UsageError("--prompts", f"cannot read {str(p)!r}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
@@ -200,6 +201,8 @@ def load_prompts(path: str | os.PathLike[str], endpoint: str) -> list[PromptItem
             obj = line
         except RecursionError:  # JSON nested past the parser's depth: no prompt either way
             raise UsageError("--prompts", f"{p}:{lineno}: JSON nested too deeply to parse") from None
+        if not isinstance(obj, (str, dict)):  # "42", "true", "[1, 2]": text that happens to be JSON
+            obj = line
         items.append(_prompt_item(obj, endpoint, f"{p}:{lineno}"))
     if not items:
         raise UsageError("--prompts", f"no prompts in {str(p)!r}")
