@@ -254,6 +254,11 @@ def test_prompt_file_formats_and_errors(tmp_path: Path) -> None:
         sweep.load_prompts(tmp_path / "latin1.txt", "chat")
 
 
+def test_extra_body_nested_too_deeply_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match=r"^--extra-body: not valid JSON \(nested too deeply"):
+        sweep.parse_extra_body('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
+
+
 def test_text_lines_that_json_reads_and_a_byte_order_mark(tmp_path: Path) -> None:
     """Lines JSON reads as a number, true, null or an array are plain-text prompts; a byte-order mark before the
     first line's object does not turn that object into a text prompt."""

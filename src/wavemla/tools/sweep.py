@@ -822,6 +822,8 @@ def parse_extra_body(text: str) -> dict[str, Any]:
         obj = json.loads(text)
     except ValueError as exc:
         raise UsageError("--extra-body", f"not valid JSON ({exc})") from None
+    except RecursionError:
+        raise UsageError("--extra-body", "not valid JSON (nested too deeply to parse)") from None
     if not isinstance(obj, dict):
         raise UsageError("--extra-body", "must be a JSON object")
     return obj
