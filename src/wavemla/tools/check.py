@@ -80,6 +80,7 @@ from wavemla.tools.openai_client import (
     ServerUnreachableError,
     UsageError,
     check_endpoint,
+    check_timeout,
     closed_loop,
     error_counts,
     normalize_base_url,
@@ -229,8 +230,7 @@ class CheckConfig:
             raise UsageError("--margin", f"must be > 0, got {self.margin}")
         if not 0 <= self.late_fraction <= 1:
             raise UsageError("--late-fraction", f"must be in [0, 1], got {self.late_fraction}")
-        if not (self.timeout > 0 and math.isfinite(self.timeout)):
-            raise UsageError("--timeout", f"must be a finite number > 0, got {self.timeout}")
+        check_timeout(self.timeout)
 
 
 # ----- structural checks (pure) -----

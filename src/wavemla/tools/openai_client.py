@@ -470,6 +470,13 @@ def record_from_stream(
     return rec
 
 
+def check_timeout(seconds: float) -> None:
+    """``--timeout``: a finite number of seconds > 0 (aiohttp cannot schedule an infinite limit: it fails on the
+    first request with an OverflowError)."""
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise UsageError("--timeout", f"must be a finite number > 0, got {seconds}")
+
+
 class OpenAIClient:
     """One aiohttp session against one server; :meth:`send` streams a request into a :class:`RequestRecord`.
 
@@ -478,9 +485,7 @@ class OpenAIClient:
     """
 
     def __init__(self, base_url: str, model: str | None, timeout_s: float = 600.0) -> None:
-        # aiohttp cannot schedule an infinite limit: it fails on the first request with an OverflowError.
-        if not (timeout_s > 0 and math.isfinite(timeout_s)):
-            raise UsageError("--timeout", f"must be a finite number > 0, got {timeout_s}")
+        check_timeout(timeout_s)
         self.base_url = normalize_base_url(base_url)
         self.model = model
         self.timeout_s = timeout_s

@@ -48,6 +48,7 @@ from wavemla.tools.openai_client import (
     ServerUnreachableError,
     UsageError,
     check_endpoint,
+    check_timeout,
     closed_loop,
     error_counts,
     normalize_base_url,
@@ -153,8 +154,7 @@ class SweepConfig:
             raise UsageError("--input-len", f"must be >= 1, got {self.input_len}")
         if self.output_len < 1:
             raise UsageError("--output-len", f"must be >= 1, got {self.output_len}")
-        if not (self.timeout > 0 and math.isfinite(self.timeout)):
-            raise UsageError("--timeout", f"must be a finite number > 0, got {self.timeout}")
+        check_timeout(self.timeout)
         if not 0 <= self.cliff_tolerance < 1:
             raise UsageError("--cliff-tolerance", f"must be in [0, 1), got {self.cliff_tolerance}")
         # Shorter slices would time network packets, not throughput, and a window of seconds cut into
