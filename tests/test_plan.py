@@ -198,6 +198,9 @@ def test_an_explicit_batch_invariant_answer_is_not_overridden_by_the_knob() -> N
     assert free.pieces_tiles is None and invariant.pieces_tiles is not None
     with config.override(WAVEMLA_BATCH_INVARIANT=True):
         assert plan(dsv4(8), H200) == invariant
+        choices = plan_mod._invariant_choice.cache_info().currsize
+        assert plan(dataclasses.replace(dsv4(9), batch_invariant=True), H200).pieces_tiles == invariant.pieces_tiles
+        assert plan_mod._invariant_choice.cache_info().currsize == choices  # asked by the knob or not: one choice
         assert plan(dataclasses.replace(dsv4(8), batch_invariant=False), H200) == free
     with pytest.raises(ValueError, match=r"^batch_invariant: expected a bool or None"):
         dataclasses.replace(dsv4(8), batch_invariant="false")  # type: ignore[arg-type]

@@ -1420,12 +1420,12 @@ def _plan_cached(
     if invariant:
         # The configuration and the pieces (hence the bits) must not depend on the batch: chosen once per shape
         # (_invariant_choice), kept for every batch size; only the number of programs changes with b.
+        # one shape, one choice: the stand-in asks for the mode however the call asked (argument or knob)
+        shape = dataclasses.replace(workload, batch=1, batch_invariant=True)
         try:
-            cfg, pieces, worst, from_table = _invariant_choice(
-                dataclasses.replace(workload, batch=1), device, overrides
-            )
-        except PlanError as exc:  # raised planning a reference batch: name the workload asked for instead
-            message = str(exc)
+            cfg, pieces, worst, from_table = _invariant_choice(shape, device, overrides)
+        except PlanError as exc:  # raised for the stand-in or a reference batch: name the workload asked for instead
+            message = str(exc).replace(repr(shape), repr(workload))
             for b in _INVARIANT_REFERENCE_BATCHES:
                 reference = dataclasses.replace(workload, batch=b, batch_invariant=False)
                 message = message.replace(repr(reference), f"{workload!r} in batch-invariant mode")
