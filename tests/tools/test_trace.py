@@ -1568,3 +1568,22 @@ def test_no_environment_reads() -> None:
     for module in (trace, trace_rules):
         source = Path(module.__file__ or "").read_text()
         assert "environ" not in source and "getenv" not in source, module.__name__
+
+
+def test_step_copy_on_a_side_stream_reaching_into_the_next_step(tmp_path: Path) -> None:
+    """A step's copy on a side stream (an all-reduce queued behind the next step's kernels) reaches past the next
+    step's start: the next step, whose copy lies inside that extent but on another stream, is still a step."""
+    events = [
+        _gpu_step("decode_step", 0, 100, 1),
+        _gpu_kernel("fused_moe_kernel", 10, 50),
+        {**_gpu_step("decode_step", 20, 1480, 1), "tid": 20},
+        {**_gpu_kernel("ncclDevKernel_AllReduce", 1400, 100), "tid": 20},
+        _gpu_step("decode_step", 1000, 100, 2),
+        _gpu_kernel("fused_moe_kernel", 1010, 50),
+    ]
+    p = profile_trace(_write(tmp_path / "side.json", {"traceEvents": events}), 8, RULES, StepSpec(marker="decode_step"))
+    assert p.steps == 2
+    # An inner range matched by the regex is still part of its step on the same stream.
+    events.append(_gpu_step("decode_step_mtp", 1040, 40, 3))
+    p = profile_trace(_write(tmp_path / "side2.json", {"traceEvents": events}), 8, RULES, StepSpec(marker="step"))
+    assert p.steps == 2

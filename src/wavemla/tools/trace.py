@@ -303,6 +303,7 @@ class _Annotation:
     end: float
     range_id: Any = None  # args["External id"]: the record_function range this GPU copy belongs to
     pid: str | None = None  # its pid, when it names no args.device (see _read)
+    stream: Any = None  # its tid: Kineto writes a range's GPU copy once per stream
 
 
 @dataclass
@@ -386,7 +387,9 @@ def _read(path: Path, rules: RuleSet, marker: re.Pattern[str] | None, scopes: Se
             pid = None if "device" in args else str(event.get("pid", "?"))
             range_id = args.get("External id")
             range_id = range_id if isinstance(range_id, (int, str)) else None
-            data.gpu_markers.append(_Annotation(_event_device(event, args), ts, ts + dur, range_id, pid))
+            stream = event.get("tid")
+            stream = stream if isinstance(stream, (int, str)) else None
+            data.gpu_markers.append(_Annotation(_event_device(event, args), ts, ts + dur, range_id, pid, stream))
     if not kernels.names:
         raise ValueError(
             f"{path}: no GPU kernel events (ph 'X' with category 'kernel', 'gpu_memcpy' or 'gpu_memset'); "
@@ -566,16 +569,38 @@ def _device_steps(
             )
         return steps
     if gpu_markers:
-        # Kineto writes a range once per stream its kernels ran on, every copy with the range's External id.
-        extents: dict[tuple[str, Any], tuple[float, float]] = {}
-        for i, m in enumerate(gpu_markers):
-            if m.device != device:
-                continue
-            key = ("range", m.range_id) if m.range_id is not None else ("event", i)
-            s, e = extents.get(key, (m.start, m.end))
-            extents[key] = (min(s, m.start), max(e, m.end))
-        return float(_outermost(extents.values()))
+        return float(_gpu_steps([m for m in gpu_markers if m.device == device]))
     return float(cpu_markers)
+
+
+def _gpu_steps(markers: Sequence[_Annotation]) -> int:
+    """How many steps one device's GPU step annotations hold. Kineto writes a range once per stream its kernels ran
+    on, every copy with the range's External id: the copies of one id are one range. A range is part of another (a
+    regex matching an inner range too) where one of its copies lies inside one of the other's on the same stream, not
+    where it lies inside the other's extent over all streams: a step's copy on a side stream (a collective queued
+    behind the next step's kernels) may reach past the next step's start. A copy without an External id is its own
+    range, part of another where it lies inside that one's extent over all streams (it may be a copy of it)."""
+    extents: dict[tuple[str, Any], tuple[float, float]] = {}
+    streams: dict[Any, list[tuple[float, float, tuple[str, Any]]]] = {}
+    for i, m in enumerate(markers):
+        key = ("range", m.range_id) if m.range_id is not None else ("event", i)
+        s, e = extents.get(key, (m.start, m.end))
+        extents[key] = (min(s, m.start), max(e, m.end))
+        streams.setdefault(m.stream, []).append((m.start, m.end, key))
+    inner: set[tuple[str, Any]] = set()
+    for copies in streams.values():
+        reach, holder = -math.inf, None
+        for _start, end, key in sorted(copies, key=lambda c: (c[0], -c[1])):
+            if end <= reach and key != holder and key[0] == "range":
+                inner.add(key)
+            elif end > reach:
+                reach, holder = end, key
+    reach = -math.inf
+    for key, (_start, end) in sorted(extents.items(), key=lambda k_e: (k_e[1][0], -k_e[1][1])):
+        if end <= reach and key[0] == "event":
+            inner.add(key)
+        reach = max(reach, end)
+    return len(extents) - len(inner)
 
 
 def _outermost(extents: Iterable[tuple[float, float]]) -> int:
