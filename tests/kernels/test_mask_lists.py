@@ -129,6 +129,29 @@ def test_slots_past_int32_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
         ml.mask_lists(mask, 8)
 
 
+def test_empty_lists_of_many_slots_are_not_refused() -> None:
+    """No token (S = 0): an empty output, whatever B·L (no slot is written, so none can wrap around)."""
+    mask = torch.ones(1, 0, 1, dtype=torch.bool, device=DEVICE).expand(4, 0, 2**29 + 1)
+    assert ml.mask_lists(mask, 8).shape == (4, 0, 8)
+
+
+def test_entries_past_2_31_elements_are_read_where_they_lie() -> None:
+    """A token's mask entries 2^30 elements apart (stride along L), its last 2^31 elements past its first: each entry
+    is read at its own address (an int32 offset would wrap around to the element 2^32 before it, attended here)."""
+    try:
+        store = torch.empty(2**32 + 1, dtype=torch.bool, device=DEVICE)  # only the elements set below are touched
+    except (RuntimeError, MemoryError) as err:
+        pytest.skip(f"no 4 GiB allocation: {err}")
+    store[0] = True  # where a wrapped offset of the last row would land
+    store[2**31] = True
+    store[2**31 + 2**30] = False
+    store[2**32] = False
+    mask = store.as_strided((1, 1, 3), (0, 0, 2**30), 2**31)
+    assert ml.mask_lists(mask, 3).tolist() == [[[0, -1, -1]]]
+    assert ml.mask_lists(mask, 2).tolist() == [[[0, -1]]]
+    assert ml.mask_stats(mask).tolist() == [1, 0]
+
+
 @pytest.mark.skipif(DEVICE != "cpu", reason="the refusal of CPU tensors outside the interpreter")
 def test_cpu_tensors_need_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(device, "triton_interpreting", lambda: False)  # what check_kernel_device reads

@@ -163,6 +163,24 @@ def test_sink_scale_in_place_and_into_strided_out(b: int, s_q: int, h: int, dtyp
     assert torch.equal(got[0, 0, : max(1, h // 3)], o[0, 0, : max(1, h // 3)])  # no row seen: unchanged
 
 
+def test_sink_scale_into_columns_past_2_31_elements() -> None:
+    """An out whose columns lie 4202528 elements apart, its last column past 2^31 elements from its first: every
+    column is written where it lies (an int32 offset would wrap around to 2^32 elements before it)."""
+    stride, start = 4_202_528, 2**31  # 511 · stride > 2^31
+    try:  # only the elements written below are touched
+        store = torch.empty(start + 511 * stride + 1, dtype=torch.float16, device=DEVICE)
+    except (RuntimeError, MemoryError) as err:
+        pytest.skip(f"no 8 GiB allocation: {err}")
+    wrapped = start + 511 * stride - 2**32  # where the last column would land
+    store[wrapped] = 7.0
+    out = store.as_strided((1, 1, 1, 512), (0, 0, 0, stride), start)
+    out.fill_(3.0)
+    o = torch.full((1, 1, 1, 512), 2.0, dtype=torch.float16, device=DEVICE)
+    lse = torch.zeros(1, 1, 1, device=DEVICE)
+    vl.scale_by_sink(o, lse, torch.full((1,), -math.inf, device=DEVICE), out)
+    assert bool((out == 2.0).all()) and store[wrapped].item() == 7.0
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [
@@ -173,6 +191,9 @@ def test_sink_scale_in_place_and_into_strided_out(b: int, s_q: int, h: int, dtyp
         (lambda: vl.compact_lists(torch.zeros(2, 1, 4, dtype=torch.int32, device=DEVICE),
                                   torch.zeros(3, dtype=torch.int32, device=DEVICE), 4),
          r"^topk_length: expected \[b=2\] int32"),
+        (lambda: vl.compact_lists(torch.zeros(2, 1, 4, dtype=torch.int32, device=DEVICE),
+                                  torch.zeros(4, dtype=torch.int32, device=DEVICE)[::2], 4),
+         r"^topk_length: must be contiguous \(stride 1\), got stride 2"),
         (lambda: vl.compact_lists(torch.zeros(1, 1, 4, dtype=torch.int32, device=DEVICE), None, -1),
          r"^slots: expected an int of at least 0, got -1"),
         (lambda: vl.compact_lists(torch.zeros(1, 1, 4, dtype=torch.int32, device=DEVICE), None, 4, page=0),

@@ -36,7 +36,7 @@ INT32_MAX = 2**31 - 1
 def _attended(p_row, o_l, m_l, stride_l, thr, FLOAT: tl.constexpr):
     """(the mask entries ``o_l`` of one token's row as fp32 (additive) or bytes (bool), and where they are attended:
     never outside ``m_l``)."""
-    b_m = tl.load(p_row + o_l * stride_l, mask=m_l, other=0)
+    b_m = tl.load(p_row + tl.cast(o_l, tl.int64) * stride_l, mask=m_l, other=0)  # (entries may span 2^31 elements)
     if FLOAT:
         b_m = b_m.to(tl.float32)
         m_att = (~(b_m <= thr)) & m_l  # written so that NaN is attended, as torch's ``~(m <= thr)``
@@ -136,7 +136,8 @@ def mask_stats(mask: torch.Tensor) -> torch.Tensor:
 def mask_lists(mask: torch.Tensor, width: int) -> torch.Tensor:
     """``[B, S, width]`` int32 index lists for ``mask`` ``[B, S, L]`` (bool or floating, any strides): slot ``i·L + j``
     for row ``j`` of request ``i``. ``width = L``: every row, −1 where masked; ``width < L``: each token's attended rows
-    in row order, then −1, rows past ``width`` dropped. ``B·L`` may be at most 2^31 (the slots are int32).
+    in row order, then −1, rows past ``width`` dropped. ``B·L`` may be at most 2^31 (the slots are int32;
+    an empty output, S = 0, takes any).
 
     Example::
 
@@ -145,7 +146,7 @@ def mask_lists(mask: torch.Tensor, width: int) -> torch.Tensor:
     b, s, length = mask.shape
     if not 1 <= width <= max(length, 1):
         raise ValueError(f"width: expected 1..L={length}, got {width}")
-    if b * length > INT32_MAX + 1:
+    if s and b * length > INT32_MAX + 1:  # (no token: an empty output, no slot written)
         raise ValueError(
             f"mask: slots i·L + j of B={b} requests of L={length} rows do not fit the int32 lists (B·L at most 2^31)"
         )

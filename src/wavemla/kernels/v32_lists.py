@@ -86,10 +86,12 @@ def _mla_sink_scale_kernel(
     m_none = b_lse == float("inf")
     b_factor = tl.where(m_none, 1.0, 1.0 / (1.0 + tl.exp(b_sink - tl.where(m_none, 0.0, b_lse))))
     m_hd = m_h[:, None]
-    o_h64 = tl.cast(o_h, tl.int64)[:, None]  # (an out of other strides may span more than 2^31 elements)
+    # (an out of other strides may span more than 2^31 elements: its heads and columns are offset in int64)
+    o_h64 = tl.cast(o_h, tl.int64)[:, None]
+    o_d64 = tl.cast(o_d, tl.int64)[None, :]
     p_src = p_o + i_b * stride_ob + i_s * stride_os + o_h64 * stride_oh + o_d[None, :]
     b_o = tl.load(p_src, mask=m_hd, other=0.0).to(tl.float32)
-    p_dst = p_out + i_b * stride_db + i_s * stride_ds + o_h64 * stride_dh + o_d[None, :] * stride_dd
+    p_dst = p_out + i_b * stride_db + i_s * stride_ds + o_h64 * stride_dh + o_d64 * stride_dd
     tl.store(p_dst, (b_o * b_factor[:, None]).to(p_out.dtype.element_ty), mask=m_hd)
 
 
@@ -98,10 +100,10 @@ def compact_lists(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(table [b·s_q, topk] int32, lengths [b·s_q] int32)`` for ``indices`` ``[b, s_q, topk]`` int32 (the last
     dimension contiguous): row ``i·s_q + s`` holds token ``s`` of request ``i``'s valid entries (``0 <= slot <
-    slots``, at positions below ``topk_length[i]`` when given: ``[b]`` int32, negative meaning none) in their order,
-    then zeros; ``lengths`` counts them. Each entry is the slot's cache row, ``(slot // page) · block_rows + slot %
-    page``, for a cache whose pages of ``page`` rows start ``block_rows`` rows apart (the slot itself where they are
-    back to back: ``block_rows == page``).
+    slots``, at positions below ``topk_length[i]`` when given: ``[b]`` int32, contiguous, negative meaning none) in
+    their order, then zeros; ``lengths`` counts them. Each entry is the slot's cache row, ``(slot // page) ·
+    block_rows + slot % page``, for a cache whose pages of ``page`` rows start ``block_rows`` rows apart (the slot
+    itself where they are back to back: ``block_rows == page``).
 
     Example::
 
@@ -120,6 +122,8 @@ def compact_lists(
                 f"topk_length: expected [b={b}] int32 on {indices.device}, got {list(topk_length.shape)} "
                 f"{topk_length.dtype} on {topk_length.device}"
             )
+        if b > 1 and topk_length.stride(0) != 1:  # (the kernel reads request i's length at element i)
+            raise ValueError(f"topk_length: must be contiguous (stride 1), got stride {topk_length.stride(0)}")
     for name, value, least in (("slots", slots, 0), ("page", page, 1), ("block_rows", block_rows, page)):
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ValueError(f"{name}: expected an int of at least {least}, got {value!r}")
