@@ -866,6 +866,8 @@ def test_rejects_bad_argument(name, mutate, device):
         pytest.param({"topk": 8, "max_n_comp": -1}, "max_n_comp", id="max-n-negative"),
         pytest.param({"topk": 8, "out": "idx"}, "out", id="out-not-tuple"),
         pytest.param({"topk": 8, "select_chunk": 100}, "select_chunk", id="chunk"),
+        pytest.param({"topk": 8, "select_chunk": 64.0}, "select_chunk", id="chunk-float"),
+        pytest.param({"topk": 8, "select_chunk": "64"}, "select_chunk", id="chunk-str"),
         pytest.param({"topk": 8, "select": "tokens"}, "select", id="select-name"),
         pytest.param({"topk": TOKEN_LIST_CAP + 1, "select": "token"}, "select", id="select-token-topk"),
         pytest.param({"topk": 8, "index_k_layout": "blocked"}, "index_k_layout", id="layout-name"),

@@ -233,8 +233,13 @@ def choose_config(
             f"chunk={chunk}: about 2048 select programs, so each walks its keys in a few latency-bound iterations"
         )
     else:
-        if select_chunk < 16 or select_chunk & (select_chunk - 1):
-            raise ValueError(f"select_chunk: expected a power of two >= 16, got {select_chunk}")
+        if (
+            isinstance(select_chunk, bool)
+            or not isinstance(select_chunk, int)
+            or select_chunk < 16
+            or select_chunk & (select_chunk - 1)
+        ):
+            raise ValueError(f"select_chunk: expected a power of two >= 16, got {select_chunk!r}")
         chunk = select_chunk
         reasons.append(f"chunk={chunk}: forced by select_chunk")
     block_sel = min(1024, chunk)
