@@ -375,6 +375,56 @@ def test_block_ids_outside_the_cache_are_excluded():
     check(inputs)
 
 
+# Tiles wider than a page (one block id per key): a request's last tile holds keys past its length whose block ids
+# lie past its pages, or past its block-table row (pages of 1 and 96 against tiles of 32 and 64 keys).
+TABLE_READ_CASES = [
+    pytest.param(dict(lengths=[1, 33, 0], page=1), dict(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=32), id="rows-p1"),
+    pytest.param(dict(lengths=[70, 1], page=96), KEYS_MAJOR, id="keys-major-p96"),
+    pytest.param(dict(lengths=[1, 33], page=1, fp8=True),
+                 dict(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_STAGES=2), id="fp8-staged-p1"),
+    pytest.param(dict(lengths=[1, 33], page=1, fp8=True),
+                 dict(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_STAGES=1), id="fp8-registers-p1"),
+]  # fmt: skip
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="records the interpreter's loads")
+@pytest.mark.parametrize(("shape", "knobs"), TABLE_READ_CASES)
+def test_block_table_entries_past_a_length_are_never_read(shape, knobs, monkeypatch):
+    """Every block-table entry the kernels load lies inside a request's pages (``j < ceil(L / page)``): none of the
+    padding past them, and nothing past the row (here 64 spare entries of a wider buffer, so that a stray read lands
+    in memory the test owns)."""
+    from triton.runtime import interpreter
+
+    inputs = make_dense_decode_inputs(**shape, h_q=16, dtype=SMALL_DTYPE, device=DEVICE, seed=21, spare_blocks=0)
+    table = inputs["block_table"]
+    b, mb = table.shape
+    buf = torch.full((b, mb + 64), BLOCK_TABLE_PAD, dtype=torch.int32, device=DEVICE)
+    buf[:, :mb] = table
+    inputs["block_table"] = buf[:, :mb]
+    page = shape["page"]
+    allowed = {buf.data_ptr() + 4 * (i * buf.stride(0) + j) for i, n in enumerate(shape["lengths"])
+               for j in range(-(-n // page))}  # fmt: skip
+    lo, hi = buf.data_ptr(), buf.data_ptr() + 4 * buf.numel()
+    read: set[int] = set()
+    load = interpreter.InterpreterBuilder.create_masked_load
+
+    def recorded(self, ptrs, mask, *args):
+        addr = ptrs.data[mask.data.astype(bool)] if mask is not None else ptrs.data
+        read.update(int(a) for a in addr.ravel() if lo <= a < hi)
+        return load(self, ptrs, mask, *args)
+
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_masked_load", recorded)
+    with config.override(**knobs):
+        out, lse = dense_mla_decode(**inputs)
+    monkeypatch.undo()
+    stray = sorted(((a - lo) // 4 // buf.stride(0), (a - lo) // 4 % buf.stride(0)) for a in read - allowed)
+    assert not stray, f"block-table entries (request, column) read past the lengths: {stray}"
+    assert read == allowed
+    ref_out, ref_lse = dense_decode_ref(**inputs)
+    assert_close("out", out, ref_out, dense_out_tolerance(inputs["k_cache"], LANE))
+    assert_close("lse", lse, ref_lse, TOLERANCES[("lse", LANE)])
+
+
 @pytest.mark.parametrize("knobs", [{}, KEYS_MAJOR], ids=["planned", "64x64"])
 def test_a_cache_of_no_blocks_excludes_every_key(knobs):
     """Every block id lies outside a cache of no blocks: out 0, lse +inf (the 64x64 tile at h = 64 and pages of

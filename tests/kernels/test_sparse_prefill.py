@@ -116,6 +116,81 @@ def test_out_buffer_is_written_in_place():
     assert torch.equal(out, sparse_mla_prefill(**inputs)[0])
 
 
+HEAD_STRIDE = 17_000_000  # elements between two heads: head 127 lies 2^31 elements or more past head 0
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the interpreter's loads and stores")
+@pytest.mark.parametrize("splits", [1, 2], ids=["whole", "pieces"])
+@pytest.mark.parametrize("strided", ["q", "out"])
+def test_heads_past_int32_offsets(strided, splits, monkeypatch):
+    """q, or the caller's out, with heads ``HEAD_STRIDE`` elements apart (a head-major buffer viewed token-major):
+    the offset of head 127 is past int32, and every load and store lies inside the call's tensors, at the reference's
+    answer. (4.3 GB of address space; only the rows of one token are touched.)"""
+    import dataclasses
+
+    from triton.runtime import interpreter
+
+    from wavemla.device import get_spec
+    from wavemla.kernels.sparse_prefill import sparse_prefill
+    from wavemla.plan import KernelConfig, PrefillWorkload, plan_sparse_prefill
+
+    h_q = 128
+    inputs = make_inputs(1, h_q, 40, 32, lengths=True, seed=9)
+    big = torch.empty_strided((1, h_q, 512), (512, HEAD_STRIDE, 1), dtype=DTYPE, device=DEVICE)
+    out = None
+    if strided == "q":
+        inputs["q"] = big.copy_(inputs["q"])
+    else:
+        out = big.fill_(float("nan"))
+    tensors = [t for t in (*inputs.values(), out) if isinstance(t, torch.Tensor)]
+    empty = torch.empty
+
+    def tracked_empty(*args, **kwargs):  # the launcher's own outputs and partials are the call's tensors too
+        t = empty(*args, **kwargs)
+        tensors.append(t)
+        return t
+
+    def spans() -> list[tuple[int, int]]:
+        return [(t.data_ptr(), t.data_ptr() + t.element_size() * (1 + sum((n - 1) * s for n, s in
+                 zip(t.shape, t.stride(), strict=True)))) for t in tensors]  # fmt: skip
+
+    stray: list[int] = []
+
+    def inside(ptrs, mask) -> bool:
+        addr = ptrs.data[mask.data.astype(bool)] if mask is not None else ptrs.data.ravel()
+        known = spans()
+        bad = [a for a in {int(a) for a in addr.ravel()} if not any(lo <= a < hi for lo, hi in known)]
+        stray.extend(bad)
+        ok = not bad
+        return ok
+
+    load, store = interpreter.InterpreterBuilder.create_masked_load, interpreter.InterpreterBuilder.create_masked_store
+
+    def checked_load(self, ptrs, mask, *args):
+        if not inside(ptrs, mask):  # not read: a wrapped address may be unmapped
+            return load(self, ptrs, interpreter.TensorHandle(mask.data & False, mask.dtype), *args)
+        return load(self, ptrs, mask, *args)
+
+    def checked_store(self, ptrs, value, mask, *args):
+        return store(self, ptrs, value, mask, *args) if inside(ptrs, mask) else None
+
+    planned = plan_sparse_prefill(PrefillWorkload(1, h_q, 32), get_spec("h200"))
+    plan = dataclasses.replace(planned, config=KernelConfig(16, 16, 4, 1), splits=splits, piece_tiles=2 // splits)
+    monkeypatch.setattr(torch, "empty", tracked_empty)
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_masked_load", checked_load)
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_masked_store", checked_store)
+    got = sparse_prefill(inputs["q"], inputs["kv"], inputs["indices"], inputs["sm_scale"], plan, inputs["attn_sink"],
+                         inputs["topk_length"], out)  # fmt: skip
+    monkeypatch.undo()
+    assert not stray, (
+        f"{len(stray)} addresses outside the call's tensors, e.g. {stray[0]:#x} (q, out at {big.data_ptr():#x})"
+    )
+    ref = sparse_prefill_ref(inputs["q"], inputs["kv"], inputs["indices"], sm_scale=inputs["sm_scale"],
+                             attn_sink=inputs["attn_sink"], topk_length=inputs["topk_length"])  # fmt: skip
+    assert_close("out", got[0], ref[0], rows_out_tolerance(LANE, ()))
+    assert_close("lse", got[2], ref[2], TOLERANCES[("lse", LANE)])
+
+
 def test_empty_query():
     inputs = make_inputs(1, 16, 10, 8)
     inputs["q"] = inputs["q"][:0]

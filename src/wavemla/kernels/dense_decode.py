@@ -234,17 +234,18 @@ def _tile_rows(p_kv, p_bt_row, i_tile, n_keys, num_blocks, stride_blk, stride_to
 
 
 @triton.jit
-def _chunk_blocks(p_bt_row, i_c0, t_stop, TILE_IN_PAGE: tl.constexpr, PAGE: tl.constexpr, BLOCK_N: tl.constexpr,
-                  BLOCK_C: tl.constexpr):  # fmt: skip
+def _chunk_blocks(p_bt_row, i_c0, t_stop, n_keys, TILE_IN_PAGE: tl.constexpr, PAGE: tl.constexpr,
+                  BLOCK_N: tl.constexpr, BLOCK_C: tl.constexpr):  # fmt: skip
     """Block ids of tiles ``[i_c0, i_c0 + BLOCK_C)`` (those at or past ``t_stop`` get -1): ``[BLOCK_C]`` (one page
-    holds each tile) or ``[BLOCK_C, BLOCK_N]`` (one id per key)."""
+    holds each tile) or ``[BLOCK_C, BLOCK_N]`` (one id per key; keys at or past ``n_keys`` get -1, so that no entry
+    past the request's pages, nor past its block-table row, is read)."""
     o_c = tl.arange(0, BLOCK_C)
     m_c = i_c0 + o_c < t_stop
     if TILE_IN_PAGE:
         b_ids = tl.load(p_bt_row + (i_c0 + o_c) // (PAGE // BLOCK_N), mask=m_c, other=-1)
     else:
         o_n = (i_c0 + o_c)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
-        b_ids = tl.load(p_bt_row + o_n // PAGE, mask=m_c[:, None], other=-1)
+        b_ids = tl.load(p_bt_row + o_n // PAGE, mask=m_c[:, None] & (o_n < n_keys), other=-1)
     return b_ids
 
 
@@ -625,7 +626,7 @@ def _dense_mla_decode_kernel(
             b_a2 = tl.zeros([BLOCK_H, 128], dtype=tl.float32)
             b_a3 = tl.zeros([BLOCK_H, 128], dtype=tl.float32)
             for i_c0 in range(t_lo, t_stop, BLOCK_C):
-                b_ids = _chunk_blocks(p_bt_row, i_c0, t_stop, TILE_IN_PAGE, PAGE, BLOCK_N, BLOCK_C)
+                b_ids = _chunk_blocks(p_bt_row, i_c0, t_stop, n_keys, TILE_IN_PAGE, PAGE, BLOCK_N, BLOCK_C)
                 for i_tile in tl.range(i_c0, tl.minimum(i_c0 + BLOCK_C, t_stop), num_stages=NUM_STAGES):
                     p_row, m_n, o_n = _chunk_tile_rows(p_kv, b_ids, i_tile - i_c0, i_tile, n_keys, num_blocks,
                                                        stride_kv_blk, stride_kv_tok, TILE_IN_PAGE, PAGE, BLOCK_N,
@@ -726,7 +727,7 @@ def _dense_mla_decode_kernel(
             if KEYS_MAJOR:
                 b_acc_t = tl.zeros([_D_V, BLOCK_H], dtype=tl.float32)
             for i_c0 in range(t_lo, t_stop, BLOCK_C):
-                b_ids = _chunk_blocks(p_bt_row, i_c0, t_stop, TILE_IN_PAGE, PAGE, BLOCK_N, BLOCK_C)
+                b_ids = _chunk_blocks(p_bt_row, i_c0, t_stop, n_keys, TILE_IN_PAGE, PAGE, BLOCK_N, BLOCK_C)
                 for i_tile in tl.range(i_c0, tl.minimum(i_c0 + BLOCK_C, t_stop), num_stages=NUM_STAGES):
                     p_row, m_n, o_n = _chunk_tile_rows(p_kv, b_ids, i_tile - i_c0, i_tile, n_keys, num_blocks,
                                                        stride_kv_blk, stride_kv_tok, TILE_IN_PAGE, PAGE, BLOCK_N,

@@ -48,7 +48,8 @@ def _sparse_prefill_kernel(
     o_h = i_hb * BLOCK_H + tl.arange(0, BLOCK_H)
     m_h = o_h < H
     o_d = tl.arange(0, D)
-    p_qt = p_q + tl.cast(i_t, tl.int64) * stride_qt + o_h[:, None] * stride_qh
+    # heads in int64: a head-major buffer viewed token-major puts head 127 past int32 elements from head 0
+    p_qt = p_q + tl.cast(i_t, tl.int64) * stride_qt + o_h.to(tl.int64)[:, None] * stride_qh
     b_q = tl.load(p_qt + o_d[None, :], mask=m_h[:, None], other=0.0)
     if D_ROPE > 0:
         o_r = D + tl.arange(0, D_ROPE)
@@ -102,7 +103,7 @@ def _sparse_prefill_kernel(
     else:
         b_o, b_lse = finalize_heads(b_acc / b_l[:, None], b_lse2, p_sink, o_h, m_h, HAS_SINK)
         o_th = tl.cast(i_t, tl.int64) * H + o_h
-        p_o = p_out + tl.cast(i_t, tl.int64) * stride_ot + o_h[:, None] * stride_oh + o_d[None, :]
+        p_o = p_out + tl.cast(i_t, tl.int64) * stride_ot + o_h.to(tl.int64)[:, None] * stride_oh + o_d[None, :]
         tl.store(p_o, b_o.to(p_out.dtype.element_ty), mask=m_h[:, None])
         tl.store(p_max + o_th, b_mx, mask=m_h)
         tl.store(p_lse + o_th, b_lse, mask=m_h)
@@ -139,7 +140,7 @@ def _sparse_prefill_combine_kernel(
         b_sum += b_w
     b_lse2 = tl.where(b_sum > 0.0, b_m_use + tl.log2(tl.maximum(b_sum, 1e-30)), float("-inf"))
     b_o, b_lse = finalize_heads(b_o / tl.maximum(b_sum, 1e-30)[:, None], b_lse2, p_sink, o_h, m_h, HAS_SINK)
-    p_o = p_out + tl.cast(i_t, tl.int64) * stride_ot + o_h[:, None] * stride_oh + o_d[None, :]
+    p_o = p_out + tl.cast(i_t, tl.int64) * stride_ot + o_h.to(tl.int64)[:, None] * stride_oh + o_d[None, :]
     tl.store(p_o, b_o.to(p_out.dtype.element_ty), mask=m_h[:, None])
     tl.store(p_max + o_th, b_mx, mask=m_h)
     tl.store(p_lse + o_th, b_lse, mask=m_h)
