@@ -65,3 +65,15 @@ def test_sparse_inputs_built_a_slice_of_pages_at_a_time_keep_their_poison(monkey
             assert rows[picked].isfinite().all()
             assert rows.shape[0] > 16 * 3 and rows[~rows.isfinite().all(1)].shape[0] > 0  # sliced, and poisoned slots
         check(inputs)  # the decode over them matches the fp64 reference (a poisoned row read would not)
+
+
+def test_check_close_names_the_worst_element_where_the_bound_is_zero():
+    """With ``abs`` 0 an exact zero has a bound of 0: it is no failure, and the failure reported is the worst one."""
+    from wavemla.testing import Tolerance, check_close
+
+    tol = Tolerance(abs=0.0, rel=0.01)
+    expected = torch.tensor([0.0, 1.0, 2.0, 0.0])
+    assert check_close("x", expected.clone(), expected, tol) is None
+    problem = check_close("x", torch.tensor([0.0, 1.5, 2.0, 1e-3]), expected, tol)
+    assert problem is not None and "2 of 4 elements" in problem
+    assert "worst at [3]" in problem  # 1e-3 against a bound of 0, not the exact zero at [0]

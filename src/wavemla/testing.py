@@ -101,7 +101,7 @@ def check_close(name: str, actual: torch.Tensor, expected: torch.Tensor, tol: To
     bound = torch.maximum(torch.full_like(e, tol.abs), tol.rel * e.abs())
     bad = err > bound
     if bad.any():
-        ratio = (err / bound).where(finite, torch.zeros_like(a))
+        ratio = (err / bound).where(bad, torch.zeros_like(a))  # a bound of 0 (abs 0, zero expected): 0/0 or inf
         worst = tuple(int(i) for i in torch.unravel_index(ratio.argmax(), ratio.shape))
         return (
             f"{name}: {int(bad.sum())} of {e.numel()} elements outside abs {tol.abs:g} / rel {tol.rel:g}; "

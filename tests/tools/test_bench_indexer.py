@@ -61,8 +61,8 @@ def test_byte_model():
 def test_memory_model_and_fit():
     big = IndexerBenchCase(b=128, n_comp=262144, kv_format="bf16")
     assert triton_memory_bytes(big) > cache_bytes(big) >= 8 * GIB
-    # logits bf16 (4 GiB) + weighted fp32 (8 GiB) + scores
-    assert torch_memory_bytes(big) >= 12 * GIB
+    # logits bf16 (4 GiB) + their fp32 copy (8 GiB) + its product with the weights (8 GiB) + scores
+    assert torch_memory_bytes(big) >= 20 * GIB
     assert fits(big, "triton", 16 * GIB) and not fits(big, "torch", 16 * GIB)
     assert all(fits(c, p, 141 * GIB) for c in bench_cases() for p in ("triton", "torch"))
     small = IndexerBenchCase(b=1, n_comp=2048, kv_format="fp8")
@@ -157,3 +157,76 @@ def test_bench_runs_small_cases(tmp_path):
     assert [r["provider"] for r in rows] == ["copy", "triton", "torch", "triton", "torch", "triton", "torch"]
     assert all(set(r) >= SCHEMA and r["median_us"] > 0 for r in rows)
     assert json.loads((tmp_path / "out.json").read_text()) == rows
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("b", 0), ("n_comp", -1), ("s_q", 0), ("topk", 0), ("heads", 0), ("page", 0), ("b", 2.0), ("page", True)],
+)
+def test_case_refuses_bad_shapes_naming_the_field(field, value):
+    with pytest.raises(ValueError, match=f"^{field}: expected a positive int"):
+        IndexerBenchCase(**{"b": 1, "n_comp": 64, "kv_format": "fp8", field: value})
+
+
+def test_case_refuses_unknown_formats_naming_the_field():
+    """An unknown query format would run bf16 queries under that label; FP8 queries need byte rows."""
+    with pytest.raises(ValueError, match="kv_format"):
+        IndexerBenchCase(b=1, n_comp=64, kv_format="fp4")
+    with pytest.raises(ValueError, match="q_format"):
+        IndexerBenchCase(b=1, n_comp=64, kv_format="fp8", q_format="fp16")
+    with pytest.raises(ValueError, match="q_format"):
+        IndexerBenchCase(b=1, n_comp=64, kv_format="bf16", q_format="fp8")
+
+
+@pytest.mark.parametrize(("kv_format", "q_format"), [("fp8", "fp8"), ("fp8-paged", "bf16"), ("mxfp4-paged", "fp8"),
+                                                     ("bf16", "bf16")])  # fmt: skip
+@pytest.mark.parametrize(("n_comp", "s_q"), [(100, 1), (200, 3)])
+def test_torch_case_selects_what_the_indexer_selects(kv_format, q_format, n_comp, s_q):
+    """The baseline sees the rows the indexer sees: a request's first ``n_comp`` (not the tail of its last page) and,
+    for ``s_q`` > 1, one row fewer per earlier token. Rows a token does not see would have made its top-k here; the
+    sets agree with the reference's but for near ties (the baseline's logits are bf16)."""
+    from wavemla.tools.bench_indexer import _fill_case, run_torch_case
+
+    case = IndexerBenchCase(b=2, n_comp=n_comp, kv_format=kv_format, q_format=q_format, s_q=s_q, topk=32, heads=16)
+    data = _fill_case(case, torch.Generator().manual_seed(3), device="cpu")
+    layout = "paged" if kv_format.endswith("-paged") else "rows"
+    q = data["q"].double()
+    rows = data["cache"].double() if kv_format == "bf16" else dequantize_index_k(data["cache"], layout=layout).double()
+    rows = rows.reshape(case.b, -1, 128)  # request r owns blocks [r·blocks, (r+1)·blocks)
+    every = (torch.einsum("bshd,bnd->bshn", q, rows).relu() * data["w"].double()[..., None]).sum(2)
+    seen = n_comp - (s_q - 1) + torch.arange(s_q)  # rows token s sees
+    top_of_every = every.topk(case.topk, dim=-1).indices
+    assert bool((top_of_every >= seen[:, None]).any())  # the case tells a baseline that ignores visibility apart
+    got = run_torch_case(case, data)
+    want, _ = lightning_indexer_ref(
+        data["q"].float(), data["w"], data["cache"], data["table"], data["n_comp"], case.topk, index_k_layout=layout
+    )
+    assert got.shape == want.shape and bool((want >= 0).all())
+    assert bool((got % (case.blocks_per_request * case.page) < seen[:, None]).all())
+    for g, w in zip(got.reshape(-1, case.topk).tolist(), want.reshape(-1, case.topk).tolist(), strict=True):
+        assert len(set(g) & set(w)) >= case.topk - 2
+
+
+def _peak_bytes(fn):
+    """Largest sum of the CPU bytes ``fn`` holds at once beyond its inputs (allocations less frees, in order)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    held = peak = 0
+    for event in sorted(prof.events(), key=lambda e: e.time_range.start):
+        held += event.self_cpu_memory_usage
+        peak = max(peak, held)
+    return peak
+
+
+@pytest.mark.parametrize(("kv_format", "q_format"), [("fp8", "fp8"), ("fp8-paged", "bf16"), ("mxfp4-paged", "fp8"),
+                                                     ("bf16", "bf16")])  # fmt: skip
+def test_torch_memory_model_covers_the_baselines_peak(kv_format, q_format):
+    """``torch_memory_bytes`` bounds what the baseline holds at once: the bf16 logits, their fp32 copy and the fp32
+    product with the weights are all alive at the weighted sum."""
+    from wavemla.tools.bench_indexer import _fill_case, run_torch_case
+
+    case = IndexerBenchCase(b=2, n_comp=2048, kv_format=kv_format, q_format=q_format, heads=64)
+    data = _fill_case(case, torch.Generator().manual_seed(0), device="cpu")
+    assert _peak_bytes(lambda: run_torch_case(case, data)) <= torch_memory_bytes(case)

@@ -28,7 +28,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,18 @@ class IndexerBenchCase:
     topk: int = 512
     heads: int = 64
     page: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("b", "n_comp", "s_q", "topk", "heads", "page"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: expected a positive int, got {value!r}")
+        if self.kv_format not in KV_FORMATS:
+            raise ValueError(f"kv_format: expected one of {KV_FORMATS}, got {self.kv_format!r}")
+        if self.q_format not in Q_FORMATS:
+            raise ValueError(f"q_format: expected one of {Q_FORMATS}, got {self.q_format!r}")
+        if self.q_format == "fp8" and self.kv_format == "bf16":
+            raise ValueError("q_format: 'fp8' queries go with byte index-K rows (FP8, MXFP4), not kv_format 'bf16'")
 
     @property
     def blocks_per_request(self) -> int:
@@ -134,12 +146,13 @@ def torch_memory_bytes(case: IndexerBenchCase) -> int:
 
     FP8: bf16 codes and the bf16 dequantized rows; MXFP4: about five bf16-sized temporaries at the peak of
     :func:`dequantize_rows_bf16` (the unpacked codes, the two branches of the e2m1 value, the block scales spread over
-    the values, the product); then bf16 logits ``[b, s_q·h, n]``, their fp32 weighted copy and the fp32 scores.
+    the values, the product); then bf16 logits ``[b, s_q·h, n]``, their fp32 copy and its fp32 product with the
+    weights (all three alive at the weighted sum) and the fp32 scores.
     """
     rows = case.b * case.n_comp
     dequant = {"bf16": 0, "mxfp4-paged": 5}.get(case.kv_format, 2) * rows * INDEX_DIM * 2
     logits = rows * case.s_q * case.heads * 2
-    weighted = rows * case.s_q * case.heads * 4
+    weighted = 2 * rows * case.s_q * case.heads * 4
     scores = rows * case.s_q * 4
     return dequant + logits + weighted + scores
 
@@ -173,7 +186,7 @@ def make_record(
     """One benchmark row in the fixed schema (``case`` is None for the copy-bandwidth row)."""
     stats = percentiles(samples_us)
     gbps = nbytes / (stats["median_us"] * 1e-6) / 1e9
-    shape = asdict(case) if case is not None else dict.fromkeys(asdict(IndexerBenchCase(0, 0, "fp8")))
+    shape = asdict(case) if case is not None else dict.fromkeys(f.name for f in fields(IndexerBenchCase))
     return {
         "kernel": "lightning_indexer" if case is not None else "copy",
         "provider": provider,
@@ -189,18 +202,31 @@ def make_record(
 
 
 def torch_indexer_baseline(
-    q_idx: torch.Tensor, weights: torch.Tensor, rows: torch.Tensor, block_table: torch.Tensor, page: int, topk: int
+    q_idx: torch.Tensor,
+    weights: torch.Tensor,
+    rows: torch.Tensor,
+    block_table: torch.Tensor,
+    page: int,
+    topk: int,
+    *,
+    causal: bool = False,
 ) -> torch.Tensor:
     """The PyTorch way: ``topk(Σ_h w_h · ReLU(q_h · K))`` over contiguous rows, mapped to global slots.
 
     ``q_idx [b, s_q, h, 128]``, ``weights [b, s_q, h]`` fp32, ``rows [b, n, 128]`` (bf16, or dequantized FP8),
-    ``block_table [b, n / page]``. Returns slots ``[b, s_q, topk]`` int32 in score order (ties arbitrary).
+    ``block_table [b, ceil(n / page)]``. Every token sees all ``n`` rows; with ``causal``, token ``s`` sees the first
+    ``n - (s_q - 1 - s)`` (as :func:`lightning_indexer` counts a request's ``n_comp``), the rest scoring −inf. Returns
+    slots ``[b, s_q, min(topk, n)]`` int32 in score order (ties arbitrary).
     """
     b, s_q, h, d = q_idx.shape
+    n = rows.shape[1]
     logits = torch.matmul(q_idx.reshape(b, s_q * h, d), rows.transpose(1, 2))  # [b, s_q·h, n]
     logits = torch.relu_(logits).view(b, s_q, h, -1)
     scores = (logits.float() * weights[..., None]).sum(dim=2)  # [b, s_q, n]
-    top = torch.topk(scores, k=min(topk, scores.shape[-1]), dim=-1).indices
+    if causal and s_q > 1:
+        seen = n - (s_q - 1) + torch.arange(s_q, device=scores.device)  # rows token s sees
+        scores = scores.masked_fill(torch.arange(n, device=scores.device) >= seen[:, None], float("-inf"))
+    top = torch.topk(scores, k=min(topk, n), dim=-1).indices
     blk = torch.gather(block_table.long()[:, None, :].expand(b, s_q, -1), 2, top // page)
     return (blk * page + top % page).to(torch.int32)
 
@@ -276,9 +302,27 @@ def run_case(
     )
 
 
-def _fill_case(case: IndexerBenchCase, generator: torch.Generator) -> dict[str, torch.Tensor]:
-    """Random inputs on the GPU; request r owns blocks [r·blocks, (r+1)·blocks) so rows are also contiguous."""
-    dev = torch.device("cuda")
+def run_torch_case(case: IndexerBenchCase, data: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The PyTorch baseline on a case filled by :func:`_fill_case`: the rows the Triton provider sees (each request's
+    first ``n_comp``, token ``s`` of ``s_q`` the first ``n_comp - (s_q - 1 - s)``), dequantized to bf16 first."""
+    paged = case.kv_format.endswith("-paged")
+    # request r owns consecutive blocks: its rows are one view (pages kept whole for the page-split layout)
+    rows = data["cache"].view(case.b, case.blocks_per_request, case.page, -1)
+    if not paged:
+        rows = rows.view(case.b, case.blocks_per_request * case.page, -1)
+    if case.kv_format != "bf16":
+        rows = dequantize_rows_bf16(rows, "paged" if paged else "rows")
+    rows = rows.reshape(case.b, case.blocks_per_request * case.page, INDEX_DIM)[:, : case.n_comp]
+    q = data["q"].to(torch.bfloat16)  # FP8 queries: the torch way dequantizes them too
+    return torch_indexer_baseline(q, data["w"], rows, data["table"], case.page, case.topk, causal=True)
+
+
+def _fill_case(
+    case: IndexerBenchCase, generator: torch.Generator, device: str | torch.device = "cuda"
+) -> dict[str, torch.Tensor]:
+    """Random inputs on ``device`` (``generator``'s); request r owns blocks [r·blocks, (r+1)·blocks) so rows are also
+    contiguous."""
+    dev = torch.device(device)
     blocks = case.blocks_per_request
     q = torch.randn(case.b, case.s_q, case.heads, INDEX_DIM, device=dev, dtype=torch.bfloat16, generator=generator)
     if case.q_format == "fp8":
@@ -379,25 +423,9 @@ def run_indexer_bench(
         del ws, out
         torch.cuda.empty_cache()
         if fits(case, "torch", free):  # free as measured before this case's inputs were allocated
-            paged = case.kv_format.endswith("-paged")
-            # request r owns consecutive blocks: its rows are one view (pages kept whole for the page-split layout)
-            rows_view = data["cache"].view(case.b, case.blocks_per_request, case.page, -1)
-            if not paged:
-                rows_view = rows_view.view(case.b, case.blocks_per_request * case.page, -1)
 
-            def run_torch(
-                case: IndexerBenchCase = case,
-                data: dict[str, torch.Tensor] = data,
-                rows_view: torch.Tensor = rows_view,
-                paged: bool = paged,
-            ) -> object:
-                if case.kv_format == "bf16":
-                    rows = rows_view
-                else:
-                    rows = dequantize_rows_bf16(rows_view, "paged" if paged else "rows")
-                    rows = rows.reshape(case.b, case.blocks_per_request * case.page, INDEX_DIM)
-                q = data["q"].to(torch.bfloat16)  # FP8 queries: the torch way dequantizes them too
-                return torch_indexer_baseline(q, data["w"], rows, data["table"], case.page, case.topk)
+            def run_torch(case: IndexerBenchCase = case, data: dict[str, torch.Tensor] = data) -> object:
+                return run_torch_case(case, data)
 
             samples = timing_samples_us(run_torch, reps, graph=True)
             records.append(make_record(case, "torch", samples, nbytes, env, copy_gbps))
