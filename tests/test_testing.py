@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from wavemla import config
@@ -77,3 +78,10 @@ def test_check_close_names_the_worst_element_where_the_bound_is_zero():
     problem = check_close("x", torch.tensor([0.0, 1.5, 2.0, 1e-3]), expected, tol)
     assert problem is not None and "2 of 4 elements" in problem
     assert "worst at [3]" in problem  # 1e-3 against a bound of 0, not the exact zero at [0]
+
+
+def test_an_extra_pool_smaller_than_its_picks_is_refused_naming_it():
+    from wavemla.testing import make_sparse_decode_inputs
+
+    with pytest.raises(ValueError, match=r"^extra_pool: expected at least extra_topk=8 rows to pick from, got 4"):
+        make_sparse_decode_inputs(batch=1, topk=4, page=4, extra_topk=8, extra_page=4, extra_pool=4)

@@ -205,6 +205,8 @@ def make_sparse_decode_inputs(
     out: dict[str, torch.Tensor | None] = {}
     if extra_topk:
         pool = extra_pool or extra_topk
+        if pool < extra_topk:
+            raise ValueError(f"extra_pool: expected at least extra_topk={extra_topk} rows to pick from, got {pool}")
         extra_kv, comp_slots = cache_for(pool, extra_page)
         pick = torch.stack([torch.randperm(pool, generator=gen)[:extra_topk] for _ in range(batch * s_q)])
         extra_idx = torch.gather(comp_slots.repeat_interleave(s_q, 0), 1, pick).view(batch, s_q, extra_topk)
