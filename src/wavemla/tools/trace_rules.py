@@ -7,9 +7,10 @@ first match wins, so specific rules sit above generic ones:
 - wavemla's own Triton kernels first (their prefixes are ours and cannot collide);
 - communication before norms, so a fused all-reduce + RMSNorm kernel counts as communication;
 - the DeepGEMM rules read the ``(deep_gemm::GemmType)N`` template argument, because DeepGEMM uses one
-  kernel name for dense and grouped GEMMs: 0 Normal and 4 Batched are dense, 1/2/3/5 (M-grouped
-  contiguous, M-grouped masked, K-grouped contiguous, M-grouped contiguous with psum layout) are grouped,
-  i.e. MoE experts;
+  kernel name for dense and grouped GEMMs: 0 Normal and 4 Batched are dense, 1/2/3/5/6 (M-grouped
+  contiguous, M-grouped masked, K-grouped contiguous, M- and K-grouped contiguous with psum layout) are
+  grouped, i.e. MoE experts; spelled by name, any ``Grouped`` type is grouped (DeepGEMM v1 named them
+  ``GroupedContiguous`` / ``GroupedMasked``);
 - the indexer before attention and MoE before sampling, since all three use ``topk`` in kernel names;
 - GEMM rules after the MoE rules (grouped GEMMs are MoE), quantization and elementwise last.
 
@@ -103,7 +104,7 @@ _DEFAULT_RULES: tuple[Rule, ...] = (
         r"(?:^|[^a-z0-9])_q_to_f16_kernel",
     ),
     # Collectives: NCCL/RCCL, custom and fused all-reduce (incl. all-reduce + RMSNorm), DeepEP dispatch and
-    # combine
+    # combine (by its namespace: SGLang's deepep_* Triton kernels only permute tokens locally, and are MoE)
     _rule("nccl", "communication", r"nccl", r"rccl", r"mscclpp"),
     _rule(
         "collective",
@@ -115,14 +116,14 @@ _DEFAULT_RULES: tuple[Rule, ...] = (
         r"all_?to_?all",
         r"lamport",
     ),
-    _rule("deepep", "communication", r"deep_?ep", r"internode_ll::", r"intranode::", r"internode::"),
+    _rule("deepep", "communication", r"deep_ep::", r"internode_ll::", r"intranode::", r"internode::"),
     # DeepGEMM: the paged MQA-logits kernels serve the DSA lightning indexer; GEMMs split by GemmType.
     _rule("deepgemm-mqa-logits", "indexer", r"mqa_logits", r"clean_logits"),
     _rule(
         "deepgemm-grouped",
         "moe",
-        r"\(deep_gemm::GemmType\)\s*[1235](?![0-9])",
-        r"deep_gemm::GemmType::(?:MGrouped|KGrouped)",
+        r"\(deep_gemm::GemmType\)\s*[12356](?![0-9])",
+        r"deep_gemm::GemmType::[a-z]*Grouped",
     ),
     _rule(
         "deepgemm-dense",
@@ -131,7 +132,7 @@ _DEFAULT_RULES: tuple[Rule, ...] = (
         r"deep_gemm::GemmType::(?:Normal|Batched)\b",
     ),
     # A GemmType this table does not know: leave it in "other" so it is listed, not silently guessed.
-    _rule("deepgemm-unknown-type", OTHER, r"\(deep_gemm::GemmType\)\s*[0-9]+"),
+    _rule("deepgemm-unknown-type", OTHER, r"\(deep_gemm::GemmType\)\s*[0-9]+", r"deep_gemm::GemmType::"),
     # DSA sparse indexer: score, top-k selection and the Hadamard rotation of its q/k.
     _rule(
         "indexer",
@@ -139,9 +140,11 @@ _DEFAULT_RULES: tuple[Rule, ...] = (
         r"indexer",
         r"index_score",
         r"_topk_index",
-        r"top_?k_per_row",
+        # vLLM's top-k kernels are camel-cased (topKPerRowDecode, topKPerRowPrefill); sgl-kernel's plain one is
+        # named topk_kernel and known by its FastTopKParams argument
+        r"top_?k_?per_?row",
         r"topk_transform",
-        r"fast_topk",
+        r"fast_?topk",
         r"hadamard",
         r"fp8_index",
         # vLLM's DeepSeek-V4: the CSA layer's top-k picks mapped to global cache slots (and packed, on ROCm), with
@@ -185,6 +188,9 @@ _DEFAULT_RULES: tuple[Rule, ...] = (
         r"reshape_and_cache",
         r"concat_and_cache",
         r"store_kvcache",
+        # vLLM's MLA read of cached KV rows for a chunked prefill's context (csrc/cache_kernels.cu); its "dequant"
+        # would make it quantization
+        r"gather_and_maybe_dequant_cache",
         r"kv_?compress",
         r"compressor",
         # vLLM's DeepSeek-V4 cache kernels (above quantization and sampling, whose `quant` / `topk` they contain):
@@ -245,6 +251,16 @@ _DEFAULT_RULES: tuple[Rule, ...] = (
         # DeepSeek-V4's hash routing (SGLang: hash_topk) and SGLang's masking of padded tokens' expert ids
         r"hash_topk",
         r"dp_pad_topk_ids",
+        # SGLang's token permutation for expert parallelism (layers/moe/ep_moe/kernels.py), with and without DeepEP
+        r"deepep_",
+        r"_reorder_triton",
+        r"src2dst",
+        r"seg_indptr",
+        # vLLM's SiLU-and-multiply + FP8 quantization between the masked DeepGEMM expert GEMMs (its "deep_gemm"
+        # would make it a dense GEMM), and trtllm-gen's routed batched GEMMs (bmm_*_dynBatch_*) of FlashInfer's
+        # TRT-LLM MoE
+        r"silu_mul_fp8_quant",
+        r"\bbmm_\w*_dynbatch",
         # DeepSeek's grouped (noaux_tc) routing, once a layer: TRT-LLM's two kernels (vLLM's copies sit in vllm::moe::)
         # and its fused one, also in FlashInfer; their "topk" would otherwise make them sampling
         r"topk_with_k2",
