@@ -4,8 +4,9 @@
 #   bash benchmarks/gpu_lane.sh LABEL [wavemla bench arguments...]
 # Writes tests.log, bench.json and bench.log under $OUT (default ./gpu-lane-out) and prints a short table last.
 # LANE_WORKERS sets the pytest-xdist workers (default: one per core, up to 16). LANE_SHARD=i/n runs the i-th of n
-# interleaved shares of the tests (the stress tests with the last), for a lane split over n calls. TEST_PATHS (a
-# space-separated list) runs those paths instead of tests/; SKIP_TESTS=1, SKIP_STRESS=1, SKIP_BENCH=1 leave steps out.
+# interleaved shares of the tests (the stress tests with the last; a file that fails to collect fails each share),
+# for a lane split over n calls. TEST_PATHS (a space-separated list) runs those paths instead of tests/; SKIP_TESTS=1,
+# SKIP_STRESS=1, SKIP_BENCH=1 leave steps out.
 # PORTABLE_ARCHS="sm80 sm120" also runs the kernel tests and the demo along those architectures' code paths
 # (benchmarks/portable_gpu.sh: portable-<arch>.log).
 set -uo pipefail
@@ -36,10 +37,16 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   # TEST_PATHS is a space-separated list of paths, each its own argument
   read -r -a SELECT <<< "${TEST_PATHS:-tests}"
   STRESS=$((1 - ${SKIP_STRESS:-0}))
+  COLLECT_RC=0
   if [ -n "${LANE_SHARD:-}" ]; then
     I=${LANE_SHARD%/*}; N=${LANE_SHARD#*/}
+    # A file that fails to collect fails the lane, as it does unsharded: its errors are kept for tests.log. Test ids
+    # are the lines that start "path::" (an error's lines may hold "::" further in: "ERROR a.py::C - ...", "E   ...").
     $PY -m pytest --collect-only -q "${SELECT[@]}" -p no:cacheprovider --ignore=tests/tools/test_stress.py \
-      ${TEST_ARGS:-} 2>/dev/null | grep "::" | awk -v i="$I" -v n="$N" '(NR - i) % n == 0' > "$OUT/lane_shard.txt"
+      ${TEST_ARGS:-} > "$OUT/lane_collect.txt" 2>/dev/null
+    COLLECT_RC=$?
+    grep -E '^[^[:space:]]+::' "$OUT/lane_collect.txt" | awk -v i="$I" -v n="$N" '(NR - i) % n == 0' \
+      > "$OUT/lane_shard.txt"
     echo "lane shard $LANE_SHARD: $(wc -l < "$OUT/lane_shard.txt") tests"
     mapfile -t SELECT < "$OUT/lane_shard.txt"
     [ "$I" = "$N" ] || STRESS=0
@@ -51,6 +58,10 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
     $PY -m pytest "${SELECT[@]}" -v --durations=40 $XDIST -p no:cacheprovider --ignore=tests/tools/test_stress.py \
       ${TEST_ARGS:-} 2>&1 | tee "$OUT/tests.log" | grep -v -E " PASSED| SKIPPED| XFAIL" | tail -25
     TESTS_RC=${PIPESTATUS[0]}  # 5: pytest collected nothing, a failure here
+  fi
+  if [ "$COLLECT_RC" != 0 ]; then  # 5 (nothing collected) left an empty shard: TESTS_RC is 5 already
+    { echo "collection exit: $COLLECT_RC"; grep -E "^ERROR " "$OUT/lane_collect.txt"; } | tee -a "$OUT/tests.log"
+    [ "$TESTS_RC" = 0 ] && TESTS_RC=$COLLECT_RC
   fi
   echo "tests exit: $TESTS_RC" | tee -a "$OUT/tests.log"
   if [ "$STRESS" = 1 ]; then

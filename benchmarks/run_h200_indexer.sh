@@ -8,6 +8,7 @@ mkdir -p "$OUT"
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 timeout 240 python3 -m pytest tests/kernels/test_indexer.py tests/tools/test_bench_indexer.py -q -p no:cacheprovider \
   2>&1 | tail -3 | tee "$OUT/indexer-tests.log"
+echo "tests rc=${PIPESTATUS[0]}" | tee -a "$OUT/indexer-tests.log"  # 124: cut at 240 s (no summary above)
 timeout 420 python3 -m wavemla.tools.bench_indexer "$OUT/indexer.json" > "$OUT/indexer-bench.log" 2>&1
 echo "bench rc=$?"
 SANITIZERS="memcheck-csa memcheck-exact-csa racecheck-csa" RACECHECK_LIMIT=120 bash benchmarks/sanitizers.sh

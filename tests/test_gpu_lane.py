@@ -1,6 +1,6 @@
 """benchmarks/gpu_lane.sh on a CPU machine, over a few throwaway test files: every path in TEST_PATHS runs, a shard
-runs its share (an empty one runs nothing), and the lane's exit status is the tests' (a failure, or nothing
-collected, is non-zero)."""
+runs its share (an empty one runs nothing), and the lane's exit status is the tests' (a failure, nothing
+collected, or a file that fails to collect, is non-zero)."""
 
 import os
 import re
@@ -63,3 +63,20 @@ def test_a_shard_runs_its_share_and_an_empty_shard_fails(tmp_path: Path) -> None
     assert rc == 0 and log.count(" PASSED") == 1 and passed(log, "test_two.py::test_passes"), log
     rc, log = run_lane(tmp_path, files, "test_one.py test_two.py", shard="3/3")  # two tests, a third share: none
     assert rc == 5 and "no tests selected" in log and " PASSED" not in log, log
+
+
+BROKEN = {
+    "import": "import wavemla_no_such_module\n\n\ndef test_never():\n    pass\n",
+    # pytest prints this error's lines with "::" in them (ERROR test_broken.py::TestIds, E   ValueError: ...::...)
+    "ids": "import pytest\n\n\nclass TestIds:\n"
+    "    @pytest.mark.parametrize('x', [1], ids=lambda v: 1 / 0)\n    def test_a(self, x):\n        pass\n",
+}
+
+
+@pytest.mark.parametrize("broken", sorted(BROKEN))
+def test_a_shard_fails_on_a_file_that_fails_to_collect(tmp_path: Path, broken: str) -> None:
+    # unsharded, pytest fails the lane on it; a shard runs the tests that did collect and fails as well
+    files = {"test_one.py": PASS, "test_broken.py": BROKEN[broken], "test_two.py": PASS}
+    rc, log = run_lane(tmp_path, files, " ".join(files), shard="1/1")
+    assert passed(log, "test_one.py::test_passes") and passed(log, "test_two.py::test_passes"), log
+    assert rc == 2 and "collection exit: 2" in log and "test_broken.py" in log, log

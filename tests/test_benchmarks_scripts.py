@@ -1,0 +1,36 @@
+"""The GPU call scripts of benchmarks/ on a CPU machine, with a stand-in ``python3`` on PATH (every pytest run exits
+3, every other call 0): the status of each step the scripts cut with ``tail`` reaches their logs."""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FAKE_PYTHON = '#!/bin/sh\necho "python3 $*"\ncase "$*" in *pytest*) exit 3 ;; esac\nexit 0\n'
+
+
+def run_script(tmp_path: Path, script: str) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(FAKE_PYTHON)
+    (bin_dir / "python3").chmod(0o755)
+    out = tmp_path / "out"
+    (out / "layer").mkdir(parents=True)  # what the layer bench writes: packed into out/layer.tgz, not left in /tmp
+    env = os.environ | {"OUT": str(out), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    subprocess.run(["bash", f"benchmarks/{script}"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("script", "log", "line"),
+    [
+        ("run_h200_indexer.sh", "indexer-tests.log", "tests rc=3"),
+        ("run_h200_reliability.sh", "reliability.log", "== stress tests exit 3"),
+    ],
+    ids=["indexer", "reliability"],
+)
+def test_a_failing_test_step_is_logged_with_its_status(tmp_path: Path, script: str, log: str, line: str) -> None:
+    text = (run_script(tmp_path, script) / log).read_text()
+    assert line in text, text
