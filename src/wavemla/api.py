@@ -401,6 +401,12 @@ def _device_spec(device: torch.device) -> Any:
     return _SPECS[key]
 
 
+def _capturing(t: torch.Tensor) -> bool:
+    """Whether a CUDA graph is being captured on the current stream (``t`` on a CUDA device): launches are then
+    recorded, and run only when the graph replays."""
+    return t.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
 def _replayed(
     metadata: Any, tensors: tuple[Any, ...], scalars: tuple[Any, ...], d_v: int, names: tuple[str, ...], out: Any
 ) -> tuple[tuple[Any, ...] | None, bool, tuple[torch.Tensor, torch.Tensor] | None]:
@@ -988,7 +994,7 @@ def dense_mla_decode(
     scalars = ("dense", softmax_scale, causal, run_schedule, descale_q is None, descale_k is None)
     call_sig, seen, done = _replayed(metadata, tensors, scalars, 512, names, out)
     if done is not None:
-        if metadata is not None:
+        if metadata is not None and not _capturing(q):
             metadata.scheduled = True
         return done
 
@@ -1090,7 +1096,8 @@ def dense_mla_decode(
                     block_n=p.config.block_n,
                     cut_units=p.cut_units,
                 )
-                meta.scheduled = True
+                # under capture the scheduler is recorded, not run: the schedule exists once the graph replays
+                meta.scheduled = meta.scheduled or not _capturing(q)
             meta.split_kernel = dense_decode_split(
                 q=q,
                 out=o,

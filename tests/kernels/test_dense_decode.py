@@ -761,3 +761,22 @@ def test_gpu_warp_specialized_kernel_is_deterministic_and_graph_safe():
         assert torch.equal(captured[0], first[0]) and torch.equal(captured[1], first[1])
         again = dense_mla_decode(**inputs, metadata=meta)
         assert torch.equal(again[0], first[0]) and torch.equal(again[1], first[1])
+
+
+def test_a_captured_call_leaves_no_schedule_to_reuse(monkeypatch):
+    """Under CUDA-graph capture the scheduler is recorded, not run: the metadata holds no schedule to reuse until an
+    uncaptured call (or the graph's replay, which the engine orders) writes one."""
+    import wavemla.api as api
+
+    inputs = make_dense_decode_inputs(lengths=[37, 5], h_q=16, page=16, dtype=SMALL_DTYPE, device=DEVICE, seed=9)
+    meta, _ = get_mla_metadata()
+    monkeypatch.setattr(api, "_capturing", lambda t: True)
+    dense_mla_decode(**inputs, metadata=meta)
+    assert not meta.scheduled
+    dense_mla_decode(**inputs, metadata=meta)  # the replayed launches: still captured
+    assert not meta.scheduled
+    monkeypatch.setattr(api, "_capturing", lambda t: False)
+    meta.sched.fill_(0)
+    first = dense_mla_decode(**inputs, metadata=meta, reuse_schedule=True)  # nothing to reuse: scheduled now
+    assert meta.scheduled
+    assert torch.equal(first[0], dense_mla_decode(**inputs)[0])
