@@ -3,6 +3,7 @@ device scheduler makes (its Python definition, :func:`wavemla.plan.dense_schedul
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,10 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 import triton
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from wavemla import config
 from wavemla.device import KIB, PRESETS
 from wavemla.plan import (
+    DENSE_D_QK,
     DenseWorkload,
     KernelConfig,
     PlanError,
@@ -141,6 +145,18 @@ def test_workload_errors_name_the_field(kwargs: dict[str, object], says: str) ->
 def test_work_list_must_fit_int32() -> None:
     with pytest.raises(PlanError, match="int32"):
         plan_dense(DenseWorkload(batch=4096, s_q=1, h_q=16, max_seqlen=1 << 30), H200)
+
+
+def test_int32_is_checked_per_tile_not_for_the_whole_plan() -> None:
+    """A work list that overflows int32 in 16- or 32-key tiles but not in 64-key tiles is planned with the 64-key
+    tile (as forcing it does), not refused."""
+    w = DenseWorkload(batch=4096, s_q=1, h_q=128, max_seqlen=1 << 24, page=1024)
+    p = plan_dense(w, H200)
+    assert p.block_n == 64
+    assert w.batch * (-(-w.max_seqlen // p.block_n) + p.segment_overhead) <= 2**31 - 1
+    assert any("int32" in r for r in p.reasons)
+    with config.override(WAVEMLA_BLOCK_N=64):
+        assert plan_dense(w, H200).block_n == 64
 
 
 def test_plan_checks_its_arguments() -> None:
@@ -290,3 +306,105 @@ def test_scheduler_may_align_parts_with_requests() -> None:
 def test_dense_workload_page_is_checked() -> None:
     with pytest.raises(ValueError, match="page"):
         DenseWorkload(batch=1, s_q=1, h_q=16, page=0)
+
+
+# ---------------------------------------------------------------- properties over every preset and a grid of shapes
+
+# the autouse fixture's environment holds for every example (the plan caches are keyed by the knobs)
+PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@st.composite
+def dense_workloads(draw: st.DrawFn) -> DenseWorkload:
+    fp8 = draw(st.booleans())
+    return DenseWorkload(
+        batch=draw(st.integers(1, 512)),
+        s_q=draw(st.integers(1, 4)),
+        h_q=draw(st.integers(1, 128)),
+        d_qk=576 if fp8 else draw(st.sampled_from(DENSE_D_QK)),
+        max_seqlen=draw(st.integers(1, 1 << 20)),
+        is_fp8=fp8,
+        dtype=draw(st.sampled_from(["bf16", "fp16"])),
+        page=draw(st.sampled_from([1, 16, 64, 100, 128, 1024])),
+    )
+
+
+@PROPERTY
+@given(gpu=st.sampled_from(sorted(PRESETS)), w=dense_workloads(), longer=st.integers(0, 1 << 20))
+def test_every_plan_is_in_bounds_and_prices_more_keys_no_cheaper(gpu: str, w: DenseWorkload, longer: int) -> None:
+    spec = PRESETS[gpu]
+    p = plan_dense(w, spec)
+    assert p.config in dense_candidate_configs(w)
+    res = p.resources
+    assert res.smem_bytes <= spec.smem_per_block
+    assert p.programs_per_sm == spec.blocks_per_sm(res.smem_bytes, res.regs_per_thread, p.num_warps) >= 1
+    assert 1 <= p.active_per_sm <= p.programs_per_sm
+    assert p.num_row_blocks == -(-w.rows // p.block_h)
+    assert p.num_parts >= 1 and p.programs == p.num_parts * p.num_row_blocks <= p.programs_per_sm * spec.num_sms
+    assert 1 <= p.segment_overhead <= 16 and p.cut_units >= 0
+    assert 0 < p.tile_us < float("inf") and 0 < p.predicted_us < float("inf")
+    assert w.batch * (-(-w.max_seqlen // p.block_n) + p.segment_overhead) <= 2**31 - 1  # the device's work units
+    more = plan_dense(dataclasses.replace(w, max_seqlen=w.max_seqlen + longer), spec)
+    assert more.predicted_us >= p.predicted_us * (1 - 1e-9), (p.reasons[-1], more.reasons[-1])
+
+
+@PROPERTY
+@given(
+    cases=st.lists(st.tuples(st.sampled_from(sorted(PRESETS)), dense_workloads()), min_size=1, max_size=4),
+    knobs=st.sampled_from([
+        dict(WAVEMLA_TARGET_CTAS=7),
+        dict(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=16, WAVEMLA_NUM_WARPS=4, WAVEMLA_NUM_STAGES=2),
+        dict(WAVEMLA_BLOCK_N=64),
+        dict(WAVEMLA_DENSE_WS="off", WAVEMLA_DENSE_ALIGN="off"),
+        dict(WAVEMLA_DENSE_P="split", WAVEMLA_NUM_SPLITS=3),
+    ]),
+)  # fmt: skip
+def test_plans_do_not_depend_on_call_order_or_earlier_knobs(
+    cases: list[tuple[str, DenseWorkload]], knobs: dict[str, object]
+) -> None:
+    """Same inputs, same plan: fresh, after plans for other presets in the other order, and after plans under
+    knob overrides (which a cache must not hand back once the knobs are gone)."""
+    clear_dense_caches()
+    fresh = [plan_dense(w, PRESETS[g]) for g, w in cases]
+    clear_dense_caches()
+    with config.override(**knobs):
+        for g, w in reversed(cases):
+            try:
+                plan_dense(w, PRESETS[g])
+            except PlanError as e:
+                assert any(k in str(e) for k in knobs) or "int32" in str(e), e
+    assert [plan_dense(w, PRESETS[g]) for g, w in reversed(cases)][::-1] == fresh
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lengths=st.lists(st.integers(-5, 5000), max_size=12),
+    num_parts=st.integers(1, 40),
+    overhead=st.integers(0, 16),
+    block_n=st.sampled_from([16, 32, 64]),
+    max_seqlen=st.integers(1, 4096),
+    cut_units=st.integers(-1, 20),
+)
+def test_schedule_covers_every_tile_once(
+    lengths: list[int], num_parts: int, overhead: int, block_n: int, max_seqlen: int, cut_units: int
+) -> None:
+    """The parts cut the ``(request, tile)`` list into consecutive ranges that cover each tile exactly once;
+    ``request_parts`` names exactly the parts holding some of a request's tiles (the partials the combine merges),
+    and ``part_weights`` what each part holds."""
+    s = dense_schedule(lengths, num_parts, overhead, block_n, max_seqlen, cut_units)
+    units = [max(-(-min(max(n, 0), max_seqlen) // block_n), 1) for n in lengths]
+    start = [sum(units[:r]) for r in range(len(units) + 1)]
+
+    def at(r: int, t: int) -> int:
+        return start[r] + t if r < len(units) else start[-1]
+
+    spans = [(at(rb, tb), at(re, te)) for rb, tb, re, te in s.parts]
+    assert len(spans) == num_parts and spans[0][0] == 0 and spans[-1][1] == start[-1]
+    assert all(a <= z for a, z in spans) and all(spans[i][1] == spans[i + 1][0] for i in range(num_parts - 1))
+    assert s.total_weight == start[-1] + overhead * len(units)
+    for p, (a, z) in enumerate(spans):
+        held = [r for r in range(len(units)) if start[r] < z and start[r + 1] > a]
+        assert s.part_weights[p] == z - a + overhead * len(held)
+    for r in range(len(units)):
+        parts = [p for p, (a, z) in enumerate(spans) if start[r] < z and start[r + 1] > a]
+        assert s.request_parts[r] == (parts[0], parts[-1]) and parts == list(range(parts[0], parts[-1] + 1))

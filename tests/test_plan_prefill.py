@@ -4,10 +4,14 @@ import dataclasses
 
 import pytest
 import triton
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wavemla import resources
 from wavemla.device import PRESETS, get_spec
 from wavemla.plan import (
+    PREFILL_D_QK,
+    PREFILL_MAX_SPLITS,
     PlanError,
     PrefillWorkload,
     _prefill_resources,
@@ -79,10 +83,54 @@ def test_prefill_splits(programs, slots, tiles, want):
     assert splits * piece_tiles >= tiles and (splits - 1) * piece_tiles < tiles
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    gpu=st.sampled_from(sorted(PRESETS)),
+    s_q=st.integers(0, 1 << 16),
+    h_q=st.integers(1, 128),
+    topk=st.integers(0, 2048),
+    d_qk=st.sampled_from(PREFILL_D_QK),
+)
+def test_every_plan_is_resident_and_its_pieces_cover_each_list_once(gpu, s_q, h_q, topk, d_qk):
+    """Any shape on any preset: a tile that fits a block and an SM, programs for every (token, head block, piece),
+    pieces of at least one tile that cover the list exactly (the last one possibly short), never a second wave of
+    pieces, and the same plan when asked again."""
+    spec = get_spec(gpu)
+    w = PrefillWorkload(s_q, h_q, topk, d_qk)
+    p = plan_sparse_prefill(w, spec)
+    assert p.config in all_prefill_configs()
+    res = p.resources
+    assert res.smem_bytes <= spec.smem_per_block
+    assert p.programs_per_sm == spec.blocks_per_sm(res.smem_bytes, res.regs_per_thread, p.num_warps) >= 1
+    assert p.programs == s_q * -(-h_q // p.block_h) * p.splits
+    tiles = -(-topk // p.block_n)
+    assert 1 <= p.splits <= PREFILL_MAX_SPLITS
+    if p.splits == 1:
+        assert p.piece_tiles == tiles
+    else:
+        assert p.piece_tiles >= 1 and (p.splits - 1) * p.piece_tiles < tiles <= p.splits * p.piece_tiles
+        assert p.programs <= spec.num_sms * p.programs_per_sm
+    assert plan_sparse_prefill(w, spec) == p
+
+
 def test_no_tile_fits_is_a_named_error():
     tiny = dataclasses.replace(get_spec("h200"), smem_per_block=8 * 1024)
     with pytest.raises(PlanError, match="no prefill tile fits"):
         plan_sparse_prefill(PrefillWorkload(64, 64, 640), tiny)
+
+
+def test_tiles_that_cannot_be_resident_are_not_taken():
+    """A tile within the per-block shared memory that no SM can hold (here: too few registers for 8 warps of 255)
+    is passed over for one that runs, and where none runs the error is a PlanError naming the reason."""
+    h200 = get_spec("h200")
+    small_rf = dataclasses.replace(h200, regs_per_sm=32 * 1024)
+    for w in (PrefillWorkload(64, 64, 640), PrefillWorkload(4096, 128, 2048, 576), PrefillWorkload(1, 16, 64)):
+        p = plan_sparse_prefill(w, small_rf)
+        assert p.programs_per_sm >= 1 and p.num_warps == 4, (w, p.config)
+        assert p.programs_per_sm == small_rf.blocks_per_sm(p.resources.smem_bytes, p.resources.regs_per_thread,
+                                                           p.num_warps)  # fmt: skip
+    with pytest.raises(PlanError, match=r"no prefill tile fits.*registers"):
+        plan_sparse_prefill(PrefillWorkload(64, 64, 640), dataclasses.replace(h200, regs_per_sm=16 * 1024))
 
 
 @pytest.mark.parametrize(

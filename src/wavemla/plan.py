@@ -1993,9 +1993,9 @@ def plan_dense(workload: DenseWorkload, device: DeviceSpec) -> DensePlan:
     """Choose the tile configuration, the number of parts and the segment overhead for a dense decode (pure).
 
     Raises :class:`PlanError` when no configuration fits (naming the knobs that forced it) or the work list cannot be
-    indexed in int32, and :class:`~wavemla.config.KnobError` when a knob's value is invalid. Honours the tile knobs
-    (``WAVEMLA_BLOCK_H``, ``WAVEMLA_BLOCK_N``, ``WAVEMLA_NUM_WARPS``, ``WAVEMLA_NUM_STAGES``) and
-    ``WAVEMLA_TARGET_CTAS`` (program slots), applied last.
+    indexed in int32 in the tiles of any that fits, and :class:`~wavemla.config.KnobError` when a knob's value is
+    invalid. Honours the tile knobs (``WAVEMLA_BLOCK_H``, ``WAVEMLA_BLOCK_N``, ``WAVEMLA_NUM_WARPS``,
+    ``WAVEMLA_NUM_STAGES``) and ``WAVEMLA_TARGET_CTAS`` (program slots), applied last.
 
     Example::
 
@@ -2027,6 +2027,7 @@ def _plan_dense_cached(workload: DenseWorkload, device: DeviceSpec, overrides: t
         reasons.append("forced by " + ", ".join(f"{k}={v}" for k, v in forced.items()))
     target = config.get("WAVEMLA_TARGET_CTAS")
     best: DensePlan | None = None
+    overflow: PlanError | None = None  # the first tile whose work list exceeds int32 (others may not: fewer tiles)
     seen: set[KernelConfig] = set()
     for candidate in dense_candidate_configs(workload):
         cfg = _override_config(candidate)
@@ -2043,18 +2044,27 @@ def _plan_dense_cached(workload: DenseWorkload, device: DeviceSpec, overrides: t
                 f"runs as many programs per SM (two or more) with twice the bytes in flight"
             )
             continue
+        too_many: PlanError | None = None
         for slots in [target] if target is not None else _dense_slot_levels(device, occ, workload, cfg):
-            p = _dense_plan_config(workload, device, cfg, res, occ, slots)
+            try:
+                p = _dense_plan_config(workload, device, cfg, res, occ, slots)
+            except PlanError as e:  # int32 work units: a tile of more keys may index the list
+                too_many = e
+                continue
             if best is None or p.predicted_us < best.predicted_us - 1e-9:
                 best = p
         reasons.append(
             f"{cfg.label}: {res.smem_bytes // KIB} KB smem, {res.regs_per_thread} regs"
             + (f", {res.stack_bytes} B stack" if res.stack_bytes else "")
             + f" ({res.note}); {occ} program(s)/SM"
+            + (f"; {too_many}" if too_many is not None else "")
         )
+        overflow = overflow or too_many
     if best is None:
         knobs = ", ".join(f"{k}={v}" for k, v in forced.items())
         prefix = f"{knobs}: " if knobs else ""
+        if overflow is not None:
+            raise PlanError(f"{prefix}{overflow}")
         raise PlanError(f"{prefix}no kernel configuration fits {device.name} for {workload}; " + "; ".join(reasons))
     return dataclasses.replace(best, reasons=(*reasons, *best.reasons))
 
@@ -2383,12 +2393,18 @@ def plan_sparse_prefill(workload: PrefillWorkload, device: DeviceSpec) -> Prefil
     unused = [f"{k}={knobs[k]}" for k in (*_TILE_KNOBS, "WAVEMLA_NUM_SPLITS", "WAVEMLA_TARGET_CTAS")
               if knobs[k] is not None]  # fmt: skip
     cache = knobs["WAVEMLA_CACHE_DIR"]
-    fitting = [
-        (c, r) for c in _PREFILL_TILES
-        if (r := _prefill_resources(c, device.arch, workload.d_qk, cache)).smem_bytes <= device.smem_per_block
-    ]  # fmt: skip
+    fitting: list[tuple[KernelConfig, Resources]] = []
+    why = ""  # the smallest tile's limit where none fits
+    for c in _PREFILL_TILES:
+        r = _prefill_resources(c, device.arch, workload.d_qk, cache)
+        if r.smem_bytes > device.smem_per_block:
+            why = f"{device.smem_per_block} B of shared memory per block"
+        elif _blocks_per_sm(device, r.smem_bytes, r.regs_per_thread, c.num_warps) < 1:  # registers, threads
+            why = f"{c}: {device.occupancy_reason(r.smem_bytes, r.regs_per_thread, c.num_warps)}"
+        else:
+            fitting.append((c, r))
     if not fitting:
-        raise PlanError(f"{device.name}: no prefill tile fits {device.smem_per_block} B of shared memory per block")
+        raise PlanError(f"{device.name}: no prefill tile fits {why}")
     cfg, res = fitting[0]
     limit = device.smem_per_block // KIB
     reasons = [f"{cfg}: the first listed tile within {limit} KB a block ({res.smem_bytes} B, {res.note})"]
