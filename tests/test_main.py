@@ -1,7 +1,9 @@
 """``python -m wavemla`` runs the ``wavemla`` command."""
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -62,3 +64,18 @@ def test_readme_verb_table_lists_every_verb() -> None:
     table = readme.split("## Verbs", 1)[1].split("\n## ", 1)[0]
     rows = set(re.findall(r"^\| `wavemla ([a-z-]+)` \|", table, flags=re.M))
     assert rows == set(COMMANDS)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_output_file_problem_finds_a_directory_no_file_can_be_made_in(tmp_path: Path) -> None:
+    """An output file is checked before a long run: a directory that exists but takes no new file (/proc) is
+    refused naming the option, as a missing one is; a writable path is accepted and left as it was."""
+    from wavemla.cli import output_file_problem
+
+    problem = output_file_problem("--json", "/proc/wavemla-out.json")
+    assert problem is not None and problem.startswith("--json: ")
+    fresh, kept = tmp_path / "new.json", tmp_path / "old.json"
+    kept.write_text("keep")
+    assert output_file_problem("--json", str(fresh)) is None and not fresh.exists()
+    assert output_file_problem("--json", str(kept)) is None and kept.read_text() == "keep"
+    assert output_file_problem("--json", "/dev/null") is None

@@ -55,6 +55,30 @@ def output_file_problem(option: str, path: str) -> str | None:
         return f"{option}: {path!r} names a directory (it ends in a separator); name the file to write"
     if not target.parent.is_dir():
         return f"{option}: no directory {str(target.parent)!r} to write {target.name!r} into"
+    if target.exists() and not target.is_file():  # a device (/dev/null): nothing to probe, open() writes to it
+        return None
+    existed = target.exists()
+    try:  # a directory may still take no new file (read-only, /proc): try, without truncating an existing one
+        with open(target, "a"):
+            pass
+    except OSError as exc:
+        return f"{option}: cannot write {path!r}: {exc.strerror or exc}"
+    if not existed:
+        target.unlink(missing_ok=True)
+    return None
+
+
+def out_of_memory(exc: BaseException) -> str | None:
+    """The first line of ``exc``'s message when it is an allocation that found no memory (torch's CUDA
+    ``OutOfMemoryError``, its CPU allocator's ``RuntimeError``, Python's ``MemoryError``): sizes too large for the
+    machine, which a tool reports in one line naming its size options. None for any other exception."""
+    text = str(exc)
+    if (
+        isinstance(exc, MemoryError)
+        or type(exc).__name__ == "OutOfMemoryError"
+        or (isinstance(exc, RuntimeError) and "can't allocate memory" in text)
+    ):
+        return (text.strip().splitlines() or [type(exc).__name__])[0]
     return None
 
 

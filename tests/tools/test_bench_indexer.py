@@ -150,6 +150,17 @@ def test_main_refuses_before_running(tmp_path, capsys, argv, message):
     assert not (tmp_path / "--help").exists()
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only refusal")
+def test_main_without_a_gpu_exits_2_without_a_traceback(tmp_path, capsys):
+    from wavemla.tools.bench_indexer import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(tmp_path / "out.json")])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == "python -m wavemla.tools.bench_indexer: needs a CUDA GPU\n"
+    assert not (tmp_path / "out.json").exists()
+
+
 @pytest.mark.gpu
 def test_bench_runs_small_cases(tmp_path):
     cases = [IndexerBenchCase(b=2, n_comp=4096, kv_format=f) for f in ("fp8", "mxfp4-paged", "bf16")]

@@ -43,9 +43,14 @@ def test_flops_count_the_rows_each_token_attends_over(case):
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="checks the refusal without a GPU")
-def test_needs_cuda(tmp_path):
+def test_needs_cuda(tmp_path, capsys):
     with pytest.raises(RuntimeError, match="needs a CUDA device"):
+        bench_prefill.run_prefill_bench([CASES["dsv4-h16"]], 3, False, True)
+    # the command says so in one line and exits 2, with no traceback
+    with pytest.raises(SystemExit) as exit_info:
         bench_prefill.main(["--json", str(tmp_path / "x.json"), "--cases", "dsv4-h16", "--reps", "3"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == "python -m wavemla.tools.bench_prefill: needs a CUDA GPU\n"
 
 
 def test_reps_are_checked(tmp_path):
@@ -69,6 +74,7 @@ def test_a_case_named_twice_runs_once(tmp_path, monkeypatch):
         return {"ceilings": {"gemm_tflops": 1.0, "copy_gbps": 1.0}, "rows": []}
 
     monkeypatch.setattr(bench_prefill, "run_prefill_bench", fake_run)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the command refuses to start without a GPU
     argv = ["--json", str(tmp_path / "x.json"), "--cases", "dsv4-h16", "v32-h16-s32", "dsv4-h16", "--reps", "3"]
     assert bench_prefill.main(argv) == 0
     assert ran == ["dsv4-h16", "v32-h16-s32"]

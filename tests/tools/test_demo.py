@@ -56,6 +56,48 @@ def test_bad_options_exit_2_naming_the_option(
     assert code == 2 and f"{option}:" in err and "result:" not in out
 
 
+CPU_ALLOC_FAILURE = (
+    "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to allocate "
+    "14976000149760 bytes. Error code 12 (Cannot allocate memory)"
+)
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "says"),
+    [
+        (("--batch", "100000000"), 2, "wavemla demo: --batch 100000000: the step does not fit in memory"),
+        ((), 1, "wavemla demo: the step does not fit in memory"),
+    ],
+    ids=["huge-batch", "default-batch"],
+)
+def test_inputs_that_do_not_fit_in_memory_end_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], code: int, says: str
+) -> None:
+    """A ``--batch`` too large for the machine (its allocation fails, as torch's CPU allocator or CUDA's report it)
+    ends in one line naming ``--batch``, not a traceback; at the default batch the line names no option."""
+    import wavemla.testing
+
+    def no_memory(**_: object) -> None:
+        raise RuntimeError(CPU_ALLOC_FAILURE)
+
+    monkeypatch.setattr(wavemla.testing, "make_sparse_decode_inputs", no_memory)
+    got, _, err = _run(capsys, "--cpu", *argv)
+    assert got == code and err.startswith(says) and len(err.splitlines()) == 1, err
+
+
+def test_other_runtime_errors_are_not_taken_for_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    import wavemla.testing
+
+    def broken(**_: object) -> None:
+        raise RuntimeError("a kernel bug")
+
+    monkeypatch.setattr(wavemla.testing, "make_sparse_decode_inputs", broken)
+    parser = argparse.ArgumentParser()
+    demo.add_arguments(parser)
+    with pytest.raises(RuntimeError, match="a kernel bug"):
+        demo.run(parser.parse_args(["--cpu"]))
+
+
 @pytest.mark.parametrize(
     "argv",
     [("--v32", "--fp8"), ("--v32", "--fp8-tensor"), ("--prefill", "--fp8"), ("--prefill", "--fp8-tensor")],

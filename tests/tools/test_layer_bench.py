@@ -536,6 +536,34 @@ def test_argument_errors_exit_2(argv: list[str], message: str, tmp_path: Path, c
     assert not (tmp_path / "out").exists()  # nothing is written before the arguments are valid
 
 
+def test_an_out_directory_that_cannot_be_made_names_out(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    taken = tmp_path / "a-file"
+    taken.write_text("")
+    rc = cli.main(["layer-bench", "--tiny", "--cpu", "--out", str(taken / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith(f"wavemla layer-bench: error: --out: {taken / 'out'}: "), err
+
+
+def test_sizes_that_do_not_fit_in_memory_end_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A ``--batch`` or ``--context`` too large for the machine (an allocation fails, as torch's CPU allocator
+    reports it) ends in one line naming the size options, exit 2, not a traceback."""
+
+    def no_memory(cfg: object, log: object = print) -> None:
+        raise RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to "
+            "allocate 800000000000 bytes. Error code 12 (Cannot allocate memory)"
+        )
+
+    monkeypatch.setattr(layer_bench, "run_layer_bench", no_memory)
+    rc = cli.main(["layer-bench", "--tiny", "--cpu", "--out", str(tmp_path / "out"), "--context", "100000000000"])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.splitlines()) == 1, err
+    says = "wavemla layer-bench: error: --batch, --context, --experts: too large for this machine's memory"
+    assert err.startswith(says), err
+
+
 def test_index_k_format_outside_the_choices_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture, moe: MoE) -> None:
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["layer-bench", "--tiny", "--cpu", "--out", str(tmp_path / "out"), "--index-k", "fp4"])

@@ -373,6 +373,36 @@ def test_png_that_cannot_be_written_exits_2_naming_it(
     assert err.startswith("wavemla plan: --png: ")
 
 
+@pytest.mark.parametrize("name", ["plot", "plot-dir"], ids=["no-suffix", "a-directory"])
+def test_png_writes_the_file_named_or_refuses(capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str) -> None:
+    """matplotlib adds ``.png`` to a name without a suffix: ``--png plot`` must write ``plot`` itself (not
+    ``plot.png`` while saying it wrote ``plot``), and ``--png DIR`` must be refused, not write ``DIR.png`` beside it."""
+    pytest.importorskip("matplotlib")
+    path = tmp_path / name
+    if name == "plot-dir":
+        path.mkdir()
+    code, out, err = _run(capsys, "--gpu", "h200", "--batch", "8", "--png", str(path))
+    assert not (tmp_path / f"{name}.png").exists()
+    if name == "plot-dir":
+        assert code == 2 and out == "" and err.startswith("wavemla plan: --png: ")
+    else:
+        assert code == 0 and f"wrote {path}" in out and path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_png_of_a_huge_batch_plots_a_bounded_curve(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The plotted curve plans a bounded number of batch sizes, so a huge ``--batch`` with ``--png`` finishes
+    (planning every batch size up to 10^7 ran for hours), and still ends at the largest batch."""
+    pytest.importorskip("matplotlib")
+    seen: list[list[dict[str, object]]] = []
+    monkeypatch.setattr(plan_cli, "render_png", lambda device, workload, rows, curve, path: seen.append(curve))
+    code, _, err = _run(capsys, "--gpu", "h200", "--batch", "10000000", "--png", str(tmp_path / "p.png"))
+    assert code == 0, err
+    batches = [r["batch"] for r in seen[0]]
+    assert len(batches) <= 4096 and batches[0] == 1 and batches[-1] == 10_000_000 and batches == sorted(batches)
+
+
 def test_gpu_help_names_every_preset() -> None:
     """``WAVEMLA_GPU``'s documentation sends the reader to ``wavemla plan --help`` for the preset names."""
     assert "wavemla plan --help" in config.KNOBS["WAVEMLA_GPU"].doc

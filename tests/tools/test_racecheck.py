@@ -263,3 +263,9 @@ def test_gzip_log_with_damaged_data_is_a_usage_error(tmp_path: Path, capsys: pyt
     rc.add_arguments(parser)
     assert rc.run(parser.parse_args([str(packed)])) == 2
     assert f"{packed}: not a readable gzip file" in capsys.readouterr().err
+
+
+def test_an_empty_json_name_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--json ''`` is not taken for no ``--json``: the report would silently not be written."""
+    code, _, err = _run(tmp_path, _fixture(), "--json", "", capsys=capsys)
+    assert code == 2 and "--json: expected a file name" in err

@@ -113,6 +113,10 @@ def test_index_k_formats_are_the_indexers() -> None:
         (("--mode", "swa", "--indexer-select", "chunked"), "--indexer-select"),
         (("--no-indexer", "--indexer-select", "token"), "--indexer-select"),
         (("--share-pool", "--no-graph"), "--share-pool"),  # eager calls: no graph, so no pool to share
+        (("--heads", "129"), "--heads"),  # the decodes take 1..128 query heads
+        (("--mode", "dense", "--heads", "200"), "--heads"),
+        (("--s-q", "5"), "--s-q"),  # the DeepSeek-V4 sparse decode takes 1..4 query tokens a request
+        (("--mode", "swa", "--s-q", "9"), "--s-q"),
     ],
 )
 def test_bad_options_name_the_option(argv: tuple[str, ...], option: str, capsys: pytest.CaptureFixture[str]) -> None:

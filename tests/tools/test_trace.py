@@ -1164,6 +1164,27 @@ def test_cli_user_errors_exit_2(argv: list[str], message: str, capsys: pytest.Ca
     assert err.startswith("wavemla trace: error: ") and "Traceback" not in err
 
 
+@pytest.mark.parametrize("name", ["plot", "plot-dir", "plot.txt"], ids=["no-suffix", "a-directory", "txt"])
+def test_cli_png_writes_the_file_named_or_refuses_naming_png(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """matplotlib adds ``.png`` to a name without a suffix: ``--png plot`` writes ``plot`` itself, ``--png DIR`` is
+    refused (not written as ``DIR.png`` beside it, reported as ``DIR``), and a format matplotlib cannot write is an
+    error naming ``--png``."""
+    pytest.importorskip("matplotlib")
+    path = tmp_path / name
+    if name == "plot-dir":
+        path.mkdir()
+    code = run_cli([f"{DATA / 'graph_decode_bs4.json'}", "--no-fit", "--png", str(path)])
+    out, err = capsys.readouterr()
+    assert not (tmp_path / f"{name}.png").exists()
+    if name == "plot":
+        assert code == 0 and f"wrote {path}" in out and path.read_bytes()[:4] == b"\x89PNG"
+    else:
+        assert code == 2 and f"wrote {path}" not in out
+        assert err.splitlines()[-1].startswith(f"wavemla trace: error: --png {path}: "), err
+
+
 def test_cli_no_fit_single_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     png = tmp_path / "p.png"
     assert run_cli([str(DATA / "overlap_streams.json"), "--no-fit", "--png", str(png)]) == 2  # needs batch sizes
@@ -1587,3 +1608,10 @@ def test_step_copy_on_a_side_stream_reaching_into_the_next_step(tmp_path: Path) 
     events.append(_gpu_step("decode_step_mtp", 1040, 40, 3))
     p = profile_trace(_write(tmp_path / "side2.json", {"traceEvents": events}), 8, RULES, StepSpec(marker="step"))
     assert p.steps == 2
+
+
+@pytest.mark.parametrize("option", ["--json", "--png"])
+def test_cli_an_empty_output_name_is_refused(option: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """An empty ``--json`` or ``--png`` is not taken for none: the file would silently not be written."""
+    assert run_cli([str(DATA / "graph_decode_bs4.json"), "--no-fit", option, ""]) == 2
+    assert f"wavemla trace: error: {option}: expected a file name" in capsys.readouterr().err

@@ -452,6 +452,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     problem = output_file_problem("OUT.json", args.out)  # written after the whole grid has run
     if problem is not None:
         parser.error(problem)
+    if not torch.cuda.is_available():
+        parser.exit(2, f"{parser.prog}: needs a CUDA GPU\n")
     for row in run_indexer_bench(args.out, reps=args.reps):
         print(
             f"{row['provider']:6s} b={row['b']} n={row['n_comp']} rows {row['kv_format']} q {row['q_format']}: "

@@ -207,6 +207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     problem = output_file_problem("--json", args.json)  # written once every case has run
     if problem is not None:
         parser.error(problem)
+    if not torch.cuda.is_available():
+        parser.exit(2, f"{parser.prog}: needs a CUDA GPU\n")
     cases = [CASES[n] for n in dict.fromkeys(args.cases)]  # a case named twice would be timed and written twice
     result = run_prefill_bench(cases, args.reps, args.tiles, not args.no_baseline)
     result["label"] = args.label

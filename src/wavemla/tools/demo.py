@@ -83,6 +83,23 @@ def run(args: argparse.Namespace) -> int:
     on_gpu = torch.cuda.is_available() and not args.cpu
     if not on_gpu:
         config.use_triton_interpreter()
+    try:
+        return _run_step(args, on_gpu)
+    except (MemoryError, RuntimeError) as exc:
+        from wavemla.cli import out_of_memory
+
+        reason = out_of_memory(exc)
+        if reason is None:
+            raise
+        option = "" if args.batch is None else f" --batch {args.batch}:"
+        print(f"wavemla demo:{option} the step does not fit in memory ({reason})", file=sys.stderr)
+        return 1 if args.batch is None else 2
+
+
+def _run_step(args: argparse.Namespace, on_gpu: bool) -> int:
+    """The step the options name, checked against the reference (and timed on a GPU); returns the exit code."""
+    import torch
+
     if args.prefill:
         return _run_prefill(on_gpu)
     if args.dense:

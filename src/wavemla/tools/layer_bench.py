@@ -1086,8 +1086,15 @@ def run(args: argparse.Namespace) -> int:
         run_layer_bench(cfg, log=lambda s: print(s, flush=True))
     except ValueError as e:
         return fail(str(e))
-    except OSError as e:
-        return fail(f"{e.filename or args.out}: {e.strerror or e}")
+    except OSError as e:  # the output directory, or a file the run writes in it
+        return fail(f"--out: {e.filename or args.out}: {e.strerror or e}")
+    except (MemoryError, RuntimeError) as e:
+        from wavemla.cli import out_of_memory
+
+        reason = out_of_memory(e)
+        if reason is None:
+            raise
+        return fail(f"--batch, --context, --experts: too large for this machine's memory ({reason})")
     print(f"wrote {cfg.out / RESULTS_FILE}")
     for mode in cfg.modes:
         print(f"next: {trace_command(cfg.out, mode)}")

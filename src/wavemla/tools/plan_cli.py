@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -330,6 +331,16 @@ def _describe(w: dict[str, Any]) -> str:
     )
 
 
+CURVE_POINTS = 2048  # batch sizes the --png curve plans at most: every one up to this, evenly spaced beyond
+
+
+def curve_batches(top: int) -> list[int]:
+    """The batch sizes 1..``top`` that ``--png``'s curve plans: each one up to :data:`CURVE_POINTS`, else evenly
+    spaced ones ending at ``top`` (planning every batch size up to a huge ``--batch`` would run for hours)."""
+    step = -(-top // CURVE_POINTS)
+    return sorted({*range(1, top + 1, step), top})
+
+
 def render_png(
     device: DeviceSpec, workload: dict[str, Any], rows: list[dict[str, Any]], curve: list[dict[str, Any]], path: str
 ) -> None:
@@ -355,7 +366,8 @@ def render_png(
     ax.legend()
     fig.tight_layout()
     try:
-        fig.savefig(path, dpi=120)
+        # a name without a suffix: matplotlib would write NAME.png (a directory's name too); write NAME as PNG
+        fig.savefig(path, dpi=120, format=None if os.path.splitext(path)[1][1:] else "png")
     except (OSError, ValueError) as exc:  # a missing directory, no permission, a format matplotlib cannot write
         raise ValueError(f"--png: {exc}") from None
 
@@ -483,7 +495,7 @@ def run(args: argparse.Namespace) -> int:
                 make = functools.partial(plan_rows, device, **kw)
             rows = make(batches=batches)
             if args.png:
-                curve = make(batches=list(range(1, max(batches) + 1)))
+                curve = make(batches=curve_batches(max(batches)))
                 render_png(device, workload, rows, curve, args.png)
     except (ValueError, PlanError, KnobError) as exc:
         print(f"wavemla plan: {exc}", file=sys.stderr)

@@ -355,6 +355,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.limit < 0:
         return fail(f"--limit must be >= 0, got {args.limit}")
+    if args.json == "":  # else taken for no --json: the report would silently not be written
+        return fail("--json: expected a file name ('-': stdout), got an empty one")
     try:
         sources = [*package_kernel_sources(), *(Path(s) for s in args.source)]
         sites = kernel_sites(sources)

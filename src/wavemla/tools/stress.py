@@ -313,6 +313,10 @@ def validate_config(cfg: StressConfig) -> None:
     for name in ("graphs", "replays", "variants", "check_every", "noise_mm", "s_q", "heads"):
         if getattr(cfg, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')}: expected a positive integer, got {getattr(cfg, name)}")
+    if cfg.heads > 128:  # every decode's h_q 1..128
+        raise ValueError(f"--heads: expected 1..128 query heads, got {cfg.heads}")
+    if not cfg.dense_kernels and cfg.s_q > 4:  # the DeepSeek-V4 sparse decode's s_q 1..4 (wavemla.api.MAX_S_Q)
+        raise ValueError(f"--s-q: --mode {cfg.mode} takes 1..4 query tokens a request, got {cfg.s_q}")
     if any(s is not None and s < 1 for s in cfg.splits):
         raise ValueError(f"--splits: expected 'auto' or positive integers, got {list(cfg.splits)}")
     if cfg.index_k not in INDEX_K_FORMATS:

@@ -1295,10 +1295,14 @@ def plot_report(report: TraceReport, path: Path | str) -> None:
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
+    name = str(path)
     try:
-        fig.savefig(str(path), dpi=110)
+        # a name without a suffix: matplotlib would write NAME.png (a directory's name too); write NAME as PNG
+        fig.savefig(name, dpi=110, format=None if Path(name).suffix[1:] else "png")
     except OSError as e:
         raise ValueError(f"--png {path}: cannot write: {e.strerror}") from None
+    except ValueError as e:  # a suffix naming a format matplotlib cannot write
+        raise ValueError(f"--png {path}: {e}") from None
 
 
 # ------------------------------------------------------------------------------------------------- CLI
@@ -1388,6 +1392,9 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if args.top < 0:
             return fail("--top must be >= 0")
+        for option, value in (("--json", args.json), ("--png", args.png)):
+            if value == "":  # else taken for no such option: the file would silently not be written
+                return fail(f"{option}: expected a file name, got an empty one")
         spec = StepSpec(marker=args.step_marker, kernel=args.step_kernel, kernels_per_step=args.kernels_per_step)
         inputs = resolve_inputs(args.traces, args.batch)
         scopes = [Scope.parse(text) for text in args.scope]
