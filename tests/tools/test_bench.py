@@ -198,6 +198,18 @@ def test_each_mode_takes_its_defaults() -> None:
     assert dense.batch == bench.DENSE_BATCHES
 
 
+def test_a_value_named_twice_is_timed_once() -> None:
+    from wavemla.tools import bench
+
+    parser = bench_parser()
+    sparse = bench.resolve_args(parser.parse_args(["--batch", "8", "1", "8", "--mode", "hca", "csa", "hca",
+                                                   "--heads", "64", "64", "--s-q", "2", "1", "2"]))  # fmt: skip
+    assert (sparse.batch, sparse.mode, sparse.heads, sparse.s_q) == ([8, 1], ["hca", "csa"], [64], [2, 1])
+    dense = bench.resolve_args(parser.parse_args(["--dense", "--seqlen", "4096", "4096", "--lengths", "skewed",
+                                                  "skewed", "--kv-formats", "fp8", "fp8"]))  # fmt: skip
+    assert (dense.seqlen, dense.lengths, dense.kv_formats) == ([4096], ["skewed"], ["fp8"])
+
+
 def test_sparse_traffic_counts_each_cache_formats_row_bytes() -> None:
     import torch
 

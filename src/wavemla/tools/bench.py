@@ -666,14 +666,17 @@ def refusal(args: argparse.Namespace) -> str | None:
 
 
 def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
-    """``args`` with each option its decode's default where it was left out."""
+    """``args`` with each option its decode's default where it was left out, and each value of a list once (in the
+    order given: a value named twice would be timed and written twice)."""
     if args.dense:
-        return argparse.Namespace(**{**vars(args), "batch": args.batch or DENSE_BATCHES,
-                                     "heads": args.heads or DENSE_HEADS, "seqlen": args.seqlen or DENSE_SEQLENS,
-                                     "lengths": args.lengths or ["uniform", "skewed"],
-                                     "kv_formats": args.kv_formats or ["bf16", "fp8"]})  # fmt: skip
-    return argparse.Namespace(**{**vars(args), "batch": args.batch or SPARSE_BATCHES, "heads": args.heads or [64],
-                                 "mode": args.mode or ["csa", "hca"]})  # fmt: skip
+        given = {"batch": args.batch or DENSE_BATCHES, "heads": args.heads or DENSE_HEADS,
+                 "seqlen": args.seqlen or DENSE_SEQLENS, "lengths": args.lengths or ["uniform", "skewed"],
+                 "kv_formats": args.kv_formats or ["bf16", "fp8"]}  # fmt: skip
+    else:
+        given = {"batch": args.batch or SPARSE_BATCHES, "heads": args.heads or [64],
+                 "mode": args.mode or ["csa", "hca"]}  # fmt: skip
+    given["s_q"] = args.s_q
+    return argparse.Namespace(**{**vars(args), **{k: list(dict.fromkeys(v)) for k, v in given.items()}})
 
 
 def run(args: argparse.Namespace) -> int:
