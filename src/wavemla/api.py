@@ -994,8 +994,8 @@ def dense_mla_decode(
     scalars = ("dense", softmax_scale, causal, run_schedule, descale_q is None, descale_k is None)
     call_sig, seen, done = _replayed(metadata, tensors, scalars, 512, names, out)
     if done is not None:
-        if metadata is not None and not _capturing(q):
-            metadata.scheduled = True
+        if metadata is not None and not metadata.scheduled:  # (once scheduled, no capture check on the fast path)
+            metadata.scheduled = not _capturing(q)
         return done
 
     device = _check_q_common(q, any_s_q=True, fp8=True)

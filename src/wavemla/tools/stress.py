@@ -313,10 +313,12 @@ def validate_config(cfg: StressConfig) -> None:
     for name in ("graphs", "replays", "variants", "check_every", "noise_mm", "s_q", "heads"):
         if getattr(cfg, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')}: expected a positive integer, got {getattr(cfg, name)}")
-    if cfg.heads > 128:  # every decode's h_q 1..128
-        raise ValueError(f"--heads: expected 1..128 query heads, got {cfg.heads}")
-    if not cfg.dense_kernels and cfg.s_q > 4:  # the DeepSeek-V4 sparse decode's s_q 1..4 (wavemla.api.MAX_S_Q)
-        raise ValueError(f"--s-q: --mode {cfg.mode} takes 1..4 query tokens a request, got {cfg.s_q}")
+    from wavemla.tools.bench import MAX_HEADS, MAX_SPARSE_S_Q  # the decodes' limits, as wavemla bench checks them
+
+    if cfg.heads > MAX_HEADS:
+        raise ValueError(f"--heads: expected 1..{MAX_HEADS} query heads, got {cfg.heads}")
+    if not cfg.dense_kernels and cfg.s_q > MAX_SPARSE_S_Q:
+        raise ValueError(f"--s-q: --mode {cfg.mode} takes 1..{MAX_SPARSE_S_Q} query tokens a request, got {cfg.s_q}")
     if any(s is not None and s < 1 for s in cfg.splits):
         raise ValueError(f"--splits: expected 'auto' or positive integers, got {list(cfg.splits)}")
     if cfg.index_k not in INDEX_K_FORMATS:
