@@ -5,10 +5,10 @@
 # Writes tests.log, bench.json and bench.log under $OUT (default ./gpu-lane-out) and prints a short table last.
 # LANE_WORKERS sets the pytest-xdist workers (default: one per core, up to 16). LANE_SHARD=i/n runs the i-th of n
 # interleaved shares of the tests (the stress tests with the last; a file that fails to collect fails each share),
-# for a lane split over n calls. TEST_PATHS (a space-separated list) runs those paths instead of tests/; SKIP_TESTS=1,
-# SKIP_STRESS=1, SKIP_BENCH=1 leave steps out.
-# PORTABLE_ARCHS="sm80 sm120" also runs the kernel tests and the demo along those architectures' code paths
-# (benchmarks/portable_gpu.sh: portable-<arch>.log).
+# for a lane split over n calls. TEST_PATHS (paths separated by blanks or newlines) runs those instead of tests/;
+# SKIP_TESTS=1, SKIP_STRESS=1, SKIP_BENCH=1 leave steps out.
+# PORTABLE_ARCHS="sm80 sm120" also runs the kernel tests (TEST_PATHS instead, where given) and the demo along those
+# architectures' code paths (benchmarks/portable_gpu.sh: portable-<arch>.log).
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-lane-out}
 mkdir -p "$OUT"
@@ -34,8 +34,9 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   # --durations: the longest tests, which set a parallel lane's wall time when they start late
   # LANE_SHARD=i/n runs every n-th collected test from the i-th (1-based), the stress tests with shard n only: a cold
   # lane needs more than one 10-minute call (16 workers reached 1,124 of 1,142 tests in 520 s), so run it as n calls.
-  # TEST_PATHS is a space-separated list of paths, each its own argument
-  read -r -a SELECT <<< "${TEST_PATHS:-tests}"
+  # TEST_PATHS is a list of paths separated by blanks or newlines, each its own argument, not expanded as a pattern
+  # (-d '': every line, not the first only; portable_gpu.sh splits it the same way)
+  read -r -d '' -a SELECT <<< "${TEST_PATHS:-tests}"
   STRESS=$((1 - ${SKIP_STRESS:-0}))
   COLLECT_RC=0
   if [ -n "${LANE_SHARD:-}" ]; then
@@ -72,7 +73,7 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   fi
 fi
 
-if [ -n "${PORTABLE_ARCHS:-}" ]; then  # e.g. "sm80 sm120": the kernel tests and demo along those code paths
+if [ -n "${PORTABLE_ARCHS:-}" ]; then  # e.g. "sm80 sm120": the kernel tests (or TEST_PATHS) and demo along those paths
   OUT="$OUT" ARCHS="$PORTABLE_ARCHS" bash benchmarks/portable_gpu.sh "$LABEL" 2>&1 | tail -40
 fi
 

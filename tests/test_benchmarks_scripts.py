@@ -34,3 +34,24 @@ def run_script(tmp_path: Path, script: str) -> Path:
 def test_a_failing_test_step_is_logged_with_its_status(tmp_path: Path, script: str, log: str, line: str) -> None:
     text = (run_script(tmp_path, script) / log).read_text()
     assert line in text, text
+
+
+def test_portable_lane_passes_test_paths_as_the_gpu_lane_does(tmp_path: Path) -> None:
+    """TEST_PATHS reaches pytest word by word, over lines too, and a pattern in it is not expanded by the shell (the
+    GPU lane hands the same paths to pytest unexpanded)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text('#!/bin/sh\nprintf "python3"; printf " <%s>" "$@"; echo\nexit 0\n')
+    (bin_dir / "python3").chmod(0o755)
+    out = tmp_path / "out"
+    env = os.environ | {
+        "OUT": str(out),
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "ARCHS": "sm80",
+        "TEST_PATHS": "tests/kernels/test_a.py\ntests/kernels/test_b.py tests/test_*.py",
+    }
+    script = ["bash", "benchmarks/portable_gpu.sh"]
+    subprocess.run(script, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    log = (out / "portable-sm80.log").read_text()
+    paths = "<tests/kernels/test_a.py> <tests/kernels/test_b.py> <tests/test_*.py>"
+    assert f"python3 <-m> <pytest> {paths} <-q>" in log, log

@@ -80,3 +80,11 @@ def test_a_shard_fails_on_a_file_that_fails_to_collect(tmp_path: Path, broken: s
     rc, log = run_lane(tmp_path, files, " ".join(files), shard="1/1")
     assert passed(log, "test_one.py::test_passes") and passed(log, "test_two.py::test_passes"), log
     assert rc == 2 and "collection exit: 2" in log and "test_broken.py" in log, log
+
+
+def test_test_paths_on_several_lines_all_run(tmp_path: Path) -> None:
+    # a list from a command's output (one path a line) is split as the portable lane splits it: no line is dropped
+    files = {"test_one.py": PASS, "test_two.py": PASS, "test_three.py": PASS}
+    rc, log = run_lane(tmp_path, files, "test_one.py\ntest_two.py test_three.py\n")
+    assert rc == 0, log
+    assert all(passed(log, f"{name}::test_passes") for name in files), log

@@ -373,7 +373,9 @@ def test_png_that_cannot_be_written_exits_2_naming_it(
     assert err.startswith("wavemla plan: --png: ")
 
 
-@pytest.mark.parametrize("name", ["plot", "plot-dir"], ids=["no-suffix", "a-directory"])
+@pytest.mark.parametrize(
+    "name", ["plot", "plot-dir", "..png", "plot."], ids=["no-suffix", "a-directory", "dots-then-png", "trailing-dot"]
+)
 def test_png_writes_the_file_named_or_refuses(capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str) -> None:
     """matplotlib adds ``.png`` to a name without a suffix: ``--png plot`` must write ``plot`` itself (not
     ``plot.png`` while saying it wrote ``plot``), and ``--png DIR`` must be refused, not write ``DIR.png`` beside it."""
@@ -382,7 +384,7 @@ def test_png_writes_the_file_named_or_refuses(capsys: pytest.CaptureFixture[str]
     if name == "plot-dir":
         path.mkdir()
     code, out, err = _run(capsys, "--gpu", "h200", "--batch", "8", "--png", str(path))
-    assert not (tmp_path / f"{name}.png").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no NAME.png beside it
     if name == "plot-dir":
         assert code == 2 and out == "" and err.startswith("wavemla plan: --png: ")
     else:

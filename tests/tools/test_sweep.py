@@ -160,6 +160,10 @@ def test_cliff_flag_with_descending_order_and_failed_levels() -> None:
         ({"cliff_tolerance": 1.0}, "--cliff-tolerance"),
         ({"bucket_s": 0.0}, "--bucket-s"),
         ({"bucket_s": 1e-300}, "--bucket-s"),
+        ({"bucket_s": math.inf}, "--bucket-s"),
+        ({"bucket_s": math.nan}, "--bucket-s"),
+        ({"cliff_tolerance": math.inf}, "--cliff-tolerance"),
+        ({"cliff_tolerance": math.nan}, "--cliff-tolerance"),
         ({"temperature": -1.0}, "--temperature"),
         ({"temperature": math.nan}, "--temperature"),
         ({"temperature": math.inf}, "--temperature"),
@@ -188,6 +192,8 @@ def test_cli_errors_exit_2_and_name_the_argument(capsys: pytest.CaptureFixture[s
     # Not an OverflowError traceback from aiohttp on the first request.
     assert sweep.run(_parse("--url", "http://127.0.0.1:1", "--concurrency", "1", "--timeout", "inf")) == 2
     assert "--timeout: must be" in capsys.readouterr().err
+    assert sweep.run(_parse("--url", "http://127.0.0.1:1", "--concurrency", "1", "--bucket-s", "inf")) == 2
+    assert "--bucket-s: must be a finite number" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
         _parse("--url", "http://127.0.0.1:1", "--concurrency")
     assert exc.value.code == 2
@@ -401,3 +407,49 @@ def test_real_server_sweep_4_levels_x_64_requests(tmp_path: Path, capsys: pytest
     assert len(_read_csv(out / "sweep.csv")) == 4
     png = (out / "sweep.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def _previous_results(out: Path) -> dict[str, bytes]:
+    out.mkdir(parents=True, exist_ok=True)
+    files = {
+        "sweep.json": b'{"status": "complete", "levels": [{"concurrency": 8}]}\n',
+        "sweep.csv": b"concurrency\n8\n",
+        "requests.jsonl": b'{"concurrency": 8}\n',
+        "sweep.png": b"\x89PNG\r\n\x1a\nearlier",
+    }
+    for name, data in files.items():
+        (out / name).write_bytes(data)
+    return files
+
+
+@pytest.mark.parametrize("server_state", ["down", "rejects-first-request"])
+def test_a_sweep_that_cannot_start_keeps_the_previous_results(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], server_state: str
+) -> None:
+    """A sweep that fails before its first level is measured (server down, first request rejected) leaves the
+    results of the run before it in --out as they were."""
+    out = tmp_path / "out"
+    before = _previous_results(out)
+    with FakeOpenAIServer(Faults(every=1, kinds=("http500",))) as server:
+        url = server.url
+        if server_state == "rejects-first-request":
+            argv = ["--url", url, "--concurrency", "2", "--out", str(out), "--quiet", "--save-requests"]
+            assert sweep.run(_parse(*argv)) == 3
+    if server_state == "down":
+        argv = ["--url", url, "--concurrency", "2", "--out", str(out), "--quiet", "--save-requests"]
+        assert sweep.run(_parse(*argv)) == 3
+    assert "wavemla sweep: error: " in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_a_sweep_replaces_the_previous_results(tmp_path: Path) -> None:
+    """Once a level is measured the run's own files replace the earlier ones; no earlier requests.jsonl or sweep.png
+    is left beside results that did not write one."""
+    out = tmp_path / "out"
+    _previous_results(out)
+    with FakeOpenAIServer() as server:
+        cfg = SweepConfig(url=server.url, concurrency=(2,), num_requests=2, warmup=0, output_len=4)
+        sweep.run_sweep(SweepConfig(**{**cfg.__dict__, "out": str(out), "plot": False}))
+    assert sorted(p.name for p in out.iterdir()) == ["sweep.csv", "sweep.json"]
+    assert json.loads((out / "sweep.json").read_text())["status"] == "complete"
+    assert [r["concurrency"] for r in _read_csv(out / "sweep.csv")] == ["2"]

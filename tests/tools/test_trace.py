@@ -1725,3 +1725,28 @@ def test_cli_an_empty_output_name_is_refused(option: str, capsys: pytest.Capture
     """An empty ``--json`` or ``--png`` is not taken for none: the file would silently not be written."""
     assert run_cli([str(DATA / "graph_decode_bs4.json"), "--no-fit", option, ""]) == 2
     assert f"wavemla trace: error: {option}: expected a file name" in capsys.readouterr().err
+
+
+def test_cli_a_blank_png_name_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``--png`` of blanks is refused as ``wavemla plan --png`` refuses it, not written as a file named by spaces."""
+    monkeypatch.chdir(tmp_path)
+    assert run_cli([str(DATA / "graph_decode_bs4.json"), "--no-fit", "--png", "  "]) == 2
+    assert "wavemla trace: error: --png: expected a file name" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["..png", "plot."], ids=["dots-then-png", "trailing-dot"])
+def test_cli_png_name_matplotlib_reads_no_suffix_in(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """A name matplotlib finds no suffix in (it splits like ``os.path.splitext``: leading dots are no suffix) is
+    written as PNG under that very name, as ``wavemla plan --png`` does, not as ``NAME.png``."""
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    code = run_cli([f"{DATA / 'graph_decode_bs4.json'}", "--no-fit", "--png", name])
+    out = capsys.readouterr().out
+    assert code == 0 and f"wrote {name}" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+    assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"

@@ -159,8 +159,8 @@ class SweepConfig:
             raise UsageError("--cliff-tolerance", f"must be in [0, 1), got {self.cliff_tolerance}")
         # Shorter slices would time network packets, not throughput, and a window of seconds cut into
         # them needs a list of that many slices.
-        if not self.bucket_s >= _MIN_BUCKET_S:
-            raise UsageError("--bucket-s", f"must be >= {_MIN_BUCKET_S:g}, got {self.bucket_s}")
+        if not (self.bucket_s >= _MIN_BUCKET_S and math.isfinite(self.bucket_s)):
+            raise UsageError("--bucket-s", f"must be a finite number >= {_MIN_BUCKET_S:g}, got {self.bucket_s}")
         if self.temperature is not None and not (self.temperature >= 0 and math.isfinite(self.temperature)):
             raise UsageError("--temperature", f"must be a finite number >= 0, got {self.temperature}")
 
@@ -448,7 +448,10 @@ CSV_FIELDS: tuple[str, ...] = (
 
 
 class ResultWriter:
-    """Writes sweep.json (atomically, whole), sweep.csv (appended per level) and requests.jsonl."""
+    """Writes sweep.json (atomically, whole), sweep.csv (appended per level) and requests.jsonl.
+
+    The files of an earlier run in the same directory are left alone until this run writes its first file, so a
+    sweep that fails before it has measured anything does not destroy them."""
 
     def __init__(self, out_dir: str | os.PathLike[str]) -> None:
         self.dir = Path(out_dir)
@@ -460,10 +463,19 @@ class ResultWriter:
         self.csv_path = self.dir / "sweep.csv"
         self.requests_path = self.dir / "requests.jsonl"
         self.png_path = self.dir / "sweep.png"
+        self.started = False
+
+    def _start(self) -> None:
+        """Clear the earlier run's files, once, before this run's first write."""
+        if self.started:
+            return
+        self.started = True
         self._write_csv([])
         self.requests_path.unlink(missing_ok=True)
+        self.png_path.unlink(missing_ok=True)
 
     def write_json(self, doc: dict[str, Any]) -> None:
+        self._start()
         tmp = self.json_path.with_suffix(".json.tmp")
         with tmp.open("w", encoding="utf-8") as f:
             json.dump(json_safe(doc), f, indent=2)
@@ -473,6 +485,7 @@ class ResultWriter:
         os.replace(tmp, self.json_path)
 
     def append_csv(self, level: dict[str, Any]) -> None:
+        self._start()
         with self.csv_path.open("a", newline="", encoding="utf-8") as f:
             csv.DictWriter(f, fieldnames=CSV_FIELDS).writerow(_csv_cells(csv_row(level)))
             f.flush()
@@ -480,6 +493,7 @@ class ResultWriter:
 
     def rewrite_csv(self, levels: list[dict[str, Any]]) -> None:
         """Rewrite with final flags (a later level can flag nothing earlier, but order may be descending)."""
+        self._start()
         self._write_csv(levels)
 
     def _write_csv(self, levels: list[dict[str, Any]]) -> None:
@@ -492,6 +506,7 @@ class ResultWriter:
         os.replace(tmp, self.csv_path)
 
     def append_requests(self, run: LevelRun) -> None:
+        self._start()
         with self.requests_path.open("a", encoding="utf-8") as f:
             for r in run.measured:
                 f.write(json.dumps(json_safe(request_row(run.concurrency, r, run.window[0]))) + "\n")
@@ -703,7 +718,6 @@ async def arun_sweep(cfg: SweepConfig, progress_stream: IO[str] | None = None) -
         except ServerUnreachableError as exc:
             raise SweepError(f"--url: {exc}") from None
         doc["server"] = client.base_url
-        writer.write_json(doc)
         try:
             await preflight(client, cfg, source)
             for c in cfg.concurrency:
@@ -721,8 +735,10 @@ async def arun_sweep(cfg: SweepConfig, progress_stream: IO[str] | None = None) -
             doc["status"] = f"aborted: {type(exc).__name__}: {exc}"
             raise
         finally:
-            writer.write_json(doc)
-            writer.rewrite_csv(levels)
+            # Nothing measured: the files of the run before stay as they were.
+            if levels:
+                writer.write_json(doc)
+                writer.rewrite_csv(levels)
             if cfg.plot and levels:
                 write_plot(levels, writer.png_path)
                 doc["plot"] = str(writer.png_path)

@@ -28,6 +28,7 @@ import contextlib
 import gzip
 import json
 import math
+import os
 import re
 import sys
 import zlib
@@ -1297,8 +1298,9 @@ def plot_report(report: TraceReport, path: Path | str) -> None:
         ax.grid(alpha=0.3)
     name = str(path)
     try:
-        # a name without a suffix: matplotlib would write NAME.png (a directory's name too); write NAME as PNG
-        fig.savefig(name, dpi=110, format=None if Path(name).suffix[1:] else "png")
+        # a name without a suffix: matplotlib would write NAME.png (a directory's name too); write NAME as PNG.
+        # The suffix as matplotlib reads it (os.path.splitext: "..png" has none), not Path.suffix ("png").
+        fig.savefig(name, dpi=110, format=None if os.path.splitext(name)[1][1:] else "png")
     except OSError as e:
         raise ValueError(f"--png {path}: cannot write: {e.strerror}") from None
     except ValueError as e:  # a suffix naming a format matplotlib cannot write
@@ -1395,6 +1397,8 @@ def run(args: argparse.Namespace) -> int:
         for option, value in (("--json", args.json), ("--png", args.png)):
             if value == "":  # else taken for no such option: the file would silently not be written
                 return fail(f"{option}: expected a file name, got an empty one")
+        if args.png is not None and not args.png.strip():  # as `wavemla plan --png`: blanks name no file meant
+            return fail("--png: expected a file name, got an empty one")
         spec = StepSpec(marker=args.step_marker, kernel=args.step_kernel, kernels_per_step=args.kernels_per_step)
         inputs = resolve_inputs(args.traces, args.batch)
         scopes = [Scope.parse(text) for text in args.scope]
