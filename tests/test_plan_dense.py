@@ -121,6 +121,39 @@ def test_knobs_force_the_tile_and_slots() -> None:
     assert any("forced by" in r for r in p.reasons)
 
 
+@pytest.mark.parametrize(
+    "knobs",
+    [{}, dict(WAVEMLA_TARGET_CTAS=7), dict(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_STAGES=3)],
+    ids=["planner", "slots", "tile"],
+)
+@pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
+def test_num_splits_is_refused_naming_the_knob(knobs: dict[str, object], fp8: bool) -> None:
+    """The dense schedule balances the whole batch's tiles over its parts and cannot cut each request into a fixed
+    number of pieces: a plan under WAVEMLA_NUM_SPLITS is refused, naming it, not made as if it were unset."""
+    w = v3(64, 16, fp8=fp8)
+    free = plan_dense(w, H200)
+    with config.override(**knobs, WAVEMLA_NUM_SPLITS=3), \
+            pytest.raises(PlanError, match=r"^WAVEMLA_NUM_SPLITS=3: .*WAVEMLA_TARGET_CTAS"):  # fmt: skip
+        plan_dense(w, H200)
+    assert plan_dense(w, H200) == free  # nothing of the refused call is kept
+
+
+def test_slots_below_the_row_blocks_give_one_part_and_say_so() -> None:
+    """Every row block of a request needs a program of its own, so WAVEMLA_TARGET_CTAS below the row blocks gives
+    one part (a program per row block), and the plan says the knob was exceeded; at or above them, the programs
+    stay within the slots."""
+    tile = dict(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_STAGES=3)
+    for slots in range(1, 10):
+        with config.override(**tile, WAVEMLA_TARGET_CTAS=slots):
+            p = plan_dense(v3(8, 64), H200)  # 4 row blocks of 16 rows
+        assert p.num_row_blocks == 4 and p.num_parts == max(1, slots // 4)
+        exceeded = [r for r in p.reasons if r.startswith(f"WAVEMLA_TARGET_CTAS={slots}:")]
+        if slots < 4:
+            assert p.programs == 4 and len(exceeded) == 1 and "4 row blocks" in exceeded[0], p.reasons
+        else:
+            assert p.programs <= slots and not exceeded, p.reasons
+
+
 def test_forced_tile_that_cannot_fit_names_the_knobs() -> None:
     with config.override(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64, WAVEMLA_NUM_STAGES=3), \
             pytest.raises(PlanError, match="WAVEMLA_BLOCK_H=64"):  # fmt: skip
@@ -356,7 +389,8 @@ def test_every_plan_is_in_bounds_and_prices_more_keys_no_cheaper(gpu: str, w: De
         dict(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=16, WAVEMLA_NUM_WARPS=4, WAVEMLA_NUM_STAGES=2),
         dict(WAVEMLA_BLOCK_N=64),
         dict(WAVEMLA_DENSE_WS="off", WAVEMLA_DENSE_ALIGN="off"),
-        dict(WAVEMLA_DENSE_P="split", WAVEMLA_NUM_SPLITS=3),
+        dict(WAVEMLA_DENSE_P="split"),
+        dict(WAVEMLA_NUM_SPLITS=3),  # refused: the plans after it must not see it
     ]),
 )  # fmt: skip
 def test_plans_do_not_depend_on_call_order_or_earlier_knobs(

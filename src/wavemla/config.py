@@ -120,7 +120,9 @@ KNOBS: dict[str, Knob] = {
             None,
             "Force every query token's rows into this many pieces of ceil(tiles / N) tiles (split-KV; fewer where "
             "that size covers a token in fewer), instead of the planner's balanced partition (sparse decode; in "
-            "batch-invariant mode among the tiles whose tokens it divides).",
+            "batch-invariant mode among the tiles whose tokens it divides). The dense decode, and DeepSeek-V3.2's "
+            "sparse decode that runs on it, refuse it (PlanError): their schedule balances the whole batch's tiles "
+            "and cuts no request into fixed pieces; WAVEMLA_TARGET_CTAS sets their program slots.",
             minimum=1,
             maximum=256,
         ),
@@ -129,7 +131,8 @@ KNOBS: dict[str, Knob] = {
             "int",
             None,
             "Program slots the planner balances work over (default: resident programs per SM x SMs); for the "
-            "dense decode, the slots its parts fill.",
+            "dense decode, the slots its parts fill: slots // row blocks parts, at least one, so fewer slots than "
+            "row blocks (query rows / BLOCK_H) still launch a program per row block (the plan's reasons say so).",
             minimum=1,
             maximum=1 << 20,
         ),

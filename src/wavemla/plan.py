@@ -1995,7 +1995,10 @@ def plan_dense(workload: DenseWorkload, device: DeviceSpec) -> DensePlan:
     Raises :class:`PlanError` when no configuration fits (naming the knobs that forced it) or the work list cannot be
     indexed in int32 in the tiles of any that fits, and :class:`~wavemla.config.KnobError` when a knob's value is
     invalid. Honours the tile knobs (``WAVEMLA_BLOCK_H``, ``WAVEMLA_BLOCK_N``, ``WAVEMLA_NUM_WARPS``,
-    ``WAVEMLA_NUM_STAGES``) and ``WAVEMLA_TARGET_CTAS`` (program slots), applied last.
+    ``WAVEMLA_NUM_STAGES``) and ``WAVEMLA_TARGET_CTAS`` (program slots: ``slots // row blocks`` parts, at least one,
+    so fewer slots than row blocks still take a program per row block), applied last; refuses
+    ``WAVEMLA_NUM_SPLITS`` (:class:`PlanError`): the schedule balances the batch's tiles, it cuts no request into a
+    fixed number of pieces.
 
     Example::
 
@@ -2021,6 +2024,13 @@ def _dense_fit(
 @functools.lru_cache(maxsize=4096)
 def _plan_dense_cached(workload: DenseWorkload, device: DeviceSpec, overrides: tuple[object, ...]) -> DensePlan:
     del overrides  # part of the cache key only: the knobs are read again below
+    splits = config.get("WAVEMLA_NUM_SPLITS")
+    if splits is not None:
+        raise PlanError(
+            f"WAVEMLA_NUM_SPLITS={splits}: the dense decode (and DeepSeek-V3.2's sparse decode, which runs it) cannot "
+            "cut each request into a fixed number of pieces: its device scheduler balances the whole batch's tiles "
+            "over the parts; unset it (WAVEMLA_TARGET_CTAS sets the program slots the parts fill)"
+        )
     reasons: list[str] = []
     forced = {k: config.get(k) for k in _TILE_KNOBS if config.get(k) is not None}
     if forced:
@@ -2066,6 +2076,11 @@ def _plan_dense_cached(workload: DenseWorkload, device: DeviceSpec, overrides: t
         if overflow is not None:
             raise PlanError(f"{prefix}{overflow}")
         raise PlanError(f"{prefix}no kernel configuration fits {device.name} for {workload}; " + "; ".join(reasons))
+    if target is not None and best.num_row_blocks > target:
+        reasons.append(
+            f"WAVEMLA_TARGET_CTAS={target}: exceeded, one part over the {best.num_row_blocks} row blocks of "
+            f"{workload.rows} query rows in {best.config.block_h}-row tiles (a program each)"
+        )
     return dataclasses.replace(best, reasons=(*reasons, *best.reasons))
 
 
