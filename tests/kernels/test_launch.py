@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from tests.conftest import HAS_CUDA
 from wavemla import config, get_mla_metadata
@@ -580,3 +582,40 @@ def test_cpu_calls_keep_no_replay() -> None:
     meta, _ = get_mla_metadata()
     sparse_mla_decode(**{k: v for k, v in kw.items() if v is not None}, metadata=meta)
     assert meta.replays == []
+
+
+@triton.jit
+def _scaled_copy_kernel(p_x, p_scratch, p_out, n, BLOCK: tl.constexpr):
+    """out = 2 · x (x fp16), through a scratch tensor: the two kinds of tensor a replay makes per call."""
+    o = tl.arange(0, BLOCK)
+    m = o < n
+    tl.store(p_scratch + o, tl.load(p_x + o, mask=m).to(tl.float32) * 2, mask=m)
+    tl.debug_barrier()
+    tl.store(p_out + o, tl.load(p_scratch + o, mask=m), mask=m)
+
+
+@pytest.mark.gpu
+def test_gpu_replay_on_another_stream_converts_and_allocates_on_it() -> None:
+    """A replay launched on a stream other than the current one makes its input conversion on that stream: it reads
+    the input only after the work queued there before the launch (here a copy behind a sleep)."""
+    n = 1024
+    x = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty(n, device="cuda", dtype=torch.float32)
+    with launch.recording() as rec:
+        x16 = launch.converted(x, torch.float16)
+        scratch = launch.scratch(torch.empty(n, device="cuda", dtype=torch.float32))
+        launch.run(_scaled_copy_kernel, (1,), x16, scratch, out, n, BLOCK=n)
+    replay = Replay(rec, [x, out], [])
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    for _ in range(3):
+        want = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+        x2 = torch.zeros_like(x)
+        out2 = torch.full_like(out, float("nan"))
+        torch.cuda.synchronize()
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(20_000_000)  # tens of milliseconds: the input is written well after the launch call
+            x2.copy_(want)
+        replay.launch([x2, out2], [x2.data_ptr(), out2.data_ptr()], stream=side.cuda_stream)
+        torch.cuda.synchronize()
+        assert torch.equal(out2, want.to(torch.float16).float() * 2)

@@ -327,19 +327,27 @@ class Replay:
         addr = list(self._addr)
         for i, p in zip(self._in_ids, ptrs, strict=True):
             addr[i] = p
-        held: dict[int, torch.Tensor] = {}
-        for i, shape, stride, dtype, device in self._scratch:
-            held[i] = torch.empty_strided(shape, stride, dtype=dtype, device=device)
-            addr[i] = held[i].data_ptr()
-        for i, src, dtype in self._converted:
-            source = inputs[src]
-            assert source is not None
-            held[i] = source.to(dtype)
-            addr[i] = held[i].data_ptr()
-        if stream is None:
-            from triton.runtime import driver
+        from triton.runtime import driver
 
-            stream = driver.active.get_current_stream(self._device)
+        per_call = any(d.type == "cuda" for *_, d in self._scratch) or any(
+            t is not None and t.is_cuda for t in (inputs[src] for _, src, _ in self._converted)
+        )  # CUDA tensors made per call
+        if stream is None:
+            stream = current = driver.active.get_current_stream(self._device)
+        else:
+            current = driver.active.get_current_stream(self._device) if per_call else stream
+        held: dict[int, torch.Tensor] = {}
+        # scratch tensors and conversions are made on the launch stream: a conversion is then ordered before the
+        # kernels that read it, and the caching allocator hands the scratch memory out again only behind them
+        with _on_stream(stream, self._device) if stream != current else contextlib.nullcontext():
+            for i, shape, stride, dtype, device in self._scratch:
+                held[i] = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+                addr[i] = held[i].data_ptr()
+            for i, src, dtype in self._converted:
+                source = inputs[src]
+                assert source is not None
+                held[i] = source.to(dtype)
+                addr[i] = held[i].data_ptr()
         for run, function, packed, (g0, g1, g2), template, pointers, descriptors, _ in self._launches:
             values = list(template)
             for pos, i, offset in pointers:
@@ -350,7 +358,12 @@ class Replay:
                 view = held_or_given.as_strided(shape, stride, held_or_given.storage_offset() + offset_elems)
                 values[pos] = cls(base=view, **fields)
             run(g0, g1, g2, stream, function, packed, None, None, None, *values)
-        # the scratch tensors go back to the caching allocator now: stream-ordered, as after Triton's launches
+        # the scratch tensors go back to the caching allocator now: stream-ordered on the launch stream
+
+
+def _on_stream(stream: int, device: int | None) -> contextlib.AbstractContextManager[Any]:
+    """torch's current stream set to the CUDA stream handle ``stream`` of ``device`` for the block."""
+    return torch.cuda.stream(torch.cuda.ExternalStream(stream, device=device))
 
 
 def _is_constexpr_value(v: Any) -> bool:
