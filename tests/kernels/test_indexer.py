@@ -881,6 +881,21 @@ def test_rejects_bad_options(kwargs, name, device):
         lightning_indexer(a["q_idx"], a["weights"], a["index_k_cache"], a["block_table"], a["n_comp"], topk, **kwargs)
 
 
+@pytest.mark.parametrize("max_n_comp", [2**30 + 1, None], ids=["given", "default"])
+def test_rejects_more_than_2_30_rows(max_n_comp, device, monkeypatch):
+    """Rows past 2^30 are refused naming max_n_comp, also where its default (max_blocks · page) passes it: the
+    kernels' row indices and the ends of their row ranges (row_lo + rows per program) are int32 and would wrap
+    around past 2^31 (launches recorded, not run)."""
+    monkeypatch.setattr(indexer_kernels.launch, "run", lambda *args, **kwargs: None)
+    q = torch.zeros(1, 1, 16, 128, dtype=LANE_DTYPES[0], device=device)
+    w = torch.zeros(1, 1, 16, device=device)
+    cache = torch.zeros(1, 1024, 128, dtype=q.dtype, device=device)
+    table = torch.zeros(1, 2**20 + 1, dtype=torch.int32, device=device)  # 2^30 + 1024 rows
+    n_comp = torch.tensor([100], dtype=torch.int32, device=device)
+    with pytest.raises(ValueError, match=r"^max_n_comp: expected at most 2\^30"):
+        lightning_indexer(q, w, cache, table, n_comp, 8, max_n_comp=max_n_comp)
+
+
 @pytest.mark.parametrize("width", [132, 68])
 def test_rejects_paged_layout_with_split_pages(width, device):
     p = make_problem(2, 1, 64, [10, 20], device=device, fp8=True, layout="paged")
@@ -899,6 +914,101 @@ def test_rejects_bad_out_buffers(device):
     ):
         with pytest.raises(ValueError, match=name):
             lightning_indexer(*a.values(), 8, out=bad)
+
+
+# ----------------------------------------------------------------------------------------------- 32-bit offsets
+# An entry 2 (or 3) strides along one dimension past 2^31 (or 2^32) elements: an offset computed in int32 (or
+# uint32) wraps around by 2^32 elements, to where far_apart puts a poison value. Only the entries set are touched.
+SIGNED_FAR = 2**31 - 2**16  # int32 stride: entry 2 lies 2^32 - 2^17 elements past entry 0
+UNSIGNED_FAR = -(-(2**32 + 2**17) // 3)  # uint32 product: entry 3 lies 2^32 + 2^17 elements past entry 0
+
+
+def far_apart(x: torch.Tensor, dim: int, stride: int, poison: float, *, period: int = 2**32) -> torch.Tensor:
+    """A copy of ``x`` whose entries along ``dim`` lie ``stride`` elements apart (the other dimensions packed), in a
+    store whose elements ``period`` before the last entries (where a wrapped-around offset reads them) are ``poison``.
+    """
+    n = x.shape[dim]
+    inner = [s for i, s in enumerate(x.shape) if i != dim]
+    packed = math.prod(inner)
+    wrap = (n - 1) * stride - period  # where the last entries' wrapped offsets land, from the first entries
+    assert abs(wrap) >= packed, "the wrapped entries must not land on the first entries"
+    base = max(0, -wrap)
+    numel = base + (n - 1) * stride + packed
+    if x.is_cuda and torch.cuda.mem_get_info(x.device)[0] < numel * x.element_size() + 16 * 2**30:
+        # a GPU commits the whole store: leave a margin to the tests other workers run beside this one
+        pytest.skip(f"{store_gib(x, numel):.0f} GiB store and a 16 GiB margin do not fit the GPU's free memory")
+    try:  # only the elements set below are touched
+        store = torch.empty(numel, dtype=x.dtype, device=x.device)
+    except (RuntimeError, MemoryError) as err:
+        pytest.skip(f"no {store_gib(x, numel):.0f} GiB allocation: {err}")
+    strides = list(torch.empty(inner, device="meta").stride())
+    strides.insert(dim, stride)
+    store[base + wrap : base + wrap + packed] = poison
+    view = store.as_strided(x.shape, strides, base)
+    view.copy_(x)
+    return view
+
+
+def store_gib(x: torch.Tensor, numel: int) -> float:
+    return numel * x.element_size() / 2**30
+
+
+FAR_INPUTS = [
+    pytest.param("q_idx", 0, id="q-batch"),
+    pytest.param("q_idx", 1, id="q-token"),
+    pytest.param("weights", 0, id="weights-batch"),
+    pytest.param("weights", 1, id="weights-token"),
+    pytest.param("n_comp", 0, id="ncomp-batch"),
+    pytest.param("n_comp", 1, id="ncomp-token"),
+    pytest.param("block_table", 0, id="table-batch"),
+    pytest.param("fp16", 1, id="cache-fp16-page"),
+    pytest.param("fp8", 1, id="cache-fp8-page"),
+    pytest.param("mxfp4", 1, id="cache-mxfp4-page"),
+]
+
+
+@pytest.mark.parametrize(("name", "dim"), FAR_INPUTS)
+def test_inputs_past_2_31_elements_are_read_where_they_lie(name, dim, device):
+    """q, weights, n_comp, the block table and the cache rows of a page with strides that put their last entries
+    2^31 or 2^32 elements past their first: every entry is read at its own address (int32 offsets, or uint32 ones
+    for the block table and a page's rows, wrapped around onto NaN, zero counts and another request's blocks)."""
+    byte_rows = name in ("q_idx", "fp8", "mxfp4")
+    b, s_q, page = (4, 1, 16) if name == "block_table" else (3, 3, 4 if name in ("fp16", "fp8", "mxfp4") else 16)
+    n_comp = [[30, 33, 36], [40, 20, 41], [25, 35, 45]] if name == "n_comp" and dim == 1 else [44, 37, 41, 45][:b]
+    p = make_problem(b, s_q, page, n_comp, device=device, dtype=torch.float16, fp8=byte_rows, heads=16, seed=11,
+                     fmt="mxfp4" if name == "mxfp4" else "fp8")  # fmt: skip
+    if name == "q_idx":
+        p.q = far_apart(p.q.float().to(torch.float8_e4m3fn).view(torch.uint8), dim, SIGNED_FAR, 0xFF)
+        p.q = p.q.view(torch.float8_e4m3fn)  # NaN queries where a wrapped offset reads
+    elif name == "weights":
+        p.w = far_apart(p.w, dim, SIGNED_FAR, math.nan)
+    elif name == "n_comp":
+        p.n_comp = far_apart(p.n_comp, dim, SIGNED_FAR, 0)
+    elif name == "block_table":
+        p.table = far_apart(p.table, dim, UNSIGNED_FAR, int(p.table[0, 0]))  # request 0's rows
+    elif name == "fp16":
+        p.cache = far_apart(p.cache, dim, UNSIGNED_FAR, math.nan)
+    else:  # byte rows: the row stride counts 4-byte words, which wrap around every 2^34 bytes
+        p.cache = far_apart(p.cache, dim, 4 * UNSIGNED_FAR, 0xFF, period=2**34)
+    args = (p.q, p.w, p.cache, p.table, p.n_comp)
+    got = indexer_scores(*args)
+    want = indexer_scores_ref(*args)
+    assert torch.equal(got.double().cpu(), want.cpu())
+    assert_same(*run_both(p, 8))
+
+
+@pytest.mark.parametrize("select", SELECT_PATHS)
+@pytest.mark.parametrize(("which", "dim"), [(0, 1), (1, 0)], ids=["indices-token", "topk_length-batch"])
+def test_outputs_past_2_31_elements_are_written_where_they_lie(which, dim, select, device):
+    """indices with a token stride, topk_length with a request stride, that put the last entry 2^31 elements past
+    the first: each is written at its own address (an int32 offset would wrap around to the elements 2^32 before)."""
+    b, s_q = (1, 3) if dim == 1 else (3, 1)
+    p = make_problem(b, s_q, 16, [40, 35, 45][:b], device=device, heads=16, seed=12)
+    out = [torch.full((b, s_q, 8), 12345, dtype=torch.int32, device=device)]
+    out.append(torch.full((b, s_q), -7, dtype=torch.int32, device=device))
+    out[which] = far_apart(out[which], dim, SIGNED_FAR, 777)
+    got = lightning_indexer(p.q, p.w, p.cache, p.table, p.n_comp, 8, out=(out[0], out[1]), select=select)
+    assert_same(got, lightning_indexer_ref(p.q, p.w, p.cache, p.table, p.n_comp, 8))
 
 
 # ------------------------------------------------------------------------------------------------------ wiring

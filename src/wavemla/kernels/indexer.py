@@ -83,6 +83,7 @@ SUPPORTED_HEADS = (16, 32, 64, 128)
 HIST0_BINS = 256  # pass 0: key bits 31..24, histogrammed in registers
 HIST_BINS = 4096  # passes 1 and 2: key bits 23..12 and 11..0, only keys matching the higher digits, in memory
 MAX_TOKENS = 65535  # grid dimension 1 of the select kernels is B·S
+MAX_ROWS = 2**30  # max_n_comp at most: the kernels' row indices, and the ends of their row ranges, are int32
 SELECT_PATHS = ("token", "chunked", "spread")
 # Per-token select (one program per query token). Its list of candidate keys and their rows fills the token's
 # histogram region of the workspace, which that path leaves unused (and unzeroed).
@@ -381,11 +382,11 @@ def _visible_rows(p_ncomp, i_b, o_s, stride_nb, stride_ns, max_n, S_Q: tl.conste
     """Visible rows of query tokens ``o_s`` (scalar or vector) of request ``i_b``; 0 for ``o_s >= S_Q``."""
     o_safe = tl.minimum(o_s, S_Q - 1)
     if PER_TOKEN:
-        b_n = tl.load(p_ncomp + i_b * stride_nb + o_safe * stride_ns)
+        b_n = tl.load(p_ncomp + i_b.to(tl.int64) * stride_nb + o_safe.to(tl.int64) * stride_ns)
     else:
         # the last query token sees all n_comp rows, each earlier token one fewer (a negative count is 0 before the
         # shift: n_comp = -2^31 minus a shift would wrap around in int32)
-        b_n = tl.maximum(tl.load(p_ncomp + i_b * stride_nb + o_safe * 0), 0) - (S_Q - 1 - o_safe)
+        b_n = tl.maximum(tl.load(p_ncomp + i_b.to(tl.int64) * stride_nb + o_safe * 0), 0) - (S_Q - 1 - o_safe)
     b_n = tl.minimum(tl.maximum(b_n, 0), max_n)
     return tl.where(o_s < S_Q, b_n, 0)
 
@@ -518,11 +519,12 @@ def _q_block(p_qrow, m_m, G: tl.constexpr, Q_FP8: tl.constexpr, DTYPE: tl.conste
 
 
 @triton.jit
-def _fp4_offsets(o_blk, o_row, o_nu, D: tl.constexpr, PAGE: tl.constexpr, KV_PAGED: tl.constexpr):
-    """MXFP4 rows: byte offset of each row's codes and word offset of its four exponent bytes."""
+def _fp4_offsets(o_blk, o_row, o_r, D: tl.constexpr, PAGE: tl.constexpr, KV_PAGED: tl.constexpr):
+    """MXFP4 rows: byte offset of each row's codes and word offset of its four exponent bytes (``o_r``: each row's
+    int64 position in its page)."""
     if KV_PAGED:  # a page's 64-byte code rows, then its exponent words
-        o_code = o_blk * 4 + ((o_nu % PAGE) * (D // 2)).to(tl.int64)
-        o_scale = o_blk + PAGE * (D // 8) + (o_nu % PAGE).to(tl.int64)
+        o_code = o_blk * 4 + o_r * (D // 2)
+        o_scale = o_blk + PAGE * (D // 8) + o_r
     else:  # each row's 64 code bytes, then its exponent word (word D/8 of the row)
         o_code = o_row * 4
         o_scale = o_row + D // 8
@@ -664,7 +666,9 @@ def _indexer_score_kernel(
         o_ms = i_g * S_BLOCK + o_m // H
         m_m = o_ms < S_Q
         o_d = tl.arange(0, D)
-        p_qrow = p_q + i_b * stride_qb + o_ms[:, None] * stride_qs + (o_m % H)[:, None] * stride_qh
+        # int64 offsets: q and the weights may be views whose strides span more than 2^31 elements
+        o_mh = (o_m % H).to(tl.int64)
+        p_qrow = p_q + i_b.to(tl.int64) * stride_qb + o_ms[:, None].to(tl.int64) * stride_qs + o_mh[:, None] * stride_qh
         if KV_FP4:  # the q tile by blocks of 32 values, one dot each
             b_qt0 = _q_block(p_qrow, m_m, 0, Q_FP8, DOT_DTYPE, E4M3_CVT)
             b_qt1 = _q_block(p_qrow, m_m, 1, Q_FP8, DOT_DTYPE, E4M3_CVT)
@@ -675,17 +679,19 @@ def _indexer_score_kernel(
             if Q_FP8:
                 b_q = _e4m3_operand(b_q, DOT_DTYPE, E4M3_CVT)
             b_qt = tl.trans(b_q)  # [D, S_BLOCK·H]
-        b_w = tl.load(p_w + i_b * stride_wb + o_ms * stride_ws + o_m % H, mask=m_m, other=0.0)
+        b_w = tl.load(p_w + i_b.to(tl.int64) * stride_wb + o_ms.to(tl.int64) * stride_ws + o_mh, mask=m_m, other=0.0)
         o_tok = (i_b * S_Q + o_s).to(tl.int64)
+        p_bt_row = p_bt + i_b.to(tl.int64) * stride_btb
         for i_row in range(row_lo, row_hi, BLOCK_N):
             o_n = i_row + tl.arange(0, BLOCK_N)
             m_n = o_n < row_hi
             o_nu = o_n.to(tl.uint32)  # rows are >= 0: unsigned division by the page needs no sign fix-up
-            b_blk = tl.load(p_bt + i_b * stride_btb + o_nu // PAGE, mask=m_n, other=0)
+            b_blk = tl.load(p_bt_row + o_nu // PAGE, mask=m_n, other=0)
             o_blk = b_blk.to(tl.int64) * stride_kb
-            o_row = o_blk + ((o_nu % PAGE) * stride_kp).to(tl.int64)
+            o_r = (o_nu % PAGE).to(tl.int64)  # (row in page) · row stride can pass 2^32 in a page-major view
+            o_row = o_blk + o_r * stride_kp
             if KV_FP4:
-                o_code, o_scale = _fp4_offsets(o_blk, o_row, o_nu, D, PAGE, KV_PAGED)
+                o_code, o_scale = _fp4_offsets(o_blk, o_row, o_r, D, PAGE, KV_PAGED)
                 b_words = tl.load(p_kw + o_scale, mask=m_n, other=0)
                 b_logit = _fp4_block_logits(
                     p_k, o_code, m_n, b_words, b_qt0, 0, DOT_DTYPE, E4M3_CVT, DOT_PRECISION, SCORE_SCALE, FP4_ASM
@@ -702,8 +708,8 @@ def _indexer_score_kernel(
                 b_scale = tl.full([BLOCK_N], 1.0, tl.float32)  # applied to each block above
             elif KV_FP8:
                 if KV_PAGED:
-                    o_code = o_blk * 4 + ((o_nu % PAGE) * D).to(tl.int64)  # byte offset of the row's codes
-                    o_scale = o_blk + PAGE * (D // 4) + (o_nu % PAGE).to(tl.int64)  # word of its scale
+                    o_code = o_blk * 4 + o_r * D  # byte offset of the row's codes
+                    o_scale = o_blk + PAGE * (D // 4) + o_r  # word of its scale
                 else:
                     o_code = o_row * 4
                     o_scale = o_row + D // 4  # the row's fp32 scale is its word D/4
@@ -874,7 +880,7 @@ def _indexer_compact_kernel(
     length = tl.minimum(n_vis, topk)
     row_lo = i_c * chunk
     row_hi = tl.minimum(row_lo + chunk, n_vis)
-    p_out = p_idx + i_b.to(tl.int64) * stride_ib + i_s * stride_is
+    p_out = p_idx + i_b.to(tl.int64) * stride_ib + i_s.to(tl.int64) * stride_is
     p_bt_row = p_bt + i_b.to(tl.int64) * stride_btb
     if row_lo < n_vis:
         if n_vis > topk:
@@ -909,7 +915,7 @@ def _indexer_compact_kernel(
         for i_k in range(0, topk, BLOCK_SEL):
             o_k = i_k + tl.arange(0, BLOCK_SEL)
             tl.store(p_out + o_k, tl.full([BLOCK_SEL], -1, tl.int32), mask=(o_k >= length) & (o_k < topk))
-        tl.store(p_len + i_b * stride_lb + i_s * stride_ls, length)
+        tl.store(p_len + i_b.to(tl.int64) * stride_lb + i_s.to(tl.int64) * stride_ls, length)
 
 
 # Keys are int32; these bound every key the score kernel writes (−inf is 0x807FFFFF, +inf 0x7F800000).
@@ -1302,7 +1308,7 @@ def _indexer_select_kernel(
     i_b = i_t // S_Q
     i_s = i_t % S_Q
     n_vis = _visible_rows(p_ncomp, i_b, i_s, stride_nb, stride_ns, max_n, S_Q, PER_TOKEN)
-    p_out = p_idx + i_b.to(tl.int64) * stride_ib + i_s * stride_is
+    p_out = p_idx + i_b.to(tl.int64) * stride_ib + i_s.to(tl.int64) * stride_is
     p_bt_row = p_bt + i_b.to(tl.int64) * stride_btb
     if n_vis > topk:
         p_row_keys = p_keys + i_t.to(tl.int64) * stride_keys
@@ -1312,9 +1318,8 @@ def _indexer_select_kernel(
             p_row_keys, p_list_keys, p_list_rows, n_vis, topk, CAP, SAMPLE, WALKERS, BLOCK_L, WHOLE
         )
         _emit_list(p_list_keys, p_list_rows, m_list, thr, need_eq, n_eq, p_out, p_bt_row, PAGE, BLOCK_L)
-    _emit_rest(
-        p_out, p_bt_row, p_len + i_b * stride_lb + i_s * stride_ls, n_vis, tl.minimum(n_vis, topk), topk, PAGE, BLOCK_L
-    )
+    p_len_tok = p_len + i_b.to(tl.int64) * stride_lb + i_s.to(tl.int64) * stride_ls
+    _emit_rest(p_out, p_bt_row, p_len_tok, n_vis, tl.minimum(n_vis, topk), topk, PAGE, BLOCK_L)
 
 
 _PART_META = tl.constexpr(PART_META)
@@ -1438,7 +1443,7 @@ def _indexer_spread_rank_kernel(
     i_b = i_t // S_Q
     i_s = i_t % S_Q
     n_vis = _visible_rows(p_ncomp, i_b, i_s, stride_nb, stride_ns, max_n, S_Q, PER_TOKEN)
-    p_out = p_idx + i_b.to(tl.int64) * stride_ib + i_s * stride_is
+    p_out = p_idx + i_b.to(tl.int64) * stride_ib + i_s.to(tl.int64) * stride_is
     p_bt_row = p_bt + i_b.to(tl.int64) * stride_btb
     if n_vis > topk:
         p_row_keys = p_keys + i_t.to(tl.int64) * stride_keys
@@ -1496,9 +1501,8 @@ def _indexer_spread_rank_kernel(
                 p_row_keys, p_list_keys, p_list_rows, n_vis, topk, CAP, SAMPLE, WALKERS, BLOCK_L, WHOLE
             )
         _emit_list(p_list_keys, p_list_rows, m_list, thr, need_eq, n_eq, p_out, p_bt_row, PAGE, BLOCK_L)
-    _emit_rest(
-        p_out, p_bt_row, p_len + i_b * stride_lb + i_s * stride_ls, n_vis, tl.minimum(n_vis, topk), topk, PAGE, BLOCK_L
-    )
+    p_len_tok = p_len + i_b.to(tl.int64) * stride_lb + i_s.to(tl.int64) * stride_ls
+    _emit_rest(p_out, p_bt_row, p_len_tok, n_vis, tl.minimum(n_vis, topk), topk, PAGE, BLOCK_L)
 
 
 # ---------------------------------------------------------------------------------------------------------- launcher
@@ -1640,6 +1644,9 @@ def _validate(
         )
     else:
         max_n = max_n_comp
+    if max_n > MAX_ROWS:
+        default = " (max_blocks * page by default: pass a smaller max_n_comp)" if max_n_comp is None else ""
+        raise ValueError(f"max_n_comp: expected at most 2^30 = {MAX_ROWS} rows, got {max_n}{default}")
     if index_k_layout not in INDEX_K_LAYOUTS:
         raise ValueError(f"index_k_layout: expected one of {INDEX_K_LAYOUTS}, got {_describe(index_k_layout)}")
     paged = index_k_layout == "paged"
@@ -1930,8 +1937,9 @@ def lightning_indexer(
         block_table: ``[b, max_blocks]`` int32; entries for pages holding visible rows must be valid block ids.
         n_comp: ``[b]`` int32 (token ``s`` sees ``n_comp[b] - (s_q - 1 - s)`` rows) or ``[b, s_q]`` int32 (explicit).
         topk: rows to keep per token (512 V4-Flash, 1024 V4-Pro).
-        max_n_comp: static upper bound on visible rows (default ``max_blocks · page``); sizes the grids and the
-            workspace, and visible counts above it are clamped to it. With ``max_n_comp <= topk`` no scoring runs.
+        max_n_comp: static upper bound on visible rows (default ``max_blocks · page``; at most 2^30); sizes the
+            grids and the workspace, and visible counts above it are clamped to it. With ``max_n_comp <= topk`` no
+            scoring runs.
         out: optional preallocated ``(indices [b, s_q, topk] int32, topk_length [b, s_q] int32)``.
         workspace: optional int32 buffer of at least :func:`indexer_workspace_numel` elements (else allocated).
         select_chunk: keys per program of the chunked select (power of two ≥ 16; default chosen from the shapes).
