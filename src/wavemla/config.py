@@ -153,8 +153,8 @@ KNOBS: dict[str, Knob] = {
             "How the sparse decode, the indexer and the dense decode's staged FP8 tiles read e4m3 bytes: 'cvt' (the "
             "hardware conversion, two values per instruction, and FP8 tensor-core dots for FP8 indexer queries; "
             "sm_89 and newer), 'bits' (integer bit assembly into fp16; every architecture), 'auto' (cvt where it "
-            "exists). Both give the same results for every finite code (the NaN codes 0x7F/0xFF read as NaN through "
-            "'cvt', as ±480 through 'bits'); the dense decode's register-prefetched FP8 tiles always use bit "
+            "exists). Both give the same results for every code (the NaN codes 0x7F/0xFF read as NaN through "
+            "either); the dense decode's register-prefetched FP8 tiles always use bit "
             "assembly.",
             choices=("auto", "cvt", "bits"),
         ),

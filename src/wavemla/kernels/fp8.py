@@ -4,7 +4,10 @@ Bit assembly is the portable e4m3 decode: Triton's ``float8e4nv`` type does not 
 the kernels may use the hardware conversion instead, see ``WAVEMLA_FP8_DECODE``), and the bit form runs the same on
 every architecture and in the interpreter. Placing the e4m3 sign, exponent and mantissa
 bits into an fp16 word (``(x & 0x80) << 8 | (x & 0x7F) << 7``) yields exactly ``e4m3 × 2^-8`` for every finite
-input, subnormals included (fp16's exponent bias is 8 above e4m3's and its subnormals line up with e4m3's).
+input, subnormals included (fp16's exponent bias is 8 above e4m3's and its subnormals line up with e4m3's). The NaN
+codes 0x7F and 0xFF (e4m3fn has no infinities) would land on the finite ±1.875 (±480 × 2^-8): both bit forms below
+turn them into fp16 NaNs, as torch's float8_e4m3fn and the hardware conversion decode them, and keep every other
+code's value and sign.
 """
 
 import triton
@@ -13,10 +16,16 @@ import triton.language as tl
 
 @triton.jit
 def e4m3_times_256_inv_f16(b_x):
-    """uint8 e4m3 codes -> fp16 values × 2^-8 (exact)."""
+    """uint8 e4m3 codes -> fp16 values × 2^-8 (exact; the NaN codes 0x7F and 0xFF give NaN).
+
+    ±1.875 (the NaN codes) is the only assembled magnitude above the largest finite one, 1.75: ``|f| × 36864``
+    overflows to inf there alone (1.75 × 36864 = 64512 <= 65504) and ``inf × 0`` is NaN, while every other ``f``
+    minus ``+0`` is ``f``, signed zeros included. Two packed half instructions per pair of values on sm_80 (a multiply
+    and an fma); building the NaN bits with integer operations took about three instructions per value."""
     b_x32 = b_x.to(tl.int32)
     b_bits = ((b_x32 & 0x80) << 8) | ((b_x32 & 0x7F) << 7)
-    return b_bits.to(tl.int16).to(tl.float16, bitcast=True)
+    b_f = b_bits.to(tl.int16).to(tl.float16, bitcast=True)
+    return b_f - (tl.abs(b_f) * 36864.0) * 0.0
 
 
 @triton.jit
@@ -34,18 +43,22 @@ def e4m3_f16(b_x, E4M3_CVT: tl.constexpr, ASM: tl.constexpr):
             cvt.rn.f16x2.e4m3x2 $1, h;
             }"""
         else:
-            # bytes b0 b1 -> halves b0 << 8, b1 << 8 (prmt), then sign | magnitude << 7: the fp16 bits of e4m3 x 2^-8
+            # Each byte's magnitude with bit 7 set for the NaN magnitude 0x7F (0x7F + 1 alone reaches bit 7, and no
+            # byte's sum leaves its byte), each byte's sign as 0 or 1; prmt interleaves them into halves (sign << 8 |
+            # byte) and << 7 gives sign | magnitude << 7, the fp16 bits of e4m3 x 2^-8, or 0x7F80 (an fp16 NaN).
+            # lop3 0xEA: (a & b) | c.
             asm: tl.constexpr = (  # type: ignore[no-redef]  # the other branch's name
                 """{
-            .reg .b32 t, s, m;
-            prmt.b32 t, $2, 0, 0x1404;
-            and.b32 s, t, 0x80008000;
-            shr.b32 m, t, 1;
-            lop3.b32 $0, s, m, 0x3F803F80, 0xF8;
-            prmt.b32 t, $2, 0, 0x3424;
-            and.b32 s, t, 0x80008000;
-            shr.b32 m, t, 1;
-            lop3.b32 $1, s, m, 0x3F803F80, 0xF8;
+            .reg .b32 m, n, y, s;
+            and.b32 m, $2, 0x7F7F7F7F;
+            add.u32 n, m, 0x01010101;
+            lop3.b32 y, n, 0x80808080, m, 0xEA;
+            shr.b32 s, $2, 7;
+            and.b32 s, s, 0x01010101;
+            prmt.b32 n, y, s, 0x5140;
+            shl.b32 $0, n, 7;
+            prmt.b32 n, y, s, 0x7362;
+            shl.b32 $1, n, 7;
             }"""
             )
         return tl.inline_asm_elementwise(asm, "=r,=r,r", [b_x], dtype=tl.float16, is_pure=False, pack=4)

@@ -1,0 +1,120 @@
+"""The e4m3 decode helpers (wavemla.kernels.fp8) against torch's float8_e4m3fn, all 256 codes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from tests.conftest import DEVICE, HAS_CUDA, gpu_lacks_e4m3_cvt
+from wavemla import config, dense_mla_decode, sparse_mla_decode
+from wavemla.device import triton_interpreting
+from wavemla.kernels.fp8 import e4m3_f16, e4m3_times_256_inv_f16
+from wavemla.reference import dense_decode_ref, sparse_decode_ref
+from wavemla.reference.fp8 import page_views
+from wavemla.testing import (
+    TOLERANCES,
+    assert_close,
+    dense_out_tolerance,
+    make_dense_decode_inputs,
+    make_sparse_decode_inputs,
+)
+
+CODES = torch.arange(256, dtype=torch.int32).to(torch.uint8)
+LANE = "gpu" if HAS_CUDA else "interp"
+SMALL_DTYPE = torch.bfloat16 if HAS_CUDA else torch.float16  # the interpreter's bf16 tl.dot is not real bf16
+# register-decoded tiles (one stage) and staged tiles (Triton's pipeliner, the e4m3 conversion in the tile loop)
+TILES = [
+    pytest.param(
+        dict(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_WARPS=4, WAVEMLA_NUM_STAGES=1), id="registers"
+    ),
+    pytest.param(dict(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_WARPS=4, WAVEMLA_NUM_STAGES=3), id="staged"),
+]
+
+
+@triton.jit
+def _decode_kernel(p_x, p_out, HELPER: tl.constexpr, E4M3_CVT: tl.constexpr, ASM: tl.constexpr):
+    o = tl.arange(0, 256)
+    b_x = tl.load(p_x + o)
+    b_y = e4m3_times_256_inv_f16(b_x) if HELPER else e4m3_f16(b_x, E4M3_CVT, ASM)
+    tl.store(p_out + o, b_y)
+
+
+def _decode(helper: bool, cvt: bool, asm: bool) -> torch.Tensor:
+    x = CODES.to(DEVICE)
+    out = torch.empty(256, dtype=torch.float16, device=DEVICE)
+    _decode_kernel[(1,)](x, out, HELPER=helper, E4M3_CVT=cvt, ASM=asm)
+    return out.cpu().double()
+
+
+# (helper, E4M3_CVT, ASM, decoded value / e4m3 value): the bit assembly gives e4m3 x 2^-8
+PATHS = [
+    pytest.param(True, False, False, 2.0**-8, id="times-256-inv"),
+    pytest.param(False, False, False, 2.0**-8, id="bits"),
+    pytest.param(False, True, False, 1.0, id="cvt"),
+    pytest.param(False, False, True, 2.0**-8, id="bits-asm"),
+    pytest.param(False, True, True, 1.0, id="cvt-asm"),
+]
+
+
+@pytest.mark.parametrize(("helper", "cvt", "asm", "factor"), PATHS)
+def test_every_code_decodes_as_torch_float8_e4m3fn(helper: bool, cvt: bool, asm: bool, factor: float) -> None:
+    """NaN exactly where torch gives NaN (0x7F, 0xFF: the bit form once made them ±480), the exact value (times
+    2^-8 for the bit assembly) everywhere else, signed zeros and subnormals included."""
+    if asm and (DEVICE != "cuda" or triton_interpreting()):
+        pytest.skip("inline assembly needs a GPU")
+    if cvt and DEVICE == "cuda" and gpu_lacks_e4m3_cvt():
+        pytest.skip("no hardware e4m3 conversion on this GPU")
+    got = _decode(helper, cvt, asm)
+    want = CODES.view(torch.float8_e4m3fn).double() * factor
+    nan = torch.isnan(want)
+    assert nan.nonzero().flatten().tolist() == [0x7F, 0xFF]
+    # Triton's interpreter emulates the float8e4nv conversion without NaNs (0x7F gives 480); the hardware gives NaN
+    if not (cvt and triton_interpreting()):
+        assert torch.equal(torch.isnan(got), nan), f"NaN at codes {torch.isnan(got).nonzero().flatten().tolist()}"
+    assert torch.equal(got[~nan], want[~nan])
+    assert torch.equal(torch.signbit(got[~nan]), torch.signbit(want[~nan]))
+
+
+@pytest.mark.parametrize("code", [0x7F, 0xFF])
+@pytest.mark.parametrize("knobs", TILES)
+def test_sparse_decode_nan_code_in_an_attended_row_gives_nan(knobs: dict[str, int], code: int) -> None:
+    """A NaN code in a row one query attends makes that query's outputs NaN, as in the reference; the bit decode
+    once read it as ±480 x the scale and gave finite outputs."""
+    inputs = make_sparse_decode_inputs(batch=2, h_q=16, topk=40, page=16, extra_topk=24, extra_page=8, fp8=True,
+                                       dtype=SMALL_DTYPE, device=DEVICE, seed=31)  # fmt: skip
+    slot = int(inputs["indices"][0, 0, 5])
+    data, _ = page_views(inputs["kv_cache"])
+    data[slot // 16, slot % 16, 200] = code  # a nope code of the fourth 64-wide block
+    kwargs = {k: v for k, v in inputs.items() if v is not None}
+    with config.override(**knobs, WAVEMLA_FP8_DECODE="bits"):
+        out, lse = sparse_mla_decode(**kwargs)
+    ref_out, ref_lse = sparse_decode_ref(
+        inputs["q"], inputs["kv_cache"], inputs["indices"], extra_kv_cache=inputs["extra_kv_cache"],
+        extra_indices=inputs["extra_indices"], attn_sink=inputs["attn_sink"],
+    )  # fmt: skip
+    assert torch.isnan(ref_out[0, 0]).all() and not torch.isnan(ref_out[1]).any()
+    assert_close("out", out, ref_out, TOLERANCES[("out", LANE)])
+    # the kernel's lse of a NaN score sum is not NaN (it reads as "no key seen"): compared where the reference's is
+    assert_close("lse", lse[1], ref_lse[1], TOLERANCES[("lse", LANE)])
+
+
+@pytest.mark.parametrize(("fp8", "byte"), [(True, 300), ("tensor", 540)], ids=["v32-latent", "tensor-rope"])
+@pytest.mark.parametrize("knobs", TILES)
+def test_dense_decode_nan_code_in_an_attended_row_gives_nan(knobs: dict[str, int], fp8: bool | str, byte: int) -> None:
+    """The dense decode's FP8 tiles (V3.2 rows; per-tensor rows, whose rope is e4m3 too): a NaN code in a key
+    request 0 attends makes its outputs NaN, as in the reference, and leaves request 1 alone. The register-decoded
+    tiles assemble bits on every architecture."""
+    inputs = make_dense_decode_inputs(lengths=[40, 33], h_q=16, page=16, fp8=fp8, dtype=SMALL_DTYPE, device=DEVICE,
+                                      seed=32)  # fmt: skip
+    key = 21
+    block = int(inputs["block_table"][0, key // 16])
+    inputs["k_cache"].view(torch.uint8)[block, key % 16, 0, byte] = 0x7F
+    with config.override(**knobs, WAVEMLA_FP8_DECODE="bits"):
+        out, lse = dense_mla_decode(**inputs)
+    ref_out, ref_lse = dense_decode_ref(**inputs)
+    assert torch.isnan(ref_out[0]).all() and not torch.isnan(ref_out[1]).any()
+    assert_close("out", out, ref_out, dense_out_tolerance(inputs["k_cache"], LANE))
+    # the kernel's lse of a NaN score sum is not NaN: compared where the reference's is
+    assert_close("lse", lse[1], ref_lse[1], TOLERANCES[("lse", LANE)])
