@@ -34,17 +34,19 @@ TILES = [
 
 
 @triton.jit
-def _decode_kernel(p_x, p_out, HELPER: tl.constexpr, E4M3_CVT: tl.constexpr, ASM: tl.constexpr):
+def _decode_kernel(
+    p_x, p_out, HELPER: tl.constexpr, E4M3_CVT: tl.constexpr, ASM: tl.constexpr, NAN_CODES: tl.constexpr
+):
     o = tl.arange(0, 256)
     b_x = tl.load(p_x + o)
-    b_y = e4m3_times_256_inv_f16(b_x) if HELPER else e4m3_f16(b_x, E4M3_CVT, ASM)
+    b_y = e4m3_times_256_inv_f16(b_x, NAN_CODES) if HELPER else e4m3_f16(b_x, E4M3_CVT, ASM)
     tl.store(p_out + o, b_y)
 
 
-def _decode(helper: bool, cvt: bool, asm: bool) -> torch.Tensor:
+def _decode(helper: bool, cvt: bool, asm: bool, nan_codes: bool = True) -> torch.Tensor:
     x = CODES.to(DEVICE)
     out = torch.empty(256, dtype=torch.float16, device=DEVICE)
-    _decode_kernel[(1,)](x, out, HELPER=helper, E4M3_CVT=cvt, ASM=asm)
+    _decode_kernel[(1,)](x, out, HELPER=helper, E4M3_CVT=cvt, ASM=asm, NAN_CODES=nan_codes)
     return out.cpu().double()
 
 
@@ -77,6 +79,16 @@ def test_every_code_decodes_as_torch_float8_e4m3fn(helper: bool, cvt: bool, asm:
     assert torch.equal(torch.signbit(got[~nan]), torch.signbit(want[~nan]))
 
 
+def test_the_fast_helper_keeps_every_finite_code_and_reads_nan_codes_as_480() -> None:
+    """Without ``NAN_CODES`` (the dense decode's register-decoded tiles) the helper is exact for every finite code and
+    reads the NaN codes as ±1.875, i.e. ±480 x 2^-8."""
+    got = _decode(True, False, False, nan_codes=False)
+    want = CODES.view(torch.float8_e4m3fn).double() * 2.0**-8
+    nan = torch.isnan(want)
+    assert torch.equal(got[~nan], want[~nan]) and torch.equal(torch.signbit(got), torch.signbit(CODES.view(torch.int8)))
+    assert got[0x7F].item() == 1.875 and got[0xFF].item() == -1.875
+
+
 @pytest.mark.parametrize("code", [0x7F, 0xFF])
 @pytest.mark.parametrize("knobs", TILES)
 def test_sparse_decode_nan_code_in_an_attended_row_gives_nan(knobs: dict[str, int], code: int) -> None:
@@ -101,11 +113,11 @@ def test_sparse_decode_nan_code_in_an_attended_row_gives_nan(knobs: dict[str, in
 
 
 @pytest.mark.parametrize(("fp8", "byte"), [(True, 300), ("tensor", 540)], ids=["v32-latent", "tensor-rope"])
-@pytest.mark.parametrize("knobs", TILES)
+@pytest.mark.parametrize("knobs", [t for t in TILES if t.id == "staged"])
 def test_dense_decode_nan_code_in_an_attended_row_gives_nan(knobs: dict[str, int], fp8: bool | str, byte: int) -> None:
-    """The dense decode's FP8 tiles (V3.2 rows; per-tensor rows, whose rope is e4m3 too): a NaN code in a key
-    request 0 attends makes its outputs NaN, as in the reference, and leaves request 1 alone. The register-decoded
-    tiles assemble bits on every architecture."""
+    """The dense decode's staged FP8 tiles (V3.2 rows; per-tensor rows, whose rope is e4m3 too): a NaN code in a key
+    request 0 attends makes its outputs NaN, as in the reference, and leaves request 1 alone. (The register-decoded
+    tiles read the NaN codes as ±480 on every architecture: NaN-exact bit assembly measured 2-3% slower there.)"""
     inputs = make_dense_decode_inputs(lengths=[40, 33], h_q=16, page=16, fp8=fp8, dtype=SMALL_DTYPE, device=DEVICE,
                                       seed=32)  # fmt: skip
     key = 21
