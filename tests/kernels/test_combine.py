@@ -72,6 +72,23 @@ def test_dense_combine_rejects_bad_shapes(kw, name):
         dense_decode_combine(out=z, lse=z[..., 0], o_ws=z, lse_ws=z, req=torch.zeros(1, 4, dtype=torch.int32), **kw)
 
 
+@pytest.mark.parametrize(("s_q", "block_m"), [(8192, 32), (8191, 16), (32768, 128)])
+def test_dense_combine_grid_fits_cuda(monkeypatch, s_q, block_m):
+    """More query rows than 65,535 blocks of 16 (a request of many query tokens cut into parts, e.g. under
+    WAVEMLA_TARGET_CTAS) take more rows a program: CUDA refuses a launch whose grid's second dimension passes 65,535."""
+    from wavemla.kernels import combine
+
+    launched = []
+    monkeypatch.setattr(combine.launch, "run", lambda fn, grid, **kw: launched.append((grid, kw["BLOCK_M"])))
+    h = 128
+    out = torch.empty(1, s_q, h, D, dtype=torch.bfloat16, device="meta")
+    lse = torch.empty(1, s_q, h, device="meta")
+    o_ws = torch.empty(3, s_q * h, D, device="meta")
+    dense_decode_combine(out=out, lse=lse, o_ws=o_ws, lse_ws=lse[0], req=torch.empty(1, 4, device="meta"))
+    ((grid, got),) = launched
+    assert got == block_m and grid[1] == -(-s_q * h // block_m) <= combine.MAX_GRID_YZ
+
+
 _COMPILE = """
 import json, sys
 sys.path.insert(0, sys.argv[1])

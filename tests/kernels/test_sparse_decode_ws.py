@@ -40,6 +40,21 @@ def test_applies_only_to_its_shapes():
             assert not _supported()
 
 
+def test_applies_only_where_query_tokens_start_16_byte_aligned():
+    """The gather prefetches the next query token's rows by bulk copies, which take 16-byte aligned addresses: q whose
+    token or batch stride is not a multiple of 16 bytes runs the Triton kernel (a stride over one token is not used)."""
+    rows = 64 * 512
+    pos_odd = torch.empty(2, 2, rows + 4, dtype=torch.bfloat16)[..., :rows].unflatten(-1, (64, 512))
+    batch_odd = torch.empty(2, rows + 4, dtype=torch.bfloat16)[:, :rows].unflatten(-1, (1, 64, 512))
+    assert pos_odd.data_ptr() % 16 == 0 and pos_odd.stride(1) == rows + 4 and batch_odd.stride(0) == rows + 4
+    assert not _supported(q=pos_odd) and not _supported(q=batch_odd)
+    one_token = torch.empty(rows + 8, dtype=torch.bfloat16).as_strided((1, 1, 64, 512), (rows + 4, 3, 512, 1))
+    assert _supported(q=one_token) == ws.HAVE_GLUON
+    if ws.HAVE_GLUON:
+        padded = torch.empty(2, 2, rows + 8, dtype=torch.float16)[..., :rows].unflatten(-1, (64, 512))
+        assert _supported(q=padded)
+
+
 # Built in a fresh process: the CPU lane's interpreter flag would turn the kernel into an interpreted function.
 _BUILD = """
 import json
@@ -280,3 +295,18 @@ def test_launcher_rejects_counts_it_cannot_use():
         ws.sparse_decode_split_ws(**args, counts=torch.zeros(11, dtype=torch.int32))
     with pytest.raises(ValueError, match="counts: expected int32"):
         ws.sparse_decode_split_ws(**args, counts=torch.zeros(12, dtype=torch.int64))
+
+
+@pytest.mark.skipif(not ws.HAVE_GLUON, reason="needs Gluon (Triton 3.6 or newer with its Hopper API)")
+def test_launcher_rejects_outputs_wider_than_its_boxes():
+    """The output's and the partials' rows leave by TMA through q's fp16 boxes of shared memory: fp32 ones would fill
+    two boxes each, so they are refused by name before a launch."""
+    q = torch.zeros(3, 1, 64, 512, dtype=torch.bfloat16)
+    args = dict(q=q, out=torch.empty_like(q), lse=torch.empty(3, 1, 64), o_ws=None, lse_ws=torch.empty(6, 64),
+                kv=torch.zeros(4, 64, 1, 584, dtype=torch.uint8), indices=torch.zeros(3, 1, 128, dtype=torch.int32),
+                topk_length=None, extra_kv=None, extra_indices=None, extra_topk_length=None, attn_sink=None,
+                softmax_scale=0.04, units_per_part=1, num_parts=6)  # fmt: skip
+    with pytest.raises(ValueError, match=r"out: expected bf16 or fp16 .* got torch\.float32"):
+        ws.sparse_decode_split_ws(**dict(args, out=torch.empty(3, 1, 64, 512)))
+    with pytest.raises(ValueError, match=r"o_ws: expected a contiguous fp16 \[slots, 64, 512\] .* got torch\.float32"):
+        ws.sparse_decode_split_ws(**dict(args, o_ws=torch.empty(6, 64, 512)))

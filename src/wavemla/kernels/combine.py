@@ -218,6 +218,7 @@ def sparse_decode_combine(
 # The largest group the unrolled loop below is compiled for. The group and the columns per program come from the
 # planner (wavemla.plan.dense_combine_shape, with the measurements behind them).
 DENSE_COMBINE_MAX_GROUP = 32
+MAX_GRID_YZ = 65535  # CUDA's bound on grid dimensions 1 and 2 (the dense combine's blocks of query rows: dimension 1)
 
 
 @triton.jit
@@ -305,7 +306,8 @@ def dense_decode_combine(
     a step, their loads issued together (at small batch a request is cut into as many pieces as the GPU has program
     slots, and one piece per memory round trip made the merge a long latency chain). ``group`` and ``block_d``
     default to :func:`wavemla.plan.dense_combine_shape` of the batch and the parts (``o_ws`` has a slot per request
-    and one per part). Programs of requests held by one part return at once.
+    and one per part). ``block_m`` is doubled where its blocks of the ``s_q·h`` query rows would pass
+    ``MAX_GRID_YZ`` programs. Programs of requests held by one part return at once.
     """
     b, s_q, h, d = out.shape
     auto_group, auto_block_d = dense_combine_shape(b, o_ws.shape[0] - b)
@@ -316,6 +318,8 @@ def dense_decode_combine(
     if not 1 <= group <= DENSE_COMBINE_MAX_GROUP:
         raise ValueError(f"group: pieces per step in 1..{DENSE_COMBINE_MAX_GROUP} (an unrolled loop), got {group}")
     m = s_q * h
+    while triton.cdiv(m, block_m) > MAX_GRID_YZ:
+        block_m *= 2
     launch.run(
         _dense_mla_combine_kernel,
         (b, triton.cdiv(m, block_m), d // block_d),

@@ -127,14 +127,16 @@ def applies(*, arch: int, is_fp8: bool, h_q: int, block_h: int, block_n: int) ->
 
 def supported(*, is_fp8: bool, block_h: int, block_n: int, arch: int, q: torch.Tensor, kv: torch.Tensor,
               extra_kv: torch.Tensor | None) -> bool:  # fmt: skip
-    """:func:`applies` for a launch's tensors: q's head rows contiguous, the caches' pages 16-byte aligned (the
-    gather loads 16 bytes at a time)."""
+    """:func:`applies` for a launch's tensors: q's head rows contiguous and each query token's rows 16-byte aligned
+    (the gather prefetches the next token's rows into L2 by bulk copies of 16-byte aligned addresses), the caches'
+    pages 16-byte aligned (the gather loads 16 bytes at a time)."""
     caches = [kv] if extra_kv is None else [kv, extra_kv]
     return (
         applies(arch=arch, is_fp8=is_fp8, h_q=q.shape[2], block_h=block_h, block_n=block_n)
         and q.stride(3) == 1
         and q.stride(2) == q.shape[3]
         and q.data_ptr() % 16 == 0
+        and all(n == 1 or q.stride(i) * q.element_size() % 16 == 0 for i, n in enumerate(q.shape[:2]))
         and all(c.data_ptr() % 16 == 0 and c.stride(0) % 16 == 0 for c in caches)
     )
 
@@ -855,14 +857,19 @@ def sparse_decode_split_ws(
     if not out.is_contiguous():
         raise ValueError(f"out: expected a contiguous [b, s_q, h, 512] tensor (its rows go out by TMA), got strides "
                          f"{out.stride()}")  # fmt: skip
+    # the copies go through q's fp16 boxes of shared memory, 64 x 64 elements of 2 bytes: wider elements would spill
+    # into the neighbouring boxes
+    if out.dtype not in (torch.bfloat16, torch.float16):
+        raise ValueError(f"out: expected bf16 or fp16 (q's dtype; its rows go out by TMA through fp16 boxes), got "
+                         f"{out.dtype}")  # fmt: skip
     layout = smem_layout()
     out2 = out.view(b * s_q * h, D)
     o_desc = TensorDescriptor(out2, list(out2.shape), list(out2.stride()), [BLOCK, BLOCK], layout)
     w_desc = o_desc
     if o_ws is not None:
-        if not o_ws.is_contiguous() or o_ws.shape[-1] != D or o_ws.shape[-2] != h:
-            raise ValueError(f"o_ws: expected a contiguous [slots, {h}, {D}] tensor (partials go out by TMA), got "
-                             f"{list(o_ws.shape)} with strides {o_ws.stride()}")  # fmt: skip
+        if not o_ws.is_contiguous() or o_ws.shape[-1] != D or o_ws.shape[-2] != h or o_ws.dtype != torch.float16:
+            raise ValueError(f"o_ws: expected a contiguous fp16 [slots, {h}, {D}] tensor (partials go out by TMA), "
+                             f"got {o_ws.dtype} {list(o_ws.shape)} with strides {o_ws.stride()}")  # fmt: skip
         ws2 = o_ws.view(-1, D)
         w_desc = TensorDescriptor(ws2, list(ws2.shape), list(ws2.stride()), [BLOCK, BLOCK], layout)
     total_units = b * s_q * n_tiles
