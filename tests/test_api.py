@@ -4,7 +4,7 @@ decode passes ``out=output.unsqueeze(1)``) and the metadata's ``have_initialized
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import torch
@@ -375,3 +375,98 @@ def test_batch_invariant_must_be_a_bool(value: Any) -> None:
         sparse_mla_decode(**sparse_inputs(), batch_invariant=value)
     with pytest.raises(ValueError, match=r"^batch_invariant: expected a bool or None, got "):
         dense_mla_decode(**dense_inputs(), batch_invariant=value)
+
+
+# 64-row tiles of 16 heads over 3 programs: tokens cut between programs, merged in the split kernel by the program
+# that completes each token's piece counter (MLAMetadata.counts)
+MERGED_IN_KERNEL = dict(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=64, WAVEMLA_NUM_WARPS=4, WAVEMLA_NUM_STAGES=1,
+                        WAVEMLA_NUM_SPLITS=3)  # fmt: skip
+
+
+def merged_inputs() -> dict[str, Any]:
+    x = make_sparse_decode_inputs(batch=3, s_q=2, h_q=16, topk=100, page=32, extra_topk=160, extra_page=16,
+                                  fp8=True, dtype=torch.float16, device=DEVICE, seed=4)  # fmt: skip
+    return {k: v for k, v in x.items() if v is not None}
+
+
+def test_counters_made_under_capture_are_zeroed_by_the_next_uncaptured_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A metadata object planned under CUDA-graph capture gets piece counters whose zero fill the capture records: it
+    runs when the graph replays, not before. An uncaptured call with the object before that found the counters
+    holding whatever the memory held, and merged the cut tokens wrongly (or not at all); it zeroes them first."""
+    from wavemla import api
+
+    x = merged_inputs()
+    with config.override(**MERGED_IN_KERNEL):
+        want = wavemla.sparse_mla_decode(**x)
+        meta, _ = wavemla.get_mla_metadata()
+        monkeypatch.setattr(api, "_capturing", lambda t: True)
+        wavemla.sparse_mla_decode(**x, metadata=meta)  # planned (and its counters made) under capture
+        assert meta.plan is not None and meta.plan.merge_in_kernel and meta.counts is not None
+        meta.counts.fill_(5)  # the recorded zero fill has not run: the memory holds anything
+        monkeypatch.setattr(api, "_capturing", lambda t: False)
+        got = wavemla.sparse_mla_decode(**x, metadata=meta)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+        assert not meta.counts.any() and not meta.counts_pending  # zeroed once: the kernels keep them at zero
+
+
+class CountsAtLaunch:
+    """A launch replay as the decode calls drive it (bound to a metadata object's workspace, here its counters
+    alone): notes the counters each launch finds."""
+
+    def __init__(self, seen: list[torch.Tensor], keep: list[torch.Tensor] | None = None) -> None:
+        self.seen, self.keep = seen, keep
+
+    def bound(self, keep: list[torch.Tensor]) -> CountsAtLaunch:
+        return CountsAtLaunch(self.seen, keep)
+
+    def launch(self, inputs: Any, ptrs: Any) -> None:
+        assert self.keep is not None
+        self.seen.append(self.keep[0].clone())
+
+
+def test_replayed_calls_zero_counters_made_under_capture(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replay path keeps the same rule: a fresh object that adopts the first call of its signature under capture
+    gets counters whose zero fill runs when the graph replays; its next uncaptured replay zeroes them first."""
+    from wavemla import api
+    from wavemla.kernels import launch
+
+    seen: list[torch.Tensor] = []
+    monkeypatch.setattr(launch, "replayable", lambda tensors, scalars: True)  # a GPU call's path, on CPU tensors
+    monkeypatch.setattr(api, "_FIRST_CALLS", launch.ReplayCache(4))
+    q = torch.zeros((1, 1, 4, 512), dtype=torch.float16)
+    tensors = (q, *[None] * 7)
+    scalars = ("sparse", None, None)
+    sig, _ = launch.call_key(tensors, scalars)
+    first = api._FirstCall(cast(Any, CountsAtLaunch(seen)), ("planned",), buffers=(("counts", (4,), torch.int32),))
+    api._FIRST_CALLS.put(api._first_call_key(sig), first)
+    meta, _ = wavemla.get_mla_metadata()
+    monkeypatch.setattr(api, "_capturing", lambda t: True)
+    assert api._replayed(meta, tensors, scalars, 512, api._SPARSE_INPUTS, None)[2] is not None  # adopted
+    assert meta.counts is not None and meta.counts_pending
+    meta.counts.fill_(5)  # the recorded zero fill has not run
+    monkeypatch.setattr(api, "_capturing", lambda t: False)
+    assert api._replayed(meta, tensors, scalars, 512, api._SPARSE_INPUTS, None)[2] is not None  # its own replay
+    assert not seen[1].any() and not meta.counts_pending
+    eager, _ = wavemla.get_mla_metadata()
+    api._replayed(eager, tensors, scalars, 512, api._SPARSE_INPUTS, None)  # adopted outside a capture: zeros made
+    assert not eager.counts_pending
+
+
+def test_an_auto_gpu_knob_describes_the_gpu_of_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``WAVEMLA_GPU=auto`` (a name get_spec takes: the GPU torch sees) plans a CUDA call as with the knob unset, for
+    the GPU of its tensors. It read the current GPU instead, and kept that under the call's device (the sparse prefill
+    and FlashMLA's legacy schedule ask outside the call's device guard), so every later call there planned for the
+    other GPU."""
+    from wavemla import api
+    from wavemla.device import DeviceSpec, get_spec
+
+    def from_torch(device: Any = None) -> DeviceSpec:  # GPU 1 an H100, the current GPU (0) an H200
+        return get_spec("h100" if device is not None and torch.device(device).index == 1 else "h200")
+
+    monkeypatch.setattr(DeviceSpec, "from_torch", staticmethod(from_torch))
+    monkeypatch.setattr(api, "_SPECS", {})
+    with config.override(WAVEMLA_GPU="Auto"):
+        assert api._device_spec(torch.device("cuda", 1)) == get_spec("h100")
+        assert api._device_spec(torch.device("cuda", 0)) == get_spec("h200")
+    with config.override(WAVEMLA_GPU="h100"):
+        assert api._device_spec(torch.device("cuda", 0)) == get_spec("h100")  # a preset still stands for every GPU

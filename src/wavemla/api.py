@@ -55,6 +55,7 @@ import functools
 import inspect
 import math
 import numbers
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -101,6 +102,8 @@ class MLAMetadata:
     sched: torch.Tensor | None = field(default=None, repr=False)  # dense: [num_parts, 4] int32 work ranges
     req: torch.Tensor | None = field(default=None, repr=False)  # dense: [b, 4] int32 parts touching each request
     scheduled: bool = False  # dense: the scheduler has run into sched/req (see dense_mla_decode's reuse_schedule)
+    # sparse: counts were made under CUDA-graph capture, whose zero fill runs only when the graph replays
+    counts_pending: bool = False
     # the launches of calls made with this metadata, by call signature, replayed by later calls with the same one
     replays: list[tuple[tuple[Any, ...], Replay | None]] = field(default_factory=list, repr=False)
 
@@ -386,13 +389,17 @@ _SPECS: dict[str, Any] = {}
 
 
 def _device_spec(device: torch.device) -> Any:
-    """The planner's view of the GPU behind ``device`` (queried once per device). CPU tensors run through Triton's
-    interpreter; they are planned for the ``WAVEMLA_GPU`` preset, or an H200 when none is set."""
+    """The planner's view of the GPU behind ``device`` (queried once per device; ``WAVEMLA_GPU=auto`` queries it as
+    when the knob is unset). CPU tensors run through Triton's interpreter; they are planned for the ``WAVEMLA_GPU``
+    preset, or an H200 when none is set."""
     from wavemla.device import DeviceSpec, current_spec, get_spec
 
-    key = f"{device}|{config.get('WAVEMLA_GPU')}"
+    name = config.get("WAVEMLA_GPU")
+    key = f"{device}|{name}"
     if key not in _SPECS:
-        if config.get("WAVEMLA_GPU"):
+        # "auto" (as get_spec reads names) is the GPU torch sees: this device's, not the current one's
+        auto = name is not None and re.sub(r"[^a-z0-9]", "", name.lower()) == "auto"
+        if name and not (auto and device.type == "cuda"):
             _SPECS[key] = current_spec()  # a preset's error names WAVEMLA_GPU
         elif device.type == "cuda":
             _SPECS[key] = DeviceSpec.from_torch(device)  # this GPU's, not the current one's: kept under its key
@@ -436,9 +443,22 @@ def _replayed(
     if (out_ptr | lse_ptr) & 15:  # an allocator that does not align to 16 bytes: Triton's path
         return call_sig, seen, None
     if first is not None:
-        replay = first.adopt(metadata if metadata is not None else MLAMetadata(), q.device, call_sig)
+        meta = metadata if metadata is not None else MLAMetadata()
+        replay = first.adopt(meta, q.device, call_sig)
+        meta.counts_pending = meta.counts is not None and _capturing(q)
+    elif metadata.counts_pending:
+        _zero_pending_counts(metadata, q)
     replay.launch((*tensors, o, lse), (*ptrs, out_ptr, lse_ptr))
     return call_sig, seen, (_deliver(o, out), lse.transpose(1, 2))
+
+
+def _zero_pending_counts(meta: MLAMetadata, q: torch.Tensor) -> None:
+    """Zero the sparse pieces' counters of ``meta`` where they were made under CUDA-graph capture and this call (on
+    q's device) is not captured: the zero fill the capture recorded runs only when the graph replays, and until then
+    the counters hold whatever the memory held (the kernels leave them at zero once they are)."""
+    if meta.counts_pending and meta.counts is not None and not _capturing(q):
+        meta.counts.zero_()
+        meta.counts_pending = False
 
 
 def _deliver(result: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
@@ -617,6 +637,7 @@ def sparse_mla_decode(
                 # zero once; the program that merges a token's pieces puts its counter back to zero (one a token and
                 # head block; the warp-specialized kernel counts each of its two math warpgroups apart)
                 meta.counts = torch.zeros(b * s_q * meta.plan.num_head_blocks * 2, dtype=torch.int32, device=device)
+                meta.counts_pending = _capturing(q)
             p0 = meta.plan
             n_p = p_scratch_elems(is_fp8, p0.block_h, p0.block_n, p0.num_parts * p0.num_head_blocks, device)
             if n_p:
@@ -636,6 +657,7 @@ def sparse_mla_decode(
         lse = torch.empty((b, s_q, h_q), dtype=torch.float32, device=device)
         if b == 0:
             return _deliver(o, out), lse.transpose(1, 2)
+        _zero_pending_counts(meta, q)
         with launch.recording() as rec:
             _sparse_launch(meta, q, o, lse, kv_cache, indices, topk_length, extra_kv_cache, extra_indices,
                            extra_topk_length, attn_sink, scale, is_fp8, has_extra, device)  # fmt: skip
