@@ -843,6 +843,30 @@ def test_h200_batch_invariant_plans_are_the_measured_ones(mode: str) -> None:
         assert p.needs_combine != held and held == (b in (96, 128, 200, 256)), (b, p.units_per_part)
 
 
+def test_stage_and_warp_knobs_leave_the_warp_specialized_kernels_plan_alone() -> None:
+    """WAVEMLA_NUM_STAGES and WAVEMLA_NUM_WARPS do not reach the warp-specialized sm_90 kernel (it keeps its own two
+    stages and three warpgroups, config.py): where it takes the 64x64 tile, its plan (partition, programs per SM,
+    predicted time) is the one without them. Priced at the staged FP8 tiles' ratio, 64x64 plans under
+    WAVEMLA_NUM_STAGES=3 left the spread at CSA b = 133; counted at 16 warps of 168 registers, the kernel was refused
+    as not fitting."""
+    from wavemla.kernels import sparse_decode_ws
+
+    if not sparse_decode_ws.applies(arch=90, is_fp8=True, h_q=64, block_h=64, block_n=64):
+        pytest.skip("this Triton has no warp-specialized sparse kernel")
+    tile = {"WAVEMLA_BLOCK_H": 64, "WAVEMLA_BLOCK_N": 64}
+    for w in (dsv4(8), dsv4(64), dsv4(133), dsv4(150, 64, "hca"), dataclasses.replace(dsv4(48), batch_invariant=True)):
+        with config.override(**tile):
+            base = plan(w, H200)
+        for knobs in ({"WAVEMLA_NUM_STAGES": 2}, {"WAVEMLA_NUM_STAGES": 3}, {"WAVEMLA_NUM_WARPS": 16},
+                      {"WAVEMLA_NUM_WARPS": 4}):  # fmt: skip
+            with config.override(**tile, **knobs):
+                p = plan(w, H200)
+            assert plan_mod._sparse_ws(p.config, w, H200), (w, knobs)
+            got = (p.units_per_part, p.whole_units, p.token_units, p.pieces_tiles, p.programs_per_sm)
+            assert got == (base.units_per_part, base.whole_units, base.token_units, base.pieces_tiles, 1), (w, knobs)
+            assert p.predicted_us == pytest.approx(base.predicted_us), (w, knobs)
+
+
 def test_plan_says_where_the_warp_specialized_kernel_runs():
     """The plan's reasons name the sm_90 Gluon kernel where the API will launch it (64x64 FP8 tiles with h_q a
     multiple of 64 on sm_90), and only there; the knob that forbids it is part of the plan's key."""

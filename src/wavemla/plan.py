@@ -124,6 +124,7 @@ class Resources:
     shared_tile_us: float | None = None  # measured tile time where two or more programs share an SM (None: tile_us)
     stack_bytes: int | None = None  # per-thread stack frame (spills) from the cubin, when compiled
     note: str = ""  # where the numbers come from, for reasons
+    num_warps: int | None = None  # warps a program launches where the kernel keeps its own (None: the config's)
 
 
 def max_pieces(n_tiles: int, units_per_part: int) -> int:
@@ -442,7 +443,7 @@ _SM90_TABLE: dict[tuple[int, int, int, int, bool], Resources] = {
 # the Triton kernel's 4-byte partials of every piece), rms log error 5.0% over 1,660 64x64 points. The 328 curve
 # plans those values moved, re-measured (-sparse-decode-changed-*-ws-combine.json): geo-mean 0.966 of the plans
 # they replaced, 155 faster by more than 3%, 4 slower by 3.1-4.7%.
-_SM90_WS = Resources(207296, 168, "table", tile_us=3.7, segment_us=6.0, first_segment_us=5.0)
+_SM90_WS = Resources(207296, 168, "table", tile_us=3.7, segment_us=6.0, first_segment_us=5.0, num_warps=12)
 _SM90_WS_BUSY = 0.2
 _SM90_WS_COMBINE_US = 2.0
 _SM90_WS_WIDE_US = 1.2
@@ -820,8 +821,14 @@ def _static_resources(
     return Resources(smem, regs, "estimate", note="estimated (not in the compiled table)")
 
 
+def _warps(cfg: KernelConfig, res: Resources) -> int:
+    """Warps a program of ``cfg`` launches: the kernel's own where it keeps them (the warp-specialized sm_90 kernel's
+    three warpgroups, whatever WAVEMLA_NUM_WARPS says), else the configuration's."""
+    return res.num_warps or cfg.num_warps
+
+
 def _occupancy(cfg: KernelConfig, res: Resources, device: DeviceSpec) -> int:
-    return _blocks_per_sm(device, res.smem_bytes, res.regs_per_thread, cfg.num_warps)
+    return _blocks_per_sm(device, res.smem_bytes, res.regs_per_thread, _warps(cfg, res))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -949,8 +956,9 @@ class _Coster:
         self.tiles = [
             _tile_us(cfg, workload, device, a, shared if a > 1 else res.tile_us, num_hb) for a in range(occ + 1)
         ]
-        # staged FP8 tiles: the register tile's price at the same partition, times their measured ratio
-        self.scale = _STAGED_FP8_RATIO if staged_fp8(workload.is_fp8, cfg.num_stages) else 1.0
+        # staged FP8 tiles: the register tile's price at the same partition, times their measured ratio (the
+        # Triton kernel's: the warp-specialized one keeps its own stages, WAVEMLA_NUM_STAGES does not reach it)
+        self.scale = _STAGED_FP8_RATIO if staged_fp8(workload.is_fp8, cfg.num_stages) and not ws else 1.0
 
     def __call__(self, upp: int, piece: int | None = None, padded: bool = False) -> _Split:
         """Cost of ``upp`` units per program (:meth:`_cost`), staged FP8 tiles' at ``self.scale`` of it."""
@@ -1404,7 +1412,7 @@ def _fit_resources(
     """(res, programs per SM), or None with the reason appended when one program of ``cfg`` does not fit."""
     occ = _occupancy(cfg, res, device)
     if occ < 1:
-        why = device.occupancy_reason(res.smem_bytes, res.regs_per_thread, cfg.num_warps)
+        why = device.occupancy_reason(res.smem_bytes, res.regs_per_thread, _warps(cfg, res))
         reasons.append(f"{cfg.label}: does not fit ({res.note}): {why}")
         return None
     return res, occ
@@ -1518,7 +1526,7 @@ def evaluate(workload: Workload, device: DeviceSpec, cfg: KernelConfig, units_pe
     if occ < 1:
         raise PlanError(
             f"cfg: {cfg.label} does not fit {device.name}: "
-            + device.occupancy_reason(res.smem_bytes, res.regs_per_thread, cfg.num_warps)
+            + device.occupancy_reason(res.smem_bytes, res.regs_per_thread, _warps(cfg, res))
         )
     return _plan_config(workload, device, cfg, res, occ, False, None, units_per_part)
 
