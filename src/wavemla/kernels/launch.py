@@ -205,6 +205,8 @@ class Replay:
         self._n_inputs = n_in
         self._in_ids = [i for i, t in enumerate(inputs) if t is not None]
         self._scratch = [(n_in + i, t.shape, t.stride(), t.dtype, t.device) for i, t in enumerate(rec.scratch)]
+        # CUDA tensors made per call (scratch, conversions): made on the launch stream (see launch)
+        self._cuda_per_call = any(t.is_cuda for t in rec.scratch) or any(src.is_cuda for src, _ in rec.converted)
         # conversions of whole input tensors (a call's q to the kernel's dtype), redone per call from the new input
         self._converted: list[tuple[int, int, torch.dtype]] = []
         for i, (src, out) in enumerate(rec.converted):
@@ -329,13 +331,10 @@ class Replay:
             addr[i] = p
         from triton.runtime import driver
 
-        per_call = any(d.type == "cuda" for *_, d in self._scratch) or any(
-            t is not None and t.is_cuda for t in (inputs[src] for _, src, _ in self._converted)
-        )  # CUDA tensors made per call
         if stream is None:
             stream = current = driver.active.get_current_stream(self._device)
         else:
-            current = driver.active.get_current_stream(self._device) if per_call else stream
+            current = driver.active.get_current_stream(self._device) if self._cuda_per_call else stream
         held: dict[int, torch.Tensor] = {}
         # scratch tensors and conversions are made on the launch stream: a conversion is then ordered before the
         # kernels that read it, and the caching allocator hands the scratch memory out again only behind them
