@@ -97,6 +97,8 @@ def test_plan_checks_its_arguments() -> None:
         pytest.param({"h_q": 0}, "h_q", id="no-heads"),
         pytest.param({"topk": 1.5}, "topk", id="float-topk"),
         pytest.param({"dtype": "fp32"}, "dtype", id="fp32"),
+        pytest.param({"is_fp8": "false"}, "^is_fp8: expected a bool", id="str-is-fp8"),
+        pytest.param({"is_fp8": None}, "^is_fp8: expected a bool", id="none-is-fp8"),
     ],
 )
 def test_workload_errors_name_the_field(kwargs: dict[str, object], says: str) -> None:

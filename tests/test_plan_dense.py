@@ -168,6 +168,8 @@ def test_forced_tile_that_cannot_fit_names_the_knobs() -> None:
         (dict(batch=1, s_q=1, h_q=1, d_qk=128), "d_qk"),
         (dict(batch=1, s_q=1, h_q=1, d_qk=512, is_fp8=True), "d_qk"),
         (dict(batch=1, s_q=1, h_q=1, dtype="fp32"), "dtype"),
+        (dict(batch=1, s_q=1, h_q=1, is_fp8="false"), "^is_fp8: expected a bool"),
+        (dict(batch=1, s_q=1, h_q=1, is_fp8=1), "^is_fp8: expected a bool"),
     ],
 )
 def test_workload_errors_name_the_field(kwargs: dict[str, object], says: str) -> None:

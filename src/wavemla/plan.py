@@ -82,6 +82,8 @@ class Workload:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name}: expected a non-negative int, got {value!r}")
+        if not isinstance(self.is_fp8, bool):  # a string such as "false" is truthy: it would plan FP8
+            raise ValueError(f"is_fp8: expected a bool, got {self.is_fp8!r}")
         if self.batch_invariant is not None and not isinstance(self.batch_invariant, bool):
             raise ValueError(f"batch_invariant: expected a bool or None, got {self.batch_invariant!r}")
         if self.s_q < 1 or self.h_q < 1:
@@ -1782,6 +1784,8 @@ class DenseWorkload:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name}: expected a non-negative int, got {value!r}")
+        if not isinstance(self.is_fp8, bool):  # a string such as "false" is truthy: it would plan FP8
+            raise ValueError(f"is_fp8: expected a bool, got {self.is_fp8!r}")
         if self.s_q < 1 or self.h_q < 1:
             raise ValueError(f"s_q and h_q: must be >= 1, got s_q={self.s_q}, h_q={self.h_q}")
         if self.d_qk not in DENSE_D_QK:

@@ -64,11 +64,27 @@ def test_dense_combine_matches_an_fp64_merge(group):
 
 
 @pytest.mark.parametrize(
-    ("kw", "name"), [({"group": 0}, "group"), ({"group": 33}, "group"), ({"block_d": 48}, "block_d")]
+    ("kw", "name"),
+    [
+        ({"group": 0}, "group"),
+        ({"group": 33}, "group"),
+        ({"group": 4.0}, "group"),
+        ({"block_d": 48}, "block_d"),
+        ({"block_d": 0}, "block_d"),
+        ({"block_d": -128}, "block_d"),
+        ({"block_d": 1024}, "block_d"),
+        ({"block_d": 128.0}, "block_d"),
+        ({"block_m": 0}, "block_m"),
+        ({"block_m": -16}, "block_m"),
+        ({"block_m": 24}, "block_m"),
+    ],
 )
-def test_dense_combine_rejects_bad_shapes(kw, name):
+def test_dense_combine_rejects_bad_shapes(kw, name, monkeypatch):
+    from wavemla.kernels import combine
+
+    monkeypatch.setattr(combine.launch, "run", lambda fn, grid, **kw: None)  # a shape let through launches nothing
     z = torch.zeros(1, 1, 1, D, device=DEVICE)
-    with pytest.raises(ValueError, match=name):
+    with pytest.raises(ValueError, match=f"^{name}: "):
         dense_decode_combine(out=z, lse=z[..., 0], o_ws=z, lse_ws=z, req=torch.zeros(1, 4, dtype=torch.int32), **kw)
 
 
@@ -129,6 +145,35 @@ def test_dense_combine_compiles_for_every_architecture():
     built = json.loads(proc.stdout.strip().splitlines()[-1])
     assert len(built) == 6 * len(shapes)
     assert all(shared <= 99 * 1024 for _, _, _, shared in built)
+
+
+@pytest.mark.parametrize(
+    ("kw", "name"),
+    [
+        ({"block_d": 0}, "block_d"),
+        ({"block_d": -128}, "block_d"),
+        ({"block_d": 96}, "block_d"),
+        ({"block_d": 1024}, "block_d"),
+        ({"block_d": 128.0}, "block_d"),
+        ({"block_h": 0}, "block_h"),
+        ({"block_h": -4}, "block_h"),
+        ({"block_h": 3}, "block_h"),
+    ],
+)
+@pytest.mark.parametrize("n_tiles", [4, 36], ids=["loop", "all-pieces"])
+def test_sparse_combine_rejects_bad_shapes(kw, name, n_tiles, monkeypatch):
+    """``block_d`` and ``block_h`` are the extents of the kernel's blocks (``tl.arange``): a positive power of two,
+    ``block_d`` dividing the head dim; refused naming the argument, not a division by zero or a grid of negative
+    programs."""
+    from wavemla.kernels import combine
+
+    monkeypatch.setattr(combine.launch, "run", lambda fn, grid, **kw: None)
+    out = torch.empty(2, 1, 4, D, dtype=torch.float16, device="meta")
+    lse = torch.empty(2, 1, 4, device="meta")
+    ws = torch.empty(2 + 2 * n_tiles, 4, D, device="meta")
+    with pytest.raises(ValueError, match=f"^{name}: "):
+        combine.sparse_decode_combine(out=out, lse=lse, o_ws=ws, lse_ws=ws[..., 0], attn_sink=None, n_tiles=n_tiles,
+                                      units_per_part=1, pdl=False, **kw)  # fmt: skip
 
 
 @pytest.mark.parametrize("program_units", [None, 15, 20])

@@ -173,6 +173,21 @@ def test_json_path_is_checked_before_the_run(where: str, tmp_path, capsys: pytes
     assert err.startswith("wavemla bench: --json: "), err
 
 
+@pytest.mark.parametrize("name", ["", "  "], ids=["empty", "blank"])
+def test_an_empty_or_blank_json_name_is_refused(
+    name: str, tmp_path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An empty ``--json`` is not taken for no ``--json``, nor a blank one for a file named by spaces: either way the
+    records of the whole run would not land where meant."""
+    from wavemla.tools import bench
+
+    monkeypatch.chdir(tmp_path)
+    assert bench.run(bench_parser().parse_args(["--json", name])) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("wavemla bench: --json: expected a file name"), err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_json_path_ending_in_a_separator_is_refused(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
     """``results/`` names a directory that does not exist yet: Path drops the separator (its parent exists), but
     open() refuses the name, which would lose the whole run at the end."""

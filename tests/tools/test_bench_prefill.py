@@ -66,6 +66,16 @@ def test_json_path_is_checked_before_the_run(tmp_path, capsys, where):
     assert exit_info.value.code == 2 and "--json" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("name", ["", "  "], ids=["empty", "blank"])
+def test_an_empty_or_blank_json_name_is_refused(tmp_path, capsys, monkeypatch, name):
+    # '' is no directory to name, and blanks would be written as a file named by spaces after every case has run
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        bench_prefill.main(["--json", name, "--cases", "dsv4-h16", "--reps", "3"])
+    assert exit_info.value.code == 2 and "--json: expected a file name" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_case_named_twice_runs_once(tmp_path, monkeypatch):
     ran = []
 

@@ -269,3 +269,13 @@ def test_an_empty_json_name_is_refused(tmp_path: Path, capsys: pytest.CaptureFix
     """``--json ''`` is not taken for no ``--json``: the report would silently not be written."""
     code, _, err = _run(tmp_path, _fixture(), "--json", "", capsys=capsys)
     assert code == 2 and "--json: expected a file name" in err
+
+
+def test_a_blank_json_name_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``--json`` of blanks names no file meant: refused, not written as a file named by spaces."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = _run(tmp_path, _fixture(), "--json", "  ", capsys=capsys)
+    assert code == 2 and "--json: expected a file name" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["race.log"]

@@ -1727,13 +1727,15 @@ def test_cli_an_empty_output_name_is_refused(option: str, capsys: pytest.Capture
     assert f"wavemla trace: error: {option}: expected a file name" in capsys.readouterr().err
 
 
-def test_cli_a_blank_png_name_is_refused(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("option", ["--json", "--png"])
+def test_cli_a_blank_output_name_is_refused(
+    option: str, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A ``--png`` of blanks is refused as ``wavemla plan --png`` refuses it, not written as a file named by spaces."""
+    """A ``--json`` or ``--png`` of blanks is refused as ``wavemla plan --png`` refuses it, not written as a file
+    named by spaces."""
     monkeypatch.chdir(tmp_path)
-    assert run_cli([str(DATA / "graph_decode_bs4.json"), "--no-fit", "--png", "  "]) == 2
-    assert "wavemla trace: error: --png: expected a file name" in capsys.readouterr().err
+    assert run_cli([str(DATA / "graph_decode_bs4.json"), "--no-fit", option, "  "]) == 2
+    assert f"wavemla trace: error: {option}: expected a file name" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
 

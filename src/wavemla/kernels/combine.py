@@ -51,6 +51,15 @@ def wide_block_d(max_pieces: int, d: int = 512) -> int:
     return block_d
 
 
+def _check_block(name: str, value: int, d: int | None = None) -> None:
+    """``value`` (a block extent of the combine kernels: a ``tl.arange`` length) is a positive power of two, dividing
+    the head dim ``d`` where given; else a ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value & (value - 1):
+        raise ValueError(f"{name}: expected a positive power of two, got {value!r}")
+    if d is not None and d % value:
+        raise ValueError(f"{name}: must divide the head dim {d}, got {value}")
+
+
 def _max_pieces_pow2(n_tiles: int, units_per_part: int) -> int:
     """The most pieces a token has with slots of ``units_per_part`` tiles, rounded up to a power of two."""
     return triton.next_power_of_2((n_tiles + units_per_part - 2) // units_per_part + 1)
@@ -180,8 +189,8 @@ def sparse_decode_combine(
     wide = wide_merge(n_tiles, units_per_part)
     if block_d is None:
         block_d = wide_block_d(max_pieces, d) if wide else d
-    if d % block_d:
-        raise ValueError(f"block_d: must divide the head dim {d}, got {block_d}")
+    _check_block("block_d", block_d, d)
+    _check_block("block_h", block_h)
     grid = (b * s_q, triton.cdiv(h, block_h), d // block_d if wide else 1)
     launch.run(
         _sparse_mla_combine_kernel,
@@ -313,9 +322,9 @@ def dense_decode_combine(
     auto_group, auto_block_d = dense_combine_shape(b, o_ws.shape[0] - b)
     group = auto_group if group is None else group
     block_d = auto_block_d if block_d is None else block_d
-    if d % block_d:
-        raise ValueError(f"block_d: must divide the head dim {d}, got {block_d}")
-    if not 1 <= group <= DENSE_COMBINE_MAX_GROUP:
+    _check_block("block_d", block_d, d)
+    _check_block("block_m", block_m)
+    if isinstance(group, bool) or not isinstance(group, int) or not 1 <= group <= DENSE_COMBINE_MAX_GROUP:
         raise ValueError(f"group: pieces per step in 1..{DENSE_COMBINE_MAX_GROUP} (an unrolled loop), got {group}")
     m = s_q * h
     while triton.cdiv(m, block_m) > MAX_GRID_YZ:

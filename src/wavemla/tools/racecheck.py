@@ -355,7 +355,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.limit < 0:
         return fail(f"--limit must be >= 0, got {args.limit}")
-    if args.json == "":  # else taken for no --json: the report would silently not be written
+    if args.json is not None and not args.json.strip():  # "" else taken for no --json, blanks name no file meant
         return fail("--json: expected a file name ('-': stdout), got an empty one")
     try:
         sources = [*package_kernel_sources(), *(Path(s) for s in args.source)]

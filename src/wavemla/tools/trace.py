@@ -1395,10 +1395,10 @@ def run(args: argparse.Namespace) -> int:
         if args.top < 0:
             return fail("--top must be >= 0")
         for option, value in (("--json", args.json), ("--png", args.png)):
-            if value == "":  # else taken for no such option: the file would silently not be written
+            # "" else taken for no such option (the file would silently not be written); as `wavemla plan --png`,
+            # blanks name no file meant
+            if value is not None and not value.strip():
                 return fail(f"{option}: expected a file name, got an empty one")
-        if args.png is not None and not args.png.strip():  # as `wavemla plan --png`: blanks name no file meant
-            return fail("--png: expected a file name, got an empty one")
         spec = StepSpec(marker=args.step_marker, kernel=args.step_kernel, kernels_per_step=args.kernels_per_step)
         inputs = resolve_inputs(args.traces, args.batch)
         scopes = [Scope.parse(text) for text in args.scope]
