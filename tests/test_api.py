@@ -3,6 +3,7 @@ decode passes ``out=output.unsqueeze(1)``) and the metadata's ``have_initialized
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -470,3 +471,98 @@ def test_an_auto_gpu_knob_describes_the_gpu_of_the_call(monkeypatch: pytest.Monk
         assert api._device_spec(torch.device("cuda", 0)) == get_spec("h200")
     with config.override(WAVEMLA_GPU="h100"):
         assert api._device_spec(torch.device("cuda", 0)) == get_spec("h100")  # a preset still stands for every GPU
+
+
+class FailingAllocation:
+    """``torch.empty`` and ``torch.zeros`` as the public calls see them on a GPU short of memory: the ``fail_at``-th
+    allocation made by ``wavemla.api`` (counted from 1) raises torch.OutOfMemoryError, the others allocate."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, fail_at: int) -> None:
+        self.fail_at, self.n = fail_at, 0
+        for name in ("empty", "zeros"):
+            monkeypatch.setattr(torch, name, self.wrap(getattr(torch, name)))
+
+    def wrap(self, make: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+        def allocate(*args: Any, **kwargs: Any) -> torch.Tensor:
+            if sys._getframe(1).f_globals.get("__name__") != "wavemla.api":
+                return make(*args, **kwargs)
+            self.n += 1
+            if self.n == self.fail_at:
+                raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+            return make(*args, **kwargs)
+
+        return allocate
+
+
+@pytest.mark.parametrize("fail_at", [1, 2, 3], ids=["first-alloc", "second-alloc", "third-alloc"])
+@pytest.mark.parametrize("decode", sorted(DECODES))
+def test_a_failed_workspace_allocation_leaves_the_metadata_unplanned(
+    monkeypatch: pytest.MonkeyPatch, decode: str, fail_at: int
+) -> None:
+    """A call that plans a metadata object and then fails to allocate its workspace (out of memory) leaves the object
+    as it found it: unplanned, holding no workspace. It was left holding the plan's key without (all of) the
+    workspace, so a retry of the same shape took it as planned and reached an assertion or gave the kernels None."""
+    make_inputs, call = DECODES[decode]
+    x = make_inputs()
+    want_out, want_lse = call(**x)
+    meta, _ = wavemla.get_mla_metadata()
+    with monkeypatch.context() as m:
+        FailingAllocation(m, fail_at)
+        with pytest.raises(torch.OutOfMemoryError):
+            call(**x, metadata=meta)
+    assert not meta.have_initialized and meta.buffers() == [] and meta.plan is None and meta.dense_plan is None
+    out, lse = call(**x, metadata=meta)  # plans and allocates again
+    assert meta.have_initialized and meta.buffers()
+    assert torch.equal(out, want_out) and torch.equal(lse, want_lse)
+
+
+def test_a_failed_allocation_while_adopting_a_first_call_leaves_the_metadata_unplanned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fresh object that takes the plan of its signature's first call (``api._FIRST_CALLS``) and then fails to
+    allocate its workspace stays unplanned: the next call adopts that plan again, with the whole workspace."""
+    from wavemla import api
+    from wavemla.kernels import launch
+
+    seen: list[torch.Tensor] = []
+    monkeypatch.setattr(launch, "replayable", lambda tensors, scalars: True)  # a GPU call's path, on CPU tensors
+    monkeypatch.setattr(api, "_FIRST_CALLS", launch.ReplayCache(4))
+    q = torch.zeros((1, 1, 4, 512), dtype=torch.float16)
+    tensors = (q, *[None] * 7)
+    scalars = ("sparse", None, None)
+    sig, _ = launch.call_key(tensors, scalars)
+    buffers = (("o_ws", (2, 4, 512), torch.float16), ("lse_ws", (2, 4), torch.float32), ("counts", (4,), torch.int32))
+    first = api._FirstCall(cast(Any, CountsAtLaunch(seen)), ("planned",), buffers=buffers)
+    api._FIRST_CALLS.put(api._first_call_key(sig), first)
+    meta, _ = wavemla.get_mla_metadata()
+    with monkeypatch.context() as m:
+        # the call's out and lse are allocated first (1, 2), then the workspace: its lse_ws (4) fails
+        FailingAllocation(m, 4)
+        with pytest.raises(torch.OutOfMemoryError):
+            api._replayed(meta, tensors, scalars, 512, api._SPARSE_INPUTS, None)
+    assert not meta.have_initialized and meta.buffers() == [] and meta.replays == []
+    assert api._replayed(meta, tensors, scalars, 512, api._SPARSE_INPUTS, None)[2] is not None  # adopted
+    assert meta.key == ("planned",) and [t.shape for t in meta.buffers()] == [(2, 4, 512), (2, 4), (4,)]
+    assert len(seen) == 1
+
+
+def test_replays_are_evicted_least_recently_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A metadata object keeps the launches of its 8 most recently used call signatures: a signature in use stays
+    however long ago it was first recorded. The oldest recorded one was dropped, even when it was the one in use."""
+    from wavemla import api
+
+    monkeypatch.setattr(api, "Replay", lambda rec, inputs, buffers: rec)  # stand-in replays: the recording itself
+    meta, _ = wavemla.get_mla_metadata()
+    recs = [cast(Any, f"replay {i}") for i in range(api._MAX_REPLAYS + 2)]
+    sigs = [(("sig", i),) for i in range(len(recs))]
+    for i in range(api._MAX_REPLAYS):
+        assert meta.keep_replay(sigs[i], recs[i], []) == recs[i]
+    assert meta.replay_for(sigs[0]) == (True, recs[0])  # the first recorded, now the most recently used
+    meta.keep_replay(sigs[8], recs[8], [])  # one over the cap: the least recently used (sigs[1]) goes
+    assert meta.replay_for(sigs[1]) == (False, None)
+    assert meta.replay_for(sigs[0]) == (True, recs[0])
+    assert meta.replay_for(sigs[2]) == (True, recs[2])
+    meta.keep_replay(sigs[9], recs[9], [])  # now sigs[3] is the least recently used
+    assert meta.replay_for(sigs[3]) == (False, None)
+    kept = {k for k, _ in meta.replays}
+    assert kept == {sigs[i] for i in (0, 2, 4, 5, 6, 7, 8, 9)} and len(meta.replays) == api._MAX_REPLAYS

@@ -104,7 +104,8 @@ class MLAMetadata:
     scheduled: bool = False  # dense: the scheduler has run into sched/req (see dense_mla_decode's reuse_schedule)
     # sparse: counts were made under CUDA-graph capture, whose zero fill runs only when the graph replays
     counts_pending: bool = False
-    # the launches of calls made with this metadata, by call signature, replayed by later calls with the same one
+    # the launches of calls made with this metadata, by call signature (most recently used first), replayed by later
+    # calls with the same one
     replays: list[tuple[tuple[Any, ...], Replay | None]] = field(default_factory=list, repr=False)
 
     @property
@@ -134,15 +135,19 @@ class MLAMetadata:
         return [(k, t) for k, t in (*held, *self.dense_o_ws.items()) if t is not None]
 
     def replay_for(self, key: tuple[Any, ...]) -> tuple[bool, Replay | None]:
-        """(whether calls of signature ``key`` were recorded, their replay: None where they cannot be replayed)."""
-        for k, r in self.replays:
+        """(whether calls of signature ``key`` were recorded, their replay: None where they cannot be replayed). A hit
+        moves the signature to the front: :meth:`keep_replay` drops the least recently used."""
+        replays = self.replays
+        for i, (k, r) in enumerate(replays):
             if k == key:
+                if i:
+                    replays.insert(0, replays.pop(i))
                 return True, r
         return False, None
 
     def keep_replay(self, key: tuple[Any, ...], rec: Recording, inputs: list[torch.Tensor | None]) -> Replay | None:
-        """Keep the launches ``rec`` noted for calls of signature ``key``, or that they cannot be replayed (the last
-        8 signatures are kept); returns the replay (None where there is none)."""
+        """Keep the launches ``rec`` noted for calls of signature ``key``, or that they cannot be replayed (the 8 most
+        recently used signatures are kept); returns the replay (None where there is none)."""
         try:
             replay: Replay | None = Replay(rec, inputs, self.buffers())
         except NotReplayable:
@@ -181,11 +186,14 @@ class _FirstCall:
         """Plan the fresh ``meta`` as the first call did (its own workspace, allocated now) and keep, for calls of
         ``call_sig``, the launches bound to that workspace, which it returns."""
         assert self.replay is not None
+        # the whole workspace before the plan: an allocation that fails (out of memory) leaves ``meta`` unplanned
+        made = [
+            (k, (torch.zeros if k in _ZEROED_FIELDS else torch.empty)(shape, dtype=dtype, device=device))
+            for k, shape, dtype in self.buffers
+        ]
         meta.key, meta.plan, meta.dense_plan = self.key, self.plan, self.dense_plan
         meta.split_kernel = self.split_kernel
-        for k, shape, dtype in self.buffers:
-            make = torch.zeros if k in _ZEROED_FIELDS else torch.empty
-            t = make(shape, dtype=dtype, device=device)
+        for k, t in made:
             if isinstance(k, str):
                 setattr(meta, k, t)
             else:
@@ -625,27 +633,32 @@ def sparse_mla_decode(
         meta = metadata if metadata is not None else MLAMetadata()
         fresh = meta.key is None
         if fresh:
-            meta.plan = plan(workload, _device_spec(device))
-            meta.key = key
-            rows = meta.plan.workspace_rows(b * s_q)
-            if rows:
-                # Partials of FP8 rows are stored in fp16 (values are bounded by the fp16-decoded rows; fp16 keeps 11
-                # bits, more than the bf16 output): half the workspace traffic of fp32.
-                ws_dtype = torch.float16 if is_fp8 else torch.float32
-                meta.o_ws = torch.empty((rows, h_q, D_QK), dtype=ws_dtype, device=device)
-                meta.lse_ws = torch.empty((rows, h_q), dtype=torch.float32, device=device)
-                # zero once; the program that merges a token's pieces puts its counter back to zero (one a token and
-                # head block; the warp-specialized kernel counts each of its two math warpgroups apart)
-                meta.counts = torch.zeros(b * s_q * meta.plan.num_head_blocks * 2, dtype=torch.int32, device=device)
-                meta.counts_pending = _capturing(q)
-            p0 = meta.plan
-            n_p = p_scratch_elems(is_fp8, p0.block_h, p0.block_n, p0.num_parts * p0.num_head_blocks, device)
-            if n_p:
-                meta.p_ws = torch.empty(n_p, dtype=torch.float16, device=device)
-            if is_fp8 and q.dtype != torch.float16 and meta.plan.q_scratch:
-                meta.q_ws = torch.empty(
-                    (p0.num_parts * p0.num_head_blocks, p0.config.block_h, D_QK), dtype=torch.float16, device=device
-                )
+            try:
+                meta.plan = plan(workload, _device_spec(device))
+                meta.key = key
+                rows = meta.plan.workspace_rows(b * s_q)
+                if rows:
+                    # Partials of FP8 rows are stored in fp16 (values are bounded by the fp16-decoded rows; fp16 keeps
+                    # 11 bits, more than the bf16 output): half the workspace traffic of fp32.
+                    ws_dtype = torch.float16 if is_fp8 else torch.float32
+                    meta.o_ws = torch.empty((rows, h_q, D_QK), dtype=ws_dtype, device=device)
+                    meta.lse_ws = torch.empty((rows, h_q), dtype=torch.float32, device=device)
+                    # zero once; the program that merges a token's pieces puts its counter back to zero (one a token and
+                    # head block; the warp-specialized kernel counts each of its two math warpgroups apart)
+                    meta.counts = torch.zeros(b * s_q * meta.plan.num_head_blocks * 2, dtype=torch.int32, device=device)
+                    meta.counts_pending = _capturing(q)
+                p0 = meta.plan
+                n_p = p_scratch_elems(is_fp8, p0.block_h, p0.block_n, p0.num_parts * p0.num_head_blocks, device)
+                if n_p:
+                    meta.p_ws = torch.empty(n_p, dtype=torch.float16, device=device)
+                if is_fp8 and q.dtype != torch.float16 and meta.plan.q_scratch:
+                    meta.q_ws = torch.empty(
+                        (p0.num_parts * p0.num_head_blocks, p0.config.block_h, D_QK), dtype=torch.float16, device=device
+                    )
+            except BaseException:
+                # planned but not all allocated (out of memory): unplanned again, so a retry plans and allocates
+                meta.have_initialized = False
+                raise
         elif meta.key != key:
             raise ValueError(
                 f"metadata (tile_scheduler_metadata): planned for {meta.key}, called with {key}; "
@@ -1080,18 +1093,23 @@ def dense_mla_decode(
         meta = metadata if metadata is not None else MLAMetadata()
         fresh = meta.key is None
         if fresh:
-            planned = plan_dense(workload, _device_spec(device))
-            meta.dense_plan = planned
-            meta.key = key
-            rows = planned.workspace_rows(b)
-            meta.lse_ws = torch.empty((rows, s_q * h_q), dtype=torch.float32, device=device)
-            meta.sched = torch.empty((planned.num_parts, 4), dtype=torch.int32, device=device)
-            meta.req = torch.empty((max(b, 1), 4), dtype=torch.int32, device=device)
-            c = planned.config
-            programs = planned.num_parts * -(-s_q * h_q // c.block_h)
-            n_p = dense_p_scratch_elems(is_fp8, c.block_h, c.block_n, q.dtype, programs, device)
-            p_dtype = torch.float16 if is_fp8 else q.dtype  # the split kernel's compute dtype
-            meta.p_ws = torch.empty(n_p, dtype=p_dtype, device=device) if n_p else None
+            try:
+                planned = plan_dense(workload, _device_spec(device))
+                meta.dense_plan = planned
+                meta.key = key
+                rows = planned.workspace_rows(b)
+                meta.lse_ws = torch.empty((rows, s_q * h_q), dtype=torch.float32, device=device)
+                meta.sched = torch.empty((planned.num_parts, 4), dtype=torch.int32, device=device)
+                meta.req = torch.empty((max(b, 1), 4), dtype=torch.int32, device=device)
+                c = planned.config
+                programs = planned.num_parts * -(-s_q * h_q // c.block_h)
+                n_p = dense_p_scratch_elems(is_fp8, c.block_h, c.block_n, q.dtype, programs, device)
+                p_dtype = torch.float16 if is_fp8 else q.dtype  # the split kernel's compute dtype
+                meta.p_ws = torch.empty(n_p, dtype=p_dtype, device=device) if n_p else None
+            except BaseException:
+                # planned but not all allocated (out of memory): unplanned again, so a retry plans and allocates
+                meta.have_initialized = False
+                raise
         elif meta.key != key:
             raise ValueError(
                 f"metadata (tile_scheduler_metadata): planned for {meta.key}, called with {key}; "
