@@ -425,21 +425,32 @@ class CountsAtLaunch:
         self.seen.append(self.keep[0].clone())
 
 
-def test_replayed_calls_zero_counters_made_under_capture(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The replay path keeps the same rule: a fresh object that adopts the first call of its signature under capture
-    gets counters whose zero fill runs when the graph replays; its next uncaptured replay zeroes them first."""
+def _stored_first_call(
+    monkeypatch: pytest.MonkeyPatch, seen: list[torch.Tensor], buffers: tuple[tuple[str, tuple[int, ...], Any], ...]
+) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """A sparse call's tensors and scalars (CPU tensors on a GPU call's path) whose signature has a stored first
+    call (``api._FIRST_CALLS``) with a stand-in replay that notes the counters at each launch into ``seen``."""
     from wavemla import api
     from wavemla.kernels import launch
 
-    seen: list[torch.Tensor] = []
-    monkeypatch.setattr(launch, "replayable", lambda tensors, scalars: True)  # a GPU call's path, on CPU tensors
+    monkeypatch.setattr(launch, "replayable", lambda tensors, scalars: True)
     monkeypatch.setattr(api, "_FIRST_CALLS", launch.ReplayCache(4))
     q = torch.zeros((1, 1, 4, 512), dtype=torch.float16)
     tensors = (q, *[None] * 7)
     scalars = ("sparse", None, None)
     sig, _ = launch.call_key(tensors, scalars)
-    first = api._FirstCall(cast(Any, CountsAtLaunch(seen)), ("planned",), buffers=(("counts", (4,), torch.int32),))
+    first = api._FirstCall(cast(Any, CountsAtLaunch(seen)), ("planned",), buffers=buffers)
     api._FIRST_CALLS.put(api._first_call_key(sig), first)
+    return tensors, scalars
+
+
+def test_replayed_calls_zero_counters_made_under_capture(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replay path keeps the same rule: a fresh object that adopts the first call of its signature under capture
+    gets counters whose zero fill runs when the graph replays; its next uncaptured replay zeroes them first."""
+    from wavemla import api
+
+    seen: list[torch.Tensor] = []
+    tensors, scalars = _stored_first_call(monkeypatch, seen, (("counts", (4,), torch.int32),))
     meta, _ = wavemla.get_mla_metadata()
     monkeypatch.setattr(api, "_capturing", lambda t: True)
     assert api._replayed(meta, tensors, scalars, 512, api._SPARSE_INPUTS, None)[2] is not None  # adopted
@@ -522,18 +533,10 @@ def test_a_failed_allocation_while_adopting_a_first_call_leaves_the_metadata_unp
     """A fresh object that takes the plan of its signature's first call (``api._FIRST_CALLS``) and then fails to
     allocate its workspace stays unplanned: the next call adopts that plan again, with the whole workspace."""
     from wavemla import api
-    from wavemla.kernels import launch
 
     seen: list[torch.Tensor] = []
-    monkeypatch.setattr(launch, "replayable", lambda tensors, scalars: True)  # a GPU call's path, on CPU tensors
-    monkeypatch.setattr(api, "_FIRST_CALLS", launch.ReplayCache(4))
-    q = torch.zeros((1, 1, 4, 512), dtype=torch.float16)
-    tensors = (q, *[None] * 7)
-    scalars = ("sparse", None, None)
-    sig, _ = launch.call_key(tensors, scalars)
     buffers = (("o_ws", (2, 4, 512), torch.float16), ("lse_ws", (2, 4), torch.float32), ("counts", (4,), torch.int32))
-    first = api._FirstCall(cast(Any, CountsAtLaunch(seen)), ("planned",), buffers=buffers)
-    api._FIRST_CALLS.put(api._first_call_key(sig), first)
+    tensors, scalars = _stored_first_call(monkeypatch, seen, buffers)
     meta, _ = wavemla.get_mla_metadata()
     with monkeypatch.context() as m:
         # the call's out and lse are allocated first (1, 2), then the workspace: its lse_ws (4) fails
