@@ -8,7 +8,7 @@
 # for a lane split over n calls. TEST_PATHS (paths separated by blanks or newlines) runs those instead of tests/;
 # SKIP_TESTS=1, SKIP_STRESS=1, SKIP_BENCH=1 leave steps out.
 # PORTABLE_ARCHS="sm80 sm120" also runs the kernel tests (TEST_PATHS instead, where given) and the demo along those
-# architectures' code paths (benchmarks/portable_gpu.sh: portable-<arch>.log).
+# architectures' code paths (benchmarks/portable_gpu.sh: portable-<arch>.log); a failure there fails the lane.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-lane-out}
 mkdir -p "$OUT"
@@ -75,6 +75,9 @@ fi
 
 if [ -n "${PORTABLE_ARCHS:-}" ]; then  # e.g. "sm80 sm120": the kernel tests (or TEST_PATHS) and demo along those paths
   OUT="$OUT" ARCHS="$PORTABLE_ARCHS" bash benchmarks/portable_gpu.sh "$LABEL" 2>&1 | tail -40
+  PORTABLE_RC=${PIPESTATUS[0]}
+  echo "portable exit: $PORTABLE_RC" | tee -a "$OUT/tests.log"
+  [ "$TESTS_RC" = 0 ] && TESTS_RC=$PORTABLE_RC
 fi
 
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
@@ -84,4 +87,5 @@ echo "== summary =="
 grep -E "passed|failed|error" "$OUT/tests.log" 2>/dev/null | tail -3
 for f in "$OUT"/portable-sm*.log; do [ -e "$f" ] && echo "$(basename "$f"): $(grep -E "passed|failed" "$f" | tail -1)"; done
 grep -E "ceilings" "$OUT/bench.log" 2>/dev/null || true
-exit "$TESTS_RC"  # the tests' status, then the stress tests' (non-zero when any failed or none were collected)
+exit "$TESTS_RC"  # the tests' status, then the stress tests', then the portable run's (non-zero when any failed or
+# none were collected)

@@ -55,3 +55,17 @@ def test_portable_lane_passes_test_paths_as_the_gpu_lane_does(tmp_path: Path) ->
     log = (out / "portable-sm80.log").read_text()
     paths = "<tests/kernels/test_a.py> <tests/kernels/test_b.py> <tests/test_*.py>"
     assert f"python3 <-m> <pytest> {paths} <-q>" in log, log
+
+
+@pytest.mark.parametrize(("pytest_status", "want"), [(0, 0), (3, 1)], ids=["passing", "failing"])
+def test_the_portable_lane_exits_with_its_steps_status(tmp_path: Path, pytest_status: int, want: int) -> None:
+    """portable_gpu.sh exits 1 when a step failed on any architecture, 0 when every step passed."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(f'#!/bin/sh\ncase "$*" in *pytest*) exit {pytest_status} ;; esac\nexit 0\n')
+    (bin_dir / "python3").chmod(0o755)
+    env = os.environ | {"OUT": str(tmp_path / "out"), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+                        "ARCHS": "sm80 sm120"}  # fmt: skip
+    done = subprocess.run(["bash", "benchmarks/portable_gpu.sh"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == want, done.stdout + done.stderr

@@ -88,3 +88,22 @@ def test_test_paths_on_several_lines_all_run(tmp_path: Path) -> None:
     rc, log = run_lane(tmp_path, files, "test_one.py\ntest_two.py test_three.py\n")
     assert rc == 0, log
     assert all(passed(log, f"{name}::test_passes") for name in files), log
+
+
+def test_a_failing_portable_run_fails_the_lane(tmp_path: Path) -> None:
+    """With PORTABLE_ARCHS, the portable run's status counts: a stand-in ``python3`` whose pytest runs fail makes the
+    lane exit non-zero although its own tests passed."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text('#!/bin/sh\ncase "$*" in *pytest*) exit 3 ;; esac\nexit 0\n')
+    (bin_dir / "python3").chmod(0o755)
+    (tmp_path / "test_one.py").write_text(PASS)
+    (tmp_path / "benchmarks").symlink_to(LANE.parent)  # the lane runs its scripts from the repository root
+    env = os.environ | {"OUT": str(tmp_path / "out"), "TEST_PATHS": "test_one.py", "SKIP_BENCH": "1",
+                        "SKIP_STRESS": "1", "PYTHON": sys.executable, "LANE_WORKERS": "1", "PORTABLE_ARCHS": "sm80",
+                        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
+    done = subprocess.run(["bash", str(LANE), "label"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    log = (tmp_path / "out" / "tests.log").read_text()
+    assert "tests exit: 0" in log and "portable exit: 1" in log, log
+    assert done.returncode == 1, done.stdout + done.stderr
