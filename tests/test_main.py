@@ -79,3 +79,15 @@ def test_output_file_problem_finds_a_directory_no_file_can_be_made_in(tmp_path: 
     assert output_file_problem("--json", str(fresh)) is None and not fresh.exists()
     assert output_file_problem("--json", str(kept)) is None and kept.read_text() == "keep"
     assert output_file_problem("--json", "/dev/null") is None
+
+
+@pytest.mark.parametrize("name", ["", "  ", "\t"])
+def test_output_file_problem_refuses_names_of_no_file(name: str) -> None:
+    """An empty or blank name names no file: every tool that checks its output file refuses it, naming the option
+    (bench_indexer's OUT.json among them), and png_format gives matplotlib's suffix rule."""
+    from wavemla.cli import blank_file_name, output_file_problem, png_format
+
+    assert output_file_problem("OUT.json", name) == "OUT.json: expected a file name, got an empty one"
+    assert blank_file_name("--png", name) == "--png: expected a file name, got an empty one"
+    assert blank_file_name("--png", None) is None and blank_file_name("--png", "a.png") is None
+    assert png_format("plot") == "png" and png_format("..png") == "png" and png_format("plot.svg") is None

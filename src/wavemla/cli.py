@@ -42,12 +42,31 @@ def summary(doc: str | None, fallback: str = "") -> str:
     return " ".join((doc or fallback).strip().split("\n\n")[0].split())
 
 
+def blank_file_name(option: str, name: str | None) -> str | None:
+    """Why ``name``, given to ``option``, names no file (empty, or blanks only), or None (also for an option left
+    out): an empty value would be taken for no option and a blank one written as a file named by spaces."""
+    if name is not None and not name.strip():
+        return f"{option}: expected a file name, got an empty one"
+    return None
+
+
+def png_format(name: str) -> str | None:
+    """The ``format`` for matplotlib's ``savefig(name)``: None where ``name`` has a suffix (as matplotlib reads it,
+    ``os.path.splitext``: ``"..png"`` has none), else ``"png"`` (matplotlib would write ``NAME.png``)."""
+    import os
+
+    return None if os.path.splitext(name)[1][1:] else "png"
+
+
 def output_file_problem(option: str, path: str) -> str | None:
     """Why a tool that writes ``path`` only after its run could not write it there (naming ``option``), or None:
     checked before the run, so that a long GPU run is not lost to a mistyped path."""
     import os
     from pathlib import Path
 
+    blank = blank_file_name(option, path)
+    if blank is not None:
+        return blank
     target = Path(path)
     if target.is_dir():
         return f"{option}: {path!r} is a directory; name the file to write"

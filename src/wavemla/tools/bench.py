@@ -684,13 +684,7 @@ def run(args: argparse.Namespace) -> int:
 
     from wavemla.cli import output_file_problem
 
-    problem = refusal(args)
-    if not problem and args.json is not None:  # "" was taken for no --json, blanks name no file meant
-        problem = (
-            "--json: expected a file name, got an empty one"
-            if not args.json.strip()
-            else output_file_problem("--json", args.json)
-        )
+    problem = refusal(args) or (None if args.json is None else output_file_problem("--json", args.json))
     if problem:
         print(f"wavemla bench: {problem}", file=sys.stderr)
         return 2

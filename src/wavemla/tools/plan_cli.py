@@ -32,13 +32,13 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
 import re
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+from wavemla.cli import blank_file_name, png_format
 from wavemla.device import KIB, PRESETS, DeviceSpec, current_spec, get_spec
 from wavemla.plan import tiles_label
 
@@ -366,8 +366,7 @@ def render_png(
     ax.legend()
     fig.tight_layout()
     try:
-        # a name without a suffix: matplotlib would write NAME.png (a directory's name too); write NAME as PNG
-        fig.savefig(path, dpi=120, format=None if os.path.splitext(path)[1][1:] else "png")
+        fig.savefig(path, dpi=120, format=png_format(path))
     except (OSError, ValueError) as exc:  # a missing directory, no permission, a format matplotlib cannot write
         raise ValueError(f"--png: {exc}") from None
 
@@ -476,8 +475,9 @@ def run(args: argparse.Namespace) -> int:
                 raise ValueError(
                     f"{name}: not an option of --mode {mode} (it is one of --mode {', '.join(owners[name])})"
                 )
-        if args.png is not None and not args.png.strip():
-            raise ValueError("--png: expected a file name, got an empty one")
+        blank = blank_file_name("--png", args.png)
+        if blank is not None:
+            raise ValueError(blank)
         device = resolve_gpu(args.gpu)
         make: Callable[..., list[dict[str, Any]]]
         batches = list(DEFAULT_BATCHES if args.batch is None else args.batch)

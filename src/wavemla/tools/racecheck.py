@@ -355,8 +355,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.limit < 0:
         return fail(f"--limit must be >= 0, got {args.limit}")
-    if args.json is not None and not args.json.strip():  # "" else taken for no --json, blanks name no file meant
-        return fail("--json: expected a file name ('-': stdout), got an empty one")
+    from wavemla.cli import blank_file_name
+
+    blank = blank_file_name("--json", args.json)
+    if blank is not None:
+        return fail(blank)
     try:
         sources = [*package_kernel_sources(), *(Path(s) for s in args.source)]
         sites = kernel_sites(sources)

@@ -28,7 +28,6 @@ import contextlib
 import gzip
 import json
 import math
-import os
 import re
 import sys
 import zlib
@@ -1296,11 +1295,10 @@ def plot_report(report: TraceReport, path: Path | str) -> None:
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-    name = str(path)
+    from wavemla.cli import png_format
+
     try:
-        # a name without a suffix: matplotlib would write NAME.png (a directory's name too); write NAME as PNG.
-        # The suffix as matplotlib reads it (os.path.splitext: "..png" has none), not Path.suffix ("png").
-        fig.savefig(name, dpi=110, format=None if os.path.splitext(name)[1][1:] else "png")
+        fig.savefig(str(path), dpi=110, format=png_format(str(path)))
     except OSError as e:
         raise ValueError(f"--png {path}: cannot write: {e.strerror}") from None
     except ValueError as e:  # a suffix naming a format matplotlib cannot write
@@ -1394,11 +1392,11 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if args.top < 0:
             return fail("--top must be >= 0")
-        for option, value in (("--json", args.json), ("--png", args.png)):
-            # "" else taken for no such option (the file would silently not be written); as `wavemla plan --png`,
-            # blanks name no file meant
-            if value is not None and not value.strip():
-                return fail(f"{option}: expected a file name, got an empty one")
+        from wavemla.cli import blank_file_name
+
+        blank = blank_file_name("--json", args.json) or blank_file_name("--png", args.png)
+        if blank is not None:
+            return fail(blank)
         spec = StepSpec(marker=args.step_marker, kernel=args.step_kernel, kernels_per_step=args.kernels_per_step)
         inputs = resolve_inputs(args.traces, args.batch)
         scopes = [Scope.parse(text) for text in args.scope]
