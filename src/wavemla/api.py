@@ -55,7 +55,6 @@ import functools
 import inspect
 import math
 import numbers
-import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -400,14 +399,13 @@ def _device_spec(device: torch.device) -> Any:
     """The planner's view of the GPU behind ``device`` (queried once per device; ``WAVEMLA_GPU=auto`` queries it as
     when the knob is unset). CPU tensors run through Triton's interpreter; they are planned for the ``WAVEMLA_GPU``
     preset, or an H200 when none is set."""
-    from wavemla.device import DeviceSpec, current_spec, get_spec
+    from wavemla.device import DeviceSpec, current_spec, get_spec, is_auto
 
     name = config.get("WAVEMLA_GPU")
     key = f"{device}|{name}"
     if key not in _SPECS:
-        # "auto" (as get_spec reads names) is the GPU torch sees: this device's, not the current one's
-        auto = name is not None and re.sub(r"[^a-z0-9]", "", name.lower()) == "auto"
-        if name and not (auto and device.type == "cuda"):
+        # "auto" is the GPU torch sees: this device's, not the current one's
+        if name and not (is_auto(name) and device.type == "cuda"):
             _SPECS[key] = current_spec()  # a preset's error names WAVEMLA_GPU
         elif device.type == "cuda":
             _SPECS[key] = DeviceSpec.from_torch(device)  # this GPU's, not the current one's: kept under its key

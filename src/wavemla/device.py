@@ -517,6 +517,12 @@ def _normalize(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
+def is_auto(name: str) -> bool:
+    """Whether ``name`` asks :func:`get_spec` for the GPU torch sees (``auto``, spelt in any case, spaces, dashes and
+    underscores ignored)."""
+    return _normalize(name) == "auto"
+
+
 _BY_KEY: dict[str, str] = {_normalize(n): n for n in PRESETS} | _ALIASES
 
 
@@ -525,9 +531,9 @@ def get_spec(name_or_auto: str) -> DeviceSpec:
     ``rtx6000pro``, ``gb10``, ``spark``), or ``"auto"`` for :meth:`DeviceSpec.from_torch`. Unknown names raise
     ValueError.
     """
-    key = _normalize(name_or_auto)
-    if key == "auto":
+    if is_auto(name_or_auto):
         return DeviceSpec.from_torch()
+    key = _normalize(name_or_auto)
     if key not in _BY_KEY:
         raise ValueError(
             f"unknown GPU preset {name_or_auto!r}; presets: {', '.join(PRESETS)} (or 'auto' to query the GPU)"

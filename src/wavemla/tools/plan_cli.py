@@ -32,14 +32,13 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
 from wavemla.cli import blank_file_name, png_format
-from wavemla.device import KIB, PRESETS, DeviceSpec, current_spec, get_spec
+from wavemla.device import KIB, PRESETS, DeviceSpec, current_spec, get_spec, is_auto
 from wavemla.plan import tiles_label
 
 # Compressed index width per layer kind (DeepSeek-V4: CSA 512 and HCA 1024 as in FlashMLA's MODEL1 benchmark).
@@ -55,7 +54,7 @@ DEFAULT_BATCHES = [1, 8, 32, 48, 64, 80, 96, 128, 256]
 
 def resolve_gpu(name: str) -> DeviceSpec:
     """A preset by name, or ``auto``: the ``WAVEMLA_GPU`` preset, else the CUDA device torch sees."""
-    if re.sub(r"[^a-z0-9]", "", name.lower()) == "auto":  # spelt as get_spec reads names
+    if is_auto(name):
         try:
             return current_spec()
         except (RuntimeError, ValueError) as exc:  # no CUDA device, one older than sm_80, a bad WAVEMLA_GPU
