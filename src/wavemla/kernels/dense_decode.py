@@ -352,7 +352,8 @@ def _decode_fp8(b_x, b_s, b_r, BLOCK_N: tl.constexpr):
     """Raw V3.2 tile -> (latent ``[BLOCK_N, 512]``, rope ``[BLOCK_N, 64]``) fp16. e4m3 bits placed in an fp16 word
     are the value x 2^-8 (exact); each 128-wide tile meets its scale x 2^8, rounded once to fp16, by broadcast.
     (The hardware conversion instead measured 10-11% slower in these register-prefetched tiles on the H200.) The NaN
-    codes read as ±480 here (NaN-exact decoding measured 2-3% slower on an H100)."""
+    codes read as ±480 here: NaN-exact decoding measured 2-3% slower on an H100
+    (benchmarks/results/2026-12-07-h100-dense-fp8-nan-{exact,before}-c8f30b6.json)."""
     b_kv3 = e4m3_times_256_inv_f16(b_x, False) * (b_s * 256.0).to(tl.float16)[:, :, None]
     return tl.reshape(b_kv3, (BLOCK_N, _D_V)), b_r.to(tl.float16)
 
