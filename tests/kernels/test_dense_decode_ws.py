@@ -106,3 +106,36 @@ def test_triton_version_gate(monkeypatch):
     for version, ok in (("3.5.1", False), ("3.6.0", True), ("3.9.0", True), ("4.0.0", True), ("2.3.1", False)):
         monkeypatch.setattr(ws.triton, "__version__", version)
         assert ws._triton_at_least(3, 6) is ok, version
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cut", [False, True], ids=["whole", "cut"])
+@pytest.mark.parametrize("poison", ["row", "q"])
+def test_gpu_nan_input_gives_nan_output_and_lse(poison, cut):
+    """A NaN score (a NaN in q, or in a key a request reads) stays NaN in out and lse, as in the reference, in the
+    warp-specialized kernel's finished requests and in its cut requests' partials merged by the combine."""
+    from wavemla import dense_mla_decode, get_mla_metadata
+    from wavemla.device import device_arch
+    from wavemla.reference import dense_decode_ref
+    from wavemla.testing import TOLERANCES, assert_close, dense_out_tolerance, make_dense_decode_inputs
+
+    if not torch.cuda.is_available() or device_arch("cuda") != 90 or not ws.HAVE_GLUON:
+        pytest.skip("the warp-specialized kernel runs on sm_90 with Gluon")
+    inputs = make_dense_decode_inputs(lengths=[700, 333, 64], h_q=64, page=64, device="cuda", seed=34)
+    if poison == "q":
+        inputs["q"][0, 0, 3, 7] = float("nan")
+    else:
+        inputs["k_cache"][int(inputs["block_table"][0, 2]), 5, 0, 100] = float("nan")  # key 133 of request 0
+    ref_out, ref_lse = dense_decode_ref(**inputs)
+    nan_out, nan_lse = torch.isnan(ref_out).cuda(), torch.isnan(ref_lse).cuda()
+    assert bool(nan_lse.any()) and not bool(nan_lse.all())
+    meta, _ = get_mla_metadata()
+    tiles = dict(WAVEMLA_BLOCK_H=64, WAVEMLA_BLOCK_N=64, WAVEMLA_DENSE_ALIGN="off")
+    with config.override(**tiles, WAVEMLA_TARGET_CTAS=24 if cut else 1):
+        out, lse = dense_mla_decode(**inputs, metadata=meta)
+    assert "_dense_mla_decode_ws_kernel" in meta.split_kernel.name
+    assert meta.req is not None and (int(meta.req[0, 1]) > int(meta.req[0, 0])) == cut, meta.req
+    assert torch.equal(torch.isnan(out), nan_out) and torch.equal(torch.isnan(lse), nan_lse)
+    tol = dense_out_tolerance(inputs["k_cache"], "gpu")
+    assert_close("out", out[~nan_out].double(), ref_out.cuda()[~nan_out], tol)
+    assert_close("lse", lse[~nan_lse], ref_lse.cuda()[~nan_lse], TOLERANCES[("lse", "gpu")])

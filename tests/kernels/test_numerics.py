@@ -1,5 +1,7 @@
 """Numeric robustness: large magnitudes, all-equal scores, infinite sinks, a single valid row, and the FP8 range
-limit of the fp16 compute path. No NaN or Inf where the reference has none.
+limit of the fp16 compute path. No NaN or Inf where the reference has none; NaN in q or in an attended row gives NaN
+in out and lse on every split and merge path, as in the reference (docs/reliability.md, "NaN and Inf that a query
+reads").
 
 Magnitudes stay inside what each format holds: fp16 rows and q up to 1e4 (fp16 max 65504); FP8 MODEL1 rows up to
 1e4 (UE8M0 tile scale 2^5). Outputs of a large-magnitude case are compared after dividing both sides by the
@@ -272,3 +274,88 @@ def test_gpu_bf16_q_beyond_fp16_with_fp8_cache() -> None:
     out, lse, ref_out, ref_lse = run_both(inputs)
     assert torch.isfinite(ref_out).all()
     assert_matches(out, lse, ref_out, ref_lse)
+
+
+# ---------------------------------------------------------------------------------------------- NaN in the inputs
+# A NaN score (NaN in q, or in a row a query attends) makes the softmax sum NaN. Every path must keep it NaN, as the
+# reference does, in the output and in lse: read as "nothing seen" it became out 0 / lse +inf (a token held by one
+# program) or dropped its piece from the merge (a finite lse of the other pieces, for a cut token).
+NAN_SPARSE_PATHS = [
+    pytest.param(dict(WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_SPLITS=1), id="whole"),
+    pytest.param(dict(WAVEMLA_BLOCK_N=16, WAVEMLA_NUM_SPLITS=3), id="combine-loop"),
+    pytest.param(dict(WAVEMLA_BLOCK_N=16, WAVEMLA_NUM_SPLITS=16), id="combine-wide"),
+    pytest.param(dict(WAVEMLA_BLOCK_N=64, WAVEMLA_NUM_SPLITS=2), id="kernel-pair"),
+    pytest.param(dict(WAVEMLA_BLOCK_N=64, WAVEMLA_NUM_SPLITS=4), id="kernel-merge"),
+]
+
+
+def _nan_case(poison: str) -> tuple[dict[str, Any], tuple[int, ...]]:
+    """Rows of 256 valid entries a token (16 tiles of 16 rows, 4 of 64) and one poisoned input; returns the inputs
+    and the (b, s, h) prefix of the outputs it reaches: "row" (NaN in a row token (0, 0) attends: every head),
+    "q" (NaN in head 3 of token (0, 0)) or "inf-row" (+inf in a row token (0, 0) attends)."""
+    inputs = make(fp8=False, blocks=16, topk=256, seed=9)
+    slot = int(inputs["indices"][0, 0, 100])
+    inputs["indices"][1:, :][inputs["indices"][1:, :] == slot] = (slot + 1) % 256  # request 1 never reads it
+    if poison == "q":
+        inputs["q"][0, 0, 3, 7] = float("nan")
+        return inputs, (0, 0, 3)
+    inputs["kv_cache"].view(-1, 512)[slot, 200] = float("nan") if poison == "row" else float("inf")
+    return inputs, (0, 0)
+
+
+@pytest.mark.parametrize("knobs", NAN_SPARSE_PATHS)
+@pytest.mark.parametrize("poison", ["row", "q"])
+def test_nan_input_gives_nan_output_and_lse(poison: str, knobs: dict[str, int]) -> None:
+    inputs, hit = _nan_case(poison)
+    with config.override(WAVEMLA_BLOCK_H=16, WAVEMLA_NUM_WARPS=4, WAVEMLA_NUM_STAGES=1, **knobs):
+        out, lse, ref_out, ref_lse = run_both(inputs)
+    assert torch.isnan(ref_out[hit]).all() and int(torch.isnan(ref_out).sum()) == ref_out[hit].numel()
+    assert_matches(out, lse, ref_out, ref_lse)  # NaN exactly where the reference has it, out and lse
+
+
+@pytest.mark.parametrize("knobs", NAN_SPARSE_PATHS)
+def test_inf_in_an_attended_row_gives_a_non_finite_lse(knobs: dict[str, int]) -> None:
+    """+inf in a row: heads whose score is +inf get NaN outputs and lse NaN (the reference's lse is +inf: inf - inf
+    in the online softmax is NaN); heads whose score is -inf get that row weight 0 and a NaN in its column (0·inf),
+    with a finite lse, as in the reference. Never a finite lse where the reference's is infinite."""
+    inputs, _ = _nan_case("inf-row")
+    with config.override(WAVEMLA_BLOCK_H=16, WAVEMLA_NUM_WARPS=4, WAVEMLA_NUM_STAGES=1, **knobs):
+        out, lse, ref_out, ref_lse = run_both(inputs)
+    ref_lse = ref_lse.to(lse.device)
+    plus = torch.isposinf(ref_lse)
+    assert bool(plus[0, :, 0].any()) and not bool(plus[0, :, 0].all())  # both kinds of heads
+    assert torch.isnan(lse[plus]).all(), lse[plus]
+    assert_close("lse", lse[~plus], ref_lse[~plus], TOLERANCES[("lse", LANE)])
+    assert_close("out", out.double(), ref_out.to(out.device), TOLERANCES[("out", LANE)])
+
+
+@pytest.mark.parametrize(
+    ("knobs", "cut"),
+    [
+        pytest.param(dict(WAVEMLA_NUM_STAGES=1, WAVEMLA_TARGET_CTAS=1), False, id="whole"),
+        pytest.param(dict(WAVEMLA_NUM_STAGES=3, WAVEMLA_TARGET_CTAS=1), False, id="whole-staged"),
+        pytest.param(dict(WAVEMLA_NUM_STAGES=1, WAVEMLA_TARGET_CTAS=8, WAVEMLA_DENSE_ALIGN="off"), True, id="cut"),
+    ],
+)
+@pytest.mark.parametrize("poison", ["row", "q"])
+def test_dense_nan_input_gives_nan_output_and_lse(poison: str, knobs: dict[str, Any], cut: bool) -> None:
+    """The dense decode, whole requests and requests cut between programs (merged by the combine kernel)."""
+    from wavemla import dense_mla_decode, get_mla_metadata
+    from wavemla.reference import dense_decode_ref
+    from wavemla.testing import dense_out_tolerance, make_dense_decode_inputs
+
+    inputs = make_dense_decode_inputs(lengths=[40, 33], h_q=16, page=16, dtype=DTYPE, device=DEVICE, seed=33)
+    if poison == "q":
+        inputs["q"][0, 0, 3, 7] = float("nan")
+        hit: tuple[int, ...] = (0, 0, 3)
+    else:
+        inputs["k_cache"][int(inputs["block_table"][0, 1]), 5, 0, 100] = float("nan")  # key 21 of request 0
+        hit = (0,)
+    meta, _ = get_mla_metadata()
+    with config.override(WAVEMLA_BLOCK_H=16, WAVEMLA_BLOCK_N=32, WAVEMLA_NUM_WARPS=4, **knobs):
+        out, lse = dense_mla_decode(**inputs, metadata=meta)
+    assert meta.req is not None and (int(meta.req[0, 1]) > int(meta.req[0, 0])) == cut, meta.req
+    ref_out, ref_lse = dense_decode_ref(**inputs)
+    assert torch.isnan(ref_out[hit]).all() and int(torch.isnan(ref_out).sum()) == ref_out[hit].numel()
+    assert_close("out", out, ref_out, dense_out_tolerance(inputs["k_cache"], LANE))
+    assert_close("lse", lse, ref_lse, TOLERANCES[("lse", LANE)])

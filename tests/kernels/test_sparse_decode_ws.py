@@ -310,3 +310,51 @@ def test_launcher_rejects_outputs_wider_than_its_boxes():
         ws.sparse_decode_split_ws(**dict(args, out=torch.empty(3, 1, 64, 512)))
     with pytest.raises(ValueError, match=r"o_ws: expected a contiguous fp16 \[slots, 64, 512\] .* got torch\.float32"):
         ws.sparse_decode_split_ws(**dict(args, o_ws=torch.empty(6, 64, 512)))
+
+
+def _poison_rope(kv_cache: torch.Tensor, slot: int) -> None:
+    """A NaN in the first rope value (bf16, bytes 448-449 of the token's 576 in its page) of cache slot ``slot``."""
+    page = kv_cache.shape[1]
+    flat = torch.empty(0, dtype=torch.uint8, device=kv_cache.device).set_(kv_cache.untyped_storage())
+    at = kv_cache.storage_offset() + (slot // page) * kv_cache.stride(0) + (slot % page) * 576 + 448
+    flat[at : at + 2] = torch.tensor([0xC0, 0x7F], dtype=torch.uint8, device=kv_cache.device)  # 0x7FC0: NaN
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("batch", "knobs"),
+    [
+        pytest.param(140, {}, id="whole-tokens"),
+        pytest.param(8, {"WAVEMLA_NUM_SPLITS": 3, "WAVEMLA_SPARSE_WS_MERGE": "off"}, id="combine"),
+        pytest.param(8, {"WAVEMLA_NUM_SPLITS": 3, **MERGE_ON}, id="merged-in-kernel"),
+    ],
+)
+@pytest.mark.parametrize("poison", ["row", "q"])
+def test_gpu_nan_input_gives_nan_output_and_lse(batch, knobs, poison):
+    """A NaN score (a NaN in q, or in a row a token attends) stays NaN in out and lse, as in the reference, on every
+    path of the warp-specialized kernel: a whole token, pieces merged by the combine, pieces merged in the kernel."""
+    from wavemla.device import device_arch
+
+    if device_arch(DEVICE) != 90 or not ws.HAVE_GLUON:
+        pytest.skip("the warp-specialized kernel runs on sm_90 with Gluon")
+    inputs = make_sparse_decode_inputs(batch=batch, h_q=64, **CSA, fp8=True, dtype=torch.bfloat16, device="cuda",
+                                       seed=9)  # fmt: skip
+    kwargs = {k: v for k, v in inputs.items() if v is not None}
+    if poison == "q":
+        kwargs["q"][0, 0, 3, 7] = float("nan")
+    else:
+        slot = int(kwargs["indices"][0, 0, 5])
+        others = kwargs["indices"][1:]
+        others[others == slot] = (slot + 1) % (kwargs["kv_cache"].shape[0] * kwargs["kv_cache"].shape[1])
+        _poison_rope(kwargs["kv_cache"], slot)
+    keys = ("topk_length", "extra_kv_cache", "extra_indices", "extra_topk_length", "attn_sink")
+    ref_out, ref_lse = sparse_decode_ref(kwargs["q"], kwargs["kv_cache"], kwargs["indices"],
+                                         **{k: kwargs.get(k) for k in keys})  # fmt: skip
+    nan_out = torch.isnan(ref_out.to(DEVICE))
+    nan_lse = torch.isnan(ref_lse.to(DEVICE))
+    assert bool(nan_lse.any()) and not bool(nan_lse.all())
+    out, lse, name = _run(kwargs, knobs, "on")
+    assert "_sparse_mla_decode_ws_kernel" in name
+    assert torch.equal(torch.isnan(out), nan_out) and torch.equal(torch.isnan(lse), nan_lse)
+    assert_close("out", out[~nan_out].double(), ref_out.to(DEVICE)[~nan_out], TOLERANCES[("out", "gpu")])
+    assert_close("lse", lse[~nan_lse], ref_lse.to(DEVICE)[~nan_lse], TOLERANCES[("lse", "gpu")])

@@ -91,7 +91,7 @@ def _merge_all_pieces(
     b_o_i = tl.load(p_o_i, mask=m_ph[:, :, None], other=0.0, cache_modifier=".cg")  # [MAX_PIECES, BLOCK_H, len(o_d)]
     b_sum = tl.sum(b_w, 0)
     b_acc = tl.sum(b_w[:, :, None] * b_o_i.to(tl.float32), 0)
-    m_seen = b_sum > 0.0
+    m_seen = b_sum != 0.0  # as merge_pieces: a NaN piece keeps the token NaN
     b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
     b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
     return b_o, b_lse2
@@ -285,7 +285,7 @@ def _dense_mla_combine_kernel(
                 b_acc += b_w[:, None] * tl.load(p_o_i, mask=m_g[:, None], other=0.0).to(tl.float32)
                 b_sum += b_w
             b_max = b_max_new
-        m_seen = b_sum > 0.0
+        m_seen = b_sum != 0.0  # a NaN piece (a NaN score) keeps the request NaN, not "no key seen"
         b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
         b_max_safe = tl.where(b_max == float("-inf"), 0.0, b_max)
         b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))

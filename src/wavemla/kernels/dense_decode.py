@@ -131,8 +131,8 @@ def p_scratch_elems(is_fp8: bool, block_h: int, block_n: int, dtype: torch.dtype
 @triton.jit
 def finalize_rows(b_o, b_lse2):
     """Normalized output ``[BLOCK_H, 512]`` and base-2 lse -> (output, natural-log lse); a row that saw no key
-    (lse2 = -inf) gets output 0 and lse +inf."""
-    m_rows = b_lse2 > float("-inf")
+    (lse2 = -inf) gets output 0 and lse +inf; a NaN lse2 (a NaN score) stays NaN in both, as in the reference."""
+    m_rows = b_lse2 != float("-inf")
     b_o = tl.where(m_rows[:, None], b_o, 0.0)
     b_lse = tl.where(m_rows, b_lse2 * 0.6931471805599453, float("inf"))
     return b_o, b_lse
@@ -784,7 +784,7 @@ def _dense_mla_decode_kernel(
             if KEYS_MAJOR:
                 b_acc = tl.trans(b_acc_t)
 
-        m_seen = b_l > 0.0
+        m_seen = b_l != 0.0  # a NaN score makes l NaN: it stays NaN, not "no key seen"
         b_o = b_acc / tl.where(m_seen, b_l, 1.0)[:, None]
         if KV_TENSOR:
             b_o = b_o * o_scale

@@ -375,10 +375,10 @@ if HAVE_GLUON:
             i_seg += 1  # noqa: SIM113 (a loop-carried counter in a kernel)
 
             b_l, i_x = _row_sums(b_l, x_smem, x_bar, i_x, HALF)
-            m_seen = b_l > 0.0
+            m_seen = b_l != 0.0  # a NaN score makes l NaN, which stays NaN (the reference's), not 'no key seen'
             b_inv = gl.convert_layout(1.0 / gl.where(m_seen, b_l, 1.0), orow_l)
             b_lse2 = gl.where(m_seen, b_mx + gl.log2(gl.where(m_seen, b_l, 1.0)), float("-inf"))
-            m_rows = b_lse2 > float("-inf")
+            m_rows = b_lse2 != float("-inf")
             # The segment's 64 rows x 256 columns, normalized, go out by TMA from q's shared memory, which both
             # warpgroups are done with (their last QKᵀ came before the row-sum exchange) and which the load warp
             # refills only once both have arrived at q_empty, after the copies have read it: a finished request's

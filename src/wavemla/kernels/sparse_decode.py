@@ -351,10 +351,11 @@ def _join_cols8(b_a0, b_a1, b_a2, b_a3, b_a4, b_a5, b_a6, b_a7):
 def finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK: tl.constexpr):
     """Normalized output ``[BLOCK_H, D]`` and base-2 lse -> (output scaled by the sink factor, natural-log lse).
 
-    No valid row (lse2 = -inf) gives output 0 and lse +inf. The sink enters only the denominator:
+    No valid row (lse2 = -inf) gives output 0 and lse +inf; a NaN lse2 (a NaN score) stays NaN in both, as in the
+    reference (``> -inf`` would read it as no valid row). The sink enters only the denominator:
     ``out = o / (1 + 2^(sink·log2e - lse2))``.
     """
-    m_rows = b_lse2 > float("-inf")
+    m_rows = b_lse2 != float("-inf")
     if HAS_SINK:
         b_sink2 = tl.load(p_sink + o_h, mask=m_h, other=float("-inf")).to(tl.float32) * 1.4426950408889634
         b_factor = 1.0 / (1.0 + tl.exp2(b_sink2 - b_lse2))
@@ -374,7 +375,7 @@ def _out_scale(b_inv, b_lse2, m_seen, p_sink, o_h, m_h, HAS_SINK: tl.constexpr):
     if HAS_SINK:
         b_sink2 = tl.load(p_sink + o_h, mask=m_h, other=float("-inf")).to(tl.float32) * 1.4426950408889634
         b_inv = b_inv / (1.0 + tl.exp2(b_sink2 - b_lse2))
-    b_lse = tl.where(b_lse2 > float("-inf"), b_lse2 * 0.6931471805599453, float("inf"))
+    b_lse = tl.where(b_lse2 != float("-inf"), b_lse2 * 0.6931471805599453, float("inf"))
     return tl.where(m_seen, b_inv, 0.0), b_lse
 
 
@@ -449,7 +450,7 @@ def merge_pieces(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D: 
         b_o_i = tl.load(p_o_i, mask=m_h[:, None], other=0.0, cache_modifier=".cg")
         b_acc += b_w[:, None] * b_o_i.to(tl.float32)
         b_sum += b_w
-    m_seen = b_sum > 0.0
+    m_seen = b_sum != 0.0  # a NaN piece (NaN weight) keeps the sum NaN: not "no row seen"
     b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
     b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
     return b_o, b_lse2
@@ -509,7 +510,7 @@ def _merge_pieces_out(
     b_sum = tl.zeros(o_h.shape, dtype=tl.float32)
     for i_part in range(i_first, i_last + 1):
         b_sum += tl.exp2(_piece_lse(p_lse_ws, tl.cast(i_tok + i_part, tl.int64), H, o_h, m_h) - b_max_safe)
-    m_seen = b_sum > 0.0
+    m_seen = b_sum != 0.0  # as merge_pieces
     b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
     for i_dc in range(D // DC):
         o_dc = i_dc * DC + tl.arange(0, DC)
@@ -523,7 +524,7 @@ def _merge_pieces_out(
         b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
         b_o, _ = finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK)
         tl.store(p_o + o_h[:, None] * stride_oh + o_dc[None, :], b_o.to(p_o.dtype.element_ty), mask=m_h[:, None])
-    b_lse = tl.where(b_lse2 > float("-inf"), b_lse2 * 0.6931471805599453, float("inf"))  # as finalize_heads
+    b_lse = tl.where(b_lse2 != float("-inf"), b_lse2 * 0.6931471805599453, float("inf"))  # as finalize_heads
     tl.store(p_lse_tok + o_h, b_lse, mask=m_h)
 
 
@@ -562,7 +563,7 @@ def _merge_two_out(
     b_sum = tl.zeros(o_h.shape, dtype=tl.float32)
     b_sum += b_w0
     b_sum += b_w1
-    m_seen = b_sum > 0.0
+    m_seen = b_sum != 0.0  # as merge_pieces
     b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
     b_scale, b_lse = _out_scale(1.0 / tl.where(m_seen, b_sum, 1.0), b_lse2, m_seen, p_sink, o_h, m_h, HAS_SINK)
     for i_dc in tl.static_range(D // DC):
@@ -874,7 +875,8 @@ def _sparse_mla_decode_kernel(
                         PREFETCH_L2, P_VIA_WS,
                     )  # fmt: skip
 
-            m_seen = b_l > 0.0
+            # != 0, not > 0: a NaN score makes l NaN, which must stay NaN (the reference's), not read as no row seen
+            m_seen = b_l != 0.0
             b_lse2 = tl.where(m_seen, b_m + tl.log2(tl.where(m_seen, b_l, 1.0)), float("-inf"))
             if LEAN_NORM:
                 # One product per element: acc times a per-row scale (1/l, with the sink factor for a whole token)

@@ -459,10 +459,10 @@ if HAVE_GLUON:
         b_sum = gl.zeros([_BLOCK], gl.float32, layout=rows)
         for i_part in range(0, n_pieces):
             b_sum += gl.exp2(gl.load(p_l0 + i_part * H, cache_modifier=".cg") - b_max)
-        m_seen = b_sum > 0.0
+        m_seen = b_sum != 0.0  # a NaN piece (a NaN score) keeps the token NaN, as the combine does
         b_div = gl.where(m_seen, b_sum, 1.0)
         b_lse2 = gl.where(m_seen, b_max + gl.log2(b_div), float("-inf"))
-        m_rows = b_lse2 > float("-inf")
+        m_rows = b_lse2 != float("-inf")
         b_factor = b_div  # no sink: not read
         if HAS_SINK:
             b_sink2 = gl.load(p_sink + o_h).to(gl.float32) * 1.4426950408889634
@@ -678,7 +678,7 @@ if HAVE_GLUON:
                         i_it += 1
 
                 b_l, i_x = _row_sums(b_l, x_smem, x_bar, i_x, HALF)
-                m_seen = b_l > 0.0
+                m_seen = b_l != 0.0  # a NaN score makes l NaN, which stays NaN (the reference's), not 'no row seen'
                 b_inv = 1.0 / gl.where(m_seen, b_l, 1.0)
                 b_lse2 = gl.where(m_seen, b_mx + gl.log2(gl.where(m_seen, b_l, 1.0)), float("-inf"))
                 if (t_lo == 0) & (t_hi == n_tiles):
