@@ -323,6 +323,34 @@ def test_warp_specialized_kernel_is_priced_where_it_runs() -> None:
         assert p.predicted_us < off.predicted_us
 
 
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_stage_and_warp_knobs_leave_the_warp_specialized_kernels_plan_alone(gpu: str) -> None:
+    """WAVEMLA_NUM_STAGES and WAVEMLA_NUM_WARPS do not reach the dense warp-specialized sm_90 kernel (it keeps its
+    own two stages and three warpgroups, config.py): where it takes the 64x64 tile, its plan (parts, programs per SM,
+    resources, predicted time) is the one without them. Counted as the Triton kernel at three stages (294,912 B
+    estimated), the tile was refused as not fitting under WAVEMLA_NUM_STAGES=3."""
+    from wavemla import plan as plan_mod
+    from wavemla.kernels import dense_decode_ws
+
+    spec = PRESETS[gpu]
+    workloads = [v3(8, 64), v3(128, 64), v3(60, 128, seqlen=4096), v3(4, 16, s_q=4)]
+    if not dense_decode_ws.applies(arch=90, is_fp8=False, d_qk=576, dtype="bf16", page=64, rows=64, block_h=64,
+                                   block_n=64):  # fmt: skip
+        pytest.skip("this Triton has no warp-specialized dense kernel")
+    tile = {"WAVEMLA_BLOCK_H": 64, "WAVEMLA_BLOCK_N": 64}
+    for w in workloads:
+        with config.override(**tile):
+            base = plan_dense(w, spec)
+        for knobs in ({"WAVEMLA_NUM_STAGES": 1}, {"WAVEMLA_NUM_STAGES": 3}, {"WAVEMLA_NUM_WARPS": 2},
+                      {"WAVEMLA_NUM_WARPS": 16}):  # fmt: skip
+            with config.override(**tile, **knobs):
+                p = plan_dense(w, spec)
+            assert plan_mod._dense_ws(p.config, w, spec), (w, knobs)
+            got = (p.num_parts, p.programs, p.programs_per_sm, p.segment_overhead, p.resources)
+            assert got == (base.num_parts, base.programs, 1, base.segment_overhead, base.resources), (w, knobs)
+            assert p.predicted_us == pytest.approx(base.predicted_us), (w, knobs)
+
+
 def test_scheduler_may_align_parts_with_requests() -> None:
     """The plan prices cutting requests (``cut_units``, tile units) and, at capacity, a part per request where that
     is cheaper (batches a little under the part count); WAVEMLA_DENSE_ALIGN=off never aligns."""

@@ -42,11 +42,12 @@ def summary(doc: str | None, fallback: str = "") -> str:
     return " ".join((doc or fallback).strip().split("\n\n")[0].split())
 
 
-def blank_file_name(option: str, name: str | None) -> str | None:
-    """Why ``name``, given to ``option``, names no file (empty, or blanks only), or None (also for an option left
-    out): an empty value would be taken for no option and a blank one written as a file named by spaces."""
+def blank_file_name(option: str, name: str | None, kind: str = "file") -> str | None:
+    """Why ``name``, given to ``option``, names no ``kind`` ("file" or "directory"): empty, or blanks only; None
+    otherwise (also for an option left out). An empty value would be taken for no option (a directory's for the
+    current directory) and a blank one written as a file named by spaces."""
     if name is not None and not name.strip():
-        return f"{option}: expected a file name, got an empty one"
+        return f"{option}: expected a {kind} name, got an empty one"
     return None
 
 

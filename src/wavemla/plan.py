@@ -1144,8 +1144,7 @@ class _Coster:
         if not self.ws:
             return []
         n_tiles = self.n_tiles
-        sizes = {-(-n_tiles // k) for k in range(2, n_tiles + 1)}
-        return [self(u, padded=True) for u in sorted(sizes) if n_tiles % u and u >= self.min_upp]
+        return [self(u, padded=True) for u in _piece_sizes(n_tiles) if n_tiles % u and u >= self.min_upp]
 
     def _starts(self, segments: int) -> float:
         """Starting ``segments`` token segments (or batch-invariant pieces) in one program."""
@@ -1160,10 +1159,27 @@ class _Coster:
         return pieces * self.seg_cut / _L2_OVER_DRAM_PER_SM + self.seg_whole
 
 
+def _piece_sizes(n_tiles: int) -> list[int]:
+    """The sizes ``ceil(n_tiles / k)`` of a token cut into ``k`` = 2 .. ``n_tiles`` pieces, ascending, each once:
+    a step per size, not per ``k``, about twice the square root of ``n_tiles`` steps (a step per ``k`` took minutes
+    for lists of 10^10 tiles)."""
+    sizes = []
+    k = 2
+    while k <= n_tiles:
+        size = -(-n_tiles // k)
+        sizes.append(size)
+        if size == 1:
+            break
+        k = (n_tiles - 1) // (size - 1) + 1  # the first k of a smaller size: n_tiles / k <= size - 1
+    return sizes[::-1]
+
+
 @functools.lru_cache(maxsize=256)
 def _even_sizes(n_tiles: int) -> tuple[int, ...]:
-    """Program sizes that split a token of ``n_tiles`` tiles into equal pieces, ascending."""
-    return tuple(sorted({n_tiles // d for d in range(1, n_tiles + 1) if n_tiles % d == 0}))
+    """Program sizes that split a token of ``n_tiles`` tiles into equal pieces (its divisors), ascending. Found in
+    pairs up to the square root: a count of every piece number took minutes for lists of 10^10 tiles."""
+    small = [d for d in range(1, math.isqrt(n_tiles) + 1) if n_tiles % d == 0]
+    return tuple(sorted({*small, *(n_tiles // d for d in small)}))
 
 
 def _min_active(cost: _Coster, device: DeviceSpec) -> int:
@@ -1735,6 +1751,11 @@ _DENSE_ONE_PROGRAM_DRAM = 0.85
 # 1,220.9 µs for 496.5 tiles per SM, 2.46 µs a tile against 1.19 at the bf16 tensor peak
 # (2026-12-02-h200-dense-ws-split.log).
 _DENSE_WS_MMA_EFFICIENCY = 0.48
+# Its resources, its own whatever WAVEMLA_NUM_WARPS and WAVEMLA_NUM_STAGES say (config.py): two key stages, three
+# warpgroups (12 warps) of at most 168 registers a thread, 231,008 B of shared memory as compiled for sm_90
+# (docs/dense-decode.md): one program an SM. Counted as the Triton kernel at the knobs' warps and stages, the tile
+# was dropped as not fitting under WAVEMLA_NUM_STAGES=3 (294,912 B estimated) though this kernel would run it.
+_DENSE_SM90_WS = Resources(231008, 168, "table", num_warps=12, note="warp-specialized kernel, compiled for sm_90")
 _DENSE_FP8_DECODE_ROW_US = 0.02  # e4m3 bit decode + scale of one 512-value row on one SM (~40 cycles at 2 GHz)
 # The same for staged FP8 tiles (num_stages > 1). Against the tiles forced on the H200 at h = 16, 32 and 64, b = 1..128,
 # 4K keys (benchmarks/experiments/gpu_dense_fp8_staged{,2}.sh, 2026-12-03-h200-dense-fp8-staged{,2}.log), with the
@@ -2030,7 +2051,12 @@ def plan_dense(workload: DenseWorkload, device: DeviceSpec) -> DensePlan:
 def _dense_fit(
     cfg: KernelConfig, workload: DenseWorkload, device: DeviceSpec, reasons: list[str]
 ) -> tuple[Resources, int] | None:
-    return _fit_resources(cfg, dense_static_resources(cfg, workload, device), device, reasons)
+    """(res, programs per SM) of ``cfg``: the warp-specialized kernel's own where it runs the tile (its warps and
+    stages are not the configuration's), else the Triton kernel's; None with the reason appended where it does not
+    fit."""
+    ws = _dense_ws(cfg, workload, device)
+    res = _DENSE_SM90_WS if ws else dense_static_resources(cfg, workload, device)
+    return _fit_resources(cfg, res, device, reasons)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -217,6 +217,8 @@ def test_logprobs_decide_early_flips() -> None:
         ({"timeout": -1.0}, "--timeout"),
         ({"timeout": float("inf")}, "--timeout"),
         ({"timeout": float("nan")}, "--timeout"),
+        ({"out": ""}, "--out"),  # the current directory
+        ({"out": " "}, "--out"),
     ],
 )
 def test_bad_config_names_the_argument(changes: dict[str, Any], flag: str) -> None:

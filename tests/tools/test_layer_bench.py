@@ -536,6 +536,19 @@ def test_argument_errors_exit_2(argv: list[str], message: str, tmp_path: Path, c
     assert not (tmp_path / "out").exists()  # nothing is written before the arguments are valid
 
 
+@pytest.mark.parametrize("name", ["", "  "])
+def test_an_out_directory_of_no_name_is_refused(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """An empty --out is no directory (Path("") is the current one, where the run would write and clear its traces),
+    and a blank one would be a directory named by spaces."""
+    monkeypatch.chdir(tmp_path)
+    rc = cli.main(["layer-bench", "--tiny", "--cpu", "--out", name])
+    err = capsys.readouterr().err
+    assert rc == 2 and err == "wavemla layer-bench: error: --out: expected a directory name, got an empty one\n", err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_out_directory_that_cannot_be_made_names_out(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     taken = tmp_path / "a-file"
     taken.write_text("")

@@ -167,6 +167,8 @@ def test_cliff_flag_with_descending_order_and_failed_levels() -> None:
         ({"temperature": -1.0}, "--temperature"),
         ({"temperature": math.nan}, "--temperature"),
         ({"temperature": math.inf}, "--temperature"),
+        ({"out": ""}, "--out"),  # the current directory: a run would write (and first clear) its files there
+        ({"out": "  "}, "--out"),
     ],
 )
 def test_bad_config_names_the_argument(changes: dict[str, Any], flag: str) -> None:

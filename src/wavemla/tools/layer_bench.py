@@ -69,6 +69,7 @@ import torch.nn.functional as F
 from torch.profiler import record_function
 
 from wavemla.api import MLAMetadata, get_mla_metadata, sparse_mla_decode
+from wavemla.cli import blank_file_name
 from wavemla.reference.fp8 import BYTES_PER_TOKEN, D_QK, empty_model1, page_views, quantize_model1
 from wavemla.reference.indexer import (
     FP8_ROW_BYTES,
@@ -220,6 +221,9 @@ def make_config(
     index_k: str = "fp8",
 ) -> BenchConfig:
     """Check and complete the arguments; raises ValueError with a message naming the option."""
+    blank = blank_file_name("--out", str(out), "directory")  # "" would write into the current directory
+    if blank is not None:
+        raise ValueError(blank)
     dims = TINY if tiny else FLASH
     mode_list = list(modes) if modes else list(MODES)
     for m in mode_list:

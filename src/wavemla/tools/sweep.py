@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from wavemla.cli import blank_file_name
 from wavemla.tools.openai_client import (
     ENDPOINT_PATHS,
     OpenAIClient,
@@ -139,6 +140,8 @@ class SweepConfig:
         """Raise :class:`UsageError` naming the flag of the first unusable value."""
         normalize_base_url(self.url)
         check_endpoint(self.endpoint)
+        if blank_file_name("--out", self.out, "directory") is not None:  # "" would write into the current directory
+            raise UsageError("--out", "expected a directory name, got an empty one")
         if not self.concurrency:
             raise UsageError("--concurrency", "give at least one level")
         for c in self.concurrency:
