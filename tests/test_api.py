@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -462,6 +463,97 @@ def test_replayed_calls_zero_counters_made_under_capture(monkeypatch: pytest.Mon
     eager, _ = wavemla.get_mla_metadata()
     api._replayed(eager, tensors, scalars, 512, api._SPARSE_INPUTS, None)  # adopted outside a capture: zeros made
     assert not eager.counts_pending
+
+
+class Capture:
+    """CUDA-graph capture as the decode calls see it: whether one is under way, and CUDA's id of its capture sequence
+    (None: under way, in a capture the driver cannot name)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from wavemla import api
+
+        self.on, self.ident = False, cast(int | None, None)
+        monkeypatch.setattr(api, "_capturing", lambda t: self.on)
+        monkeypatch.setattr(api, "_capture_id", lambda t: self.ident)
+
+    def into(self, ident: int | None) -> None:
+        self.on, self.ident = True, ident
+
+    def end(self) -> None:
+        self.on, self.ident = False, None
+
+
+def test_counters_made_in_one_graph_are_zeroed_in_a_second_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A metadata object planned while one graph is captured and then captured into a second graph: the first graph's
+    zero fill runs only when it replays, so the second, replayed before it (or alone, the first dropped), found the
+    counters holding whatever the memory held and merged the cut tokens wrongly. The second capture records a zero
+    fill of its own."""
+    x = merged_inputs()
+    capture = Capture(monkeypatch)
+    with config.override(**MERGED_IN_KERNEL):
+        want = wavemla.sparse_mla_decode(**x)
+        meta, _ = wavemla.get_mla_metadata()
+        first, second = 11, 12
+        capture.into(first)
+        wavemla.sparse_mla_decode(**x, metadata=meta)  # planned (and its counters made) in the first graph
+        assert meta.plan is not None and meta.plan.merge_in_kernel and meta.counts is not None
+        capture.into(second)
+        meta.counts.fill_(5)  # the first graph's zero fill has not run: the memory holds anything
+        got = wavemla.sparse_mla_decode(**x, metadata=meta)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+        assert meta.counts_pending  # the first graph's zero fill still lies ahead: the next uncaptured call zeroes
+
+
+def test_counters_made_under_capture_are_zeroed_once_in_each_other_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the replay path: the graph that made the counters records no second zero fill, another graph records
+    one at its first call with the object (the kernels leave the counters at zero for its later calls), a capture
+    the driver cannot name at every call; an uncaptured call zeroes them for good."""
+    from wavemla import api
+
+    seen: list[torch.Tensor] = []
+    tensors, scalars = _stored_first_call(monkeypatch, seen, (("counts", (4,), torch.int32),))
+    capture = Capture(monkeypatch)
+    meta, _ = wavemla.get_mla_metadata()
+
+    def counters_at_launch() -> list[int]:
+        assert meta.counts is not None
+        meta.counts.fill_(5)  # what the memory holds where no zero fill ran before the launch
+        assert api._replayed(meta, tensors, scalars, 512, api._SPARSE_INPUTS, None)[2] is not None
+        return seen[-1].tolist()
+
+    made_in, other = 21, 22
+    capture.into(made_in)
+    assert api._replayed(meta, tensors, scalars, 512, api._SPARSE_INPUTS, None)[2] is not None  # adopted
+    assert meta.counts_pending and counters_at_launch() == [5] * 4  # its own zero fill runs first on replay
+    capture.into(other)
+    assert counters_at_launch() == [0] * 4  # zero fill recorded into this graph
+    assert counters_at_launch() == [5] * 4  # once: the kernels leave them at zero for the graph's later calls
+    capture.into(None)
+    assert counters_at_launch() == [0] * 4 and counters_at_launch() == [0] * 4  # unnamed: every call
+    capture.into(23)  # a new capture (a new id, also where a graph object is captured again)
+    assert counters_at_launch() == [0] * 4
+    capture.into(other)
+    assert counters_at_launch() == [5] * 4
+    capture.end()
+    assert counters_at_launch() == [0] * 4 and not meta.counts_pending and meta.counts_zeroed_in == []
+    capture.into(24)
+    assert counters_at_launch() == [5] * 4  # zeroed for good: no zero fill recorded (the 5s are the test's)
+
+
+def test_the_capture_is_named_by_the_driver_where_it_can(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CUDA's id of the capture sequence under way names it; a stream not capturing, a failing query, or no driver
+    entry point names none (the counters are then zeroed in every captured call)."""
+    from wavemla import api
+
+    q = torch.empty(1)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: SimpleNamespace(cuda_stream=7))
+    answers = {7: (api._CAPTURE_ACTIVE, 42)}
+    monkeypatch.setattr(api, "_driver_capture_info", lambda: lambda stream: answers.get(stream, (0, 0)))
+    assert api._capture_id(q) == 42
+    answers[7] = (0, 0)  # not capturing (or the query failed)
+    assert api._capture_id(q) is None
+    monkeypatch.setattr(api, "_driver_capture_info", lambda: None)
+    assert api._capture_id(q) is None
 
 
 def test_an_auto_gpu_knob_describes_the_gpu_of_the_call(monkeypatch: pytest.MonkeyPatch) -> None:

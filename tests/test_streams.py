@@ -168,3 +168,64 @@ def test_gpu_graphs_on_two_streams_replayed_concurrently(meta_kind: str, knobs: 
             torch.cuda.synchronize()
             for g in range(2):
                 _same(outs[g], wants[g])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="CUDA graphs need a GPU")
+@pytest.mark.parametrize("path", ["planned", "adopted"])
+def test_gpu_second_graph_of_one_metadata_replayed_first(path: str) -> None:
+    """One metadata object planned while a first graph is captured (through Triton's path, or by adopting the first
+    call of its signature) and captured again into a second graph; the counters then hold anything (the first
+    graph's zero fill has not run). The second graph, replayed first, then both in turn, give the eager bits."""
+    from tests.test_api import MERGED_IN_KERNEL, merged_inputs
+    from wavemla import api, sparse_mla_decode
+
+    x = merged_inputs()
+    with config.override(**MERGED_IN_KERNEL):
+        want = sparse_mla_decode(**x)  # compiled; the first call of the signature, kept for fresh objects
+        if path == "planned":
+            api._FIRST_CALLS.clear()
+        meta = get_mla_metadata()[0]
+        graphs, outs = [torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()], []
+        torch.cuda.synchronize()
+        for graph in graphs:
+            with torch.cuda.graph(graph):
+                outs.append(sparse_mla_decode(**x, metadata=meta))
+        torch.cuda.synchronize()
+        assert meta.plan is not None and (meta.plan.merge_in_kernel or meta.plan.ws_merge)
+        assert meta.counts is not None and meta.counts_pending
+        meta.counts.fill_(5)
+        for g in (1, 0, 1, 1, 0):
+            outs[g][0].fill_(float("nan"))
+            graphs[g].replay()
+            torch.cuda.synchronize()
+            _same(outs[g], want)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="CUDA graphs need a GPU")
+def test_gpu_capture_is_named_once_a_capture() -> None:
+    """Calls of one metadata object captured into one graph (an engine's layers) record the counters' zero fill once:
+    the driver names the capture sequence, the same id through a capture and a new one for the next capture (were it
+    unnamed, every captured call would record a memset of its own)."""
+    from tests.test_api import MERGED_IN_KERNEL, merged_inputs
+    from wavemla import api, sparse_mla_decode
+
+    x = merged_inputs()
+    q = x["q"]
+    assert api._capture_id(q) is None  # not capturing
+    with config.override(**MERGED_IN_KERNEL):
+        sparse_mla_decode(**x)
+        api._FIRST_CALLS.clear()
+        meta = get_mla_metadata()[0]
+        graphs, ids = [torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()], []
+        torch.cuda.synchronize()
+        for graph in graphs:
+            with torch.cuda.graph(graph):
+                ids.append(api._capture_id(q))
+                for _ in range(3):
+                    sparse_mla_decode(**x, metadata=meta)
+                assert api._capture_id(q) == ids[-1]
+        torch.cuda.synchronize()
+    assert None not in ids and ids[0] != ids[1]
+    assert meta.counts_pending and meta.counts_zeroed_in == ids

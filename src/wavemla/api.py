@@ -103,6 +103,9 @@ class MLAMetadata:
     scheduled: bool = False  # dense: the scheduler has run into sched/req (see dense_mla_decode's reuse_schedule)
     # sparse: counts were made under CUDA-graph capture, whose zero fill runs only when the graph replays
     counts_pending: bool = False
+    # sparse, while counts_pending: the capture sequences (CUDA's ids, never reused in a process) that record a zero
+    # fill of the counts ahead of this object's launches
+    counts_zeroed_in: list[int] = field(default_factory=list, repr=False)
     # the launches of calls made with this metadata, by call signature (most recently used first), replayed by later
     # calls with the same one
     replays: list[tuple[tuple[Any, ...], Replay | None]] = field(default_factory=list, repr=False)
@@ -451,20 +454,85 @@ def _replayed(
     if first is not None:
         meta = metadata if metadata is not None else MLAMetadata()
         replay = first.adopt(meta, q.device, call_sig)
-        meta.counts_pending = meta.counts is not None and _capturing(q)
+        _counts_made(meta, q)
     elif metadata.counts_pending:
         _zero_pending_counts(metadata, q)
     replay.launch((*tensors, o, lse), (*ptrs, out_ptr, lse_ptr))
     return call_sig, seen, (_deliver(o, out), lse.transpose(1, 2))
 
 
+# cuStreamGetCaptureInfo's status of a stream capturing (CU_STREAM_CAPTURE_STATUS_ACTIVE)
+_CAPTURE_ACTIVE = 1
+
+
+@functools.cache
+def _driver_capture_info() -> Callable[[int], tuple[int, int]] | None:
+    """The CUDA driver's ``cuStreamGetCaptureInfo`` as ``stream handle -> (status, capture id)``, or None where the
+    driver library or that entry point is missing. Every version of the entry point takes (stream, status, id)
+    first; the later ones' further outputs (graph, dependencies, edge data, their count: four at most) are passed
+    NULL, which the earlier ones never read."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    p = ctypes.c_void_p
+    for name in ("cuStreamGetCaptureInfo_v3", "cuStreamGetCaptureInfo_v2", "cuStreamGetCaptureInfo"):
+        fn = getattr(lib, name, None)
+        if fn is None:
+            continue
+        fn.restype = ctypes.c_int
+        fn.argtypes = [p, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_uint64), p, p, p, p]
+
+        def info(stream: int, fn: Any = fn) -> tuple[int, int]:
+            status, ident = ctypes.c_int(0), ctypes.c_uint64(0)
+            if fn(p(stream), ctypes.byref(status), ctypes.byref(ident), None, None, None, None) != 0:
+                return 0, 0
+            return status.value, ident.value
+
+        return info
+    return None
+
+
+def _capture_id(q: torch.Tensor) -> int | None:
+    """The id CUDA gives the capture sequence under way on the current stream of q's device (unique within the
+    process: a new capture, a new id), or None where the driver cannot say."""
+    info = _driver_capture_info()
+    if info is None:
+        return None
+    status, ident = info(torch.cuda.current_stream(q.device).cuda_stream)
+    return ident if status == _CAPTURE_ACTIVE else None
+
+
+def _counts_made(meta: MLAMetadata, q: torch.Tensor) -> None:
+    """Note that the sparse pieces' counters of ``meta`` were just made (zero filled) by this call on q's device:
+    under CUDA-graph capture the zero fill is part of that graph, and runs only when it replays."""
+    meta.counts_pending = meta.counts is not None and _capturing(q)
+    ident = _capture_id(q) if meta.counts_pending else None
+    meta.counts_zeroed_in = [] if ident is None else [ident]
+
+
 def _zero_pending_counts(meta: MLAMetadata, q: torch.Tensor) -> None:
-    """Zero the sparse pieces' counters of ``meta`` where they were made under CUDA-graph capture and this call (on
-    q's device) is not captured: the zero fill the capture recorded runs only when the graph replays, and until then
-    the counters hold whatever the memory held (the kernels leave them at zero once they are)."""
-    if meta.counts_pending and meta.counts is not None and not _capturing(q):
+    """Zero the sparse pieces' counters of ``meta`` where they were made under CUDA-graph capture and no zero fill
+    is sure to run before this call's launches (on q's device): the zero fill a capture recorded runs only when that
+    graph replays, and until then the counters hold whatever the memory held (the kernels leave them at zero once
+    they are). An uncaptured call zeroes them once, for good. A call captured into another graph, which may replay
+    before the one that made them (or be the only one replayed), records a zero fill into that graph, once a capture
+    (an engine's layers captured into one graph add none); into every captured call where the driver cannot name
+    the capture."""
+    if not meta.counts_pending or meta.counts is None:
+        return
+    if not _capturing(q):
         meta.counts.zero_()
         meta.counts_pending = False
+        meta.counts_zeroed_in = []
+        return
+    ident = _capture_id(q)
+    if ident is None or ident not in meta.counts_zeroed_in:
+        meta.counts.zero_()  # recorded: runs ahead of this call's launches whenever the graph replays
+        if ident is not None:
+            meta.counts_zeroed_in.append(ident)
 
 
 def _deliver(result: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
@@ -644,7 +712,7 @@ def sparse_mla_decode(
                     # zero once; the program that merges a token's pieces puts its counter back to zero (one a token and
                     # head block; the warp-specialized kernel counts each of its two math warpgroups apart)
                     meta.counts = torch.zeros(b * s_q * meta.plan.num_head_blocks * 2, dtype=torch.int32, device=device)
-                    meta.counts_pending = _capturing(q)
+                    _counts_made(meta, q)
                 p0 = meta.plan
                 n_p = p_scratch_elems(is_fp8, p0.block_h, p0.block_n, p0.num_parts * p0.num_head_blocks, device)
                 if n_p:
