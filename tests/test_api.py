@@ -545,7 +545,7 @@ def test_the_capture_is_named_by_the_driver_where_it_can(monkeypatch: pytest.Mon
     entry point names none (the counters are then zeroed in every captured call)."""
     from wavemla import api
 
-    q = torch.empty(1)
+    q = cast(Any, SimpleNamespace(is_cuda=True, device="cuda:0"))
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: SimpleNamespace(cuda_stream=7))
     answers = {7: (api._CAPTURE_ACTIVE, 42)}
     monkeypatch.setattr(api, "_driver_capture_info", lambda: lambda stream: answers.get(stream, (0, 0)))
@@ -554,6 +554,8 @@ def test_the_capture_is_named_by_the_driver_where_it_can(monkeypatch: pytest.Mon
     assert api._capture_id(q) is None
     monkeypatch.setattr(api, "_driver_capture_info", lambda: None)
     assert api._capture_id(q) is None
+    monkeypatch.setattr(api, "_driver_capture_info", lambda: lambda stream: (api._CAPTURE_ACTIVE, 42))
+    assert api._capture_id(torch.empty(1)) is None  # a CPU tensor: no CUDA stream to ask about
 
 
 def test_an_auto_gpu_knob_describes_the_gpu_of_the_call(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -497,8 +497,8 @@ def _driver_capture_info() -> Callable[[int], tuple[int, int]] | None:
 
 def _capture_id(q: torch.Tensor) -> int | None:
     """The id CUDA gives the capture sequence under way on the current stream of q's device (unique within the
-    process: a new capture, a new id), or None where the driver cannot say."""
-    info = _driver_capture_info()
+    process: a new capture, a new id), or None where the driver cannot say (or q is not a CUDA tensor)."""
+    info = _driver_capture_info() if q.is_cuda else None
     if info is None:
         return None
     status, ident = info(torch.cuda.current_stream(q.device).cuda_stream)
