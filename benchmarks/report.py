@@ -24,10 +24,11 @@ RESULTS = Path(__file__).parent / "results"
 BI = "2026-12-07-h200-bi-cost-57fe0e8"
 BEFORE = "2026-11-30-h200"
 DENSE = "2026-12-02-h200-dense-ws-b128-72f38d6"  # the warp-specialized sm_90 kernel's b = 128, 16K points
-# the planner's bf16 picks at 4K keys (h = 64, uniform lengths) on the build of 2026-12-07 (`wavemla bench --dense`)
-DENSE_CURVE = "2026-12-07-h200-dense-aim-57fe0e8"
-# the sparse decode as shipped (`wavemla bench` at the FlashMLA anchor shapes), the build of 2026-12-07
-SPARSE_BENCH = "2026-12-07-h200-bench-57fe0e8"
+# the planner's bf16 picks at 4K keys (h = 64, uniform lengths), the build whose rows keep a NaN score NaN
+# (`wavemla bench --dense`, 2026-12-07)
+DENSE_CURVE = "2026-12-07-h200-dense-aim-e480dc0"
+# the sparse decode as shipped (`wavemla bench` at the FlashMLA anchor shapes), the same build
+SPARSE_BENCH = "2026-12-07-h200-bench-e480dc0"
 # the planner's FP8 V3.2 picks over b = 1..128 at 4K keys, h = 16: staged 16-row tiles
 DENSE_FP8_CURVE = "2026-12-03-h200-dense-fp8-curve-h16-70bb758"
 # the indexer with the candidate list's wider register block from 32 query tokens (2026-12-04); the shapes that run
