@@ -227,6 +227,43 @@ def test_lists_cut_into_pieces_match_the_reference(splits, piece_tiles):
         sparse_prefill(inputs["q"], inputs["kv"], inputs["indices"], 1.0, short, None, None)
 
 
+@pytest.mark.parametrize(("splits", "piece_tiles"), [(1, 0), (3, 2)], ids=["whole", "pieces"])
+@pytest.mark.parametrize("poison", ["row", "q"])
+def test_nan_input_gives_nan_output_and_lse(poison, splits, piece_tiles):
+    """A NaN score (a NaN in q, or in a row a token reads) gives that token NaN ``out`` and ``lse``, as in the
+    reference, for whole lists and lists cut into pieces: the combine read a NaN sum as "no valid row" (``lse`` +inf),
+    and on the GPU the whole list's floor of its sum at 1 (``tl.maximum``, which drops NaN there) left ``lse``
+    finite. (``max_logits`` is a running maximum: on the GPU it passes over a NaN score.)"""
+    import dataclasses
+
+    from wavemla.device import get_spec
+    from wavemla.kernels.sparse_prefill import sparse_prefill
+    from wavemla.plan import KernelConfig, PrefillWorkload, plan_sparse_prefill
+
+    inputs = make_inputs(3, 20, 90, 90, seed=8)
+    if poison == "q":
+        inputs["q"][0, 3, 7] = float("nan")
+        hit: tuple[int, ...] = (0, 3)
+    else:
+        row = int(inputs["indices"][0, 0, 5])
+        others = inputs["indices"][1:]
+        others[others == row] = (row + 1) % 90  # only token 0 reads the row
+        inputs["kv"][row, 0, 100] = float("nan")
+        hit = (0,)
+    planned = plan_sparse_prefill(PrefillWorkload(3, 20, 90), get_spec("h200"))
+    plan = dataclasses.replace(planned, config=KernelConfig(16, 16, 4, 1), splits=splits, piece_tiles=piece_tiles)
+    out, _, lse = sparse_prefill(inputs["q"], inputs["kv"], inputs["indices"], inputs["sm_scale"], plan,
+                                 inputs["attn_sink"], None)  # fmt: skip
+    ref_out, _, ref_lse = sparse_prefill_ref(inputs["q"], inputs["kv"], inputs["indices"],
+                                             sm_scale=inputs["sm_scale"], attn_sink=inputs["attn_sink"])  # fmt: skip
+    assert torch.isnan(ref_out[hit]).all() and int(torch.isnan(ref_out).sum()) == ref_out[hit].numel()
+    assert torch.equal(torch.isnan(out).cpu(), torch.isnan(ref_out).cpu())
+    assert torch.equal(torch.isnan(lse).cpu(), torch.isnan(ref_lse).cpu())
+    finite = ~torch.isnan(ref_out)
+    bf16 = (torch.nan_to_num(inputs["kv"]),) if inputs["kv"].dtype == torch.bfloat16 else ()
+    assert_close("out", out.cpu()[finite], ref_out.cpu()[finite], rows_out_tolerance(LANE, bf16))
+
+
 def test_short_call_through_the_api_cuts_its_lists():
     """Two tokens over 300-entry lists leave the GPU's slots idle: the planner cuts the lists, and the result is
     the reference's."""

@@ -90,9 +90,10 @@ def _sparse_prefill_kernel(
         b_acc = b_acc * b_alpha[:, None] + tl.dot(b_p.to(b_kv.dtype), b_kv)
         b_m2 = b_m_new
 
-    # l is 0 (no valid row: m2 = -inf, acc = 0) or at least 1 (the largest score adds 2^0), so max(l, 1) changes
-    # nothing but keeps log2 and the division finite: lse2 = -inf and out = 0 where the token has no valid row.
-    b_l = tl.maximum(b_l, 1.0)
+    # l is 0 (no valid row: m2 = -inf, acc = 0) or at least 1 (the largest score adds 2^0), so raising it to 1 changes
+    # nothing but keeps log2 and the division finite: lse2 = -inf and out = 0 where the token has no valid row. A NaN l
+    # (a NaN score) stays NaN: tl.maximum would drop it on the GPU (maxnum) and give a finite lse.
+    b_l = tl.where(b_l < 1.0, 1.0, b_l)
     b_lse2 = b_m2 + tl.log2(b_l)
     if SPLITS > 1:  # this piece's normalized output and base-2 lse (-inf: no valid row), for the combine
         n_t = tl.num_programs(0) // (num_hb * SPLITS)  # query tokens T
@@ -138,8 +139,10 @@ def _sparse_prefill_combine_kernel(
         b_part = tl.load(p_part + (i * piece + o_th)[:, None] * D + o_d[None, :], mask=m_h[:, None], other=0.0)
         b_o += b_w[:, None] * b_part
         b_sum += b_w
-    b_lse2 = tl.where(b_sum > 0.0, b_m_use + tl.log2(tl.maximum(b_sum, 1e-30)), float("-inf"))
-    b_o, b_lse = finalize_heads(b_o / tl.maximum(b_sum, 1e-30)[:, None], b_lse2, p_sink, o_h, m_h, HAS_SINK)
+    # a NaN piece (a NaN score) keeps the token NaN: != 0 and a floor that passes NaN, not "no valid row"
+    b_den = tl.where(b_sum < 1e-30, 1e-30, b_sum)
+    b_lse2 = tl.where(b_sum != 0.0, b_m_use + tl.log2(b_den), float("-inf"))
+    b_o, b_lse = finalize_heads(b_o / b_den[:, None], b_lse2, p_sink, o_h, m_h, HAS_SINK)
     p_o = p_out + tl.cast(i_t, tl.int64) * stride_ot + o_h.to(tl.int64)[:, None] * stride_oh + o_d[None, :]
     tl.store(p_o, b_o.to(p_out.dtype.element_ty), mask=m_h[:, None])
     tl.store(p_max + o_th, b_mx, mask=m_h)
