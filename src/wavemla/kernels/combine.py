@@ -19,7 +19,7 @@ import triton.language as tl
 from wavemla.kernels import gdc, launch
 from wavemla.kernels.dense_decode import finalize_rows
 from wavemla.kernels.gdc import gdc_wait
-from wavemla.kernels.sparse_decode import finalize_heads, merge_pieces
+from wavemla.kernels.sparse_decode import finalize_heads, merge_pieces, seen_lse2
 from wavemla.plan import dense_combine_shape
 
 # Tokens cut into this many pieces or more (the bound, rounded up to a power of two) are merged by _merge_all_pieces.
@@ -91,9 +91,8 @@ def _merge_all_pieces(
     b_o_i = tl.load(p_o_i, mask=m_ph[:, :, None], other=0.0, cache_modifier=".cg")  # [MAX_PIECES, BLOCK_H, len(o_d)]
     b_sum = tl.sum(b_w, 0)
     b_acc = tl.sum(b_w[:, :, None] * b_o_i.to(tl.float32), 0)
-    m_seen = b_sum != 0.0  # as merge_pieces: a NaN piece keeps the token NaN
+    m_seen, b_lse2 = seen_lse2(b_max_safe, b_sum)
     b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
-    b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
     return b_o, b_lse2
 
 
@@ -285,10 +284,9 @@ def _dense_mla_combine_kernel(
                 b_acc += b_w[:, None] * tl.load(p_o_i, mask=m_g[:, None], other=0.0).to(tl.float32)
                 b_sum += b_w
             b_max = b_max_new
-        m_seen = b_sum != 0.0  # a NaN piece (a NaN score) keeps the request NaN, not "no key seen"
-        b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
         b_max_safe = tl.where(b_max == float("-inf"), 0.0, b_max)
-        b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
+        m_seen, b_lse2 = seen_lse2(b_max_safe, b_sum)
+        b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
         b_o, b_lse = finalize_rows(b_o, b_lse2)
         p_o = p_out + tl.cast(i_b, tl.int64) * stride_ob + o_s * stride_os + o_h * stride_oh
         tl.store(p_o[:, None] + o_d[None, :], b_o.to(p_out.dtype.element_ty), mask=m_m[:, None])

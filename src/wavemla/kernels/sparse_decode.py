@@ -366,6 +366,15 @@ def finalize_heads(b_o, b_lse2, p_sink, o_h, m_h, HAS_SINK: tl.constexpr):
 
 
 @triton.jit
+def seen_lse2(b_max, b_sum):
+    """Rows' (whether they saw a row, base-2 lse) from the maximum their weights are relative to and the sum of those
+    weights, as every split kernel and merge finishes a row: a zero sum saw no row (lse2 -inf); a NaN sum (a NaN
+    score) is not zero, so it stays NaN, as in the reference (``> 0`` read it as no row seen)."""
+    m_seen = b_sum != 0.0
+    return m_seen, tl.where(m_seen, b_max + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
+
+
+@triton.jit
 def _out_scale(b_inv, b_lse2, m_seen, p_sink, o_h, m_h, HAS_SINK: tl.constexpr):
     """What :func:`finalize_heads` does, as a per-row factor for an unnormalized accumulator: ``b_inv`` (``1/l``,
     or ``1/sum`` of merged pieces) times the sink factor ``1 / (1 + 2^(sink - lse))``, so an output element costs one
@@ -450,9 +459,8 @@ def merge_pieces(p_o_ws, p_lse_ws, i_tok, i_first, i_last, H, o_h, m_h, o_d, D: 
         b_o_i = tl.load(p_o_i, mask=m_h[:, None], other=0.0, cache_modifier=".cg")
         b_acc += b_w[:, None] * b_o_i.to(tl.float32)
         b_sum += b_w
-    m_seen = b_sum != 0.0  # a NaN piece (NaN weight) keeps the sum NaN: not "no row seen"
+    m_seen, b_lse2 = seen_lse2(b_max_safe, b_sum)
     b_o = b_acc / tl.where(m_seen, b_sum, 1.0)[:, None]
-    b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
     return b_o, b_lse2
 
 
@@ -510,8 +518,7 @@ def _merge_pieces_out(
     b_sum = tl.zeros(o_h.shape, dtype=tl.float32)
     for i_part in range(i_first, i_last + 1):
         b_sum += tl.exp2(_piece_lse(p_lse_ws, tl.cast(i_tok + i_part, tl.int64), H, o_h, m_h) - b_max_safe)
-    m_seen = b_sum != 0.0  # as merge_pieces
-    b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
+    m_seen, b_lse2 = seen_lse2(b_max_safe, b_sum)
     for i_dc in range(D // DC):
         o_dc = i_dc * DC + tl.arange(0, DC)
         b_acc = tl.zeros([o_h.shape[0], DC], dtype=tl.float32)
@@ -563,8 +570,7 @@ def _merge_two_out(
     b_sum = tl.zeros(o_h.shape, dtype=tl.float32)
     b_sum += b_w0
     b_sum += b_w1
-    m_seen = b_sum != 0.0  # as merge_pieces
-    b_lse2 = tl.where(m_seen, b_max_safe + tl.log2(tl.where(m_seen, b_sum, 1.0)), float("-inf"))
+    m_seen, b_lse2 = seen_lse2(b_max_safe, b_sum)
     b_scale, b_lse = _out_scale(1.0 / tl.where(m_seen, b_sum, 1.0), b_lse2, m_seen, p_sink, o_h, m_h, HAS_SINK)
     for i_dc in tl.static_range(D // DC):
         o_dc = i_dc * DC + o_c
@@ -875,9 +881,7 @@ def _sparse_mla_decode_kernel(
                         PREFETCH_L2, P_VIA_WS,
                     )  # fmt: skip
 
-            # != 0, not > 0: a NaN score makes l NaN, which must stay NaN (the reference's), not read as no row seen
-            m_seen = b_l != 0.0
-            b_lse2 = tl.where(m_seen, b_m + tl.log2(tl.where(m_seen, b_l, 1.0)), float("-inf"))
+            m_seen, b_lse2 = seen_lse2(b_m, b_l)
             if LEAN_NORM:
                 # One product per element: acc times a per-row scale (1/l, with the sink factor for a whole token)
                 # instead of a division per element (and a product and a select for the sink).

@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from wavemla.kernels.sparse_decode import finalize_heads
+from wavemla.kernels.sparse_decode import finalize_heads, seen_lse2
 from wavemla.plan import PrefillPlan
 
 _LOG2E = tl.constexpr(1.4426950408889634)  # scores live in base 2 so each exponential is one exp2
@@ -139,10 +139,8 @@ def _sparse_prefill_combine_kernel(
         b_part = tl.load(p_part + (i * piece + o_th)[:, None] * D + o_d[None, :], mask=m_h[:, None], other=0.0)
         b_o += b_w[:, None] * b_part
         b_sum += b_w
-    # a NaN piece (a NaN score) keeps the token NaN: != 0 and a floor that passes NaN, not "no valid row"
-    b_den = tl.where(b_sum < 1e-30, 1e-30, b_sum)
-    b_lse2 = tl.where(b_sum != 0.0, b_m_use + tl.log2(b_den), float("-inf"))
-    b_o, b_lse = finalize_heads(b_o / b_den[:, None], b_lse2, p_sink, o_h, m_h, HAS_SINK)
+    m_seen, b_lse2 = seen_lse2(b_m_use, b_sum)  # a NaN piece (a NaN score) keeps the token NaN
+    b_o, b_lse = finalize_heads(b_o / tl.where(m_seen, b_sum, 1.0)[:, None], b_lse2, p_sink, o_h, m_h, HAS_SINK)
     p_o = p_out + tl.cast(i_t, tl.int64) * stride_ot + o_h.to(tl.int64)[:, None] * stride_oh + o_d[None, :]
     tl.store(p_o, b_o.to(p_out.dtype.element_ty), mask=m_h[:, None])
     tl.store(p_max + o_th, b_mx, mask=m_h)
