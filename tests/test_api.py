@@ -663,3 +663,57 @@ def test_replays_are_evicted_least_recently_used(monkeypatch: pytest.MonkeyPatch
     assert meta.replay_for(sigs[3]) == (False, None)
     kept = {k for k, _ in meta.replays}
     assert kept == {sigs[i] for i in (0, 2, 4, 5, 6, 7, 8, 9)} and len(meta.replays) == api._MAX_REPLAYS
+
+
+SPLIT_KERNELS = {"sparse": "sparse_decode_split", "dense": "dense_decode_split"}
+
+
+@pytest.mark.parametrize("decode", sorted(DECODES))
+def test_a_tile_the_triton_kernel_cannot_fit_names_the_knobs(monkeypatch: pytest.MonkeyPatch, decode: str) -> None:
+    """Triton's out-of-resources error from a split kernel's compile is raised again as a PlanError naming the tile
+    knobs that are set (a tile forced by them may fit only a warp-specialized sm_90 kernel, and a call whose tensors
+    do not qualify for that kernel runs the Triton one)."""
+    import importlib
+
+    from triton.runtime.errors import OutOfResources
+
+    from wavemla.plan import PlanError
+
+    def too_big(**_: Any) -> None:
+        raise OutOfResources(262144, 232448, "shared memory")
+
+    monkeypatch.setattr(importlib.import_module(f"wavemla.kernels.{decode}_decode"), SPLIT_KERNELS[decode], too_big)
+    make_inputs, call = DECODES[decode]
+    x = make_inputs()
+    says = r"the tile BLOCK_H=\d+ .* does not fit the Triton split kernel on this GPU \(out of resource: shared memory"
+    with (
+        config.override(WAVEMLA_NUM_STAGES=1, WAVEMLA_LAUNCH="triton"),
+        pytest.raises(PlanError, match=rf"^WAVEMLA_NUM_STAGES=1: {says}"),
+    ):
+        call(**x, metadata=wavemla.get_mla_metadata()[0])
+    with config.override(WAVEMLA_LAUNCH="triton"), pytest.raises(PlanError, match=rf"^the plan: {says}"):
+        call(**x, metadata=wavemla.get_mla_metadata()[0])
+
+
+def test_a_tile_priced_for_the_warp_specialized_kernel_says_what_that_kernel_needs() -> None:
+    from triton.runtime.errors import OutOfResources
+
+    from wavemla import api
+    from wavemla.plan import PlanError
+
+    tile = "BLOCK_H=64 BLOCK_N=64 warps=8 stages=3"
+    with (
+        config.override(WAVEMLA_NUM_STAGES=3),
+        pytest.raises(PlanError, match=r"^WAVEMLA_NUM_STAGES=3: the tile BLOCK_H=64 .*; the warp-specialized sm_90 "
+                      r"kernel runs it only where q's head rows are packed, .*: unset the knobs or pass such tensors$"),
+        api._tile_fits(tile, api._SPARSE_WS_NEEDS),
+    ):  # fmt: skip
+        raise OutOfResources(262144, 232448, "shared memory")
+    with (
+        pytest.raises(PlanError, match=r"^the plan: .*; the warp-specialized sm_90 kernel runs it only where q and the "
+                      r"cache are contiguous, 16-byte aligned and not empty$"),
+        api._tile_fits(tile, api._DENSE_WS_NEEDS),
+    ):  # fmt: skip
+        raise OutOfResources(262144, 232448, "shared memory")
+    with pytest.raises(RuntimeError, match=r"^launch failed$"), api._tile_fits(tile, None):  # others pass untouched
+        raise RuntimeError("launch failed")

@@ -51,12 +51,13 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import math
 import numbers
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar, cast
 
@@ -66,7 +67,18 @@ from wavemla import config
 from wavemla.device import device_arch, triton_interpreting
 from wavemla.kernels import launch
 from wavemla.kernels.launch import NotReplayable, Recording, Replay
-from wavemla.plan import DensePlan, DenseWorkload, Plan, Workload, generation, plan, plan_dense
+from wavemla.plan import (
+    DensePlan,
+    DenseWorkload,
+    KernelConfig,
+    Plan,
+    PlanError,
+    Workload,
+    forced_tile_knobs,
+    generation,
+    plan,
+    plan_dense,
+)
 from wavemla.reference import fp8_rows, fp8_v32
 from wavemla.reference.fp8 import BYTES_PER_TOKEN, D_QK
 
@@ -535,6 +547,45 @@ def _zero_pending_counts(meta: MLAMetadata, q: torch.Tensor) -> None:
             meta.counts_zeroed_in.append(ident)
 
 
+# What the warp-specialized sm_90 split kernels need of a call's tensors (kernels/sparse_decode_ws.py and
+# kernels/dense_decode_ws.py, ``supported``), for the error of a tile that only they fit.
+_SPARSE_WS_NEEDS = "q's head rows are packed, q and its tokens 16-byte aligned and the cache pages 16-byte aligned"
+_DENSE_WS_NEEDS = "q and the cache are contiguous, 16-byte aligned and not empty"
+
+
+@contextlib.contextmanager
+def _tile_fits(label: str, ws_needs: str | None) -> Iterator[None]:
+    """Triton's out-of-resources error from compiling a split kernel at the plan's tile ``label``, raised again as a
+    :class:`PlanError` naming the tile knobs that are set. ``ws_needs``: where the plan was priced for a
+    warp-specialized sm_90 kernel, what that kernel needs of a call's tensors. Such a plan runs on the Triton kernel
+    where a call's tensors do not qualify, and a tile forced by the knobs may fit only the warp-specialized kernel."""
+    from triton.runtime.errors import OutOfResources
+
+    try:
+        yield
+    except OutOfResources as exc:
+        knobs = ", ".join(f"{k}={v}" for k, v in forced_tile_knobs().items())
+        why = f"the tile {label} does not fit the Triton split kernel on this GPU ({exc})"
+        if ws_needs is not None:
+            why += f"; the warp-specialized sm_90 kernel runs it only where {ws_needs}"
+        raise PlanError(
+            f"{knobs or 'the plan'}: {why}" + (": unset the knobs or pass such tensors" if knobs and ws_needs else "")
+        ) from exc
+
+
+def _dense_ws_priced(q: torch.Tensor, kv: torch.Tensor, is_fp8: bool, cfg: KernelConfig) -> bool:
+    """Whether the dense plan's tile is the warp-specialized sm_90 kernel's for these shapes (compiled kernels only),
+    whether or not the call's tensors qualify for it."""
+    if q.device.type != "cuda" or triton_interpreting():
+        return False
+    from wavemla.kernels import dense_decode_ws
+
+    dtype = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(q.dtype, str(q.dtype))
+    return dense_decode_ws.applies(arch=device_arch(q.device), is_fp8=is_fp8, d_qk=q.shape[3], dtype=dtype,
+                                   page=kv.shape[1], rows=q.shape[1] * q.shape[2], block_h=cfg.block_h,
+                                   block_n=cfg.block_n)  # fmt: skip
+
+
 def _deliver(result: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
     """The call's first output: ``result``, or the caller's ``out`` holding it (copied in unless the kernels wrote
     ``out`` itself)."""
@@ -877,7 +928,11 @@ def _sparse_launch(
     assert p is not None
     kv = kv_cache.view(torch.uint8) if is_fp8 else kv_cache
     extra_kv = extra_kv_cache.view(torch.uint8) if (extra_kv_cache is not None and is_fp8) else extra_kv_cache
-    ws = device.type == "cuda" and not triton_interpreting() and sparse_decode_ws.supported(
+    compiled = device.type == "cuda" and not triton_interpreting()
+    ws_priced = compiled and sparse_decode_ws.applies(
+        arch=device_arch(device), is_fp8=is_fp8, h_q=q.shape[2], block_h=p.config.block_h, block_n=p.config.block_n
+    )
+    ws = ws_priced and sparse_decode_ws.supported(
         is_fp8=is_fp8, block_h=p.config.block_h, block_n=p.config.block_n, arch=device_arch(device), q=q,
         kv=kv, extra_kv=extra_kv,
     )  # fmt: skip
@@ -907,18 +962,19 @@ def _sparse_launch(
             **common, counts=meta.counts if p.ws_merge else None
         )
     else:
-        meta.split_kernel = sparse_decode_split(
-            **common,
-            counts=meta.counts,
-            is_fp8=is_fp8,
-            block_h=p.config.block_h,
-            block_n=p.config.block_n,
-            num_warps=p.config.num_warps,
-            num_stages=p.config.num_stages,
-            merge_in_kernel=p.merge_in_kernel,
-            q_ws=meta.q_ws,
-            p_ws=meta.p_ws,
-        )
+        with _tile_fits(p.config.label, _SPARSE_WS_NEEDS if ws_priced else None):
+            meta.split_kernel = sparse_decode_split(
+                **common,
+                counts=meta.counts,
+                is_fp8=is_fp8,
+                block_h=p.config.block_h,
+                block_n=p.config.block_n,
+                num_warps=p.config.num_warps,
+                num_stages=p.config.num_stages,
+                merge_in_kernel=p.merge_in_kernel,
+                q_ws=meta.q_ws,
+                p_ws=meta.p_ws,
+            )
     # the warp-specialized kernel merges the tokens whose batch-invariant pieces all ran in one program, and those
     # cut between programs where the plan says so; the combine takes the rest
     if p.needs_combine and not p.ws_merge if ws else p.writes_partials and not p.merge_in_kernel:
@@ -1204,29 +1260,30 @@ def dense_mla_decode(
                 )
                 # under capture the scheduler is recorded, not run: the schedule exists once the graph replays
                 meta.scheduled = meta.scheduled or not _capturing(q)
-            meta.split_kernel = dense_decode_split(
-                q=q,
-                out=o,
-                lse=lse,
-                o_ws=o_ws,
-                lse_ws=meta.lse_ws,
-                kv=kv,
-                block_table=block_table,
-                cache_seqlens=cache_seqlens,
-                sched=meta.sched,
-                is_fp8=is_fp8,
-                causal=causal,
-                softmax_scale=scale,
-                block_h=p.config.block_h,
-                block_n=p.config.block_n,
-                num_warps=p.config.num_warps,
-                num_stages=p.config.num_stages,
-                num_parts=p.num_parts,
-                # planned under WAVEMLA_DENSE_P=single; a call under split keeps P in registers (two dots of it)
-                p_ws=None if dense_split_p(is_fp8, q.dtype) else meta.p_ws,
-                k_scale=k_scale,
-                q_scale=q_scale,
-            )
+            with _tile_fits(p.config.label, _DENSE_WS_NEEDS if _dense_ws_priced(q, kv, is_fp8, p.config) else None):
+                meta.split_kernel = dense_decode_split(
+                    q=q,
+                    out=o,
+                    lse=lse,
+                    o_ws=o_ws,
+                    lse_ws=meta.lse_ws,
+                    kv=kv,
+                    block_table=block_table,
+                    cache_seqlens=cache_seqlens,
+                    sched=meta.sched,
+                    is_fp8=is_fp8,
+                    causal=causal,
+                    softmax_scale=scale,
+                    block_h=p.config.block_h,
+                    block_n=p.config.block_n,
+                    num_warps=p.config.num_warps,
+                    num_stages=p.config.num_stages,
+                    num_parts=p.num_parts,
+                    # planned under WAVEMLA_DENSE_P=single; a call under split keeps P in registers (two dots of it)
+                    p_ws=None if dense_split_p(is_fp8, q.dtype) else meta.p_ws,
+                    k_scale=k_scale,
+                    q_scale=q_scale,
+                )
             if p.num_parts > 1:
                 dense_decode_combine(out=o, lse=lse, o_ws=o_ws, lse_ws=meta.lse_ws, req=meta.req)
         _keep_launches(meta, fresh, call_sig, seen, rec, [*tensors, o, lse])

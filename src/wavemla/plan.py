@@ -1305,6 +1305,11 @@ def _tile_forced() -> bool:
     return any(config.get(k) is not None for k in _TILE_KNOBS)
 
 
+def forced_tile_knobs() -> dict[str, object]:
+    """The tile knobs that are set, with their values (for errors that name them)."""
+    return {k: config.get(k) for k in _TILE_KNOBS if config.get(k) is not None}
+
+
 _PLAN_KNOBS = (*_TILE_KNOBS, "WAVEMLA_NUM_SPLITS", "WAVEMLA_TARGET_CTAS", "WAVEMLA_BATCH_INVARIANT",
                "WAVEMLA_CACHE_DIR", "WAVEMLA_SPARSE_WS", "WAVEMLA_SPARSE_WS_MERGE")  # fmt: skip
 
@@ -1467,7 +1472,7 @@ def _plan_cached(
         )
         return dataclasses.replace(fixed, reasons=(note, *fixed.reasons))
     del overrides  # part of the cache key only: the knobs are read again below
-    forced = {k: config.get(k) for k in _TILE_KNOBS if config.get(k) is not None}
+    forced = forced_tile_knobs()
     kept, dropped, note = _candidates(workload, device)
     if note:
         reasons.append(note)
@@ -1586,6 +1591,13 @@ def _plan_config(
     n_tiles = n_main + math.ceil(workload.extra_topk / cfg.block_n)
     if n_tiles == 0:
         raise PlanError("topk and extra_topk are both 0: there is nothing to attend to")
+    # the split kernels number (token, tile) units in int32, padded tokens up to twice a token's tiles
+    if 2 * workload.tokens * n_tiles > _INT32_MAX:
+        raise PlanError(
+            f"{workload.tokens} query token(s) x {n_tiles} tiles of {cfg.block_n} rows (topk {workload.topk} + "
+            f"extra_topk {workload.extra_topk}), padded up to twice, exceed int32 work units: use fewer query "
+            "tokens per call or shorter index lists"
+        )
     target = config.get("WAVEMLA_TARGET_CTAS")
     slots = target or occ * device.num_sms
     tokens = workload.tokens
@@ -2070,7 +2082,7 @@ def _plan_dense_cached(workload: DenseWorkload, device: DeviceSpec, overrides: t
             "over the parts; unset it (WAVEMLA_TARGET_CTAS sets the program slots the parts fill)"
         )
     reasons: list[str] = []
-    forced = {k: config.get(k) for k in _TILE_KNOBS if config.get(k) is not None}
+    forced = forced_tile_knobs()
     if forced:
         reasons.append("forced by " + ", ".join(f"{k}={v}" for k, v in forced.items()))
     target = config.get("WAVEMLA_TARGET_CTAS")
