@@ -197,7 +197,15 @@ def test_replay_converts_the_new_input() -> None:
 
 @pytest.mark.parametrize(
     "case",
-    ["unknown tensor", "untracked", "no kernel", "odd argument", "nothing launched", "two kinds at one address"],
+    [
+        "unknown tensor",
+        "untracked",
+        "no kernel",
+        "odd argument",
+        "nothing launched",
+        "two kinds at one address",
+        "two inputs at one address",
+    ],
 )
 def test_replay_refuses_what_it_cannot_repeat(case: str) -> None:
     k = FakeKernel()
@@ -218,8 +226,11 @@ def test_replay_refuses_what_it_cannot_repeat(case: str) -> None:
             rec.launches.append((fn, (1,), args, {}, None))
         elif case != "nothing launched":
             launch.run(fn, (1,), *args)
+    # the same tensor given as two inputs: an argument at its address could come from either, and a later call may
+    # give two tensors
+    inputs = [a, a] if case == "two inputs at one address" else [a]
     with pytest.raises(NotReplayable):
-        Replay(rec, [a], keep, device=0)
+        Replay(rec, inputs, keep, device=0)
 
 
 def test_replay_checks_the_inputs_it_is_given() -> None:
