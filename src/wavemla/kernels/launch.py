@@ -308,10 +308,8 @@ class Replay:
         if exact:
             if len({s.kind for s in exact}) > 1:
                 raise NotReplayable(f"{kernel}: {arg} is at the address of tensors of different kinds")
-            if len(exact) > 1:
-                # the same tensor passed twice (or two views that start together): which one the argument came from
-                # is unknown, and a later call may pass two tensors at different addresses
-                raise NotReplayable(f"{kernel}: {arg} is at the address of more than one of the call's tensors")
+            # inputs at one address (the same tensor passed twice) share it on every call of the signature too
+            # (call_key notes which addresses are equal), so either gives the argument's new address
             return exact[0], 0
         inside = [s for s in self._slots if s.ptr <= p and p + span_bytes(t) <= s.ptr + s.span]
         if len(inside) != 1:
