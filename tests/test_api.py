@@ -717,3 +717,26 @@ def test_a_tile_priced_for_the_warp_specialized_kernel_says_what_that_kernel_nee
         raise OutOfResources(262144, 232448, "shared memory")
     with pytest.raises(RuntimeError, match=r"^launch failed$"), api._tile_fits(tile, None):  # others pass untouched
         raise RuntimeError("launch failed")
+
+
+def test_work_units_past_int32_are_refused_naming_the_indices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The split kernels number (token, tile) units in int32: a plan past that (index lists of tens of GB) is refused
+    before anything is allocated, naming the indices, and the metadata stays unplanned."""
+    import dataclasses
+
+    from wavemla import api
+
+    planned = api.plan
+
+    def huge(workload: Any, device: Any) -> Any:
+        p = planned(workload, device)
+        return dataclasses.replace(p, n_tiles=2**31 // workload.tokens + 1, token_units=0)
+
+    x = sparse_inputs()
+    monkeypatch.setattr(api, "plan", huge)
+    meta = wavemla.get_mla_metadata()[0]
+    with pytest.raises(ValueError, match=r"^indices: 3 query token\(s\) x 715827883 tiles .* more than 2\^31 - 1"):
+        wavemla.sparse_mla_decode(**x, metadata=meta)
+    assert meta.plan is None and meta.buffers() == []
+    monkeypatch.setattr(api, "plan", planned)
+    wavemla.sparse_mla_decode(**x, metadata=meta)  # the same call within int32

@@ -586,6 +586,18 @@ def _dense_ws_priced(q: torch.Tensor, kv: torch.Tensor, is_fp8: bool, cfg: Kerne
                                    block_n=cfg.block_n)  # fmt: skip
 
 
+def _check_work_units(p: Plan, tokens: int) -> None:
+    """The sparse split kernels number (query token, tile) units, and programs' runs of them, in int32: a call past
+    that (only index lists of tens of GB reach it) is refused. The planner itself plans any size (``wavemla plan``)."""
+    units = max(tokens * p.unit_tiles, p.num_parts * p.units_per_part)
+    if units > _INT32_MAX:
+        raise ValueError(
+            f"indices: {tokens} query token(s) x {p.unit_tiles} tiles of {p.block_n} rows make {units} work units, "
+            "more than 2^31 - 1 (the split kernels number them in int32); use fewer query tokens per call or shorter "
+            "index lists"
+        )
+
+
 def _deliver(result: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
     """The call's first output: ``result``, or the caller's ``out`` holding it (copied in unless the kernels wrote
     ``out`` itself)."""
@@ -752,6 +764,7 @@ def sparse_mla_decode(
         if fresh:
             try:
                 meta.plan = plan(workload, _device_spec(device))
+                _check_work_units(meta.plan, b * s_q)
                 meta.key = key
                 rows = meta.plan.workspace_rows(b * s_q)
                 if rows:

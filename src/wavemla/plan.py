@@ -1591,13 +1591,6 @@ def _plan_config(
     n_tiles = n_main + math.ceil(workload.extra_topk / cfg.block_n)
     if n_tiles == 0:
         raise PlanError("topk and extra_topk are both 0: there is nothing to attend to")
-    # the split kernels number (token, tile) units in int32, padded tokens up to twice a token's tiles
-    if 2 * workload.tokens * n_tiles > _INT32_MAX:
-        raise PlanError(
-            f"{workload.tokens} query token(s) x {n_tiles} tiles of {cfg.block_n} rows (topk {workload.topk} + "
-            f"extra_topk {workload.extra_topk}), padded up to twice, exceed int32 work units: use fewer query "
-            "tokens per call or shorter index lists"
-        )
     target = config.get("WAVEMLA_TARGET_CTAS")
     slots = target or occ * device.num_sms
     tokens = workload.tokens
