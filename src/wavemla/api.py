@@ -70,7 +70,6 @@ from wavemla.kernels.launch import NotReplayable, Recording, Replay
 from wavemla.plan import (
     DensePlan,
     DenseWorkload,
-    KernelConfig,
     Plan,
     PlanError,
     Workload,
@@ -548,7 +547,7 @@ def _zero_pending_counts(meta: MLAMetadata, q: torch.Tensor) -> None:
 
 
 # What the warp-specialized sm_90 split kernels need of a call's tensors (kernels/sparse_decode_ws.py and
-# kernels/dense_decode_ws.py, ``supported``), for the error of a tile that only they fit.
+# kernels/dense_decode_ws.py, ``tensors_qualify`` and ``supported``), for the error of a tile that only they fit.
 _SPARSE_WS_NEEDS = "q's head rows are packed, q and its tokens 16-byte aligned and the cache pages 16-byte aligned"
 _DENSE_WS_NEEDS = "q and the cache are contiguous, 16-byte aligned and not empty"
 
@@ -571,19 +570,6 @@ def _tile_fits(label: str, ws_needs: str | None) -> Iterator[None]:
         raise PlanError(
             f"{knobs or 'the plan'}: {why}" + (": unset the knobs or pass such tensors" if knobs and ws_needs else "")
         ) from exc
-
-
-def _dense_ws_priced(q: torch.Tensor, kv: torch.Tensor, is_fp8: bool, cfg: KernelConfig) -> bool:
-    """Whether the dense plan's tile is the warp-specialized sm_90 kernel's for these shapes (compiled kernels only),
-    whether or not the call's tensors qualify for it."""
-    if q.device.type != "cuda" or triton_interpreting():
-        return False
-    from wavemla.kernels import dense_decode_ws
-
-    dtype = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(q.dtype, str(q.dtype))
-    return dense_decode_ws.applies(arch=device_arch(q.device), is_fp8=is_fp8, d_qk=q.shape[3], dtype=dtype,
-                                   page=kv.shape[1], rows=q.shape[1] * q.shape[2], block_h=cfg.block_h,
-                                   block_n=cfg.block_n)  # fmt: skip
 
 
 def _check_work_units(p: Plan, tokens: int) -> None:
@@ -941,14 +927,14 @@ def _sparse_launch(
     assert p is not None
     kv = kv_cache.view(torch.uint8) if is_fp8 else kv_cache
     extra_kv = extra_kv_cache.view(torch.uint8) if (extra_kv_cache is not None and is_fp8) else extra_kv_cache
-    compiled = device.type == "cuda" and not triton_interpreting()
-    ws_priced = compiled and sparse_decode_ws.applies(
-        arch=device_arch(device), is_fp8=is_fp8, h_q=q.shape[2], block_h=p.config.block_h, block_n=p.config.block_n
+    ws_priced = (
+        device.type == "cuda"
+        and not triton_interpreting()
+        and sparse_decode_ws.applies(
+            arch=device_arch(device), is_fp8=is_fp8, h_q=q.shape[2], block_h=p.config.block_h, block_n=p.config.block_n
+        )
     )
-    ws = ws_priced and sparse_decode_ws.supported(
-        is_fp8=is_fp8, block_h=p.config.block_h, block_n=p.config.block_n, arch=device_arch(device), q=q,
-        kv=kv, extra_kv=extra_kv,
-    )  # fmt: skip
+    ws = ws_priced and sparse_decode_ws.tensors_qualify(q=q, kv=kv, extra_kv=extra_kv)
     # what both split kernels take; the Triton kernel also its tile, merge and scratch choices
     common: dict[str, Any] = dict(
         q=q,
@@ -1144,6 +1130,7 @@ def dense_mla_decode(
 
         out, lse = dense_mla_decode(q, k_cache, block_table, cache_seqlens, causal=True)
     """
+    from wavemla.kernels import dense_decode_ws
     from wavemla.kernels.combine import dense_decode_combine
     from wavemla.kernels.dense_decode import dense_decode_schedule, dense_decode_split
     from wavemla.kernels.dense_decode import p_scratch_elems as dense_p_scratch_elems
@@ -1273,7 +1260,13 @@ def dense_mla_decode(
                 )
                 # under capture the scheduler is recorded, not run: the schedule exists once the graph replays
                 meta.scheduled = meta.scheduled or not _capturing(q)
-            with _tile_fits(p.config.label, _DENSE_WS_NEEDS if _dense_ws_priced(q, kv, is_fp8, p.config) else None):
+            ws_priced = (
+                device.type == "cuda"
+                and not triton_interpreting()
+                and dense_decode_ws.applies_to(is_fp8=is_fp8, block_h=p.config.block_h, block_n=p.config.block_n,
+                                               arch=device_arch(device), q=q, kv=kv)
+            )  # fmt: skip
+            with _tile_fits(p.config.label, _DENSE_WS_NEEDS if ws_priced else None):
                 meta.split_kernel = dense_decode_split(
                     q=q,
                     out=o,

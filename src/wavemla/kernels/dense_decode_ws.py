@@ -121,22 +121,27 @@ def applies(*, arch: int, is_fp8: bool, d_qk: int, dtype: str, page: int, rows: 
     )
 
 
+def applies_to(*, is_fp8: bool, block_h: int, block_n: int, arch: int, q: torch.Tensor, kv: torch.Tensor) -> bool:
+    """:func:`applies` for the shapes and dtype of a launch's tensors (whether or not the tensors qualify)."""
+    dtype = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(q.dtype, str(q.dtype))
+    return applies(
+        arch=arch,
+        is_fp8=is_fp8,
+        d_qk=q.shape[3],
+        dtype=dtype,
+        page=kv.shape[1],
+        rows=q.shape[1] * q.shape[2],
+        block_h=block_h,
+        block_n=block_n,
+    )
+
+
 def supported(*, is_fp8: bool, block_h: int, block_n: int, arch: int, q: torch.Tensor, kv: torch.Tensor) -> bool:
-    """:func:`applies` for a launch's tensors, which must also be contiguous (TMA views q and the cache as 2-D row
+    """:func:`applies_to` for a launch's tensors, which must also be contiguous (TMA views q and the cache as 2-D row
     arrays of 1,152 bytes a row), 16-byte aligned and not empty (a descriptor has at least one row: a cache of no
     blocks, which the Triton kernel reads as all keys excluded, runs there)."""
-    dtype = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(q.dtype, str(q.dtype))
     return (
-        applies(
-            arch=arch,
-            is_fp8=is_fp8,
-            d_qk=q.shape[3],
-            dtype=dtype,
-            page=kv.shape[1],
-            rows=q.shape[1] * q.shape[2],
-            block_h=block_h,
-            block_n=block_n,
-        )
+        applies_to(is_fp8=is_fp8, block_h=block_h, block_n=block_n, arch=arch, q=q, kv=kv)
         and q.shape[0] > 0
         and kv.shape[0] > 0
         and q.is_contiguous()

@@ -127,13 +127,19 @@ def applies(*, arch: int, is_fp8: bool, h_q: int, block_h: int, block_n: int) ->
 
 def supported(*, is_fp8: bool, block_h: int, block_n: int, arch: int, q: torch.Tensor, kv: torch.Tensor,
               extra_kv: torch.Tensor | None) -> bool:  # fmt: skip
-    """:func:`applies` for a launch's tensors: q's head rows contiguous and each query token's rows 16-byte aligned
-    (the gather prefetches the next token's rows into L2 by bulk copies of 16-byte aligned addresses), the caches'
-    pages 16-byte aligned (the gather loads 16 bytes at a time)."""
+    """:func:`applies` for a launch's tensors, which must also qualify (:func:`tensors_qualify`)."""
+    return applies(arch=arch, is_fp8=is_fp8, h_q=q.shape[2], block_h=block_h, block_n=block_n) and tensors_qualify(
+        q=q, kv=kv, extra_kv=extra_kv
+    )
+
+
+def tensors_qualify(*, q: torch.Tensor, kv: torch.Tensor, extra_kv: torch.Tensor | None) -> bool:
+    """What this kernel needs of a launch's tensors beyond :func:`applies`: q's head rows contiguous and each query
+    token's rows 16-byte aligned (the gather prefetches the next token's rows into L2 by bulk copies of 16-byte
+    aligned addresses), the caches' pages 16-byte aligned (the gather loads 16 bytes at a time)."""
     caches = [kv] if extra_kv is None else [kv, extra_kv]
     return (
-        applies(arch=arch, is_fp8=is_fp8, h_q=q.shape[2], block_h=block_h, block_n=block_n)
-        and q.stride(3) == 1
+        q.stride(3) == 1
         and q.stride(2) == q.shape[3]
         and q.data_ptr() % 16 == 0
         and all(n == 1 or q.stride(i) * q.element_size() % 16 == 0 for i, n in enumerate(q.shape[:2]))
