@@ -44,11 +44,11 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_model(out_dir: Path) -> None:
-    """Save a tiny random Llama and a word-level tokenizer with a chat template to ``out_dir``."""
-    import torch
+def save_tokenizer(out_dir: Path) -> int:
+    """Save the word-level tokenizer with its chat template to ``out_dir``; returns its vocabulary size. Ids 0, 1
+    and 2 are ``<unk>``, ``<s>`` and ``</s>``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
     specials = ["<unk>", "<s>", "</s>"]
     words = list(dict.fromkeys([*_WORDS, *(f"w{i}" for i in range(100))]))
@@ -60,8 +60,16 @@ def build_model(out_dir: Path) -> None:
         tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>", chat_template=CHAT_TEMPLATE
     )
     fast.save_pretrained(out_dir)
+    return len(vocab)
+
+
+def build_model(out_dir: Path) -> None:
+    """Save a tiny random Llama and the word-level tokenizer with a chat template to ``out_dir``."""
+    import torch
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
     cfg = LlamaConfig(
-        vocab_size=len(vocab),
+        vocab_size=save_tokenizer(out_dir),
         hidden_size=32,
         intermediate_size=64,
         num_hidden_layers=2,

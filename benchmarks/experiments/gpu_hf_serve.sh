@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# GPU: profiler traces of `transformers serve --continuous-batching` at several concurrencies
+# (benchmarks/experiments/hf_serve_trace.py), and `wavemla trace` over them. The GPU machine has no network: the
+# wheels of transformers[serving] and what it needs beyond torch come in .whl/ (pip download for Python 3.12 on
+# x86_64 Linux, carried: `run` with carry [".whl"]).
+#   bash benchmarks/experiments/gpu_hf_serve.sh <git-sha>   (writes under $OUT)
+set -uo pipefail
+SHA=${1:-unknown}
+{
+  nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
+  python3 -m pip install -q --no-index --no-deps .whl/*.whl 2>&1 | tail -3
+  python3 -c "import torch, transformers, fastapi, uvicorn, openai; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+  echo "== hf_serve_trace.py on $SHA"
+  PYTHONPATH=src:. timeout "${LIMIT:-480}" python3 benchmarks/experiments/hf_serve_trace.py "$OUT/hf" --batch ${BATCH:-1 8 16 32 64}
+  echo "== exit $?"
+} > "$OUT/hf_serve.log" 2>&1
+grep -v -E "HTTP/1.1|^INFO|nanobind|leaked" "$OUT/hf_serve.log" | cut -c1-200 | tail -45
