@@ -182,7 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true", help="a tiny model (CPU smoke run)")
     parser.add_argument("--step-kernel", default=None, help="passed to wavemla trace (default: found, see below)")
     args = parser.parse_args(argv)
-    os.environ.update(HF_HUB_OFFLINE="1", HF_HUB_DISABLE_UPDATE_CHECK="1", HF_HUB_DISABLE_TELEMETRY="1")
+    # No hub: the GPU machine has no network. On CUDA the server would fetch Hub kernels (liger's RMSNorm and
+    # others) at load time; without a network they are switched off (USE_HUB_KERNELS=0), so the layers run
+    # transformers' own torch code.
+    os.environ.update(HF_HUB_OFFLINE="1", HF_HUB_DISABLE_UPDATE_CHECK="1", HF_HUB_DISABLE_TELEMETRY="1",
+                      USE_HUB_KERNELS="0")  # fmt: skip
     import torch
     import transformers
 
