@@ -143,23 +143,39 @@ def kernel_counts(path: Path) -> dict[str, int]:
     return dict(collections.Counter(e["name"] for e in events if e.get("cat") == "kernel").most_common())
 
 
-def trace_concurrency(port: int, model: str, c: int, warm: int, window: int, path: Path, cuda: bool) -> dict:
-    import torch
+def _signal(ctl: Path, name: str, text: str = "") -> None:
+    tmp = ctl / (name + ".tmp")
+    tmp.write_text(text)
+    tmp.rename(ctl / name)
 
+
+def _await(ctl: Path, name: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not (ctl / name).exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the model process did not answer {name!r} in {timeout_s:g} s")
+        time.sleep(0.002)
+    (ctl / name).unlink()
+
+
+def trace_concurrency(port: int, model: str, c: int, warm: int, window: int, path: Path, ctl: Path) -> dict:
+    """Profile, in the model process (hf_serve_profiler/sitecustomize.py), a window of decode steps with ``c``
+    streams in flight."""
     words = "the city of paris has a long history and the weather is good"  # 14 words, 14 tokens, every prompt
     streams = [Stream(port, model, f"{words} w{i % 100}", warm + window + 16) for i in range(c)]
     for s in streams:
         s.start()
     wait_until(streams, warm, 600)
-    activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
-    with torch.profiler.profile(activities=activities) as prof:
-        n0 = [s.tokens for s in streams]
-        t0 = time.perf_counter()
-        wait_until(streams, warm + window, 600)
-        wall = time.perf_counter() - t0
-        n1 = [s.tokens for s in streams]
     raw = path.with_suffix("")  # .json
-    prof.export_chrome_trace(str(raw))
+    _signal(ctl, "start", str(raw))
+    _await(ctl, "started", 60)
+    n0 = [s.tokens for s in streams]
+    t0 = time.perf_counter()
+    wait_until(streams, warm + window, 600)
+    wall = time.perf_counter() - t0
+    n1 = [s.tokens for s in streams]
+    _signal(ctl, "stop")
+    _await(ctl, "done", 300)
     with raw.open("rb") as src, gzip.open(path, "wb") as dst:
         dst.write(src.read())
     raw.unlink()
@@ -192,8 +208,17 @@ def main(argv: list[str] | None = None) -> int:
 
     cuda = torch.cuda.is_available()
     args.out.mkdir(parents=True, exist_ok=True)
-    model_dir = Path(tempfile.mkdtemp(prefix="hf-serve-dsv3-")) / "model"  # not under OUT: GBs of weights
+    work = Path(tempfile.mkdtemp(prefix="hf-serve-dsv3-"))
+    model_dir = work / "model"  # not under OUT: GBs of weights
     sizes = build_model(model_dir, args.tiny, args.layers, args.experts)
+    # transformers serve runs the model in a process of its own (multiprocessing, spawn): the profiler must run
+    # there, started and stopped through files in `ctl` by the sitecustomize that PYTHONPATH gives that process.
+    ctl = work / "ctl"
+    ctl.mkdir()
+    os.environ["WAVEMLA_PROFILE_CTL"] = str(ctl)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(Path(__file__).resolve().parent / "hf_serve_profiler"), os.environ.get("PYTHONPATH", "")]
+    )
     start_server(model_dir, args.port, "cuda" if cuda else "cpu")
     record: dict[str, Any] = {
         "engine": f"transformers serve --continuous-batching (transformers {transformers.__version__})",
@@ -203,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = []
     for c in args.batch:
         path = args.out / f"hf-serve-dsv3-bs{c}.json.gz"
-        rec = trace_concurrency(args.port, str(model_dir), c, args.warm, args.window, path, cuda)
+        rec = trace_concurrency(args.port, str(model_dir), c, args.warm, args.window, path, ctl)
         record["batches"][c] = rec
         paths.append(str(path))
         print(f"C={c}: {rec['step_ms']:.3f} ms a step over {rec['window_s']:.2f} s, tokens {rec['tokens_per_stream']}"
