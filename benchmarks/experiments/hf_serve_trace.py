@@ -3,8 +3,11 @@ transformers' OpenAI-compatible server: paged attention, its own CUDA graphs and
 DeepSeek-V3-architecture model (MLA, shared and routed experts; random weights), one trace per concurrency, for
 ``wavemla trace``.
 
-The server runs in this process (a thread) so that ``torch.profiler`` sees its kernels; clients in threads stream
-chat completions to it over HTTP. Per concurrency ``C``: ``C`` requests with prompts of equal length and the same
+The server's HTTP side runs in a thread of this process and its model in a process of its own (transformers
+spawns it); ``torch.profiler`` runs in the model process, started and stopped through files by
+``hf_serve_profiler/sitecustomize.py``, and records the GPU kernels (CUPTI sees every thread of that process; the
+host operators of the model's threads are not recorded). Clients in threads stream chat completions to the server
+over HTTP. Per concurrency ``C``: ``C`` requests with prompts of equal length and the same
 ``max_tokens`` are sent at once; when every stream has returned ``--warm`` tokens the profiler starts, and it stops
 when every stream has returned ``--window`` more. The measured step time is the profiled wall time over the mean
 tokens a stream received in it (one token a request a decode step). Writes ``OUT/hf-serve-dsv3-bsC.json.gz``,
