@@ -199,7 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--experts", type=int, default=64)
     parser.add_argument("--port", type=int, default=8019)
     parser.add_argument("--tiny", action="store_true", help="a tiny model (CPU smoke run)")
-    parser.add_argument("--step-kernel", default=None, help="passed to wavemla trace (default: found, see below)")
+    parser.add_argument(
+        "--step-kernel", default=None, help="for wavemla trace (default: a kernel launched once a step in every trace)"
+    )
     args = parser.parse_args(argv)
     # No hub: the GPU machine has no network. On CUDA the server would fetch Hub kernels (liger's RMSNorm and
     # others) at load time; without a network they are switched off (USE_HUB_KERNELS=0), so the layers run
@@ -218,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     # there, started and stopped through files in `ctl` by the sitecustomize that PYTHONPATH gives that process.
     ctl = work / "ctl"
     ctl.mkdir()
-    os.environ["WAVEMLA_PROFILE_CTL"] = str(ctl)
+    os.environ["HF_SERVE_PROFILE_CTL"] = str(ctl)
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [str(Path(__file__).resolve().parent / "hf_serve_profiler"), os.environ.get("PYTHONPATH", "")]
     )

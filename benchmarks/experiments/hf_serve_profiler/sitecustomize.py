@@ -1,5 +1,5 @@
 """Profiler control inside the model process of ``transformers serve`` (imported by every Python that has this
-folder on PYTHONPATH; acts only where WAVEMLA_PROFILE_CTL names a folder and the process is a multiprocessing
+folder on PYTHONPATH; acts only where HF_SERVE_PROFILE_CTL names a folder and the process is a multiprocessing
 child, which is where transformers serve runs its model).
 
 A daemon thread polls the folder: a file ``start`` (holding the trace's path) starts ``torch.profiler`` and is
@@ -39,6 +39,6 @@ def _control(folder: str) -> None:
         open(os.path.join(folder, "done"), "w").close()
 
 
-_folder = os.environ.get("WAVEMLA_PROFILE_CTL")
+_folder = os.environ.get("HF_SERVE_PROFILE_CTL")
 if _folder and "--multiprocessing-fork" in getattr(sys, "orig_argv", ()):
     threading.Thread(target=_control, args=(_folder,), name="wavemla-profile-ctl", daemon=True).start()
