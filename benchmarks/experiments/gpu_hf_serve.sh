@@ -2,7 +2,7 @@
 # GPU: profiler traces of `transformers serve --continuous-batching` at several concurrencies
 # (benchmarks/experiments/hf_serve_trace.py), and `wavemla trace` over them. The GPU machine has no network: the
 # wheels of transformers[serving] and what it needs beyond torch come in .whl/ (pip download for Python 3.12 on
-# x86_64 Linux, carried: `run` with carry [".whl"]).
+# x86_64 Linux, copied beside the checkout: .whl is an ignored folder).
 #   bash benchmarks/experiments/gpu_hf_serve.sh <git-sha>   (writes under $OUT)
 set -uo pipefail
 SHA=${1:-unknown}
