@@ -169,8 +169,7 @@ def trace_concurrency(port: int, model: str, c: int, warm: int, window: int, pat
     for s in streams:
         s.start()
     wait_until(streams, warm, 600)
-    raw = path.with_suffix("")  # .json
-    _signal(ctl, "start", str(raw))
+    _signal(ctl, "start", str(path))  # torch.profiler writes a .json.gz path gzipped
     _await(ctl, "started", 60)
     n0 = [s.tokens for s in streams]
     t0 = time.perf_counter()
@@ -179,9 +178,6 @@ def trace_concurrency(port: int, model: str, c: int, warm: int, window: int, pat
     n1 = [s.tokens for s in streams]
     _signal(ctl, "stop")
     _await(ctl, "done", 300)
-    with raw.open("rb") as src, gzip.open(path, "wb") as dst:
-        dst.write(src.read())
-    raw.unlink()
     for s in streams:
         s.join(timeout=600)
     got = [b - a for a, b in zip(n0, n1, strict=True)]
