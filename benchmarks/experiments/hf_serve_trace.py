@@ -12,7 +12,8 @@ over HTTP. Per concurrency ``C``: ``C`` requests with prompts of equal length an
 when every stream has returned ``--window`` more. The measured step time is the profiled wall time over the mean
 tokens a stream received in it (one token a request a decode step). Writes ``OUT/hf-serve-dsv3-bsC.json.gz``,
 ``OUT/hf-serve-dsv3.json`` (the engine's settings, the measured step times, each trace's kernel counts), and runs
-``wavemla trace`` over the traces into ``OUT/hf-serve-dsv3-slope.json``.
+``wavemla trace`` over the traces into ``OUT/hf-serve-dsv3-slope.json``; each trace cut to ``--fixture-steps`` steps
+by the per-step kernel goes to ``OUT/fixtures/`` (trim_trace.py), for the tests.
 
 DeepSeek-V4 is not used: transformers' continuous batching has no cache for its compressed layers
 (``ValueError: Invalid layer type: compressed_sparse_attention``).
@@ -195,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--experts", type=int, default=64)
     parser.add_argument("--port", type=int, default=8019)
     parser.add_argument("--tiny", action="store_true", help="a tiny model (CPU smoke run)")
+    parser.add_argument("--fixture-steps", type=int, default=3, help="decode steps kept in OUT/fixtures' cut traces")
     parser.add_argument(
         "--step-kernel", default=None, help="for wavemla trace (default: a kernel launched once a step in every trace)"
     )
@@ -242,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     if step_kernel is None:
         print("no kernel is launched once a step in every trace: pass --step-kernel (analysis skipped)")
         return 1
+    record["step_kernel"] = step_kernel
+    (args.out / "hf-serve-dsv3.json").write_text(json.dumps(record, indent=1))
+    write_fixtures(paths, step_kernel, args.out / "fixtures", args.fixture_steps)
     slope = args.out / "hf-serve-dsv3-slope.json"
     cmd = [sys.executable, "-m", "wavemla", "trace", *paths, "--step-kernel", step_kernel, "--json", str(slope)]
     print(" ".join(cmd), flush=True)
@@ -253,6 +258,22 @@ def main(argv: list[str] | None = None) -> int:
             ms = record["batches"][t["batch"]]["step_ms"]
             print(f"{t['batch']:>4} {t['span_ms']:>14.3f} {ms:>9.3f} {t['span_ms'] / ms - 1:>+14.1%}")
     return rc
+
+
+def write_fixtures(paths: list[str], step_kernel: str, out_dir: Path, steps: int) -> None:
+    """Each trace cut to ``steps`` decode steps by the per-step kernel (trim_trace.trim_by_kernel: the GPU events
+    and the runtime calls that launched them), gzipped into ``out_dir`` under the trace's name: small enough to
+    commit as test fixtures of ``wavemla trace``."""
+    sys.path[:0] = [str(Path(__file__).resolve().parent)]
+    from trim_trace import trim_by_kernel
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for path in map(Path, paths):
+        with gzip.open(path, "rt") as f:
+            cut = trim_by_kernel(json.load(f), step_kernel, steps)
+        with gzip.open(out_dir / path.name, "wt", compresslevel=9) as f:
+            json.dump(cut, f, separators=(",", ":"))
+        print(f"fixture {out_dir / path.name}: {(out_dir / path.name).stat().st_size} bytes", flush=True)
 
 
 def per_step_kernel(record: dict[str, Any]) -> str | None:

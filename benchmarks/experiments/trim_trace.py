@@ -8,7 +8,12 @@ launched them (``correlation`` only); the CPU step ranges of those steps; proces
 whose names match one of them, with no arguments (what ``wavemla trace --scope`` reads). Dropped: every other CPU
 operator and Python frame, flow events and every other argument.
 
+A trace without step ranges (one whose steps ``wavemla trace --step-kernel`` counts) is cut with ``--step-kernel
+REGEX`` instead: its GPU events from the start of the first kernel matching REGEX up to the start of the
+``--steps + 1``-th, and the runtime calls that launched them.
+
     python3 benchmarks/experiments/trim_trace.py IN.json.gz OUT.json.gz --marker layer_step --steps 2
+    python3 benchmarks/experiments/trim_trace.py IN.json.gz OUT.json.gz --step-kernel '^fused_rms$' --steps 3
 """
 
 from __future__ import annotations
@@ -64,6 +69,33 @@ def trim(doc: dict[str, Any], marker: str, steps: int, keep_scopes: tuple[str, .
     return {"schemaVersion": doc.get("schemaVersion", 1), "traceEvents": kept}
 
 
+def trim_by_kernel(doc: dict[str, Any], step_kernel: str, steps: int) -> dict[str, Any]:
+    """The trace ``doc`` cut to ``steps`` steps counted by a kernel launched once a step: its GPU events from the
+    start of the first kernel matching ``step_kernel`` to just before the start of the ``steps + 1``-th, and the
+    runtime and driver calls that launched them."""
+    regex = re.compile(step_kernel)
+    events = doc["traceEvents"]
+    starts = sorted(e["ts"] for e in events if e.get("cat") == "kernel" and regex.search(str(e.get("name", ""))))
+    if len(starts) < steps + 1:
+        raise ValueError(f"--steps: the trace has {len(starts)} kernels matching {step_kernel!r}, needs {steps + 1}")
+    g0, g1 = starts[0], starts[steps]
+    kept: list[dict[str, Any]] = []
+    launched = set()
+    for e in events:
+        if e.get("ph") == "M" and e.get("name") in ("process_name", "thread_name"):
+            kept.append(e)
+        elif e.get("cat") in GPU and g0 <= e["ts"] < g1:
+            args = e.get("args", {})
+            kept.append({**e, "args": {k: args[k] for k in KERNEL_ARGS if k in args}})
+            launched.add(args.get("correlation"))
+    kept += [
+        {**e, "args": {"correlation": e["args"]["correlation"]}}
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and e.get("args", {}).get("correlation") in launched
+    ]
+    return {"schemaVersion": doc.get("schemaVersion", 1), "traceEvents": kept}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trace", type=Path)
@@ -71,11 +103,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--marker", default="layer_step")
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--keep-scope", action="append", default=[], metavar="REGEX")
+    parser.add_argument("--step-kernel", default=None, metavar="REGEX", help="cut by a kernel launched once a step")
     args = parser.parse_args(argv)
     with gzip.open(args.trace, "rt") if args.trace.suffix == ".gz" else args.trace.open() as f:
         doc = json.load(f)
     with gzip.open(args.out, "wt", compresslevel=9) as f:
-        json.dump(trim(doc, args.marker, args.steps, tuple(args.keep_scope)), f, separators=(",", ":"))
+        if args.step_kernel is not None:
+            cut = trim_by_kernel(doc, args.step_kernel, args.steps)
+        else:
+            cut = trim(doc, args.marker, args.steps, tuple(args.keep_scope))
+        json.dump(cut, f, separators=(",", ":"))
     return 0
 
 
