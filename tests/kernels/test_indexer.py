@@ -896,6 +896,16 @@ def test_rejects_more_than_2_30_rows(max_n_comp, device, monkeypatch):
         lightning_indexer(q, w, cache, table, n_comp, 8, max_n_comp=max_n_comp)
 
 
+def test_rejects_topk_past_2_30(device, monkeypatch):
+    """A topk past 2^30 is refused naming it: the −1 padding loops step through a token's topk output entries in
+    int32 blocks and would wrap around near 2^31 (launches recorded, not run)."""
+    monkeypatch.setattr(indexer_kernels.launch, "run", lambda *args, **kwargs: None)
+    a = _args(device)
+    message = r"^topk: expected at most 2\^30 = 1073741824 entries per token, got 1073741825$"
+    with pytest.raises(ValueError, match=message):
+        lightning_indexer(a["q_idx"], a["weights"], a["index_k_cache"], a["block_table"], a["n_comp"], 2**30 + 1)
+
+
 @pytest.mark.parametrize("width", [132, 68])
 def test_rejects_paged_layout_with_split_pages(width, device):
     p = make_problem(2, 1, 64, [10, 20], device=device, fp8=True, layout="paged")

@@ -83,7 +83,8 @@ SUPPORTED_HEADS = (16, 32, 64, 128)
 HIST0_BINS = 256  # pass 0: key bits 31..24, histogrammed in registers
 HIST_BINS = 4096  # passes 1 and 2: key bits 23..12 and 11..0, only keys matching the higher digits, in memory
 MAX_TOKENS = 65535  # grid dimension 1 of the select kernels is B·S
-MAX_ROWS = 2**30  # max_n_comp at most: the kernels' row indices, and the ends of their row ranges, are int32
+MAX_ROWS = 2**30  # max_n_comp and topk at most: the kernels' row indices, the ends of their row ranges and their
+# output positions are int32
 SELECT_PATHS = ("token", "chunked", "spread")
 # Per-token select (one program per query token). Its list of candidate keys and their rows fills the token's
 # histogram region of the workspace, which that path leaves unused (and unzeroed).
@@ -1635,6 +1636,8 @@ def _validate(
         raise ValueError(f"n_comp: expected shape [{b}] or [{b}, {s_q}], got {_describe(n_comp)}")
     if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
         raise ValueError(f"topk: expected a positive int, got {_describe(topk)}")
+    if topk > MAX_ROWS:  # the -1 padding loops step to topk in int32 blocks: past 2^31 they would wrap around
+        raise ValueError(f"topk: expected at most 2^30 = {MAX_ROWS} entries per token, got {topk}")
     capacity = block_table.shape[1] * page
     if max_n_comp is None:
         max_n = capacity
