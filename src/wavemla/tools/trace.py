@@ -1,8 +1,9 @@
 """Fit per-component decode GPU time against batch size from profiler traces; name the slope driver.
 
-Reads Kineto Chrome traces (``.json`` or ``.json.gz``; SGLang, vLLM and plain ``torch.profiler`` output),
-one or more per batch size. GPU kernels (``ph == "X"`` events whose category contains ``kernel``, plus
-``gpu_memcpy`` and ``gpu_memset``) are sorted into components by ordered name rules
+Reads Kineto Chrome traces (``.json`` or ``.json.gz``; SGLang, vLLM and plain ``torch.profiler`` output) and
+Nsight Systems SQLite exports (``nsys export --type sqlite``; :mod:`wavemla.tools.nsys`), one or more per batch
+size. GPU kernels (``ph == "X"`` events whose category contains ``kernel``, plus ``gpu_memcpy`` and
+``gpu_memset``) are sorted into components by ordered name rules
 (:mod:`wavemla.tools.trace_rules`). For each trace the busy time of every component is the union of its
 kernel intervals across streams, divided by the number of decode steps in the trace;
 ``gpu_user_annotation`` ranges are never added to kernel time. Then ``time = a + b·batch`` is fitted per
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wavemla.tools import nsys
 from wavemla.tools.trace_rules import MEMCPY, OTHER, RuleSet, build_ruleset, default_rules
 
 if TYPE_CHECKING:
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
 
 SCHEMA = "wavemla.trace/1"
 _GZIP_MAGIC = b"\x1f\x8b"
+_TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite")  # what a directory argument is searched for
 _MEMCPY_CATEGORIES = frozenset({"gpu_memcpy", "gpu_memset", "memcpy", "memset"})
 _ANNOTATION_CATEGORIES = frozenset({"gpu_user_annotation", "user_annotation"})
 # Launch calls: cudaLaunchKernel / cudaGraphLaunch ("Runtime" in older Kineto); Triton uses cuLaunchKernel.
@@ -172,12 +175,10 @@ def _is_report(path: Path) -> bool:
 def _trace_files(path: Path) -> list[Path]:
     if path.is_dir():
         files = sorted(
-            p
-            for p in path.iterdir()
-            if p.is_file() and p.name.lower().endswith((".json", ".json.gz")) and not _is_report(p)
+            p for p in path.iterdir() if p.is_file() and p.name.lower().endswith(_TRACE_SUFFIXES) and not _is_report(p)
         )
         if not files:
-            raise ValueError(f"{path}: directory holds no .json or .json.gz trace")
+            raise ValueError(f"{path}: directory holds no .json, .json.gz or .sqlite trace")
         return files
     if not path.exists():
         raise ValueError(f"{path}: no such file")
@@ -229,9 +230,19 @@ class _Kernels:
 
 
 def load_events(path: Path | str) -> list[dict[str, Any]]:
-    """The ``traceEvents`` of a Chrome trace (gzip detected by content). Raises ValueError naming the file."""
+    """The ``traceEvents`` of a Chrome trace (gzip detected by content), or the events of an Nsight Systems SQLite
+    export (:mod:`wavemla.tools.nsys`, detected by content). Raises ValueError naming the file."""
     path = Path(path)
+    if path.name.lower().endswith(nsys.REPORT_SUFFIXES):
+        raise ValueError(
+            f"{path}: an Nsight Systems report; export it first (nsys export --type sqlite {path.name}) and pass the "
+            ".sqlite file"
+        )
     try:
+        with path.open("rb") as f:
+            head = f.read(len(nsys.SQLITE_MAGIC))
+        if nsys.is_export(head):
+            return _nonempty(path, nsys.load_events(path))
         raw = path.read_bytes()
     except FileNotFoundError:
         raise ValueError(f"{path}: no such file") from None
@@ -257,6 +268,10 @@ def load_events(path: Path | str) -> list[dict[str, Any]]:
     events = data.get("traceEvents") if isinstance(data, dict) else data
     if not isinstance(events, list):
         raise ValueError(f"{path}: no 'traceEvents' list at the top level; not a Chrome/Kineto trace")
+    return _nonempty(path, events)
+
+
+def _nonempty(path: Path, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if not events:
         raise ValueError(f"{path}: the trace holds no events")
     return events
@@ -1313,7 +1328,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "traces",
         nargs="*",
         metavar="TRACE[=BATCH]",
-        help="Kineto trace (.json/.json.gz) or a directory of them; =BATCH gives the batch size",
+        help="Kineto trace (.json/.json.gz), nsys SQLite export (.sqlite) or a directory of them; =BATCH gives the "
+        "batch size",
     )
     parser.add_argument(
         "--batch",
