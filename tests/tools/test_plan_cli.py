@@ -12,6 +12,7 @@ import torch
 
 from wavemla import cli, config
 from wavemla.device import PRESETS
+from wavemla.kernels import dense_decode_ws
 from wavemla.plan import DenseWorkload, Workload, clear_caches, plan, plan_dense
 from wavemla.tools import plan_cli
 
@@ -193,7 +194,8 @@ def test_dense_page_is_the_workloads(capsys: pytest.CaptureFixture[str]) -> None
         (r,) = info["plans"]
         assert r["config"] == str(p.config) and r["predicted_us"] == pytest.approx(p.predicted_us)
         plans[page] = r["predicted_us"]
-    assert plans[1] != plans[64]
+    # without Gluon (Triton 3.5) neither page size runs the warp-specialized kernel: both plans price the Triton one
+    assert (plans[1] != plans[64]) == dense_decode_ws.HAVE_GLUON
     code, out, _ = _run(capsys, *argv, "--page", "1")
     assert code == 0 and "2048 keys per block table, pages of 1, bf16 rows cache" in out
 
