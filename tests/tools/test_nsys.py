@@ -243,3 +243,12 @@ def test_corrupt_database_is_refused_naming_the_file(tmp_path: Path) -> None:
 def test_no_environment_reads() -> None:
     source = Path(nsys.__file__ or "").read_text()
     assert "environ" not in source and "getenv" not in source
+
+
+def test_cli_refuses_an_unexported_report_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "decode_bs8.nsys-rep").write_bytes(b"\x00nsys report bytes")
+    parser = argparse.ArgumentParser(prog="wavemla trace")
+    trace.add_arguments(parser)
+    assert trace.run(parser.parse_args([str(tmp_path / "decode_bs8.nsys-rep"), "--no-fit"])) == 2
+    err = capsys.readouterr().err
+    assert "wavemla trace: error:" in err and "nsys export --type sqlite decode_bs8.nsys-rep" in err

@@ -233,7 +233,7 @@ def load_events(path: Path | str) -> list[dict[str, Any]]:
     """The ``traceEvents`` of a Chrome trace (gzip detected by content), or the events of an Nsight Systems SQLite
     export (:mod:`wavemla.tools.nsys`, detected by content). Raises ValueError naming the file."""
     path = Path(path)
-    if path.name.lower().endswith(nsys.REPORT_SUFFIXES):
+    if path.name.lower().endswith(nsys.REPORT_SUFFIXES) and path.is_file():
         raise ValueError(
             f"{path}: an Nsight Systems report; export it first (nsys export --type sqlite {path.name}) and pass the "
             ".sqlite file"
