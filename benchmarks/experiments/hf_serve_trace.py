@@ -291,4 +291,14 @@ def per_step_kernel(record: dict[str, Any]) -> str | None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import multiprocessing
+
+    code = main()
+    # Leave without the interpreter's teardown, where the server's daemon thread died with a segmentation fault on
+    # the H100 machine (exit 139 after a complete run); the model process transformers spawned is ended first.
+    for child in multiprocessing.active_children():
+        child.terminate()
+        child.join(10)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
