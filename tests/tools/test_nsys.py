@@ -252,3 +252,21 @@ def test_cli_refuses_an_unexported_report_with_exit_2(tmp_path: Path, capsys: py
     assert trace.run(parser.parse_args([str(tmp_path / "decode_bs8.nsys-rep"), "--no-fit"])) == 2
     err = capsys.readouterr().err
     assert "wavemla trace: error:" in err and "nsys export --type sqlite decode_bs8.nsys-rep" in err
+
+
+def test_nvtx_range_scopes_the_kernels_launched_inside_it(tmp_path: Path) -> None:
+    """An NVTX range is a host range ``--scope`` can name: the graph launched inside an NVTX range ``moe_layer`` on
+    the launching thread (its GEMM and all-reduce) belongs to the MoE, as the launch call's thread and time lie inside
+    the range; the attention kernel launched before it stays attention; the same range on another thread scopes
+    nothing."""
+    rows = decode_steps(batch=2, steps=1)
+    t0 = rows["nvtx"][0][0]
+    rows["nvtx"].append((t0 + 5_500, t0 + 9_500, GLOBAL_TID, 59, "moe_layer", None))
+    scopes = [trace.Scope.parse("moe=^moe_layer$")]
+    p = profile_trace(write_export(tmp_path / "scoped.sqlite", rows), 2, RULES, StepSpec(), scopes=scopes)
+    assert p.scoped_kernels == 2
+    assert (p.components["moe"].kernels, p.components["communication"].kernels) == (2, 0)
+    assert p.components["attention"].kernels == 1
+    rows["nvtx"][-1] = (t0 + 5_500, t0 + 9_500, GLOBAL_TID + 1, 59, "moe_layer", None)
+    p = profile_trace(write_export(tmp_path / "other_thread.sqlite", rows), 2, RULES, StepSpec(), scopes=scopes)
+    assert p.scoped_kernels == 0 and p.components["communication"].kernels == 1
