@@ -270,3 +270,22 @@ def test_nvtx_range_scopes_the_kernels_launched_inside_it(tmp_path: Path) -> Non
     rows["nvtx"][-1] = (t0 + 5_500, t0 + 9_500, GLOBAL_TID + 1, 59, "moe_layer", None)
     p = profile_trace(write_export(tmp_path / "other_thread.sqlite", rows), 2, RULES, StepSpec(), scopes=scopes)
     assert p.scoped_kernels == 0 and p.components["communication"].kernels == 1
+
+
+def test_correlations_stay_bare_where_a_table_names_no_process(tmp_path: Path) -> None:
+    """Where the runtime calls carry no globalTid, no correlation id is keyed by process (a kernel keyed one way
+    would never meet its launch keyed the other): every kernel still finds its launch."""
+    path = write_export(tmp_path / "bare.sqlite", decode_steps(batch=1, steps=2))
+    con = sqlite3.connect(path)
+    con.execute(
+        'CREATE TABLE bare AS SELECT "start", "end", eventClass, correlationId, nameId, returnValue '
+        "FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+    )
+    con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME")
+    con.execute("ALTER TABLE bare RENAME TO CUPTI_ACTIVITY_KIND_RUNTIME")
+    con.commit()
+    con.close()
+    kernel = next(e for e in nsys.load_events(path) if e["cat"] == "kernel")
+    assert kernel["args"]["correlation"] == 100
+    p = profile_trace(path, 1, RULES, StepSpec(marker="^decode_step$"))
+    assert (p.steps, p.graph_kernels, p.uncorrelated_kernels) == (2, 4, 0)

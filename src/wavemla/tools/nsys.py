@@ -16,8 +16,9 @@ tables this reads (columns it does not find are left out; tables that are absent
   ``--scope`` can name them.
 
 Times become µs. Correlation ids are per process in CUPTI, so each is keyed by its process (``globalPid`` of a
-kernel, the process bits of ``globalTid`` of a runtime call) where the export has those columns. There are no GPU
-copies of NVTX ranges in the export, so steps come from host ranges or from ``--step-kernel``.
+kernel or copy, the process bits of ``globalTid`` of a runtime call) where every table that holds them has those
+columns. There are no GPU copies of NVTX ranges in the export, so steps come from host ranges or from
+``--step-kernel``.
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ def _process(global_id: int | None) -> int | None:
     return None if global_id is None else int(global_id) >> 24
 
 
-def _correlation(process: int | None, correlation: Any) -> Any:
-    if correlation is None or process is None:
+def _correlation(process: int | None, correlation: Any, keyed: bool) -> Any:
+    if not keyed or correlation is None or process is None:
         return correlation
     return f"{process}:{correlation}"
 
@@ -96,24 +97,31 @@ def _events(con: sqlite3.Connection, path: Path) -> Iterator[dict[str, Any]]:
     names = [c for c in _NAME_COLUMNS if c in columns]
     if not {"start", "end"} <= columns or not names:
         raise ValueError(f"{path}: {KERNELS} lacks start, end or a kernel name column ({sorted(columns)})")
-    yield from _gpu_rows(con, KERNELS, columns, "kernel", f"coalesce({', '.join(names)}, NULL)", text)
-    for table, category, label in _COPIES:
-        copy_columns = _columns(con, table) if table in tables else set()
-        if {"start", "end"} <= copy_columns:
-            yield from _gpu_rows(con, table, copy_columns, category, f"'{label}'", text)
+    copies = [(table, category, label, _columns(con, table)) for table, category, label in _COPIES if table in tables]
+    copies = [c for c in copies if {"start", "end"} <= c[3]]
+    # Correlation ids keyed by process only where every table that holds them names its process (else a kernel
+    # keyed one way would never meet its launch call keyed the other).
+    keyed = (
+        "globalPid" in columns
+        and all("globalPid" in c[3] for c in copies)
+        and (_RUNTIME not in tables or "globalTid" in _columns(con, _RUNTIME))
+    )
+    yield from _gpu_rows(con, KERNELS, columns, "kernel", f"coalesce({', '.join(names)}, NULL)", text, keyed)
+    for table, category, label, copy_columns in copies:
+        yield from _gpu_rows(con, table, copy_columns, category, f"'{label}'", text, keyed)
     if _RUNTIME in tables:
-        yield from _host_rows(con, _RUNTIME, "cuda_runtime", "nameId", "", text)
+        yield from _host_rows(con, _RUNTIME, "cuda_runtime", "nameId", "", text, keyed)
     nvtx = _columns(con, _NVTX) if _NVTX in tables else set()
     if {"start", "end", "eventType"} <= nvtx and nvtx & {"text", "textId"}:
         # a registered string leaves text NULL and names it by textId
         name = "coalesce(text, textId)" if {"text", "textId"} <= nvtx else ("text" if "text" in nvtx else "textId")
         kinds = ", ".join(str(k) for k in _NVTX_RANGES)
         where = f'WHERE eventType IN ({kinds}) AND "end" IS NOT NULL AND "end" >= "start"'
-        yield from _host_rows(con, _NVTX, "user_annotation", name, where, text)
+        yield from _host_rows(con, _NVTX, "user_annotation", name, where, text, keyed)
 
 
 def _gpu_rows(
-    con: sqlite3.Connection, table: str, columns: set[str], category: str, name_sql: str, text: _Text
+    con: sqlite3.Connection, table: str, columns: set[str], category: str, name_sql: str, text: _Text, keyed: bool
 ) -> Iterator[dict[str, Any]]:
     def col(name: str) -> str:
         return name if name in columns else "NULL"
@@ -135,13 +143,13 @@ def _gpu_rows(
             "args": {
                 "device": device if device is not None else 0,
                 "stream": stream,
-                "correlation": _correlation(process, correlation),
+                "correlation": _correlation(process, correlation, keyed),
             },
         }
 
 
 def _host_rows(
-    con: sqlite3.Connection, table: str, category: str, name_sql: str, where: str, text: _Text
+    con: sqlite3.Connection, table: str, category: str, name_sql: str, where: str, text: _Text, keyed: bool
 ) -> Iterator[dict[str, Any]]:
     columns = _columns(con, table)
     tid_sql = "globalTid" if "globalTid" in columns else "NULL"
@@ -159,5 +167,5 @@ def _host_rows(
             "tid": int(global_tid) & 0xFFFFFF if global_tid is not None else "?",
         }
         if correlation is not None:
-            event["args"] = {"correlation": _correlation(process, correlation)}
+            event["args"] = {"correlation": _correlation(process, correlation, keyed)}
         yield event
