@@ -11,7 +11,7 @@ import re
 import sys
 from pathlib import Path
 
-from wavemla.resources import compile_for_target
+from wavemla.kernels.indexer import compile_variant
 
 sys.path[:0] = [str(Path(__file__).resolve().parent)]
 from idx_ab import import_file  # noqa: E402  (an indexer.py imported apart from the package's)
@@ -31,12 +31,7 @@ def main(argv: list[str] | None = None) -> int:
             if fn.__name__ not in KERNELS or fn.__name__ in seen:
                 continue
             seen.add(fn.__name__)
-            ptx = compile_for_target(
-                fn, arch=args.arch, num_warps=num_warps, num_stages=num_stages,
-                pointers={k: v for k, v in fargs.items() if not k.isupper() and isinstance(v, str)},
-                ints={k: v for k, v in fargs.items() if not k.isupper() and isinstance(v, int)},
-                constexprs={k: v for k, v in fargs.items() if k.isupper()},
-            ).asm["ptx"]  # fmt: skip
+            ptx = compile_variant(fn, fargs, arch=args.arch, num_warps=num_warps, num_stages=num_stages).asm["ptx"]
             print(f"{path}: {fn.__name__} ({variant}): {len(re.findall(r'bar[.]sync|barrier[.]sync', ptx))} barriers, "
                   f"{len(re.findall('shfl', ptx))} shuffles, {len(re.findall(r'st[.]shared', ptx))} shared stores, "
                   f"{ptx.count(chr(10))} PTX lines")  # fmt: skip

@@ -19,7 +19,7 @@ import tempfile
 import triton
 
 import wavemla.kernels.indexer as ix
-from wavemla.resources import _res_usage, compile_for_target
+from wavemla.resources import _res_usage
 
 want = sys.argv[1] if len(sys.argv) > 1 else "fp8q s_q=1"
 over = dict(a.split("=") for a in sys.argv[2:])
@@ -27,15 +27,7 @@ arch = int(over.get("ARCH", 90))
 for fn, variant, args, nw, ns in ix._production_variants(64, 64, arch):
     if variant != want:
         continue
-    c = compile_for_target(
-        fn,
-        arch=arch,
-        num_warps=int(over.get("W", nw)),
-        num_stages=int(over.get("S", ns)),
-        pointers={k: v for k, v in args.items() if not k.isupper() and isinstance(v, str)},
-        ints={k: v for k, v in args.items() if not k.isupper() and isinstance(v, int)},
-        constexprs={k: v for k, v in args.items() if k.isupper()},
-    )
+    c = ix.compile_variant(fn, args, arch=arch, num_warps=int(over.get("W", nw)), num_stages=int(over.get("S", ns)))
     regs, stack, _, _ = _res_usage(c.asm["cubin"])
     tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     with tempfile.TemporaryDirectory() as tmp:

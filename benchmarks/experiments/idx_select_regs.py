@@ -18,7 +18,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 from dense_ws_build_probe import assemble
 
 from wavemla.kernels import indexer as ix
-from wavemla.resources import compile_for_target
 
 SELECTS = ("_indexer_select_kernel", "_indexer_spread_count_kernel", "_indexer_spread_rank_kernel")
 
@@ -29,15 +28,7 @@ def main() -> int:
             continue
         for block in (1024, 2048):
             a = dict(args, BLOCK_L=block)
-            compiled = compile_for_target(
-                fn,
-                arch=90,
-                num_warps=num_warps,
-                num_stages=num_stages,
-                pointers={k: v for k, v in a.items() if not k.isupper() and isinstance(v, str)},
-                ints={k: v for k, v in a.items() if not k.isupper() and isinstance(v, int)},
-                constexprs={k: v for k, v in a.items() if k.isupper()},
-            )
+            compiled = ix.compile_variant(fn, a, arch=90, num_warps=num_warps, num_stages=num_stages)
             info, _ = assemble(compiled.asm["ptx"])
             regs = re.findall(r"Used (\d+) registers", info)
             spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", info)

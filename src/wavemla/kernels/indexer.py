@@ -2331,6 +2331,22 @@ def _production_variants(heads: int, page: int, arch: int) -> list[tuple[object,
     return out
 
 
+def compile_variant(fn: object, args: dict[str, object], *, arch: int, num_warps: int, num_stages: int) -> Any:
+    """Compile one kernel variant of :func:`_production_variants` for ``sm_<arch>`` (no GPU needed): its upper-case
+    arguments are constexprs, the rest pointer types (strings) and ints. Returns Triton's compiled kernel."""
+    from wavemla.resources import compile_for_target
+
+    return compile_for_target(
+        fn,
+        arch=arch,
+        num_warps=num_warps,
+        num_stages=num_stages,
+        pointers={k: v for k, v in args.items() if not k.isupper() and isinstance(v, str)},
+        ints={k: v for k, v in args.items() if not k.isupper() and isinstance(v, int)},
+        constexprs={k: v for k, v in args.items() if k.isupper()},
+    )
+
+
 def compile_report(arch: int, *, heads: int = 64, page: int = 64) -> list[dict[str, object]]:
     """Compile every kernel this module launches for ``sm_<arch>`` (no GPU needed) and report its resources.
 
@@ -2340,20 +2356,10 @@ def compile_report(arch: int, *, heads: int = 64, page: int = 64) -> list[dict[s
     """
     if _interpreted():
         raise RuntimeError("compile_report: the Triton interpreter is active; compile from a process without it")
-    from wavemla.resources import compile_for_target
-
     reports: list[dict[str, object]] = []
     for fn, variant, args, num_warps, num_stages in _production_variants(heads, page, arch):
         assert isinstance(fn, triton.runtime.JITFunction)
-        compiled = compile_for_target(
-            fn,
-            arch=arch,
-            num_warps=num_warps,
-            num_stages=num_stages,
-            pointers={k: v for k, v in args.items() if not k.isupper() and isinstance(v, str)},
-            ints={k: v for k, v in args.items() if not k.isupper() and isinstance(v, int)},
-            constexprs={k: v for k, v in args.items() if k.isupper()},
-        )
+        compiled = compile_variant(fn, args, arch=arch, num_warps=num_warps, num_stages=num_stages)
         ttgir = compiled.asm.get("ttgir", "")
         reports.append(
             {
