@@ -37,6 +37,25 @@ def _window(events: list[dict[str, Any]], cat: str, marker: str, steps: int) -> 
     return ranges[0]["ts"], ranges[steps - 1]["ts"] + ranges[steps - 1]["dur"]
 
 
+def _gpu_window(events: list[dict[str, Any]], lo: float, hi: float, *, inclusive: bool) -> list[dict[str, Any]]:
+    """Process and thread names, the GPU events starting in ``[lo, hi]`` (``[lo, hi)`` unless ``inclusive``) with
+    only their ``KERNEL_ARGS``, and the runtime and driver calls that launched them (``correlation`` only)."""
+    kept = [e for e in events if e.get("ph") == "M" and e.get("name") in ("process_name", "thread_name")]
+    gpu = [
+        {**e, "args": {k: e.get("args", {})[k] for k in KERNEL_ARGS if k in e.get("args", {})}}
+        for e in events
+        if e.get("cat") in GPU and lo <= e["ts"] and (e["ts"] <= hi if inclusive else e["ts"] < hi)
+    ]
+    launched = {e["args"].get("correlation") for e in gpu}
+    kept += gpu
+    kept += [
+        {**e, "args": {"correlation": e["args"]["correlation"]}}
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and e.get("args", {}).get("correlation") in launched
+    ]
+    return kept
+
+
 def trim(doc: dict[str, Any], marker: str, steps: int, keep_scopes: tuple[str, ...] = ()) -> dict[str, Any]:
     """The trace ``doc`` cut to its first ``steps`` ranges named ``marker`` (on the GPU and the CPU side), keeping
     the host ranges inside those steps whose names match one of ``keep_scopes``."""
@@ -45,21 +64,12 @@ def trim(doc: dict[str, Any], marker: str, steps: int, keep_scopes: tuple[str, .
     g0, g1 = _window(events, "gpu_user_annotation", marker, steps)
     c0, c1 = _window(events, "user_annotation", marker, steps)
     windows = {"gpu_user_annotation": (g0, g1), "user_annotation": (c0, c1)}
-    kept: list[dict[str, Any]] = []
-    launched = set()
+    kept = _gpu_window(events, g0, g1, inclusive=True)
     for e in events:
-        if e.get("ph") == "M" and e.get("name") in ("process_name", "thread_name"):
-            kept.append(e)
-        elif e.get("cat") in GPU and g0 <= e["ts"] <= g1:
-            args = e.get("args", {})
-            kept.append({**e, "args": {k: args[k] for k in KERNEL_ARGS if k in args}})
-            launched.add(args.get("correlation"))
-        elif e.get("name") == marker and e.get("cat") in windows:
+        if e.get("name") == marker and e.get("cat") in windows:
             lo, hi = windows[e["cat"]]
             if lo <= e["ts"] <= hi:
                 kept.append({**e, "args": {}})
-        elif e.get("cat") in ("cuda_runtime", "cuda_driver") and e.get("args", {}).get("correlation") in launched:
-            kept.append({**e, "args": {"correlation": e["args"]["correlation"]}})
         elif (
             e.get("cat") in HOST_RANGES
             and c0 <= e.get("ts", -1) <= c1
@@ -78,21 +88,7 @@ def trim_by_kernel(doc: dict[str, Any], step_kernel: str, steps: int) -> dict[st
     starts = sorted(e["ts"] for e in events if e.get("cat") == "kernel" and regex.search(str(e.get("name", ""))))
     if len(starts) < steps + 1:
         raise ValueError(f"--steps: the trace has {len(starts)} kernels matching {step_kernel!r}, needs {steps + 1}")
-    g0, g1 = starts[0], starts[steps]
-    kept: list[dict[str, Any]] = []
-    launched = set()
-    for e in events:
-        if e.get("ph") == "M" and e.get("name") in ("process_name", "thread_name"):
-            kept.append(e)
-        elif e.get("cat") in GPU and g0 <= e["ts"] < g1:
-            args = e.get("args", {})
-            kept.append({**e, "args": {k: args[k] for k in KERNEL_ARGS if k in args}})
-            launched.add(args.get("correlation"))
-    kept += [
-        {**e, "args": {"correlation": e["args"]["correlation"]}}
-        for e in events
-        if e.get("cat") in ("cuda_runtime", "cuda_driver") and e.get("args", {}).get("correlation") in launched
-    ]
+    kept = _gpu_window(events, starts[0], starts[steps], inclusive=False)
     return {"schemaVersion": doc.get("schemaVersion", 1), "traceEvents": kept}
 
 
