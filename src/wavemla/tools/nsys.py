@@ -101,23 +101,24 @@ def _events(con: sqlite3.Connection, path: Path) -> Iterator[dict[str, Any]]:
     copies = [c for c in copies if {"start", "end"} <= c[3]]
     # Correlation ids keyed by process only where every table that holds them names its process (else a kernel
     # keyed one way would never meet its launch call keyed the other).
+    runtime = _columns(con, _RUNTIME) if _RUNTIME in tables else None
     keyed = (
         "globalPid" in columns
         and all("globalPid" in c[3] for c in copies)
-        and (_RUNTIME not in tables or "globalTid" in _columns(con, _RUNTIME))
+        and (runtime is None or "globalTid" in runtime)
     )
     yield from _gpu_rows(con, KERNELS, columns, "kernel", f"coalesce({', '.join(names)}, NULL)", text, keyed)
     for table, category, label, copy_columns in copies:
         yield from _gpu_rows(con, table, copy_columns, category, f"'{label}'", text, keyed)
-    if _RUNTIME in tables:
-        yield from _host_rows(con, _RUNTIME, "cuda_runtime", "nameId", "", text, keyed)
+    if runtime is not None:
+        yield from _host_rows(con, _RUNTIME, runtime, "cuda_runtime", "nameId", "", text, keyed)
     nvtx = _columns(con, _NVTX) if _NVTX in tables else set()
     if {"start", "end", "eventType"} <= nvtx and nvtx & {"text", "textId"}:
         # a registered string leaves text NULL and names it by textId
         name = "coalesce(text, textId)" if {"text", "textId"} <= nvtx else ("text" if "text" in nvtx else "textId")
         kinds = ", ".join(str(k) for k in _NVTX_RANGES)
         where = f'WHERE eventType IN ({kinds}) AND "end" IS NOT NULL AND "end" >= "start"'
-        yield from _host_rows(con, _NVTX, "user_annotation", name, where, text, keyed)
+        yield from _host_rows(con, _NVTX, nvtx, "user_annotation", name, where, text, keyed)
 
 
 def _gpu_rows(
@@ -149,9 +150,15 @@ def _gpu_rows(
 
 
 def _host_rows(
-    con: sqlite3.Connection, table: str, category: str, name_sql: str, where: str, text: _Text, keyed: bool
+    con: sqlite3.Connection,
+    table: str,
+    columns: set[str],
+    category: str,
+    name_sql: str,
+    where: str,
+    text: _Text,
+    keyed: bool,
 ) -> Iterator[dict[str, Any]]:
-    columns = _columns(con, table)
     tid_sql = "globalTid" if "globalTid" in columns else "NULL"
     corr_sql = "correlationId" if "correlationId" in columns else "NULL"
     query = f'SELECT "start", "end", {tid_sql}, {corr_sql}, {name_sql} FROM {table} {where} ORDER BY "start"'
