@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # GPU: profiler traces of `transformers serve --continuous-batching` at several concurrencies
 # (benchmarks/experiments/hf_serve_trace.py), and `wavemla trace` over them. The GPU machine has no network: the
-# wheels of transformers[serving] and what it needs beyond torch come in .whl/ (pip download for Python 3.12 on
-# x86_64 Linux, copied beside the checkout: .whl is an ignored folder).
+# wheels of transformers[serving] and what it needs beyond torch come in .whl/, an ignored folder beside the
+# checkout (29 MB), made on a machine with one by
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 \
+#     --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+#     -d .whl -r benchmarks/experiments/hf_serve_wheels.txt
 #   bash benchmarks/experiments/gpu_hf_serve.sh <git-sha>   (writes under $OUT)
 set -uo pipefail
 SHA=${1:-unknown}
