@@ -164,7 +164,7 @@ _DEFAULT_RULES: tuple[Rule, ...] = (
         r"kpool_(?!kernel)",
         r"transform_index_page_table",
     ),
-    # Attention: FlashMLA, FlashInfer, Triton decode attention (SGLang/vLLM), TRT-LLM FMHA, KV-cache writes.
+    # Attention: FlashMLA, FlashInfer, Triton decode attention (SGLang/vLLM), TRT-LLM FMHA, cuDNN SDPA, KV-cache writes.
     _rule(
         "attention",
         "attention",
@@ -182,6 +182,9 @@ _DEFAULT_RULES: tuple[Rule, ...] = (
         r"attention",
         r"attn",
         r"mha",
+        # cuDNN's fused attention, which PyTorch's scaled_dot_product_attention runs on its cuDNN backend
+        # (cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_...)
+        r"sdpa",
         r"_fwd_grouped_kernel_stage",
         r"_fwd_kernel_stage",
         r"sparse_decode",
