@@ -6,7 +6,8 @@
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 \
 #     --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
 #     -d .whl -r benchmarks/experiments/hf_serve_wheels.txt
-#   bash benchmarks/experiments/gpu_hf_serve.sh <git-sha>   (writes under $OUT)
+#   bash benchmarks/experiments/gpu_hf_serve.sh <git-sha>   (writes under $OUT: hf_serve.log, the traces in hf/, and
+#   hf_record.tar.gz with the run's record, the trace fit and the traces cut for the tests)
 set -uo pipefail
 SHA=${1:-unknown}
 {
@@ -16,5 +17,7 @@ SHA=${1:-unknown}
   echo "== hf_serve_trace.py on $SHA"
   PYTHONPATH=src:. timeout "${LIMIT:-480}" python3 benchmarks/experiments/hf_serve_trace.py "$OUT/hf" --batch ${BATCH:-1 8 16 32 64}
   echo "== exit $?"
+  # A call brings back at most 8 files: the run's record, its trace fit and the cut fixtures go in one archive
+  tar -czf "$OUT/hf_record.tar.gz" -C "$OUT/hf" --remove-files hf-serve-dsv3.json hf-serve-dsv3-slope.json fixtures
 } > "$OUT/hf_serve.log" 2>&1
 grep -v -E "HTTP/1.1|^INFO|nanobind|leaked" "$OUT/hf_serve.log" | cut -c1-200 | tail -45

@@ -65,6 +65,17 @@ NAMES = [
         "attention",
         id="flashinfer-decode",
     ),
+    # cuDNN's fused attention under torch's scaled_dot_product_attention (transformers serve on an H100)
+    pytest.param(
+        "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x192_4x1x1_cga1x1x1_kernel0_0",
+        "attention",
+        id="cudnn-sdpa-sm90",
+    ),
+    pytest.param(
+        "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_3_64x64x256_4x1x1_cga1x1x1_kernel0_0",
+        "attention",
+        id="cudnn-sdpa-sm80",
+    ),
     pytest.param("_fwd_grouped_kernel_stage1", "attention", id="triton-sglang-stage1"),
     pytest.param("_fwd_kernel_stage2", "attention", id="triton-sglang-stage2"),
     # vLLM's DeepSeek-V4 Triton kernels (vllm/v1/attention/ops/deepseek_v4_ops/cache_utils.py and the layer's SM80
@@ -1658,6 +1669,37 @@ def test_h200_transformers_traces_read_unchanged() -> None:
         assert p.components["other"].busy_ms < 0.01 * p.busy_ms
         assert p.idle_ms > 2 * p.busy_ms  # the host sets the pace
     assert trace.host_bound(report) and "host-bound: the GPU idles" in trace.format_report(report)
+
+
+HF_SERVE = DATA / "h100_hf_serve"
+HF_SERVE_RECORD = DATA / "h100_hf_serve.json"
+
+
+def test_h100_transformers_serve_traces_read_unchanged() -> None:
+    """Real traces of a serving engine we did not write: transformers serve with continuous batching (its own
+    scheduler, paged cache and torch attention) serving a DeepSeek-V3-architecture model (4 layers, random weights)
+    at 1, 16 and 64 concurrent streams on an H100, cut to 3 decode steps by a kernel launched once a step; read with
+    the built-in rules (benchmarks/experiments/hf_serve_trace.py, then trim_trace.py --step-kernel)."""
+    record = json.loads(HF_SERVE_RECORD.read_text())
+    step = StepSpec(kernel="^" + re.escape(record["step_kernel"]) + "$")
+    report = analyze(trace.resolve_inputs([str(HF_SERVE)]), step)
+    assert [p.batch for p in report.profiles] == [1, 16, 64]
+    for p in report.profiles:
+        assert (p.steps, p.graph_kernels, p.uncorrelated_kernels) == (3, 0, 0)
+        # attention is cuDNN's fused SDPA kernel, one a layer and step (kernels are per step)
+        assert p.components["attention"].kernels == 4
+        # MoE routing's histogram and scan are generic ATen/cub kernels: left to a --rules file, under 2% of busy
+        assert sorted(name.split("<")[0].split("::")[-1] for name in p.unclassified) == [
+            "DeviceScanInitKernel", "DeviceScanKernel", "kernelHistogram1D",
+        ]  # fmt: skip
+        assert p.components["other"].busy_ms < 0.02 * p.busy_ms
+        # the 3 kept steps keep the GPU busy as the 24 profiled steps of the uncut trace did, within 5%
+        whole = record["whole_traces"][str(p.batch)]
+        assert abs(p.busy_ms / whole["busy_ms"] - 1) < 0.05, (p.batch, p.busy_ms, whole["busy_ms"])
+        assert p.idle_ms > 20 * p.busy_ms  # the engine's host side sets the pace
+    assert trace.host_bound(report)
+    fit = trace.report_to_dict(report)["fit"]["components"]["attention"]
+    assert fit["r2"] > 0.99 and fit["slope_ms_per_request"] > 0
 
 
 # the Python frames of transformers' DeepSeek-V4 that hold each component's kernels (hf_dsv4_trace.STACK_SCOPES)
