@@ -241,12 +241,13 @@ def load_events(path: Path | str) -> list[dict[str, Any]]:
     try:
         with path.open("rb") as f:
             head = f.read(len(nsys.SQLITE_MAGIC))
-            raw = b"" if nsys.is_export(head) else head + f.read()
+            export = nsys.is_export(head)
+            raw = b"" if export else head + f.read()
     except FileNotFoundError:
         raise ValueError(f"{path}: no such file") from None
     except OSError as e:
         raise ValueError(f"{path}: cannot read: {e.strerror}") from None
-    if nsys.is_export(head):
+    if export:
         return _nonempty(path, nsys.load_events(path))
     if raw.startswith(_GZIP_MAGIC):
         try:
